@@ -1,0 +1,86 @@
+#include "engine/embedder.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/model.h"
+
+namespace moeedb {
+
+Embedder::Embedder(const MoeModel* model, const TokenEncoder* encoder, EmbedderOptions options)
+    : model_(model), encoder_(encoder), options_(std::move(options)) {}
+
+RouterReadout Embedder::rw_readout() const {
+  return options_.rw_readout_default ? model_->config().family->rw_readout : options_.rw_readout;
+}
+
+Result<std::vector<int32_t>> Embedder::Tokenize(std::string_view text) const {
+  if (encoder_ == nullptr) return Status::InvalidArgument("this embedder has no tokenizer: pass token ids");
+  if (text.find_first_not_of(" \t\r\n\v\f") == std::string_view::npos)
+    return Status::InvalidArgument("empty text");
+  const std::string prompt = ApplyPrompt(options_.prompt, text, options_.instruction);
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<int32_t> ids, encoder_->Encode(prompt, /*add_special=*/true));
+  if (ids.empty()) return Status::InvalidArgument("text gives no tokens");
+  return ids;
+}
+
+Result<std::vector<Embedding>> Embedder::EmbedTexts(const std::vector<std::string>& texts) const {
+  std::vector<std::vector<int32_t>> ids;
+  ids.reserve(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto r = Tokenize(texts[i]);
+    if (!r.ok()) return Status(r.status().code() == Status::Code::kInvalidArgument
+                                   ? Status::InvalidArgument("input " + std::to_string(i) + ": " + r.status().message())
+                                   : r.status());
+    ids.push_back(std::move(r).value());
+  }
+  return EmbedIds(ids);
+}
+
+Result<std::vector<Embedding>> Embedder::EmbedIds(const std::vector<std::vector<int32_t>>& ids) const {
+  const int64_t vocab = model_->config().vocab_size;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i].empty()) return Status::InvalidArgument("input " + std::to_string(i) + ": no token ids");
+    for (int32_t id : ids[i])
+      if (id < 0 || id >= vocab)
+        return Status::InvalidArgument("input " + std::to_string(i) + ": token id " + std::to_string(id) +
+                                       " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  }
+  std::vector<Embedding> out(ids.size());
+  // Longest first; a batch grows while its padded size fits the budget.
+  std::vector<size_t> order(ids.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() > ids[b].size(); });
+  const RouterReadout readout = rw_readout();
+  const int64_t E = model_->config().num_experts;
+  size_t start = 0;
+  while (start < order.size()) {
+    const int64_t max_len = static_cast<int64_t>(ids[order[start]].size());
+    size_t end = start + 1;
+    while (end < order.size() && static_cast<int64_t>(end - start + 1) * max_len <= options_.batch_tokens) ++end;
+    std::vector<std::vector<int32_t>> batch;
+    for (size_t i = start; i < end; ++i) batch.push_back(ids[order[i]]);
+    MOEEDB_ASSIGN_OR_RETURN(ForwardOutput fo, model_->Forward(batch));
+    at::Tensor rw = fo.router_logits;  // [B, L, E]
+    if (readout == RouterReadout::kProbs) rw = at::softmax(rw, -1);
+    if (readout == RouterReadout::kLogProbs) rw = at::log_softmax(rw, -1);
+    at::Tensor hs = fo.hs.to(at::kFloat).contiguous();
+    rw = rw.reshape({rw.size(0), -1}).to(at::kFloat).contiguous();
+    for (size_t i = start; i < end; ++i) {
+      const int64_t b = static_cast<int64_t>(i - start);
+      Embedding& e = out[order[i]];
+      const float* hp = hs.data_ptr<float>() + b * hs.size(1);
+      const float* rp = rw.data_ptr<float>() + b * rw.size(1);
+      e.hs.assign(hp, hp + hs.size(1));
+      e.rw.assign(rp, rp + rw.size(1));
+      e.tokens = fo.lengths[b];
+    }
+    (void)E;
+    start = end;
+  }
+  return out;
+}
+
+}  // namespace moeedb

@@ -1,0 +1,60 @@
+// Embedder: texts (or token ids) -> MoEE vectors, batched by a token budget.
+//
+// Texts are cleaned and put into the prompt template, tokenised with the
+// post-processor's special tokens, sorted by length and packed into batches
+// of at most batch_tokens padded tokens; results come back in input order.
+// Vectors are raw (not standardised): hs is the final-normed last hidden
+// state, rw the router read-out of every MoE layer at the last token.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/model_family.h"
+#include "engine/prompt.h"
+#include "engine/status.h"
+#include "engine/token_encoder.h"
+
+namespace moeedb {
+
+class MoeModel;
+
+struct EmbedderOptions {
+  PromptTemplate prompt = PromptTemplates()[0];  // prompteol
+  std::string instruction;                       // empty: none (the reference's no_instruction)
+  bool rw_readout_default = true;                // use the family's read-out (logits; probs for DeepSeek)
+  RouterReadout rw_readout = RouterReadout::kLogits;
+  int64_t batch_tokens = 4096;                   // padded tokens per forward pass
+};
+
+struct Embedding {
+  std::vector<float> hs;
+  std::vector<float> rw;
+  int64_t tokens = 0;  // tokens the model processed for this input
+};
+
+class Embedder {
+ public:
+  // `model` must outlive the embedder; `encoder` may be null (ids only).
+  Embedder(const MoeModel* model, const TokenEncoder* encoder, EmbedderOptions options);
+
+  // The ids the model sees for `text` (prompt applied, special tokens added).
+  // Empty or whitespace-only text is an InvalidArgument error.
+  Result<std::vector<int32_t>> Tokenize(std::string_view text) const;
+  // Errors name the offending input by index.
+  Result<std::vector<Embedding>> EmbedTexts(const std::vector<std::string>& texts) const;
+  // Ids are used as they are: no template, no special tokens.
+  Result<std::vector<Embedding>> EmbedIds(const std::vector<std::vector<int32_t>>& ids) const;
+
+  RouterReadout rw_readout() const;
+  const EmbedderOptions& options() const { return options_; }
+
+ private:
+  const MoeModel* model_;
+  const TokenEncoder* encoder_;
+  EmbedderOptions options_;
+};
+
+}  // namespace moeedb

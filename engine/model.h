@@ -1,0 +1,70 @@
+// MoeModel: a HuggingFace MoE checkpoint loaded for embedding. One decoder
+// for every family (model_family.h says what differs); no KV cache.
+//
+// Forward() takes a batch of token-id sequences of any lengths, pads them on
+// the right with an attention mask (positions restart at 0 for every row, so
+// a text gives the same result alone or in any batch), and returns per row
+// the MoEE read-outs at the last real token.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/model_config.h"
+#include "engine/status.h"
+
+namespace moeedb {
+
+class Checkpoint;
+class MoeBlock;
+
+struct ForwardOptions {
+  bool want_logits = false;  // [B, T, V] next-token logits (tests, perplexity)
+};
+
+struct ForwardOutput {
+  at::Tensor hs;             // [B, H]: final-normed hidden state at the last real token
+  at::Tensor router_logits;  // [B, L_moe, E]: z = W_gate x at the last real token, per MoE layer
+  at::Tensor logits;         // [B, T, V] if asked (rows padded past their length)
+  std::vector<int64_t> lengths;
+};
+
+// A named tap (like llama.cpp's cb(cur, name, il)): called with intermediate
+// tensors during Forward when set. Names: "attn_out", "moe_in",
+// "router_logits", "mlp_out", "layer_out" (each [N_real, *] over the real
+// tokens in row-major order), "final_norm" ([B, H] at the last tokens).
+using ForwardTap = std::function<void(std::string_view name, int64_t layer, const at::Tensor& value)>;
+
+class MoeModel {
+ public:
+  // Loads config.json and the safetensors of a HF folder. Every expected
+  // tensor must be present with the shape config.json implies.
+  static Result<std::unique_ptr<MoeModel>> LoadDir(const std::string& dir);
+  ~MoeModel();
+
+  // ids: one non-empty sequence per row, each id in [0, vocab_size).
+  Result<ForwardOutput> Forward(const std::vector<std::vector<int32_t>>& ids, const ForwardOptions& options = {}) const;
+
+  const ModelConfig& config() const { return config_; }
+  void set_tap(ForwardTap tap) { tap_ = std::move(tap); }
+
+ private:
+  struct Layer;
+  MoeModel();
+  ForwardOutput ForwardImpl(const std::vector<std::vector<int32_t>>& ids, const ForwardOptions& options) const;
+
+  ModelConfig config_;
+  std::unique_ptr<Checkpoint> checkpoint_;  // owns the mapping the weights point into
+  at::Tensor embed_, final_norm_, lm_head_;
+  at::Tensor inv_freq_;  // RoPE, double precision
+  std::vector<std::unique_ptr<Layer>> layers_;
+  ForwardTap tap_;
+};
+
+}  // namespace moeedb

@@ -1,0 +1,50 @@
+// One sparse MoE block: router, top-k routing, routed experts with grouped
+// dispatch (the tokens routed to an expert are gathered and run as one
+// matmul per active expert, never a per-token loop), optional shared expert.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/model_family.h"
+#include "engine/safetensors.h"
+#include "engine/status.h"
+
+namespace moeedb {
+
+struct MoeBlockSpec {
+  int64_t hidden = 0;
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  int64_t expert_intermediate = 0;
+  int64_t shared_intermediate = 0;  // 0: no shared expert
+  bool renormalize = false;         // divide the top-k weights by their sum
+};
+
+class MoeBlock {
+ public:
+  MoeBlock() = default;
+  // Loads the block stored under `prefix` (e.g. "model.layers.3.mlp."),
+  // per-expert or packed layout, names from `family`. Shapes are checked.
+  static Result<MoeBlock> Load(const Checkpoint& ckpt, const ModelFamily& family, const std::string& prefix,
+                               const MoeBlockSpec& spec);
+
+  // x: [N, H] float. Returns y: [N, H]. If router_logits is non-null it
+  // receives z = W_gate x, [N, E] float (before softmax).
+  at::Tensor Forward(const at::Tensor& x, at::Tensor* router_logits) const;
+
+  const MoeBlockSpec& spec() const { return spec_; }
+  const at::Tensor& router() const { return router_; }
+
+ private:
+  MoeBlockSpec spec_;
+  SharedExpertKind shared_kind_ = SharedExpertKind::kNone;
+  at::Tensor router_;                  // [E, H]
+  std::vector<at::Tensor> gate_up_;    // per expert [2I, H]
+  std::vector<at::Tensor> down_;       // per expert [H, I]
+  at::Tensor shared_gate_up_, shared_down_, shared_gate_;  // [2S, H], [H, S], [1, H]
+};
+
+}  // namespace moeedb

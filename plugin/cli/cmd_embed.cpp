@@ -1,0 +1,153 @@
+// moeedb embed: one input per stdin line -> one JSON line per input, in order:
+// {"hs":[...],"rw":[...],"tokens":N} with raw (unstandardised) vectors.
+#include <charconv>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "engine/embedder.h"
+#include "engine/model.h"
+#include "engine/runtime.h"
+#include "plugin/cli/args.h"
+#include "plugin/cli/commands.h"
+#include "plugin/cli/common.h"
+
+namespace moeedb::cli {
+
+namespace {
+
+Result<std::vector<int32_t>> ParseIds(const std::string& line) {
+  std::vector<int32_t> ids;
+  const char* p = line.data();
+  const char* end = p + line.size();
+  while (p < end) {
+    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    if (p == end) break;
+    int32_t v = 0;
+    auto [q, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || (q < end && *q != ' ' && *q != '\t'))
+      return Status::InvalidArgument("not a list of integer token ids: '" + line + "'");
+    ids.push_back(v);
+    p = q;
+  }
+  if (ids.empty()) return Status::InvalidArgument("no token ids");
+  return ids;
+}
+
+}  // namespace
+
+int RunEmbed(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"model", "DIR", "HuggingFace model folder (config.json, *.safetensors, tokenizer.json)"},
+      {"tokenizer", "FILE", "tokenizer.json to use instead of the model's"},
+      {"prompt", "NAME", "prompt template: " + PromptNames() + " (default prompteol)"},
+      {"instruction", "TEXT", "GritLM-style instruction placed before the text (default: none)"},
+      {"rw", "KIND", "RW read-out: logits | probs | log_probs (default: the family's, logits; probs for DeepSeek)"},
+      {"threads", "N", "compute threads (default: all cores)"},
+      {"batch-tokens", "N", "padded tokens per forward pass (default 4096)"},
+      {"jsonl", "", "inputs are JSON lines {\"text\": ...}"},
+      {"ids", "", "inputs are space-separated token ids, used as they are (no prompt, no special tokens)"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("embed --model DIR [options] < texts.txt",
+                          "Embeds one input per stdin line and prints one JSON line per input, in input order:\n"
+                          "{\"hs\":[...],\"rw\":[...],\"tokens\":N}. hs is the final-normed hidden state of the last\n"
+                          "token; rw the router read-out of every MoE layer at the last token, in layer order.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("embed", args.status().message());
+  if (!args->positional().empty()) return UsageError("embed", "unexpected argument '" + args->positional()[0] + "'");
+  if (!args->Has("model")) return UsageError("embed", "--model DIR is required");
+  if (args->Has("jsonl") && args->Has("ids")) return UsageError("embed", "--jsonl and --ids exclude each other");
+  auto threads = args->GetInt("threads", 0, 0, 1024);
+  if (!threads.ok()) return UsageError("embed", threads.status().message());
+  auto batch_tokens = args->GetInt("batch-tokens", 4096, 1, 1 << 24);
+  if (!batch_tokens.ok()) return UsageError("embed", batch_tokens.status().message());
+
+  EmbedderOptions opts;
+  opts.batch_tokens = *batch_tokens;
+  opts.instruction = args->Get("instruction");
+  if (args->Has("prompt")) {
+    auto p = FindPrompt(args->Get("prompt"));
+    if (!p.ok()) return UsageError("embed", p.status().message());
+    opts.prompt = *p;
+  }
+  if (args->Has("rw")) {
+    const std::string rw = args->Get("rw");
+    opts.rw_readout_default = false;
+    if (rw == "logits") opts.rw_readout = RouterReadout::kLogits;
+    else if (rw == "probs") opts.rw_readout = RouterReadout::kProbs;
+    else if (rw == "log_probs") opts.rw_readout = RouterReadout::kLogProbs;
+    else return UsageError("embed", "--rw must be logits, probs or log_probs");
+  }
+
+  SetComputeThreads(static_cast<int>(*threads));
+  const std::string model_dir = args->Get("model");
+  auto model = MoeModel::LoadDir(model_dir);
+  if (!model.ok()) return Fail("embed", model.status().message());
+  if (std::string w = BlasWarning(); !w.empty()) std::cerr << w << "\n";
+  std::unique_ptr<BpeTokenizer> tokenizer;
+  if (!args->Has("ids")) {
+    auto tok = LoadTokenizer(args->Get("tokenizer"), model_dir);
+    if (!tok.ok()) return Fail("embed", tok.status().message());
+    tokenizer = std::move(tok).value();
+    if (tokenizer->vocab_size() > (*model)->config().vocab_size)
+      return Fail("embed", "the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+                               " ids but the model's vocabulary has " + std::to_string((*model)->config().vocab_size));
+  }
+  Embedder embedder(model->get(), tokenizer.get(), opts);
+
+  // Read and validate every input before printing anything.
+  const auto lines = ReadLines(std::cin);
+  std::vector<std::vector<int32_t>> inputs;
+  inputs.reserve(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string where = "line " + std::to_string(i + 1) + ": ";
+    Result<std::vector<int32_t>> ids = Status::Internal("unset");
+    if (args->Has("ids")) {
+      ids = ParseIds(lines[i]);
+    } else if (args->Has("jsonl")) {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(lines[i]);
+      } catch (const std::exception& e) {
+        return Fail("embed", where + "not valid JSON");
+      }
+      if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+        return Fail("embed", where + "expected a JSON object with a string field \"text\"");
+      ids = embedder.Tokenize(j["text"].get<std::string>());
+    } else {
+      ids = embedder.Tokenize(lines[i]);
+    }
+    if (!ids.ok()) return Fail("embed", where + ids.status().message());
+    inputs.push_back(std::move(ids).value());
+  }
+  const size_t kChunk = 1024;  // bounded memory for long inputs; order is kept
+  std::string out;
+  for (size_t start = 0; start < inputs.size(); start += kChunk) {
+    const size_t end = std::min(inputs.size(), start + kChunk);
+    std::vector<std::vector<int32_t>> chunk(inputs.begin() + start, inputs.begin() + end);
+    auto embs = embedder.EmbedIds(chunk);
+    if (!embs.ok()) return Fail("embed", embs.status().message());
+    for (const auto& e : *embs) {
+      out.clear();
+      out += "{\"hs\":[";
+      for (size_t k = 0; k < e.hs.size(); ++k) {
+        if (k) out.push_back(',');
+        AppendFloat(&out, e.hs[k]);
+      }
+      out += "],\"rw\":[";
+      for (size_t k = 0; k < e.rw.size(); ++k) {
+        if (k) out.push_back(',');
+        AppendFloat(&out, e.rw[k]);
+      }
+      out += "],\"tokens\":" + std::to_string(e.tokens) + "}\n";
+      std::cout << out;
+    }
+  }
+  std::cout << std::flush;
+  return 0;
+}
+
+}  // namespace moeedb::cli

@@ -1,0 +1,100 @@
+// moeedb model init | info.
+#include <iostream>
+
+#include "engine/model.h"
+#include "engine/random_checkpoint.h"
+#include "plugin/cli/args.h"
+#include "plugin/cli/commands.h"
+#include "plugin/cli/common.h"
+
+namespace moeedb::cli {
+
+namespace {
+
+int RunInit(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"config", "FILE", "a config.json (model_type: " + SupportedModelTypes() + ")"},
+      {"tokenizer", "FILE", "tokenizer.json to copy into the model folder"},
+      {"seed", "N", "random seed (default 0)"},
+      {"out", "DIR", "output model folder"},
+      {"dtype", "T", "f32 | bf16 | f16 (default f32)"},
+      {"layout", "L", "per-expert | packed expert tensors (default per-expert)"},
+      {"std", "X", "weight standard deviation (default: the config's initializer_range, else 0.02)"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("model init --config CONFIG.json --tokenizer tokenizer.json --seed N --out DIR",
+                          "Writes config.json, model.safetensors and tokenizer.json in HuggingFace layout, with\n"
+                          "random weights (normal, std from the config; norms 1), deterministic in the seed.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("model init", args.status().message());
+  if (!args->Has("config") || !args->Has("out")) return UsageError("model init", "--config and --out are required");
+  auto seed = args->GetInt("seed", 0, 0, (1LL << 62));
+  if (!seed.ok()) return UsageError("model init", seed.status().message());
+  RandomCheckpointOptions opt;
+  opt.seed = static_cast<uint64_t>(*seed);
+  const std::string dtype = args->Get("dtype", "f32");
+  if (dtype == "f32") opt.dtype = DType::kF32;
+  else if (dtype == "bf16") opt.dtype = DType::kBF16;
+  else if (dtype == "f16") opt.dtype = DType::kF16;
+  else return UsageError("model init", "--dtype must be f32, bf16 or f16");
+  const std::string layout = args->Get("layout", "per-expert");
+  if (layout == "per-expert") opt.layout = ExpertLayout::kPerExpert;
+  else if (layout == "packed") opt.layout = ExpertLayout::kPacked;
+  else return UsageError("model init", "--layout must be per-expert or packed");
+  if (args->Has("std")) {
+    try {
+      opt.stddev = std::stod(args->Get("std"));
+    } catch (...) {
+      return UsageError("model init", "--std needs a number");
+    }
+    if (!(opt.stddev > 0)) return UsageError("model init", "--std must be positive");
+  }
+  const std::string tokenizer = args->Get("tokenizer");
+  if (!tokenizer.empty()) {
+    auto cfg = ModelConfig::FromFile(args->Get("config"));
+    if (!cfg.ok()) return Fail("model init", cfg.status().message());
+    auto tok = BpeTokenizer::FromFile(tokenizer);
+    if (!tok.ok()) return Fail("model init", tok.status().message());
+    if ((*tok)->vocab_size() > cfg->vocab_size)
+      return Fail("model init", "tokenizer " + tokenizer + " has " + std::to_string((*tok)->vocab_size()) +
+                                    " ids but the config's vocab_size is " + std::to_string(cfg->vocab_size));
+  }
+  Status st = WriteRandomCheckpoint(args->Get("config"), tokenizer, args->Get("out"), opt);
+  if (!st.ok()) return Fail("model init", st.message());
+  std::cerr << "wrote " << args->Get("out") << "\n";
+  return 0;
+}
+
+int RunInfo(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {{"model", "DIR", "model folder"}};
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("model info --model DIR", "Loads a model folder (all tensors checked) and describes it.", specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("model info", args.status().message());
+  if (!args->Has("model")) return UsageError("model info", "--model DIR is required");
+  auto model = MoeModel::LoadDir(args->Get("model"));
+  if (!model.ok()) return Fail("model info", model.status().message());
+  std::cout << (*model)->config().Summary() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int RunModel(const std::vector<std::string>& argv) {
+  if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
+    std::cout << "Usage: moeedb model init|info [options]\n  init   write a random-weight checkpoint\n"
+                 "  info   describe a model folder\n";
+    return argv.empty() ? 2 : 0;
+  }
+  std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  if (argv[0] == "init") return RunInit(rest);
+  if (argv[0] == "info") return RunInfo(rest);
+  return UsageError("model", "unknown subcommand '" + argv[0] + "' (init, info)");
+}
+
+}  // namespace moeedb::cli

@@ -1,0 +1,20 @@
+// The CLI's subcommands. Each takes the arguments after its name and returns
+// the process exit code: 0 success, 1 error (message on stderr), 2 usage.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace moeedb::cli {
+
+int RunTokenize(const std::vector<std::string>& args);
+int RunEmbed(const std::vector<std::string>& args);
+int RunModel(const std::vector<std::string>& args);  // model init | model info
+
+// Prints "moeedb <cmd>: <message>" to stderr and returns 1.
+int Fail(const std::string& cmd, const std::string& message);
+// Prints a usage error and returns 2.
+int UsageError(const std::string& cmd, const std::string& message);
+bool WantsHelp(const std::vector<std::string>& args);
+
+}  // namespace moeedb::cli

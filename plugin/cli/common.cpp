@@ -1,0 +1,34 @@
+#include "plugin/cli/common.h"
+
+#include <charconv>
+#include <filesystem>
+#include <istream>
+
+namespace moeedb::cli {
+
+Result<std::unique_ptr<BpeTokenizer>> LoadTokenizer(const std::string& tokenizer_flag, const std::string& model_dir) {
+  if (!tokenizer_flag.empty()) return BpeTokenizer::FromFile(tokenizer_flag);
+  if (model_dir.empty()) return Status::InvalidArgument("give --model DIR or --tokenizer FILE");
+  const std::string path = (std::filesystem::path(model_dir) / "tokenizer.json").string();
+  if (!std::filesystem::exists(path))
+    return Status::NotFound("model folder " + model_dir + " has no tokenizer.json (or pass --tokenizer FILE)");
+  return BpeTokenizer::FromFile(path);
+}
+
+std::vector<std::string> ReadLines(std::istream& in) {
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+void AppendFloat(std::string* out, float v) {
+  char buf[32];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out->append(buf, p);
+}
+
+}  // namespace moeedb::cli

@@ -1,0 +1,22 @@
+// Helpers shared by the CLI subcommands.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/status.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+
+namespace moeedb::cli {
+
+// The tokenizer named by --tokenizer FILE, else MODEL_DIR/tokenizer.json.
+Result<std::unique_ptr<BpeTokenizer>> LoadTokenizer(const std::string& tokenizer_flag, const std::string& model_dir);
+
+// Reads stdin as lines (a final line without '\n' counts; '\r\n' is accepted).
+std::vector<std::string> ReadLines(std::istream& in);
+
+// Shortest round-trip text for a float (std::to_chars).
+void AppendFloat(std::string* out, float v);
+
+}  // namespace moeedb::cli

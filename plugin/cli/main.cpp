@@ -1,0 +1,65 @@
+// moeedb: the command-line entry point. Subcommands live in cmd_*.cpp.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "plugin/cli/commands.h"
+
+namespace moeedb::cli {
+
+int Fail(const std::string& cmd, const std::string& message) {
+  std::cerr << "moeedb " << cmd << ": " << message << std::endl;
+  return 1;
+}
+
+int UsageError(const std::string& cmd, const std::string& message) {
+  std::cerr << "moeedb " << cmd << ": " << message << "\n(run 'moeedb " << cmd << " --help')" << std::endl;
+  return 2;
+}
+
+bool WantsHelp(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
+}  // namespace moeedb::cli
+
+namespace {
+
+const char* kUsage =
+    "moeedb: Mixture-of-Experts LLMs as embedding models (MoEE: hidden state + routing weights)\n"
+    "\n"
+    "Usage: moeedb <command> [options]\n"
+    "\n"
+    "Commands:\n"
+    "  tokenize     text lines -> token ids with a tokenizer.json\n"
+    "  embed        text lines -> {\"hs\":[...],\"rw\":[...],\"tokens\":N} JSON lines\n"
+    "  model init   write a random-weight checkpoint in HuggingFace layout\n"
+    "  model info   describe a model folder\n"
+    "\n"
+    "Run 'moeedb <command> --help' for a command's options.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (cmd == "tokenize") return moeedb::cli::RunTokenize(rest);
+    if (cmd == "embed") return moeedb::cli::RunEmbed(rest);
+    if (cmd == "model") return moeedb::cli::RunModel(rest);
+  } catch (const std::exception& e) {
+    return moeedb::cli::Fail(cmd, std::string("internal error: ") + e.what());
+  }
+  std::cerr << "moeedb: unknown command '" << cmd << "'\n\n" << kUsage;
+  return 2;
+}
