@@ -1,1 +1,174 @@
+// The embedder: prompts exactly as the reference builds them, batch
+// invariance (a text alone or inside any padded batch gives the same
+// vectors), read-outs per family, and input errors.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include "engine/embedder.h"
+#include "engine/model.h"
+#include "engine/random_checkpoint.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+TEST(Prompt, PromptEolIsTheReferenceString) {
+  auto eol = FindPrompt("prompteol");
+  ASSERT_TRUE(eol.ok());
+  EXPECT_EQ(ApplyPrompt(*eol, "A man is playing a flute"),
+            "This sentence : \"A man is playing a flute.\" means in one word:\"");
+  // Ends in a quote: no period; double quotes become single; '_' becomes ' '.
+  EXPECT_EQ(ApplyPrompt(*eol, "He said \"hi\""), "This sentence : \"He said 'hi'\" means in one word:\"");
+  EXPECT_EQ(ApplyPrompt(*eol, "snake_case?"), "This sentence : \"snake case?\" means in one word:\"");
+  auto none = FindPrompt("none");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(ApplyPrompt(*none, "  hello  "), "\"  hello  .\"");
+  // The GritLM instruction ends up inside the quotes, as in the reference.
+  EXPECT_EQ(ApplyPrompt(*eol, "x", GritLmInstruction("Retrieve semantically similar text.")),
+            "This sentence : \"<|user|>\nRetrieve semantically similar text.\n<|embed|>\nx.\" means in one word:\"");
+  EXPECT_FALSE(FindPrompt("nope").ok());
+  EXPECT_EQ(PromptTemplates().size(), 11u);
+}
+
+// One tiny OLMoE-shaped model with the real OLMoE tokenizer, shared by the tests.
+class TinyOlmoe : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    RandomCheckpointOptions opt;
+    opt.seed = 7;
+    ASSERT_TRUE(WriteRandomCheckpoint(test::Data("configs/olmoe-tiny.json"),
+                                      test::Data("tokenizers/olmoe/tokenizer.json"), dir_->path(), opt)
+                    .ok());
+    auto m = MoeModel::LoadDir(dir_->path());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(m).value().release();
+    auto t = BpeTokenizer::FromFile(dir_->path() + "/tokenizer.json");
+    ASSERT_TRUE(t.ok());
+    tok_ = std::move(t).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete tok_;
+    delete model_;
+    delete dir_;
+  }
+  static test::TempDir* dir_;
+  static MoeModel* model_;
+  static BpeTokenizer* tok_;
+};
+test::TempDir* TinyOlmoe::dir_ = nullptr;
+MoeModel* TinyOlmoe::model_ = nullptr;
+BpeTokenizer* TinyOlmoe::tok_ = nullptr;
+
+const std::vector<std::string> kTexts = {
+    "A man is playing a flute.",
+    "Two dogs run across a snowy field while a child watches from the porch, laughing.",
+    "Hi",
+    "The quick brown fox jumps over the lazy dog; the dog does not react at all, being very lazy indeed.",
+    "Stock markets fell sharply on Tuesday.",
+};
+
+double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+TEST_F(TinyOlmoe, BatchInvariance) {
+  EmbedderOptions whole;  // every text in one padded batch
+  whole.batch_tokens = 1 << 20;
+  EmbedderOptions alone = whole;  // one text per forward pass
+  alone.batch_tokens = 1;
+  EmbedderOptions mixed = whole;  // batches of various compositions
+  mixed.batch_tokens = 64;
+  auto a = Embedder(model_, tok_, alone).EmbedTexts(kTexts);
+  auto b = Embedder(model_, tok_, whole).EmbedTexts(kTexts);
+  auto c = Embedder(model_, tok_, mixed).EmbedTexts(kTexts);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  for (size_t i = 0; i < kTexts.size(); ++i) {
+    EXPECT_LT(MaxDiff((*a)[i].hs, (*b)[i].hs), 1e-5) << i;
+    EXPECT_LT(MaxDiff((*a)[i].rw, (*b)[i].rw), 1e-5) << i;
+    EXPECT_LT(MaxDiff((*a)[i].hs, (*c)[i].hs), 1e-5) << i;
+    EXPECT_LT(MaxDiff((*a)[i].rw, (*c)[i].rw), 1e-5) << i;
+    EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens);
+  }
+  // Different texts give different vectors (the check above is not vacuous).
+  EXPECT_GT(MaxDiff((*a)[0].hs, (*a)[1].hs), 1e-3);
+  EXPECT_GT(MaxDiff((*a)[0].rw, (*a)[1].rw), 1e-3);
+}
+
+TEST_F(TinyOlmoe, OutputsHaveTheMoeeShapesAndPromptTokens) {
+  Embedder e(model_, tok_, EmbedderOptions{});
+  auto out = e.EmbedTexts({"A man is playing a flute."});
+  ASSERT_TRUE(out.ok());
+  const ModelConfig& c = model_->config();
+  EXPECT_EQ((*out)[0].hs.size(), static_cast<size_t>(c.hidden_size));
+  EXPECT_EQ((*out)[0].rw.size(), static_cast<size_t>(c.num_layers * c.num_experts));
+  auto ids = tok_->Encode("This sentence : \"A man is playing a flute.\" means in one word:\"", true);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ((*out)[0].tokens, static_cast<int64_t>(ids->size()));
+  // RW is the raw router logits of the last token, layer by layer.
+  auto fo = model_->Forward({*ids});
+  ASSERT_TRUE(fo.ok());
+  at::Tensor rw = fo->router_logits.reshape({-1}).contiguous();
+  std::vector<float> expect(rw.data_ptr<float>(), rw.data_ptr<float>() + rw.numel());
+  EXPECT_LT(MaxDiff((*out)[0].rw, expect), 1e-6);
+}
+
+TEST_F(TinyOlmoe, BadInputsAreErrors) {
+  Embedder e(model_, tok_, EmbedderOptions{});
+  auto empty = e.EmbedTexts({"fine", ""});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("input 1: empty text"), std::string::npos) << empty.status().message();
+  EXPECT_FALSE(e.EmbedTexts({" \t "}).ok());
+  auto bad = e.EmbedTexts({"ok", "bad \xff utf8"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("invalid UTF-8"), std::string::npos);
+  EXPECT_FALSE(e.EmbedIds({{1, 2, 50304}}).ok());  // id outside the vocabulary
+  EXPECT_FALSE(e.EmbedIds({{}}).ok());
+  EXPECT_FALSE(e.EmbedIds({{-1}}).ok());
+}
+
+// Family-table rows without HF fixtures: they load from the random writer's
+// checkpoints and honour their family's read-out and layer rules.
+TEST(Families, DeepSeekReadsProbabilitiesOfMoeLayersOnly) {
+  test::TempDir dir;
+  RandomCheckpointOptions opt;
+  opt.seed = 3;
+  ASSERT_TRUE(WriteRandomCheckpoint(test::Data("configs/deepseek-tiny.json"), "", dir.path(), opt).ok());
+  auto m = MoeModel::LoadDir(dir.path());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->config().num_moe_layers(), 2);  // layer 0 is dense
+  EXPECT_EQ((*m)->config().shared_intermediate, 32);
+  auto out = Embedder(m->get(), nullptr, EmbedderOptions{}).EmbedIds({{1, 2, 3}, {4, 5}});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ((*out)[0].rw.size(), 16u);
+  for (int layer = 0; layer < 2; ++layer) {
+    double sum = 0;
+    for (int e = 0; e < 8; ++e) sum += (*out)[0].rw[layer * 8 + e];
+    EXPECT_NEAR(sum, 1.0, 1e-5);  // softmax over the routed experts
+  }
+}
+
+TEST(Families, Qwen3PerHeadQkNormDenseLayersAndTiedEmbeddings) {
+  test::TempDir dir;
+  RandomCheckpointOptions opt;
+  opt.seed = 5;
+  opt.layout = ExpertLayout::kPacked;
+  ASSERT_TRUE(WriteRandomCheckpoint(test::Data("configs/qwen3-moe-tiny.json"), "", dir.path(), opt).ok());
+  auto m = MoeModel::LoadDir(dir.path());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->config().num_moe_layers(), 2);  // mlp_only_layers = [1]
+  ForwardOptions fo;
+  fo.want_logits = true;
+  auto out = (*m)->Forward({{1, 2, 3}}, fo);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->router_logits.size(1), 2);
+  EXPECT_EQ(out->logits.size(2), 300);
+  EXPECT_TRUE(at::isfinite(out->logits).all().item<bool>());
+}
+
+}  // namespace
+}  // namespace moeedb
