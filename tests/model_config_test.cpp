@@ -1,1 +1,59 @@
+// config.json -> ModelConfig through the family table.
 #include <gtest/gtest.h>
+
+#include "engine/model_config.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+TEST(ModelConfig, UnknownModelTypeListsSupportedOnes) {
+  auto c = ModelConfig::FromJson(R"({"model_type": "llama", "vocab_size": 10})", "cfg.json");
+  ASSERT_FALSE(c.ok());
+  const std::string& m = c.status().message();
+  EXPECT_NE(m.find("unknown model_type 'llama'"), std::string::npos);
+  for (const char* t : {"olmoe", "qwen2_moe", "qwen3_moe", "mixtral", "deepseek"}) EXPECT_NE(m.find(t), std::string::npos) << t;
+}
+
+TEST(ModelConfig, OlmoeShapedConfig) {
+  auto c = ModelConfig::FromFile(test::Data("configs/olmoe-tiny.json"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->family->qk_norm, QkNorm::kFullProjection);
+  EXPECT_FALSE(c->norm_topk_prob);
+  EXPECT_EQ(c->expert_intermediate, 32);  // OLMoE: intermediate_size is per expert
+  EXPECT_EQ(c->rw_dim(), 2 * 8);
+  EXPECT_EQ(c->head_dim, 16);
+}
+
+TEST(ModelConfig, FamilyRulesForMoeLayersAndRenormalisation) {
+  auto ds = ModelConfig::FromFile(test::Data("configs/deepseek-tiny.json"));
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ(ds->moe_layer, (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(ds->family->rw_readout, RouterReadout::kProbs);
+  auto q3 = ModelConfig::FromFile(test::Data("configs/qwen3-moe-tiny.json"));
+  ASSERT_TRUE(q3.ok());
+  EXPECT_EQ(q3->moe_layer, (std::vector<bool>{true, false, true}));
+  EXPECT_TRUE(q3->norm_topk_prob);
+  auto mx = ModelConfig::FromFile(test::Data("hf-moe/full_mixtral/config.json"));
+  ASSERT_TRUE(mx.ok());
+  EXPECT_TRUE(mx->norm_topk_prob);  // Mixtral always renormalises
+  auto qw = ModelConfig::FromFile(test::Data("hf-moe/qwen_moe_tiny/config.json"));
+  ASSERT_TRUE(qw.ok());
+  EXPECT_TRUE(qw->qkv_bias);
+  EXPECT_FALSE(qw->o_bias);
+  EXPECT_EQ(qw->shared_intermediate, 24);
+}
+
+TEST(ModelConfig, BadFieldsAreNamed) {
+  auto a = ModelConfig::FromJson(R"({"model_type": "olmoe", "vocab_size": 10})", "cfg.json");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("cfg.json: missing required field 'hidden_size'"), std::string::npos);
+  auto b = ModelConfig::FromJson(R"({"model_type": "olmoe", "vocab_size": "ten"})", "cfg.json");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("'vocab_size' must be an integer"), std::string::npos);
+  EXPECT_FALSE(ModelConfig::FromJson("not json", "cfg.json").ok());
+  EXPECT_FALSE(ModelConfig::FromFile("/nonexistent/config.json").ok());
+}
+
+}  // namespace
+}  // namespace moeedb
