@@ -1,1 +1,179 @@
+// The moeedb CLI as a user runs it: output formats, and bad checkpoints and
+// inputs giving a clear message and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/embedder.h"
+#include "engine/model.h"
+#include "engine/random_checkpoint.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+
+void ExpectClose(const json& a, const json& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i].get<double>(), b[i].get<double>(), 1e-5) << i;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    auto r = test::Run({test::Binary(), "model", "init", "--config", test::Data("configs/olmoe-tiny.json"), "--tokenizer",
+                  test::Data("tokenizers/olmoe/tokenizer.json"), "--seed", "11", "--out", model()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string model() { return *dir_ / "model"; }
+  // A copy of the model folder to damage.
+  static std::string CopyModel(const test::TempDir& into) {
+    const std::string d = into / "m";
+    fs::copy(model(), d, fs::copy_options::recursive);
+    return d;
+  }
+  static void ExpectCleanFailure(const test::CommandResult& r, const std::string& needle) {
+    EXPECT_EQ(r.signal, 0) << "crashed: " << r.err;
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+    EXPECT_TRUE(r.out.empty()) << "printed output despite the error";
+  }
+  static test::TempDir* dir_;
+};
+test::TempDir* Cli::dir_ = nullptr;
+
+TEST_F(Cli, EverySubcommandHasHelp) {
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"tokenize"}, {"embed"}, {"model", "init"}, {"model", "info"}}) {
+    std::vector<std::string> args{test::Binary()};
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    args.push_back("--help");
+    auto r = test::Run(args);
+    EXPECT_EQ(r.exit_code, 0) << cmd[0];
+    EXPECT_NE(r.out.find("Usage: moeedb"), std::string::npos) << cmd[0];
+  }
+  auto r = test::Run({test::Binary(), "frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command"), std::string::npos);
+}
+
+TEST_F(Cli, TokenizeMatchesReferenceIds) {
+  auto r = test::Run({test::Binary(), "tokenize", "--model", model()}, "This is a document with no newlines.\n\nHello world\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1552 310 247 3389 342 642 747 8737 15\n\n12092 1533\n");
+}
+
+TEST_F(Cli, EmbedPrintsOneJsonLinePerInputEqualToTheLibrary) {
+  const std::vector<std::string> texts = {"A man is playing a flute.", "Stock markets fell sharply on Tuesday.",
+                                          "Hi"};
+  std::string input;
+  for (const auto& t : texts) input += t + "\n";
+  auto r = test::Run({test::Binary(), "embed", "--model", model(), "--threads", "1", "--batch-tokens", "40"}, input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto m = MoeModel::LoadDir(model());
+  auto tok = BpeTokenizer::FromFile(model() + "/tokenizer.json");
+  ASSERT_TRUE(m.ok() && tok.ok());
+  auto lib = Embedder(m->get(), tok->get(), EmbedderOptions{}).EmbedTexts(texts);
+  ASSERT_TRUE(lib.ok());
+  std::istringstream lines(r.out);
+  std::string line;
+  size_t n = 0;
+  while (std::getline(lines, line)) {
+    ASSERT_LT(n, texts.size());
+    json j = json::parse(line);
+    ASSERT_EQ(j["hs"].size(), 64u);
+    ASSERT_EQ(j["rw"].size(), 16u);
+    EXPECT_EQ(j["tokens"].get<int64_t>(), (*lib)[n].tokens);
+    for (size_t k = 0; k < 64; ++k) EXPECT_NEAR(j["hs"][k].get<double>(), (*lib)[n].hs[k], 1e-5);
+    for (size_t k = 0; k < 16; ++k) EXPECT_NEAR(j["rw"][k].get<double>(), (*lib)[n].rw[k], 1e-5);
+    ++n;
+  }
+  EXPECT_EQ(n, texts.size());
+  // --jsonl and --ids give the same as plain text lines for the same tokens.
+  auto rj = test::Run({test::Binary(), "embed", "--model", model(), "--jsonl"},
+                "{\"text\": \"A man is playing a flute.\"}\n");
+  ASSERT_EQ(rj.exit_code, 0) << rj.err;
+  ExpectClose(json::parse(rj.out)["hs"], json::parse(r.out.substr(0, r.out.find('\n')))["hs"]);
+  auto ids = (*tok)->Encode("This sentence : \"Hi.\" means in one word:\"", true);
+  std::string id_line;
+  for (int32_t id : *ids) id_line += std::to_string(id) + " ";
+  auto ri = test::Run({test::Binary(), "embed", "--model", model(), "--ids"}, id_line + "\n");
+  ASSERT_EQ(ri.exit_code, 0) << ri.err;
+  ExpectClose(json::parse(ri.out)["rw"], json::parse(r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1))["rw"]);
+}
+
+TEST_F(Cli, EmptyTextAndInvalidUtf8NameTheLine) {
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", model()}, "fine\n\nalso fine\n"), "line 2: ");
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", model()}, "fine\nbad \xff\xfe\n"), "line 2: invalid UTF-8");
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", model(), "--jsonl"}, "{\"txt\": 1}\n"), "line 1:");
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", model(), "--ids"}, "1 2 x\n"), "line 1:");
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", model(), "--ids"}, "1 2 99999999\n"), "outside the vocabulary");
+}
+
+TEST_F(Cli, TruncatedCheckpoint) {
+  test::TempDir t;
+  const std::string d = CopyModel(t);
+  fs::resize_file(d + "/model.safetensors", fs::file_size(d + "/model.safetensors") / 2);
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", d}, "hello\n"), "model.safetensors");
+  fs::resize_file(d + "/model.safetensors", 4);
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", d}, "hello\n"), "truncated");
+}
+
+TEST_F(Cli, WrongShapesUnknownTypeMissingTokenizer) {
+  test::TempDir t;
+  const std::string d = CopyModel(t);
+  json cfg = json::parse(test::ReadFile(d + "/config.json"));
+  cfg["hidden_size"] = 96;
+  test::WriteFile(d + "/config.json", cfg.dump());
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", d}, "hello\n"), "implies");
+  cfg["model_type"] = "gpt2";
+  test::WriteFile(d + "/config.json", cfg.dump());
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", d}, "hello\n"), "supported model types: olmoe");
+  cfg["model_type"] = "olmoe";
+  cfg["hidden_size"] = 64;
+  test::WriteFile(d + "/config.json", cfg.dump());
+  fs::remove(d + "/tokenizer.json");
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", d}, "hello\n"), "no tokenizer.json");
+  ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", t / "nowhere"}, "hello\n"), "does not exist");
+}
+
+TEST_F(Cli, UsageErrors) {
+  auto r = test::Run({test::Binary(), "embed", "--model", model(), "--threads", "many"}, "x\n");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--threads"), std::string::npos);
+  r = test::Run({test::Binary(), "embed", "--modle", model()}, "x\n");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown option --modle"), std::string::npos);
+  r = test::Run({test::Binary(), "embed"}, "x\n");
+  EXPECT_EQ(r.exit_code, 2);
+  r = test::Run({test::Binary(), "embed", "--model", model(), "--prompt", "bogus"}, "x\n");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("prompteol"), std::string::npos);
+}
+
+TEST_F(Cli, ModelInitIsDeterministicAndChecksTheTokenizer) {
+  test::TempDir t;
+  for (const char* sub : {"a", "b"}) {
+    auto r = test::Run({test::Binary(), "model", "init", "--config", test::Data("configs/deepseek-tiny.json"), "--seed", "4",
+                  "--out", t / sub});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  EXPECT_EQ(test::ReadFile(t / "a/model.safetensors"), test::ReadFile(t / "b/model.safetensors"));
+  // The OLMoE tokenizer has 50280 ids; deepseek-tiny's vocabulary is 300.
+  auto r = test::Run({test::Binary(), "model", "init", "--config", test::Data("configs/deepseek-tiny.json"), "--tokenizer",
+                test::Data("tokenizers/olmoe/tokenizer.json"), "--out", t / "c"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("vocab_size is 300"), std::string::npos) << r.err;
+  auto info = test::Run({test::Binary(), "model", "info", "--model", t / "a"});
+  EXPECT_EQ(info.exit_code, 0);
+  EXPECT_NE(info.out.find("DeepSeekMoE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moeedb

@@ -53,6 +53,8 @@ struct BlockCase {
   std::string model_type;
 };
 
+void PrintTo(const BlockCase& c, std::ostream* os) { *os << c.name; }
+
 class MoeBlockParity : public ::testing::TestWithParam<BlockCase> {};
 
 TEST_P(MoeBlockParity, OutputMatchesTransformersWithin1e5) {
