@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "engine/checkpoint_spec.h"
 #include "engine/moe_block.h"
 #include "engine/safetensors.h"
+#include "engine/spectral_router.h"
 #include "engine/tensor_util.h"
 
 namespace moeedb {
@@ -247,7 +249,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     at::Tensor y;
     if (L.moe) {
       at::Tensor z;
-      y = L.block.Forward(u, &z);
+      y = L.block.Forward(u, &z, routing_);
       rw.push_back(z.index_select(0, last_real_idx));
       if (tap_) tap_("router_logits", li, z);
     } else {
@@ -267,6 +269,117 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   if (tap_) tap_("final_norm", c.num_layers, out.hs);
   out.router_logits = at::stack(rw, 1);
   return out;
+}
+
+}  // namespace moeedb
+
+namespace moeedb {
+
+std::vector<const MoeBlock*> MoeModel::MoeBlocks() const {
+  std::vector<const MoeBlock*> out;
+  for (const auto& L : layers_)
+    if (L->moe) out.push_back(&L->block);
+  return out;
+}
+
+namespace {
+
+void Fnv(uint64_t* h, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    *h ^= p[i];
+    *h *= 1099511628211ULL;
+  }
+}
+
+void FnvTensor(uint64_t* h, const at::Tensor& t, bool whole) {
+  at::Tensor c = t.contiguous();
+  const size_t n = static_cast<size_t>(c.numel()) * c.element_size();
+  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+  Fnv(h, c.sizes().data(), c.sizes().size() * sizeof(int64_t));
+  if (whole || n <= 8192) {
+    Fnv(h, p, n);
+  } else {  // first, middle and last 4 KiB
+    Fnv(h, p, 4096);
+    Fnv(h, p + n / 2 - 2048, 4096);
+    Fnv(h, p + n - 4096, 4096);
+  }
+}
+
+}  // namespace
+
+std::string MoeModel::WeightFingerprint() const {
+  uint64_t h = 1469598103934665603ULL;
+  Fnv(&h, config_.json_text.data(), config_.json_text.size());
+  for (const MoeBlock* b : MoeBlocks()) {
+    FnvTensor(&h, b->router(), true);
+    for (int64_t e = 0; e < b->spec().num_experts; ++e) {
+      FnvTensor(&h, b->expert_gate_up(e), false);
+      FnvTensor(&h, b->expert_down(e), false);
+    }
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+Result<MoeModel::RoutingSetup> MoeModel::SetRouting(const RoutingPolicy& policy, const std::string& cache_dir) {
+  RoutingSetup setup;
+  if (policy.kind != RoutingPolicy::Kind::kSsmoe) {
+    routing_ = policy;
+    return setup;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<MoeBlock*> blocks;
+  for (auto& L : layers_)
+    if (L->moe) blocks.push_back(&L->block);
+  std::string file;
+  if (!cache_dir.empty()) {
+    file = (fs::path(cache_dir) / ("ssmoe-" + WeightFingerprint() + "-k" + std::to_string(policy.k) + "-" +
+                                   (policy.sign == RoutingPolicy::Sign::kCanonical ? "canonical" : "reference") +
+                                   ".safetensors"))
+               .string();
+    setup.cache_file = file;
+  }
+  try {
+    std::vector<at::Tensor> centroids;
+    if (!file.empty() && fs::exists(file)) {
+      auto f = SafetensorsFile::Open(file);
+      if (f.ok()) {
+        for (size_t i = 0; i < blocks.size(); ++i) {
+          const TensorView* v = (*f)->Find("layer." + std::to_string(i));
+          const std::vector<int64_t> want = {blocks[i]->spec().num_experts, blocks[i]->spec().hidden};
+          if (v == nullptr || v->shape != want || v->dtype != DType::kF32) break;
+          MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(*v));
+          centroids.push_back(t.clone());  // the cache file is unmapped when f goes
+        }
+        if (centroids.size() != blocks.size()) centroids.clear();  // stale or damaged: recompute
+      }
+      setup.from_cache = !centroids.empty();
+    }
+    if (centroids.empty()) {
+      for (MoeBlock* b : blocks) centroids.push_back(SpectralCentroids(*b, policy.k, policy.sign));
+      if (!file.empty()) {
+        std::error_code ec;
+        fs::create_directories(cache_dir, ec);
+        std::vector<TensorToWrite> ts;
+        for (size_t i = 0; i < centroids.size(); ++i) {
+          at::Tensor c = centroids[i].contiguous();
+          const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+          ts.push_back({"layer." + std::to_string(i), DType::kF32, c.sizes().vec(),
+                        std::vector<uint8_t>(p, p + c.numel() * 4)});
+        }
+        // A cache that cannot be written is not an error: the centroids are in memory.
+        (void)WriteSafetensors(file, ts, {{"moeedb", "ssmoe spectral centroids"}, {"fingerprint", WeightFingerprint()}});
+      }
+    }
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i]->set_spectral_centroids(centroids[i]);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("SSMoE precompute failed: ") + e.what());
+  }
+  routing_ = policy;
+  setup.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return setup;
 }
 
 }  // namespace moeedb

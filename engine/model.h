@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/model_config.h"
+#include "engine/routing_policy.h"
 #include "engine/status.h"
 
 namespace moeedb {
@@ -54,6 +55,23 @@ class MoeModel {
   const ModelConfig& config() const { return config_; }
   void set_tap(ForwardTap tap) { tap_ = std::move(tap); }
 
+  struct RoutingSetup {
+    bool from_cache = false;  // SSMoE centroids read from the cache, not computed
+    double seconds = 0;       // time spent computing or loading them
+    std::string cache_file;   // empty when no cache was used
+  };
+  // Selects the routing policy of every MoE layer (learned by default). For
+  // SSMoE the spectral centroids are loaded from `cache_dir` when a file for
+  // this model's weight fingerprint and (k, sign) is there, else computed and
+  // written there (empty cache_dir: computed, not cached).
+  Result<RoutingSetup> SetRouting(const RoutingPolicy& policy, const std::string& cache_dir = "");
+  const RoutingPolicy& routing() const { return routing_; }
+  // 16 hex digits: a hash of the config and of the router and expert weights
+  // (routers whole, expert matrices sampled), stable across loads.
+  std::string WeightFingerprint() const;
+  // The MoE blocks in layer order (for tests and measurements).
+  std::vector<const MoeBlock*> MoeBlocks() const;
+
  private:
   struct Layer;
   MoeModel();
@@ -65,6 +83,7 @@ class MoeModel {
   at::Tensor inv_freq_;  // RoPE, double precision
   std::vector<std::unique_ptr<Layer>> layers_;
   ForwardTap tap_;
+  RoutingPolicy routing_;
 };
 
 }  // namespace moeedb

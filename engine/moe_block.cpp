@@ -62,14 +62,33 @@ Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, 
   return b;
 }
 
-at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits) const {
-  const int64_t k = spec_.top_k, E = spec_.num_experts;
-  at::Tensor logits = at::linear(x, router_);  // [N, E]
-  if (router_logits != nullptr) *router_logits = logits;
-  at::Tensor probs = at::softmax(logits, -1, at::kFloat);
-  auto [weights, experts] = probs.topk(k, -1);  // [N, k]
-  if (spec_.renormalize) weights = weights / weights.sum(-1, /*keepdim=*/true);
-  weights = weights.to(x.scalar_type());
+MoeBlock::Routing MoeBlock::Route(const at::Tensor& x, const RoutingPolicy& policy) const {
+  Routing r;
+  r.logits = at::linear(x, router_);  // [N, E]
+  at::Tensor probs = at::softmax(r.logits, -1, at::kFloat);
+  if (policy.kind == RoutingPolicy::Kind::kSsmoe) {
+    TORCH_CHECK(spectral_.defined(), "SSMoE routing needs the spectral centroids");
+    // Mixed in probability space, each term softmaxed on its own (method.md C.1).
+    probs = (1.0 - policy.c) * probs + policy.c * at::softmax(at::linear(x, spectral_), -1, at::kFloat);
+  }
+  const bool top1 = policy.kind == RoutingPolicy::Kind::kTop1;
+  std::tie(r.weights, r.experts) = probs.topk(top1 ? 1 : spec_.top_k, -1);
+  if (top1) {
+    if (policy.top1_weight == RoutingPolicy::Top1Weight::kOne) r.weights = at::ones_like(r.weights);
+  } else if (spec_.renormalize) {
+    r.weights = r.weights / r.weights.sum(-1, /*keepdim=*/true);
+  }
+  r.weights = r.weights.to(x.scalar_type());
+  return r;
+}
+
+at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, const RoutingPolicy& policy) const {
+  const int64_t E = spec_.num_experts;
+  Routing routing = Route(x, policy);
+  if (router_logits != nullptr) *router_logits = routing.logits;
+  const at::Tensor& weights = routing.weights;
+  const at::Tensor& experts = routing.experts;
+  const int64_t k = experts.size(1);
 
   // Group the (token, slot) pairs by expert: a stable sort of the flat expert
   // ids gives, per expert, a contiguous run of the tokens routed to it.

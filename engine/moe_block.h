@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/model_family.h"
+#include "engine/routing_policy.h"
 #include "engine/safetensors.h"
 #include "engine/status.h"
 
@@ -31,12 +32,26 @@ class MoeBlock {
   static Result<MoeBlock> Load(const Checkpoint& ckpt, const ModelFamily& family, const std::string& prefix,
                                const MoeBlockSpec& spec);
 
+  struct Routing {
+    at::Tensor logits;   // [N, E]: z = W_gate x (what RW reads, whatever the policy)
+    at::Tensor weights;  // [N, k']: weights of the chosen experts
+    at::Tensor experts;  // [N, k']: chosen expert ids (k' = 1 for top1)
+  };
+  // The routing decision for x [N, H] under `policy`. SSMoE needs the
+  // spectral centroids set first (set_spectral_centroids).
+  Routing Route(const at::Tensor& x, const RoutingPolicy& policy) const;
+
   // x: [N, H] float. Returns y: [N, H]. If router_logits is non-null it
   // receives z = W_gate x, [N, E] float (before softmax).
-  at::Tensor Forward(const at::Tensor& x, at::Tensor* router_logits) const;
+  at::Tensor Forward(const at::Tensor& x, at::Tensor* router_logits, const RoutingPolicy& policy = {}) const;
 
   const MoeBlockSpec& spec() const { return spec_; }
   const at::Tensor& router() const { return router_; }
+  const at::Tensor& expert_gate_up(int64_t e) const { return gate_up_[e]; }  // [2I, H]: gate rows, then up rows
+  const at::Tensor& expert_down(int64_t e) const { return down_[e]; }        // [H, I]
+  // [E, H] centroids cbar_e for SSMoE routing.
+  void set_spectral_centroids(at::Tensor centroids) { spectral_ = std::move(centroids); }
+  const at::Tensor& spectral_centroids() const { return spectral_; }
 
  private:
   MoeBlockSpec spec_;
@@ -45,6 +60,7 @@ class MoeBlock {
   std::vector<at::Tensor> gate_up_;    // per expert [2I, H]
   std::vector<at::Tensor> down_;       // per expert [H, I]
   at::Tensor shared_gate_up_, shared_down_, shared_gate_;  // [2S, H], [H, S], [1, H]
+  at::Tensor spectral_;                                    // [E, H] or undefined
 };
 
 }  // namespace moeedb

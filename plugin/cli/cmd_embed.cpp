@@ -42,6 +42,8 @@ int RunEmbed(const std::vector<std::string>& argv) {
       {"prompt", "NAME", "prompt template: " + PromptNames() + " (default prompteol)"},
       {"instruction", "TEXT", "GritLM-style instruction placed before the text (default: none)"},
       {"rw", "KIND", "RW read-out: logits | probs | log_probs (default: the family's, logits; probs for DeepSeek)"},
+      {"routing", "SPEC", "learned | ssmoe[:c=0.5,k=50,sign=canonical|reference] | top1[:weight=raw|one] (default learned)"},
+      {"cache-dir", "DIR", "where SSMoE spectral centroids are cached (default $MOEEDB_CACHE_DIR, else ~/.cache/moeedb)"},
       {"threads", "N", "compute threads (default: all cores)"},
       {"batch-tokens", "N", "padded tokens per forward pass (default 4096)"},
       {"jsonl", "", "inputs are JSON lines {\"text\": ...}"},
@@ -87,6 +89,12 @@ int RunEmbed(const std::vector<std::string>& argv) {
   auto model = MoeModel::LoadDir(model_dir);
   if (!model.ok()) return Fail("embed", model.status().message());
   if (std::string w = BlasWarning(); !w.empty()) std::cerr << w << "\n";
+  if (args->Has("routing")) {
+    auto policy = RoutingPolicy::Parse(args->Get("routing"));
+    if (!policy.ok()) return UsageError("embed", policy.status().message());
+    auto setup = (*model)->SetRouting(*policy, args->Get("cache-dir", DefaultCacheDir()));
+    if (!setup.ok()) return Fail("embed", setup.status().message());
+  }
   std::unique_ptr<BpeTokenizer> tokenizer;
   if (!args->Has("ids")) {
     auto tok = LoadTokenizer(args->Get("tokenizer"), model_dir);

@@ -1,6 +1,7 @@
 #include "plugin/cli/common.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <istream>
 
@@ -23,6 +24,13 @@ std::vector<std::string> ReadLines(std::istream& in) {
     lines.push_back(std::move(line));
   }
   return lines;
+}
+
+std::string DefaultCacheDir() {
+  if (const char* d = std::getenv("MOEEDB_CACHE_DIR"); d != nullptr && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x) return std::string(x) + "/moeedb";
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h) return std::string(h) + "/.cache/moeedb";
+  return "";
 }
 
 void AppendFloat(std::string* out, float v) {

@@ -16,6 +16,9 @@ Result<std::unique_ptr<BpeTokenizer>> LoadTokenizer(const std::string& tokenizer
 // Reads stdin as lines (a final line without '\n' counts; '\r\n' is accepted).
 std::vector<std::string> ReadLines(std::istream& in);
 
+// $MOEEDB_CACHE_DIR, else $XDG_CACHE_HOME/moeedb, else ~/.cache/moeedb, else "" (no cache).
+std::string DefaultCacheDir();
+
 // Shortest round-trip text for a float (std::to_chars).
 void AppendFloat(std::string* out, float v);
 
