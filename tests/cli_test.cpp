@@ -175,5 +175,33 @@ TEST_F(Cli, ModelInitIsDeterministicAndChecksTheTokenizer) {
   EXPECT_NE(info.out.find("DeepSeekMoE"), std::string::npos);
 }
 
+TEST_F(Cli, AlphaAndLensRunOnPairsAndTexts) {
+  test::TempDir t;
+  std::string pairs;
+  std::istringstream csv(test::ReadFile(test::Data("stsb-sample.csv")));
+  std::string line;
+  for (int i = 0; i < 12 && std::getline(csv, line); ++i) pairs += line + "\n";
+  test::WriteFile(t / "pairs.csv", pairs);
+  auto r = test::Run({test::Binary(), "alpha", "--model", model(), "--pairs", t / "pairs.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["pairs"].get<int>(), 12);
+  EXPECT_GE(j["alpha"].get<double>(), 0.0);
+  EXPECT_LE(j["alpha"].get<double>(), 3.0);
+  auto lens = test::Run({test::Binary(), "lens", "--model", model()}, "A man is playing a flute.\nHi there\n");
+  ASSERT_EQ(lens.exit_code, 0) << lens.err;
+  std::istringstream out(lens.out);
+  int layers = 0;
+  while (std::getline(out, line)) {
+    json l = json::parse(line);
+    EXPECT_EQ(l["moe_layer"].get<int>(), layers++);
+    EXPECT_LE(l["cos_top1_topk"].get<double>(), 1.0 + 1e-6);
+  }
+  EXPECT_EQ(layers, 2);
+  auto bad = test::Run({test::Binary(), "embed", "--model", model(), "--routing", "ssmoe:c=7"}, "x\n");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("c must be"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace moeedb

@@ -10,6 +10,8 @@ namespace moeedb::cli {
 int RunTokenize(const std::vector<std::string>& args);
 int RunEmbed(const std::vector<std::string>& args);
 int RunModel(const std::vector<std::string>& args);  // model init | model info
+int RunAlpha(const std::vector<std::string>& args);
+int RunLens(const std::vector<std::string>& args);
 
 // Prints "moeedb <cmd>: <message>" to stderr and returns 1.
 int Fail(const std::string& cmd, const std::string& message);

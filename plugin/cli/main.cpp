@@ -39,6 +39,8 @@ const char* kUsage =
     "  embed        text lines -> {\"hs\":[...],\"rw\":[...],\"tokens\":N} JSON lines\n"
     "  model init   write a random-weight checkpoint in HuggingFace layout\n"
     "  model info   describe a model folder\n"
+    "  alpha        label-free alpha for cos_HS + alpha * cos_RW from unlabeled pairs\n"
+    "  lens         per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens)\n"
     "\n"
     "Run 'moeedb <command> --help' for a command's options.\n";
 
@@ -57,6 +59,8 @@ int main(int argc, char** argv) {
     if (cmd == "tokenize") return moeedb::cli::RunTokenize(rest);
     if (cmd == "embed") return moeedb::cli::RunEmbed(rest);
     if (cmd == "model") return moeedb::cli::RunModel(rest);
+    if (cmd == "alpha") return moeedb::cli::RunAlpha(rest);
+    if (cmd == "lens") return moeedb::cli::RunLens(rest);
   } catch (const std::exception& e) {
     return moeedb::cli::Fail(cmd, std::string("internal error: ") + e.what());
   }

@@ -1,0 +1,203 @@
+// moeedb alpha: label-free alpha from unlabeled text pairs.
+// moeedb lens: per-layer cosine of top-1 vs top-k MoE block outputs.
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include "engine/alpha.h"
+#include "engine/embedder.h"
+#include "engine/model.h"
+#include "engine/moe_lens.h"
+#include "engine/runtime.h"
+#include "plugin/cli/args.h"
+#include "plugin/cli/commands.h"
+#include "plugin/cli/common.h"
+
+namespace moeedb::cli {
+
+namespace {
+
+// First two fields of a TSV line, or of a CSV line with "quoted" fields
+// ("" inside quotes is a quote), as in the STS-B files.
+bool SplitPair(const std::string& line, std::string* a, std::string* b) {
+  if (line.find('\t') != std::string::npos) {
+    const size_t t = line.find('\t');
+    *a = line.substr(0, t);
+    const size_t t2 = line.find('\t', t + 1);
+    *b = line.substr(t + 1, t2 == std::string::npos ? std::string::npos : t2 - t - 1);
+    return true;
+  }
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') { fields.back() += '"'; ++i; }
+      else if (ch == '"') quoted = false;
+      else fields.back() += ch;
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      fields.emplace_back();
+    } else {
+      fields.back() += ch;
+    }
+  }
+  if (fields.size() < 2 || quoted) return false;
+  *a = fields[0];
+  *b = fields[1];
+  return true;
+}
+
+// Per-feature z-score over all rows (unbiased std + 1e-8; NaN -> 0), as the
+// MoEE reference does (method.md A.3), fitted on the evaluated set.
+void Standardize(std::vector<std::vector<float>>* rows) {
+  if (rows->empty()) return;
+  const size_t n = rows->size(), d = (*rows)[0].size();
+  for (size_t j = 0; j < d; ++j) {
+    double mean = 0, var = 0;
+    for (const auto& r : *rows) mean += r[j];
+    mean /= static_cast<double>(n);
+    for (const auto& r : *rows) var += (r[j] - mean) * (r[j] - mean);
+    const double sd = n > 1 ? std::sqrt(var / static_cast<double>(n - 1)) : NAN;
+    for (auto& r : *rows) {
+      const double z = (r[j] - mean) / (sd + 1e-8);
+      r[j] = std::isfinite(z) ? static_cast<float>(z) : 0.0f;
+    }
+  }
+}
+
+double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d += double(a[i]) * b[i];
+    na += double(a[i]) * a[i];
+    nb += double(b[i]) * b[i];
+  }
+  return na > 0 && nb > 0 ? d / std::sqrt(na * nb) : 0.0;
+}
+
+}  // namespace
+
+int RunAlpha(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"model", "DIR", "model folder"},
+      {"pairs", "FILE", "unlabeled pairs: 'text1<TAB>text2' lines, or CSV (first two fields; STS-B files work)"},
+      {"routing", "SPEC", "routing policy (default learned)"},
+      {"prompt", "NAME", "prompt template (default prompteol)"},
+      {"threads", "N", "compute threads (default: all cores)"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("alpha --model DIR --pairs FILE",
+                          "Chooses alpha in [0, 3] (step 0.05) for score = cos_HS + alpha * cos_RW without labels:\n"
+                          "the alpha maximising Spearman(s_f, s_HS) + Spearman(s_f, s_RW) over the pairs, with HS\n"
+                          "and RW z-scored per feature over the pairs' texts. Prints one JSON object.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("alpha", args.status().message());
+  if (!args->Has("model") || !args->Has("pairs")) return UsageError("alpha", "--model and --pairs are required");
+  auto threads = args->GetInt("threads", 0, 0, 1024);
+  if (!threads.ok()) return UsageError("alpha", threads.status().message());
+  EmbedderOptions opts;
+  if (args->Has("prompt")) {
+    auto p = FindPrompt(args->Get("prompt"));
+    if (!p.ok()) return UsageError("alpha", p.status().message());
+    opts.prompt = *p;
+  }
+  std::ifstream in(args->Get("pairs"));
+  if (!in) return Fail("alpha", "cannot open " + args->Get("pairs"));
+  std::vector<std::string> texts;
+  for (const auto& line : ReadLines(in)) {
+    if (line.empty()) continue;
+    std::string a, b;
+    if (!SplitPair(line, &a, &b)) return Fail("alpha", "line " + std::to_string(texts.size() / 2 + 1) + ": not a pair");
+    texts.push_back(a);
+    texts.push_back(b);
+  }
+  if (texts.size() < 6) return Fail("alpha", "need at least 3 pairs");
+  SetComputeThreads(static_cast<int>(*threads));
+  auto model = MoeModel::LoadDir(args->Get("model"));
+  if (!model.ok()) return Fail("alpha", model.status().message());
+  if (args->Has("routing")) {
+    auto policy = RoutingPolicy::Parse(args->Get("routing"));
+    if (!policy.ok()) return UsageError("alpha", policy.status().message());
+    auto setup = (*model)->SetRouting(*policy, DefaultCacheDir());
+    if (!setup.ok()) return Fail("alpha", setup.status().message());
+  }
+  auto tok = LoadTokenizer("", args->Get("model"));
+  if (!tok.ok()) return Fail("alpha", tok.status().message());
+  auto embs = Embedder(model->get(), tok->get(), opts).EmbedTexts(texts);
+  if (!embs.ok()) return Fail("alpha", embs.status().message());
+  std::vector<std::vector<float>> hs, rw;
+  for (const auto& e : *embs) {
+    hs.push_back(e.hs);
+    rw.push_back(e.rw);
+  }
+  Standardize(&hs);
+  Standardize(&rw);
+  std::vector<double> cos_hs, cos_rw;
+  for (size_t i = 0; i + 1 < texts.size(); i += 2) {
+    cos_hs.push_back(Cosine(hs[i], hs[i + 1]));
+    cos_rw.push_back(Cosine(rw[i], rw[i + 1]));
+  }
+  const AlphaChoice choice = ChooseAlphaLabelFree(cos_hs, cos_rw);
+  std::cout << "{\"alpha\":" << choice.alpha << ",\"objective\":" << choice.objective
+            << ",\"pairs\":" << cos_hs.size() << "}" << std::endl;
+  return 0;
+}
+
+int RunLens(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"model", "DIR", "model folder"},
+      {"prompt", "NAME", "prompt template (default prompteol)"},
+      {"threads", "N", "compute threads (default: all cores)"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("lens --model DIR < texts.txt",
+                          "MoE Lens: for every MoE layer, the mean cosine over the texts between the top-1 output\n"
+                          "E_top1(u) + u and the top-k output sum g_i (E_i(u) + u) / sum g_i at the last token\n"
+                          "(shared experts excluded). Prints one JSON line per layer.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("lens", args.status().message());
+  if (!args->Has("model")) return UsageError("lens", "--model DIR is required");
+  auto threads = args->GetInt("threads", 0, 0, 1024);
+  if (!threads.ok()) return UsageError("lens", threads.status().message());
+  EmbedderOptions opts;
+  if (args->Has("prompt")) {
+    auto p = FindPrompt(args->Get("prompt"));
+    if (!p.ok()) return UsageError("lens", p.status().message());
+    opts.prompt = *p;
+  }
+  SetComputeThreads(static_cast<int>(*threads));
+  auto model = MoeModel::LoadDir(args->Get("model"));
+  if (!model.ok()) return Fail("lens", model.status().message());
+  auto tok = LoadTokenizer("", args->Get("model"));
+  if (!tok.ok()) return Fail("lens", tok.status().message());
+  Embedder embedder(model->get(), tok->get(), opts);
+  std::vector<std::vector<int32_t>> ids;
+  const auto lines = ReadLines(std::cin);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    auto t = embedder.Tokenize(lines[i]);
+    if (!t.ok()) return Fail("lens", "line " + std::to_string(i + 1) + ": " + t.status().message());
+    ids.push_back(std::move(t).value());
+  }
+  if (ids.empty()) return Fail("lens", "no texts on stdin");
+  std::vector<double> sum;
+  for (size_t start = 0; start < ids.size(); start += 32) {  // bounded batches
+    std::vector<std::vector<int32_t>> chunk(ids.begin() + start, ids.begin() + std::min(ids.size(), start + 32));
+    auto cos = MoeLensCosines(**model, chunk);
+    if (!cos.ok()) return Fail("lens", cos.status().message());
+    if (sum.empty()) sum.assign(cos->size(), 0.0);
+    for (size_t l = 0; l < cos->size(); ++l) sum[l] += (*cos)[l] * static_cast<double>(chunk.size());
+  }
+  for (size_t l = 0; l < sum.size(); ++l)
+    std::cout << "{\"moe_layer\":" << l << ",\"cos_top1_topk\":" << sum[l] / static_cast<double>(ids.size()) << "}\n";
+  return 0;
+}
+
+}  // namespace moeedb::cli
