@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/tokenizer/utf8.h"
+#include "engine/utf8.h"
 
 namespace moeedb {
 

@@ -1,0 +1,472 @@
+#include "index/dual_index.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/IndexIVFFlat.h>
+#include <faiss/IndexScalarQuantizer.h>
+#include <faiss/impl/IDSelector.h>
+#include <faiss/index_io.h>
+#include <faiss/utils/distances.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+
+namespace moeedb {
+
+namespace fs = std::filesystem;
+using FaissId = faiss::Index::idx_t;  // Faiss 1.7.3 keeps idx_t inside Index
+using json = nlohmann::json;
+
+Result<IndexKind> ParseIndexKind(const std::string& n) {
+  if (n == "flat") return IndexKind::kFlat;
+  if (n == "hnsw") return IndexKind::kHnsw;
+  if (n == "ivf") return IndexKind::kIvf;
+  return Status::InvalidArgument("unknown index kind '" + n + "' (flat, hnsw, ivf)");
+}
+
+const char* IndexKindName(IndexKind k) {
+  switch (k) {
+    case IndexKind::kFlat: return "flat";
+    case IndexKind::kHnsw: return "hnsw";
+    case IndexKind::kIvf: return "ivf";
+  }
+  return "?";
+}
+
+Result<SearchMode> ParseSearchMode(const std::string& n) {
+  if (n == "fused") return SearchMode::kFused;
+  if (n == "hs") return SearchMode::kHs;
+  if (n == "rw") return SearchMode::kRw;
+  return Status::InvalidArgument("unknown mode '" + n + "' (fused, hs, rw)");
+}
+
+namespace {
+
+json HalfToJson(const HalfIndexSpec& h) {
+  return {{"kind", IndexKindName(h.kind)}, {"sq8", h.sq8}, {"hnsw_m", h.hnsw_m}, {"ef_construction", h.ef_construction},
+          {"ef_search", h.ef_search}, {"ivf_nlist", h.ivf_nlist}, {"nprobe", h.nprobe}};
+}
+
+Result<HalfIndexSpec> HalfFromJson(const json& j) {
+  HalfIndexSpec h;
+  MOEEDB_ASSIGN_OR_RETURN(h.kind, ParseIndexKind(j.value("kind", "flat")));
+  h.sq8 = j.value("sq8", false);
+  h.hnsw_m = j.value("hnsw_m", 32);
+  h.ef_construction = j.value("ef_construction", 80);
+  h.ef_search = j.value("ef_search", 64);
+  h.ivf_nlist = j.value("ivf_nlist", 0);
+  h.nprobe = j.value("nprobe", 16);
+  if (h.hnsw_m < 2 || h.ef_search < 1 || h.nprobe < 1 || h.ivf_nlist < 0)
+    return Status::InvalidArgument("index parameters out of range");
+  return h;
+}
+
+}  // namespace
+
+std::string DualIndexSpec::ToJson() const {
+  return json{{"dim_hs", dim_hs},           {"dim_rw", dim_rw},         {"hs", HalfToJson(hs)},
+              {"rw", HalfToJson(rw)},       {"oversample", oversample}, {"rebuild_ratio", rebuild_ratio},
+              {"min_train_rows", min_train_rows}}
+      .dump();
+}
+
+Result<DualIndexSpec> DualIndexSpec::FromJson(const std::string& text) {
+  try {
+    json j = json::parse(text);
+    DualIndexSpec s;
+    s.dim_hs = j.at("dim_hs").get<size_t>();
+    s.dim_rw = j.at("dim_rw").get<size_t>();
+    MOEEDB_ASSIGN_OR_RETURN(s.hs, HalfFromJson(j.value("hs", json::object())));
+    MOEEDB_ASSIGN_OR_RETURN(s.rw, HalfFromJson(j.value("rw", json::object())));
+    s.oversample = j.value("oversample", 4);
+    s.rebuild_ratio = j.value("rebuild_ratio", 0.25);
+    s.min_train_rows = j.value("min_train_rows", 256);
+    if (s.oversample < 1 || !(s.rebuild_ratio > 0)) return Status::InvalidArgument("bad oversample or rebuild_ratio");
+    return s;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("index spec: ") + e.what());
+  }
+}
+
+// One half: its standardized rows and, for ANN kinds, a Faiss index over them
+// (ids = row positions). An ANN half that needs training stays "pending"
+// (searched exactly) until min_train_rows rows exist.
+struct DualIndex::Half {
+  size_t dim = 0;
+  HalfIndexSpec spec;
+  std::vector<float> data;  // row-major, every row (dead ones included until a rebuild)
+  std::unique_ptr<faiss::Index> ann;
+  size_t ann_rows = 0;      // rows [0, ann_rows) are in `ann`
+
+  bool NeedsTraining() const { return spec.kind == IndexKind::kIvf || spec.sq8; }
+
+  std::unique_ptr<faiss::Index> MakeAnn(size_t rows) const {
+    const int d = static_cast<int>(dim);
+    if (spec.kind == IndexKind::kHnsw) {
+      std::unique_ptr<faiss::IndexHNSW> h;
+      if (spec.sq8) h = std::make_unique<faiss::IndexHNSWSQ>(d, faiss::ScalarQuantizer::QT_8bit, spec.hnsw_m, faiss::METRIC_INNER_PRODUCT);
+      else h = std::make_unique<faiss::IndexHNSWFlat>(d, spec.hnsw_m, faiss::METRIC_INNER_PRODUCT);
+      h->hnsw.efConstruction = spec.ef_construction;
+      return h;
+    }
+    const size_t nlist = spec.ivf_nlist > 0 ? static_cast<size_t>(spec.ivf_nlist)
+                                            : std::max<size_t>(1, static_cast<size_t>(4 * std::sqrt(double(rows))));
+    auto* quantizer = new faiss::IndexFlatIP(d);
+    std::unique_ptr<faiss::IndexIVF> ivf;
+    if (spec.sq8)
+      ivf = std::make_unique<faiss::IndexIVFScalarQuantizer>(quantizer, d, nlist, faiss::ScalarQuantizer::QT_8bit,
+                                                              faiss::METRIC_INNER_PRODUCT);
+    else
+      ivf = std::make_unique<faiss::IndexIVFFlat>(quantizer, d, nlist, faiss::METRIC_INNER_PRODUCT);
+    ivf->own_fields = true;
+    return ivf;
+  }
+
+  // Brings `ann` up to date with `data` (training it first when it is due).
+  void Sync(size_t rows, const std::vector<uint8_t>& alive, size_t min_train) {
+    if (spec.kind == IndexKind::kFlat) return;
+    if (!ann) {
+      if (NeedsTraining() && rows < min_train) return;
+      ann = MakeAnn(rows);
+      if (NeedsTraining()) ann->train(static_cast<FaissId>(rows), data.data());
+      ann_rows = 0;
+    }
+    if (ann_rows == rows) return;
+    const size_t n = rows - ann_rows;
+    if (spec.kind == IndexKind::kIvf) {
+      std::vector<FaissId> ids(n);
+      for (size_t i = 0; i < n; ++i) ids[i] = static_cast<FaissId>(ann_rows + i);
+      ann->add_with_ids(static_cast<FaissId>(n), data.data() + ann_rows * dim, ids.data());
+      // Rows already dead when they reach the index are removed again.
+      std::vector<FaissId> dead;
+      for (size_t i = ann_rows; i < rows; ++i) if (!alive[i]) dead.push_back(static_cast<FaissId>(i));
+      if (!dead.empty()) {
+        faiss::IDSelectorArray sel(dead.size(), dead.data());
+        ann->remove_ids(sel);
+      }
+    } else {
+      ann->add(static_cast<FaissId>(n), data.data() + ann_rows * dim);
+    }
+    ann_rows = rows;
+  }
+};
+
+DualIndex::DualIndex() = default;
+DualIndex::~DualIndex() = default;
+
+Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, Standardizer hs, Standardizer rw) {
+  if (spec.dim_hs == 0 || spec.dim_rw == 0) return Status::InvalidArgument("index dimensions must be positive");
+  if (hs.dim() != spec.dim_hs || rw.dim() != spec.dim_rw)
+    return Status::InvalidArgument("standardizer dimensions do not match the index spec");
+  std::unique_ptr<DualIndex> d(new DualIndex());
+  d->spec_ = spec;
+  d->std_hs_ = std::move(hs);
+  d->std_rw_ = std::move(rw);
+  d->hs_ = std::make_unique<Half>();
+  d->rw_ = std::make_unique<Half>();
+  d->hs_->dim = spec.dim_hs;
+  d->hs_->spec = spec.hs;
+  d->rw_->dim = spec.dim_rw;
+  d->rw_->spec = spec.rw;
+  return d;
+}
+
+Status DualIndex::Add(const std::vector<uint64_t>& ids, const float* hs, const float* rw) {
+  const size_t n = ids.size(), dh = spec_.dim_hs, dr = spec_.dim_rw;
+  std::unordered_set<uint64_t> batch;
+  for (size_t i = 0; i < n; ++i) {
+    if (id_to_pos_.count(ids[i]) || !batch.insert(ids[i]).second)
+      return Status::InvalidArgument("id " + std::to_string(ids[i]) + " is already in the index");
+    for (size_t j = 0; j < dh; ++j)
+      if (!std::isfinite(hs[i * dh + j])) return Status::InvalidArgument("non-finite value in an HS vector");
+    for (size_t j = 0; j < dr; ++j)
+      if (!std::isfinite(rw[i * dr + j])) return Status::InvalidArgument("non-finite value in an RW vector");
+  }
+  std::vector<float> hn(n * dh), rn(n * dr);
+  for (size_t i = 0; i < n; ++i) {
+    std_hs_.Apply(hs + i * dh, hn.data() + i * dh);
+    std_rw_.Apply(rw + i * dr, rn.data() + i * dr);
+  }
+  return AddNormalized(ids, hn.data(), rn.data());
+}
+
+Status DualIndex::AddNormalized(const std::vector<uint64_t>& ids, const float* hn, const float* rn) {
+  const size_t n = ids.size();
+  hs_->data.insert(hs_->data.end(), hn, hn + n * spec_.dim_hs);
+  rw_->data.insert(rw_->data.end(), rn, rn + n * spec_.dim_rw);
+  for (size_t i = 0; i < n; ++i) {
+    id_to_pos_[ids[i]] = pos_to_id_.size();
+    pos_to_id_.push_back(ids[i]);
+    alive_.push_back(1);
+  }
+  try {
+    hs_->Sync(pos_to_id_.size(), alive_, spec_.min_train_rows);
+    rw_->Sync(pos_to_id_.size(), alive_, spec_.min_train_rows);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("faiss add failed: ") + e.what());
+  }
+  return Status::OK();
+}
+
+size_t DualIndex::Remove(const std::vector<uint64_t>& ids) {
+  std::vector<FaissId> ivf_remove;
+  size_t removed = 0;
+  for (uint64_t id : ids) {
+    auto it = id_to_pos_.find(id);
+    if (it == id_to_pos_.end()) continue;
+    alive_[it->second] = 0;
+    if (it->second < std::max(hs_->ann_rows, rw_->ann_rows)) ivf_remove.push_back(static_cast<FaissId>(it->second));
+    id_to_pos_.erase(it);
+    ++tombstones_;
+    ++removed;
+  }
+  for (Half* h : {hs_.get(), rw_.get()}) {
+    if (h->ann && h->spec.kind == IndexKind::kIvf && !ivf_remove.empty()) {
+      faiss::IDSelectorArray sel(ivf_remove.size(), ivf_remove.data());
+      h->ann->remove_ids(sel);
+    }
+  }
+  if (tombstones_ > 0 && static_cast<double>(tombstones_) > spec_.rebuild_ratio * static_cast<double>(pos_to_id_.size()))
+    Rebuild();
+  return removed;
+}
+
+void DualIndex::Rebuild() {
+  std::vector<uint64_t> ids;
+  std::vector<float> hn, rn;
+  for (size_t p = 0; p < pos_to_id_.size(); ++p) {
+    if (!alive_[p]) continue;
+    ids.push_back(pos_to_id_[p]);
+    hn.insert(hn.end(), hs_->data.begin() + p * spec_.dim_hs, hs_->data.begin() + (p + 1) * spec_.dim_hs);
+    rn.insert(rn.end(), rw_->data.begin() + p * spec_.dim_rw, rw_->data.begin() + (p + 1) * spec_.dim_rw);
+  }
+  for (Half* h : {hs_.get(), rw_.get()}) {
+    h->data.clear();
+    h->ann.reset();
+    h->ann_rows = 0;
+  }
+  pos_to_id_.clear();
+  alive_.clear();
+  id_to_pos_.clear();
+  tombstones_ = 0;
+  ++rebuilds_;
+  (void)AddNormalized(ids, hn.data(), rn.data());
+}
+
+std::vector<uint64_t> DualIndex::Ids() const {
+  std::vector<uint64_t> out;
+  for (const auto& [id, pos] : id_to_pos_) out.push_back(id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<size_t> DualIndex::HalfCandidates(const Half& h, const float* q, size_t kk) const {
+  const size_t rows = pos_to_id_.size();
+  std::vector<size_t> out;
+  if (h.ann && h.ann_rows > 0) {
+    std::vector<float> dist(kk);
+    std::vector<FaissId> labels(kk);
+    {
+      std::lock_guard<std::mutex> lock(ann_mu_);
+      if (auto* hn = dynamic_cast<faiss::IndexHNSW*>(h.ann.get()))
+        hn->hnsw.efSearch = std::max<int>(h.spec.ef_search, static_cast<int>(kk));
+      if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(h.ann.get())) ivf->nprobe = std::min<size_t>(h.spec.nprobe, ivf->nlist);
+      h.ann->search(1, q, static_cast<FaissId>(kk), dist.data(), labels.data());
+    }
+    for (FaissId l : labels)
+      if (l >= 0) out.push_back(static_cast<size_t>(l));
+    // Rows added after the ANN index (pending) are scanned exactly.
+    for (size_t p = h.ann_rows; p < rows; ++p) out.push_back(p);
+    return out;
+  }
+  // Flat (or not yet trained) half: its exact top kk.
+  std::vector<float> ip(rows);
+  faiss::fvec_inner_products_ny(ip.data(), q, h.data.data(), h.dim, rows);
+  std::vector<size_t> pos;
+  for (size_t p = 0; p < rows; ++p)
+    if (alive_[p]) pos.push_back(p);
+  const size_t take = std::min(kk, pos.size());
+  std::partial_sort(pos.begin(), pos.begin() + take, pos.end(), [&](size_t a, size_t b) {
+    return ip[a] != ip[b] ? ip[a] > ip[b] : pos_to_id_[a] < pos_to_id_[b];
+  });
+  pos.resize(take);
+  return pos;
+}
+
+Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
+  if (r.hs == nullptr && r.mode != SearchMode::kRw) return Status::InvalidArgument("search needs an HS query vector");
+  if (r.rw == nullptr && r.mode != SearchMode::kHs) return Status::InvalidArgument("search needs an RW query vector");
+  if (!std::isfinite(r.alpha)) return Status::InvalidArgument("alpha must be finite");
+  std::vector<Hit> hits;
+  const size_t rows = pos_to_id_.size();
+  if (r.k == 0 || id_to_pos_.empty()) return hits;
+  std::vector<float> qh(spec_.dim_hs, 0.0f), qr(spec_.dim_rw, 0.0f);
+  if (r.hs) {
+    for (size_t j = 0; j < spec_.dim_hs; ++j)
+      if (!std::isfinite(r.hs[j])) return Status::InvalidArgument("non-finite value in the HS query");
+    std_hs_.Apply(r.hs, qh.data());
+  }
+  if (r.rw) {
+    for (size_t j = 0; j < spec_.dim_rw; ++j)
+      if (!std::isfinite(r.rw[j])) return Status::InvalidArgument("non-finite value in the RW query");
+    std_rw_.Apply(r.rw, qr.data());
+  }
+  const float a_hs = r.mode == SearchMode::kRw ? 0.0f : 1.0f;
+  const float a_rw = r.mode == SearchMode::kHs ? 0.0f : (r.mode == SearchMode::kRw ? 1.0f : r.alpha);
+  auto score_of = [&](size_t p, float* sh, float* sr) {
+    *sh = faiss::fvec_inner_product(qh.data(), hs_->data.data() + p * spec_.dim_hs, spec_.dim_hs);
+    *sr = faiss::fvec_inner_product(qr.data(), rw_->data.data() + p * spec_.dim_rw, spec_.dim_rw);
+    return a_hs * *sh + a_rw * *sr;
+  };
+  auto better = [](const Hit& a, const Hit& b) { return a.score != b.score ? a.score > b.score : a.id < b.id; };
+  auto finish = [&](std::vector<size_t>& cands) {
+    hits.clear();
+    for (size_t p : cands) {
+      Hit h;
+      h.id = pos_to_id_[p];
+      h.score = score_of(p, &h.score_hs, &h.score_rw);
+      hits.push_back(h);
+    }
+    const size_t take = std::min(r.k, hits.size());
+    std::partial_sort(hits.begin(), hits.begin() + take, hits.end(), better);
+    hits.resize(take);
+  };
+
+  const bool hs_ann = hs_->ann && r.mode != SearchMode::kRw;
+  const bool rw_ann = rw_->ann && r.mode != SearchMode::kHs;
+  if (r.exact || (!hs_ann && !rw_ann)) {
+    // Exact: two inner-product passes over every row, then top-k.
+    std::vector<float> ih(rows, 0.0f), ir(rows, 0.0f);
+    if (a_hs != 0.0f) faiss::fvec_inner_products_ny(ih.data(), qh.data(), hs_->data.data(), spec_.dim_hs, rows);
+    if (a_rw != 0.0f) faiss::fvec_inner_products_ny(ir.data(), qr.data(), rw_->data.data(), spec_.dim_rw, rows);
+    std::vector<Hit> all;
+    all.reserve(id_to_pos_.size());
+    for (size_t p = 0; p < rows; ++p) {
+      if (!alive_[p] || (r.filter && !r.filter(pos_to_id_[p]))) continue;
+      all.push_back(Hit{pos_to_id_[p], a_hs * ih[p] + a_rw * ir[p], ih[p], ir[p]});
+    }
+    const size_t take = std::min(r.k, all.size());
+    std::partial_sort(all.begin(), all.begin() + take, all.end(), better);
+    all.resize(take);
+    // Report both cosines whatever the mode.
+    for (auto& h : all) {
+      const size_t p = id_to_pos_.at(h.id);
+      float sh, sr;
+      (void)score_of(p, &sh, &sr);
+      h.score_hs = sh;
+      h.score_rw = sr;
+    }
+    return all;
+  }
+  // ANN: candidates from each half, union, exact re-scoring.
+  size_t kk = std::max<size_t>(r.k * static_cast<size_t>(spec_.oversample), r.k);
+  while (true) {
+    std::unordered_set<size_t> seen;
+    std::vector<size_t> cands;
+    auto take = [&](const std::vector<size_t>& ps) {
+      for (size_t p : ps)
+        if (p < rows && alive_[p] && seen.insert(p).second && (!r.filter || r.filter(pos_to_id_[p]))) cands.push_back(p);
+    };
+    if (r.mode != SearchMode::kRw) take(HalfCandidates(*hs_, qh.data(), std::min(kk, rows)));
+    if (r.mode != SearchMode::kHs) take(HalfCandidates(*rw_, qr.data(), std::min(kk, rows)));
+    if (cands.size() >= r.k || kk >= rows) {
+      finish(cands);
+      return hits;
+    }
+    kk *= 4;
+  }
+}
+
+Status DualIndex::Save(const std::string& dir, uint64_t applied_seq) const {
+  try {
+    fs::create_directories(dir);
+    const std::string name = "snap-" + std::to_string(applied_seq);
+    const fs::path tmp = fs::path(dir) / (name + ".tmp"), final_dir = fs::path(dir) / name;
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    json meta = {{"spec", json::parse(spec_.ToJson())},
+                 {"std_hs", json::parse(std_hs_.ToJson())},
+                 {"std_rw", json::parse(std_rw_.ToJson())},
+                 {"applied_seq", applied_seq},
+                 {"pos_to_id", pos_to_id_},
+                 {"alive", alive_},
+                 {"tombstones", tombstones_},
+                 {"hs_ann_rows", hs_->ann_rows},
+                 {"rw_ann_rows", rw_->ann_rows}};
+    auto write = [](const fs::path& p, const void* data, size_t n) {
+      std::ofstream out(p, std::ios::binary | std::ios::trunc);
+      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+      out.flush();
+      if (!out) throw std::runtime_error("cannot write " + p.string());
+    };
+    const std::string m = meta.dump();
+    write(tmp / "meta.json", m.data(), m.size());
+    write(tmp / "hs.f32", hs_->data.data(), hs_->data.size() * 4);
+    write(tmp / "rw.f32", rw_->data.data(), rw_->data.size() * 4);
+    if (hs_->ann) faiss::write_index(hs_->ann.get(), (tmp / "hs.faiss").c_str());
+    if (rw_->ann) faiss::write_index(rw_->ann.get(), (tmp / "rw.faiss").c_str());
+    // Make the files durable, then publish by renames.
+    for (const auto& f : fs::directory_iterator(tmp)) {
+      FILE* fp = std::fopen(f.path().c_str(), "rb");
+      if (fp) { fsync(fileno(fp)); std::fclose(fp); }
+    }
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    const fs::path cur_tmp = fs::path(dir) / "CURRENT.tmp";
+    write(cur_tmp, name.data(), name.size());
+    { FILE* fp = std::fopen(cur_tmp.c_str(), "rb"); if (fp) { fsync(fileno(fp)); std::fclose(fp); } }
+    fs::rename(cur_tmp, fs::path(dir) / "CURRENT");
+    for (const auto& f : fs::directory_iterator(dir))
+      if (f.is_directory() && f.path().filename() != name) fs::remove_all(f.path());
+  } catch (const std::exception& e) {
+    return Status::IOError(std::string("saving index snapshot to ") + dir + ": " + e.what());
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint64_t* applied_seq) {
+  const fs::path cur = fs::path(dir) / "CURRENT";
+  if (!fs::exists(cur)) return Status::NotFound("no index snapshot in " + dir);
+  try {
+    std::ifstream cin(cur);
+    std::string name;
+    std::getline(cin, name);
+    const fs::path snap = fs::path(dir) / name;
+    std::ifstream min(snap / "meta.json");
+    json meta = json::parse(min);
+    MOEEDB_ASSIGN_OR_RETURN(DualIndexSpec spec, DualIndexSpec::FromJson(meta.at("spec").dump()));
+    MOEEDB_ASSIGN_OR_RETURN(Standardizer sh, Standardizer::FromJson(meta.at("std_hs").dump()));
+    MOEEDB_ASSIGN_OR_RETURN(Standardizer sr, Standardizer::FromJson(meta.at("std_rw").dump()));
+    MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<DualIndex> d, Create(spec, std::move(sh), std::move(sr)));
+    d->pos_to_id_ = meta.at("pos_to_id").get<std::vector<uint64_t>>();
+    d->alive_ = meta.at("alive").get<std::vector<uint8_t>>();
+    d->tombstones_ = meta.at("tombstones").get<size_t>();
+    if (d->alive_.size() != d->pos_to_id_.size()) return Status::Corruption("index snapshot " + snap.string() + " is inconsistent");
+    for (size_t p = 0; p < d->pos_to_id_.size(); ++p)
+      if (d->alive_[p]) d->id_to_pos_[d->pos_to_id_[p]] = p;
+    auto read = [&](const fs::path& p, std::vector<float>* v, size_t expect) {
+      std::ifstream in(p, std::ios::binary);
+      v->resize(expect);
+      in.read(reinterpret_cast<char*>(v->data()), static_cast<std::streamsize>(expect * 4));
+      if (!in || in.gcount() != static_cast<std::streamsize>(expect * 4)) throw std::runtime_error("short file " + p.string());
+    };
+    read(snap / "hs.f32", &d->hs_->data, d->pos_to_id_.size() * spec.dim_hs);
+    read(snap / "rw.f32", &d->rw_->data, d->pos_to_id_.size() * spec.dim_rw);
+    for (auto [half, file, key] : {std::tuple{d->hs_.get(), "hs.faiss", "hs_ann_rows"}, std::tuple{d->rw_.get(), "rw.faiss", "rw_ann_rows"}}) {
+      if (fs::exists(snap / file)) {
+        half->ann.reset(faiss::read_index((snap / file).c_str()));
+        half->ann_rows = meta.at(key).get<size_t>();
+      }
+    }
+    *applied_seq = meta.at("applied_seq").get<uint64_t>();
+    return d;
+  } catch (const std::exception& e) {
+    return Status::Corruption("index snapshot in " + dir + " is damaged: " + e.what());
+  }
+}
+
+}  // namespace moeedb

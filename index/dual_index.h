@@ -1,0 +1,126 @@
+// DualIndex: the two derived indexes of a collection, one over standardized
+// HS vectors and one over standardized RW vectors, and the fused search
+//   score = cos_HS + alpha * cos_RW   (mode fused; hs / rw: one half alone).
+//
+// Every row's standardized vectors are kept (the "flat" data), so exact
+// search is two inner-product passes, and ANN search can re-score exactly:
+// each ANN half (HNSW or IVF, optionally 8-bit scalar-quantized) proposes
+// oversample*k candidates, the union is re-scored with both halves' exact
+// cosines, and the top k are returned. A document proposed by only one
+// index is therefore ranked by its true fused score, never by a partial one.
+// Filters and deletions are applied to the candidates; if too few survive,
+// the candidate count grows (x4) until it covers the index, so a filtered
+// ANN search degrades to exact search rather than returning fewer hits.
+//
+// Deletions: ids are tombstoned (IVF also removes them); once tombstones
+// exceed rebuild_ratio of the rows, everything is rebuilt without them.
+// Not thread-safe for writers: callers serialise Add/Remove against Search.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/status.h"
+#include "index/standardizer.h"
+
+namespace faiss {
+struct Index;
+}
+
+namespace moeedb {
+
+enum class IndexKind { kFlat, kHnsw, kIvf };
+Result<IndexKind> ParseIndexKind(const std::string& name);  // "flat" | "hnsw" | "ivf"
+const char* IndexKindName(IndexKind kind);
+
+struct HalfIndexSpec {
+  IndexKind kind = IndexKind::kFlat;
+  bool sq8 = false;        // 8-bit scalar quantization of the ANN index (hnsw, ivf)
+  int hnsw_m = 32;
+  int ef_construction = 80;
+  int ef_search = 64;      // raised to the candidate count when that is larger
+  int ivf_nlist = 0;       // 0: 4 * sqrt(rows at training time)
+  int nprobe = 16;
+};
+
+struct DualIndexSpec {
+  size_t dim_hs = 0, dim_rw = 0;
+  HalfIndexSpec hs, rw;
+  int oversample = 4;          // candidates per ANN half = oversample * k
+  double rebuild_ratio = 0.25; // rebuild when tombstones exceed this share of rows
+  size_t min_train_rows = 256; // IVF and SQ8 halves train once this many rows exist
+  std::string ToJson() const;
+  static Result<DualIndexSpec> FromJson(const std::string& json_text);
+};
+
+enum class SearchMode { kFused, kHs, kRw };
+Result<SearchMode> ParseSearchMode(const std::string& name);
+
+struct SearchRequest {
+  const float* hs = nullptr;  // raw query vectors (standardized inside)
+  const float* rw = nullptr;
+  size_t k = 10;
+  float alpha = 1.0f;
+  SearchMode mode = SearchMode::kFused;
+  bool exact = false;                         // force the exact path
+  std::function<bool(uint64_t id)> filter;    // empty: every document
+};
+
+struct Hit {
+  uint64_t id = 0;
+  float score = 0;     // what the ranking used (fused, hs or rw)
+  float score_hs = 0;  // exact cosines of the standardized vectors
+  float score_rw = 0;
+};
+
+class DualIndex {
+ public:
+  static Result<std::unique_ptr<DualIndex>> Create(const DualIndexSpec& spec, Standardizer hs, Standardizer rw);
+  ~DualIndex();
+
+  // Adds n = ids.size() rows of raw vectors (row-major). Ids must be new;
+  // vectors must be finite.
+  Status Add(const std::vector<uint64_t>& ids, const float* hs, const float* rw);
+  // Returns how many of `ids` were present.
+  size_t Remove(const std::vector<uint64_t>& ids);
+
+  // Hits by descending score, ties by ascending id; at most k.
+  Result<std::vector<Hit>> Search(const SearchRequest& request) const;
+
+  size_t size() const { return id_to_pos_.size(); }
+  bool Contains(uint64_t id) const { return id_to_pos_.count(id) > 0; }
+  std::vector<uint64_t> Ids() const;
+  size_t tombstones() const { return tombstones_; }
+  size_t rebuilds() const { return rebuilds_; }
+  const DualIndexSpec& spec() const { return spec_; }
+
+  // Snapshot into `dir` (created), recording the op-log sequence number the
+  // index reflects. Atomic: a crash leaves the previous snapshot in place.
+  Status Save(const std::string& dir, uint64_t applied_seq) const;
+  // NotFound when `dir` holds no snapshot.
+  static Result<std::unique_ptr<DualIndex>> Load(const std::string& dir, uint64_t* applied_seq);
+
+ private:
+  struct Half;
+  DualIndex();
+  Status AddNormalized(const std::vector<uint64_t>& ids, const float* hs_n, const float* rw_n);
+  void Rebuild();
+  std::vector<size_t> HalfCandidates(const Half& h, const float* q, size_t kk) const;
+
+  DualIndexSpec spec_;
+  Standardizer std_hs_, std_rw_;
+  std::unique_ptr<Half> hs_, rw_;
+  std::vector<uint64_t> pos_to_id_;
+  std::vector<uint8_t> alive_;
+  std::unordered_map<uint64_t, size_t> id_to_pos_;
+  size_t tombstones_ = 0, rebuilds_ = 0;
+  mutable std::mutex ann_mu_;  // efSearch/nprobe are index state in Faiss 1.7.3
+};
+
+}  // namespace moeedb

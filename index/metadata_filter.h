@@ -1,0 +1,26 @@
+// Metadata filters, applied before ranking. A filter is a JSON object whose
+// fields must all match (AND):
+//   {"lang": "en"}                       equality (string, number, bool)
+//   {"year": {"$gte": 2000, "$lt": 2010}} range ($gt, $gte, $lt, $lte; numbers or strings)
+//   {"tag": {"$in": ["a", "b"]}}         set membership
+//   {"tag": {"$eq": "a"}}, {"tag": {"$ne": "a"}}
+// A document without the field does not match (except for $ne).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/status.h"
+
+namespace moeedb {
+
+class MetadataFilter {
+ public:
+  // InvalidArgument naming the bad part (unknown operator, wrong type).
+  static Result<std::shared_ptr<const MetadataFilter>> Parse(const std::string& filter_json);
+  virtual ~MetadataFilter() = default;
+  // metadata_json: the document's metadata object.
+  virtual bool Matches(const void* metadata /* const nlohmann::json* */) const = 0;
+};
+
+}  // namespace moeedb
