@@ -1,0 +1,342 @@
+// Collections: exact fused search against an independent brute force, ANN
+// recall, deletes and re-adds, HNSW rebuilds, persistence and replay,
+// metadata filters, and bad input leaving the store untouched.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "plugin/service/vector_collection.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+using json = nlohmann::json;
+
+struct Data {
+  size_t n, dh, dr;
+  std::vector<std::vector<float>> hs, rw;
+};
+
+// Clustered vectors (HNSW is pathological on pure Gaussian noise).
+Data MakeData(size_t n, size_t dh, size_t dr, unsigned seed, size_t clusters = 10) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0, 1);
+  std::vector<std::vector<float>> ch(clusters, std::vector<float>(dh)), cr(clusters, std::vector<float>(dr));
+  for (auto& c : ch) for (auto& v : c) v = 3 * g(rng);
+  for (auto& c : cr) for (auto& v : c) v = 3 * g(rng) + 5;  // RW-like offsets
+  Data d{n, dh, dr, {}, {}};
+  for (size_t i = 0; i < n; ++i) {
+    const size_t c = rng() % clusters;
+    std::vector<float> h(dh), r(dr);
+    for (size_t j = 0; j < dh; ++j) h[j] = ch[c][j] + g(rng);
+    for (size_t j = 0; j < dr; ++j) r[j] = cr[c][j] + g(rng);
+    d.hs.push_back(h);
+    d.rw.push_back(r);
+  }
+  return d;
+}
+
+std::vector<StoredDocument> Docs(const Data& d, size_t from, size_t to, const std::string& prefix = "d") {
+  std::vector<StoredDocument> docs;
+  for (size_t i = from; i < to; ++i)
+    docs.push_back({prefix + std::to_string(i), "text " + std::to_string(i),
+                    json{{"n", i}, {"parity", i % 2 ? "odd" : "even"}}.dump(), d.hs[i], d.rw[i]});
+  return docs;
+}
+
+// Mean and unbiased std per feature, computed here, as JSON for the collection.
+std::pair<std::vector<double>, std::vector<double>> Stats(const std::vector<std::vector<float>>& rows) {
+  const size_t d = rows[0].size(), n = rows.size();
+  std::vector<double> mean(d, 0), sd(d, 0);
+  for (const auto& r : rows) for (size_t j = 0; j < d; ++j) mean[j] += r[j] / n;
+  for (const auto& r : rows) for (size_t j = 0; j < d; ++j) sd[j] += (r[j] - mean[j]) * (r[j] - mean[j]) / (n - 1);
+  for (auto& s : sd) s = std::sqrt(s);
+  return {mean, sd};
+}
+std::string StatsJson(const std::pair<std::vector<double>, std::vector<double>>& s) {
+  std::vector<double> inv;
+  for (double v : s.second) inv.push_back(1.0 / (v + 1e-8));
+  return json{{"mean", s.first}, {"inv_std", inv}}.dump();
+}
+std::vector<double> ZNorm(const std::vector<float>& x, const std::pair<std::vector<double>, std::vector<double>>& s) {
+  std::vector<double> z(x.size());
+  double n = 0;
+  for (size_t j = 0; j < x.size(); ++j) {
+    z[j] = (x[j] - s.first[j]) / (s.second[j] + 1e-8);
+    n += z[j] * z[j];
+  }
+  for (auto& v : z) v /= std::sqrt(n);
+  return z;
+}
+
+struct Env {
+  test::TempDir dir;
+  std::unique_ptr<Store> store;
+  Env() { store = std::move(Store::Open(dir / "db")).value(); }
+};
+
+CollectionOptions Options(size_t dh, size_t dr, IndexKind kind, bool sq8 = false) {
+  CollectionOptions o;
+  o.dim_hs = dh;
+  o.dim_rw = dr;
+  o.index.hs.kind = o.index.rw.kind = kind;
+  o.index.hs.sq8 = o.index.rw.sq8 = sq8;
+  o.index.min_train_rows = 64;
+  return o;
+}
+
+TEST(Collection, ExactFusedSearchEqualsBruteForce) {
+  Env env;
+  Data d = MakeData(120, 12, 6, 1);
+  // Exact duplicates make ties: they must be broken by insertion order.
+  for (size_t i = 100; i < 110; ++i) { d.hs[i] = d.hs[i - 100]; d.rw[i] = d.rw[i - 100]; }
+  auto sh = Stats(d.hs), sr = Stats(d.rw);
+  CollectionOptions o = Options(12, 6, IndexKind::kFlat);
+  o.std_hs_json = StatsJson(sh);
+  o.std_rw_json = StatsJson(sr);
+  auto c = VectorCollection::Create(env.store.get(), "c", o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 120)).ok());
+  std::vector<std::vector<double>> zh, zr;
+  for (size_t i = 0; i < 120; ++i) { zh.push_back(ZNorm(d.hs[i], sh)); zr.push_back(ZNorm(d.rw[i], sr)); }
+  Data q = MakeData(5, 12, 6, 2);
+  q.hs[0] = d.hs[3];  // a query equal to a document (and to its duplicate)
+  q.rw[0] = d.rw[3];
+  for (size_t qi = 0; qi < 5; ++qi) {
+    auto qh = ZNorm(q.hs[qi], sh), qr = ZNorm(q.rw[qi], sr);
+    for (float alpha : {0.0f, 0.5f, 1.0f, 2.5f}) {
+      for (auto mode : {SearchMode::kFused, SearchMode::kHs, SearchMode::kRw}) {
+        for (size_t k : {1, 10, 500}) {
+          std::vector<std::pair<double, size_t>> ref;
+          for (size_t i = 0; i < 120; ++i) {
+            double a = 0, b = 0;
+            for (size_t j = 0; j < 12; ++j) a += qh[j] * zh[i][j];
+            for (size_t j = 0; j < 6; ++j) b += qr[j] * zr[i][j];
+            ref.push_back({mode == SearchMode::kFused ? a + alpha * b : mode == SearchMode::kHs ? a : b, i});
+          }
+          std::stable_sort(ref.begin(), ref.end(), [](auto& x, auto& y) { return x.first > y.first; });
+          SearchOptions so;
+          so.k = k;
+          so.alpha = alpha;
+          so.mode = mode;
+          so.exact = true;
+          auto hits = (*c)->Search(q.hs[qi].data(), q.rw[qi].data(), so);
+          ASSERT_TRUE(hits.ok());
+          ASSERT_EQ(hits->size(), std::min<size_t>(k, 120));
+          for (size_t r = 0; r < hits->size(); ++r) {
+            EXPECT_NEAR((*hits)[r].score, ref[r].first, 1e-4);
+            // Same document, or an exact tie (equal scores) in a different order is not allowed either.
+            EXPECT_EQ((*hits)[r].id, "d" + std::to_string(ref[r].second)) << "rank " << r << " alpha " << alpha;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Collection, AnnFusedSearchFindsTheExactNeighbours) {
+  for (IndexKind kind : {IndexKind::kHnsw, IndexKind::kIvf}) {
+    for (bool sq8 : {false, true}) {
+      Env env;
+      // Queries are held-out points of the same distribution.
+      Data d = MakeData(2020, 32, 16, 3, 20);
+      auto c = VectorCollection::Create(env.store.get(), "c", Options(32, 16, kind, sq8));
+      ASSERT_TRUE(c.ok());
+      ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 2000), false).ok());
+      Data q = d;
+      q.hs.erase(q.hs.begin(), q.hs.begin() + 2000);
+      q.rw.erase(q.rw.begin(), q.rw.begin() + 2000);
+      double recall = 0;
+      for (size_t i = 0; i < 20; ++i) {
+        SearchOptions ann;
+        ann.k = 10;
+        SearchOptions ex = ann;
+        ex.exact = true;
+        auto a = (*c)->Search(q.hs[i].data(), q.rw[i].data(), ann);
+        auto e = (*c)->Search(q.hs[i].data(), q.rw[i].data(), ex);
+        ASSERT_TRUE(a.ok() && e.ok());
+        std::set<std::string> truth;
+        for (const auto& h : *e) truth.insert(h.id);
+        for (const auto& h : *a) recall += truth.count(h.id) / 200.0;
+      }
+      EXPECT_GE(recall, 0.9) << IndexKindName(kind) << (sq8 ? "+sq8" : "");
+    }
+  }
+}
+
+TEST(Collection, DeletedDocumentsAreNeverReturned) {
+  for (IndexKind kind : {IndexKind::kFlat, IndexKind::kHnsw, IndexKind::kIvf}) {
+    Env env;
+    Data d = MakeData(400, 16, 8, 5);
+    CollectionOptions o = Options(16, 8, kind);
+    o.index.rebuild_ratio = 0.9;  // tombstones stay (no rebuild) in this test
+    auto c = VectorCollection::Create(env.store.get(), "c", o);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 400), false).ok());
+    std::vector<std::string> gone;
+    for (size_t i = 0; i < 400; i += 4) gone.push_back("d" + std::to_string(i));
+    auto del = (*c)->Delete(gone);
+    ASSERT_TRUE(del.ok());
+    EXPECT_EQ(del->removed.size(), 100u);
+    EXPECT_EQ((*c)->size(), 300u);
+    for (size_t i = 0; i < 400; i += 4) {  // the deleted document's own vectors as the query
+      for (auto mode : {SearchMode::kFused, SearchMode::kHs, SearchMode::kRw}) {
+        for (bool exact : {false, true}) {
+          SearchOptions so;
+          so.k = 20;
+          so.mode = mode;
+          so.exact = exact;
+          auto hits = (*c)->Search(d.hs[i].data(), d.rw[i].data(), so);
+          ASSERT_TRUE(hits.ok());
+          EXPECT_EQ(hits->size(), 20u);
+          for (const auto& h : *hits) EXPECT_NE(std::stoul(h.id.substr(1)) % 4, 0u) << IndexKindName(kind);
+        }
+      }
+      if (i > 40) break;
+    }
+    // Re-adding a deleted id works and is found first for its own vectors.
+    ASSERT_TRUE((*c)->Upsert(Docs(d, 8, 9)).ok());
+    SearchOptions so;
+    so.k = 1;
+    auto hits = (*c)->Search(d.hs[8].data(), d.rw[8].data(), so);
+    ASSERT_TRUE(hits.ok());
+    EXPECT_EQ((*hits)[0].id, "d8");
+    EXPECT_TRUE((*(*c)->Get("d8")).has_value());
+    EXPECT_FALSE((*(*c)->Get("d4")).has_value());
+  }
+}
+
+TEST(Collection, HnswRebuildsAfterTheTombstoneThreshold) {
+  Env env;
+  Data d = MakeData(500, 16, 8, 6);
+  CollectionOptions o = Options(16, 8, IndexKind::kHnsw);
+  o.index.rebuild_ratio = 0.2;
+  auto c = VectorCollection::Create(env.store.get(), "c", o);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 500), false).ok());
+  std::vector<std::string> gone;
+  for (size_t i = 0; i < 90; ++i) gone.push_back("d" + std::to_string(i));
+  ASSERT_TRUE((*c)->Delete(gone).ok());
+  EXPECT_EQ((*c)->index_rebuilds(), 0u);  // 90 / 500 < 0.2
+  gone.clear();
+  for (size_t i = 90; i < 120; ++i) gone.push_back("d" + std::to_string(i));
+  ASSERT_TRUE((*c)->Delete(gone).ok());
+  EXPECT_EQ((*c)->index_rebuilds(), 1u);  // 120 / 500 > 0.2
+  EXPECT_EQ((*c)->size(), 380u);
+  SearchOptions so;
+  so.k = 50;
+  for (size_t i = 0; i < 120; i += 7) {
+    auto hits = (*c)->Search(d.hs[i].data(), d.rw[i].data(), so);
+    ASSERT_TRUE(hits.ok());
+    for (const auto& h : *hits) EXPECT_GE(std::stoul(h.id.substr(1)), 120u);
+  }
+  // Updates replace: the old version is tombstoned, the new one found.
+  Data d2 = MakeData(1, 16, 8, 99);
+  auto upd = Docs(d2, 0, 1, "d");  // id "d0" again, new vectors... d0 was deleted: plain insert
+  upd[0].id = "d200";
+  ASSERT_TRUE((*c)->Upsert(upd).ok());
+  so.k = 1;
+  auto hits = (*c)->Search(d2.hs[0].data(), d2.rw[0].data(), so);
+  ASSERT_TRUE(hits.ok());
+  EXPECT_EQ((*hits)[0].id, "d200");
+  EXPECT_EQ((*c)->size(), 380u);
+}
+
+TEST(Collection, SnapshotReplayAndRebuildGiveTheSameIndex) {
+  Env env;
+  Data d = MakeData(300, 16, 8, 7);
+  {
+    auto c = VectorCollection::Create(env.store.get(), "c", Options(16, 8, IndexKind::kHnsw));
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 200)).ok());
+    ASSERT_TRUE((*c)->SaveIndex().ok());
+    ASSERT_TRUE((*c)->Upsert(Docs(d, 200, 300)).ok());      // after the snapshot
+    ASSERT_TRUE((*c)->Delete({"d5", "d250"}).ok());           // both sides of it
+  }
+  auto c = VectorCollection::Open(env.store.get(), "c");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE((*c)->opened_from_snapshot());
+  EXPECT_EQ((*c)->replayed_ops(), 2u);
+  EXPECT_EQ((*c)->size(), 298u);
+  SearchOptions so;
+  so.k = 10;
+  so.exact = true;
+  auto a = (*c)->Search(d.hs[7].data(), d.rw[7].data(), so);
+  // Without a snapshot the index is rebuilt from the stored vectors.
+  std::filesystem::remove_all(env.dir / "db/indexes");
+  auto r = VectorCollection::Open(env.store.get(), "c");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE((*r)->opened_from_snapshot());
+  auto b = (*r)->Search(d.hs[7].data(), d.rw[7].data(), so);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), b->size());
+  for (size_t i = 0; i < a->size(); ++i) EXPECT_EQ((*a)[i].id, (*b)[i].id);
+  EXPECT_EQ((*c)->IndexedIds(), (*r)->IndexedIds());
+}
+
+TEST(Collection, MetadataFilters) {
+  Env env;
+  Data d = MakeData(100, 8, 4, 8);
+  auto c = VectorCollection::Create(env.store.get(), "c", Options(8, 4, IndexKind::kHnsw));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 100)).ok());
+  auto check = [&](const std::string& filter, const std::function<bool(size_t)>& expect, size_t count) {
+    for (bool exact : {false, true}) {
+      SearchOptions so;
+      so.k = 100;
+      so.filter_json = filter;
+      so.exact = exact;
+      auto hits = (*c)->Search(d.hs[0].data(), d.rw[0].data(), so);
+      ASSERT_TRUE(hits.ok()) << hits.status().ToString();
+      EXPECT_EQ(hits->size(), count) << filter;
+      for (const auto& h : *hits) EXPECT_TRUE(expect(std::stoul(h.id.substr(1)))) << filter << " " << h.id;
+    }
+  };
+  check(R"({"parity": "odd"})", [](size_t i) { return i % 2 == 1; }, 50);
+  check(R"({"n": {"$gte": 10, "$lt": 20}})", [](size_t i) { return i >= 10 && i < 20; }, 10);
+  check(R"({"n": {"$in": [3, 5, 99]}, "parity": "odd"})", [](size_t i) { return i == 3 || i == 5 || i == 99; }, 3);
+  check(R"({"missing": 1})", [](size_t) { return false; }, 0);
+  SearchOptions bad;
+  bad.filter_json = R"({"n": {"$near": 3}})";
+  EXPECT_FALSE((*c)->Search(d.hs[0].data(), d.rw[0].data(), bad).ok());
+  bad.filter_json = "[1]";
+  EXPECT_FALSE((*c)->Search(d.hs[0].data(), d.rw[0].data(), bad).ok());
+}
+
+TEST(Collection, BadInputStoresNothing) {
+  Env env;
+  Data d = MakeData(10, 8, 4, 9);
+  auto c = VectorCollection::Create(env.store.get(), "c", Options(8, 4, IndexKind::kFlat));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 5)).ok());
+  auto bad_batch = [&](std::function<void(std::vector<StoredDocument>&)> damage, const std::string& needle) {
+    auto docs = Docs(d, 5, 10);
+    damage(docs);
+    auto r = (*c)->Upsert(docs);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+    EXPECT_EQ((*c)->size(), 5u);
+    EXPECT_FALSE((*(*c)->Get("d5")).has_value());  // the valid documents of the batch are not stored either
+  };
+  bad_batch([](auto& v) { v[3].hs.pop_back(); }, "hs has 7 dims");
+  bad_batch([](auto& v) { v[2].rw.push_back(1); }, "rw has 5 dims");
+  bad_batch([](auto& v) { v[1].hs[0] = NAN; }, "NaN or Inf");
+  bad_batch([](auto& v) { v[1].rw[2] = INFINITY; }, "NaN or Inf");
+  bad_batch([](auto& v) { v[4].metadata_json = "[1,2]"; }, "metadata must be a JSON object");
+  bad_batch([](auto& v) { v[4].metadata_json = "{oops"; }, "not valid JSON");
+  bad_batch([](auto& v) { v[3].id = "d5"; }, "appears twice");
+  bad_batch([](auto& v) { v[0].id = ""; }, "empty id");
+  bad_batch([](auto& v) { v[0].text = "bad \xff"; }, "invalid UTF-8");
+  auto exists = VectorCollection::Create(env.store.get(), "c", Options(8, 4, IndexKind::kFlat));
+  EXPECT_FALSE(exists.ok());
+  EXPECT_FALSE(VectorCollection::Open(env.store.get(), "nope").ok());
+}
+
+}  // namespace
+}  // namespace moeedb
