@@ -203,5 +203,64 @@ TEST_F(Cli, AlphaAndLensRunOnPairsAndTexts) {
   EXPECT_NE(bad.err.find("c must be"), std::string::npos);
 }
 
+TEST_F(Cli, IngestSearchDeleteAndBadInput) {
+  test::TempDir t;
+  std::string jsonl;
+  std::istringstream csv(test::ReadFile(test::Data("stsb-sample.csv")));
+  std::string line;
+  std::vector<std::string> texts;
+  for (int i = 0; i < 40 && std::getline(csv, line); ++i) {
+    const std::string text = line.substr(0, line.find(','));
+    if (text.find('"') != std::string::npos) continue;
+    texts.push_back(text);
+    jsonl += json{{"id", "doc" + std::to_string(texts.size() - 1)}, {"text", text},
+                  {"metadata", {{"n", texts.size() - 1}}}}.dump() + "\n";
+  }
+  test::WriteFile(t / "docs.jsonl", jsonl);
+  const std::string db = t / "db";
+  auto r = test::Run({test::Binary(), "ingest", "--db", db, "--collection", "c", "--model", model(), "--index-rw", "hnsw",
+                      t / "docs.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["documents"].get<size_t>(), texts.size());
+  // A document's own text finds it first.
+  auto s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "3", texts[5]});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  json hits = json::parse(s.out)["hits"];
+  ASSERT_EQ(hits.size(), 3u);
+  EXPECT_EQ(hits[0]["id"], "doc5");
+  EXPECT_NEAR(hits[0]["score"].get<double>(), hits[0]["score_hs"].get<double>() + hits[0]["score_rw"].get<double>(), 1e-5);
+  // Filter and mode.
+  s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "40", "--mode", "rw", "--filter",
+                 "{\"n\": {\"$lt\": 3}}", texts[5]});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(json::parse(s.out)["hits"].size(), 3u);
+  // Delete: never returned again.
+  ASSERT_EQ(test::Run({test::Binary(), "delete", "--db", db, "--collection", "c", "doc5"}).exit_code, 0);
+  s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "40", texts[5]});
+  for (const auto& h : json::parse(s.out)["hits"]) EXPECT_NE(h["id"], "doc5");
+  // Malformed JSONL: every bad line reported, nothing stored.
+  test::WriteFile(t / "bad.jsonl", "{\"id\": \"n1\", \"text\": \"fine\"}\n{\"id\": 3, \"text\": \"x\"}\n{bad\n");
+  r = test::Run({test::Binary(), "ingest", "--db", db, "--collection", "c", t / "bad.jsonl"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("line 2:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("line 3:"), std::string::npos) << r.err;
+  EXPECT_EQ(test::Run({test::Binary(), "get", "--db", db, "--collection", "c", "n1"}).exit_code, 1);
+  // A different model (or routing) than the collection's is refused.
+  test::TempDir other;
+  ASSERT_EQ(test::Run({test::Binary(), "model", "init", "--config", test::Data("configs/olmoe-tiny.json"), "--tokenizer",
+                       test::Data("tokenizers/olmoe/tokenizer.json"), "--seed", "12", "--out", other / "m"}).exit_code, 0);
+  test::WriteFile(t / "one.jsonl", "{\"id\": \"z\", \"text\": \"hello there\"}\n");
+  r = test::Run({test::Binary(), "ingest", "--db", db, "--collection", "c", "--model", other / "m", t / "one.jsonl"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("model_fingerprint"), std::string::npos) << r.err;
+  auto info = test::Run({test::Binary(), "collections", "info", "c", "--db", db});
+  EXPECT_EQ(json::parse(info.out)["documents"].get<size_t>(), texts.size() - 1);
+  // Checkpoint: a consistent copy that opens and answers.
+  ASSERT_EQ(test::Run({test::Binary(), "checkpoint", "--db", db, "--out", t / "backup"}).exit_code, 0);
+  s = test::Run({test::Binary(), "search", "--db", t / "backup", "--collection", "c", "--k", "1", texts[7]});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(json::parse(s.out)["hits"][0]["id"], "doc7");
+}
+
 }  // namespace
 }  // namespace moeedb

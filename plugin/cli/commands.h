@@ -12,6 +12,12 @@ int RunEmbed(const std::vector<std::string>& args);
 int RunModel(const std::vector<std::string>& args);  // model init | model info
 int RunAlpha(const std::vector<std::string>& args);
 int RunLens(const std::vector<std::string>& args);
+int RunIngest(const std::vector<std::string>& args);
+int RunSearch(const std::vector<std::string>& args);
+int RunGet(const std::vector<std::string>& args);
+int RunDelete(const std::vector<std::string>& args);
+int RunCollections(const std::vector<std::string>& args);
+int RunCheckpoint(const std::vector<std::string>& args);
 
 // Prints "moeedb <cmd>: <message>" to stderr and returns 1.
 int Fail(const std::string& cmd, const std::string& message);

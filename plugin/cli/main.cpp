@@ -39,6 +39,12 @@ const char* kUsage =
     "  embed        text lines -> {\"hs\":[...],\"rw\":[...],\"tokens\":N} JSON lines\n"
     "  model init   write a random-weight checkpoint in HuggingFace layout\n"
     "  model info   describe a model folder\n"
+    "  ingest       embed and store JSONL documents in a collection\n"
+    "  search       fused search: cos_HS + alpha * cos_RW\n"
+    "  get          print stored documents by id\n"
+    "  delete       delete documents by id\n"
+    "  collections  list | info | drop\n"
+    "  checkpoint   consistent backup of the database\n"
     "  alpha        label-free alpha for cos_HS + alpha * cos_RW from unlabeled pairs\n"
     "  lens         per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens)\n"
     "\n"
@@ -61,6 +67,12 @@ int main(int argc, char** argv) {
     if (cmd == "model") return moeedb::cli::RunModel(rest);
     if (cmd == "alpha") return moeedb::cli::RunAlpha(rest);
     if (cmd == "lens") return moeedb::cli::RunLens(rest);
+    if (cmd == "ingest") return moeedb::cli::RunIngest(rest);
+    if (cmd == "search") return moeedb::cli::RunSearch(rest);
+    if (cmd == "get") return moeedb::cli::RunGet(rest);
+    if (cmd == "delete") return moeedb::cli::RunDelete(rest);
+    if (cmd == "collections") return moeedb::cli::RunCollections(rest);
+    if (cmd == "checkpoint") return moeedb::cli::RunCheckpoint(rest);
   } catch (const std::exception& e) {
     return moeedb::cli::Fail(cmd, std::string("internal error: ") + e.what());
   }

@@ -1,0 +1,416 @@
+// Collection commands: ingest, search, get, delete, collections, checkpoint.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "engine/utf8.h"
+#include "plugin/cli/args.h"
+#include "plugin/cli/commands.h"
+#include "plugin/cli/common.h"
+#include "plugin/service/embedding_setup.h"
+#include "plugin/service/vector_collection.h"
+
+namespace moeedb::cli {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+const FlagSpec kDbFlag{"db", "DIR", "database folder (created on first ingest)"};
+const FlagSpec kCollFlag{"collection", "NAME", "collection name"};
+
+Result<std::unique_ptr<Store>> OpenDb(const Args& args, bool must_exist) {
+  const std::string db = args.Get("db");
+  if (db.empty()) return Status::InvalidArgument("--db DIR is required");
+  if (must_exist && !fs::exists(fs::path(db) / "CURRENT")) return Status::NotFound("no database at " + db);
+  return Store::Open(db);
+}
+
+// The model setup a collection was built with (its recorded model folder
+// unless --model overrides it; then it must match).
+Result<std::unique_ptr<EmbeddingSetup>> SetupFor(const VectorCollection& c, const Args& args) {
+  json info = json::parse(c.info_json());
+  EmbeddingConfig cfg;
+  cfg.model_dir = args.Get("model", info.value("model_dir", ""));
+  if (cfg.model_dir.empty()) return Status::InvalidArgument("collection has no recorded model: pass --model DIR");
+  cfg.routing = info.value("routing", "learned");
+  cfg.prompt = info.value("prompt", "prompteol");
+  cfg.cache_dir = DefaultCacheDir();
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingSetup> s, EmbeddingSetup::Load(cfg));
+  MOEEDB_RETURN_IF_ERROR(s->CheckMatches(c.info_json()));
+  return s;
+}
+
+struct Line {
+  size_t number;
+  StoredDocument doc;
+};
+
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), start_(std::chrono::steady_clock::now()), tty_(isatty(2)) {}
+  void Update(size_t done, bool final = false) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = s > 0 ? done / s : 0;
+    if (!tty_ && !final && done < next_report_) return;
+    if (!tty_ && final && done == last_reported_) return;
+    last_reported_ = done;
+    next_report_ = done + std::max<size_t>(1, total_ / 10);
+    const int width = 30;
+    const int filled = total_ ? static_cast<int>(width * done / total_) : width;
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "[%s%s] %zu/%zu docs, %.1f docs/s, %.1f s", std::string(filled, '#').c_str(),
+                  std::string(width - filled, '.').c_str(), done, total_, rate, s);
+    std::cerr << (tty_ ? "\r" : "") << buf << (tty_ && !final ? "" : "\n") << std::flush;
+  }
+
+ private:
+  size_t total_;
+  std::chrono::steady_clock::time_point start_;
+  bool tty_;
+  size_t next_report_ = 0;
+  size_t last_reported_ = static_cast<size_t>(-1);
+};
+
+}  // namespace
+
+int RunIngest(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      kDbFlag, kCollFlag,
+      {"model", "DIR", "model folder (required to create a collection; must match an existing one)"},
+      {"routing", "SPEC", "routing policy for a new collection (default learned)"},
+      {"prompt", "NAME", "prompt for a new collection (default prompteol)"},
+      {"index-hs", "KIND", "HS index for a new collection: flat | hnsw | ivf (default flat)"},
+      {"index-rw", "KIND", "RW index for a new collection: flat | hnsw | ivf (default flat)"},
+      {"sq8", "", "8-bit scalar quantization of the ANN indexes (new collection)"},
+      {"alpha", "X", "default alpha of a new collection (default 1.0)"},
+      {"batch", "N", "documents per atomic, synced write (default 32)"},
+      {"threads", "N", "compute threads (default: all cores)"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("ingest --db DIR --collection NAME [--model DIR] [options] FILE.jsonl",
+                          "Embeds and stores JSONL documents {\"id\": \"...\", \"text\": \"...\", \"metadata\": {...}}.\n"
+                          "The whole file is validated first: bad lines are reported with their numbers and nothing\n"
+                          "is stored. Each batch is one atomic, synced write; an existing id is replaced.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("ingest", args.status().message());
+  if (args->positional().size() != 1) return UsageError("ingest", "give exactly one FILE.jsonl");
+  if (!args->Has("collection")) return UsageError("ingest", "--collection NAME is required");
+  auto batch = args->GetInt("batch", 32, 1, 100000);
+  auto threads = args->GetInt("threads", 0, 0, 1024);
+  if (!batch.ok() || !threads.ok()) return UsageError("ingest", (!batch.ok() ? batch : threads).status().message());
+
+  // 1. Validate every line.
+  std::ifstream in(args->positional()[0]);
+  if (!in) return Fail("ingest", "cannot open " + args->positional()[0]);
+  std::vector<Line> lines;
+  std::vector<std::string> errors;
+  std::map<std::string, size_t> seen;
+  std::string raw;
+  for (size_t n = 1; std::getline(in, raw); ++n) {
+    if (!raw.empty() && raw.back() == '\r') raw.pop_back();
+    if (raw.find_first_not_of(" \t") == std::string::npos) continue;
+    auto bad = [&](const std::string& why) { errors.push_back("line " + std::to_string(n) + ": " + why); };
+    if (!IsValidUtf8(raw)) { bad("invalid UTF-8"); continue; }
+    json j;
+    try {
+      j = json::parse(raw);
+    } catch (const std::exception&) {
+      bad("not valid JSON");
+      continue;
+    }
+    if (!j.is_object()) { bad("expected a JSON object"); continue; }
+    if (!j.contains("id") || !j["id"].is_string() || j["id"].get<std::string>().empty()) { bad("\"id\" must be a non-empty string"); continue; }
+    if (!j.contains("text") || !j["text"].is_string()) { bad("\"text\" must be a string"); continue; }
+    const std::string text = j["text"].get<std::string>();
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) { bad("empty text"); continue; }
+    if (j.contains("metadata") && !j["metadata"].is_object()) { bad("\"metadata\" must be an object"); continue; }
+    const std::string id = j["id"].get<std::string>();
+    if (auto it = seen.find(id); it != seen.end()) { bad("id '" + id + "' repeats line " + std::to_string(it->second)); continue; }
+    seen[id] = n;
+    lines.push_back({n, {id, text, j.value("metadata", json::object()).dump(), {}, {}}});
+  }
+  if (!errors.empty()) {
+    for (size_t i = 0; i < errors.size() && i < 20; ++i) std::cerr << "moeedb ingest: " << errors[i] << "\n";
+    if (errors.size() > 20) std::cerr << "moeedb ingest: ... and " << errors.size() - 20 << " more\n";
+    return Fail("ingest", std::to_string(errors.size()) + " bad line(s); nothing was stored");
+  }
+  if (lines.empty()) return Fail("ingest", "no documents in " + args->positional()[0]);
+
+  // 2. The collection, created on first use.
+  auto store = OpenDb(*args, false);
+  if (!store.ok()) return Fail("ingest", store.status().message());
+  const std::string name = args->Get("collection");
+  std::unique_ptr<VectorCollection> coll;
+  std::unique_ptr<EmbeddingSetup> setup;
+  auto existing = VectorCollection::Open(store->get(), name);
+  if (existing.ok()) {
+    coll = std::move(existing).value();
+    auto s = SetupFor(*coll, *args);
+    if (!s.ok()) return Fail("ingest", s.status().message());
+    setup = std::move(s).value();
+  } else if (existing.status().code() == Status::Code::kNotFound) {
+    if (!args->Has("model")) return UsageError("ingest", "collection '" + name + "' does not exist: --model DIR is needed to create it");
+    EmbeddingConfig cfg;
+    cfg.model_dir = args->Get("model");
+    cfg.routing = args->Get("routing", "learned");
+    cfg.prompt = args->Get("prompt", "prompteol");
+    cfg.threads = static_cast<int>(*threads);
+    cfg.cache_dir = DefaultCacheDir();
+    auto s = EmbeddingSetup::Load(cfg);
+    if (!s.ok()) return Fail("ingest", s.status().message());
+    setup = std::move(s).value();
+    CollectionOptions o;
+    o.dim_hs = setup->dim_hs();
+    o.dim_rw = setup->dim_rw();
+    for (auto [flag, half] : {std::pair{"index-hs", &o.index.hs}, std::pair{"index-rw", &o.index.rw}}) {
+      auto kind = ParseIndexKind(args->Get(flag, "flat"));
+      if (!kind.ok()) return UsageError("ingest", kind.status().message());
+      half->kind = *kind;
+      half->sq8 = args->Has("sq8");
+    }
+    if (args->Has("alpha")) {
+      try { o.default_alpha = std::stof(args->Get("alpha")); } catch (...) { return UsageError("ingest", "--alpha needs a number"); }
+    }
+    auto stats = setup->CalibrationStats();
+    if (!stats.ok()) return Fail("ingest", stats.status().message());
+    o.std_hs_json = stats->first;
+    o.std_rw_json = stats->second;
+    o.info_json = setup->InfoJson();
+    auto created = VectorCollection::Create(store->get(), name, o);
+    if (!created.ok()) return Fail("ingest", created.status().message());
+    coll = std::move(created).value();
+    std::cerr << "created collection '" << name << "' (" << setup->model().config().Summary() << ")\n";
+  } else {
+    return Fail("ingest", existing.status().message());
+  }
+
+  // 3. Embed and store, batch by batch.
+  Progress progress(lines.size());
+  size_t done = 0, replaced = 0;
+  for (size_t start = 0; start < lines.size(); start += static_cast<size_t>(*batch)) {
+    const size_t end = std::min(lines.size(), start + static_cast<size_t>(*batch));
+    std::vector<std::string> texts;
+    for (size_t i = start; i < end; ++i) texts.push_back(lines[i].doc.text);
+    auto embs = setup->Embed(texts);
+    if (!embs.ok()) return Fail("ingest", "line " + std::to_string(lines[start].number) + "+: " + embs.status().message());
+    std::vector<StoredDocument> docs;
+    for (size_t i = start; i < end; ++i) {
+      StoredDocument d = lines[i].doc;
+      d.hs = std::move((*embs)[i - start].hs);
+      d.rw = std::move((*embs)[i - start].rw);
+      docs.push_back(std::move(d));
+    }
+    auto w = coll->Upsert(docs, /*sync=*/true);
+    if (!w.ok()) return Fail("ingest", "line " + std::to_string(lines[start].number) + "+: " + w.status().message());
+    done = end;
+    replaced += w->removed.size();
+    progress.Update(done);
+  }
+  progress.Update(done, true);
+  if (Status s = coll->SaveIndex(); !s.ok()) std::cerr << "warning: index snapshot not saved: " << s.message() << "\n";
+  std::cout << json{{"collection", name}, {"ingested", done}, {"replaced", replaced}, {"documents", coll->size()}}.dump()
+            << std::endl;
+  return 0;
+}
+
+int RunSearch(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      kDbFlag, kCollFlag,
+      {"k", "N", "number of hits (default 10)"},
+      {"alpha", "X", "weight of cos_RW (default: the collection's)"},
+      {"mode", "M", "fused | hs | rw (default fused)"},
+      {"filter", "JSON", "metadata filter, e.g. '{\"lang\": \"en\", \"year\": {\"$gte\": 2000}}'"},
+      {"exact", "", "exact search (no ANN)"},
+      {"model", "DIR", "model folder (default: the collection's)"},
+      {"format", "F", "json (default) | text (one readable line per hit)"},
+      {"threads", "N", "compute threads"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("search --db DIR --collection NAME [options] \"query text\"",
+                          "Embeds the query like the collection's documents and ranks by cos_HS + alpha * cos_RW.\n"
+                          "Prints {\"hits\": [{\"id\", \"score\", \"score_hs\", \"score_rw\", \"text\", \"metadata\"}]}.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("search", args.status().message());
+  if (args->positional().size() != 1) return UsageError("search", "give exactly one query text");
+  if (!args->Has("collection")) return UsageError("search", "--collection NAME is required");
+  auto k = args->GetInt("k", 10, 1, 10000);
+  if (!k.ok()) return UsageError("search", k.status().message());
+  SearchOptions so;
+  so.k = static_cast<size_t>(*k);
+  so.exact = args->Has("exact");
+  so.filter_json = args->Get("filter");
+  auto mode = ParseSearchMode(args->Get("mode", "fused"));
+  if (!mode.ok()) return UsageError("search", mode.status().message());
+  so.mode = *mode;
+  if (args->Has("alpha")) {
+    try {
+      size_t used = 0;
+      so.alpha = std::stof(args->Get("alpha"), &used);
+      if (used != args->Get("alpha").size() || !std::isfinite(*so.alpha)) throw std::invalid_argument("alpha");
+    } catch (...) {
+      return UsageError("search", "--alpha needs a finite number");
+    }
+  }
+  auto store = OpenDb(*args, true);
+  if (!store.ok()) return Fail("search", store.status().message());
+  auto coll = VectorCollection::Open(store->get(), args->Get("collection"));
+  if (!coll.ok()) return Fail("search", coll.status().message());
+  auto setup = SetupFor(**coll, *args);
+  if (!setup.ok()) return Fail("search", setup.status().message());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto q = (*setup)->Embed({args->positional()[0]});
+  if (!q.ok()) return Fail("search", q.status().message());
+  auto hits = (*coll)->Search((*q)[0].hs.data(), (*q)[0].rw.data(), so);
+  if (!hits.ok()) return Fail("search", hits.status().message());
+  json out = {{"hits", json::array()}};
+  for (const auto& h : *hits)
+    out["hits"].push_back({{"id", h.id}, {"score", h.score}, {"score_hs", h.score_hs}, {"score_rw", h.score_rw},
+                           {"text", h.text}, {"metadata", json::parse(h.metadata_json)}});
+  out["took_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (args->Get("format", "json") == "text") {
+    const float alpha = so.alpha.value_or((*coll)->default_alpha());
+    int rank = 0;
+    for (const auto& h : *hits) {
+      char buf[128];
+      if (so.mode == SearchMode::kFused)
+        std::snprintf(buf, sizeof(buf), "%2d. %.3f = hs %.3f + %.2f x rw %.3f  ", ++rank, h.score, h.score_hs, alpha, h.score_rw);
+      else
+        std::snprintf(buf, sizeof(buf), "%2d. %s %.3f (%s %.3f)  ", ++rank, so.mode == SearchMode::kHs ? "hs" : "rw", h.score,
+                      so.mode == SearchMode::kHs ? "rw" : "hs", so.mode == SearchMode::kHs ? h.score_rw : h.score_hs);
+      std::cout << buf << "[" << h.id << "] " << h.text << "\n";
+    }
+    std::cout << std::flush;
+    return 0;
+  }
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+int RunGet(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {kDbFlag, kCollFlag, {"vectors", "", "include the raw hs and rw vectors"}};
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("get --db DIR --collection NAME ID...", "Prints the stored documents as JSON lines.", specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("get", args.status().message());
+  if (args->positional().empty() || !args->Has("collection")) return UsageError("get", "--collection NAME and ids are required");
+  auto store = OpenDb(*args, true);
+  if (!store.ok()) return Fail("get", store.status().message());
+  int missing = 0;
+  for (const auto& id : args->positional()) {
+    auto d = (*store)->Get(args->Get("collection"), id);
+    if (!d.ok()) return Fail("get", d.status().message());
+    if (!d->has_value()) {
+      std::cerr << "moeedb get: no document '" << id << "'\n";
+      ++missing;
+      continue;
+    }
+    json j = {{"id", (*d)->id}, {"text", (*d)->text}, {"metadata", json::parse((*d)->metadata_json)}};
+    if (args->Has("vectors")) {
+      j["hs"] = (*d)->hs;
+      j["rw"] = (*d)->rw;
+    }
+    std::cout << j.dump() << "\n";
+  }
+  std::cout << std::flush;
+  return missing ? 1 : 0;
+}
+
+int RunDelete(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {kDbFlag, kCollFlag};
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("delete --db DIR --collection NAME ID...", "Deletes documents (one atomic, synced write).", specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("delete", args.status().message());
+  if (args->positional().empty() || !args->Has("collection")) return UsageError("delete", "--collection NAME and ids are required");
+  auto store = OpenDb(*args, true);
+  if (!store.ok()) return Fail("delete", store.status().message());
+  auto coll = VectorCollection::Open(store->get(), args->Get("collection"));
+  if (!coll.ok()) return Fail("delete", coll.status().message());
+  auto r = (*coll)->Delete(args->positional());
+  if (!r.ok()) return Fail("delete", r.status().message());
+  (void)(*coll)->SaveIndex();
+  std::cout << json{{"deleted", r->removed.size()}, {"not_found", r->not_found}}.dump() << std::endl;
+  return 0;
+}
+
+int RunCollections(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {kDbFlag};
+  if (WantsHelp(argv) || argv.empty()) {
+    std::cout << HelpText("collections list|info NAME|drop NAME --db DIR", "Lists, describes or drops collections.", specs);
+    return argv.empty() ? 2 : 0;
+  }
+  const std::string sub = argv[0];
+  auto args = Args::Parse(std::vector<std::string>(argv.begin() + 1, argv.end()), specs);
+  if (!args.ok()) return UsageError("collections", args.status().message());
+  auto store = OpenDb(*args, true);
+  if (!store.ok()) return Fail("collections", store.status().message());
+  if (sub == "list") {
+    auto all = (*store)->ListCollections();
+    if (!all.ok()) return Fail("collections", all.status().message());
+    json out = json::array();
+    for (const auto& c : *all) out.push_back({{"name", c.name}, {"documents", c.count}});
+    std::cout << out.dump() << std::endl;
+    return 0;
+  }
+  if (args->positional().size() != 1) return UsageError("collections", sub + " needs a collection NAME");
+  const std::string name = args->positional()[0];
+  if (sub == "info") {
+    auto c = (*store)->GetCollection(name);
+    if (!c.ok()) return Fail("collections", c.status().message());
+    json spec = json::parse(c->spec_json);
+    spec.erase("std_hs");
+    spec.erase("std_rw");
+    std::cout << json{{"name", name}, {"documents", c->count}, {"spec", spec}}.dump() << std::endl;
+    return 0;
+  }
+  if (sub == "drop") {
+    auto c = (*store)->GetCollection(name);
+    if (!c.ok()) return Fail("collections", c.status().message());
+    Status s = (*store)->DropCollection(name);
+    if (!s.ok()) return Fail("collections", s.message());
+    std::error_code ec;
+    fs::remove_all(fs::path(args->Get("db")) / "indexes" / (std::to_string(c->id) + "-" + name), ec);
+    std::cout << json{{"dropped", name}}.dump() << std::endl;
+    return 0;
+  }
+  return UsageError("collections", "unknown subcommand '" + sub + "' (list, info, drop)");
+}
+
+int RunCheckpoint(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {kDbFlag, {"out", "DIR", "backup folder (must not exist)"}};
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("checkpoint --db DIR --out DIR",
+                          "Writes a consistent copy of the database (RocksDB checkpoint: hard links where possible).\n"
+                          "Indexes are derived: the copy rebuilds them on first open.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("checkpoint", args.status().message());
+  if (!args->Has("out")) return UsageError("checkpoint", "--out DIR is required");
+  auto store = OpenDb(*args, true);
+  if (!store.ok()) return Fail("checkpoint", store.status().message());
+  Status s = (*store)->Checkpoint(args->Get("out"));
+  if (!s.ok()) return Fail("checkpoint", s.message());
+  std::cout << json{{"checkpoint", args->Get("out")}}.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace moeedb::cli

@@ -1,0 +1,58 @@
+// EmbeddingSetup: a model, its tokenizer and an embedder configured the way
+// a collection was built (model folder and weight fingerprint, routing
+// policy, prompt), plus the standardization statistics fitted on a fixed
+// calibration text set, so that an embedding is a pure function of the text.
+// A collection records Info(); queries and later ingests must use the same.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/embedder.h"
+#include "engine/model.h"
+#include "engine/status.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+
+namespace moeedb {
+
+struct EmbeddingConfig {
+  std::string model_dir;
+  std::string routing = "learned";
+  std::string prompt = "prompteol";
+  int threads = 0;
+  int64_t batch_tokens = 4096;
+  std::string cache_dir;  // SSMoE centroid cache
+};
+
+class EmbeddingSetup {
+ public:
+  static Result<std::unique_ptr<EmbeddingSetup>> Load(const EmbeddingConfig& config);
+
+  // {"model_dir", "model_fingerprint", "model_type", "routing", "prompt", "rw_readout", "dim_hs", "dim_rw"}
+  std::string InfoJson() const;
+  // InvalidArgument naming each difference ("model", "routing", "prompt", ...)
+  // between this setup and a collection's recorded info.
+  Status CheckMatches(const std::string& collection_info_json) const;
+
+  Result<std::vector<Embedding>> Embed(const std::vector<std::string>& texts) const;
+  // Standardizer statistics (JSON) for HS and RW, fitted on the calibration texts.
+  Result<std::pair<std::string, std::string>> CalibrationStats() const;
+
+  const MoeModel& model() const { return *model_; }
+  size_t dim_hs() const;
+  size_t dim_rw() const;
+
+ private:
+  EmbeddingSetup() = default;
+  EmbeddingConfig config_;
+  std::unique_ptr<MoeModel> model_;
+  std::unique_ptr<BpeTokenizer> tokenizer_;
+  std::unique_ptr<Embedder> embedder_;
+  std::string fingerprint_, routing_canonical_;
+};
+
+// The fixed calibration texts (varied English sentences).
+const std::vector<std::string>& CalibrationTexts();
+
+}  // namespace moeedb
