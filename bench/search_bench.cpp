@@ -3,10 +3,17 @@
 //   - one Faiss flat inner-product search over the concatenated [hs; rw]
 //     vectors (the baseline), and exact fused search, per query, and their ratio;
 //   - per ANN index kind: build time, QPS and recall@10 against exact fused search.
-// Usage: search_bench [N=100000] [QUERIES=100] [KINDS=hnsw,ivf] [--sq8]
+//   Each ANN index is compared with the exact fused search of the same index
+//   (same rows), so recall and the QPS ratio are like for like.
+// Usage: search_bench [N=100000] [QUERIES=100] [KINDS=hnsw,ivf] [--sq8] [--fp16]
+//   --sq8: 8-bit scalar-quantized ANN indexes; --fp16: fp16 rows for exact
+//   scoring (with both, 1M documents fit in ~10 GB). The flat [hs; rw]
+//   baseline runs when N <= 200000.
 #include <faiss/IndexFlat.h>
 
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,27 +33,30 @@ static double Secs(Clock::time_point a) { return std::chrono::duration<double>(C
 int main(int argc, char** argv) {
   size_t n = 100000, nq = 100;
   std::string kinds = "hnsw,ivf";
-  bool sq8 = false;
+  bool sq8 = false, fp16 = false;
   std::vector<std::string> pos;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sq8") == 0) sq8 = true;
+    else if (std::strcmp(argv[i], "--fp16") == 0) fp16 = true;
     else pos.push_back(argv[i]);
   }
+  setvbuf(stdout, nullptr, _IOLBF, 0);
   if (pos.size() > 0) n = std::strtoull(pos[0].c_str(), nullptr, 10);
   if (pos.size() > 1) nq = std::strtoull(pos[1].c_str(), nullptr, 10);
   if (pos.size() > 2) kinds = pos[2];
   const size_t dh = 2048, dr = 1024, clusters = std::max<size_t>(10, n / 100), k = 10;
   const float alpha = 1.0f;
-  std::printf("search bench: %zu documents, hs %zu + rw %zu dims, %zu clusters, %zu queries, k=%zu, alpha=%.1f%s\n", n,
-              dh, dr, clusters, nq, k, alpha, sq8 ? ", SQ8" : "");
+  std::printf("search bench: %zu documents, hs %zu + rw %zu dims, %zu clusters, %zu queries, k=%zu, alpha=%.1f%s%s\n", n,
+              dh, dr, clusters, nq, k, alpha, sq8 ? ", SQ8 indexes" : "", fp16 ? ", fp16 rows" : "");
 
-  // Clustered data: centers, then points = center + noise (queries: held-out points).
-  std::mt19937 rng(7);
+  // Clustered data: centers, then points = center + noise; documents are
+  // generated chunk by chunk from a fixed seed (the same for every index).
+  std::mt19937 crng(7);
   std::normal_distribution<float> g(0, 1);
   std::vector<float> ch(clusters * dh), cr(clusters * dr);
-  for (auto& v : ch) v = g(rng);
-  for (auto& v : cr) v = g(rng);
-  auto make = [&](size_t count, std::vector<float>* hs, std::vector<float>* rw) {
+  for (auto& v : ch) v = g(crng);
+  for (auto& v : cr) v = g(crng);
+  auto make = [&](std::mt19937& rng, size_t count, std::vector<float>* hs, std::vector<float>* rw) {
     hs->resize(count * dh);
     rw->resize(count * dr);
     for (size_t i = 0; i < count; ++i) {
@@ -55,114 +65,118 @@ int main(int argc, char** argv) {
       for (size_t j = 0; j < dr; ++j) (*rw)[i * dr + j] = cr[c2 * dr + j] + 0.7f * g(rng);
     }
   };
-  std::vector<float> hs, rw, qh, qr;
-  auto t = Clock::now();
-  make(n, &hs, &rw);
-  make(nq, &qh, &qr);
-  std::printf("generated data in %.1f s\n", Secs(t));
-  std::vector<uint64_t> ids(n);
-  for (size_t i = 0; i < n; ++i) ids[i] = i;
-
-  // Exact fused search (flat halves).
-  DualIndexSpec flat_spec;
-  flat_spec.dim_hs = dh;
-  flat_spec.dim_rw = dr;
-  auto exact = DualIndex::Create(flat_spec, Standardizer::Identity(dh), Standardizer::Identity(dr));
-  t = Clock::now();
-  if (!exact.ok() || !(*exact)->Add(ids, hs.data(), rw.data()).ok()) return 1;
-  std::printf("flat dual index: %.1f s to add\n", Secs(t));
-
-  // Baseline: one flat index over [hs; alpha-ready rw] (unit halves, as the dual index stores them).
-  std::vector<float> cat(n * (dh + dr)), qcat(nq * (dh + dr));
-  auto normalise_into = [](const float* src, size_t d, float* dst, float scale) {
-    double s = 0;
-    for (size_t j = 0; j < d; ++j) s += double(src[j]) * src[j];
-    const float inv = static_cast<float>(scale / std::sqrt(s));
-    for (size_t j = 0; j < d; ++j) dst[j] = src[j] * inv;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    normalise_into(&hs[i * dh], dh, &cat[i * (dh + dr)], 1.0f);
-    normalise_into(&rw[i * dr], dr, &cat[i * (dh + dr) + dh], 1.0f);
-  }
-  for (size_t i = 0; i < nq; ++i) {
-    normalise_into(&qh[i * dh], dh, &qcat[i * (dh + dr)], 1.0f);
-    normalise_into(&qr[i * dr], dr, &qcat[i * (dh + dr) + dh], alpha);
-  }
-  faiss::IndexFlatIP flat(dh + dr);
-  flat.add(n, cat.data());
-  std::vector<float> fd(k);
-  std::vector<faiss::Index::idx_t> fl(k);
-  // Warm up both paths once.
-  flat.search(1, qcat.data(), k, fd.data(), fl.data());
-  SearchRequest warm;
-  warm.hs = qh.data();
-  warm.rw = qr.data();
-  warm.k = k;
-  (void)(*exact)->Search(warm);
-
-  t = Clock::now();
-  size_t agree = 0;
-  std::vector<std::set<uint64_t>> truth(nq);
-  for (size_t q = 0; q < nq; ++q) flat.search(1, &qcat[q * (dh + dr)], k, fd.data(), fl.data());
-  const double flat_s = Secs(t);
-  t = Clock::now();
-  for (size_t q = 0; q < nq; ++q) {
-    SearchRequest r;
-    r.hs = &qh[q * dh];
-    r.rw = &qr[q * dr];
-    r.k = k;
-    r.alpha = alpha;
-    r.exact = true;
-    auto hits = (*exact)->Search(r);
-    for (const auto& h : *hits) truth[q].insert(h.id);
-  }
-  const double exact_s = Secs(t);
-  for (size_t q = 0; q < nq; ++q) {
-    flat.search(1, &qcat[q * (dh + dr)], k, fd.data(), fl.data());
-    for (auto l : fl) agree += truth[q].count(static_cast<uint64_t>(l));
-  }
-  std::printf("\n%-34s %10s %10s\n", "path", "ms/query", "QPS");
-  std::printf("%-34s %10.2f %10.1f\n", "faiss flat over [hs; rw] (baseline)", 1e3 * flat_s / nq, nq / flat_s);
-  std::printf("%-34s %10.2f %10.1f\n", "exact fused (dual flat)", 1e3 * exact_s / nq, nq / exact_s);
-  std::printf("exact fused / flat [hs; rw] time ratio: %.2f (same top-10: %.3f)\n", exact_s / flat_s,
-              double(agree) / (nq * k));
-  std::vector<float>().swap(cat);
-  flat.reset();
-
-  std::printf("\n%-14s %10s %10s %10s %10s\n", "index", "build s", "QPS", "x exact", "recall@10");
-  std::stringstream ks(kinds);
-  std::string kind;
-  while (std::getline(ks, kind, ',')) {
-    auto parsed = ParseIndexKind(kind);
-    if (!parsed.ok()) { std::fprintf(stderr, "%s\n", parsed.status().message().c_str()); return 2; }
-    DualIndexSpec spec = flat_spec;
-    spec.hs.kind = spec.rw.kind = *parsed;
-    spec.hs.sq8 = spec.rw.sq8 = sq8;
-    spec.min_train_rows = std::min<size_t>(n, 1000);
-    auto ann = DualIndex::Create(spec, Standardizer::Identity(dh), Standardizer::Identity(dr));
-    t = Clock::now();
-    // Add in chunks, as ingest does (training happens on the first chunk that reaches min_train_rows).
-    const size_t chunk = std::max<size_t>(spec.min_train_rows, n / 10);
+  std::vector<float> qh, qr;
+  std::mt19937 qrng(11);
+  make(qrng, nq, &qh, &qr);
+  const size_t chunk = std::min<size_t>(n, 100000);
+  // Calls fn(first_id, count, hs, rw) for each chunk of the documents.
+  auto for_chunks = [&](const std::function<bool(size_t, size_t, const float*, const float*)>& fn) {
+    std::mt19937 rng(13);
+    std::vector<float> hs, rw;
     for (size_t s = 0; s < n; s += chunk) {
-      const size_t e = std::min(n, s + chunk);
-      std::vector<uint64_t> part(ids.begin() + s, ids.begin() + e);
-      if (!(*ann)->Add(part, &hs[s * dh], &rw[s * dr]).ok()) return 1;
+      const size_t c = std::min(chunk, n - s);
+      make(rng, c, &hs, &rw);
+      if (!fn(s, c, hs.data(), rw.data())) return false;
     }
-    const double build = Secs(t);
-    double hit = 0;
-    t = Clock::now();
+    return true;
+  };
+  auto ids_for = [](size_t first, size_t count) {
+    std::vector<uint64_t> ids(count);
+    for (size_t i = 0; i < count; ++i) ids[i] = first + i;
+    return ids;
+  };
+  auto search_all = [&](const DualIndex& index, bool exact, std::vector<std::set<uint64_t>>* found) {
+    found->assign(nq, {});
+    auto t = Clock::now();
     for (size_t q = 0; q < nq; ++q) {
       SearchRequest r;
       r.hs = &qh[q * dh];
       r.rw = &qr[q * dr];
       r.k = k;
       r.alpha = alpha;
-      auto hits = (*ann)->Search(r);
-      for (const auto& h : *hits) hit += truth[q].count(h.id);
+      r.exact = exact;
+      auto hits = index.Search(r);
+      for (const auto& h : *hits) (*found)[q].insert(h.id);
     }
-    const double s = Secs(t);
-    std::printf("%-14s %10.1f %10.1f %10.1f %10.3f\n", (kind + (sq8 ? "+sq8" : "")).c_str(), build, nq / s,
-                (nq / s) / (nq / exact_s), hit / (nq * k));
+    return Secs(t);
+  };
+  DualIndexSpec base;
+  base.dim_hs = dh;
+  base.dim_rw = dr;
+  base.fp16_rows = fp16;
+
+  if (n <= 200000) {
+    // Baseline: one flat index over the concatenated unit halves [hs; rw]
+    // (query [hs_q; alpha * rw_q]) against exact fused search over the two halves.
+    auto exact = DualIndex::Create(base, Standardizer::Identity(dh), Standardizer::Identity(dr));
+    faiss::IndexFlatIP flat(dh + dr);
+    auto normalise_into = [](const float* src, size_t d, float* dst, float scale) {
+      double s = 0;
+      for (size_t j = 0; j < d; ++j) s += double(src[j]) * src[j];
+      const float inv = static_cast<float>(scale / std::sqrt(s));
+      for (size_t j = 0; j < d; ++j) dst[j] = src[j] * inv;
+    };
+    auto t = Clock::now();
+    for_chunks([&](size_t first, size_t c, const float* hs, const float* rw) {
+      std::vector<float> cat(c * (dh + dr));
+      for (size_t i = 0; i < c; ++i) {
+        normalise_into(hs + i * dh, dh, &cat[i * (dh + dr)], 1.0f);
+        normalise_into(rw + i * dr, dr, &cat[i * (dh + dr) + dh], 1.0f);
+      }
+      flat.add(c, cat.data());
+      return (*exact)->Add(ids_for(first, c), hs, rw).ok();
+    });
+    std::printf("loaded flat baseline and flat dual index in %.1f s\n", Secs(t));
+    std::vector<float> qcat(nq * (dh + dr));
+    for (size_t i = 0; i < nq; ++i) {
+      normalise_into(&qh[i * dh], dh, &qcat[i * (dh + dr)], 1.0f);
+      normalise_into(&qr[i * dr], dr, &qcat[i * (dh + dr) + dh], alpha);
+    }
+    std::vector<float> fd(k);
+    std::vector<faiss::Index::idx_t> fl(k);
+    flat.search(1, qcat.data(), k, fd.data(), fl.data());  // warm-up
+    std::vector<std::set<uint64_t>> truth;
+    (void)search_all(**exact, true, &truth);                  // warm-up
+    t = Clock::now();
+    size_t agree = 0;
+    std::vector<std::vector<faiss::Index::idx_t>> flat_ids(nq, std::vector<faiss::Index::idx_t>(k));
+    for (size_t q = 0; q < nq; ++q) flat.search(1, &qcat[q * (dh + dr)], k, fd.data(), flat_ids[q].data());
+    const double flat_s = Secs(t);
+    const double exact_s = search_all(**exact, true, &truth);
+    for (size_t q = 0; q < nq; ++q)
+      for (auto l : flat_ids[q]) agree += truth[q].count(static_cast<uint64_t>(l));
+    std::printf("\n%-36s %10s %10s\n", "path (one query at a time)", "ms/query", "QPS");
+    std::printf("%-36s %10.2f %10.1f\n", "faiss flat over [hs; rw] (baseline)", 1e3 * flat_s / nq, nq / flat_s);
+    std::printf("%-36s %10.2f %10.1f\n", "exact fused (dual flat)", 1e3 * exact_s / nq, nq / exact_s);
+    std::printf("exact fused / flat [hs; rw] time ratio: %.2f (same top-10: %.3f)\n\n", exact_s / flat_s,
+                double(agree) / (nq * k));
+  }
+
+  std::printf("%-14s %10s %12s %10s %10s %10s\n", "index", "build s", "exact QPS", "ANN QPS", "x exact", "recall@10");
+  std::stringstream ks(kinds);
+  std::string kind;
+  while (std::getline(ks, kind, ',')) {
+    auto parsed = ParseIndexKind(kind);
+    if (!parsed.ok()) { std::fprintf(stderr, "%s\n", parsed.status().message().c_str()); return 2; }
+    DualIndexSpec spec = base;
+    spec.hs.kind = spec.rw.kind = *parsed;
+    spec.hs.sq8 = spec.rw.sq8 = sq8;
+    spec.min_train_rows = chunk;  // IVF / SQ8 train on the first chunk
+    auto ann = DualIndex::Create(spec, Standardizer::Identity(dh), Standardizer::Identity(dr));
+    auto t = Clock::now();
+    if (!for_chunks([&](size_t first, size_t c, const float* hs, const float* rw) {
+          return (*ann)->Add(ids_for(first, c), hs, rw).ok();
+        }))
+      return 1;
+    const double build = Secs(t);
+    std::vector<std::set<uint64_t>> truth, got;
+    const double exact_s = search_all(**ann, true, &truth);
+    const double ann_s = search_all(**ann, false, &got);
+    double hit = 0;
+    for (size_t q = 0; q < nq; ++q)
+      for (uint64_t id : got[q]) hit += truth[q].count(id);
+    std::printf("%-14s %10.1f %12.2f %10.1f %10.1f %10.3f\n", (kind + (sq8 ? "+sq8" : "")).c_str(), build, nq / exact_s,
+                nq / ann_s, exact_s / ann_s, hit / (nq * k));
   }
   return 0;
 }

@@ -8,7 +8,10 @@
 #include <faiss/index_io.h>
 #include <faiss/utils/distances.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -70,7 +73,7 @@ Result<HalfIndexSpec> HalfFromJson(const json& j) {
 std::string DualIndexSpec::ToJson() const {
   return json{{"dim_hs", dim_hs},           {"dim_rw", dim_rw},         {"hs", HalfToJson(hs)},
               {"rw", HalfToJson(rw)},       {"oversample", oversample}, {"rebuild_ratio", rebuild_ratio},
-              {"min_train_rows", min_train_rows}}
+              {"min_train_rows", min_train_rows}, {"fp16_rows", fp16_rows}}
       .dump();
 }
 
@@ -85,11 +88,65 @@ Result<DualIndexSpec> DualIndexSpec::FromJson(const std::string& text) {
     s.oversample = j.value("oversample", 4);
     s.rebuild_ratio = j.value("rebuild_ratio", 0.25);
     s.min_train_rows = j.value("min_train_rows", 256);
+    s.fp16_rows = j.value("fp16_rows", false);
     if (s.oversample < 1 || !(s.rebuild_ratio > 0)) return Status::InvalidArgument("bad oversample or rebuild_ratio");
     return s;
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("index spec: ") + e.what());
   }
+}
+
+// fp16 <-> fp32 for the compact row store. The F16C path is chosen at run
+// time; the portable one is exact for normal numbers, flushes subnormals.
+uint16_t ToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (exp <= 0) return static_cast<uint16_t>(sign);
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);
+  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  if ((mant & 0x1fff) > 0x1000 || ((mant & 0x1fff) == 0x1000 && (h & 1))) ++h;  // round to nearest even
+  return static_cast<uint16_t>(h);
+}
+
+float FromHalf(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t x;
+  if (exp == 0) x = sign;  // zero (subnormals flushed)
+  else if (exp == 31) x = sign | 0x7f800000 | (mant << 13);
+  else x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+__attribute__((target("avx2,f16c,fma"))) float DotHalfF16c(const float* q, const uint16_t* row, size_t d) {
+  __m256 acc = _mm256_setzero_ps();
+  size_t j = 0;
+  for (; j + 8 <= d; j += 8) {
+    __m256 r = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)));
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), r, acc);
+  }
+  __m128 lo = _mm256_castps256_ps128(acc), hi = _mm256_extractf128_ps(acc, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_hadd_ps(lo, lo);
+  lo = _mm_hadd_ps(lo, lo);
+  float s = _mm_cvtss_f32(lo);
+  for (; j < d; ++j) s += q[j] * FromHalf(row[j]);
+  return s;
+}
+
+float DotHalfPortable(const float* q, const uint16_t* row, size_t d) {
+  float s = 0;
+  for (size_t j = 0; j < d; ++j) s += q[j] * FromHalf(row[j]);
+  return s;
+}
+
+float DotHalf(const float* q, const uint16_t* row, size_t d) {
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return f16c ? DotHalfF16c(q, row, d) : DotHalfPortable(q, row, d);
 }
 
 // One half: its standardized rows and, for ANN kinds, a Faiss index over them
@@ -98,9 +155,34 @@ Result<DualIndexSpec> DualIndexSpec::FromJson(const std::string& text) {
 struct DualIndex::Half {
   size_t dim = 0;
   HalfIndexSpec spec;
-  std::vector<float> data;  // row-major, every row (dead ones included until a rebuild)
+  bool fp16 = false;
+  std::vector<float> data;       // row-major, every row (dead ones included until a rebuild); f32 mode
+  std::vector<uint16_t> data16;  // the same in fp16 mode
   std::unique_ptr<faiss::Index> ann;
   size_t ann_rows = 0;      // rows [0, ann_rows) are in `ann`
+
+  size_t rows() const { return fp16 ? data16.size() / dim : data.size() / dim; }
+  void Append(const float* src, size_t n) {
+    if (!fp16) { data.insert(data.end(), src, src + n * dim); return; }
+    const size_t at = data16.size();
+    data16.resize(at + n * dim);
+    for (size_t i = 0; i < n * dim; ++i) data16[at + i] = ToHalf(src[i]);
+  }
+  float Dot(const float* q, size_t row) const {
+    return fp16 ? DotHalf(q, data16.data() + row * dim, dim) : faiss::fvec_inner_product(q, data.data() + row * dim, dim);
+  }
+  void Dots(const float* q, size_t n, float* out) const {
+    if (!fp16) { faiss::fvec_inner_products_ny(out, q, data.data(), dim, n); return; }
+    for (size_t p = 0; p < n; ++p) out[p] = DotHalf(q, data16.data() + p * dim, dim);
+  }
+  // Rows [from, to) as floats: a pointer into `data`, or decoded into *tmp.
+  const float* Rows(size_t from, size_t to, std::vector<float>* tmp) const {
+    if (!fp16) return data.data() + from * dim;
+    tmp->resize((to - from) * dim);
+    for (size_t i = 0; i < tmp->size(); ++i) (*tmp)[i] = FromHalf(data16[from * dim + i]);
+    return tmp->data();
+  }
+  void Clear() { data.clear(); data16.clear(); ann.reset(); ann_rows = 0; }
 
   bool NeedsTraining() const { return spec.kind == IndexKind::kIvf || spec.sq8; }
 
@@ -123,24 +205,30 @@ struct DualIndex::Half {
     else
       ivf = std::make_unique<faiss::IndexIVFFlat>(quantizer, d, nlist, faiss::METRIC_INNER_PRODUCT);
     ivf->own_fields = true;
+    // k-means on a bounded sample, few iterations: training cost stays
+    // proportional to nlist, not to the collection.
+    ivf->cp.max_points_per_centroid = 64;
+    ivf->cp.niter = 10;
     return ivf;
   }
 
   // Brings `ann` up to date with `data` (training it first when it is due).
   void Sync(size_t rows, const std::vector<uint8_t>& alive, size_t min_train) {
     if (spec.kind == IndexKind::kFlat) return;
+    std::vector<float> tmp;
     if (!ann) {
       if (NeedsTraining() && rows < min_train) return;
       ann = MakeAnn(rows);
-      if (NeedsTraining()) ann->train(static_cast<FaissId>(rows), data.data());
+      if (NeedsTraining()) ann->train(static_cast<FaissId>(rows), Rows(0, rows, &tmp));
       ann_rows = 0;
     }
     if (ann_rows == rows) return;
     const size_t n = rows - ann_rows;
+    const float* src = Rows(ann_rows, rows, &tmp);
     if (spec.kind == IndexKind::kIvf) {
       std::vector<FaissId> ids(n);
       for (size_t i = 0; i < n; ++i) ids[i] = static_cast<FaissId>(ann_rows + i);
-      ann->add_with_ids(static_cast<FaissId>(n), data.data() + ann_rows * dim, ids.data());
+      ann->add_with_ids(static_cast<FaissId>(n), src, ids.data());
       // Rows already dead when they reach the index are removed again.
       std::vector<FaissId> dead;
       for (size_t i = ann_rows; i < rows; ++i) if (!alive[i]) dead.push_back(static_cast<FaissId>(i));
@@ -149,7 +237,7 @@ struct DualIndex::Half {
         ann->remove_ids(sel);
       }
     } else {
-      ann->add(static_cast<FaissId>(n), data.data() + ann_rows * dim);
+      ann->add(static_cast<FaissId>(n), src);
     }
     ann_rows = rows;
   }
@@ -168,6 +256,7 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, 
   d->std_rw_ = std::move(rw);
   d->hs_ = std::make_unique<Half>();
   d->rw_ = std::make_unique<Half>();
+  d->hs_->fp16 = d->rw_->fp16 = spec.fp16_rows;
   d->hs_->dim = spec.dim_hs;
   d->hs_->spec = spec.hs;
   d->rw_->dim = spec.dim_rw;
@@ -196,8 +285,8 @@ Status DualIndex::Add(const std::vector<uint64_t>& ids, const float* hs, const f
 
 Status DualIndex::AddNormalized(const std::vector<uint64_t>& ids, const float* hn, const float* rn) {
   const size_t n = ids.size();
-  hs_->data.insert(hs_->data.end(), hn, hn + n * spec_.dim_hs);
-  rw_->data.insert(rw_->data.end(), rn, rn + n * spec_.dim_rw);
+  hs_->Append(hn, n);
+  rw_->Append(rn, n);
   for (size_t i = 0; i < n; ++i) {
     id_to_pos_[ids[i]] = pos_to_id_.size();
     pos_to_id_.push_back(ids[i]);
@@ -237,18 +326,16 @@ size_t DualIndex::Remove(const std::vector<uint64_t>& ids) {
 
 void DualIndex::Rebuild() {
   std::vector<uint64_t> ids;
-  std::vector<float> hn, rn;
+  std::vector<float> hn, rn, tmp;
   for (size_t p = 0; p < pos_to_id_.size(); ++p) {
     if (!alive_[p]) continue;
     ids.push_back(pos_to_id_[p]);
-    hn.insert(hn.end(), hs_->data.begin() + p * spec_.dim_hs, hs_->data.begin() + (p + 1) * spec_.dim_hs);
-    rn.insert(rn.end(), rw_->data.begin() + p * spec_.dim_rw, rw_->data.begin() + (p + 1) * spec_.dim_rw);
+    const float* h = hs_->Rows(p, p + 1, &tmp);
+    hn.insert(hn.end(), h, h + spec_.dim_hs);
+    const float* r = rw_->Rows(p, p + 1, &tmp);
+    rn.insert(rn.end(), r, r + spec_.dim_rw);
   }
-  for (Half* h : {hs_.get(), rw_.get()}) {
-    h->data.clear();
-    h->ann.reset();
-    h->ann_rows = 0;
-  }
+  for (Half* h : {hs_.get(), rw_.get()}) h->Clear();
   pos_to_id_.clear();
   alive_.clear();
   id_to_pos_.clear();
@@ -285,7 +372,7 @@ std::vector<size_t> DualIndex::HalfCandidates(const Half& h, const float* q, siz
   }
   // Flat (or not yet trained) half: its exact top kk.
   std::vector<float> ip(rows);
-  faiss::fvec_inner_products_ny(ip.data(), q, h.data.data(), h.dim, rows);
+  h.Dots(q, rows, ip.data());
   std::vector<size_t> pos;
   for (size_t p = 0; p < rows; ++p)
     if (alive_[p]) pos.push_back(p);
@@ -318,8 +405,8 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
   const float a_hs = r.mode == SearchMode::kRw ? 0.0f : 1.0f;
   const float a_rw = r.mode == SearchMode::kHs ? 0.0f : (r.mode == SearchMode::kRw ? 1.0f : r.alpha);
   auto score_of = [&](size_t p, float* sh, float* sr) {
-    *sh = faiss::fvec_inner_product(qh.data(), hs_->data.data() + p * spec_.dim_hs, spec_.dim_hs);
-    *sr = faiss::fvec_inner_product(qr.data(), rw_->data.data() + p * spec_.dim_rw, spec_.dim_rw);
+    *sh = hs_->Dot(qh.data(), p);
+    *sr = rw_->Dot(qr.data(), p);
     return a_hs * *sh + a_rw * *sr;
   };
   auto better = [](const Hit& a, const Hit& b) { return a.score != b.score ? a.score > b.score : a.id < b.id; };
@@ -341,8 +428,8 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
   if (r.exact || (!hs_ann && !rw_ann)) {
     // Exact: two inner-product passes over every row, then top-k.
     std::vector<float> ih(rows, 0.0f), ir(rows, 0.0f);
-    if (a_hs != 0.0f) faiss::fvec_inner_products_ny(ih.data(), qh.data(), hs_->data.data(), spec_.dim_hs, rows);
-    if (a_rw != 0.0f) faiss::fvec_inner_products_ny(ir.data(), qr.data(), rw_->data.data(), spec_.dim_rw, rows);
+    if (a_hs != 0.0f) hs_->Dots(qh.data(), rows, ih.data());
+    if (a_rw != 0.0f) rw_->Dots(qr.data(), rows, ir.data());
     std::vector<Hit> all;
     all.reserve(id_to_pos_.size());
     for (size_t p = 0; p < rows; ++p) {
@@ -405,8 +492,11 @@ Status DualIndex::Save(const std::string& dir, uint64_t applied_seq) const {
     };
     const std::string m = meta.dump();
     write(tmp / "meta.json", m.data(), m.size());
-    write(tmp / "hs.f32", hs_->data.data(), hs_->data.size() * 4);
-    write(tmp / "rw.f32", rw_->data.data(), rw_->data.size() * 4);
+    for (const Half* h : {hs_.get(), rw_.get()}) {
+      const std::string base = h == hs_.get() ? "hs" : "rw";
+      if (h->fp16) write(tmp / (base + ".f16"), h->data16.data(), h->data16.size() * 2);
+      else write(tmp / (base + ".f32"), h->data.data(), h->data.size() * 4);
+    }
     if (hs_->ann) faiss::write_index(hs_->ann.get(), (tmp / "hs.faiss").c_str());
     if (rw_->ann) faiss::write_index(rw_->ann.get(), (tmp / "rw.faiss").c_str());
     // Make the files durable, then publish by renames.
@@ -448,14 +538,17 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint6
     if (d->alive_.size() != d->pos_to_id_.size()) return Status::Corruption("index snapshot " + snap.string() + " is inconsistent");
     for (size_t p = 0; p < d->pos_to_id_.size(); ++p)
       if (d->alive_[p]) d->id_to_pos_[d->pos_to_id_[p]] = p;
-    auto read = [&](const fs::path& p, std::vector<float>* v, size_t expect) {
+    auto read = [&](const fs::path& p, void* dst, size_t bytes) {
       std::ifstream in(p, std::ios::binary);
-      v->resize(expect);
-      in.read(reinterpret_cast<char*>(v->data()), static_cast<std::streamsize>(expect * 4));
-      if (!in || in.gcount() != static_cast<std::streamsize>(expect * 4)) throw std::runtime_error("short file " + p.string());
+      in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
+      if (!in || in.gcount() != static_cast<std::streamsize>(bytes)) throw std::runtime_error("short file " + p.string());
     };
-    read(snap / "hs.f32", &d->hs_->data, d->pos_to_id_.size() * spec.dim_hs);
-    read(snap / "rw.f32", &d->rw_->data, d->pos_to_id_.size() * spec.dim_rw);
+    for (Half* h : {d->hs_.get(), d->rw_.get()}) {
+      const std::string base = h == d->hs_.get() ? "hs" : "rw";
+      const size_t n = d->pos_to_id_.size() * h->dim;
+      if (h->fp16) { h->data16.resize(n); read(snap / (base + ".f16"), h->data16.data(), n * 2); }
+      else { h->data.resize(n); read(snap / (base + ".f32"), h->data.data(), n * 4); }
+    }
     for (auto [half, file, key] : {std::tuple{d->hs_.get(), "hs.faiss", "hs_ann_rows"}, std::tuple{d->rw_.get(), "rw.faiss", "rw_ann_rows"}}) {
       if (fs::exists(snap / file)) {
         half->ann.reset(faiss::read_index((snap / file).c_str()));

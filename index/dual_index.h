@@ -55,6 +55,7 @@ struct DualIndexSpec {
   int oversample = 4;          // candidates per ANN half = oversample * k
   double rebuild_ratio = 0.25; // rebuild when tombstones exceed this share of rows
   size_t min_train_rows = 256; // IVF and SQ8 halves train once this many rows exist
+  bool fp16_rows = false;      // keep the exact-scoring rows in fp16 (half the memory; ~1e-3 score error)
   std::string ToJson() const;
   static Result<DualIndexSpec> FromJson(const std::string& json_text);
 };

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <map>
 #include <set>
 
 #include "plugin/service/vector_collection.h"
@@ -146,7 +147,9 @@ TEST(Collection, AnnFusedSearchFindsTheExactNeighbours) {
       Env env;
       // Queries are held-out points of the same distribution.
       Data d = MakeData(2020, 32, 16, 3, 20);
-      auto c = VectorCollection::Create(env.store.get(), "c", Options(32, 16, kind, sq8));
+      CollectionOptions o = Options(32, 16, kind, sq8);
+      o.index.fp16_rows = sq8;  // the compact configuration: SQ8 indexes, fp16 rows for re-scoring
+      auto c = VectorCollection::Create(env.store.get(), "c", o);
       ASSERT_TRUE(c.ok());
       ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 2000), false).ok());
       Data q = d;
@@ -336,6 +339,35 @@ TEST(Collection, BadInputStoresNothing) {
   auto exists = VectorCollection::Create(env.store.get(), "c", Options(8, 4, IndexKind::kFlat));
   EXPECT_FALSE(exists.ok());
   EXPECT_FALSE(VectorCollection::Open(env.store.get(), "nope").ok());
+}
+
+TEST(Collection, Fp16RowsScoreLikeF32AndSurviveASnapshot) {
+  Env env;
+  Data d = MakeData(300, 40, 20, 10);
+  CollectionOptions a = Options(40, 20, IndexKind::kFlat), b = a;
+  b.index.fp16_rows = true;
+  auto ca = VectorCollection::Create(env.store.get(), "a", a);
+  auto cb = VectorCollection::Create(env.store.get(), "b", b);
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  ASSERT_TRUE((*ca)->Upsert(Docs(d, 0, 300), false).ok());
+  ASSERT_TRUE((*cb)->Upsert(Docs(d, 0, 300), false).ok());
+  ASSERT_TRUE((*cb)->SaveIndex().ok());
+  auto reopened = VectorCollection::Open(env.store.get(), "b");
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_TRUE((*reopened)->opened_from_snapshot());
+  SearchOptions so;
+  so.k = 300;
+  so.exact = true;
+  auto x = (*ca)->Search(d.hs[1].data(), d.rw[1].data(), so);
+  auto y = (*reopened)->Search(d.hs[1].data(), d.rw[1].data(), so);
+  ASSERT_TRUE(x.ok() && y.ok());
+  std::map<std::string, float> fx;
+  for (const auto& h : *x) fx[h.id] = h.score;
+  double max_err = 0;
+  for (const auto& h : *y) max_err = std::max(max_err, double(std::abs(fx.at(h.id) - h.score)));
+  EXPECT_LT(max_err, 2e-3);
+  EXPECT_GT(max_err, 0.0);  // really stored in half precision
+  EXPECT_EQ((*y)[0].id, "d1");
 }
 
 }  // namespace
