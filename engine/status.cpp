@@ -11,6 +11,7 @@ const char* Status::CodeName(Code code) {
     case Code::kNotSupported: return "Not supported";
     case Code::kIOError: return "IO error";
     case Code::kInternal: return "Internal error";
+    case Code::kResourceExhausted: return "Resource exhausted";
   }
   return "Unknown";
 }

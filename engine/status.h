@@ -21,6 +21,7 @@ class Status {
     kNotSupported,     // a valid request this build cannot serve
     kIOError,          // the operating system refused
     kInternal,         // a bug or an unexpected library error
+    kResourceExhausted,  // a queue or limit is full: retry later
   };
 
   Status() = default;
@@ -31,6 +32,7 @@ class Status {
   static Status NotSupported(std::string msg) { return Status(Code::kNotSupported, std::move(msg)); }
   static Status IOError(std::string msg) { return Status(Code::kIOError, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
+  static Status ResourceExhausted(std::string msg) { return Status(Code::kResourceExhausted, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

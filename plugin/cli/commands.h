@@ -18,6 +18,7 @@ int RunGet(const std::vector<std::string>& args);
 int RunDelete(const std::vector<std::string>& args);
 int RunCollections(const std::vector<std::string>& args);
 int RunCheckpoint(const std::vector<std::string>& args);
+int RunServe(const std::vector<std::string>& args);
 
 // Prints "moeedb <cmd>: <message>" to stderr and returns 1.
 int Fail(const std::string& cmd, const std::string& message);

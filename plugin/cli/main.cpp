@@ -45,6 +45,7 @@ const char* kUsage =
     "  delete       delete documents by id\n"
     "  collections  list | info | drop\n"
     "  checkpoint   consistent backup of the database\n"
+    "  serve        HTTP server: OpenAI embeddings, TEI, collections API\n"
     "  alpha        label-free alpha for cos_HS + alpha * cos_RW from unlabeled pairs\n"
     "  lens         per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens)\n"
     "\n"
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
     if (cmd == "delete") return moeedb::cli::RunDelete(rest);
     if (cmd == "collections") return moeedb::cli::RunCollections(rest);
     if (cmd == "checkpoint") return moeedb::cli::RunCheckpoint(rest);
+    if (cmd == "serve") return moeedb::cli::RunServe(rest);
   } catch (const std::exception& e) {
     return moeedb::cli::Fail(cmd, std::string("internal error: ") + e.what());
   }

@@ -39,6 +39,11 @@ class EmbeddingSetup {
   // Standardizer statistics (JSON) for HS and RW, fitted on the calibration texts.
   Result<std::pair<std::string, std::string>> CalibrationStats() const;
 
+  // The ids the model sees for `text` (prompt applied, special tokens added).
+  Result<std::vector<int32_t>> Tokenize(const std::string& text) const { return embedder_->Tokenize(text); }
+  const Embedder& embedder() const { return *embedder_; }
+  const EmbeddingConfig& config() const { return config_; }
+  const std::string& routing() const { return routing_canonical_; }
   const MoeModel& model() const { return *model_; }
   size_t dim_hs() const;
   size_t dim_rw() const;

@@ -1,0 +1,116 @@
+// moeedb serve: the HTTP server, until SIGTERM or SIGINT (graceful).
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "plugin/cli/args.h"
+#include "plugin/cli/commands.h"
+#include "plugin/cli/common.h"
+#include "plugin/server/api.h"
+#include "plugin/server/embed_queue.h"
+#include "plugin/server/http_server.h"
+#include "plugin/service/embedding_setup.h"
+
+namespace moeedb::cli {
+
+int RunServe(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"db", "DIR", "database folder (created if needed)"},
+      {"model", "DIR", "model folder to serve"},
+      {"host", "ADDR", "listen address (default 127.0.0.1)"},
+      {"port", "N", "listen port (default 8080; 0 = any free port, printed on start)"},
+      {"api-key", "KEY", "require 'Authorization: Bearer KEY' on every route but /health"},
+      {"api-key-file", "F", "read the API key from a file (first line)"},
+      {"served-model-name", "NAME", "model id clients use (default: the model folder's name)"},
+      {"routing", "SPEC", "routing policy (default learned)"},
+      {"prompt", "NAME", "prompt template (default prompteol)"},
+      {"threads", "N", "compute threads (default: all cores)"},
+      {"max-body-bytes", "N", "request body limit (default 2000000)"},
+      {"max-inputs", "N", "inputs per /v1/embeddings request (default 2048)"},
+      {"max-tokens", "N", "tokens per input (default 8192)"},
+      {"truncate", "", "truncate over-long inputs instead of answering 422"},
+      {"queue", "N", "embedding jobs waiting at most before 429 (default 256)"},
+      {"batch-tokens", "N", "tokens per model round across requests (default 16384)"},
+      {"max-connections", "N", "open connections at most (default 256)"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("serve --db DIR --model DIR [options]",
+                          "Serves OpenAI POST /v1/embeddings, TEI POST /embed, the collections API, /health, /info\n"
+                          "and /metrics (docs in README.md). SIGTERM/SIGINT: stop accepting, finish in-flight\n"
+                          "requests, snapshot the indexes, exit 0.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("serve", args.status().message());
+  if (!args->Has("db") || !args->Has("model")) return UsageError("serve", "--db and --model are required");
+  auto port = args->GetInt("port", 8080, 0, 65535);
+  auto threads = args->GetInt("threads", 0, 0, 1024);
+  auto body = args->GetInt("max-body-bytes", 2000000, 1024, 1LL << 31);
+  auto inputs = args->GetInt("max-inputs", 2048, 1, 1 << 20);
+  auto tokens = args->GetInt("max-tokens", 8192, 1, 1 << 20);
+  auto queue = args->GetInt("queue", 256, 1, 1 << 20);
+  auto batch_tokens = args->GetInt("batch-tokens", 16384, 1, 1 << 24);
+  auto conns = args->GetInt("max-connections", 256, 1, 100000);
+  for (auto* r : {&port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns})
+    if (!r->ok()) return UsageError("serve", r->status().message());
+
+  ApiOptions ao;
+  ao.api_key = args->Get("api-key");
+  if (args->Has("api-key-file")) {
+    std::ifstream in(args->Get("api-key-file"));
+    if (!in || !std::getline(in, ao.api_key) || ao.api_key.empty()) return Fail("serve", "cannot read an API key from " + args->Get("api-key-file"));
+  }
+  ao.max_inputs = static_cast<size_t>(*inputs);
+  ao.max_tokens_per_input = static_cast<size_t>(*tokens);
+  ao.truncate = args->Has("truncate");
+  ao.served_model_name = args->Get("served-model-name", std::filesystem::path(args->Get("model")).lexically_normal().filename().string());
+  if (ao.served_model_name.empty()) ao.served_model_name = "moeedb";
+
+  EmbeddingConfig cfg;
+  cfg.model_dir = args->Get("model");
+  cfg.routing = args->Get("routing", "learned");
+  cfg.prompt = args->Get("prompt", "prompteol");
+  cfg.threads = static_cast<int>(*threads);
+  cfg.batch_tokens = *batch_tokens;
+  cfg.cache_dir = DefaultCacheDir();
+  auto setup = EmbeddingSetup::Load(cfg);
+  if (!setup.ok()) return Fail("serve", setup.status().message());
+  auto stats = (*setup)->CalibrationStats();
+  if (!stats.ok()) return Fail("serve", stats.status().message());
+  auto store = Store::Open(args->Get("db"));
+  if (!store.ok()) return Fail("serve", store.status().message());
+
+  // Block the shutdown signals before any thread starts, then wait for one.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  EmbedQueue embed_queue(&(*setup)->embedder(), static_cast<size_t>(*queue), *batch_tokens);
+  Api api(ao, setup->get(), &embed_queue, store->get(), stats->first, stats->second);
+  HttpServerOptions so;
+  so.host = args->Get("host", "127.0.0.1");
+  so.port = static_cast<int>(*port);
+  so.max_body_bytes = static_cast<size_t>(*body);
+  so.max_connections = static_cast<size_t>(*conns);
+  HttpServer server(so, &api);
+  Status st = server.Start();
+  if (!st.ok()) return Fail("serve", st.message());
+  std::cerr << "moeedb serve: " << (*setup)->model().config().Summary() << "\n";
+  std::cout << "listening on http://" << so.host << ":" << server.port() << " (model id '" << ao.served_model_name
+            << "')" << std::endl;
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  std::cerr << "moeedb serve: signal " << sig << ", shutting down\n";
+  server.Stop();
+  Status saved = api.SaveIndexes();
+  if (!saved.ok()) std::cerr << "moeedb serve: " << saved.message() << "\n";
+  return 0;
+}
+
+}  // namespace moeedb::cli

@@ -1,0 +1,152 @@
+#include <utility>  // before Asio with C++20 and Boost 1.74 (docs/stack.md)
+
+#include "plugin/server/http_server.h"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+
+namespace moeedb {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+struct HttpServer::Impl {
+  asio::io_context io;
+  std::unique_ptr<tcp::acceptor> acceptor;
+};
+
+HttpServer::HttpServer(HttpServerOptions options, Api* api)
+    : options_(std::move(options)), api_(api), impl_(std::make_unique<Impl>()) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Start() {
+  try {
+    tcp::endpoint ep(asio::ip::make_address(options_.host), static_cast<unsigned short>(options_.port));
+    impl_->acceptor = std::make_unique<tcp::acceptor>(impl_->io);
+    impl_->acceptor->open(ep.protocol());
+    impl_->acceptor->set_option(asio::socket_base::reuse_address(true));
+    impl_->acceptor->bind(ep);
+    impl_->acceptor->listen(asio::socket_base::max_listen_connections);
+    bound_port_ = impl_->acceptor->local_endpoint().port();
+  } catch (const std::exception& e) {
+    return Status::IOError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " + e.what());
+  }
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  return Status::OK();
+}
+
+void HttpServer::AcceptLoop() {
+  while (!stopping_) {
+    boost::system::error_code ec;
+    tcp::socket socket(impl_->io);
+    impl_->acceptor->accept(socket, ec);
+    if (ec) {
+      if (stopping_) break;
+      continue;
+    }
+    const int fd = socket.release();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (open_fds_.size() >= options_.max_connections) {
+      lock.unlock();
+      static const char kBusy[] =
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: 83\r\n\r\n"
+          "{\"error\":{\"message\":\"too many connections\",\"type\":\"server_busy\",\"code\":null}}   ";
+      (void)!::write(fd, kBusy, sizeof(kBusy) - 1);
+      ::close(fd);
+      api_->Record("connection_limit", 503, 0);
+      continue;
+    }
+    open_fds_.insert(fd);
+    std::thread([this, fd] { Serve(fd); }).detach();
+  }
+}
+
+void HttpServer::Serve(int fd) {
+  timeval tv{options_.idle_timeout_s, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  {
+    asio::io_context io;
+    tcp::socket socket(io);
+    boost::system::error_code ec;
+    socket.assign(tcp::v4(), fd, ec);
+    beast::flat_buffer buffer;
+    while (!ec && !stopping_) {
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(options_.max_body_bytes);
+      parser.header_limit(64 * 1024);
+      http::read(socket, buffer, parser, ec);
+      if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) break;
+      http::response<http::string_body> res;
+      bool close = false;
+      if (ec) {
+        // Malformed, oversized, or timed out: answer if we still can, then close.
+        const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
+        if (ec == asio::error::would_block || ec == asio::error::timed_out || ec == asio::error::try_again) break;
+        res.result(too_big ? http::status::payload_too_large : http::status::bad_request);
+        res.set(http::field::content_type, "application/json");
+        res.body() = std::string("{\"error\":{\"message\":\"") +
+                     (too_big ? "request too large" : "malformed HTTP request") +
+                     "\",\"type\":\"invalid_request_error\",\"code\":null}}";
+        api_->Record("http_error", static_cast<int>(res.result_int()), 0);
+        close = true;
+      } else {
+        const auto& req = parser.get();
+        HttpRequest r;
+        r.method = std::string(req.method_string());
+        r.target = std::string(req.target());
+        for (const auto& f : req) {
+          std::string name(f.name_string());
+          for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          r.headers[name] = std::string(f.value());
+        }
+        r.body = req.body();
+        HttpResponse out = api_->Handle(r);
+        res.result(static_cast<unsigned>(out.status));
+        res.set(http::field::content_type, out.content_type);
+        res.body() = std::move(out.body);
+        res.version(req.version());
+        close = !req.keep_alive() || stopping_;
+      }
+      res.set(http::field::server, "moeedb");
+      res.keep_alive(!close);
+      res.prepare_payload();
+      boost::system::error_code wec;
+      http::write(socket, res, wec);
+      if (wec || close) break;
+      ec = {};
+    }
+    boost::system::error_code ignored;
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);  // closes fd
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  open_fds_.erase(fd);
+  cv_.notify_all();
+}
+
+void HttpServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (impl_->acceptor) {
+    boost::system::error_code ec;
+    ::shutdown(impl_->acceptor->native_handle(), SHUT_RDWR);
+    impl_->acceptor->close(ec);
+  }
+  if (accept_thread_.joinable()) accept_thread_.join();
+  std::unique_lock<std::mutex> lock(mu_);
+  // Wake connections blocked reading the next request; a request being
+  // handled finishes and is answered first (its thread checks stopping_).
+  for (int fd : open_fds_) ::shutdown(fd, SHUT_RD);
+  cv_.wait_for(lock, std::chrono::seconds(60), [&] { return open_fds_.empty(); });
+}
+
+}  // namespace moeedb

@@ -1,0 +1,58 @@
+// HttpServer: HTTP/1.1 with keep-alive on Boost.Beast, one thread per
+// connection (bounded), each request handed to Api::Handle. The socket layer
+// enforces what must be enforced before a body is read: the body size (413),
+// well-formed HTTP (400), idle and slow clients (a receive timeout), the
+// connection cap (503). HTTP threads never run the model: Api waits on the
+// EmbedQueue's worker.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "engine/status.h"
+#include "plugin/server/api.h"
+
+namespace moeedb {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                  // 0: an ephemeral port (see port())
+  size_t max_body_bytes = 2000000;  // TEI's default payload limit
+  size_t max_connections = 256;
+  int idle_timeout_s = 30;          // a connection silent this long is closed
+};
+
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, Api* api);
+  ~HttpServer();
+
+  // Binds and starts accepting in the background.
+  Status Start();
+  // Stops accepting, lets in-flight requests finish and answer, closes idle
+  // connections, and returns when every connection thread has ended.
+  void Stop();
+  int port() const { return bound_port_; }
+
+ private:
+  struct Impl;
+  void AcceptLoop();
+  void Serve(int fd);
+
+  HttpServerOptions options_;
+  Api* api_;
+  std::unique_ptr<Impl> impl_;
+  int bound_port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread accept_thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<int> open_fds_;
+};
+
+}  // namespace moeedb
