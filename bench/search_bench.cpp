@@ -5,7 +5,7 @@
 //   - per ANN index kind: build time, QPS and recall@10 against exact fused search.
 //   Each ANN index is compared with the exact fused search of the same index
 //   (same rows), so recall and the QPS ratio are like for like.
-// Usage: search_bench [N=100000] [QUERIES=100] [KINDS=hnsw,ivf] [--sq8] [--fp16]
+// Usage: search_bench [N=100000] [QUERIES=100] [KINDS=hnsw,ivf] [--sq8] [--fp16] [--nprobe=16]
 //   --sq8: 8-bit scalar-quantized ANN indexes; --fp16: fp16 rows for exact
 //   scoring (with both, 1M documents fit in ~10 GB). The flat [hs; rw]
 //   baseline runs when N <= 200000.
@@ -34,10 +34,12 @@ int main(int argc, char** argv) {
   size_t n = 100000, nq = 100;
   std::string kinds = "hnsw,ivf";
   bool sq8 = false, fp16 = false;
+  int nprobe = 16;
   std::vector<std::string> pos;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sq8") == 0) sq8 = true;
     else if (std::strcmp(argv[i], "--fp16") == 0) fp16 = true;
+    else if (std::strncmp(argv[i], "--nprobe=", 9) == 0) nprobe = std::atoi(argv[i] + 9);
     else pos.push_back(argv[i]);
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -161,6 +163,7 @@ int main(int argc, char** argv) {
     DualIndexSpec spec = base;
     spec.hs.kind = spec.rw.kind = *parsed;
     spec.hs.sq8 = spec.rw.sq8 = sq8;
+    spec.hs.nprobe = spec.rw.nprobe = nprobe;
     spec.min_train_rows = chunk;  // IVF / SQ8 train on the first chunk
     auto ann = DualIndex::Create(spec, Standardizer::Identity(dh), Standardizer::Identity(dr));
     auto t = Clock::now();

@@ -1,0 +1,378 @@
+// The server's routes through Api::Handle (no sockets), and the socket layer
+// with real connections: formats, limits and errors, API keys, collections,
+// concurrency, and a stream of hostile requests that must all get a 4xx.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "engine/random_checkpoint.h"
+#include "plugin/server/api.h"
+#include "plugin/server/embed_queue.h"
+#include "plugin/server/http_server.h"
+#include "plugin/service/embedding_setup.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<float> DecodeBase64Floats(const std::string& s) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  std::string bytes;
+  for (size_t i = 0; i + 3 < s.size(); i += 4) {
+    const int a = val(s[i]), b = val(s[i + 1]), c = val(s[i + 2]), d = val(s[i + 3]);
+    bytes += static_cast<char>((a << 2) | (b >> 4));
+    if (s[i + 2] != '=') bytes += static_cast<char>(((b & 15) << 4) | (c >> 2));
+    if (s[i + 3] != '=') bytes += static_cast<char>(((c & 3) << 6) | d);
+  }
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    RandomCheckpointOptions opt;
+    opt.seed = 21;
+    ASSERT_TRUE(WriteRandomCheckpoint(test::Data("configs/olmoe-tiny.json"), test::Data("tokenizers/olmoe/tokenizer.json"),
+                                      *dir_ / "model", opt).ok());
+    EmbeddingConfig cfg;
+    cfg.model_dir = *dir_ / "model";
+    auto s = EmbeddingSetup::Load(cfg);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    setup_ = std::move(s).value().release();
+    auto stats = setup_->CalibrationStats();
+    ASSERT_TRUE(stats.ok());
+    stats_ = new std::pair<std::string, std::string>(*stats);
+  }
+  static void TearDownTestSuite() {
+    delete stats_;
+    delete setup_;
+    delete dir_;
+  }
+  void SetUp() override {
+    store_ = std::move(Store::Open(db_ / "db")).value();
+    queue_ = std::make_unique<EmbedQueue>(&setup_->embedder(), 64, 4096);
+    ApiOptions o;
+    o.served_model_name = "tiny";
+    o.max_inputs = 8;
+    o.max_tokens_per_input = 64;
+    api_ = std::make_unique<Api>(o, setup_, queue_.get(), store_.get(), stats_->first, stats_->second);
+  }
+  HttpResponse Call(const std::string& method, const std::string& target, const std::string& body = "",
+                    std::map<std::string, std::string> headers = {}) {
+    return api_->Handle(HttpRequest{method, target, headers, body});
+  }
+  static json Body(const HttpResponse& r) { return json::parse(r.body); }
+
+  static test::TempDir* dir_;
+  static EmbeddingSetup* setup_;
+  static std::pair<std::string, std::string>* stats_;
+  test::TempDir db_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<EmbedQueue> queue_;
+  std::unique_ptr<Api> api_;
+};
+test::TempDir* ServerTest::dir_ = nullptr;
+EmbeddingSetup* ServerTest::setup_ = nullptr;
+std::pair<std::string, std::string>* ServerTest::stats_ = nullptr;
+
+TEST_F(ServerTest, OpenAiEmbeddingsFloatAndBase64MatchTheEmbedder) {
+  const std::vector<std::string> texts = {"A man is playing a flute.", "Stock markets fell."};
+  auto expect = setup_->Embed(texts);
+  ASSERT_TRUE(expect.ok());
+  auto r = Call("POST", "/v1/embeddings", json{{"input", texts}, {"model", "tiny:hs"}, {"encoding_format", "float"}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = Body(r);
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 2u);
+  int64_t tokens = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(j["data"][i]["index"], i);
+    auto v = j["data"][i]["embedding"].get<std::vector<float>>();
+    ASSERT_EQ(v.size(), (*expect)[i].hs.size());
+    for (size_t k = 0; k < v.size(); ++k) EXPECT_NEAR(v[k], (*expect)[i].hs[k], 1e-5);
+    tokens += (*expect)[i].tokens;
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], tokens);
+  // base64 (the openai client's default) carries the same floats, little-endian f32.
+  r = Call("POST", "/v1/embeddings", json{{"input", texts[0]}, {"model", "tiny:rw"}, {"encoding_format", "base64"}}.dump());
+  ASSERT_EQ(r.status, 200);
+  auto b64 = DecodeBase64Floats(Body(r)["data"][0]["embedding"].get<std::string>());
+  ASSERT_EQ(b64.size(), (*expect)[0].rw.size());
+  for (size_t k = 0; k < b64.size(); ++k) EXPECT_NEAR(b64[k], (*expect)[0].rw[k], 1e-5);
+  // The default vector is fused: two unit halves.
+  r = Call("POST", "/v1/embeddings", json{{"input", texts[0]}, {"model", "tiny"}}.dump());
+  ASSERT_EQ(r.status, 200);
+  auto fused = Body(r)["data"][0]["embedding"].get<std::vector<float>>();
+  ASSERT_EQ(fused.size(), setup_->dim_hs() + setup_->dim_rw());
+  double nh = 0, nr = 0;
+  for (size_t k = 0; k < setup_->dim_hs(); ++k) nh += fused[k] * fused[k];
+  for (size_t k = setup_->dim_hs(); k < fused.size(); ++k) nr += fused[k] * fused[k];
+  EXPECT_NEAR(nh, 1.0, 1e-4);
+  EXPECT_NEAR(nr, 1.0, 1e-4);
+  // Token-id input.
+  r = Call("POST", "/v1/embeddings", json{{"input", json::array({json::array({1, 2, 3})})}, {"model", "default"}}.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+TEST_F(ServerTest, OpenAiErrorsHaveTheRightStatus) {
+  auto status_of = [&](const std::string& body) { return Call("POST", "/v1/embeddings", body).status; };
+  EXPECT_EQ(status_of("{not json"), 400);
+  EXPECT_EQ(status_of("[1]"), 400);
+  EXPECT_EQ(status_of(R"({"model": "tiny"})"), 400);
+  EXPECT_EQ(status_of(R"({"input": "", "model": "tiny"})"), 400);
+  EXPECT_EQ(status_of(R"({"input": ["ok", "  "], "model": "tiny"})"), 400);
+  EXPECT_EQ(status_of(R"({"input": 5, "model": "tiny"})"), 400);
+  EXPECT_EQ(status_of(R"({"input": [1, "a"], "model": "tiny"})"), 400);
+  EXPECT_EQ(status_of(R"({"input": "x", "model": 3})"), 400);
+  EXPECT_EQ(status_of(R"({"input": "x", "model": "gpt-4"})"), 404);
+  EXPECT_EQ(status_of(R"({"input": "x", "model": "tiny", "encoding_format": "hex"})"), 400);
+  EXPECT_EQ(status_of(R"({"input": "x", "model": "tiny:hs", "dimensions": 3})"), 400);
+  EXPECT_EQ(status_of(R"({"input": ["a","b","c","d","e","f","g","h","i"], "model": "tiny"})"), 413);
+  EXPECT_EQ(status_of(json{{"input", std::string(2000, 'a') + " b"}, {"model", "tiny"}}.dump()), 422);
+  EXPECT_EQ(status_of(R"({"input": [[1, 99999999]], "model": "tiny"})"), 400);
+  auto r = Call("POST", "/v1/embeddings", "{bad");
+  json e = Body(r)["error"];
+  EXPECT_TRUE(e["message"].is_string());
+  EXPECT_TRUE(e["type"].is_string());
+  EXPECT_EQ(Call("GET", "/v1/embeddings").status, 405);
+  EXPECT_EQ(Call("GET", "/nowhere").status, 404);
+}
+
+TEST_F(ServerTest, ApiKeyGuardsEveryRouteButHealth) {
+  ApiOptions o;
+  o.api_key = "s3cret";
+  o.served_model_name = "tiny";
+  Api api(o, setup_, queue_.get(), store_.get(), stats_->first, stats_->second);
+  const std::vector<std::pair<std::string, std::string>> routes = {
+      {"POST", "/v1/embeddings"}, {"GET", "/v1/models"}, {"POST", "/embed"}, {"GET", "/info"}, {"GET", "/metrics"},
+      {"GET", "/collections"}, {"PUT", "/collections/x"}, {"POST", "/collections/x/search"}, {"GET", "/nowhere"}};
+  for (const auto& [m, t] : routes) {
+    EXPECT_EQ(api.Handle({m, t, {}, "{}"}).status, 401) << m << " " << t;
+    EXPECT_EQ(api.Handle({m, t, {{"authorization", "Bearer wrong"}}, "{}"}).status, 401) << m << " " << t;
+    EXPECT_NE(api.Handle({m, t, {{"authorization", "Bearer s3cret"}}, "{}"}).status, 401) << m << " " << t;
+  }
+  EXPECT_EQ(api.Handle({"GET", "/health", {}, ""}).status, 200);
+}
+
+TEST_F(ServerTest, TeiEmbedInfoAndMetrics) {
+  auto r = Call("POST", "/embed", R"({"inputs": ["hello there", "general kenobi"]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = Body(r);
+  ASSERT_EQ(j.size(), 2u);
+  double n = 0;
+  for (float x : j[0].get<std::vector<float>>()) n += x * x;
+  EXPECT_NEAR(n, 1.0, 1e-4);
+  json many = {{"inputs", std::vector<std::string>(33, "x")}};
+  EXPECT_EQ(Call("POST", "/embed", many.dump()).status, 413);
+  EXPECT_EQ(Call("POST", "/embed", R"({"inputs": 3})").status, 422);
+  json info = Body(Call("GET", "/info"));
+  EXPECT_EQ(info["model_id"], "tiny");
+  EXPECT_EQ(info["max_client_batch_size"], 32);
+  EXPECT_EQ(info["dim_hs"], setup_->dim_hs());
+  const std::string m = Call("GET", "/metrics").body;
+  EXPECT_NE(m.find("moeedb_requests_total{route=\"/embed\",status=\"200\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("moeedb_requests_total{route=\"/embed\",status=\"413\"} 1"), std::string::npos);
+  EXPECT_NE(m.find("moeedb_tokens_embedded_total"), std::string::npos);
+  EXPECT_NE(m.find("moeedb_batch_size_texts_count"), std::string::npos);
+  EXPECT_NE(m.find("moeedb_queue_depth 0"), std::string::npos);
+}
+
+TEST_F(ServerTest, CollectionsApi) {
+  EXPECT_EQ(Call("PUT", "/collections/docs", R"({"index": {"rw": "hnsw"}, "alpha": 0.5})").status, 201);
+  EXPECT_EQ(Call("PUT", "/collections/docs", "{}").status, 409);
+  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"routing": "top1"})").status, 400);
+  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"index": {"hs": "annoy"}})").status, 400);
+  json docs = {{"documents", {{{"id", "a"}, {"text", "A man is playing a flute."}, {"metadata", {{"lang", "en"}}}},
+                              {{"id", "b"}, {"text", "Stock markets fell sharply."}, {"metadata", {{"lang", "fr"}}}},
+                              {{"id", "c"}, {"text", "A woman slices an onion."}}}},
+               {"wait", true}};
+  auto r = Call("POST", "/collections/docs/documents", docs.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["upserted"], 3);
+  r = Call("POST", "/collections/docs/search", R"({"query": "Stock markets fell sharply.", "k": 2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["hits"][0]["id"], "b");
+  r = Call("POST", "/collections/docs/search", R"({"query": "Stock markets fell sharply.", "filter": {"lang": "en"}})");
+  ASSERT_EQ(Body(r)["hits"].size(), 1u);
+  EXPECT_EQ(Body(r)["hits"][0]["id"], "a");
+  EXPECT_EQ(Body(Call("GET", "/collections/docs/documents/a"))["metadata"]["lang"], "en");
+  EXPECT_EQ(Call("DELETE", "/collections/docs/documents/a").status, 200);
+  EXPECT_EQ(Call("GET", "/collections/docs/documents/a").status, 404);
+  EXPECT_EQ(Call("DELETE", "/collections/docs/documents/a").status, 404);
+  EXPECT_EQ(Body(Call("GET", "/collections/docs"))["documents"], 2);
+  EXPECT_EQ(Body(Call("GET", "/collections"))["collections"].size(), 1u);
+  // Bad input changes nothing.
+  EXPECT_EQ(Call("POST", "/collections/docs/documents", R"({"documents": [{"id": "z", "text": 3}]})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/docs/documents", R"({"documents": [{"id": "", "text": "x"}]})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/docs/search", R"({"query": "x", "k": 0})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/docs/search", R"({"query": "x", "mode": "both"})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/docs/search", R"({"query": "x", "filter": {"n": {"$near": 1}}})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/nope/search", R"({"query": "x"})").status, 404);
+  EXPECT_EQ(Body(Call("GET", "/collections/docs"))["documents"], 2);
+  EXPECT_EQ(Call("DELETE", "/collections/docs").status, 200);
+  EXPECT_EQ(Call("GET", "/collections/docs").status, 404);
+}
+
+TEST_F(ServerTest, ConcurrentSearchesAndIngestsMatchSequentialOnes) {
+  ASSERT_EQ(Call("PUT", "/collections/cc", R"({"index": {"hs": "hnsw", "rw": "hnsw"}})").status, 201);
+  const int kClients = 6, kPerClient = 5;
+  auto doc_batch = [](int c) {
+    json docs = json::array();
+    for (int i = 0; i < kPerClient; ++i)
+      docs.push_back({{"id", "c" + std::to_string(c) + "-" + std::to_string(i)},
+                      {"text", "client " + std::to_string(c) + " writes document number " + std::to_string(i)}});
+    return json{{"documents", docs}, {"wait", true}}.dump();
+  };
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int c = 0; c < kClients; ++c)
+    threads.emplace_back([&, c] {
+      if (Call("POST", "/collections/cc/documents", doc_batch(c)).status != 200) ++failures;
+      if (Call("POST", "/collections/cc/search", R"({"query": "client writes", "k": 3})").status != 200) ++failures;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(Body(Call("GET", "/collections/cc"))["documents"], kClients * kPerClient);
+  // Concurrent searches give exactly what one search alone gives.
+  const std::string q = R"({"query": "client 3 writes document number 2", "k": 5})";
+  const json alone = Body(Call("POST", "/collections/cc/search", q))["hits"];
+  std::vector<json> got(8);
+  threads.clear();
+  for (int i = 0; i < 8; ++i) threads.emplace_back([&, i] { got[i] = Body(Call("POST", "/collections/cc/search", q))["hits"]; });
+  for (auto& t : threads) t.join();
+  for (const auto& g : got) {
+    ASSERT_EQ(g.size(), alone.size());
+    for (size_t k = 0; k < g.size(); ++k) {
+      EXPECT_EQ(g[k]["id"], alone[k]["id"]);
+      EXPECT_NEAR(g[k]["score"].get<double>(), alone[k]["score"].get<double>(), 1e-5);
+    }
+  }
+  EXPECT_EQ(alone[0]["id"], "c3-2");
+}
+
+// Raw HTTP over a loopback socket; returns the status code (0 if none).
+int RawHttp(int port, const std::string& request, bool half_close = false) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) { close(fd); return 0; }
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  if (half_close) shutdown(fd, SHUT_WR);
+  std::string resp;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+    resp.append(buf, static_cast<size_t>(n));
+    if (resp.find("\r\n\r\n") != std::string::npos) break;
+  }
+  close(fd);
+  if (resp.compare(0, 9, "HTTP/1.1 ") != 0) return 0;
+  return std::atoi(resp.c_str() + 9);
+}
+
+std::string Post(const std::string& target, const std::string& body, const std::string& extra = "") {
+  return "POST " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n" + extra +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+TEST_F(ServerTest, SocketLayerSurvivesHostileRequests) {
+  ASSERT_EQ(Call("PUT", "/collections/keep", "{}").status, 201);
+  ASSERT_EQ(Call("POST", "/collections/keep/documents", R"({"documents": [{"id": "k1", "text": "kept document"}]})").status, 200);
+  const json before = Body(Call("POST", "/collections/keep/search", R"({"query": "kept", "k": 5})"))["hits"];
+  HttpServerOptions so;
+  so.port = 0;
+  so.max_body_bytes = 64 * 1024;
+  so.idle_timeout_s = 1;
+  HttpServer server(so, api_.get());
+  ASSERT_TRUE(server.Start().ok());
+  const int port = server.port();
+  EXPECT_EQ(RawHttp(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 200);
+  EXPECT_EQ(RawHttp(port, Post("/v1/embeddings", R"({"input": "hi", "model": "tiny"})")), 200);
+
+  // Hostile traffic, bounded in count: every answer must be a 4xx.
+  std::mt19937 rng(5);
+  const std::vector<std::string> bodies = {
+      "{", "[]", "null", "{\"input\": null, \"model\": \"tiny\"}", "{\"input\": [[]], \"model\": \"tiny\"}",
+      "{\"input\": {\"a\": 1}, \"model\": \"tiny\"}", "{\"input\": \"x\", \"model\": \"nope\"}",
+      "{\"input\": [\"\\u0000\"], \"model\": \"tiny:hs\", \"encoding_format\": 7}", "\xff\xfe\xfd",
+      "{\"documents\": 5}", "{\"query\": []}", "{\"inputs\": [1, 2]}", "{\"input\": [-1], \"model\": \"tiny\"}"};
+  const std::vector<std::string> targets = {"/v1/embeddings", "/embed", "/collections/keep/documents",
+                                            "/collections/keep/search", "/collections/%ZZ/search", "/v1/../etc/passwd",
+                                            "/collections/keep/documents/%00", "/nowhere"};
+  int bad = 0, total = 0;
+  const int kRequests = 10000;
+  // Most hostile requests go straight to the router (fast); a share crosses real sockets.
+  for (int i = 0; i < kRequests; ++i) {
+    const std::string& body = bodies[rng() % bodies.size()];
+    const std::string& target = targets[rng() % targets.size()];
+    const char* methods[] = {"POST", "GET", "PATCH", "DELETE", "OPTIONS"};
+    const std::string method = methods[rng() % 5];
+    int status;
+    if (i % 20 == 0) {
+      std::string req;
+      switch (rng() % 5) {
+        case 0: req = Post(target, body); break;
+        case 1: req = method + " " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 10\r\n\r\n{\"a\""; break;  // truncated, then half-closed
+        case 2: req = "GARBAGE\r\n\r\n"; break;
+        case 3: req = Post(target, std::string(70 * 1024, 'x')); break;  // over the body limit
+        default: req = "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n"; break;
+      }
+      status = RawHttp(port, req, /*half_close=*/true);
+      if (status == 0) continue;  // the connection closed without an answer (truncated body, timeout): allowed
+    } else {
+      status = Call(method, target, body).status;
+      if (target == "/v1/embeddings" && method == "POST" && body.find("\"model\": \"tiny\"") != std::string::npos &&
+          status == 200)
+        continue;  // a request that happens to be valid
+    }
+    ++total;
+    if (status < 400 || status >= 500) {
+      ++bad;
+      ADD_FAILURE() << method << " " << target << " " << body << " -> " << status;
+      if (bad > 5) break;
+    }
+  }
+  EXPECT_GE(total, 9000);
+  EXPECT_EQ(bad, 0);
+  // A slow client that sends half a request and stalls is dropped; the server still answers.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  (void)!send(fd, "POST /v1/embeddings HTTP/1.1\r\nHost", 33, MSG_NOSIGNAL);
+  EXPECT_EQ(RawHttp(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 200);
+  close(fd);
+  // Keep-alive: two requests on one connection.
+  EXPECT_EQ(RawHttp(port, "GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 200);
+  server.Stop();
+  const json after = Body(Call("POST", "/collections/keep/search", R"({"query": "kept", "k": 5})"))["hits"];
+  EXPECT_EQ(before, after);
+  EXPECT_EQ(Body(Call("GET", "/collections/keep"))["documents"], 1);
+}
+
+}  // namespace
+}  // namespace moeedb
