@@ -10,6 +10,10 @@ PACKAGES=(build-essential cmake ninja-build ccache pkg-config
   libfaiss-dev librocksdb-dev libboost-dev libboost-program-options-dev
   libgtest-dev libbenchmark-dev)
 
+# Node.js and npm run the end-to-end tests with the real npm clients; machines
+# that ship a Node.js (20+) keep theirs.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES+=(nodejs npm); fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

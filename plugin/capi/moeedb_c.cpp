@@ -1,0 +1,191 @@
+// The C API over the service layer. Every entry point catches everything:
+// no exception crosses extern "C".
+#include "plugin/capi/moeedb.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plugin/service/embedding_setup.h"
+#include "plugin/service/vector_collection.h"
+
+using namespace moeedb;
+
+struct moeedb_db {
+  std::unique_ptr<EmbeddingSetup> setup;
+  std::unique_ptr<Store> store;
+  std::pair<std::string, std::string> stats;
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<VectorCollection>> collections;
+};
+
+struct moeedb_hits {
+  std::vector<SearchHit> hits;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+moeedb_status Code(const Status& s) {
+  g_last_error = s.ok() ? "" : s.message();
+  switch (s.code()) {
+    case Status::Code::kOk: return MOEEDB_OK;
+    case Status::Code::kInvalidArgument: return MOEEDB_INVALID_ARGUMENT;
+    case Status::Code::kNotFound: return MOEEDB_NOT_FOUND;
+    case Status::Code::kCorruption: return MOEEDB_CORRUPTION;
+    case Status::Code::kNotSupported: return MOEEDB_NOT_SUPPORTED;
+    case Status::Code::kIOError: return MOEEDB_IO_ERROR;
+    case Status::Code::kResourceExhausted: return MOEEDB_RESOURCE_EXHAUSTED;
+    default: return MOEEDB_INTERNAL;
+  }
+}
+
+template <typename F>
+moeedb_status Guard(F&& f) {
+  try {
+    return Code(f());
+  } catch (const std::exception& e) {
+    g_last_error = std::string("internal error: ") + e.what();
+    return MOEEDB_INTERNAL;
+  } catch (...) {
+    g_last_error = "internal error";
+    return MOEEDB_INTERNAL;
+  }
+}
+
+Result<VectorCollection*> GetCollection(moeedb_db* db, const std::string& name, bool create) {
+  std::lock_guard<std::mutex> lock(db->mu);
+  auto it = db->collections.find(name);
+  if (it != db->collections.end()) return it->second.get();
+  auto c = VectorCollection::Open(db->store.get(), name);
+  if (!c.ok() && c.status().code() == Status::Code::kNotFound && create) {
+    CollectionOptions o;
+    o.dim_hs = db->setup->dim_hs();
+    o.dim_rw = db->setup->dim_rw();
+    o.std_hs_json = db->stats.first;
+    o.std_rw_json = db->stats.second;
+    o.info_json = db->setup->InfoJson();
+    c = VectorCollection::Create(db->store.get(), name, o);
+  }
+  if (!c.ok()) return c.status();
+  MOEEDB_RETURN_IF_ERROR(db->setup->CheckMatches((*c)->info_json()));
+  VectorCollection* raw = c->get();
+  db->collections[name] = std::move(c).value();
+  return raw;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* moeedb_last_error(void) { return g_last_error.c_str(); }
+
+moeedb_status moeedb_open(const char* db_path, const char* model_dir, int threads, moeedb_db** out) {
+  return Guard([&]() -> Status {
+    if (db_path == nullptr || model_dir == nullptr || out == nullptr) return Status::InvalidArgument("NULL argument");
+    *out = nullptr;
+    auto db = std::make_unique<moeedb_db>();
+    EmbeddingConfig cfg;
+    cfg.model_dir = model_dir;
+    cfg.threads = threads;
+    MOEEDB_ASSIGN_OR_RETURN(db->setup, EmbeddingSetup::Load(cfg));
+    MOEEDB_ASSIGN_OR_RETURN(db->stats, db->setup->CalibrationStats());
+    MOEEDB_ASSIGN_OR_RETURN(db->store, Store::Open(db_path));
+    *out = db.release();
+    return Status::OK();
+  });
+}
+
+void moeedb_close(moeedb_db* db) {
+  if (db == nullptr) return;
+  try {
+    for (auto& [name, c] : db->collections) (void)c->SaveIndex();
+    delete db;
+  } catch (...) {
+  }
+}
+
+size_t moeedb_dim_hs(const moeedb_db* db) { return db ? db->setup->dim_hs() : 0; }
+size_t moeedb_dim_rw(const moeedb_db* db) { return db ? db->setup->dim_rw() : 0; }
+
+moeedb_status moeedb_embed(moeedb_db* db, const char* text, float* hs, float* rw, int* tokens) {
+  return Guard([&]() -> Status {
+    if (db == nullptr || text == nullptr || hs == nullptr || rw == nullptr) return Status::InvalidArgument("NULL argument");
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, db->setup->Embed({text}));
+    std::copy(e[0].hs.begin(), e[0].hs.end(), hs);
+    std::copy(e[0].rw.begin(), e[0].rw.end(), rw);
+    if (tokens) *tokens = static_cast<int>(e[0].tokens);
+    return Status::OK();
+  });
+}
+
+moeedb_status moeedb_upsert(moeedb_db* db, const char* collection, size_t n, const char* const* ids,
+                            const char* const* texts, const char* const* metadata_json) {
+  return Guard([&]() -> Status {
+    if (db == nullptr || collection == nullptr || (n > 0 && (ids == nullptr || texts == nullptr)))
+      return Status::InvalidArgument("NULL argument");
+    std::vector<std::string> t;
+    std::vector<StoredDocument> docs;
+    for (size_t i = 0; i < n; ++i) {
+      if (ids[i] == nullptr || texts[i] == nullptr) return Status::InvalidArgument("NULL id or text at " + std::to_string(i));
+      t.push_back(texts[i]);
+      docs.push_back({ids[i], texts[i], metadata_json && metadata_json[i] ? metadata_json[i] : "{}", {}, {}});
+    }
+    MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, GetCollection(db, collection, true));
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, db->setup->Embed(t));
+    for (size_t i = 0; i < n; ++i) {
+      docs[i].hs = std::move(e[i].hs);
+      docs[i].rw = std::move(e[i].rw);
+    }
+    return c->Upsert(docs, /*sync=*/true).status();
+  });
+}
+
+moeedb_status moeedb_delete(moeedb_db* db, const char* collection, size_t n, const char* const* ids, size_t* deleted) {
+  return Guard([&]() -> Status {
+    if (db == nullptr || collection == nullptr || (n > 0 && ids == nullptr)) return Status::InvalidArgument("NULL argument");
+    std::vector<std::string> v;
+    for (size_t i = 0; i < n; ++i) {
+      if (ids[i] == nullptr) return Status::InvalidArgument("NULL id at " + std::to_string(i));
+      v.push_back(ids[i]);
+    }
+    MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, GetCollection(db, collection, false));
+    MOEEDB_ASSIGN_OR_RETURN(WriteResult r, c->Delete(v, true));
+    if (deleted) *deleted = r.removed.size();
+    return Status::OK();
+  });
+}
+
+moeedb_status moeedb_search(moeedb_db* db, const char* collection, const char* query, size_t k, float alpha,
+                            const char* mode, const char* filter_json, moeedb_hits** out) {
+  return Guard([&]() -> Status {
+    if (db == nullptr || collection == nullptr || query == nullptr || out == nullptr) return Status::InvalidArgument("NULL argument");
+    *out = nullptr;
+    SearchOptions so;
+    so.k = k;
+    so.alpha = alpha;
+    MOEEDB_ASSIGN_OR_RETURN(so.mode, ParseSearchMode(mode ? mode : "fused"));
+    if (filter_json) so.filter_json = filter_json;
+    MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, GetCollection(db, collection, false));
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, db->setup->Embed({query}));
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<SearchHit> hits, c->Search(e[0].hs.data(), e[0].rw.data(), so));
+    *out = new moeedb_hits{std::move(hits)};
+    return Status::OK();
+  });
+}
+
+size_t moeedb_hits_count(const moeedb_hits* h) { return h ? h->hits.size() : 0; }
+const char* moeedb_hit_id(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].id.c_str() : nullptr; }
+const char* moeedb_hit_text(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].text.c_str() : nullptr; }
+const char* moeedb_hit_metadata(const moeedb_hits* h, size_t i) {
+  return h && i < h->hits.size() ? h->hits[i].metadata_json.c_str() : nullptr;
+}
+float moeedb_hit_score(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].score : 0.0f; }
+float moeedb_hit_score_hs(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].score_hs : 0.0f; }
+float moeedb_hit_score_rw(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].score_rw : 0.0f; }
+void moeedb_hits_free(moeedb_hits* h) { delete h; }
+
+}  // extern "C"
