@@ -1,6 +1,8 @@
 // moeedb embed: one input per stdin line -> one JSON line per input, in order:
 // {"hs":[...],"rw":[...],"tokens":N} with raw (unstandardised) vectors.
 #include <charconv>
+#include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +50,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
       {"batch-tokens", "N", "padded tokens per forward pass (default 4096)"},
       {"jsonl", "", "inputs are JSON lines {\"text\": ...}"},
       {"ids", "", "inputs are space-separated token ids, used as they are (no prompt, no special tokens)"},
+      {"stats", "", "print texts/s and tokens/s (tokenizing and embedding, model load excluded) to stderr"},
   };
   if (WantsHelp(argv)) {
     std::cout << HelpText("embed --model DIR [options] < texts.txt",
@@ -108,6 +111,8 @@ int RunEmbed(const std::vector<std::string>& argv) {
 
   // Read and validate every input before printing anything.
   const auto lines = ReadLines(std::cin);
+  const auto t_start = std::chrono::steady_clock::now();
+  int64_t total_tokens = 0;
   std::vector<std::vector<int32_t>> inputs;
   inputs.reserve(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -139,6 +144,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
     auto embs = embedder.EmbedIds(chunk);
     if (!embs.ok()) return Fail("embed", embs.status().message());
     for (const auto& e : *embs) {
+      total_tokens += e.tokens;
       out.clear();
       out += "{\"hs\":[";
       for (size_t k = 0; k < e.hs.size(); ++k) {
@@ -155,6 +161,11 @@ int RunEmbed(const std::vector<std::string>& argv) {
     }
   }
   std::cout << std::flush;
+  if (args->Has("stats")) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    std::fprintf(stderr, "embedded %zu texts, %lld tokens in %.3f s: %.1f texts/s, %.1f tokens/s\n", inputs.size(),
+                 static_cast<long long>(total_tokens), s, inputs.size() / s, total_tokens / s);
+  }
   return 0;
 }
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Server throughput against the CLI on the same texts (batching efficiency):
+#   1. `moeedb embed --stats` on N texts: texts/s, model load excluded;
+#   2. `moeedb serve` with C concurrent keep-alive clients for S seconds,
+#      T texts per request (1, then 8 by default): requests/s, texts/s,
+#      p50/p99 latency, and the mean texts per model round;
+#   3. the ratio server texts/s / CLI texts/s.
+# Usage: bash bench/load.sh [CLIENTS=16] [SECONDS=20] [N_TEXTS=1000] [T_LIST="1 8"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+C="${1:-16}"; S="${2:-20}"; N="${3:-1000}"; T_LIST="${4:-1 8}"
+BIN=./build/moeedb
+MODEL=build/demo-model
+WORK=build/bench-load
+mkdir -p "$WORK"
+if [ ! -f "$MODEL/model.safetensors" ]; then
+  $BIN model init --config bench/configs/olmoe-small.json --tokenizer tests/data/tokenizers/olmoe/tokenizer.json \
+    --seed 0 --out "$MODEL"
+fi
+awk -F, -v n="$N" '{ gsub(/"/, "", $1) } $1 != "" && k++ < n { print $1 }' tests/data/stsb-sample.csv > "$WORK/texts.txt"
+$BIN embed --model "$MODEL" --stats < "$WORK/texts.txt" 2> "$WORK/cli.err" > /dev/null
+cli=$(awk '/texts\/s/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "texts/s,") print $i }' "$WORK/cli.err")
+echo "CLI embed (model load excluded): $(cat "$WORK/cli.err")"
+rm -rf "$WORK/db"
+$BIN serve --db "$WORK/db" --model "$MODEL" --port 0 --served-model-name demo --threads "${SERVE_THREADS:-0}" > "$WORK/serve.out" 2> "$WORK/serve.err" &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done
+PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2)
+prev_sum=0; prev_count=0
+for T in $T_LIST; do
+  ./build/bench/load_bench "$PORT" "$C" "$S" "$WORK/texts.txt" "$T" demo | tee "$WORK/load.out"
+  srv=$(awk '/server_texts_per_s/ { print $2 }' "$WORK/load.out")
+  metrics=$(curl -s "http://127.0.0.1:$PORT/metrics" 2>/dev/null || true)
+  sum=$(echo "$metrics" | awk '/^moeedb_batch_size_texts_sum/ { print $2 }'); count=$(echo "$metrics" | awk '/^moeedb_batch_size_texts_count/ { print $2 }')
+  rounds="?"
+  if [ -n "$sum" ] && [ -n "$count" ]; then rounds=$(awk "BEGIN { printf \"%.1f\", ($sum - $prev_sum) / ($count - $prev_count) }"); prev_sum=$sum; prev_count=$count; fi
+  echo "server / CLI texts/s: $(awk "BEGIN { printf \"%.2f\", $srv / $cli }") ($C clients x $T texts/request; $rounds texts per model round)"
+done
