@@ -50,7 +50,9 @@ class Cli : public ::testing::Test {
 test::TempDir* Cli::dir_ = nullptr;
 
 TEST_F(Cli, EverySubcommandHasHelp) {
-  for (std::vector<std::string> cmd : {std::vector<std::string>{"tokenize"}, {"embed"}, {"model", "init"}, {"model", "info"}}) {
+  for (std::vector<std::string> cmd :
+       {std::vector<std::string>{"tokenize"}, {"embed"}, {"model", "init"}, {"model", "info"}, {"alpha"}, {"lens"},
+        {"ingest"}, {"search"}, {"get"}, {"delete"}, {"collections"}, {"checkpoint"}, {"serve"}}) {
     std::vector<std::string> args{test::Binary()};
     args.insert(args.end(), cmd.begin(), cmd.end());
     args.push_back("--help");
