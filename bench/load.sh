@@ -18,9 +18,11 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
     --seed 0 --out "$MODEL"
 fi
 awk -F, -v n="$N" '{ gsub(/"/, "", $1) } $1 != "" && k++ < n { print $1 }' tests/data/stsb-sample.csv > "$WORK/texts.txt"
-$BIN embed --model "$MODEL" --stats < "$WORK/texts.txt" 2> "$WORK/cli.err" > /dev/null
-cli=$(awk '/texts\/s/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "texts/s,") print $i }' "$WORK/cli.err")
-echo "CLI embed (model load excluded): $(cat "$WORK/cli.err")"
+cli_rate() {
+  $BIN embed --model "$MODEL" --stats < "$WORK/texts.txt" 2> "$WORK/cli.err" > /dev/null
+  echo "CLI embed (model load excluded): $(cat "$WORK/cli.err")" >&2
+  awk '/texts\/s/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "texts/s,") print $i }' "$WORK/cli.err"
+}
 rm -rf "$WORK/db"
 $BIN serve --db "$WORK/db" --model "$MODEL" --port 0 --served-model-name demo --threads "${SERVE_THREADS:-0}" > "$WORK/serve.out" 2> "$WORK/serve.err" &
 SERVER=$!
@@ -29,6 +31,8 @@ for _ in $(seq 1 100); do grep -q listening "$WORK/serve.out" 2>/dev/null && bre
 PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2)
 prev_sum=0; prev_count=0
 for T in $T_LIST; do
+  # The CLI runs right before each server run (the machine's speed drifts).
+  cli=$(cli_rate)
   ./build/bench/load_bench "$PORT" "$C" "$S" "$WORK/texts.txt" "$T" demo | tee "$WORK/load.out"
   srv=$(awk '/server_texts_per_s/ { print $2 }' "$WORK/load.out")
   metrics=$(curl -s "http://127.0.0.1:$PORT/metrics" 2>/dev/null || true)

@@ -1,9 +1,15 @@
 #include "plugin/server/embed_queue.h"
 
+#include <chrono>
+
 namespace moeedb {
 
-EmbedQueue::EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens)
-    : embedder_(embedder), capacity_(capacity), max_batch_tokens_(max_batch_tokens), worker_([this] { Work(); }) {}
+EmbedQueue::EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens, int64_t gather_us)
+    : embedder_(embedder),
+      capacity_(capacity),
+      max_batch_tokens_(max_batch_tokens),
+      gather_us_(gather_us),
+      worker_([this] { Work(); }) {}
 
 EmbedQueue::~EmbedQueue() {
   {
@@ -44,6 +50,15 @@ void EmbedQueue::Work() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
       if (jobs_.empty()) return;  // stopping and drained
+      auto queued_tokens = [&] {
+        int64_t t = 0;
+        for (const auto& j : jobs_)
+          for (const auto& s : j.ids) t += static_cast<int64_t>(s.size());
+        return t;
+      };
+      if (gather_us_ > 0 && !stopping_ && queued_tokens() < max_batch_tokens_ / 4)
+        cv_.wait_for(lock, std::chrono::microseconds(gather_us_),
+                     [&] { return stopping_ || queued_tokens() >= max_batch_tokens_ / 4; });
       // Gather whole jobs while they fit the token budget (always at least one).
       int64_t tokens = 0;
       while (!jobs_.empty()) {

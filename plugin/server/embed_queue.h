@@ -27,8 +27,11 @@ class EmbedQueue {
   };
 
   // `embedder` must outlive the queue. capacity: jobs waiting at most;
-  // max_batch_tokens: tokens gathered per worker round.
-  EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens);
+  // max_batch_tokens: tokens gathered per worker round; gather_us: when a
+  // round would start with less than a quarter of max_batch_tokens queued,
+  // the worker waits up to this long for concurrent requests to join it
+  // (micro-batching; 0 disables).
+  EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens, int64_t gather_us = 2000);
   ~EmbedQueue();  // finishes queued jobs, then stops
 
   // A future for the embeddings (in input order), or a ResourceExhausted
@@ -49,6 +52,7 @@ class EmbedQueue {
   const Embedder* embedder_;
   const size_t capacity_;
   const int64_t max_batch_tokens_;
+  const int64_t gather_us_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;
