@@ -439,13 +439,16 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
     const size_t take = std::min(r.k, all.size());
     std::partial_sort(all.begin(), all.begin() + take, all.end(), better);
     all.resize(take);
-    // Report both cosines whatever the mode.
-    for (auto& h : all) {
-      const size_t p = id_to_pos_.at(h.id);
-      float sh, sr;
-      (void)score_of(p, &sh, &sr);
-      h.score_hs = sh;
-      h.score_rw = sr;
+    // Report both cosines whatever the mode: a half the mode skipped is
+    // computed for the k hits only.
+    if (a_hs == 0.0f || a_rw == 0.0f) {
+      for (auto& h : all) {
+        const size_t p = id_to_pos_.at(h.id);
+        float sh, sr;
+        (void)score_of(p, &sh, &sr);
+        h.score_hs = sh;
+        h.score_rw = sr;
+      }
     }
     return all;
   }

@@ -288,11 +288,12 @@ Result<WriteResult> Store::Delete(const std::string& collection, const std::vect
   return res;
 }
 
-Result<StoredDocument> Store::GetByInternal(const std::string& collection, uint64_t internal, bool with_vectors) const {
-  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
+Result<std::optional<StoredDocument>> Store::ReadDocument(const CollectionRecord& r, uint64_t internal,
+                                                          bool with_vectors) const {
   std::string v;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kDocs], DocKey(r.id, internal), &v);
-  if (!s.ok()) return FromRocks(s, "document " + std::to_string(internal) + " of " + collection);
+  if (s.IsNotFound()) return std::optional<StoredDocument>();
+  if (!s.ok()) return FromRocks(s, "document " + std::to_string(internal) + " of " + r.name);
   StoredDocument d;
   try {
     json j = json::parse(v);
@@ -309,7 +310,27 @@ Result<StoredDocument> Store::GetByInternal(const std::string& collection, uint6
     d.hs = BytesFloats(hs);
     d.rw = BytesFloats(rw);
   }
-  return d;
+  return std::optional<StoredDocument>(std::move(d));
+}
+
+Result<StoredDocument> Store::GetByInternal(const std::string& collection, uint64_t internal, bool with_vectors) const {
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
+  MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, ReadDocument(r, internal, with_vectors));
+  if (!d) return Status::NotFound("document " + std::to_string(internal) + " of " + collection + " is not stored");
+  return std::move(*d);
+}
+
+Result<std::vector<std::optional<StoredDocument>>> Store::GetManyByInternal(const std::string& collection,
+                                                                            const std::vector<uint64_t>& internal_ids,
+                                                                            bool with_vectors) const {
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
+  std::vector<std::optional<StoredDocument>> out;
+  out.reserve(internal_ids.size());
+  for (uint64_t id : internal_ids) {
+    MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, ReadDocument(r, id, with_vectors));
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 Result<std::optional<StoredDocument>> Store::Get(const std::string& collection, const std::string& external) const {
@@ -318,8 +339,7 @@ Result<std::optional<StoredDocument>> Store::Get(const std::string& collection, 
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kIds], ExtKey(r.id, external), &v);
   if (s.IsNotFound()) return std::optional<StoredDocument>();
   if (!s.ok() || v.size() != 8) return FromRocks(s, "reading id " + external);
-  MOEEDB_ASSIGN_OR_RETURN(StoredDocument d, GetByInternal(collection, GetBE64(v.data()), true));
-  return std::optional<StoredDocument>(std::move(d));
+  return ReadDocument(r, GetBE64(v.data()), true);
 }
 
 Status Store::ScanVectors(const std::string& collection,

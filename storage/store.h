@@ -85,6 +85,12 @@ class Store {
   // std::nullopt when absent.
   Result<std::optional<StoredDocument>> Get(const std::string& collection, const std::string& external_id) const;
   Result<StoredDocument> GetByInternal(const std::string& collection, uint64_t internal_id, bool with_vectors) const;
+  // The documents with these internal ids, in order; std::nullopt for an id
+  // not stored. Reads the collection record once for the whole list (search
+  // results, op-log replay).
+  Result<std::vector<std::optional<StoredDocument>>> GetManyByInternal(const std::string& collection,
+                                                                       const std::vector<uint64_t>& internal_ids,
+                                                                       bool with_vectors) const;
 
   // Every live document with its vectors, in internal-id order.
   Status ScanVectors(const std::string& collection,
@@ -107,6 +113,9 @@ class Store {
   Store() = default;
   Status WriteCollection(void* batch, const CollectionRecord& rec);
   Result<CollectionRecord> LoadCollection(const std::string& name) const;
+  // std::nullopt when the document is not stored.
+  Result<std::optional<StoredDocument>> ReadDocument(const CollectionRecord& rec, uint64_t internal,
+                                                     bool with_vectors) const;
 
   std::string path_;
   std::unique_ptr<rocksdb::DB> db_;

@@ -73,11 +73,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
   EmbedderOptions opts;
   opts.batch_tokens = *batch_tokens;
   opts.instruction = args->Get("instruction");
-  if (args->Has("prompt")) {
-    auto p = FindPrompt(args->Get("prompt"));
-    if (!p.ok()) return UsageError("embed", p.status().message());
-    opts.prompt = *p;
-  }
+  if (Status st = ReadPromptFlag(*args, &opts.prompt); !st.ok()) return UsageError("embed", st.message());
   if (args->Has("rw")) {
     const std::string rw = args->Get("rw");
     opts.rw_readout_default = false;

@@ -9,6 +9,7 @@
 #include "engine/model.h"
 #include "engine/moe_lens.h"
 #include "engine/runtime.h"
+#include "index/standardizer.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
@@ -49,32 +50,25 @@ bool SplitPair(const std::string& line, std::string* a, std::string* b) {
   return true;
 }
 
-// Per-feature z-score over all rows (unbiased std + 1e-8; NaN -> 0), as the
-// MoEE reference does (method.md A.3), fitted on the evaluated set.
-void Standardize(std::vector<std::vector<float>>* rows) {
-  if (rows->empty()) return;
-  const size_t n = rows->size(), d = (*rows)[0].size();
-  for (size_t j = 0; j < d; ++j) {
-    double mean = 0, var = 0;
-    for (const auto& r : *rows) mean += r[j];
-    mean /= static_cast<double>(n);
-    for (const auto& r : *rows) var += (r[j] - mean) * (r[j] - mean);
-    const double sd = n > 1 ? std::sqrt(var / static_cast<double>(n - 1)) : NAN;
-    for (auto& r : *rows) {
-      const double z = (r[j] - mean) / (sd + 1e-8);
-      r[j] = std::isfinite(z) ? static_cast<float>(z) : 0.0f;
-    }
+// Cosines of the pairs (rows 2i and 2i+1) after the per-feature z-score the
+// MoEE reference applies (method.md A.3), fitted on the evaluated texts: the
+// collections' Standardizer (z-score, then L2, so a dot product is the cosine).
+std::vector<double> PairCosines(const std::vector<std::vector<float>>& rows) {
+  const size_t n = rows.size(), d = rows[0].size();
+  std::vector<float> flat;
+  flat.reserve(n * d);
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  const Standardizer z = Standardizer::Fit(flat.data(), n, d);
+  std::vector<float> a(d), b(d);
+  std::vector<double> out;
+  for (size_t i = 0; i + 1 < n; i += 2) {
+    z.Apply(rows[i].data(), a.data());
+    z.Apply(rows[i + 1].data(), b.data());
+    double dot = 0;
+    for (size_t k = 0; k < d; ++k) dot += double(a[k]) * b[k];
+    out.push_back(dot);
   }
-}
-
-double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, na = 0, nb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += double(a[i]) * b[i];
-    na += double(a[i]) * a[i];
-    nb += double(b[i]) * b[i];
-  }
-  return na > 0 && nb > 0 ? d / std::sqrt(na * nb) : 0.0;
+  return out;
 }
 
 }  // namespace
@@ -101,11 +95,7 @@ int RunAlpha(const std::vector<std::string>& argv) {
   auto threads = args->GetInt("threads", 0, 0, 1024);
   if (!threads.ok()) return UsageError("alpha", threads.status().message());
   EmbedderOptions opts;
-  if (args->Has("prompt")) {
-    auto p = FindPrompt(args->Get("prompt"));
-    if (!p.ok()) return UsageError("alpha", p.status().message());
-    opts.prompt = *p;
-  }
+  if (Status st = ReadPromptFlag(*args, &opts.prompt); !st.ok()) return UsageError("alpha", st.message());
   std::ifstream in(args->Get("pairs"));
   if (!in) return Fail("alpha", "cannot open " + args->Get("pairs"));
   std::vector<std::string> texts;
@@ -135,13 +125,7 @@ int RunAlpha(const std::vector<std::string>& argv) {
     hs.push_back(e.hs);
     rw.push_back(e.rw);
   }
-  Standardize(&hs);
-  Standardize(&rw);
-  std::vector<double> cos_hs, cos_rw;
-  for (size_t i = 0; i + 1 < texts.size(); i += 2) {
-    cos_hs.push_back(Cosine(hs[i], hs[i + 1]));
-    cos_rw.push_back(Cosine(rw[i], rw[i + 1]));
-  }
+  const std::vector<double> cos_hs = PairCosines(hs), cos_rw = PairCosines(rw);
   const AlphaChoice choice = ChooseAlphaLabelFree(cos_hs, cos_rw);
   std::cout << "{\"alpha\":" << choice.alpha << ",\"objective\":" << choice.objective
             << ",\"pairs\":" << cos_hs.size() << "}" << std::endl;
@@ -168,11 +152,7 @@ int RunLens(const std::vector<std::string>& argv) {
   auto threads = args->GetInt("threads", 0, 0, 1024);
   if (!threads.ok()) return UsageError("lens", threads.status().message());
   EmbedderOptions opts;
-  if (args->Has("prompt")) {
-    auto p = FindPrompt(args->Get("prompt"));
-    if (!p.ok()) return UsageError("lens", p.status().message());
-    opts.prompt = *p;
-  }
+  if (Status st = ReadPromptFlag(*args, &opts.prompt); !st.ok()) return UsageError("lens", st.message());
   SetComputeThreads(static_cast<int>(*threads));
   auto model = MoeModel::LoadDir(args->Get("model"));
   if (!model.ok()) return Fail("lens", model.status().message());

@@ -26,6 +26,12 @@ std::vector<std::string> ReadLines(std::istream& in) {
   return lines;
 }
 
+Status ReadPromptFlag(const Args& args, PromptTemplate* prompt) {
+  if (!args.Has("prompt")) return Status::OK();
+  MOEEDB_ASSIGN_OR_RETURN(*prompt, FindPrompt(args.Get("prompt")));
+  return Status::OK();
+}
+
 std::string DefaultCacheDir() {
   if (const char* d = std::getenv("MOEEDB_CACHE_DIR"); d != nullptr && *d) return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x) return std::string(x) + "/moeedb";

@@ -5,8 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/prompt.h"
 #include "engine/status.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
+#include "plugin/cli/args.h"
 
 namespace moeedb::cli {
 
@@ -15,6 +17,10 @@ Result<std::unique_ptr<BpeTokenizer>> LoadTokenizer(const std::string& tokenizer
 
 // Reads stdin as lines (a final line without '\n' counts; '\r\n' is accepted).
 std::vector<std::string> ReadLines(std::istream& in);
+
+// --prompt NAME into *prompt (left as is when the flag is absent); an unknown
+// name is an error listing the known ones.
+Status ReadPromptFlag(const Args& args, PromptTemplate* prompt);
 
 // $MOEEDB_CACHE_DIR, else $XDG_CACHE_HOME/moeedb, else ~/.cache/moeedb, else "" (no cache).
 std::string DefaultCacheDir();

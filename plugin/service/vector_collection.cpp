@@ -71,10 +71,7 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
   // The index: snapshot + op-log replay when possible, else a rebuild.
   uint64_t applied = 0;
   auto snap = DualIndex::Load(c->index_dir_, &applied);
-  bool usable = snap.ok() && applied <= rec.last_op && (*snap)->spec().ToJson() == [&] {
-    DualIndexSpec s = ix;
-    return s.ToJson();
-  }();
+  bool usable = snap.ok() && applied <= rec.last_op && (*snap)->spec().ToJson() == ix.ToJson();
   if (usable) {
     c->index_ = std::move(snap).value();
     c->applied_seq_ = applied;
@@ -82,10 +79,11 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
       c->index_->Remove(op.removed);
       std::vector<uint64_t> ids;
       std::vector<float> hs, rw;
-      for (uint64_t id : op.added) {
-        auto d = store->GetByInternal(name, id, true);
-        if (!d.ok()) continue;  // replaced or deleted by a later op
-        ids.push_back(id);
+      auto docs = store->GetManyByInternal(name, op.added, true);
+      for (size_t i = 0; docs.ok() && i < op.added.size(); ++i) {
+        const auto& d = (*docs)[i];
+        if (!d) continue;  // replaced or deleted by a later op
+        ids.push_back(op.added[i]);
         hs.insert(hs.end(), d->hs.begin(), d->hs.end());
         rw.insert(rw.end(), d->rw.begin(), d->rw.end());
       }
@@ -199,7 +197,6 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   req.exact = o.exact;
   if (o.k > 10000) return Status::InvalidArgument("k must be at most 10000");
   std::shared_lock lock(mu_);
-  std::unordered_map<uint64_t, bool> cache;
   std::shared_ptr<const MetadataFilter> filter;
   std::unordered_map<uint64_t, json> parsed;
   if (!o.filter_json.empty()) {
@@ -213,10 +210,14 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
     };
   }
   MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, index_->Search(req));
+  std::vector<uint64_t> ids;
+  for (const Hit& h : hits) ids.push_back(h.id);
+  MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name_, ids, false));
   std::vector<SearchHit> out;
-  for (const Hit& h : hits) {
-    MOEEDB_ASSIGN_OR_RETURN(StoredDocument d, store_->GetByInternal(name_, h.id, false));
-    out.push_back(SearchHit{d.id, h.score, h.score_hs, h.score_rw, d.text, d.metadata_json});
+  for (size_t i = 0; i < hits.size(); ++i) {
+    if (!docs[i]) return Status::Corruption("indexed document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
+    const Hit& h = hits[i];
+    out.push_back(SearchHit{docs[i]->id, h.score, h.score_hs, h.score_rw, docs[i]->text, docs[i]->metadata_json});
   }
   return out;
 }
