@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/tokenizer/byte_level.h"
 #include "engine/utf8.h"
 
 namespace moeedb {
@@ -16,32 +17,10 @@ using json = nlohmann::json;
 
 namespace {
 
-// The GPT-2 pre-tokenizer pattern that ByteLevel(use_regex=true) applies.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
 std::string ToUtf8(const icu::UnicodeString& u) {
   std::string s;
   u.toUTF8String(s);
   return s;
-}
-
-// GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to
-// U+0100 onwards, so every byte string is a string of visible characters.
-std::vector<std::string> ByteToUnicodeTable() {
-  std::vector<int> cps(256, -1);
-  std::vector<bool> direct(256, false);
-  for (int b = '!'; b <= '~'; ++b) direct[b] = true;
-  for (int b = 0xA1; b <= 0xAC; ++b) direct[b] = true;
-  for (int b = 0xAE; b <= 0xFF; ++b) direct[b] = true;
-  int n = 0;
-  std::vector<std::string> table(256);
-  for (int b = 0; b < 256; ++b) {
-    int cp = direct[b] ? b : 256 + n++;
-    icu::UnicodeString u(static_cast<UChar32>(cp));
-    table[b] = ToUtf8(u);
-  }
-  return table;
 }
 
 struct AddedToken {

@@ -19,6 +19,7 @@ int RunDelete(const std::vector<std::string>& args);
 int RunCollections(const std::vector<std::string>& args);
 int RunCheckpoint(const std::vector<std::string>& args);
 int RunServe(const std::vector<std::string>& args);
+int RunTrain(const std::vector<std::string>& args);  // train tokenizer | train model
 
 // Prints "moeedb <cmd>: <message>" to stderr and returns 1.
 int Fail(const std::string& cmd, const std::string& message);

@@ -48,6 +48,7 @@ const char* kUsage =
     "  serve        HTTP server: OpenAI embeddings, TEI, collections API\n"
     "  alpha        label-free alpha for cos_HS + alpha * cos_RW from unlabeled pairs\n"
     "  lens         per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens)\n"
+    "  train        train tokenizer | train model (the embedded default model)\n"
     "\n"
     "Run 'moeedb <command> --help' for a command's options.\n";
 
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     if (cmd == "collections") return moeedb::cli::RunCollections(rest);
     if (cmd == "checkpoint") return moeedb::cli::RunCheckpoint(rest);
     if (cmd == "serve") return moeedb::cli::RunServe(rest);
+    if (cmd == "train") return moeedb::cli::RunTrain(rest);
   } catch (const std::exception& e) {
     return moeedb::cli::Fail(cmd, std::string("internal error: ") + e.what());
   }

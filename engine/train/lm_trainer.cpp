@@ -1,0 +1,454 @@
+#include "engine/train/lm_trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/types.h>  // before clip_grad.h, which does not include what it uses
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <unordered_map>
+
+#include "engine/checkpoint_spec.h"
+#include "engine/model.h"
+#include "engine/tensor_util.h"
+
+namespace moeedb {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// The trainable network: the tensors ExpectedTensors names (per-expert
+// layout), as autograd leaves, and a forward pass written for fixed-length
+// training batches. It is a second, independent implementation of the
+// decoder; tests check it against the engine's MoeModel on saved weights.
+class Net {
+ public:
+  explicit Net(const ModelConfig& c) : c_(c) {
+    CheckpointNaming naming;
+    naming.layout = ExpertLayout::kPerExpert;
+    specs_ = ExpectedTensors(c, naming);
+    for (size_t i = 0; i < specs_.size(); ++i) index_[specs_[i].name] = static_cast<int>(i);
+  }
+
+  const std::vector<TensorSpec>& specs() const { return specs_; }
+  std::vector<at::Tensor>& params() { return params_; }
+
+  void Init(uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    params_.clear();
+    for (const auto& s : specs_) {
+      at::Tensor t;
+      switch (s.init) {
+        case TensorSpec::Init::kOnes: t = at::ones(s.shape, at::kFloat); break;
+        case TensorSpec::Init::kZeros: t = at::zeros(s.shape, at::kFloat); break;
+        case TensorSpec::Init::kNormal: t = at::normal(0.0, c_.initializer_range, s.shape, gen); break;
+      }
+      params_.push_back(t.set_requires_grad(true));
+    }
+  }
+
+  Status Load(const std::string& file) {
+    MOEEDB_ASSIGN_OR_RETURN(auto f, SafetensorsFile::Open(file));
+    params_.clear();
+    for (const auto& s : specs_) {
+      const TensorView* v = f->Find(s.name);
+      if (v == nullptr || v->shape != s.shape) return Status::Corruption(file + ": tensor " + s.name + " missing or misshapen");
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(*v));
+      params_.push_back(t.clone().set_requires_grad(true));
+    }
+    return Status::OK();
+  }
+
+  Status Save(const std::string& file, DType dtype) const {
+    std::vector<TensorToWrite> out;
+    const at::ScalarType st = dtype == DType::kF32 ? at::kFloat : dtype == DType::kBF16 ? at::kBFloat16 : at::kHalf;
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      at::Tensor t = params_[i].detach().to(st).contiguous();
+      const auto* p = static_cast<const uint8_t*>(t.data_ptr());
+      out.push_back({specs_[i].name, dtype, specs_[i].shape, std::vector<uint8_t>(p, p + t.numel() * t.element_size())});
+    }
+    return WriteSafetensors(file, out, {{"format", "pt"}, {"moeedb", "trained by moeedb train model"}});
+  }
+
+  const at::Tensor& P(const std::string& name) const { return params_[index_.at(name)]; }
+
+  struct Out {
+    at::Tensor logits;     // [B, T, V]
+    at::Tensor hidden;     // [B, T, H] final-normed
+    at::Tensor aux, zloss; // scalars, averaged over MoE layers
+  };
+
+  Out Forward(const at::Tensor& tok) const {
+    const int64_t B = tok.size(0), T = tok.size(1), H = c_.hidden_size, nh = c_.num_heads, nkv = c_.num_kv_heads,
+                  hd = c_.head_dim, E = c_.num_experts, K = c_.top_k;
+    const double eps = c_.rms_norm_eps;
+    const ModelFamily& fam = *c_.family;
+    at::Tensor inv_freq = at::pow(c_.rope_theta, -at::arange(0, hd, 2, at::kDouble) / static_cast<double>(hd));
+    at::Tensor freqs = at::outer(at::arange(T, at::kDouble), inv_freq);
+    at::Tensor emb = at::cat({freqs, freqs}, -1);
+    at::Tensor cos = emb.cos().to(at::kFloat), sin = emb.sin().to(at::kFloat);
+    at::Tensor mask = at::full({T, T}, -std::numeric_limits<float>::infinity(), at::kFloat).triu(1);
+    auto rotate = [](const at::Tensor& x) {
+      const int64_t half = x.size(-1) / 2;
+      return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+    };
+    auto norm = [&](const at::Tensor& x, const at::Tensor& w) {
+      return w * (x * at::rsqrt(x.pow(2).mean({-1}, true) + eps));
+    };
+
+    const at::Tensor& embed = P("model.embed_tokens.weight");
+    at::Tensor x = embed.index_select(0, tok.reshape({-1})).view({B, T, H});
+    at::Tensor aux = at::zeros({}, at::kFloat), zloss = at::zeros({}, at::kFloat);
+    int64_t moe_layers = 0;
+    for (int64_t li = 0; li < c_.num_layers; ++li) {
+      const std::string L = LayerPrefix(li), A = L + "self_attn.";
+      at::Tensor h = norm(x, P(L + "input_layernorm.weight"));
+      at::Tensor q = at::linear(h, P(A + "q_proj.weight")), k = at::linear(h, P(A + "k_proj.weight")),
+                 v = at::linear(h, P(A + "v_proj.weight"));
+      if (fam.qk_norm == QkNorm::kFullProjection) {
+        q = norm(q, P(A + "q_norm.weight"));
+        k = norm(k, P(A + "k_norm.weight"));
+      }
+      q = q.view({B, T, nh, hd}).transpose(1, 2);
+      k = k.view({B, T, nkv, hd}).transpose(1, 2);
+      v = v.view({B, T, nkv, hd}).transpose(1, 2);
+      if (fam.qk_norm == QkNorm::kPerHead) {
+        q = norm(q, P(A + "q_norm.weight"));
+        k = norm(k, P(A + "k_norm.weight"));
+      }
+      q = q * cos + rotate(q) * sin;
+      k = k * cos + rotate(k) * sin;
+      if (nkv != nh) {
+        k = k.repeat_interleave(nh / nkv, 1);
+        v = v.repeat_interleave(nh / nkv, 1);
+      }
+      at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd)) + mask;
+      at::Tensor attn = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, nh * hd});
+      x = x + at::linear(attn, P(A + "o_proj.weight"));
+
+      at::Tensor u = norm(x, P(L + "post_attention_layernorm.weight")).reshape({B * T, H});
+      const std::string M = L + fam.moe_modules[0] + ".";
+      at::Tensor z = at::linear(u, P(M + fam.router_names[0] + ".weight"));
+      at::Tensor probs = at::softmax(z, -1);
+      auto [w, idx] = probs.topk(K, -1);
+      if (c_.norm_topk_prob) w = w / w.sum(-1, true);
+      at::Tensor flat = idx.reshape({-1});
+      auto [sorted, order] = flat.sort(/*stable=*/true, 0, false);
+      at::Tensor token_of = at::div(order, K, "floor");
+      at::Tensor slot_w = w.reshape({-1}).index_select(0, order);
+      at::Tensor counts = at::bincount(flat, {}, E);
+      const int64_t* cnt = counts.data_ptr<int64_t>();
+      at::Tensor y = at::zeros_like(u);
+      int64_t off = 0;
+      for (int64_t e = 0; e < E; ++e) {
+        const int64_t n = cnt[e];
+        if (n == 0) continue;
+        const std::string X = M + "experts." + std::to_string(e) + ".";
+        at::Tensor tokens = token_of.narrow(0, off, n);
+        at::Tensor xe = u.index_select(0, tokens);
+        at::Tensor a = at::silu(at::linear(xe, P(X + fam.expert_gate + ".weight"))) *
+                       at::linear(xe, P(X + fam.expert_up + ".weight"));
+        at::Tensor ye = at::linear(a, P(X + fam.expert_down + ".weight")) * slot_w.narrow(0, off, n).unsqueeze(1);
+        y = y.index_add(0, tokens, ye);
+        off += n;
+      }
+      // Load balance: fraction of routed slots per expert times its mean probability.
+      at::Tensor frac = counts.to(at::kFloat) / static_cast<double>(B * T * K);
+      aux = aux + static_cast<double>(E) * (frac * probs.mean(0)).sum();
+      zloss = zloss + at::logsumexp(z, -1).pow(2).mean();
+      ++moe_layers;
+      x = x + y.view({B, T, H});
+    }
+    Out out;
+    out.hidden = norm(x, P("model.norm.weight"));
+    const at::Tensor& head = c_.tie_word_embeddings ? embed : P("lm_head.weight");
+    out.logits = at::linear(out.hidden, head);
+    out.aux = aux / static_cast<double>(std::max<int64_t>(moe_layers, 1));
+    out.zloss = zloss / static_cast<double>(std::max<int64_t>(moe_layers, 1));
+    return out;
+  }
+
+ private:
+  const ModelConfig& c_;
+  std::vector<TensorSpec> specs_;
+  std::unordered_map<std::string, int> index_;
+  std::vector<at::Tensor> params_;
+};
+
+// Windows [off, off + T] (inputs and shifted targets) for batch `step`.
+at::Tensor SampleBatch(const std::vector<int32_t>& tokens, int64_t B, int64_t T, uint64_t seed, int64_t step) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step) + 1);
+  std::uniform_int_distribution<int64_t> pick(0, static_cast<int64_t>(tokens.size()) - T - 2);
+  at::Tensor out = at::empty({B, T + 1}, at::kLong);
+  int64_t* p = out.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t off = pick(rng);
+    for (int64_t t = 0; t <= T; ++t) p[b * (T + 1) + t] = tokens[off + t];
+  }
+  return out;
+}
+
+// Non-overlapping validation windows from the start of the stream.
+at::Tensor ValidationWindows(const std::vector<int32_t>& tokens, int64_t T, int64_t max_windows) {
+  const int64_t n = std::min<int64_t>(max_windows, (static_cast<int64_t>(tokens.size()) - 1) / T);
+  at::Tensor out = at::empty({std::max<int64_t>(n, 0), T + 1}, at::kLong);
+  int64_t* p = out.data_ptr<int64_t>();
+  for (int64_t w = 0; w < n; ++w)
+    for (int64_t t = 0; t <= T; ++t) p[w * (T + 1) + t] = tokens[w * T + t];
+  return out;
+}
+
+double LearningRate(const LmTrainOptions& o, int64_t step, int64_t total) {
+  if (step < o.warmup_steps) return o.peak_lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  const double progress =
+      std::min(1.0, static_cast<double>(step - o.warmup_steps) / static_cast<double>(std::max<int64_t>(1, total - o.warmup_steps)));
+  const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
+  return o.peak_lr * (o.min_lr_ratio + (1.0 - o.min_lr_ratio) * cosine);
+}
+
+double NetValidationLoss(const Net& net, const at::Tensor& windows) {
+  at::NoGradGuard no_grad;
+  double total = 0;
+  int64_t n = 0;
+  for (int64_t s = 0; s < windows.size(0); s += 8) {
+    at::Tensor w = windows.narrow(0, s, std::min<int64_t>(8, windows.size(0) - s));
+    const int64_t T = w.size(1) - 1;
+    Net::Out out = net.Forward(w.narrow(1, 0, T));
+    at::Tensor loss = at::cross_entropy_loss(out.logits.reshape({-1, out.logits.size(-1)}), w.narrow(1, 1, T).reshape({-1}),
+                                             {}, at::Reduction::Sum);
+    total += loss.item<double>();
+    n += w.size(0) * T;
+  }
+  return n > 0 ? total / static_cast<double>(n) : 0;
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) return Status::IOError("cannot write " + tmp);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::IOError("cannot rename " + tmp + ": " + ec.message());
+  return Status::OK();
+}
+
+std::string Fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, a);
+  return buf;
+}
+
+}  // namespace
+
+Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const std::vector<int32_t>& train_tokens,
+                                         const std::vector<int32_t>& val_tokens, const LmTrainOptions& o) {
+  MOEEDB_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(config_path));
+  const ModelConfig& c = config;
+  for (bool moe : c.moe_layer)
+    if (!moe) return Status::NotSupported("training supports configs whose layers are all MoE (as OLMoE's)");
+  if (c.shared_intermediate > 0) return Status::NotSupported("training does not support shared experts");
+  if (o.out_dir.empty()) return Status::InvalidArgument("no output folder");
+  if (o.steps <= 0 && o.minutes <= 0) return Status::InvalidArgument("give a step count or a time budget in minutes");
+  if (o.seq_len < 2 || o.batch_size < 1) return Status::InvalidArgument("sequence length >= 2 and batch size >= 1 needed");
+  if (static_cast<int64_t>(train_tokens.size()) < o.seq_len + 2 || static_cast<int64_t>(val_tokens.size()) < o.seq_len + 1)
+    return Status::InvalidArgument("the training and validation streams need more than seq_len tokens each");
+  for (const auto* stream : {&train_tokens, &val_tokens})
+    for (int32_t id : *stream)
+      if (id < 0 || id >= c.vocab_size)
+        return Status::InvalidArgument("token id " + std::to_string(id) + " is outside the config's vocabulary of " +
+                                       std::to_string(c.vocab_size));
+  auto log = [&](const std::string& line) {
+    if (o.log) o.log(line);
+  };
+  if (o.threads > 0) at::set_num_threads(o.threads);
+
+  std::error_code ec;
+  const fs::path out(o.out_dir), state_dir = out / "train_state", state_tmp = out / "train_state.tmp",
+                 state_old = out / "train_state.old";
+  fs::create_directories(out, ec);
+  if (ec) return Status::IOError("cannot create " + o.out_dir + ": " + ec.message());
+  // A kill between the two renames of a checkpoint leaves only the old state.
+  if (!fs::exists(state_dir) && fs::exists(state_old)) fs::rename(state_old, state_dir, ec);
+
+  try {
+    Net net(c);
+    LmTrainResult result;
+    json state;
+    const bool resume = fs::exists(state_dir / "state.json");
+    if (resume) {
+      std::ifstream f(state_dir / "state.json");
+      state = json::parse(f, nullptr, false);
+      if (state.is_discarded()) return Status::Corruption((state_dir / "state.json").string() + " is not valid JSON");
+      if (state.value("seed", uint64_t{0}) != o.seed || state.value("seq_len", int64_t{0}) != o.seq_len ||
+          state.value("batch_size", int64_t{0}) != o.batch_size || state.value("config", std::string()) != c.json_text)
+        return Status::InvalidArgument((state_dir).string() +
+                                       " was written by a run with another config, seed, batch size or sequence "
+                                       "length; remove it to start over");
+      MOEEDB_RETURN_IF_ERROR(net.Load((state_dir / "params.safetensors").string()));
+      result.step = state["step"].get<int64_t>();
+      result.total_steps = state["total_steps"].get<int64_t>();
+      result.untrained_val_loss = state["untrained_val_loss"].get<double>();
+      result.val_loss = state.value("val_loss", result.untrained_val_loss);
+    } else {
+      net.Init(o.seed);
+      state = {{"seed", o.seed}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size}, {"config", c.json_text},
+               {"history", json::array()}};
+      result.total_steps = o.steps;
+    }
+    auto& params = net.params();
+    std::vector<at::Tensor> decay, no_decay;
+    for (size_t i = 0; i < params.size(); ++i)
+      (net.specs()[i].shape.size() >= 2 && net.specs()[i].name != "model.embed_tokens.weight" ? decay : no_decay)
+          .push_back(params[i]);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                   torch::optim::AdamWOptions(o.peak_lr).betas({0.9, 0.95}).weight_decay(o.weight_decay)));
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                      torch::optim::AdamWOptions(o.peak_lr).betas({0.9, 0.95}).weight_decay(0.0)));
+    torch::optim::AdamW opt(std::move(groups), torch::optim::AdamWOptions(o.peak_lr).betas({0.9, 0.95}));
+    if (resume) torch::load(opt, (state_dir / "optimizer.pt").string());
+
+    const at::Tensor val = ValidationWindows(val_tokens, o.seq_len, o.val_windows);
+    if (!resume) {
+      result.untrained_val_loss = result.val_loss = NetValidationLoss(net, val);
+      state["untrained_val_loss"] = result.untrained_val_loss;
+      log("untrained validation loss " + Fmt("%.4f", result.untrained_val_loss) + " (perplexity " +
+          Fmt("%.1f", std::exp(result.untrained_val_loss)) + ")");
+    } else {
+      log("resuming at step " + std::to_string(result.step) + " of " + std::to_string(result.total_steps));
+    }
+
+    auto checkpoint = [&]() -> Status {
+      fs::remove_all(state_tmp, ec);
+      fs::create_directories(state_tmp, ec);
+      if (ec) return Status::IOError("cannot create " + state_tmp.string() + ": " + ec.message());
+      MOEEDB_RETURN_IF_ERROR(net.Save((state_tmp / "params.safetensors").string(), DType::kF32));
+      torch::save(opt, (state_tmp / "optimizer.pt").string());
+      state["step"] = result.step;
+      state["total_steps"] = result.total_steps;
+      state["val_loss"] = result.val_loss;
+      MOEEDB_RETURN_IF_ERROR(WriteText((state_tmp / "state.json").string(), state.dump(1)));
+      fs::remove_all(state_old, ec);
+      if (fs::exists(state_dir)) fs::rename(state_dir, state_old, ec);
+      if (ec) return Status::IOError("cannot rotate " + state_dir.string() + ": " + ec.message());
+      fs::rename(state_tmp, state_dir, ec);
+      if (ec) return Status::IOError("cannot rename " + state_tmp.string() + ": " + ec.message());
+      fs::remove_all(state_old, ec);
+      return Status::OK();
+    };
+
+    const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    const int64_t first_step = result.step;
+    const int64_t tokens_per_step = o.batch_size * o.seq_len;
+    double window_loss = 0;
+    int64_t window_n = 0;
+    double timing_start = 0;
+    const int64_t kTimingFrom = first_step + 3, kTimingTo = first_step + 13;
+    while (result.total_steps == 0 || result.step < result.total_steps) {
+      if (result.step == kTimingFrom) timing_start = elapsed();
+      if (result.total_steps == 0 && result.step == kTimingTo) {
+        // Schedule length from the measured speed: the budget less a margin
+        // for evaluations and checkpoints.
+        const double per_step = (elapsed() - timing_start) / static_cast<double>(kTimingTo - kTimingFrom);
+        result.total_steps =
+            std::max<int64_t>(o.warmup_steps + 1, static_cast<int64_t>((o.minutes * 60.0 * 0.95) / per_step));
+        log("schedule: " + std::to_string(result.total_steps) + " steps (" + Fmt("%.2f", per_step) + " s/step)");
+      }
+      const double lr = LearningRate(o, result.step, std::max<int64_t>(result.total_steps, o.warmup_steps + 1));
+      for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+      at::Tensor batch = SampleBatch(train_tokens, o.batch_size, o.seq_len, o.seed, result.step);
+      Net::Out f = net.Forward(batch.narrow(1, 0, o.seq_len));
+      at::Tensor lm = at::cross_entropy_loss(f.logits.reshape({-1, c.vocab_size}), batch.narrow(1, 1, o.seq_len).reshape({-1}));
+      at::Tensor loss = lm + o.aux_loss_coef * f.aux + o.z_loss_coef * f.zloss;
+      opt.zero_grad();
+      loss.backward();
+      torch::nn::utils::clip_grad_norm_(params, o.clip_norm);
+      opt.step();
+      ++result.step;
+      window_loss += lm.item<double>();
+      ++window_n;
+
+      const bool last = result.total_steps > 0 && result.step == result.total_steps;
+      const bool out_of_time = (o.minutes > 0 && elapsed() > o.minutes * 60.0) ||
+                               (o.stop_after > 0 && result.step - first_step >= o.stop_after);
+      if (result.step % 20 == 0 || last) {
+        const double secs = elapsed();
+        const double tps = static_cast<double>((result.step - first_step) * tokens_per_step) / secs;
+        const double eta = result.total_steps > 0 ? (result.total_steps - result.step) * secs / (result.step - first_step) : 0;
+        log("step " + std::to_string(result.step) + "/" + std::to_string(result.total_steps) + " loss " +
+            Fmt("%.4f", window_loss / window_n) + " aux " + Fmt("%.3f", f.aux.item<double>()) + " lr " +
+            Fmt("%.2e", lr) + " " + Fmt("%.0f", tps) + " tok/s ETA " + Fmt("%.1f", eta / 60.0) + " min");
+        state["history"].push_back({{"step", result.step}, {"train_loss", window_loss / window_n}});
+        window_loss = 0;
+        window_n = 0;
+      }
+      if (result.step % o.eval_every == 0 || last) {
+        result.val_loss = NetValidationLoss(net, val);
+        state["history"].push_back({{"step", result.step}, {"val_loss", result.val_loss}});
+        log("step " + std::to_string(result.step) + " validation loss " + Fmt("%.4f", result.val_loss) +
+            " (perplexity " + Fmt("%.1f", std::exp(result.val_loss)) + ")");
+      }
+      if (result.step % o.checkpoint_every == 0 || last || out_of_time) MOEEDB_RETURN_IF_ERROR(checkpoint());
+      if (out_of_time && !last) {
+        log("budget reached at step " + std::to_string(result.step) + "; run the same command to resume");
+        break;
+      }
+    }
+    result.tokens_per_second = static_cast<double>((result.step - first_step) * tokens_per_step) / std::max(elapsed(), 1e-9);
+    if (result.total_steps > 0 && result.step >= result.total_steps) {
+      MOEEDB_RETURN_IF_ERROR(net.Save((out / "model.safetensors").string(), o.out_dtype));
+      if (fs::exists(out / "model.safetensors.index.json")) fs::remove(out / "model.safetensors.index.json");
+      if (fs::absolute(config_path) != fs::absolute(out / "config.json"))
+        fs::copy_file(config_path, out / "config.json", fs::copy_options::overwrite_existing, ec);
+      if (ec) return Status::IOError("cannot copy " + config_path + ": " + ec.message());
+      MOEEDB_RETURN_IF_ERROR(WriteText((out / "training_log.json").string(), state.dump(1)));
+      result.finished = true;
+    }
+    return result;
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("training failed: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("training failed: ") + e.what());
+  }
+}
+
+Result<double> EvaluateLoss(const std::string& model_dir, const std::vector<int32_t>& tokens, int64_t seq_len,
+                            int64_t max_windows) {
+  MOEEDB_ASSIGN_OR_RETURN(auto model, MoeModel::LoadDir(model_dir));
+  const at::Tensor windows = ValidationWindows(tokens, seq_len, max_windows);
+  if (windows.size(0) == 0) return Status::InvalidArgument("fewer than seq_len + 1 tokens to evaluate on");
+  ForwardOptions fo;
+  fo.want_logits = true;
+  double total = 0;
+  int64_t n = 0;
+  for (int64_t s = 0; s < windows.size(0); s += 8) {
+    const int64_t b = std::min<int64_t>(8, windows.size(0) - s);
+    std::vector<std::vector<int32_t>> ids(b);
+    const int64_t* p = windows.data_ptr<int64_t>();
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t t = 0; t < seq_len; ++t) ids[i].push_back(static_cast<int32_t>(p[(s + i) * (seq_len + 1) + t]));
+    MOEEDB_ASSIGN_OR_RETURN(ForwardOutput f, model->Forward(ids, fo));
+    at::Tensor target = windows.narrow(0, s, b).narrow(1, 1, seq_len).reshape({-1});
+    total += at::cross_entropy_loss(f.logits.reshape({-1, f.logits.size(-1)}), target, {}, at::Reduction::Sum).item<double>();
+    n += b * seq_len;
+  }
+  return total / static_cast<double>(n);
+}
+
+}  // namespace moeedb

@@ -1,0 +1,247 @@
+// moeedb train tokenizer | train model: the embedded default model is made by
+// these two commands (MODEL_CARD.md in models/moeedb-tiny has the exact calls).
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "engine/model_config.h"
+#include "engine/tokenizer/bpe_trainer.h"
+#include "engine/train/lm_trainer.h"
+#include "eval/datasets.h"
+#include "plugin/cli/args.h"
+#include "plugin/cli/commands.h"
+#include "plugin/cli/common.h"
+
+namespace moeedb::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Files from --corpus (comma-separated) and the positional arguments.
+std::vector<std::string> CorpusFiles(const Args& args) {
+  std::vector<std::string> files;
+  std::stringstream ss(args.Get("corpus"));
+  std::string f;
+  while (std::getline(ss, f, ','))
+    if (!f.empty()) files.push_back(f);
+  for (const auto& p : args.positional()) files.push_back(p);
+  return files;
+}
+
+// A corpus file as documents. Plain text: paragraphs (blank-line separated),
+// each ending with its blank line, the last one of the file ending the
+// document stream (`end_of_file`). CSV: every field that contains a space (the
+// sentences; labels, scores and headers have none), one document each.
+struct Document {
+  std::string text;
+  bool ends_with_eos = false;
+};
+
+Result<std::vector<Document>> ReadCorpusFile(const std::string& path) {
+  std::vector<Document> docs;
+  if (fs::path(path).extension() == ".csv") {
+    MOEEDB_ASSIGN_OR_RETURN(auto rows, eval::ReadCsv(path));
+    for (const auto& row : rows)
+      for (const auto& field : row)
+        if (field.find(' ') != std::string::npos) docs.push_back({field, true});
+    return docs;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read corpus file " + path);
+  std::string line, para;
+  auto flush = [&] {
+    if (!para.empty()) docs.push_back({para + "\n", false});
+    para.clear();
+  };
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      flush();
+    } else {
+      para += line;
+      para.push_back('\n');
+    }
+  }
+  flush();
+  if (!docs.empty()) docs.back().ends_with_eos = true;
+  return docs;
+}
+
+int RunTrainTokenizer(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"corpus", "FILES", "comma-separated text or CSV files (also as positional arguments)"},
+      {"vocab", "N", "vocabulary size including 2 special tokens and 256 bytes (default 8192)"},
+      {"min-frequency", "N", "never merge a pair seen fewer times (default 2)"},
+      {"out", "FILE", "tokenizer.json to write"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("train tokenizer --corpus FILES --out tokenizer.json [--vocab 8192]",
+                          "Trains a byte-level BPE (GPT-2 regex, NFC) on the corpus and writes a HuggingFace "
+                          "tokenizer.json. Special tokens: <|endoftext|> (id 0), <|padding|> (id 1). CSV files "
+                          "contribute their fields that contain a space.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("train tokenizer", args.status().message());
+  const auto files = CorpusFiles(*args);
+  if (files.empty()) return UsageError("train tokenizer", "--corpus is required");
+  if (!args->Has("out")) return UsageError("train tokenizer", "--out is required");
+  auto vocab = args->GetInt("vocab", 8192, 258, 1 << 20);
+  if (!vocab.ok()) return UsageError("train tokenizer", vocab.status().message());
+  auto minf = args->GetInt("min-frequency", 2, 1, 1 << 30);
+  if (!minf.ok()) return UsageError("train tokenizer", minf.status().message());
+  BpeTrainerOptions opt;
+  opt.vocab_size = *vocab;
+  opt.min_frequency = *minf;
+  BpeTrainer trainer(opt);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& f : files) {
+    auto docs = ReadCorpusFile(f);
+    if (!docs.ok()) return Fail("train tokenizer", docs.status().message());
+    for (const auto& d : *docs) {
+      Status s = trainer.AddText(d.text);
+      if (!s.ok()) return Fail("train tokenizer", f + ": " + s.message());
+    }
+  }
+  BpeTrainingStats stats;
+  auto json = trainer.Train(&stats);
+  if (!json.ok()) return Fail("train tokenizer", json.status().message());
+  const std::string out = args->Get("out");
+  {
+    std::ofstream f(out + ".tmp", std::ios::binary | std::ios::trunc);
+    f << *json;
+    f.flush();
+    if (!f) return Fail("train tokenizer", "cannot write " + out);
+  }
+  std::error_code ec;
+  fs::rename(out + ".tmp", out, ec);
+  if (ec) return Fail("train tokenizer", "cannot write " + out + ": " + ec.message());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cerr << "train tokenizer: " << stats.words << " words (" << stats.unique_words << " distinct), "
+            << stats.merges << " merges, vocabulary " << stats.vocab_size << ", " << secs << " s -> " << out
+            << std::endl;
+  return 0;
+}
+
+int RunTrainModel(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"config", "FILE", "config.json of the model to train (an OLMoE-family config)"},
+      {"tokenizer", "FILE", "tokenizer.json (copied into --out)"},
+      {"corpus", "FILES", "comma-separated text or CSV files (also as positional arguments)"},
+      {"out", "DIR", "model folder to write; training state in DIR/train_state"},
+      {"minutes", "M", "wall-clock budget of this run; without --steps it also sizes the schedule"},
+      {"steps", "N", "schedule length in steps (reproducible across machines)"},
+      {"seed", "S", "seed for initialisation and batches (default 0)"},
+      {"batch", "N", "sequences per step (default 16)"},
+      {"seq", "N", "tokens per sequence (default 128)"},
+      {"lr", "X", "peak learning rate (default 2e-3)"},
+      {"warmup", "N", "warm-up steps (default 100)"},
+      {"threads", "N", "intra-op threads (default: libtorch's)"},
+      {"val-every", "N", "documents: every N-th goes to validation (default 50)"},
+      {"eval-every", "N", "steps between validation perplexities (default 500)"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText(
+        "train model --config C.json --tokenizer tokenizer.json --corpus FILES --out DIR [--minutes M | --steps N] "
+        "[--seed S]",
+        "Trains an MoE language model from scratch (next-token loss + load-balancing loss, AdamW, warm-up + cosine, "
+        "gradient clipping) and writes a HuggingFace model folder the engine loads. Checkpoints every 200 steps; "
+        "running the same command again resumes. Every N-th document is held out for validation perplexity.",
+        specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("train model", args.status().message());
+  for (const char* req : {"config", "tokenizer", "out"})
+    if (!args->Has(req)) return UsageError("train model", std::string("--") + req + " is required");
+  const auto files = CorpusFiles(*args);
+  if (files.empty()) return UsageError("train model", "--corpus is required");
+  LmTrainOptions o;
+  o.out_dir = args->Get("out");
+  auto get_int = [&](const char* name, long long def, long long lo, long long hi, int64_t* out) -> bool {
+    auto v = args->GetInt(name, def, lo, hi);
+    if (!v.ok()) {
+      UsageError("train model", v.status().message());
+      return false;
+    }
+    *out = *v;
+    return true;
+  };
+  int64_t seed = 0, threads = 0, val_every = 50;
+  if (!get_int("steps", 0, 0, 1LL << 40, &o.steps) || !get_int("seed", 0, 0, 1LL << 62, &seed) ||
+      !get_int("batch", 16, 1, 4096, &o.batch_size) || !get_int("seq", 128, 2, 1 << 16, &o.seq_len) ||
+      !get_int("warmup", 100, 1, 1 << 30, &o.warmup_steps) || !get_int("threads", 0, 0, 1024, &threads) ||
+      !get_int("val-every", 50, 2, 1 << 30, &val_every) || !get_int("eval-every", 500, 1, 1 << 30, &o.eval_every))
+    return 2;
+  o.seed = static_cast<uint64_t>(seed);
+  o.threads = static_cast<int>(threads);
+  try {
+    if (args->Has("minutes")) o.minutes = std::stod(args->Get("minutes"));
+    if (args->Has("lr")) o.peak_lr = std::stod(args->Get("lr"));
+  } catch (const std::exception&) {
+    return UsageError("train model", "--minutes and --lr take numbers");
+  }
+  if (o.steps == 0 && o.minutes <= 0) return UsageError("train model", "give --steps N or --minutes M");
+  o.log = [](const std::string& line) { std::cerr << "train model: " << line << std::endl; };
+
+  auto tok = LoadTokenizer(args->Get("tokenizer"), "");
+  if (!tok.ok()) return Fail("train model", tok.status().message());
+  auto config = ModelConfig::FromFile(args->Get("config"));
+  if (!config.ok()) return Fail("train model", config.status().message());
+  if ((*tok)->vocab_size() > config->vocab_size)
+    return Fail("train model", "the tokenizer has " + std::to_string((*tok)->vocab_size()) +
+                                   " ids but the config's vocab_size is " + std::to_string(config->vocab_size));
+  const auto eos = (*tok)->TokenId("<|endoftext|>");
+  if (!eos) return Fail("train model", "the tokenizer has no <|endoftext|> token");
+
+  std::vector<int32_t> train, val;
+  int64_t doc_index = 0;
+  for (const auto& f : files) {
+    auto docs = ReadCorpusFile(f);
+    if (!docs.ok()) return Fail("train model", docs.status().message());
+    for (const auto& d : *docs) {
+      auto ids = (*tok)->Encode(d.text, /*add_special=*/false);
+      if (!ids.ok()) return Fail("train model", f + ": " + ids.status().message());
+      auto& stream = (doc_index++ % val_every == 0) ? val : train;
+      stream.insert(stream.end(), ids->begin(), ids->end());
+      if (d.ends_with_eos) stream.push_back(*eos);
+    }
+  }
+  std::cerr << "train model: " << doc_index << " documents, " << train.size() << " training and " << val.size()
+            << " validation tokens" << std::endl;
+  auto r = TrainLanguageModel(args->Get("config"), train, val, o);
+  if (!r.ok()) return Fail("train model", r.status().message());
+  if (!r->finished) {
+    std::cerr << "train model: stopped at step " << r->step << " of " << r->total_steps
+              << "; run the same command again to continue" << std::endl;
+    return 3;
+  }
+  std::error_code ec;
+  fs::copy_file(args->Get("tokenizer"), fs::path(o.out_dir) / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
+  if (ec) return Fail("train model", "cannot copy the tokenizer: " + ec.message());
+  std::cout << "{\"steps\":" << r->step << ",\"untrained_val_loss\":" << r->untrained_val_loss
+            << ",\"untrained_val_perplexity\":" << std::exp(r->untrained_val_loss) << ",\"val_loss\":" << r->val_loss
+            << ",\"val_perplexity\":" << std::exp(r->val_loss) << ",\"tokens_per_second\":" << r->tokens_per_second
+            << "}" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int RunTrain(const std::vector<std::string>& argv) {
+  if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
+    std::cout << "Usage: moeedb train tokenizer|model [options] (see 'moeedb train <what> --help')\n";
+    return argv.empty() ? 2 : 0;
+  }
+  std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  if (argv[0] == "tokenizer") return RunTrainTokenizer(rest);
+  if (argv[0] == "model") return RunTrainModel(rest);
+  return UsageError("train", "unknown subcommand '" + argv[0] + "' (tokenizer, model)");
+}
+
+}  // namespace moeedb::cli
