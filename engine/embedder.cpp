@@ -62,7 +62,10 @@ Result<std::vector<Embedding>> Embedder::EmbedIds(const std::vector<std::vector<
     while (end < order.size() && static_cast<int64_t>(end - start + 1) * max_len <= options_.batch_tokens) ++end;
     std::vector<std::vector<int32_t>> batch;
     for (size_t i = start; i < end; ++i) batch.push_back(ids[order[i]]);
-    MOEEDB_ASSIGN_OR_RETURN(ForwardOutput fo, model_->Forward(batch));
+    ForwardOptions fopt;
+    fopt.hs_pooling = options_.hs_pooling;
+    fopt.rw_pooling = options_.rw_pooling;
+    MOEEDB_ASSIGN_OR_RETURN(ForwardOutput fo, model_->Forward(batch, fopt));
     at::Tensor rw = fo.router_logits;  // [B, L, E]
     if (readout == RouterReadout::kProbs) rw = at::softmax(rw, -1);
     if (readout == RouterReadout::kLogProbs) rw = at::log_softmax(rw, -1);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/model_family.h"
+#include "engine/pooling.h"
 #include "engine/prompt.h"
 #include "engine/status.h"
 #include "engine/token_encoder.h"
@@ -27,6 +28,8 @@ struct EmbedderOptions {
   bool rw_readout_default = true;                // use the family's read-out (logits; probs for DeepSeek)
   RouterReadout rw_readout = RouterReadout::kLogits;
   int64_t batch_tokens = 4096;                   // padded tokens per forward pass
+  HsPooling hs_pooling = HsPooling::kLast;       // MoEE: last token
+  RwPooling rw_pooling = RwPooling::kLast;
 };
 
 struct Embedding {

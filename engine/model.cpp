@@ -193,6 +193,15 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     }
   }
   at::Tensor real_idx = at::tensor(real, at::kLong);
+  // Per real token, its row: for the per-text means.
+  std::vector<int64_t> row_of;
+  for (int64_t b = 0; b < B; ++b) row_of.insert(row_of.end(), out.lengths[b], b);
+  at::Tensor row_of_real = at::tensor(row_of, at::kLong);
+  at::Tensor inv_len = 1.0 / at::tensor(out.lengths, at::kLong).to(at::kFloat).unsqueeze(1);  // [B, 1]
+  auto mean_over_tokens = [&](const at::Tensor& v) {  // [N_real, D] -> [B, D]
+    return at::zeros({B, v.size(1)}, v.options()).index_add_(0, row_of_real, v).mul_(inv_len);
+  };
+  at::Tensor layers_sum;  // HsPooling::kLayersMean accumulator
   at::Tensor last_idx = at::tensor(last, at::kLong);
   at::Tensor last_real_idx = at::tensor(last_in_real, at::kLong);
 
@@ -250,7 +259,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     if (L.moe) {
       at::Tensor z;
       y = L.block.Forward(u, &z, routing_);
-      rw.push_back(z.index_select(0, last_real_idx));
+      rw.push_back(options.rw_pooling == RwPooling::kMean ? mean_over_tokens(z) : z.index_select(0, last_real_idx));
       if (tap_) tap_("router_logits", li, z);
     } else {
       y = SwiGlu(u, L.dense_gate_up, L.dense_down);
@@ -258,6 +267,10 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     if (tap_) tap_("mlp_out", li, y);
     x.view({B * T, H}).index_add_(0, real_idx, y);
     if (tap_) tap_("layer_out", li, x.view({B * T, H}).index_select(0, real_idx));
+    if (options.hs_pooling == HsPooling::kLayersMean) {
+      at::Tensor n = RmsNorm(x.view({B * T, H}).index_select(0, last_idx), final_norm_, eps);
+      layers_sum = layers_sum.defined() ? layers_sum + n : n;
+    }
   }
   if (options.want_logits) {
     at::Tensor normed = RmsNorm(x, final_norm_, eps);
@@ -265,6 +278,11 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     out.hs = normed.view({B * T, H}).index_select(0, last_idx);
   } else {
     out.hs = RmsNorm(x.view({B * T, H}).index_select(0, last_idx), final_norm_, eps);
+  }
+  if (options.hs_pooling == HsPooling::kMean) {
+    out.hs = mean_over_tokens(RmsNorm(x.view({B * T, H}).index_select(0, real_idx), final_norm_, eps));
+  } else if (options.hs_pooling == HsPooling::kLayersMean) {
+    out.hs = layers_sum / static_cast<double>(c.num_layers);
   }
   if (tap_) tap_("final_norm", c.num_layers, out.hs);
   out.router_logits = at::stack(rw, 1);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/model_config.h"
+#include "engine/pooling.h"
 #include "engine/routing_policy.h"
 #include "engine/status.h"
 
@@ -27,11 +28,13 @@ class MoeBlock;
 
 struct ForwardOptions {
   bool want_logits = false;  // [B, T, V] next-token logits (tests, perplexity)
+  HsPooling hs_pooling = HsPooling::kLast;
+  RwPooling rw_pooling = RwPooling::kLast;
 };
 
 struct ForwardOutput {
-  at::Tensor hs;             // [B, H]: final-normed hidden state at the last real token
-  at::Tensor router_logits;  // [B, L_moe, E]: z = W_gate x at the last real token, per MoE layer
+  at::Tensor hs;             // [B, H]: final-normed hidden state at the last real token (or as pooled)
+  at::Tensor router_logits;  // [B, L_moe, E]: z = W_gate x at the last real token (or mean), per MoE layer
   at::Tensor logits;         // [B, T, V] if asked (rows padded past their length)
   std::vector<int64_t> lengths;
 };

@@ -53,7 +53,7 @@ TEST_F(Cli, EverySubcommandHasHelp) {
   for (std::vector<std::string> cmd :
        {std::vector<std::string>{"tokenize"}, {"embed"}, {"model", "init"}, {"model", "info"}, {"alpha"}, {"lens"},
         {"ingest"}, {"search"}, {"get"}, {"delete"}, {"collections"}, {"checkpoint"}, {"serve"},
-        {"train", "tokenizer"}, {"train", "model"}}) {
+        {"train", "tokenizer"}, {"train", "model"}, {"eval", "sts"}, {"eval", "retrieval"}, {"eval", "classify"}}) {
     std::vector<std::string> args{test::Binary()};
     args.insert(args.end(), cmd.begin(), cmd.end());
     args.push_back("--help");

@@ -20,6 +20,7 @@ int RunCollections(const std::vector<std::string>& args);
 int RunCheckpoint(const std::vector<std::string>& args);
 int RunServe(const std::vector<std::string>& args);
 int RunTrain(const std::vector<std::string>& args);  // train tokenizer | train model
+int RunEval(const std::vector<std::string>& args);   // eval sts | retrieval | classify
 
 // Prints "moeedb <cmd>: <message>" to stderr and returns 1.
 int Fail(const std::string& cmd, const std::string& message);

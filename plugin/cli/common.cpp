@@ -45,4 +45,16 @@ void AppendFloat(std::string* out, float v) {
   out->append(buf, p);
 }
 
+TempDirGuard::TempDirGuard() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base != nullptr && *base ? base : "/tmp") + "/moeedb-XXXXXX";
+  if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+}
+
+TempDirGuard::~TempDirGuard() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
 }  // namespace moeedb::cli

@@ -25,6 +25,20 @@ Status ReadPromptFlag(const Args& args, PromptTemplate* prompt);
 // $MOEEDB_CACHE_DIR, else $XDG_CACHE_HOME/moeedb, else ~/.cache/moeedb, else "" (no cache).
 std::string DefaultCacheDir();
 
+// A fresh folder under $TMPDIR (or /tmp), removed with its contents when the
+// guard goes (e.g. the scratch database of an evaluation).
+class TempDirGuard {
+ public:
+  TempDirGuard();
+  ~TempDirGuard();
+  TempDirGuard(const TempDirGuard&) = delete;
+  TempDirGuard& operator=(const TempDirGuard&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Shortest round-trip text for a float (std::to_chars).
 void AppendFloat(std::string* out, float v);
 

@@ -49,6 +49,7 @@ const char* kUsage =
     "  alpha        label-free alpha for cos_HS + alpha * cos_RW from unlabeled pairs\n"
     "  lens         per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens)\n"
     "  train        train tokenizer | train model (the embedded default model)\n"
+    "  eval         eval sts | retrieval | classify (the evaluation harness)\n"
     "\n"
     "Run 'moeedb <command> --help' for a command's options.\n";
 
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
     if (cmd == "checkpoint") return moeedb::cli::RunCheckpoint(rest);
     if (cmd == "serve") return moeedb::cli::RunServe(rest);
     if (cmd == "train") return moeedb::cli::RunTrain(rest);
+    if (cmd == "eval") return moeedb::cli::RunEval(rest);
   } catch (const std::exception& e) {
     return moeedb::cli::Fail(cmd, std::string("internal error: ") + e.what());
   }

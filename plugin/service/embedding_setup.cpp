@@ -98,6 +98,10 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   EmbedderOptions eo;
   MOEEDB_ASSIGN_OR_RETURN(eo.prompt, FindPrompt(config.prompt));
   eo.batch_tokens = config.batch_tokens;
+  if (!ParseHsPooling(config.hs_pooling, &eo.hs_pooling))
+    return Status::InvalidArgument("unknown HS pooling '" + config.hs_pooling + "' (last, mean, layers-mean)");
+  if (!ParseRwPooling(config.rw_pooling, &eo.rw_pooling))
+    return Status::InvalidArgument("unknown RW pooling '" + config.rw_pooling + "' (last, mean)");
   s->embedder_ = std::make_unique<Embedder>(s->model_.get(), s->tokenizer_.get(), eo);
   s->fingerprint_ = s->model_->WeightFingerprint();
   return s;
@@ -112,6 +116,8 @@ std::string EmbeddingSetup::InfoJson() const {
               {"model_type", model_->config().model_type},
               {"routing", routing_canonical_},
               {"prompt", config_.prompt},
+              {"hs_pooling", config_.hs_pooling},
+              {"rw_pooling", config_.rw_pooling},
               {"rw_readout", RouterReadoutName(embedder_->rw_readout())},
               {"dim_hs", dim_hs()},
               {"dim_rw", dim_rw()}}
@@ -126,9 +132,13 @@ Status EmbeddingSetup::CheckMatches(const std::string& info_text) const {
     return Status::Corruption("collection info is damaged");
   }
   std::string diffs;
-  for (const char* key : {"model_fingerprint", "routing", "prompt", "rw_readout", "dim_hs", "dim_rw"}) {
-    if (want.contains(key) && want[key] != have[key])
-      diffs += std::string(diffs.empty() ? "" : "; ") + key + ": collection " + want[key].dump() + ", now " + have[key].dump();
+  for (const char* key : {"model_fingerprint", "routing", "prompt", "hs_pooling", "rw_pooling", "rw_readout", "dim_hs",
+                          "dim_rw"}) {
+    // Collections made before pooling was selectable pooled the last token.
+    const bool pooling = std::string(key).find("pooling") != std::string::npos;
+    const json wanted = want.contains(key) ? want[key] : pooling ? json("last") : json();
+    if (!wanted.is_null() && wanted != have[key])
+      diffs += std::string(diffs.empty() ? "" : "; ") + key + ": collection " + wanted.dump() + ", now " + have[key].dump();
   }
   if (!diffs.empty())
     return Status::InvalidArgument("the model setup differs from the collection's (" + diffs +

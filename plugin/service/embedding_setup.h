@@ -20,6 +20,8 @@ struct EmbeddingConfig {
   std::string model_dir;
   std::string routing = "learned";
   std::string prompt = "prompteol";
+  std::string hs_pooling = "last";  // last | mean | layers-mean (engine/pooling.h)
+  std::string rw_pooling = "last";  // last | mean
   int threads = 0;
   int64_t batch_tokens = 4096;
   std::string cache_dir;  // SSMoE centroid cache

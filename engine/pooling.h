@@ -1,0 +1,25 @@
+// Pooling of a text's token vectors into its HS and RW embeddings.
+#pragma once
+
+#include <string>
+
+namespace moeedb {
+
+// How a text's vectors are pooled over its tokens (the MoEE paper's Table 5
+// ablation and the training-free form of multi-layer pooling).
+enum class HsPooling {
+  kLast,        // final-normed hidden state of the last token (MoEE, PromptEOL)
+  kMean,        // final-normed hidden states averaged over the text's tokens
+  kLayersMean,  // at the last token, the mean over decoder layers of final_norm(layer output)
+};
+enum class RwPooling {
+  kLast,  // router logits of the last token
+  kMean,  // router logits averaged over the text's tokens
+};
+const char* HsPoolingName(HsPooling p);
+const char* RwPoolingName(RwPooling p);
+// "last" | "mean" | "layers-mean" (HS), "last" | "mean" (RW); false if unknown.
+bool ParseHsPooling(const std::string& name, HsPooling* out);
+bool ParseRwPooling(const std::string& name, RwPooling* out);
+
+}  // namespace moeedb
