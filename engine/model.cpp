@@ -293,6 +293,11 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
 
 namespace moeedb {
 
+void MoeModel::set_expert_dispatch(ExpertDispatch d) {
+  for (auto& L : layers_)
+    if (L->moe) L->block.set_dispatch(d);
+}
+
 std::vector<const MoeBlock*> MoeModel::MoeBlocks() const {
   std::vector<const MoeBlock*> out;
   for (const auto& L : layers_)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/model_config.h"
+#include "engine/moe_dispatch.h"
 #include "engine/pooling.h"
 #include "engine/routing_policy.h"
 #include "engine/status.h"
@@ -72,6 +73,9 @@ class MoeModel {
   // 16 hex digits: a hash of the config and of the router and expert weights
   // (routers whole, expert matrices sampled), stable across loads.
   std::string WeightFingerprint() const;
+  // How every MoE block runs its experts (moe_block.h; kAuto by default;
+  // tests and benchmarks force one).
+  void set_expert_dispatch(ExpertDispatch d);
   // The MoE blocks in layer order (for tests and measurements).
   std::vector<const MoeBlock*> MoeBlocks() const;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/model_family.h"
+#include "engine/moe_dispatch.h"
 #include "engine/routing_policy.h"
 #include "engine/safetensors.h"
 #include "engine/status.h"
@@ -45,6 +46,10 @@ class MoeBlock {
   // receives z = W_gate x, [N, E] float (before softmax).
   at::Tensor Forward(const at::Tensor& x, at::Tensor* router_logits, const RoutingPolicy& policy = {}) const;
 
+  // kAuto uses kBatched below this many routed tokens per expert on average.
+  static constexpr int64_t kBatchedBelowTokensPerExpert = 48;
+  void set_dispatch(ExpertDispatch d) { dispatch_ = d; }
+
   const MoeBlockSpec& spec() const { return spec_; }
   const at::Tensor& router() const { return router_; }
   const at::Tensor& expert_gate_up(int64_t e) const { return gate_up_[e]; }  // [2I, H]: gate rows, then up rows
@@ -54,11 +59,23 @@ class MoeBlock {
   const at::Tensor& spectral_centroids() const { return spectral_; }
 
  private:
+  // The (token, slot) pairs grouped by expert (see Forward).
+  struct Grouping {
+    at::Tensor token_of;     // [N*k]: token of each pair, sorted by expert
+    at::Tensor slot_weight;  // [N*k]: its routing weight
+    at::Tensor counts;       // [E] on the CPU: pairs per expert
+  };
+  at::Tensor RunExpertsLoop(const at::Tensor& x, const Grouping& g) const;
+  at::Tensor RunExpertsBatched(const at::Tensor& x, const Grouping& g) const;
+
   MoeBlockSpec spec_;
   SharedExpertKind shared_kind_ = SharedExpertKind::kNone;
   at::Tensor router_;                  // [E, H]
-  std::vector<at::Tensor> gate_up_;    // per expert [2I, H]
-  std::vector<at::Tensor> down_;       // per expert [H, I]
+  at::Tensor packed_gate_up_;          // [E, 2I, H]: every expert's gate rows, then up rows
+  at::Tensor packed_down_;             // [E, H, I]
+  std::vector<at::Tensor> gate_up_;    // per expert [2I, H]: views into packed_gate_up_
+  std::vector<at::Tensor> down_;       // per expert [H, I]: views into packed_down_
+  ExpertDispatch dispatch_ = ExpertDispatch::kAuto;
   at::Tensor shared_gate_up_, shared_down_, shared_gate_;  // [2S, H], [H, S], [1, H]
   at::Tensor spectral_;                                    // [E, H] or undefined
 };

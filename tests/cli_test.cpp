@@ -51,7 +51,7 @@ test::TempDir* Cli::dir_ = nullptr;
 
 TEST_F(Cli, EverySubcommandHasHelp) {
   for (std::vector<std::string> cmd :
-       {std::vector<std::string>{"tokenize"}, {"embed"}, {"model", "init"}, {"model", "info"}, {"alpha"}, {"lens"},
+       {std::vector<std::string>{"tokenize"}, {"embed"}, {"model", "init"}, {"model", "info"}, {"model", "calibrate"}, {"alpha"}, {"lens"},
         {"ingest"}, {"search"}, {"get"}, {"delete"}, {"collections"}, {"checkpoint"}, {"serve"},
         {"train", "tokenizer"}, {"train", "model"}, {"eval", "sts"}, {"eval", "retrieval"}, {"eval", "classify"}}) {
     std::vector<std::string> args{test::Binary()};

@@ -7,6 +7,7 @@
 #include "engine/embedder.h"
 #include "engine/model.h"
 #include "engine/random_checkpoint.h"
+#include "engine/routing_policy.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "tests/test_util.h"
 
@@ -97,6 +98,29 @@ TEST_F(TinyOlmoe, BatchInvariance) {
   // Different texts give different vectors (the check above is not vacuous).
   EXPECT_GT(MaxDiff((*a)[0].hs, (*a)[1].hs), 1e-3);
   EXPECT_GT(MaxDiff((*a)[0].rw, (*a)[1].rw), 1e-3);
+}
+
+// The two ways of running the experts (per-expert GEMMs, padded batched
+// GEMMs) compute the same thing, for top-k and top-1 routing.
+TEST_F(TinyOlmoe, ExpertDispatchPathsAgree) {
+  for (const char* spec : {"learned", "top1"}) {
+    auto policy = RoutingPolicy::Parse(spec);
+    ASSERT_TRUE(policy.ok());
+    ASSERT_TRUE(model_->SetRouting(*policy).ok());
+    EmbedderOptions o;
+    o.batch_tokens = 1 << 20;
+    model_->set_expert_dispatch(ExpertDispatch::kLoop);
+    auto loop = Embedder(model_, tok_, o).EmbedTexts(kTexts);
+    model_->set_expert_dispatch(ExpertDispatch::kBatched);
+    auto batched = Embedder(model_, tok_, o).EmbedTexts(kTexts);
+    model_->set_expert_dispatch(ExpertDispatch::kAuto);
+    ASSERT_TRUE(loop.ok() && batched.ok());
+    for (size_t i = 0; i < kTexts.size(); ++i) {
+      EXPECT_LT(MaxDiff((*loop)[i].hs, (*batched)[i].hs), 1e-5) << spec << " " << i;
+      EXPECT_LT(MaxDiff((*loop)[i].rw, (*batched)[i].rw), 1e-5) << spec << " " << i;
+    }
+  }
+  ASSERT_TRUE(model_->SetRouting(RoutingPolicy{}).ok());
 }
 
 TEST_F(TinyOlmoe, OutputsHaveTheMoeeShapesAndPromptTokens) {

@@ -41,6 +41,8 @@ Result<std::unique_ptr<EmbeddingSetup>> SetupFor(const VectorCollection& c, cons
   if (cfg.model_dir.empty()) return Status::InvalidArgument("collection has no recorded model: pass --model DIR");
   cfg.routing = info.value("routing", "learned");
   cfg.prompt = info.value("prompt", "prompteol");
+  cfg.hs_pooling = info.value("hs_pooling", "last");
+  cfg.rw_pooling = info.value("rw_pooling", "last");
   cfg.cache_dir = DefaultCacheDir();
   MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingSetup> s, EmbeddingSetup::Load(cfg));
   MOEEDB_RETURN_IF_ERROR(s->CheckMatches(c.info_json()));
@@ -86,6 +88,8 @@ int RunIngest(const std::vector<std::string>& argv) {
       {"model", "DIR", "model folder (required to create a collection; must match an existing one)"},
       {"routing", "SPEC", "routing policy for a new collection (default learned)"},
       {"prompt", "NAME", "prompt for a new collection (default prompteol)"},
+      {"hs-pooling", "P", "HS pooling for a new collection: last (default) | mean | layers-mean"},
+      {"rw-pooling", "P", "RW pooling for a new collection: last (default) | mean"},
       {"index-hs", "KIND", "HS index for a new collection: flat | hnsw | ivf (default flat)"},
       {"index-rw", "KIND", "RW index for a new collection: flat | hnsw | ivf (default flat)"},
       {"sq8", "", "8-bit scalar quantization of the ANN indexes (new collection)"},
@@ -164,6 +168,8 @@ int RunIngest(const std::vector<std::string>& argv) {
     cfg.model_dir = args->Get("model");
     cfg.routing = args->Get("routing", "learned");
     cfg.prompt = args->Get("prompt", "prompteol");
+    cfg.hs_pooling = args->Get("hs-pooling", "last");
+    cfg.rw_pooling = args->Get("rw-pooling", "last");
     cfg.threads = static_cast<int>(*threads);
     cfg.cache_dir = DefaultCacheDir();
     auto s = EmbeddingSetup::Load(cfg);

@@ -44,6 +44,9 @@ int RunEmbed(const std::vector<std::string>& argv) {
       {"prompt", "NAME", "prompt template: " + PromptNames() + " (default prompteol)"},
       {"instruction", "TEXT", "GritLM-style instruction placed before the text (default: none)"},
       {"rw", "KIND", "RW read-out: logits | probs | log_probs (default: the family's, logits; probs for DeepSeek)"},
+      {"hs-pooling", "P", "HS pooling: last (default) | mean | layers-mean"},
+      {"expert-dispatch", "D", "how experts run: auto (default) | loop | batched (benchmarks)"},
+      {"rw-pooling", "P", "RW pooling: last (default) | mean"},
       {"routing", "SPEC", "learned | ssmoe[:c=0.5,k=50,sign=canonical|reference] | top1[:weight=raw|one] (default learned)"},
       {"cache-dir", "DIR", "where SSMoE spectral centroids are cached (default $MOEEDB_CACHE_DIR, else ~/.cache/moeedb)"},
       {"threads", "N", "compute threads (default: all cores)"},
@@ -74,6 +77,10 @@ int RunEmbed(const std::vector<std::string>& argv) {
   opts.batch_tokens = *batch_tokens;
   opts.instruction = args->Get("instruction");
   if (Status st = ReadPromptFlag(*args, &opts.prompt); !st.ok()) return UsageError("embed", st.message());
+  if (!ParseHsPooling(args->Get("hs-pooling", "last"), &opts.hs_pooling))
+    return UsageError("embed", "--hs-pooling: last, mean or layers-mean");
+  if (!ParseRwPooling(args->Get("rw-pooling", "last"), &opts.rw_pooling))
+    return UsageError("embed", "--rw-pooling: last or mean");
   if (args->Has("rw")) {
     const std::string rw = args->Get("rw");
     opts.rw_readout_default = false;
@@ -93,6 +100,12 @@ int RunEmbed(const std::vector<std::string>& argv) {
     if (!policy.ok()) return UsageError("embed", policy.status().message());
     auto setup = (*model)->SetRouting(*policy, args->Get("cache-dir", DefaultCacheDir()));
     if (!setup.ok()) return Fail("embed", setup.status().message());
+  }
+  if (args->Has("expert-dispatch")) {
+    const std::string d = args->Get("expert-dispatch");
+    if (d == "loop") (*model)->set_expert_dispatch(ExpertDispatch::kLoop);
+    else if (d == "batched") (*model)->set_expert_dispatch(ExpertDispatch::kBatched);
+    else if (d != "auto") return UsageError("embed", "--expert-dispatch: auto, loop or batched");
   }
   std::unique_ptr<BpeTokenizer> tokenizer;
   if (!args->Has("ids")) {

@@ -1,4 +1,6 @@
-// moeedb model init | info.
+// moeedb model init | info | calibrate.
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "engine/model.h"
@@ -6,6 +8,7 @@
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
+#include "plugin/service/embedding_setup.h"
 
 namespace moeedb::cli {
 
@@ -83,18 +86,66 @@ int RunInfo(const std::vector<std::string>& argv) {
   return 0;
 }
 
+int RunCalibrate(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"model", "DIR", "model folder"},
+      {"routing", "SPEC", "routing policy (default learned)"},
+      {"prompt", "NAME", "prompt template (default prompteol)"},
+      {"hs-pooling", "P", "last (default) | mean | layers-mean"},
+      {"rw-pooling", "P", "last (default) | mean"},
+      {"out", "FILE", "where to write (default DIR/standardization.json)"},
+  };
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("model calibrate --model DIR [--routing SPEC] [--prompt NAME] [--out FILE]",
+                          "Fits the per-feature HS and RW statistics collections z-score with (64 fixed calibration "
+                          "texts) and writes them with the setup they belong to. New collections with that exact "
+                          "setup read them instead of recomputing.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError("model calibrate", args.status().message());
+  if (!args->Has("model")) return UsageError("model calibrate", "--model DIR is required");
+  EmbeddingConfig cfg;
+  cfg.model_dir = args->Get("model");
+  cfg.routing = args->Get("routing", "learned");
+  cfg.prompt = args->Get("prompt", "prompteol");
+  cfg.hs_pooling = args->Get("hs-pooling", "last");
+  cfg.rw_pooling = args->Get("rw-pooling", "last");
+  cfg.cache_dir = DefaultCacheDir();
+  auto setup = EmbeddingSetup::Load(cfg);
+  if (!setup.ok()) return Fail("model calibrate", setup.status().message());
+  auto text = (*setup)->CalibrationFileJson();
+  if (!text.ok()) return Fail("model calibrate", text.status().message());
+  const std::string out =
+      args->Get("out", (std::filesystem::path(cfg.model_dir) / EmbeddingSetup::kStandardizationFile).string());
+  {
+    std::ofstream f(out + ".tmp", std::ios::trunc);
+    f << *text << "\n";
+    f.flush();
+    if (!f) return Fail("model calibrate", "cannot write " + out);
+  }
+  std::error_code ec;
+  std::filesystem::rename(out + ".tmp", out, ec);
+  if (ec) return Fail("model calibrate", "cannot write " + out + ": " + ec.message());
+  std::cerr << "wrote " << out << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int RunModel(const std::vector<std::string>& argv) {
   if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
-    std::cout << "Usage: moeedb model init|info [options]\n  init   write a random-weight checkpoint\n"
-                 "  info   describe a model folder\n";
+    std::cout << "Usage: moeedb model init|info|calibrate [options]\n  init       write a random-weight checkpoint\n"
+                 "  info       describe a model folder\n"
+                 "  calibrate  write the standardization statistics of a setup\n";
     return argv.empty() ? 2 : 0;
   }
   std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "init") return RunInit(rest);
   if (argv[0] == "info") return RunInfo(rest);
-  return UsageError("model", "unknown subcommand '" + argv[0] + "' (init, info)");
+  if (argv[0] == "calibrate") return RunCalibrate(rest);
+  return UsageError("model", "unknown subcommand '" + argv[0] + "' (init, info, calibrate)");
 }
 
 }  // namespace moeedb::cli

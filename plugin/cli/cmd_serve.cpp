@@ -1,5 +1,8 @@
 // moeedb serve: the HTTP server, until SIGTERM or SIGINT (graceful).
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
@@ -14,6 +17,26 @@
 #include "plugin/service/embedding_setup.h"
 
 namespace moeedb::cli {
+
+namespace {
+
+// OpenMP worker threads that spin while idle take the cores the HTTP threads
+// need between model rounds (measured: docs/perf.md, server load). libgomp
+// reads OMP_WAIT_POLICY when it is loaded, before main, so the server
+// re-executes itself once with PASSIVE unless the user chose a policy.
+void ReexecWithPassiveOpenMp(const std::vector<std::string>& argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  std::vector<std::string> all = {"moeedb", "serve"};
+  all.insert(all.end(), argv.begin(), argv.end());
+  std::vector<char*> cargv;
+  for (auto& a : all) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  execv("/proc/self/exe", cargv.data());
+  // execv only returns on failure: serve as we are.
+}
+
+}  // namespace
 
 int RunServe(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {
@@ -47,6 +70,7 @@ int RunServe(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("serve", args.status().message());
   if (!args->Has("db") || !args->Has("model")) return UsageError("serve", "--db and --model are required");
+  ReexecWithPassiveOpenMp(argv);
   auto port = args->GetInt("port", 8080, 0, 65535);
   auto threads = args->GetInt("threads", 0, 0, 1024);
   auto body = args->GetInt("max-body-bytes", 2000000, 1024, 1LL << 31);

@@ -1,5 +1,8 @@
 // moeedb: the command-line entry point. Subcommands live in cmd_*.cpp.
+#include <malloc.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -53,9 +56,20 @@ const char* kUsage =
     "\n"
     "Run 'moeedb <command> --help' for a command's options.\n";
 
+// Every forward pass allocates and frees tensor-sized blocks. By default glibc
+// hands freed memory back to the kernel and faults it in again on the next
+// pass; keeping it cut system time and sped training up by a third
+// (docs/perf.md). The MALLOC_*_ environment variables still win.
+void KeepFreedMemory() {
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr) mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  if (std::getenv("MALLOC_TOP_PAD_") == nullptr) mallopt(M_TOP_PAD, 256 << 20);
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 32 << 20);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  KeepFreedMemory();
   std::ios::sync_with_stdio(false);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {

@@ -1,6 +1,7 @@
 #include "plugin/service/embedding_setup.h"
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime.h"
@@ -150,7 +151,19 @@ Result<std::vector<Embedding>> EmbeddingSetup::Embed(const std::vector<std::stri
   return embedder_->EmbedTexts(texts);
 }
 
-Result<std::pair<std::string, std::string>> EmbeddingSetup::CalibrationStats() const {
+namespace {
+
+// The part of a setup the statistics depend on.
+json StatsKey(const json& info) {
+  json key = json::object();
+  for (const char* k : {"model_fingerprint", "routing", "prompt", "hs_pooling", "rw_pooling", "rw_readout"})
+    key[k] = info.contains(k) ? info[k] : json();
+  return key;
+}
+
+}  // namespace
+
+Result<std::pair<std::string, std::string>> EmbeddingSetup::ComputeCalibrationStats() const {
   MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, Embed(CalibrationTexts()));
   std::vector<float> hs, rw;
   for (const auto& x : e) {
@@ -159,6 +172,33 @@ Result<std::pair<std::string, std::string>> EmbeddingSetup::CalibrationStats() c
   }
   return std::make_pair(Standardizer::Fit(hs.data(), e.size(), dim_hs()).ToJson(),
                         Standardizer::Fit(rw.data(), e.size(), dim_rw()).ToJson());
+}
+
+Result<std::string> EmbeddingSetup::CalibrationFileJson() const {
+  MOEEDB_ASSIGN_OR_RETURN(auto stats, ComputeCalibrationStats());
+  return json{{"setup", StatsKey(json::parse(InfoJson()))},
+              {"calibration_texts", CalibrationTexts().size()},
+              {"hs", json::parse(stats.first)},
+              {"rw", json::parse(stats.second)}}
+      .dump();
+}
+
+Result<std::pair<std::string, std::string>> EmbeddingSetup::CalibrationStats() const {
+  const fs::path file = fs::path(config_.model_dir) / kStandardizationFile;
+  if (fs::exists(file)) {
+    std::ifstream in(file);
+    json j = json::parse(in, nullptr, false);
+    // Used only when written for exactly this setup; anything else (another
+    // routing or prompt, other weights, a damaged file) is recomputed.
+    if (!j.is_discarded() && j.is_object() && j.contains("setup") && j["setup"] == StatsKey(json::parse(InfoJson())) &&
+        j.contains("hs") && j.contains("rw")) {
+      auto hs = Standardizer::FromJson(j["hs"].dump());
+      auto rw = Standardizer::FromJson(j["rw"].dump());
+      if (hs.ok() && rw.ok() && hs->dim() == dim_hs() && rw->dim() == dim_rw())
+        return std::make_pair(j["hs"].dump(), j["rw"].dump());
+    }
+  }
+  return ComputeCalibrationStats();
 }
 
 }  // namespace moeedb

@@ -38,8 +38,14 @@ class EmbeddingSetup {
   Status CheckMatches(const std::string& collection_info_json) const;
 
   Result<std::vector<Embedding>> Embed(const std::vector<std::string>& texts) const;
-  // Standardizer statistics (JSON) for HS and RW, fitted on the calibration texts.
+  // Standardizer statistics (JSON) for HS and RW, fitted on the calibration
+  // texts: read from the model folder's standardization.json when that file
+  // was written for exactly this setup (model weights, routing, prompt,
+  // pooling, read-out), else computed (64 texts through the model).
   Result<std::pair<std::string, std::string>> CalibrationStats() const;
+  // The content of a standardization.json for this setup (always computed).
+  Result<std::string> CalibrationFileJson() const;
+  static constexpr const char* kStandardizationFile = "standardization.json";
 
   // The ids the model sees for `text` (prompt applied, special tokens added).
   Result<std::vector<int32_t>> Tokenize(const std::string& text) const { return embedder_->Tokenize(text); }
@@ -52,6 +58,7 @@ class EmbeddingSetup {
 
  private:
   EmbeddingSetup() = default;
+  Result<std::pair<std::string, std::string>> ComputeCalibrationStats() const;
   EmbeddingConfig config_;
   std::unique_ptr<MoeModel> model_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
