@@ -47,7 +47,9 @@ class MoeBlock {
   at::Tensor Forward(const at::Tensor& x, at::Tensor* router_logits, const RoutingPolicy& policy = {}) const;
 
   // kAuto uses kBatched below this many routed tokens per expert on average.
-  static constexpr int64_t kBatchedBelowTokensPerExpert = 48;
+  // 0 (never): on this CPU the batched path was slower at every size measured,
+  // even for one text per forward (docs/perf.md); it stays selectable.
+  static constexpr int64_t kBatchedBelowTokensPerExpert = 0;
   void set_dispatch(ExpertDispatch d) { dispatch_ = d; }
 
   const MoeBlockSpec& spec() const { return spec_; }

@@ -6,10 +6,11 @@ namespace moeedb {
 // How the routed experts are run. kLoop: one GEMM pair per active expert
 // over exactly its tokens (no wasted FLOPs; ~8 ATen ops per expert). kBatched:
 // the tokens of every expert padded to the busiest expert's count and run as
-// two batched GEMMs (a fixed ~10 ops, some FLOPs on padding). Small batches
-// (the server's rounds) are op-overhead bound and win with kBatched; large
-// ones (bulk ingest) are FLOP bound and win with kLoop. kAuto picks by the
-// mean tokens per expert (MoeBlock::kBatchedBelowTokensPerExpert).
+// two batched GEMMs (a fixed ~10 ops, some FLOPs on padding). The batched
+// path was meant for small, op-overhead-bound batches, but measured slower on
+// this CPU even for one text per forward, so kAuto runs kLoop
+// (MoeBlock::kBatchedBelowTokensPerExpert); kBatched stays for benchmarks and
+// devices where one large GEMM beats many small ones.
 enum class ExpertDispatch { kAuto, kLoop, kBatched };
 
 }  // namespace moeedb

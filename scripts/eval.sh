@@ -34,21 +34,30 @@ run tfidf-sts sts --baseline tfidf --data "$DATA/stsb"
 run tfidf-retrieval retrieval --baseline tfidf --data "$DATA/cranfield"
 run tfidf-classify classify --baseline tfidf --data "$DATA/banking77"
 
-for routing in learned ssmoe top1; do
-  run "trained-$routing-sts" sts --model "$MODEL" --routing "$routing" --data "$DATA/stsb" --plot "$OUT/sts-$routing.png"
-  run "trained-$routing-retrieval" retrieval --model "$MODEL" --routing "$routing" --data "$DATA/cranfield"
-  run "trained-$routing-classify" classify --model "$MODEL" --routing "$routing" --data "$DATA/banking77"
+# The shipped model under PromptEOL (MoEE's prompt) and without a prompt (the
+# reference's "none" template), which suits a model this small better.
+for prompt in prompteol none; do
+  run "trained-learned-$prompt-sts" sts --model "$MODEL" --prompt "$prompt" --data "$DATA/stsb" --plot "$OUT/sts-learned-$prompt.png"
+  run "trained-learned-$prompt-retrieval" retrieval --model "$MODEL" --prompt "$prompt" --data "$DATA/cranfield"
+  run "trained-learned-$prompt-classify" classify --model "$MODEL" --prompt "$prompt" --data "$DATA/banking77"
+  run "random-$prompt-sts" sts --model "$RANDOM_MODEL" --prompt "$prompt" --data "$DATA/stsb"
+  run "random-$prompt-retrieval" retrieval --model "$RANDOM_MODEL" --prompt "$prompt" --data "$DATA/cranfield"
+  run "random-$prompt-classify" classify --model "$RANDOM_MODEL" --prompt "$prompt" --data "$DATA/banking77"
 done
-run random-sts sts --model "$RANDOM_MODEL" --data "$DATA/stsb"
-run random-retrieval retrieval --model "$RANDOM_MODEL" --data "$DATA/cranfield"
-run random-classify classify --model "$RANDOM_MODEL" --data "$DATA/banking77"
-
-# Pooling ablations (MoEE Table 5; training-free multi-layer pooling).
-for pooling in "--hs-pooling mean" "--hs-pooling layers-mean" "--rw-pooling mean" "--hs-pooling mean --rw-pooling mean"; do
-  label="pool-$(echo "$pooling" | tr -d '-' | tr ' ' '_')"
-  # shellcheck disable=SC2086
-  run "trained-$label-sts" sts --model "$MODEL" $pooling --data "$DATA/stsb"
-  # shellcheck disable=SC2086
-  run "random-$label-sts" sts --model "$RANDOM_MODEL" $pooling --data "$DATA/stsb"
+# The other routing modes, with the shipped model's recommended prompt.
+for routing in ssmoe top1; do
+  run "trained-$routing-none-sts" sts --model "$MODEL" --routing "$routing" --prompt none --data "$DATA/stsb"
+  run "trained-$routing-none-retrieval" retrieval --model "$MODEL" --routing "$routing" --prompt none --data "$DATA/cranfield"
+  run "trained-$routing-none-classify" classify --model "$MODEL" --routing "$routing" --prompt none --data "$DATA/banking77"
+done
+# Pooling ablations on STS-B (MoEE Table 5; training-free multi-layer pooling).
+for prompt in prompteol none; do
+  for pooling in "--hs-pooling mean" "--hs-pooling layers-mean" "--rw-pooling mean" "--hs-pooling mean --rw-pooling mean"; do
+    label="$(echo "$pooling" | sed 's/--hs-pooling /hs_/; s/--rw-pooling /rw_/g; s/ /+/g')"
+    # shellcheck disable=SC2086
+    run "trained-$prompt-$label-sts" sts --model "$MODEL" --prompt "$prompt" $pooling --data "$DATA/stsb"
+    # shellcheck disable=SC2086
+    run "random-$prompt-$label-sts" sts --model "$RANDOM_MODEL" --prompt "$prompt" $pooling --data "$DATA/stsb"
+  done
 done
 echo "results: $OUT/results.jsonl, tables: $OUT/tables.txt" >&2

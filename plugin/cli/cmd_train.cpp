@@ -5,12 +5,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "engine/model_config.h"
 #include "engine/tokenizer/bpe_trainer.h"
 #include "engine/train/lm_trainer.h"
 #include "eval/datasets.h"
+#include "eval/png_plot.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
@@ -69,6 +71,27 @@ Result<std::vector<Document>> ReadCorpusFile(const std::string& path) {
   flush();
   if (!docs.empty()) docs.back().ends_with_eos = true;
   return docs;
+}
+
+// loss_curve.png from training_log.json: training loss (blue, every 20
+// steps) and validation loss (red, every eval) against the step.
+Status PlotLossCurve(const std::string& out_dir) {
+  std::ifstream in(fs::path(out_dir) / "training_log.json");
+  auto log = nlohmann::json::parse(in, nullptr, false);
+  if (log.is_discarded() || !log.contains("history")) return Status::Corruption("training_log.json is unreadable");
+  eval::PlotSeries train{{}, {}, 40, 90, 200}, val{{0.0}, {log.value("untrained_val_loss", 0.0)}, 210, 40, 40};
+  for (const auto& h : log["history"]) {
+    const double step = h.value("step", 0);
+    if (h.contains("train_loss")) {
+      train.x.push_back(step);
+      train.y.push_back(h["train_loss"].get<double>());
+    }
+    if (h.contains("val_loss")) {
+      val.x.push_back(step);
+      val.y.push_back(h["val_loss"].get<double>());
+    }
+  }
+  return eval::WriteLinePlotPng((fs::path(out_dir) / "loss_curve.png").string(), {train, val});
 }
 
 int RunTrainTokenizer(const std::vector<std::string>& argv) {
@@ -224,6 +247,7 @@ int RunTrainModel(const std::vector<std::string>& argv) {
   std::error_code ec;
   fs::copy_file(args->Get("tokenizer"), fs::path(o.out_dir) / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
   if (ec) return Fail("train model", "cannot copy the tokenizer: " + ec.message());
+  if (Status s = PlotLossCurve(o.out_dir); !s.ok()) std::cerr << "train model: no loss plot: " << s.message() << std::endl;
   std::cout << "{\"steps\":" << r->step << ",\"untrained_val_loss\":" << r->untrained_val_loss
             << ",\"untrained_val_perplexity\":" << std::exp(r->untrained_val_loss) << ",\"val_loss\":" << r->val_loss
             << ",\"val_perplexity\":" << std::exp(r->val_loss) << ",\"tokens_per_second\":" << r->tokens_per_second
