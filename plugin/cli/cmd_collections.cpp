@@ -164,14 +164,8 @@ int RunIngest(const std::vector<std::string>& argv) {
     setup = std::move(s).value();
   } else if (existing.status().code() == Status::Code::kNotFound) {
     if (!args->Has("model")) return UsageError("ingest", "collection '" + name + "' does not exist: --model DIR is needed to create it");
-    EmbeddingConfig cfg;
-    cfg.model_dir = args->Get("model");
-    cfg.routing = args->Get("routing", "learned");
-    cfg.prompt = args->Get("prompt", "prompteol");
-    cfg.hs_pooling = args->Get("hs-pooling", "last");
-    cfg.rw_pooling = args->Get("rw-pooling", "last");
+    EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
     cfg.threads = static_cast<int>(*threads);
-    cfg.cache_dir = DefaultCacheDir();
     auto s = EmbeddingSetup::Load(cfg);
     if (!s.ok()) return Fail("ingest", s.status().message());
     setup = std::move(s).value();

@@ -75,14 +75,8 @@ Result<Common> ParseCommon(const Args& args, const std::string& cmd) {
   }
   if (!args.Has("model")) return Status::InvalidArgument("--model DIR (or --baseline tfidf) is required");
   MOEEDB_ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
-  EmbeddingConfig cfg;
-  cfg.model_dir = args.Get("model");
-  cfg.routing = args.Get("routing", "learned");
-  cfg.prompt = args.Get("prompt", "prompteol");
-  cfg.hs_pooling = args.Get("hs-pooling", "last");
-  cfg.rw_pooling = args.Get("rw-pooling", "last");
+  EmbeddingConfig cfg = EmbeddingConfigFromFlags(args);
   cfg.threads = static_cast<int>(threads);
-  cfg.cache_dir = DefaultCacheDir();
   MOEEDB_ASSIGN_OR_RETURN(c.setup, EmbeddingSetup::Load(cfg));
   c.method_label = fs::path(c.setup->config().model_dir).filename().string() + " (routing " + c.setup->routing() +
                    ", prompt " + cfg.prompt + ", hs " + cfg.hs_pooling + ", rw " + cfg.rw_pooling + ")";
@@ -490,11 +484,12 @@ int RunEvalClassify(const std::vector<std::string>& argv) {
         << "\n";
   for (const auto& [name, s] : sims) {
     auto [vals, idx] = s.topk(std::min<int64_t>(*k, s.size(1)), 1);
+    const auto va = vals.accessor<float, 2>();
+    const auto ia = idx.accessor<int64_t, 2>();
     size_t correct = 0;
     for (int64_t i = 0; i < s.size(0); ++i) {
       std::vector<std::pair<float, int>> nb;
-      for (int64_t j = 0; j < vals.size(1); ++j)
-        nb.emplace_back(vals[i][j].item<float>(), ytr[idx[i][j].item<int64_t>()]);
+      for (int64_t j = 0; j < vals.size(1); ++j) nb.emplace_back(va[i][j], ytr[ia[i][j]]);
       correct += eval::KnnVote(nb, static_cast<size_t>(*k)) == yte[i];
     }
     const double acc = 100.0 * static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, s.size(0)));

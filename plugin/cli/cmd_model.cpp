@@ -106,13 +106,7 @@ int RunCalibrate(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("model calibrate", args.status().message());
   if (!args->Has("model")) return UsageError("model calibrate", "--model DIR is required");
-  EmbeddingConfig cfg;
-  cfg.model_dir = args->Get("model");
-  cfg.routing = args->Get("routing", "learned");
-  cfg.prompt = args->Get("prompt", "prompteol");
-  cfg.hs_pooling = args->Get("hs-pooling", "last");
-  cfg.rw_pooling = args->Get("rw-pooling", "last");
-  cfg.cache_dir = DefaultCacheDir();
+  const EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
   auto setup = EmbeddingSetup::Load(cfg);
   if (!setup.ok()) return Fail("model calibrate", setup.status().message());
   auto text = (*setup)->CalibrationFileJson();

@@ -95,16 +95,12 @@ int RunServe(const std::vector<std::string>& argv) {
   ao.served_model_name = args->Get("served-model-name", std::filesystem::path(args->Get("model")).lexically_normal().filename().string());
   if (ao.served_model_name.empty()) ao.served_model_name = "moeedb";
 
-  EmbeddingConfig cfg;
-  cfg.model_dir = args->Get("model");
-  cfg.routing = args->Get("routing", "learned");
-  cfg.prompt = args->Get("prompt", "prompteol");
+  EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
   cfg.threads = static_cast<int>(*threads);
   // A round (all waiting requests, up to --batch-tokens) runs as forward
   // passes of --forward-tokens padded tokens: large forwards are slower per
   // token here (measured: 16384 is ~20 % slower than 4096 on 2 cores).
   cfg.batch_tokens = *forward_tokens;
-  cfg.cache_dir = DefaultCacheDir();
   auto setup = EmbeddingSetup::Load(cfg);
   if (!setup.ok()) return Fail("serve", setup.status().message());
   auto stats = (*setup)->CalibrationStats();

@@ -45,6 +45,17 @@ void AppendFloat(std::string* out, float v) {
   out->append(buf, p);
 }
 
+EmbeddingConfig EmbeddingConfigFromFlags(const Args& args) {
+  EmbeddingConfig cfg;
+  cfg.model_dir = args.Get("model");
+  cfg.routing = args.Get("routing", cfg.routing);
+  cfg.prompt = args.Get("prompt", cfg.prompt);
+  cfg.hs_pooling = args.Get("hs-pooling", cfg.hs_pooling);
+  cfg.rw_pooling = args.Get("rw-pooling", cfg.rw_pooling);
+  cfg.cache_dir = DefaultCacheDir();
+  return cfg;
+}
+
 TempDirGuard::TempDirGuard() {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base != nullptr && *base ? base : "/tmp") + "/moeedb-XXXXXX";

@@ -9,6 +9,7 @@
 #include "engine/status.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "plugin/cli/args.h"
+#include "plugin/service/embedding_setup.h"
 
 namespace moeedb::cli {
 
@@ -21,6 +22,11 @@ std::vector<std::string> ReadLines(std::istream& in);
 // --prompt NAME into *prompt (left as is when the flag is absent); an unknown
 // name is an error listing the known ones.
 Status ReadPromptFlag(const Args& args, PromptTemplate* prompt);
+
+// The embedding setup named by --model, --routing, --prompt, --hs-pooling and
+// --rw-pooling (EmbeddingConfig's defaults for absent flags), with the
+// default SSMoE cache folder. Threads and batch sizes are the caller's.
+EmbeddingConfig EmbeddingConfigFromFlags(const Args& args);
 
 // $MOEEDB_CACHE_DIR, else $XDG_CACHE_HOME/moeedb, else ~/.cache/moeedb, else "" (no cache).
 std::string DefaultCacheDir();
