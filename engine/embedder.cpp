@@ -16,6 +16,8 @@ RouterReadout Embedder::rw_readout() const {
   return options_.rw_readout_default ? model_->config().family->rw_readout : options_.rw_readout;
 }
 
+int64_t Embedder::vocab_size() const { return model_->config().vocab_size; }
+
 Result<std::vector<int32_t>> Embedder::Tokenize(std::string_view text) const {
   if (encoder_ == nullptr) return Status::InvalidArgument("this embedder has no tokenizer: pass token ids");
   if (text.find_first_not_of(" \t\r\n\v\f") == std::string_view::npos)

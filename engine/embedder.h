@@ -52,6 +52,7 @@ class Embedder {
   Result<std::vector<Embedding>> EmbedIds(const std::vector<std::vector<int32_t>>& ids) const;
 
   RouterReadout rw_readout() const;
+  int64_t vocab_size() const;  // the model's
   const EmbedderOptions& options() const { return options_; }
 
  private:

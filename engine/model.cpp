@@ -41,270 +41,6 @@ Result<at::Tensor> TensorFromView(const TensorView& v) {
   return t.to(at::kFloat);
 }
 
-struct MoeModel::Layer {
-  at::Tensor in_norm, post_norm;
-  at::Tensor wq, wk, wv, wo, bq, bk, bv, bo;  // biases undefined when absent
-  at::Tensor q_norm, k_norm;                  // undefined when the family has none
-  bool moe = false;
-  MoeBlock block;
-  at::Tensor dense_gate_up, dense_down;       // dense layers
-};
-
-MoeModel::MoeModel() = default;
-MoeModel::~MoeModel() = default;
-
-Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir) {
-  if (!fs::is_directory(dir)) return Status::NotFound("model folder " + dir + " does not exist");
-  MOEEDB_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile((fs::path(dir) / "config.json").string()));
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::OpenDir(dir));
-
-  std::unique_ptr<MoeModel> m(new MoeModel());
-  m->config_ = std::move(config);
-  const ModelConfig& c = m->config_;
-  // Validate every expected tensor first, so a bad checkpoint fails with the
-  // first offending tensor named, before anything is built.
-  int64_t first_moe = 0;
-  while (!c.moe_layer[first_moe]) ++first_moe;
-  CheckpointNaming naming;
-  naming.moe_module = c.family->moe_modules[0];
-  for (const auto& module : c.family->moe_modules)
-    for (const auto& router : c.family->router_names)
-      if (ckpt->Find(LayerPrefix(first_moe) + module + "." + router + ".weight") != nullptr) naming.moe_module = module;
-  naming.layout = ckpt->Find(LayerPrefix(first_moe) + naming.moe_module + ".experts.gate_up_proj") != nullptr
-                      ? ExpertLayout::kPacked
-                      : ExpertLayout::kPerExpert;
-  const auto specs = ExpectedTensors(c, naming);
-  for (const auto& s : specs) {
-    const TensorView* v = ckpt->Find(s.name);
-    for (size_t a = 0; v == nullptr && a < s.aliases.size(); ++a) v = ckpt->Find(s.aliases[a]);
-    if (v == nullptr)
-      return Status::NotFound("tensor '" + s.name + "' is missing from " + ckpt->Describe() + " (required by " +
-                              c.source + ")");
-    if (v->shape != s.shape)
-      return Status::InvalidArgument("tensor '" + v->name + "' in " + v->file + " has shape " +
-                                     ShapeToString(v->shape) + " but " + c.source + " implies " +
-                                     ShapeToString(s.shape));
-  }
-  auto get = [&](const std::string& name) -> Result<at::Tensor> {
-    MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, ckpt->Require(name));
-    return TensorFromView(*v);
-  };
-  auto get_opt = [&](const std::string& name, bool present) -> Result<at::Tensor> {
-    if (!present) return at::Tensor();
-    return get(name);
-  };
-  try {
-    MOEEDB_ASSIGN_OR_RETURN(m->embed_, get("model.embed_tokens.weight"));
-    MOEEDB_ASSIGN_OR_RETURN(m->final_norm_, get("model.norm.weight"));
-    if (c.tie_word_embeddings) {
-      m->lm_head_ = m->embed_;
-    } else {
-      MOEEDB_ASSIGN_OR_RETURN(m->lm_head_, get("lm_head.weight"));
-    }
-    const bool has_qk_norm = c.family->qk_norm != QkNorm::kNone;
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      auto L = std::make_unique<Layer>();
-      const std::string p = LayerPrefix(i), a = p + "self_attn.";
-      MOEEDB_ASSIGN_OR_RETURN(L->in_norm, get(p + "input_layernorm.weight"));
-      MOEEDB_ASSIGN_OR_RETURN(L->post_norm, get(p + "post_attention_layernorm.weight"));
-      MOEEDB_ASSIGN_OR_RETURN(L->wq, get(a + "q_proj.weight"));
-      MOEEDB_ASSIGN_OR_RETURN(L->wk, get(a + "k_proj.weight"));
-      MOEEDB_ASSIGN_OR_RETURN(L->wv, get(a + "v_proj.weight"));
-      MOEEDB_ASSIGN_OR_RETURN(L->wo, get(a + "o_proj.weight"));
-      MOEEDB_ASSIGN_OR_RETURN(L->bq, get_opt(a + "q_proj.bias", c.qkv_bias));
-      MOEEDB_ASSIGN_OR_RETURN(L->bk, get_opt(a + "k_proj.bias", c.qkv_bias));
-      MOEEDB_ASSIGN_OR_RETURN(L->bv, get_opt(a + "v_proj.bias", c.qkv_bias));
-      MOEEDB_ASSIGN_OR_RETURN(L->bo, get_opt(a + "o_proj.bias", c.o_bias));
-      MOEEDB_ASSIGN_OR_RETURN(L->q_norm, get_opt(a + "q_norm.weight", has_qk_norm));
-      MOEEDB_ASSIGN_OR_RETURN(L->k_norm, get_opt(a + "k_norm.weight", has_qk_norm));
-      L->moe = c.moe_layer[i];
-      if (L->moe) {
-        MoeBlockSpec bs{c.hidden_size, c.num_experts, c.top_k, c.expert_intermediate, c.shared_intermediate,
-                        c.norm_topk_prob};
-        MOEEDB_ASSIGN_OR_RETURN(L->block, MoeBlock::Load(*ckpt, *c.family, p + naming.moe_module + ".", bs));
-      } else {
-        MOEEDB_ASSIGN_OR_RETURN(at::Tensor g, get(p + "mlp.gate_proj.weight"));
-        MOEEDB_ASSIGN_OR_RETURN(at::Tensor u, get(p + "mlp.up_proj.weight"));
-        MOEEDB_ASSIGN_OR_RETURN(L->dense_down, get(p + "mlp.down_proj.weight"));
-        L->dense_gate_up = at::cat({g, u}, 0);
-      }
-      m->layers_.push_back(std::move(L));
-    }
-    // RoPE inverse frequencies, computed in double (the references are float64).
-    m->inv_freq_ = at::pow(c.rope_theta, -at::arange(0, c.head_dim, 2, at::kDouble) / static_cast<double>(c.head_dim));
-  } catch (const std::exception& e) {
-    return Status::Internal("loading " + dir + ": " + e.what());
-  }
-  m->checkpoint_ = std::move(ckpt);
-  return m;
-}
-
-Result<ForwardOutput> MoeModel::Forward(const std::vector<std::vector<int32_t>>& ids,
-                                        const ForwardOptions& options) const {
-  if (ids.empty()) return Status::InvalidArgument("empty batch");
-  for (size_t b = 0; b < ids.size(); ++b) {
-    if (ids[b].empty()) return Status::InvalidArgument("sequence " + std::to_string(b) + " has no tokens");
-    for (int32_t id : ids[b])
-      if (id < 0 || id >= config_.vocab_size)
-        return Status::InvalidArgument("token id " + std::to_string(id) + " in sequence " + std::to_string(b) +
-                                       " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
-  }
-  try {
-    return ForwardImpl(ids, options);
-  } catch (const c10::Error& e) {
-    return Status::Internal(std::string("forward pass failed: ") + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string("forward pass failed: ") + e.what());
-  }
-}
-
-namespace {
-
-at::Tensor RotateHalf(const at::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
-}  // namespace
-
-ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids, const ForwardOptions& options) const {
-  const ModelConfig& c = config_;
-  const int64_t B = static_cast<int64_t>(ids.size());
-  int64_t T = 0;
-  for (const auto& s : ids) T = std::max<int64_t>(T, static_cast<int64_t>(s.size()));
-  const int64_t H = c.hidden_size, nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim;
-  const double eps = c.rms_norm_eps;
-
-  // Right-padded ids, the flat positions of the real tokens, and of each row's last one.
-  at::Tensor tok = at::zeros({B, T}, at::kLong);
-  std::vector<int64_t> real, last, last_in_real;
-  ForwardOutput out;
-  {
-    int64_t* tp = tok.data_ptr<int64_t>();
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t len = static_cast<int64_t>(ids[b].size());
-      for (int64_t t = 0; t < len; ++t) {
-        tp[b * T + t] = ids[b][t];
-        real.push_back(b * T + t);
-      }
-      last.push_back(b * T + len - 1);
-      last_in_real.push_back(static_cast<int64_t>(real.size()) - 1);
-      out.lengths.push_back(len);
-    }
-  }
-  at::Tensor real_idx = at::tensor(real, at::kLong);
-  // Per real token, its row: for the per-text means.
-  std::vector<int64_t> row_of;
-  for (int64_t b = 0; b < B; ++b) row_of.insert(row_of.end(), out.lengths[b], b);
-  at::Tensor row_of_real = at::tensor(row_of, at::kLong);
-  at::Tensor inv_len = 1.0 / at::tensor(out.lengths, at::kLong).to(at::kFloat).unsqueeze(1);  // [B, 1]
-  auto mean_over_tokens = [&](const at::Tensor& v) {  // [N_real, D] -> [B, D]
-    return at::zeros({B, v.size(1)}, v.options()).index_add_(0, row_of_real, v).mul_(inv_len);
-  };
-  at::Tensor layers_sum;  // HsPooling::kLayersMean accumulator
-  at::Tensor last_idx = at::tensor(last, at::kLong);
-  at::Tensor last_real_idx = at::tensor(last_in_real, at::kLong);
-
-  // Additive mask [B, 1, T, T]: causal, and padded keys hidden.
-  at::Tensor lengths = at::tensor(out.lengths, at::kLong);
-  at::Tensor pos = at::arange(T, at::kLong);
-  at::Tensor allowed = (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0) &
-                       (pos.view({1, 1, T}) < lengths.view({B, 1, 1}));
-  at::Tensor mask = at::zeros({B, 1, T, T}, at::kFloat)
-                        .masked_fill_(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity());
-
-  at::Tensor freqs = at::outer(pos.to(at::kDouble), inv_freq_);
-  at::Tensor emb = at::cat({freqs, freqs}, -1);
-  at::Tensor cos = emb.cos().to(at::kFloat), sin = emb.sin().to(at::kFloat);  // [T, hd]
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-
-  at::Tensor x = embed_.index_select(0, tok.view({-1})).view({B, T, H});
-  std::vector<at::Tensor> rw;
-  for (int64_t li = 0; li < c.num_layers; ++li) {
-    const Layer& L = *layers_[li];
-    at::Tensor h = RmsNorm(x, L.in_norm, eps);
-    at::Tensor q = at::linear(h, L.wq, L.bq), k = at::linear(h, L.wk, L.bk), v = at::linear(h, L.wv, L.bv);
-    if (c.family->qk_norm == QkNorm::kFullProjection) {
-      q = RmsNorm(q, L.q_norm, eps);
-      k = RmsNorm(k, L.k_norm, eps);
-    }
-    if (c.clip_qkv) {
-      q = q.clamp(-*c.clip_qkv, *c.clip_qkv);
-      k = k.clamp(-*c.clip_qkv, *c.clip_qkv);
-      v = v.clamp(-*c.clip_qkv, *c.clip_qkv);
-    }
-    q = q.view({B, T, nh, hd}).transpose(1, 2);
-    k = k.view({B, T, nkv, hd}).transpose(1, 2);
-    v = v.view({B, T, nkv, hd}).transpose(1, 2);
-    if (c.family->qk_norm == QkNorm::kPerHead) {
-      q = RmsNorm(q, L.q_norm, eps);
-      k = RmsNorm(k, L.k_norm, eps);
-    }
-    q = q * cos + RotateHalf(q) * sin;
-    k = k * cos + RotateHalf(k) * sin;
-    if (nkv != nh) {  // GQA: query head i reads kv head i / (nh / nkv)
-      k = k.repeat_interleave(nh / nkv, 1);
-      v = v.repeat_interleave(nh / nkv, 1);
-    }
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(scale).add_(mask);
-    at::Tensor attn = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, nh * hd});
-    at::Tensor attn_out = at::linear(attn, L.wo, L.bo);
-    x = x + attn_out;
-    if (tap_) tap_("attn_out", li, attn_out.view({B * T, H}).index_select(0, real_idx));
-
-    // The MLP runs on the real tokens only (padding costs no expert compute).
-    at::Tensor u = RmsNorm(x, L.post_norm, eps).view({B * T, H}).index_select(0, real_idx);
-    if (tap_) tap_("moe_in", li, u);
-    at::Tensor y;
-    if (L.moe) {
-      at::Tensor z;
-      y = L.block.Forward(u, &z, routing_);
-      rw.push_back(options.rw_pooling == RwPooling::kMean ? mean_over_tokens(z) : z.index_select(0, last_real_idx));
-      if (tap_) tap_("router_logits", li, z);
-    } else {
-      y = SwiGlu(u, L.dense_gate_up, L.dense_down);
-    }
-    if (tap_) tap_("mlp_out", li, y);
-    x.view({B * T, H}).index_add_(0, real_idx, y);
-    if (tap_) tap_("layer_out", li, x.view({B * T, H}).index_select(0, real_idx));
-    if (options.hs_pooling == HsPooling::kLayersMean) {
-      at::Tensor n = RmsNorm(x.view({B * T, H}).index_select(0, last_idx), final_norm_, eps);
-      layers_sum = layers_sum.defined() ? layers_sum + n : n;
-    }
-  }
-  if (options.want_logits) {
-    at::Tensor normed = RmsNorm(x, final_norm_, eps);
-    out.logits = at::linear(normed, lm_head_);
-    out.hs = normed.view({B * T, H}).index_select(0, last_idx);
-  } else {
-    out.hs = RmsNorm(x.view({B * T, H}).index_select(0, last_idx), final_norm_, eps);
-  }
-  if (options.hs_pooling == HsPooling::kMean) {
-    out.hs = mean_over_tokens(RmsNorm(x.view({B * T, H}).index_select(0, real_idx), final_norm_, eps));
-  } else if (options.hs_pooling == HsPooling::kLayersMean) {
-    out.hs = layers_sum / static_cast<double>(c.num_layers);
-  }
-  if (tap_) tap_("final_norm", c.num_layers, out.hs);
-  out.router_logits = at::stack(rw, 1);
-  return out;
-}
-
-}  // namespace moeedb
-
-namespace moeedb {
-
-void MoeModel::set_expert_dispatch(ExpertDispatch d) {
-  for (auto& L : layers_)
-    if (L->moe) L->block.set_dispatch(d);
-}
-
-std::vector<const MoeBlock*> MoeModel::MoeBlocks() const {
-  std::vector<const MoeBlock*> out;
-  for (const auto& L : layers_)
-    if (L->moe) out.push_back(&L->block);
-  return out;
-}
-
 namespace {
 
 void Fnv(uint64_t* h, const void* data, size_t n) {
@@ -329,21 +65,334 @@ void FnvTensor(uint64_t* h, const at::Tensor& t, bool whole) {
   }
 }
 
+at::Tensor RotateHalf(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// SwiGLU with a fused [2I, H] gate/up weight; x and the result in the compute dtype.
+at::Tensor SwiGluWeights(const at::Tensor& x, const LinearWeight& gate_up, const LinearWeight& down) {
+  at::Tensor gu = gate_up.Apply(x);
+  const int64_t inter = gu.size(1) / 2;
+  return down.Apply(at::silu(gu.narrow(1, 0, inter)).mul_(gu.narrow(1, inter, inter)));
+}
+
+at::Tensor AddBias(at::Tensor y, const at::Tensor& bias) { return bias.defined() ? y.add_(bias) : y; }
+
 }  // namespace
 
-std::string MoeModel::WeightFingerprint() const {
-  uint64_t h = 1469598103934665603ULL;
-  Fnv(&h, config_.json_text.data(), config_.json_text.size());
-  for (const MoeBlock* b : MoeBlocks()) {
-    FnvTensor(&h, b->router(), true);
-    for (int64_t e = 0; e < b->spec().num_experts; ++e) {
-      FnvTensor(&h, b->expert_gate_up(e), false);
-      FnvTensor(&h, b->expert_down(e), false);
+struct MoeModel::Layer {
+  at::Tensor in_norm, post_norm;               // float32
+  LinearWeight wq, wk, wv, wo;                 // the weight format
+  at::Tensor bq, bk, bv, bo;                   // compute dtype; undefined when absent
+  at::Tensor q_norm, k_norm;                   // float32; undefined when the family has none
+  bool moe = false;
+  MoeBlock block;
+  LinearWeight dense_gate_up, dense_down;      // dense layers
+};
+
+MoeModel::MoeModel() = default;
+MoeModel::~MoeModel() = default;
+
+int64_t MoeModel::WeightBytes() const {
+  auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; };
+  int64_t n = bytes(embed_) + bytes(final_norm_) + (config_.tie_word_embeddings ? 0 : bytes(lm_head_));
+  for (const auto& L : layers_) {
+    n += bytes(L->in_norm) + bytes(L->post_norm) + L->wq.nbytes() + L->wk.nbytes() + L->wv.nbytes() + L->wo.nbytes();
+    n += bytes(L->bq) + bytes(L->bk) + bytes(L->bv) + bytes(L->bo) + bytes(L->q_norm) + bytes(L->k_norm);
+    if (L->moe) {
+      n += L->block.expert_nbytes() + bytes(L->block.router());
+    } else {
+      n += L->dense_gate_up.nbytes() + L->dense_down.nbytes();
     }
   }
+  return n;
+}
+
+Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, const LoadOptions& options) {
+  if (!fs::is_directory(dir)) return Status::NotFound("model folder " + dir + " does not exist");
+  at::Device device = at::kCPU;
+  try {
+    device = at::Device(options.device);
+  } catch (const std::exception&) {
+    return Status::InvalidArgument("unknown device '" + options.device + "' (expected cpu, cuda or cuda:N)");
+  }
+  if (device.is_cuda() && !at::hasCUDA())
+    return Status::NotSupported("device '" + options.device +
+                                "' asked for, but this build's libtorch has no CUDA (or no GPU is visible); "
+                                "build with -DMOEEDB_CUDA=ON against a CUDA libtorch (README)");
+  if (!device.is_cpu() && !device.is_cuda())
+    return Status::InvalidArgument("unsupported device '" + options.device + "' (expected cpu, cuda or cuda:N)");
+  MOEEDB_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile((fs::path(dir) / "config.json").string()));
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::OpenDir(dir));
+
+  std::unique_ptr<MoeModel> m(new MoeModel());
+  m->config_ = std::move(config);
+  m->load_options_ = options;
+  const ModelConfig& c = m->config_;
+  const WeightFormat& fmt = options.format;
+  const at::ScalarType cdt = fmt.dtype == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
+  // Validate every expected tensor first, so a bad checkpoint fails with the
+  // first offending tensor named, before anything is built.
+  int64_t first_moe = 0;
+  while (!c.moe_layer[first_moe]) ++first_moe;
+  CheckpointNaming naming;
+  naming.moe_module = c.family->moe_modules[0];
+  for (const auto& module : c.family->moe_modules)
+    for (const auto& router : c.family->router_names)
+      if (ckpt->Find(LayerPrefix(first_moe) + module + "." + router + ".weight") != nullptr) naming.moe_module = module;
+  naming.layout = ckpt->Find(LayerPrefix(first_moe) + naming.moe_module + ".experts.gate_up_proj") != nullptr
+                      ? ExpertLayout::kPacked
+                      : ExpertLayout::kPerExpert;
+  const auto specs = ExpectedTensors(c, naming);
+  for (const auto& s : specs) {
+    const TensorView* v = ckpt->Find(s.name);
+    for (size_t a = 0; v == nullptr && a < s.aliases.size(); ++a) v = ckpt->Find(s.aliases[a]);
+    if (v == nullptr)
+      return Status::NotFound("tensor '" + s.name + "' is missing from " + ckpt->Describe() + " (required by " +
+                              c.source + ")");
+    if (v->shape != s.shape)
+      return Status::InvalidArgument("tensor '" + v->name + "' in " + v->file + " has shape " +
+                                     ShapeToString(v->shape) + " but " + c.source + " implies " +
+                                     ShapeToString(s.shape));
+  }
+  // Float32 tensors that stay float32 (norms, router, embeddings), on the device.
+  auto get = [&](const std::string& name) -> Result<at::Tensor> {
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, ckpt->Require(name));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(*v));
+    return t.to(device);
+  };
+  auto get_opt = [&](const std::string& name, bool present) -> Result<at::Tensor> {
+    if (!present) return at::Tensor();
+    return get(name);
+  };
+  auto get_bias = [&](const std::string& name, bool present) -> Result<at::Tensor> {
+    if (!present) return at::Tensor();
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, get(name));
+    return t.to(cdt);
+  };
+  // Matmul weights in the chosen format; the mapped pages are released when
+  // the weight is a copy.
+  auto get_linear = [&](const std::string& name) -> Result<LinearWeight> {
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, ckpt->Require(name));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(*v));
+    LinearWeight w = LinearWeight::From(t, fmt, device);
+    if (w.storage().data_ptr() != v->data) ReleasePages(*v);
+    return w;
+  };
+  uint64_t fp = 1469598103934665603ULL;
+  Fnv(&fp, c.json_text.data(), c.json_text.size());
+  auto visit = [&fp](const char* what, const at::Tensor& t) { FnvTensor(&fp, t, std::string_view(what) == "router"); };
+  try {
+    MOEEDB_ASSIGN_OR_RETURN(m->embed_, get("model.embed_tokens.weight"));
+    MOEEDB_ASSIGN_OR_RETURN(m->final_norm_, get("model.norm.weight"));
+    if (c.tie_word_embeddings) {
+      m->lm_head_ = m->embed_;
+    } else {
+      MOEEDB_ASSIGN_OR_RETURN(m->lm_head_, get("lm_head.weight"));
+    }
+    const bool has_qk_norm = c.family->qk_norm != QkNorm::kNone;
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      auto L = std::make_unique<Layer>();
+      const std::string p = LayerPrefix(i), a = p + "self_attn.";
+      MOEEDB_ASSIGN_OR_RETURN(L->in_norm, get(p + "input_layernorm.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->post_norm, get(p + "post_attention_layernorm.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->wq, get_linear(a + "q_proj.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->wk, get_linear(a + "k_proj.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->wv, get_linear(a + "v_proj.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->wo, get_linear(a + "o_proj.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->bq, get_bias(a + "q_proj.bias", c.qkv_bias));
+      MOEEDB_ASSIGN_OR_RETURN(L->bk, get_bias(a + "k_proj.bias", c.qkv_bias));
+      MOEEDB_ASSIGN_OR_RETURN(L->bv, get_bias(a + "v_proj.bias", c.qkv_bias));
+      MOEEDB_ASSIGN_OR_RETURN(L->bo, get_bias(a + "o_proj.bias", c.o_bias));
+      MOEEDB_ASSIGN_OR_RETURN(L->q_norm, get_opt(a + "q_norm.weight", has_qk_norm));
+      MOEEDB_ASSIGN_OR_RETURN(L->k_norm, get_opt(a + "k_norm.weight", has_qk_norm));
+      L->moe = c.moe_layer[i];
+      if (L->moe) {
+        MoeBlockSpec bs{c.hidden_size, c.num_experts, c.top_k, c.expert_intermediate, c.shared_intermediate,
+                        c.norm_topk_prob};
+        MOEEDB_ASSIGN_OR_RETURN(L->block,
+                                MoeBlock::Load(*ckpt, *c.family, p + naming.moe_module + ".", bs, fmt, device, visit));
+      } else {
+        MOEEDB_ASSIGN_OR_RETURN(at::Tensor g, get(p + "mlp.gate_proj.weight"));
+        MOEEDB_ASSIGN_OR_RETURN(at::Tensor u, get(p + "mlp.up_proj.weight"));
+        MOEEDB_ASSIGN_OR_RETURN(L->dense_down, get_linear(p + "mlp.down_proj.weight"));
+        L->dense_gate_up = LinearWeight::From(at::cat({g, u}, 0), fmt, device);
+      }
+      m->layers_.push_back(std::move(L));
+    }
+    // RoPE inverse frequencies, computed in double (the references are float64).
+    m->inv_freq_ = at::pow(c.rope_theta, -at::arange(0, c.head_dim, 2, at::kDouble) / static_cast<double>(c.head_dim));
+  } catch (const std::exception& e) {
+    return Status::Internal("loading " + dir + ": " + e.what());
+  }
   char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(fp));
+  m->fingerprint_ = buf;
+  m->checkpoint_ = std::move(ckpt);
+  return m;
+}
+
+Result<ForwardOutput> MoeModel::Forward(const std::vector<std::vector<int32_t>>& ids,
+                                        const ForwardOptions& options) const {
+  if (ids.empty()) return Status::InvalidArgument("empty batch");
+  for (size_t b = 0; b < ids.size(); ++b) {
+    if (ids[b].empty()) return Status::InvalidArgument("sequence " + std::to_string(b) + " has no tokens");
+    for (int32_t id : ids[b])
+      if (id < 0 || id >= config_.vocab_size)
+        return Status::InvalidArgument("token id " + std::to_string(id) + " in sequence " + std::to_string(b) +
+                                       " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
+  }
+  try {
+    return ForwardImpl(ids, options);
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("forward pass failed: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("forward pass failed: ") + e.what());
+  }
+}
+
+ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids, const ForwardOptions& options) const {
+  const ModelConfig& c = config_;
+  const int64_t B = static_cast<int64_t>(ids.size());
+  int64_t T = 0;
+  for (const auto& s : ids) T = std::max<int64_t>(T, static_cast<int64_t>(s.size()));
+  const int64_t H = c.hidden_size, nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim;
+  const double eps = c.rms_norm_eps;
+  const at::Device dev = embed_.device();
+  // The matmuls run in the compute dtype; the residual stream, norms and
+  // softmaxes in float32 (casts are no-ops for f32).
+  const at::ScalarType cdt = load_options_.format.dtype == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
+
+  // Right-padded ids, the flat positions of the real tokens, and of each row's last one.
+  at::Tensor tok = at::zeros({B, T}, at::kLong);
+  std::vector<int64_t> real, last, last_in_real;
+  ForwardOutput out;
+  {
+    int64_t* tp = tok.data_ptr<int64_t>();
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t len = static_cast<int64_t>(ids[b].size());
+      for (int64_t t = 0; t < len; ++t) {
+        tp[b * T + t] = ids[b][t];
+        real.push_back(b * T + t);
+      }
+      last.push_back(b * T + len - 1);
+      last_in_real.push_back(static_cast<int64_t>(real.size()) - 1);
+      out.lengths.push_back(len);
+    }
+  }
+  tok = tok.to(dev);
+  at::Tensor real_idx = at::tensor(real, at::kLong).to(dev);
+  // Per real token, its row: for the per-text means.
+  std::vector<int64_t> row_of;
+  for (int64_t b = 0; b < B; ++b) row_of.insert(row_of.end(), out.lengths[b], b);
+  at::Tensor row_of_real = at::tensor(row_of, at::kLong).to(dev);
+  at::Tensor inv_len = (1.0 / at::tensor(out.lengths, at::kLong).to(at::kFloat).unsqueeze(1)).to(dev);  // [B, 1]
+  auto mean_over_tokens = [&](const at::Tensor& v) {  // [N_real, D] -> [B, D]
+    return at::zeros({B, v.size(1)}, v.options()).index_add_(0, row_of_real, v).mul_(inv_len);
+  };
+  at::Tensor layers_sum;  // HsPooling::kLayersMean accumulator
+  at::Tensor last_idx = at::tensor(last, at::kLong).to(dev);
+  at::Tensor last_real_idx = at::tensor(last_in_real, at::kLong).to(dev);
+
+  // Additive mask [B, 1, T, T]: causal, and padded keys hidden.
+  at::Tensor lengths = at::tensor(out.lengths, at::kLong);
+  at::Tensor pos = at::arange(T, at::kLong);
+  at::Tensor allowed = (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0) &
+                       (pos.view({1, 1, T}) < lengths.view({B, 1, 1}));
+  at::Tensor mask = at::zeros({B, 1, T, T}, at::kFloat)
+                        .masked_fill_(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity())
+                        .to(dev);
+
+  at::Tensor freqs = at::outer(pos.to(at::kDouble), inv_freq_);
+  at::Tensor emb = at::cat({freqs, freqs}, -1);
+  at::Tensor cos = emb.cos().to(dev, at::kFloat), sin = emb.sin().to(dev, at::kFloat);  // [T, hd]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+
+  at::Tensor x = embed_.index_select(0, tok.view({-1})).view({B, T, H});
+  std::vector<at::Tensor> rw;
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    const Layer& L = *layers_[li];
+    at::Tensor h = RmsNorm(x, L.in_norm, eps).view({B * T, H}).to(cdt);
+    at::Tensor q = AddBias(L.wq.Apply(h), L.bq).to(at::kFloat).view({B, T, nh * hd});
+    at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat).view({B, T, nkv * hd});
+    at::Tensor v = AddBias(L.wv.Apply(h), L.bv).view({B, T, nkv * hd});
+    if (c.family->qk_norm == QkNorm::kFullProjection) {
+      q = RmsNorm(q, L.q_norm, eps);
+      k = RmsNorm(k, L.k_norm, eps);
+    }
+    if (c.clip_qkv) {
+      q = q.clamp(-*c.clip_qkv, *c.clip_qkv);
+      k = k.clamp(-*c.clip_qkv, *c.clip_qkv);
+      v = v.clamp(-*c.clip_qkv, *c.clip_qkv);
+    }
+    q = q.view({B, T, nh, hd}).transpose(1, 2);
+    k = k.view({B, T, nkv, hd}).transpose(1, 2);
+    v = v.view({B, T, nkv, hd}).transpose(1, 2);
+    if (c.family->qk_norm == QkNorm::kPerHead) {
+      q = RmsNorm(q, L.q_norm, eps);
+      k = RmsNorm(k, L.k_norm, eps);
+    }
+    q = (q * cos + RotateHalf(q) * sin).to(cdt);
+    k = (k * cos + RotateHalf(k) * sin).to(cdt);
+    if (nkv != nh) {  // GQA: query head i reads kv head i / (nh / nkv)
+      k = k.repeat_interleave(nh / nkv, 1);
+      v = v.repeat_interleave(nh / nkv, 1);
+    }
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat).mul_(scale).add_(mask);
+    at::Tensor attn = at::matmul(at::softmax(scores, -1).to(cdt), v).transpose(1, 2).reshape({B * T, nh * hd});
+    at::Tensor attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat).view({B, T, H});
+    x = x + attn_out;
+    if (tap_) tap_("attn_out", li, attn_out.view({B * T, H}).index_select(0, real_idx));
+
+    // The MLP runs on the real tokens only (padding costs no expert compute).
+    at::Tensor u = RmsNorm(x, L.post_norm, eps).view({B * T, H}).index_select(0, real_idx);
+    if (tap_) tap_("moe_in", li, u);
+    at::Tensor y;
+    if (L.moe) {
+      at::Tensor z;
+      y = L.block.Forward(u, &z, routing_);
+      rw.push_back(options.rw_pooling == RwPooling::kMean ? mean_over_tokens(z) : z.index_select(0, last_real_idx));
+      if (tap_) tap_("router_logits", li, z);
+    } else {
+      y = SwiGluWeights(u.to(cdt), L.dense_gate_up, L.dense_down).to(at::kFloat);
+    }
+    if (tap_) tap_("mlp_out", li, y);
+    x.view({B * T, H}).index_add_(0, real_idx, y);
+    if (tap_) tap_("layer_out", li, x.view({B * T, H}).index_select(0, real_idx));
+    if (options.hs_pooling == HsPooling::kLayersMean) {
+      at::Tensor n = RmsNorm(x.view({B * T, H}).index_select(0, last_idx), final_norm_, eps);
+      layers_sum = layers_sum.defined() ? layers_sum + n : n;
+    }
+  }
+  if (options.want_logits) {
+    at::Tensor normed = RmsNorm(x, final_norm_, eps);
+    out.logits = at::linear(normed, lm_head_).cpu();
+    out.hs = normed.view({B * T, H}).index_select(0, last_idx);
+  } else {
+    out.hs = RmsNorm(x.view({B * T, H}).index_select(0, last_idx), final_norm_, eps);
+  }
+  if (options.hs_pooling == HsPooling::kMean) {
+    out.hs = mean_over_tokens(RmsNorm(x.view({B * T, H}).index_select(0, real_idx), final_norm_, eps));
+  } else if (options.hs_pooling == HsPooling::kLayersMean) {
+    out.hs = layers_sum / static_cast<double>(c.num_layers);
+  }
+  if (tap_) tap_("final_norm", c.num_layers, out.hs);
+  out.hs = out.hs.cpu();
+  out.router_logits = at::stack(rw, 1).cpu();
+  return out;
+}
+
+void MoeModel::set_expert_dispatch(ExpertDispatch d) {
+  for (auto& L : layers_)
+    if (L->moe) L->block.set_dispatch(d);
+}
+
+std::vector<const MoeBlock*> MoeModel::MoeBlocks() const {
+  std::vector<const MoeBlock*> out;
+  for (const auto& L : layers_)
+    if (L->moe) out.push_back(&L->block);
+  return out;
 }
 
 Result<MoeModel::RoutingSetup> MoeModel::SetRouting(const RoutingPolicy& policy, const std::string& cache_dir) {
@@ -381,7 +430,7 @@ Result<MoeModel::RoutingSetup> MoeModel::SetRouting(const RoutingPolicy& policy,
       setup.from_cache = !centroids.empty();
     }
     if (centroids.empty()) {
-      for (MoeBlock* b : blocks) centroids.push_back(SpectralCentroids(*b, policy.k, policy.sign));
+      for (MoeBlock* b : blocks) centroids.push_back(SpectralCentroids(*b, policy.k, policy.sign).cpu());
       if (!file.empty()) {
         std::error_code ec;
         fs::create_directories(cache_dir, ec);

@@ -21,6 +21,7 @@
 #include "engine/pooling.h"
 #include "engine/routing_policy.h"
 #include "engine/status.h"
+#include "engine/weight_format.h"
 
 namespace moeedb {
 
@@ -49,8 +50,10 @@ using ForwardTap = std::function<void(std::string_view name, int64_t layer, cons
 class MoeModel {
  public:
   // Loads config.json and the safetensors of a HF folder. Every expected
-  // tensor must be present with the shape config.json implies.
-  static Result<std::unique_ptr<MoeModel>> LoadDir(const std::string& dir);
+  // tensor must be present with the shape config.json implies. `options`
+  // chooses the weight format and device (weight_format.h); outputs are
+  // float32 CPU tensors whatever they say.
+  static Result<std::unique_ptr<MoeModel>> LoadDir(const std::string& dir, const LoadOptions& options = {});
   ~MoeModel();
 
   // ids: one non-empty sequence per row, each id in [0, vocab_size).
@@ -71,8 +74,12 @@ class MoeModel {
   Result<RoutingSetup> SetRouting(const RoutingPolicy& policy, const std::string& cache_dir = "");
   const RoutingPolicy& routing() const { return routing_; }
   // 16 hex digits: a hash of the config and of the router and expert weights
-  // (routers whole, expert matrices sampled), stable across loads.
-  std::string WeightFingerprint() const;
+  // as stored in the checkpoint (routers whole, expert matrices sampled),
+  // stable across loads and the same whatever the load options.
+  const std::string& WeightFingerprint() const { return fingerprint_; }
+  const LoadOptions& load_options() const { return load_options_; }
+  // Bytes of weights the model holds in memory (mapped f32 views included).
+  int64_t WeightBytes() const;
   // How every MoE block runs its experts (moe_block.h; kAuto by default;
   // tests and benchmarks force one).
   void set_expert_dispatch(ExpertDispatch d);
@@ -87,7 +94,9 @@ class MoeModel {
   ModelConfig config_;
   std::unique_ptr<Checkpoint> checkpoint_;  // owns the mapping the weights point into
   at::Tensor embed_, final_norm_, lm_head_;
-  at::Tensor inv_freq_;  // RoPE, double precision
+  at::Tensor inv_freq_;  // RoPE, double precision, on the CPU
+  LoadOptions load_options_;
+  std::string fingerprint_;
   std::vector<std::unique_ptr<Layer>> layers_;
   ForwardTap tap_;
   RoutingPolicy routing_;

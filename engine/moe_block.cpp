@@ -6,8 +6,8 @@ namespace moeedb {
 
 namespace {
 
-Result<at::Tensor> Load2D(const Checkpoint& ckpt, const std::vector<std::string>& names,
-                          const std::vector<int64_t>& shape) {
+Result<const TensorView*> Find2D(const Checkpoint& ckpt, const std::vector<std::string>& names,
+                                 const std::vector<int64_t>& shape) {
   const TensorView* v = nullptr;
   for (const auto& n : names)
     if ((v = ckpt.Find(n)) != nullptr) break;
@@ -15,54 +15,93 @@ Result<at::Tensor> Load2D(const Checkpoint& ckpt, const std::vector<std::string>
   if (v->shape != shape)
     return Status::InvalidArgument("tensor '" + v->name + "' in " + v->file + " has shape " + ShapeToString(v->shape) +
                                    " but the config implies " + ShapeToString(shape));
+  return v;
+}
+
+Result<at::Tensor> Load2D(const Checkpoint& ckpt, const std::vector<std::string>& names,
+                          const std::vector<int64_t>& shape) {
+  MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, Find2D(ckpt, names, shape));
   return TensorFromView(*v);
+}
+
+// The mapped pages of `v` are released unless `kept` still points into them.
+void ReleaseUnlessAliased(const TensorView& v, const at::Tensor& kept) {
+  if (!kept.defined() || kept.data_ptr() != v.data) ReleasePages(v);
+}
+
+// [N, 2I] -> silu(gate) * up, [N, I].
+at::Tensor SiluGlu(const at::Tensor& gu) {
+  const int64_t inter = gu.size(-1) / 2;
+  return at::silu(gu.narrow(-1, 0, inter)).mul_(gu.narrow(-1, inter, inter));
 }
 
 }  // namespace
 
 Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, const std::string& prefix,
-                                const MoeBlockSpec& spec) {
+                                const MoeBlockSpec& spec, const WeightFormat& format, at::Device device,
+                                const LoadVisitor& visit) {
   MoeBlock b;
   b.spec_ = spec;
   b.shared_kind_ = spec.shared_intermediate > 0 ? fam.shared : SharedExpertKind::kNone;
   const int64_t E = spec.num_experts, H = spec.hidden, I = spec.expert_intermediate;
   std::vector<std::string> router_names;
   for (const auto& r : fam.router_names) router_names.push_back(prefix + r + ".weight");
-  MOEEDB_ASSIGN_OR_RETURN(b.router_, Load2D(ckpt, router_names, {E, H}));
+  MOEEDB_ASSIGN_OR_RETURN(at::Tensor router, Load2D(ckpt, router_names, {E, H}));
+  if (visit) visit("router", router);
+  b.router_ = router.to(device);
 
   if (ckpt.Find(prefix + "experts.gate_up_proj") != nullptr) {
-    // Packed layout: views into the mapping, no copy.
-    MOEEDB_ASSIGN_OR_RETURN(b.packed_gate_up_, Load2D(ckpt, {prefix + "experts.gate_up_proj"}, {E, 2 * I, H}));
-    MOEEDB_ASSIGN_OR_RETURN(b.packed_down_, Load2D(ckpt, {prefix + "experts.down_proj"}, {E, H, I}));
+    // Packed layout: f32/none on the CPU stays a view into the mapping.
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* gv, Find2D(ckpt, {prefix + "experts.gate_up_proj"}, {E, 2 * I, H}));
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* dv, Find2D(ckpt, {prefix + "experts.down_proj"}, {E, H, I}));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor gu, TensorFromView(*gv));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor dn, TensorFromView(*dv));
+    if (visit)
+      for (int64_t e = 0; e < E; ++e) {
+        visit("gate_up", gu.select(0, e));
+        visit("down", dn.select(0, e));
+      }
+    b.gate_up_ = LinearWeight::From(gu, format, device);
+    b.down_ = LinearWeight::From(dn, format, device);
+    ReleaseUnlessAliased(*gv, b.gate_up_.storage());
+    ReleaseUnlessAliased(*dv, b.down_.storage());
   } else {
-    // Packed copies (gate and up fused so one matmul computes both). For F32
-    // files this leaves the mapped originals untouched (file pages the kernel
-    // can drop); converted F16/BF16 tensors were copies anyway.
-    std::vector<at::Tensor> gu, dn;
+    // Per-expert tensors, packed here (gate and up fused so one matmul
+    // computes both), one expert at a time: a quantised load never holds
+    // more than one expert in float32.
+    b.gate_up_ = LinearWeight::Stack(E, 2 * I, H, format, device);
+    b.down_ = LinearWeight::Stack(E, H, I, format, device);
     for (int64_t e = 0; e < E; ++e) {
       const std::string p = prefix + "experts." + std::to_string(e) + ".";
-      MOEEDB_ASSIGN_OR_RETURN(at::Tensor g, Load2D(ckpt, {p + fam.expert_gate + ".weight"}, {I, H}));
-      MOEEDB_ASSIGN_OR_RETURN(at::Tensor u, Load2D(ckpt, {p + fam.expert_up + ".weight"}, {I, H}));
-      MOEEDB_ASSIGN_OR_RETURN(at::Tensor d, Load2D(ckpt, {p + fam.expert_down + ".weight"}, {H, I}));
-      gu.push_back(at::cat({g, u}, 0));
-      dn.push_back(d);
+      MOEEDB_ASSIGN_OR_RETURN(const TensorView* gv, Find2D(ckpt, {p + fam.expert_gate + ".weight"}, {I, H}));
+      MOEEDB_ASSIGN_OR_RETURN(const TensorView* uv, Find2D(ckpt, {p + fam.expert_up + ".weight"}, {I, H}));
+      MOEEDB_ASSIGN_OR_RETURN(const TensorView* dv, Find2D(ckpt, {p + fam.expert_down + ".weight"}, {H, I}));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor g, TensorFromView(*gv));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor u, TensorFromView(*uv));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor d, TensorFromView(*dv));
+      at::Tensor gu = at::cat({g, u}, 0);
+      if (visit) {
+        visit("gate_up", gu);
+        visit("down", d);
+      }
+      b.gate_up_.Set(e, gu);
+      b.down_.Set(e, d);
+      ReleasePages(*gv);
+      ReleasePages(*uv);
+      ReleasePages(*dv);
     }
-    b.packed_gate_up_ = at::stack(gu, 0);
-    b.packed_down_ = at::stack(dn, 0);
-  }
-  for (int64_t e = 0; e < E; ++e) {
-    b.gate_up_.push_back(b.packed_gate_up_.select(0, e));
-    b.down_.push_back(b.packed_down_.select(0, e));
   }
   if (b.shared_kind_ != SharedExpertKind::kNone) {
     const int64_t S = spec.shared_intermediate;
     const std::string p = prefix + fam.shared_module + ".";
     MOEEDB_ASSIGN_OR_RETURN(at::Tensor g, Load2D(ckpt, {p + "gate_proj.weight"}, {S, H}));
     MOEEDB_ASSIGN_OR_RETURN(at::Tensor u, Load2D(ckpt, {p + "up_proj.weight"}, {S, H}));
-    MOEEDB_ASSIGN_OR_RETURN(b.shared_down_, Load2D(ckpt, {p + "down_proj.weight"}, {H, S}));
-    b.shared_gate_up_ = at::cat({g, u}, 0);
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor d, Load2D(ckpt, {p + "down_proj.weight"}, {H, S}));
+    b.shared_gate_up_ = LinearWeight::From(at::cat({g, u}, 0), format, device);
+    b.shared_down_ = LinearWeight::From(d, format, device);
     if (b.shared_kind_ == SharedExpertKind::kSigmoidGated) {
-      MOEEDB_ASSIGN_OR_RETURN(b.shared_gate_, Load2D(ckpt, {prefix + "shared_expert_gate.weight"}, {1, H}));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor sg, Load2D(ckpt, {prefix + "shared_expert_gate.weight"}, {1, H}));
+      b.shared_gate_ = sg.to(device);
     }
   }
   return b;
@@ -84,12 +123,12 @@ MoeBlock::Routing MoeBlock::Route(const at::Tensor& x, const RoutingPolicy& poli
   } else if (spec_.renormalize) {
     r.weights = r.weights / r.weights.sum(-1, /*keepdim=*/true);
   }
-  r.weights = r.weights.to(x.scalar_type());
   return r;
 }
 
 at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, const RoutingPolicy& policy) const {
   const int64_t E = spec_.num_experts;
+  // Routing in float32 whatever the compute dtype (the RW read-out).
   Routing routing = Route(x, policy);
   if (router_logits != nullptr) *router_logits = routing.logits;
   const int64_t k = routing.experts.size(1);
@@ -103,31 +142,44 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   g.slot_weight = routing.weights.reshape({-1}).index_select(0, order);
   g.counts = at::bincount(flat, {}, E).to(at::kCPU);
 
+  const at::Tensor xc = x.to(gate_up_.compute_type());
   const bool batched = dispatch_ == ExpertDispatch::kBatched ||
                        (dispatch_ == ExpertDispatch::kAuto && x.size(0) * k < kBatchedBelowTokensPerExpert * E);
-  at::Tensor out = batched ? RunExpertsBatched(x, g) : RunExpertsLoop(x, g);
+  at::Tensor out = batched ? RunExpertsBatched(xc, g) : RunExpertsLoop(xc, g);
   if (shared_kind_ != SharedExpertKind::kNone) {
-    at::Tensor s = SwiGlu(x, shared_gate_up_, shared_down_);
-    if (shared_kind_ == SharedExpertKind::kSigmoidGated) s = s * at::sigmoid(at::linear(x, shared_gate_));
+    at::Tensor s = shared_down_.Apply(SiluGlu(shared_gate_up_.Apply(xc))).to(at::kFloat);
+    if (shared_kind_ == SharedExpertKind::kSigmoidGated) s.mul_(at::sigmoid(at::linear(x, shared_gate_)));
     out.add_(s);
   }
   return out;
 }
 
 at::Tensor MoeBlock::RunExpertsLoop(const at::Tensor& x, const Grouping& g) const {
+  // All (token, slot) pairs gathered once in expert order; per active expert
+  // only its two GEMMs run, writing into row ranges of shared buffers; the
+  // activation, the routing weights and the scatter back are one op each.
   const int64_t* cnt = g.counts.data_ptr<int64_t>();
-  at::Tensor out = at::zeros_like(x);
+  const int64_t P = g.token_of.numel(), H = x.size(1), I2 = gate_up_.out_features();
+  at::Tensor xs = x.index_select(0, g.token_of);   // [P, H]
+  at::Tensor gu = at::empty({P, I2}, x.options());  // [P, 2I]
   int64_t offset = 0;
   for (int64_t e = 0; e < spec_.num_experts; ++e) {
     const int64_t c = cnt[e];
     if (c == 0) continue;
-    at::Tensor tokens = g.token_of.narrow(0, offset, c);
-    at::Tensor y = SwiGlu(x.index_select(0, tokens), gate_up_[e], down_[e]);
-    y.mul_(g.slot_weight.narrow(0, offset, c).unsqueeze(1));
-    out.index_add_(0, tokens, y);
+    gate_up_.Matrix(e).ApplyInto(gu.narrow(0, offset, c), xs.narrow(0, offset, c));
     offset += c;
   }
-  return out;
+  at::Tensor act = SiluGlu(gu);                    // [P, I]
+  at::Tensor ys = at::empty({P, H}, x.options());  // reuses xs's size class
+  offset = 0;
+  for (int64_t e = 0; e < spec_.num_experts; ++e) {
+    const int64_t c = cnt[e];
+    if (c == 0) continue;
+    down_.Matrix(e).ApplyInto(ys.narrow(0, offset, c), act.narrow(0, offset, c));
+    offset += c;
+  }
+  at::Tensor yf = ys.to(at::kFloat).mul_(g.slot_weight.unsqueeze(1));
+  return at::zeros({x.size(0), H}, yf.options()).index_add_(0, g.token_of, yf);
 }
 
 at::Tensor MoeBlock::RunExpertsBatched(const at::Tensor& x, const Grouping& g) const {
@@ -138,9 +190,9 @@ at::Tensor MoeBlock::RunExpertsBatched(const at::Tensor& x, const Grouping& g) c
   // Slot j of expert e holds its j-th token. Empty slots point at row N, a
   // zero row, with weight 0, so padding adds nothing to any token.
   at::Tensor slot_token = at::full({E * cap}, N, at::kLong);
-  at::Tensor slot_w = at::zeros({E * cap}, x.options());
+  at::Tensor slot_w = at::zeros({E * cap}, at::kFloat);
   {
-    at::Tensor tok = g.token_of.contiguous(), w = g.slot_weight.to(x.scalar_type()).contiguous();
+    at::Tensor tok = g.token_of.to(at::kCPU).contiguous(), w = g.slot_weight.to(at::kCPU).contiguous();
     const int64_t* tp = tok.data_ptr<int64_t>();
     int64_t* st = slot_token.data_ptr<int64_t>();
     std::vector<int64_t> dst;
@@ -155,14 +207,14 @@ at::Tensor MoeBlock::RunExpertsBatched(const at::Tensor& x, const Grouping& g) c
     }
     slot_w.index_copy_(0, at::tensor(dst, at::kLong), w);
   }
+  slot_token = slot_token.to(x.device());
+  slot_w = slot_w.to(x.device());
   at::Tensor xp = at::cat({x, at::zeros({1, H}, x.options())}, 0);
   at::Tensor xe = xp.index_select(0, slot_token).view({E, cap, H});
-  const int64_t inter = packed_gate_up_.size(1) / 2;
-  at::Tensor gu = at::bmm(xe, packed_gate_up_.transpose(1, 2));  // [E, cap, 2I]
-  at::Tensor act = at::silu(gu.narrow(2, 0, inter)).mul_(gu.narrow(2, inter, inter));
-  at::Tensor y = at::bmm(act, packed_down_.transpose(1, 2));      // [E, cap, H]
+  at::Tensor gu = at::bmm(xe, gate_up_.Dense().transpose(1, 2));  // [E, cap, 2I]
+  at::Tensor y = at::bmm(SiluGlu(gu), down_.Dense().transpose(1, 2)).to(at::kFloat);  // [E, cap, H]
   y.mul_(slot_w.view({E, cap, 1}));
-  return at::zeros_like(xp).index_add_(0, slot_token, y.view({E * cap, H})).narrow(0, 0, N);
+  return at::zeros({N + 1, H}, y.options()).index_add_(0, slot_token, y.view({E * cap, H})).narrow(0, 0, N);
 }
 
 }  // namespace moeedb

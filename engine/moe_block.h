@@ -5,9 +5,11 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "engine/linear_weight.h"
 #include "engine/model_family.h"
 #include "engine/moe_dispatch.h"
 #include "engine/routing_policy.h"
@@ -28,10 +30,16 @@ struct MoeBlockSpec {
 class MoeBlock {
  public:
   MoeBlock() = default;
+  // Called during Load with each float32 matrix as read from the checkpoint,
+  // in order: "router", then per expert "gate_up" ([2I, H]) and "down".
+  using LoadVisitor = std::function<void(const char* what, const at::Tensor& value)>;
   // Loads the block stored under `prefix` (e.g. "model.layers.3.mlp."),
-  // per-expert or packed layout, names from `family`. Shapes are checked.
+  // per-expert or packed layout, names from `family`, into `format` on
+  // `device`. Shapes are checked. Mapped pages the block copied out of are
+  // released as it goes, so a quantised load never holds the float model.
   static Result<MoeBlock> Load(const Checkpoint& ckpt, const ModelFamily& family, const std::string& prefix,
-                               const MoeBlockSpec& spec);
+                               const MoeBlockSpec& spec, const WeightFormat& format = {},
+                               at::Device device = at::kCPU, const LoadVisitor& visit = nullptr);
 
   struct Routing {
     at::Tensor logits;   // [N, E]: z = W_gate x (what RW reads, whatever the policy)
@@ -42,8 +50,9 @@ class MoeBlock {
   // spectral centroids set first (set_spectral_centroids).
   Routing Route(const at::Tensor& x, const RoutingPolicy& policy) const;
 
-  // x: [N, H] float. Returns y: [N, H]. If router_logits is non-null it
-  // receives z = W_gate x, [N, E] float (before softmax).
+  // x: [N, H] float32. Returns y: [N, H] float32 (the experts run in the
+  // weights' compute dtype). If router_logits is non-null it receives
+  // z = W_gate x, [N, E] float32 (before softmax).
   at::Tensor Forward(const at::Tensor& x, at::Tensor* router_logits, const RoutingPolicy& policy = {}) const;
 
   // kAuto uses kBatched below this many routed tokens per expert on average.
@@ -54,10 +63,13 @@ class MoeBlock {
 
   const MoeBlockSpec& spec() const { return spec_; }
   const at::Tensor& router() const { return router_; }
-  const at::Tensor& expert_gate_up(int64_t e) const { return gate_up_[e]; }  // [2I, H]: gate rows, then up rows
-  const at::Tensor& expert_down(int64_t e) const { return down_[e]; }        // [H, I]
+  // Float32 copies (dequantised for int8) of expert e's matrices.
+  at::Tensor expert_gate_up(int64_t e) const { return gate_up_.Matrix(e).ToFloat(); }  // [2I, H]: gate, then up rows
+  at::Tensor expert_down(int64_t e) const { return down_.Matrix(e).ToFloat(); }        // [H, I]
+  // Bytes of expert weights held (values and scales).
+  int64_t expert_nbytes() const { return gate_up_.nbytes() + down_.nbytes(); }
   // [E, H] centroids cbar_e for SSMoE routing.
-  void set_spectral_centroids(at::Tensor centroids) { spectral_ = std::move(centroids); }
+  void set_spectral_centroids(const at::Tensor& centroids) { spectral_ = centroids.to(router_.device()); }
   const at::Tensor& spectral_centroids() const { return spectral_; }
 
  private:
@@ -67,18 +79,18 @@ class MoeBlock {
     at::Tensor slot_weight;  // [N*k]: its routing weight
     at::Tensor counts;       // [E] on the CPU: pairs per expert
   };
+  // x: [N, H] in the compute dtype; both return [N, H] float32.
   at::Tensor RunExpertsLoop(const at::Tensor& x, const Grouping& g) const;
   at::Tensor RunExpertsBatched(const at::Tensor& x, const Grouping& g) const;
 
   MoeBlockSpec spec_;
   SharedExpertKind shared_kind_ = SharedExpertKind::kNone;
-  at::Tensor router_;                  // [E, H]
-  at::Tensor packed_gate_up_;          // [E, 2I, H]: every expert's gate rows, then up rows
-  at::Tensor packed_down_;             // [E, H, I]
-  std::vector<at::Tensor> gate_up_;    // per expert [2I, H]: views into packed_gate_up_
-  std::vector<at::Tensor> down_;       // per expert [H, I]: views into packed_down_
+  at::Tensor router_;        // [E, H] float32
+  LinearWeight gate_up_;     // [E, 2I, H]: every expert's gate rows, then up rows
+  LinearWeight down_;        // [E, H, I]
   ExpertDispatch dispatch_ = ExpertDispatch::kAuto;
-  at::Tensor shared_gate_up_, shared_down_, shared_gate_;  // [2S, H], [H, S], [1, H]
+  LinearWeight shared_gate_up_, shared_down_;  // [2S, H], [H, S]
+  at::Tensor shared_gate_;                     // [1, H] float32
   at::Tensor spectral_;                                    // [E, H] or undefined
 };
 

@@ -249,6 +249,13 @@ std::string Checkpoint::Describe() const {
   return s + ")";
 }
 
+void ReleasePages(const TensorView& view) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(view.data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(view.data) + view.nbytes) / page * page;
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                         const std::map<std::string, std::string>& metadata) {
   std::vector<const TensorToWrite*> order;

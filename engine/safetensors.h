@@ -82,6 +82,12 @@ class Checkpoint {
   std::map<std::string, const TensorView*> index_;
 };
 
+// Tells the kernel the mapped bytes of `view` will not be read again soon
+// (madvise DONTNEED on the whole pages inside them), so a loader that copied
+// or converted a tensor does not keep the file's pages resident too. Reading
+// the view later is still correct: the pages fault back in from the file.
+void ReleasePages(const TensorView& view);
+
 // One tensor to write: raw little-endian bytes of dtype x shape.
 struct TensorToWrite {
   std::string name;

@@ -43,6 +43,11 @@ Result<std::unique_ptr<EmbeddingSetup>> SetupFor(const VectorCollection& c, cons
   cfg.prompt = info.value("prompt", "prompteol");
   cfg.hs_pooling = info.value("hs_pooling", "last");
   cfg.rw_pooling = info.value("rw_pooling", "last");
+  // The weight format is a compute choice of this process, not part of the
+  // collection (int8/bf16 vectors agree with f32 to cos >= 0.995).
+  cfg.dtype = args.Get("dtype", cfg.dtype);
+  cfg.quant = args.Get("quant", cfg.quant);
+  cfg.device = args.Get("device", cfg.device);
   cfg.cache_dir = DefaultCacheDir();
   MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingSetup> s, EmbeddingSetup::Load(cfg));
   MOEEDB_RETURN_IF_ERROR(s->CheckMatches(c.info_json()));
@@ -83,7 +88,7 @@ class Progress {
 }  // namespace
 
 int RunIngest(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
+  const std::vector<FlagSpec> specs = WithWeightFormatFlags({
       kDbFlag, kCollFlag,
       {"model", "DIR", "model folder (required to create a collection; must match an existing one)"},
       {"routing", "SPEC", "routing policy for a new collection (default learned)"},
@@ -96,7 +101,7 @@ int RunIngest(const std::vector<std::string>& argv) {
       {"alpha", "X", "default alpha of a new collection (default 1.0)"},
       {"batch", "N", "documents per atomic, synced write (default 32)"},
       {"threads", "N", "compute threads (default: all cores)"},
-  };
+  });
   if (WantsHelp(argv)) {
     std::cout << HelpText("ingest --db DIR --collection NAME [--model DIR] [options] FILE.jsonl",
                           "Embeds and stores JSONL documents {\"id\": \"...\", \"text\": \"...\", \"metadata\": {...}}.\n"
@@ -224,7 +229,7 @@ int RunIngest(const std::vector<std::string>& argv) {
 }
 
 int RunSearch(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
+  const std::vector<FlagSpec> specs = WithWeightFormatFlags({
       kDbFlag, kCollFlag,
       {"k", "N", "number of hits (default 10)"},
       {"alpha", "X", "weight of cos_RW (default: the collection's)"},
@@ -234,7 +239,7 @@ int RunSearch(const std::vector<std::string>& argv) {
       {"model", "DIR", "model folder (default: the collection's)"},
       {"format", "F", "json (default) | text (one readable line per hit)"},
       {"threads", "N", "compute threads"},
-  };
+  });
   if (WantsHelp(argv)) {
     std::cout << HelpText("search --db DIR --collection NAME [options] \"query text\"",
                           "Embeds the query like the collection's documents and ranks by cos_HS + alpha * cos_RW.\n"

@@ -38,7 +38,7 @@ Result<std::vector<int32_t>> ParseIds(const std::string& line) {
 }  // namespace
 
 int RunEmbed(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
+  const std::vector<FlagSpec> specs = WithWeightFormatFlags({
       {"model", "DIR", "HuggingFace model folder (config.json, *.safetensors, tokenizer.json)"},
       {"tokenizer", "FILE", "tokenizer.json to use instead of the model's"},
       {"prompt", "NAME", "prompt template: " + PromptNames() + " (default prompteol)"},
@@ -54,7 +54,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
       {"jsonl", "", "inputs are JSON lines {\"text\": ...}"},
       {"ids", "", "inputs are space-separated token ids, used as they are (no prompt, no special tokens)"},
       {"stats", "", "print texts/s and tokens/s (tokenizing and embedding, model load excluded) to stderr"},
-  };
+  });
   if (WantsHelp(argv)) {
     std::cout << HelpText("embed --model DIR [options] < texts.txt",
                           "Embeds one input per stdin line and prints one JSON line per input, in input order:\n"
@@ -92,7 +92,9 @@ int RunEmbed(const std::vector<std::string>& argv) {
 
   SetComputeThreads(static_cast<int>(*threads));
   const std::string model_dir = args->Get("model");
-  auto model = MoeModel::LoadDir(model_dir);
+  auto load = LoadOptionsFromFlags(*args);
+  if (!load.ok()) return UsageError("embed", load.status().message());
+  auto model = MoeModel::LoadDir(model_dir, *load);
   if (!model.ok()) return Fail("embed", model.status().message());
   if (std::string w = BlasWarning(); !w.empty()) std::cerr << w << "\n";
   if (args->Has("routing")) {

@@ -40,7 +40,7 @@ using json = nlohmann::json;
 namespace {
 
 const std::vector<FlagSpec>& CommonFlags() {
-  static const std::vector<FlagSpec> flags = {
+  static const std::vector<FlagSpec> flags = WithWeightFormatFlags({
       {"model", "DIR", "model folder (or --baseline tfidf)"},
       {"baseline", "NAME", "tfidf: the lexical baseline instead of a model"},
       {"data", "DIR", "dataset folder"},
@@ -50,7 +50,7 @@ const std::vector<FlagSpec>& CommonFlags() {
       {"rw-pooling", "P", "last (default) | mean"},
       {"limit", "N", "use the first N items of each split (CI subsets)"},
       {"threads", "N", "compute threads (default: all cores)"},
-  };
+  });
   return flags;
 }
 

@@ -39,7 +39,7 @@ void ReexecWithPassiveOpenMp(const std::vector<std::string>& argv) {
 }  // namespace
 
 int RunServe(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
+  const std::vector<FlagSpec> specs = WithWeightFormatFlags({
       {"db", "DIR", "database folder (created if needed)"},
       {"model", "DIR", "model folder to serve"},
       {"host", "ADDR", "listen address (default 127.0.0.1)"},
@@ -58,7 +58,7 @@ int RunServe(const std::vector<std::string>& argv) {
       {"batch-tokens", "N", "tokens gathered per model round across requests (default 16384)"},
       {"forward-tokens", "N", "padded tokens per forward pass within a round (default 4096)"},
       {"max-connections", "N", "open connections at most (default 256)"},
-  };
+  });
   if (WantsHelp(argv)) {
     std::cout << HelpText("serve --db DIR --model DIR [options]",
                           "Serves OpenAI POST /v1/embeddings, TEI POST /embed, the collections API, /health, /info\n"

@@ -52,8 +52,32 @@ EmbeddingConfig EmbeddingConfigFromFlags(const Args& args) {
   cfg.prompt = args.Get("prompt", cfg.prompt);
   cfg.hs_pooling = args.Get("hs-pooling", cfg.hs_pooling);
   cfg.rw_pooling = args.Get("rw-pooling", cfg.rw_pooling);
+  cfg.dtype = args.Get("dtype", cfg.dtype);
+  cfg.quant = args.Get("quant", cfg.quant);
+  cfg.device = args.Get("device", cfg.device);
   cfg.cache_dir = DefaultCacheDir();
   return cfg;
+}
+
+std::vector<FlagSpec> WeightFormatFlagSpecs() {
+  return {
+      {"dtype", "D", "compute dtype of the matmuls: f32 (default) | bf16 (fast where the CPU has BF16)"},
+      {"quant", "Q", "weight storage: none (default) | int8 (per-channel int8 experts and attention, ~1/4 memory)"},
+      {"device", "DEV", "cpu (default) | cuda | cuda:N (needs a CUDA build)"},
+  };
+}
+
+std::vector<FlagSpec> WithWeightFormatFlags(std::vector<FlagSpec> specs) {
+  for (auto& f : WeightFormatFlagSpecs()) specs.push_back(std::move(f));
+  return specs;
+}
+
+Result<LoadOptions> LoadOptionsFromFlags(const Args& args) {
+  LoadOptions o;
+  MOEEDB_ASSIGN_OR_RETURN(o.format.dtype, ParseComputeDtype(args.Get("dtype", "f32")));
+  MOEEDB_ASSIGN_OR_RETURN(o.format.quant, ParseWeightQuant(args.Get("quant", "none")));
+  o.device = args.Get("device", "cpu");
+  return o;
 }
 
 TempDirGuard::TempDirGuard() {

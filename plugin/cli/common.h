@@ -23,10 +23,19 @@ std::vector<std::string> ReadLines(std::istream& in);
 // name is an error listing the known ones.
 Status ReadPromptFlag(const Args& args, PromptTemplate* prompt);
 
-// The embedding setup named by --model, --routing, --prompt, --hs-pooling and
-// --rw-pooling (EmbeddingConfig's defaults for absent flags), with the
+// The embedding setup named by --model, --routing, --prompt, --hs-pooling,
+// --rw-pooling, --dtype, --quant and --device (EmbeddingConfig's defaults
+// for absent flags; values are checked by EmbeddingSetup::Load), with the
 // default SSMoE cache folder. Threads and batch sizes are the caller's.
 EmbeddingConfig EmbeddingConfigFromFlags(const Args& args);
+
+// --dtype, --quant and --device: the weight-format flags of every command
+// that loads a model (engine/weight_format.h).
+std::vector<FlagSpec> WeightFormatFlagSpecs();
+// `specs` followed by WeightFormatFlagSpecs().
+std::vector<FlagSpec> WithWeightFormatFlags(std::vector<FlagSpec> specs);
+// Those flags as load options; unknown values are InvalidArgument.
+Result<LoadOptions> LoadOptionsFromFlags(const Args& args);
 
 // $MOEEDB_CACHE_DIR, else $XDG_CACHE_HOME/moeedb, else ~/.cache/moeedb, else "" (no cache).
 std::string DefaultCacheDir();

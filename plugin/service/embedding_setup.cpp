@@ -87,7 +87,11 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   s->config_ = config;
   s->config_.model_dir = fs::absolute(config.model_dir).lexically_normal().string();
   SetComputeThreads(config.threads);
-  MOEEDB_ASSIGN_OR_RETURN(s->model_, MoeModel::LoadDir(s->config_.model_dir));
+  LoadOptions load;
+  MOEEDB_ASSIGN_OR_RETURN(load.format.dtype, ParseComputeDtype(config.dtype));
+  MOEEDB_ASSIGN_OR_RETURN(load.format.quant, ParseWeightQuant(config.quant));
+  load.device = config.device;
+  MOEEDB_ASSIGN_OR_RETURN(s->model_, MoeModel::LoadDir(s->config_.model_dir, load));
   const std::string tok_path = (fs::path(s->config_.model_dir) / "tokenizer.json").string();
   if (!fs::exists(tok_path)) return Status::NotFound("model folder " + s->config_.model_dir + " has no tokenizer.json");
   MOEEDB_ASSIGN_OR_RETURN(s->tokenizer_, BpeTokenizer::FromFile(tok_path));

@@ -22,6 +22,9 @@ struct EmbeddingConfig {
   std::string prompt = "prompteol";
   std::string hs_pooling = "last";  // last | mean | layers-mean (engine/pooling.h)
   std::string rw_pooling = "last";  // last | mean
+  std::string dtype = "f32";    // compute dtype: f32 | bf16 (engine/weight_format.h)
+  std::string quant = "none";   // weight storage: none | int8
+  std::string device = "cpu";   // cpu | cuda[:N]
   int threads = 0;
   int64_t batch_tokens = 4096;
   std::string cache_dir;  // SSMoE centroid cache

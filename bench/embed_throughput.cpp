@@ -1,0 +1,430 @@
+// bench/embed_throughput: ingest throughput of the engine per weight format
+// and routing mode, against the dense-GEMM rate of this CPU in the same run.
+//
+//   embed_throughput --model DIR [--threads 2] [--texts 16] [--tokens 256]
+//                    [--fidelity-texts FILE] [--configs LIST] [--stream-texts 64]
+//                    [--device cpu|cuda] [--fidelity 0|1] [--stream-dtype f32|bf16]
+//
+// The parent runs every measurement in a child process (itself, re-executed
+// with --child WHAT) so each configuration's peak RSS (VmHWM) is its own,
+// and prints one table. Children print one JSON line each:
+//   gemm        dense GEMM GFLOP/s (f32, bf16) for the forward's matmul shapes
+//   DTYPE:QUANT:ROUTING  tokens/s, forward GFLOP/s, peak RSS, weight bytes
+//   fidelity    int8 (and bf16) vs f32: mean cos(hs), cos(rw), same top-1 expert
+//   stream      StreamingEmbedder on mixed lengths vs fixed-length batches
+#include <ATen/ATen.h>
+#include <malloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/embedder.h"
+#include "engine/model.h"
+#include "engine/routing_policy.h"
+#include "engine/runtime.h"
+#include "engine/streaming_embedder.h"
+#ifdef MOEEDB_HAVE_TOKENIZER
+#include "engine/tokenizer/bpe_tokenizer.h"
+#endif
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace m = moeedb;
+
+namespace {
+
+std::map<std::string, std::string> g_flags;
+
+std::string Flag(const std::string& k, const std::string& def = "") {
+  auto it = g_flags.find(k);
+  return it == g_flags.end() ? def : it->second;
+}
+int64_t IntFlag(const std::string& k, int64_t def) { return std::stoll(Flag(k, std::to_string(def))); }
+
+double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+int64_t PeakRssBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "embed_throughput: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+std::vector<std::vector<int32_t>> RandomIds(int64_t n, const std::vector<int64_t>& lengths, int64_t vocab,
+                                            uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(100, static_cast<int32_t>(vocab - 1));
+  std::vector<std::vector<int32_t>> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i].resize(lengths[i % lengths.size()]);
+    for (auto& t : out[i]) t = id(rng);
+  }
+  return out;
+}
+
+std::unique_ptr<m::MoeModel> Load(const std::string& dtype, const std::string& quant, double* seconds = nullptr) {
+  m::LoadOptions o;
+  auto d = m::ParseComputeDtype(dtype);
+  auto q = m::ParseWeightQuant(quant);
+  if (!d.ok() || !q.ok()) Die("bad format " + dtype + ":" + quant);
+  o.format = {*d, *q};
+  o.device = Flag("device", "cpu");
+  const auto t0 = Clock::now();
+  auto model = m::MoeModel::LoadDir(Flag("model"), o);
+  if (!model.ok()) Die(model.status().ToString());
+  if (seconds != nullptr) *seconds = Seconds(t0);
+  return std::move(model).value();
+}
+
+// Matmul FLOPs of one forward pass over B texts of T tokens with k experts per token.
+double ForwardFlops(const m::ModelConfig& c, int64_t B, int64_t T, int64_t k) {
+  const double H = static_cast<double>(c.hidden_size), qd = static_cast<double>(c.num_heads * c.head_dim),
+               kvd = static_cast<double>(c.num_kv_heads * c.head_dim), I = static_cast<double>(c.expert_intermediate),
+               E = static_cast<double>(c.num_experts), N = static_cast<double>(B * T);
+  double per_layer = N * 2 * H * (2 * qd + 2 * kvd);                   // q, k, v, o projections
+  per_layer += static_cast<double>(B) * 2 * 2 * static_cast<double>(T) * static_cast<double>(T) * qd;  // scores, AV
+  per_layer += N * 2 * H * E;                                         // router
+  per_layer += N * static_cast<double>(k) * 2 * 3 * H * I;            // routed experts
+  return per_layer * static_cast<double>(c.num_layers);
+}
+
+// GFLOP/s of at::mm [M, K] x [K, N] in `dtype`, best of a few runs.
+double GemmRate(int64_t M, int64_t K, int64_t N, at::ScalarType dtype) {
+  const at::Device dev(Flag("device", "cpu"));
+  at::Tensor a = at::randn({M, K}).to(dev, dtype), b = at::randn({N, K}).to(dev, dtype);
+  at::Tensor c = at::empty({M, N}, a.options());
+  const double flops = 2.0 * M * K * N;
+  at::mm_out(c, a, b.t());
+  int reps = std::max<int>(1, static_cast<int>(2e9 / flops));
+  double best = 1e30;
+  for (int trial = 0; trial < 3; ++trial) {
+    const auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) at::mm_out(c, a, b.t());
+    (void)c[0][0].item<float>();  // waits for an asynchronous device
+    best = std::min(best, Seconds(t0) / reps);
+  }
+  return flops / best / 1e9;
+}
+
+// The dense-GEMM rate for the forward's matmul shapes: the time every matmul
+// of the forward would take at its shape's measured GEMM rate, as GFLOP/s.
+json ChildGemm() {
+  auto cfg = m::ModelConfig::FromFile(Flag("model") + "/config.json");
+  if (!cfg.ok()) Die(cfg.status().ToString());
+  const m::ModelConfig& c = *cfg;
+  const int64_t B = IntFlag("texts", 16), T = IntFlag("tokens", 256), N = B * T;
+  const int64_t H = c.hidden_size, I = c.expert_intermediate, E = c.num_experts;
+  json out;
+  for (auto [name, dt] : {std::pair{"f32", at::kFloat}, std::pair{"bf16", at::kBFloat16}}) {
+    json j;
+    j["big_gemm_gflops"] = GemmRate(4096, 1024, 4096, dt);
+    for (int64_t k : {c.top_k, int64_t{1}}) {
+      const int64_t Me = std::max<int64_t>(1, N * k / E);  // tokens per expert, on average
+      struct Shape { int64_t M, K, Nn; double count; };
+      const std::vector<Shape> shapes = {
+          {N, H, H, 4},                                     // attention projections (MHA: all H x H)
+          {Me, H, 2 * I, static_cast<double>(E)},           // expert gate+up
+          {Me, I, H, static_cast<double>(E)},               // expert down
+          {T, c.head_dim, T, 2.0 * B * c.num_heads},        // scores and AV per head
+      };
+      double flops = 0, secs = 0;
+      for (const auto& s : shapes) {
+        const double f = 2.0 * s.M * s.K * s.Nn * s.count;
+        flops += f;
+        secs += f / (GemmRate(s.M, s.K, s.Nn, dt) * 1e9);
+      }
+      j[k == 1 ? "top1_shapes_gflops" : "topk_shapes_gflops"] = flops / secs / 1e9;
+    }
+    out[name] = j;
+  }
+  return out;
+}
+
+json ChildConfig(const std::string& what) {
+  std::stringstream ss(what);
+  std::string dtype, quant, routing;
+  std::getline(ss, dtype, ':');
+  std::getline(ss, quant, ':');
+  std::getline(ss, routing, ':');
+  double load_s = 0;
+  auto model = Load(dtype, quant, &load_s);
+  auto policy = m::RoutingPolicy::Parse(routing);
+  if (!policy.ok() || !model->SetRouting(*policy).ok()) Die("bad routing " + routing);
+  const m::ModelConfig& c = model->config();
+  const int64_t B = IntFlag("texts", 16), T = IntFlag("tokens", 256);
+  m::EmbedderOptions eo;
+  eo.batch_tokens = B * T;  // one forward pass of B texts
+  m::Embedder emb(model.get(), nullptr, eo);
+  // Warm-up (first-touch of buffers, oneDNN kernel selection): a quarter batch.
+  auto warm = RandomIds(std::max<int64_t>(1, B / 4), {T}, c.vocab_size, 1);
+  if (auto r = emb.EmbedIds(warm); !r.ok()) Die(r.status().ToString());
+  auto ids = RandomIds(B, {T}, c.vocab_size, 2);
+  const auto t0 = Clock::now();
+  auto r = emb.EmbedIds(ids);
+  const double secs = Seconds(t0);
+  if (!r.ok()) Die(r.status().ToString());
+  const int64_t k = policy->kind == m::RoutingPolicy::Kind::kTop1 ? 1 : c.top_k;
+  json j;
+  j["config"] = what;
+  j["tokens_per_s"] = static_cast<double>(B * T) / secs;
+  j["seconds"] = secs;
+  j["forward_gflops"] = ForwardFlops(c, B, T, k) / secs / 1e9;
+  j["peak_rss_bytes"] = PeakRssBytes();
+  j["weight_bytes"] = model->WeightBytes();
+  j["load_seconds"] = load_s;
+  return j;
+}
+
+json ChildFidelity() {
+  // 100 real sentences through the model's tokenizer where this build has
+  // one (--fidelity-texts FILE), else 100 random id sequences of 8..64 tokens.
+  std::vector<std::vector<int32_t>> texts;
+  auto cfg = m::ModelConfig::FromFile(Flag("model") + "/config.json");
+  if (!cfg.ok()) Die(cfg.status().ToString());
+#ifdef MOEEDB_HAVE_TOKENIZER
+  if (!Flag("fidelity-texts").empty()) {
+    auto tok = m::BpeTokenizer::FromFile(Flag("model") + "/tokenizer.json");
+    if (!tok.ok()) Die(tok.status().ToString());
+    m::Embedder embedder(nullptr, tok->get(), {});
+    std::ifstream f(Flag("fidelity-texts"));
+    std::string line;
+    while (std::getline(f, line) && texts.size() < 100) {
+      if (line.empty()) continue;
+      auto ids = embedder.Tokenize(line);
+      if (!ids.ok()) Die(ids.status().ToString());
+      texts.push_back(std::move(ids).value());
+    }
+    if (texts.size() < 100) Die("--fidelity-texts needs a file of at least 100 lines");
+  }
+#endif
+  if (texts.empty()) {
+    std::vector<int64_t> lengths;
+    for (int i = 0; i < 100; ++i) lengths.push_back(8 + (i * 37) % 57);
+    texts = RandomIds(100, lengths, cfg->vocab_size, 9);
+  }
+  struct Out {
+    std::vector<m::Embedding> e;
+    std::vector<at::Tensor> top1;
+  };
+  auto run = [&](const std::string& dtype, const std::string& quant) {
+    auto model = Load(dtype, quant);
+    Out o;
+    model->set_tap([&](std::string_view name, int64_t, const at::Tensor& v) {
+      if (name == "router_logits") o.top1.push_back(v.argmax(-1));
+    });
+    m::EmbedderOptions eo;
+    eo.batch_tokens = 1 << 20;  // one forward: the taps line up
+    m::Embedder emb(model.get(), nullptr, eo);
+    auto r = emb.EmbedIds(texts);
+    if (!r.ok()) Die(r.status().ToString());
+    o.e = std::move(r).value();
+    return o;
+  };
+  auto cos = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < a.size(); ++i) ab += a[i] * b[i], aa += a[i] * a[i], bb += b[i] * b[i];
+    return ab / std::sqrt(aa * bb);
+  };
+  const Out ref = run("f32", "none");
+  json out;
+  for (auto [d, q] : {std::pair{"f32", "int8"}, std::pair{"bf16", "none"}, std::pair{"bf16", "int8"}}) {
+    const Out got = run(d, q);
+    double hs = 0, rw = 0;
+    for (size_t i = 0; i < texts.size(); ++i) hs += cos(ref.e[i].hs, got.e[i].hs), rw += cos(ref.e[i].rw, got.e[i].rw);
+    int64_t same = 0, total = 0;
+    for (size_t l = 0; l < ref.top1.size(); ++l) {
+      same += (ref.top1[l] == got.top1[l]).sum().item<int64_t>();
+      total += ref.top1[l].numel();
+    }
+    out[std::string(d) + ":" + q] = {{"cos_hs", hs / texts.size()},
+                                     {"cos_rw", rw / texts.size()},
+                                     {"same_top1", static_cast<double>(same) / total},
+                                     {"texts", texts.size()}};
+  }
+  return out;
+}
+
+json ChildStream() {
+  auto model = Load(Flag("stream-dtype", "f32"), "none");
+  const m::ModelConfig& c = model->config();
+  const int64_t n = IntFlag("stream-texts", 64), T = IntFlag("stream-tokens", 128);
+  m::EmbedderOptions eo;
+  eo.batch_tokens = 4096;
+  m::Embedder emb(model.get(), nullptr, eo);
+  // Mixed lengths: uniform in [T/8, 15T/8] (mean T), in random order.
+  std::vector<int64_t> lengths(n);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int64_t> len(T / 8, 15 * T / 8);
+  int64_t mixed_tokens = 0;
+  for (auto& l : lengths) mixed_tokens += (l = len(rng));
+  auto fixed = RandomIds(n, {T}, c.vocab_size, 4);
+  auto mixed = RandomIds(n, lengths, c.vocab_size, 5);
+  if (auto r = emb.EmbedIds(RandomIds(4, {T}, c.vocab_size, 6)); !r.ok()) Die(r.status().ToString());
+  auto t0 = Clock::now();
+  if (auto r = emb.EmbedIds(fixed); !r.ok()) Die(r.status().ToString());
+  const double fixed_rate = static_cast<double>(n * T) / Seconds(t0);
+  m::StreamingEmbedder stream(&emb);
+  t0 = Clock::now();
+  std::thread producer([&] {
+    for (auto& ids : mixed)
+      if (!stream.PushIds(ids).ok()) Die("push failed");
+    stream.Close();
+  });
+  m::Result<m::Embedding> r = m::Status::Internal("unset");
+  int64_t got = 0;
+  while (stream.Next(&r)) {
+    if (!r.ok()) Die(r.status().ToString());
+    ++got;
+  }
+  producer.join();
+  const double stream_rate = static_cast<double>(mixed_tokens) / Seconds(t0);
+  if (got != n) Die("stream lost results");
+  return {{"fixed_tokens_per_s", fixed_rate},
+          {"stream_mixed_tokens_per_s", stream_rate},
+          {"ratio", stream_rate / fixed_rate},
+          {"texts", n},
+          {"mean_tokens", T}};
+}
+
+json RunChild(const std::string& self, const std::vector<std::string>& base, const std::string& what) {
+  int fds[2];
+  if (pipe(fds) != 0) Die("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    std::vector<std::string> args = base;
+    args.push_back("--child");
+    args.push_back(what);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(self.c_str()));
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(self.c_str(), argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Die("child '" + what + "' failed");
+  return json::parse(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // As the CLI: keep freed memory (no page faults on every fresh activation).
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  std::vector<std::string> base;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || i + 1 >= argc) Die("usage: see the comment at the top of bench/embed_throughput.cpp");
+    g_flags[a.substr(2)] = argv[i + 1];
+    if (a != "--child") {
+      base.push_back(a);
+      base.push_back(argv[i + 1]);
+    }
+    ++i;
+  }
+  if (Flag("model").empty()) Die("--model DIR is required");
+  m::SetComputeThreads(static_cast<int>(IntFlag("threads", 2)));
+  const std::string child = Flag("child");
+  if (!child.empty()) {
+    json j = child == "gemm" ? ChildGemm() : child == "fidelity" ? ChildFidelity() : child == "stream" ? ChildStream()
+                                                                                                       : ChildConfig(child);
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  const std::string self = "/proc/self/exe";
+  char exe[4096];
+  const ssize_t len = readlink(self.c_str(), exe, sizeof(exe) - 1);
+  if (len <= 0) Die("readlink /proc/self/exe");
+  exe[len] = 0;
+
+  std::printf("embed_throughput: model %s, %lld texts x %lld tokens, %lld threads\n", Flag("model").c_str(),
+              static_cast<long long>(IntFlag("texts", 16)), static_cast<long long>(IntFlag("tokens", 256)),
+              static_cast<long long>(IntFlag("threads", 2)));
+  std::fflush(stdout);
+  json gemm = RunChild(exe, base, "gemm");
+  std::printf("dense GEMM GFLOP/s  f32: %.1f (4096x1024x4096), %.1f (this forward's shapes, top-k), %.1f (top-1)\n"
+              "                   bf16: %.1f, %.1f, %.1f\n",
+              gemm["f32"]["big_gemm_gflops"].get<double>(), gemm["f32"]["topk_shapes_gflops"].get<double>(),
+              gemm["f32"]["top1_shapes_gflops"].get<double>(), gemm["bf16"]["big_gemm_gflops"].get<double>(),
+              gemm["bf16"]["topk_shapes_gflops"].get<double>(), gemm["bf16"]["top1_shapes_gflops"].get<double>());
+  std::fflush(stdout);
+
+  std::string list = Flag("configs",
+                          "f32:none:learned,f32:int8:learned,bf16:none:learned,bf16:int8:learned,"
+                          "f32:none:top1,f32:int8:top1,bf16:none:top1,bf16:int8:top1");
+  std::vector<json> rows;
+  std::printf("\n%-20s %10s %10s %12s %10s %12s %8s\n", "config", "tokens/s", "GFLOP/s", "of GEMM", "peak RSS",
+              "weights", "load s");
+  std::stringstream ls(list);
+  std::string what;
+  std::map<std::string, json> by;
+  while (std::getline(ls, what, ',')) {
+    json r = RunChild(exe, base, what);
+    const std::string dt = what.substr(0, what.find(':'));
+    const bool top1 = what.find("top1") != std::string::npos;
+    const double ref = gemm[dt][top1 ? "top1_shapes_gflops" : "topk_shapes_gflops"].get<double>();
+    r["fraction_of_gemm"] = r["forward_gflops"].get<double>() / ref;
+    by[what] = r;
+    std::printf("%-20s %10.1f %10.1f %11.0f%% %9.2fG %11.2fG %8.1f\n", what.c_str(), r["tokens_per_s"].get<double>(),
+                r["forward_gflops"].get<double>(), 100 * r["fraction_of_gemm"].get<double>(),
+                r["peak_rss_bytes"].get<double>() / 1e9, r["weight_bytes"].get<double>() / 1e9,
+                r["load_seconds"].get<double>());
+    std::fflush(stdout);
+  }
+  std::printf("\nratios:\n");
+  auto ratio = [&](const std::string& a, const std::string& b, const char* key) {
+    if (!by.count(a) || !by.count(b)) return std::nan("");
+    return by[a][key].get<double>() / by[b][key].get<double>();
+  };
+  for (const char* d : {"f32", "bf16"}) {
+    std::printf("  %s: int8 peak RSS / none peak RSS = %.3f   top-1 / top-8 tokens/s = %.2f (none), %.2f (int8)\n", d,
+                ratio(std::string(d) + ":int8:learned", std::string(d) + ":none:learned", "peak_rss_bytes"),
+                ratio(std::string(d) + ":none:top1", std::string(d) + ":none:learned", "tokens_per_s"),
+                ratio(std::string(d) + ":int8:top1", std::string(d) + ":int8:learned", "tokens_per_s"));
+  }
+  std::printf("  bf16 / f32 tokens/s (learned) = %.2f\n", ratio("bf16:none:learned", "f32:none:learned", "tokens_per_s"));
+  std::fflush(stdout);
+  if (Flag("fidelity", "1") == "1") {
+    json f = RunChild(exe, base, "fidelity");
+    std::printf("\nfidelity vs f32 on %d texts:\n", f["f32:int8"]["texts"].get<int>());
+    for (auto& [k, v] : f.items())
+      std::printf("  %-10s mean cos(hs) %.5f  mean cos(rw) %.5f  same top-1 expert %.2f%%\n", k.c_str(),
+                  v["cos_hs"].get<double>(), v["cos_rw"].get<double>(), 100 * v["same_top1"].get<double>());
+    std::fflush(stdout);
+  }
+  if (IntFlag("stream-texts", 64) > 0) {
+    json s = RunChild(exe, base, "stream");
+    std::printf("\nstreaming embedder (%s): mixed lengths %.1f tokens/s vs fixed-length batches %.1f tokens/s: ratio %.3f\n",
+                Flag("stream-dtype", "f32").c_str(), s["stream_mixed_tokens_per_s"].get<double>(),
+                s["fixed_tokens_per_s"].get<double>(), s["ratio"].get<double>());
+  }
+  return 0;
+}

@@ -1,0 +1,104 @@
+#include "engine/linear_weight.h"
+
+#include <ATen/ATen.h>
+
+namespace moeedb {
+
+namespace {
+
+at::ScalarType ComputeType(const WeightFormat& f) {
+  return f.dtype == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
+}
+
+}  // namespace
+
+void QuantizeInt8(const at::Tensor& w, at::Tensor* q, at::Tensor* scale) {
+  at::Tensor wf = w.to(at::kFloat);
+  at::Tensor s = wf.abs().amax({-1}) / 127.0;                       // [.., out]
+  at::Tensor inv = at::where(s > 0, 1.0 / s, at::zeros_like(s));   // a zero row stays zero
+  *q = (wf * inv.unsqueeze(-1)).round_().clamp_(-127, 127).to(at::kChar);
+  *scale = s;
+}
+
+LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format, at::Device device) {
+  LinearWeight lw;
+  lw.compute_ = ComputeType(format);
+  if (format.quant == WeightQuant::kInt8) {
+    QuantizeInt8(w, &lw.w_, &lw.scale_);
+    lw.w_ = lw.w_.to(device);
+    lw.scale_ = lw.scale_.to(device);
+  } else {
+    // .to() returns `w` itself when nothing changes (the zero-copy case).
+    lw.w_ = w.to(device, lw.compute_);
+  }
+  return lw;
+}
+
+LinearWeight LinearWeight::Stack(int64_t E, int64_t out, int64_t in, const WeightFormat& format,
+                                 at::Device device) {
+  LinearWeight lw;
+  lw.compute_ = ComputeType(format);
+  const auto opts = at::TensorOptions().device(device);
+  if (format.quant == WeightQuant::kInt8) {
+    lw.w_ = at::empty({E, out, in}, opts.dtype(at::kChar));
+    lw.scale_ = at::empty({E, out}, opts.dtype(at::kFloat));
+  } else {
+    lw.w_ = at::empty({E, out, in}, opts.dtype(lw.compute_));
+  }
+  return lw;
+}
+
+void LinearWeight::Set(int64_t e, const at::Tensor& w) {
+  if (quantized()) {
+    at::Tensor q, s;
+    QuantizeInt8(w, &q, &s);
+    w_.select(0, e).copy_(q);
+    scale_.select(0, e).copy_(s);
+  } else {
+    w_.select(0, e).copy_(w);
+  }
+}
+
+LinearWeight LinearWeight::Matrix(int64_t e) const {
+  LinearWeight lw;
+  lw.compute_ = compute_;
+  lw.w_ = w_.select(0, e);
+  if (scale_.defined()) lw.scale_ = scale_.select(0, e);
+  return lw;
+}
+
+at::Tensor LinearWeight::Apply(const at::Tensor& x) const {
+  at::Tensor y = at::empty({x.size(0), out_features()}, x.options());
+  ApplyInto(y, x);
+  return y;
+}
+
+void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
+  if (!quantized()) {
+    at::mm_out(y, x, w_.t());
+    return;
+  }
+  // Dequantise to the compute dtype and put the scale on the output: one
+  // conversion pass over the weight, one multiply over the (smaller or equal)
+  // output, and the GEMM runs in the compute dtype's fast path.
+  at::mm_out(y, x, w_.to(compute_).t());
+  y.mul_(scale_);
+}
+
+at::Tensor LinearWeight::ToFloat() const {
+  if (!quantized()) return w_.to(at::kFloat);
+  return w_.to(at::kFloat) * scale_.unsqueeze(-1);
+}
+
+at::Tensor LinearWeight::Dense() const {
+  if (!quantized()) return w_;
+  return (w_.to(at::kFloat) * scale_.unsqueeze(-1)).to(compute_);
+}
+
+int64_t LinearWeight::nbytes() const {
+  int64_t n = w_.defined() ? w_.numel() * static_cast<int64_t>(w_.element_size()) : 0;
+  if (scale_.defined()) n += scale_.numel() * 4;
+  return n;
+}
+
+}  // namespace moeedb

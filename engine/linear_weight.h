@@ -1,0 +1,60 @@
+// LinearWeight: the weight of y = x W^T in the format chosen at load
+// (weight_format.h): the compute dtype as is, or int8 with per-output-channel
+// scales. One object may hold a stack of matrices ([E, out, in], the experts
+// of an MoE block); Matrix(e) is a view of one of them.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "engine/weight_format.h"
+
+namespace moeedb {
+
+class LinearWeight {
+ public:
+  LinearWeight() = default;
+  // From a float tensor [out, in] or [E, out, in]. With f32/none on the
+  // tensor's own device the result aliases `w` (a read-only mapping stays
+  // zero-copy: nothing writes through it); otherwise it is a converted copy.
+  static LinearWeight From(const at::Tensor& w, const WeightFormat& format, at::Device device);
+  // An uninitialised stack of E matrices [out, in], to be filled by Set().
+  static LinearWeight Stack(int64_t E, int64_t out, int64_t in, const WeightFormat& format, at::Device device);
+  // Stores the float matrix w [out, in] as matrix e of a Stack.
+  void Set(int64_t e, const at::Tensor& w);
+
+  bool defined() const { return w_.defined(); }
+  bool quantized() const { return scale_.defined(); }
+  at::ScalarType compute_type() const { return compute_; }
+  // Matrix e of a stack (a view sharing storage).
+  LinearWeight Matrix(int64_t e) const;
+  int64_t out_features() const { return w_.size(-2); }
+  int64_t in_features() const { return w_.size(-1); }
+
+  // x [N, in] in compute_type() -> [N, out] in compute_type(). A 2-D weight only.
+  at::Tensor Apply(const at::Tensor& x) const;
+  // Like Apply, into y (a contiguous [N, out] tensor of compute_type(), e.g. a
+  // row range of a larger buffer), with no allocation for unquantised weights.
+  void ApplyInto(at::Tensor y, const at::Tensor& x) const;
+  // The weights as float32 (dequantised for int8): for the spectral router,
+  // the fingerprint and tests. Shape as stored.
+  at::Tensor ToFloat() const;
+  // The weights in the compute dtype, [.., out, in] (dequantised for int8).
+  at::Tensor Dense() const;
+  // Bytes held (values and scales).
+  int64_t nbytes() const;
+  // The stored tensor (compute dtype or int8), for aliasing checks.
+  const at::Tensor& storage() const { return w_; }
+
+ private:
+  at::Tensor w_;      // [.., out, in]: compute dtype, or int8 values
+  at::Tensor scale_;  // [.., out] float32 when int8, else undefined
+  at::ScalarType compute_ = at::kFloat;
+};
+
+// Symmetric per-row int8 quantisation of w [.., out, in]: q = round(w / s),
+// s = max|w[row]| / 127 (a zero row gets s = 0 and q = 0).
+void QuantizeInt8(const at::Tensor& w, at::Tensor* q, at::Tensor* scale);
+
+}  // namespace moeedb
