@@ -1,9 +1,10 @@
 // bench/embed_throughput: ingest throughput of the engine per weight format
 // and routing mode, against the dense-GEMM rate of this CPU in the same run.
 //
-//   embed_throughput --model DIR [--threads 2] [--texts 16] [--tokens 256]
+//   embed_throughput --model DIR [--threads 2] [--texts 16] [--tokens 256] [--batch-tokens N]
 //                    [--fidelity-texts FILE] [--configs LIST] [--stream-texts 64]
 //                    [--device cpu|cuda] [--fidelity 0|1] [--stream-dtype f32|bf16]
+//                    [--init-config CONFIG.json]  (writes a random checkpoint to --model DIR if absent)
 //
 // The parent runs every measurement in a child process (itself, re-executed
 // with --child WHAT) so each configuration's peak RSS (VmHWM) is its own,
@@ -19,6 +20,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -31,6 +33,7 @@
 
 #include "engine/embedder.h"
 #include "engine/model.h"
+#include "engine/random_checkpoint.h"
 #include "engine/routing_policy.h"
 #include "engine/runtime.h"
 #include "engine/streaming_embedder.h"
@@ -54,13 +57,14 @@ int64_t IntFlag(const std::string& k, int64_t def) { return std::stoll(Flag(k, s
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-int64_t PeakRssBytes() {
+int64_t StatusBytes(const char* key) {
   std::ifstream f("/proc/self/status");
   std::string line;
   while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::strlen(key))) * 1024;
   return -1;
 }
+int64_t PeakRssBytes() { return StatusBytes("VmHWM:"); }
 
 [[noreturn]] void Die(const std::string& msg) {
   std::fprintf(stderr, "embed_throughput: %s\n", msg.c_str());
@@ -129,10 +133,15 @@ json ChildGemm() {
   auto cfg = m::ModelConfig::FromFile(Flag("model") + "/config.json");
   if (!cfg.ok()) Die(cfg.status().ToString());
   const m::ModelConfig& c = *cfg;
-  const int64_t B = IntFlag("texts", 16), T = IntFlag("tokens", 256), N = B * T;
+  const int64_t T = IntFlag("tokens", 256);
+  const int64_t N = std::min(IntFlag("batch-tokens", IntFlag("texts", 16) * T), IntFlag("texts", 16) * T);
+  const int64_t B = N / T;  // texts per forward pass
   const int64_t H = c.hidden_size, I = c.expert_intermediate, E = c.num_experts;
   json out;
+  const bool cuda = Flag("device", "cpu") != "cpu";
   for (auto [name, dt] : {std::pair{"f32", at::kFloat}, std::pair{"bf16", at::kBFloat16}}) {
+    // Without a fast bf16 GEMM the engine computes in f32: no bf16 baseline.
+    if (dt == at::kBFloat16 && !cuda && !m::CpuHasFastBf16Gemm()) continue;
     json j;
     j["big_gemm_gflops"] = GemmRate(4096, 1024, 4096, dt);
     for (int64_t k : {c.top_k, int64_t{1}}) {
@@ -169,8 +178,14 @@ json ChildConfig(const std::string& what) {
   if (!policy.ok() || !model->SetRouting(*policy).ok()) Die("bad routing " + routing);
   const m::ModelConfig& c = model->config();
   const int64_t B = IntFlag("texts", 16), T = IntFlag("tokens", 256);
+  const int64_t rss_loaded = StatusBytes("VmRSS:"), peak_loaded = PeakRssBytes();
+  if (std::getenv("EMBED_THROUGHPUT_TRACE_RSS") != nullptr)  // where the memory goes, per layer
+    model->set_tap([](std::string_view name, int64_t layer, const at::Tensor&) {
+      std::fprintf(stderr, "layer %lld %-14.*s RSS %6.0f MB  peak %6.0f MB\n", static_cast<long long>(layer),
+                   static_cast<int>(name.size()), name.data(), StatusBytes("VmRSS:") / 1e6, PeakRssBytes() / 1e6);
+    });
   m::EmbedderOptions eo;
-  eo.batch_tokens = B * T;  // one forward pass of B texts
+  eo.batch_tokens = IntFlag("batch-tokens", B * T);  // padded tokens per forward pass
   m::Embedder emb(model.get(), nullptr, eo);
   // Warm-up (first-touch of buffers, oneDNN kernel selection): a quarter batch.
   auto warm = RandomIds(std::max<int64_t>(1, B / 4), {T}, c.vocab_size, 1);
@@ -187,6 +202,9 @@ json ChildConfig(const std::string& what) {
   j["seconds"] = secs;
   j["forward_gflops"] = ForwardFlops(c, B, T, k) / secs / 1e9;
   j["peak_rss_bytes"] = PeakRssBytes();
+  j["rss_after_load_bytes"] = rss_loaded;
+  j["peak_rss_during_load_bytes"] = peak_loaded;
+  j["compute_dtype"] = m::ComputeDtypeName(model->compute_dtype());
   j["weight_bytes"] = model->WeightBytes();
   j["load_seconds"] = load_s;
   return j;
@@ -266,7 +284,7 @@ json ChildStream() {
   const m::ModelConfig& c = model->config();
   const int64_t n = IntFlag("stream-texts", 64), T = IntFlag("stream-tokens", 128);
   m::EmbedderOptions eo;
-  eo.batch_tokens = 4096;
+  eo.batch_tokens = IntFlag("batch-tokens", 4096);
   m::Embedder emb(model.get(), nullptr, eo);
   // Mixed lengths: uniform in [T/8, 15T/8] (mean T), in random order.
   std::vector<int64_t> lengths(n);
@@ -336,9 +354,9 @@ json RunChild(const std::string& self, const std::vector<std::string>& base, con
 
 int main(int argc, char** argv) {
   // As the CLI: keep freed memory (no page faults on every fresh activation).
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_TOP_PAD, 256 << 20);
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr) mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  if (std::getenv("MALLOC_TOP_PAD_") == nullptr) mallopt(M_TOP_PAD, 256 << 20);
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 32 << 20);
   std::vector<std::string> base;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -351,8 +369,14 @@ int main(int argc, char** argv) {
     ++i;
   }
   if (Flag("model").empty()) Die("--model DIR is required");
-  m::SetComputeThreads(static_cast<int>(IntFlag("threads", 2)));
   const std::string child = Flag("child");
+  if (!Flag("init-config").empty() && child.empty() &&
+      !std::ifstream(Flag("model") + "/model.safetensors").good()) {
+    // A random checkpoint of that config (the engine's own writer: no CLI needed).
+    m::RandomCheckpointOptions ro;
+    if (auto st = m::WriteRandomCheckpoint(Flag("init-config"), "", Flag("model"), ro); !st.ok()) Die(st.ToString());
+  }
+  m::SetComputeThreads(static_cast<int>(IntFlag("threads", 2)));
   if (!child.empty()) {
     json j = child == "gemm" ? ChildGemm() : child == "fidelity" ? ChildFidelity() : child == "stream" ? ChildStream()
                                                                                                        : ChildConfig(child);
@@ -365,35 +389,38 @@ int main(int argc, char** argv) {
   if (len <= 0) Die("readlink /proc/self/exe");
   exe[len] = 0;
 
-  std::printf("embed_throughput: model %s, %lld texts x %lld tokens, %lld threads\n", Flag("model").c_str(),
-              static_cast<long long>(IntFlag("texts", 16)), static_cast<long long>(IntFlag("tokens", 256)),
+  std::printf("embed_throughput: model %s, %lld texts x %lld tokens, forwards of %lld tokens, %lld threads\n",
+              Flag("model").c_str(), static_cast<long long>(IntFlag("texts", 16)),
+              static_cast<long long>(IntFlag("tokens", 256)),
+              static_cast<long long>(IntFlag("batch-tokens", IntFlag("texts", 16) * IntFlag("tokens", 256))),
               static_cast<long long>(IntFlag("threads", 2)));
+  std::printf("CPU: fast bf16 GEMM (AVX-512 BW/VL/DQ): %s\n", m::CpuHasFastBf16Gemm() ? "yes" : "no (bf16 = bf16 storage, f32 compute)");
   std::fflush(stdout);
   json gemm = RunChild(exe, base, "gemm");
-  std::printf("dense GEMM GFLOP/s  f32: %.1f (4096x1024x4096), %.1f (this forward's shapes, top-k), %.1f (top-1)\n"
-              "                   bf16: %.1f, %.1f, %.1f\n",
-              gemm["f32"]["big_gemm_gflops"].get<double>(), gemm["f32"]["topk_shapes_gflops"].get<double>(),
-              gemm["f32"]["top1_shapes_gflops"].get<double>(), gemm["bf16"]["big_gemm_gflops"].get<double>(),
-              gemm["bf16"]["topk_shapes_gflops"].get<double>(), gemm["bf16"]["top1_shapes_gflops"].get<double>());
+  for (auto& [name, g] : gemm.items())
+    std::printf("dense GEMM GFLOP/s %4s: %.1f (4096x1024x4096), %.1f (this forward's shapes, top-k), %.1f (top-1)\n",
+                name.c_str(), g["big_gemm_gflops"].get<double>(), g["topk_shapes_gflops"].get<double>(),
+                g["top1_shapes_gflops"].get<double>());
   std::fflush(stdout);
 
   std::string list = Flag("configs",
                           "f32:none:learned,f32:int8:learned,bf16:none:learned,bf16:int8:learned,"
                           "f32:none:top1,f32:int8:top1,bf16:none:top1,bf16:int8:top1");
   std::vector<json> rows;
-  std::printf("\n%-20s %10s %10s %12s %10s %12s %8s\n", "config", "tokens/s", "GFLOP/s", "of GEMM", "peak RSS",
-              "weights", "load s");
+  std::printf("\n%-20s %8s %10s %10s %9s %10s %10s %8s\n", "config", "computes", "tokens/s", "GFLOP/s", "of GEMM",
+              "peak RSS", "weights", "load s");
   std::stringstream ls(list);
   std::string what;
   std::map<std::string, json> by;
   while (std::getline(ls, what, ',')) {
     json r = RunChild(exe, base, what);
-    const std::string dt = what.substr(0, what.find(':'));
+    const std::string dt = r["compute_dtype"].get<std::string>();  // what the matmuls ran in
     const bool top1 = what.find("top1") != std::string::npos;
     const double ref = gemm[dt][top1 ? "top1_shapes_gflops" : "topk_shapes_gflops"].get<double>();
     r["fraction_of_gemm"] = r["forward_gflops"].get<double>() / ref;
     by[what] = r;
-    std::printf("%-20s %10.1f %10.1f %11.0f%% %9.2fG %11.2fG %8.1f\n", what.c_str(), r["tokens_per_s"].get<double>(),
+    std::printf("%-20s %8s %10.1f %10.1f %8.0f%% %9.2fG %9.2fG %8.1f\n", what.c_str(), dt.c_str(),
+                r["tokens_per_s"].get<double>(),
                 r["forward_gflops"].get<double>(), 100 * r["fraction_of_gemm"].get<double>(),
                 r["peak_rss_bytes"].get<double>() / 1e9, r["weight_bytes"].get<double>() / 1e9,
                 r["load_seconds"].get<double>());

@@ -6,7 +6,12 @@ namespace moeedb {
 
 namespace {
 
-at::ScalarType ComputeType(const WeightFormat& f) {
+at::ScalarType ComputeType(const WeightFormat& f, at::Device device) {
+  return EffectiveComputeDtype(f, device.is_cuda()) == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
+}
+
+at::ScalarType StoredType(const WeightFormat& f) {
+  if (f.quant == WeightQuant::kInt8) return at::kChar;
   return f.dtype == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
 }
 
@@ -22,14 +27,14 @@ void QuantizeInt8(const at::Tensor& w, at::Tensor* q, at::Tensor* scale) {
 
 LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format, at::Device device) {
   LinearWeight lw;
-  lw.compute_ = ComputeType(format);
+  lw.compute_ = ComputeType(format, device);
   if (format.quant == WeightQuant::kInt8) {
     QuantizeInt8(w, &lw.w_, &lw.scale_);
     lw.w_ = lw.w_.to(device);
     lw.scale_ = lw.scale_.to(device);
   } else {
     // .to() returns `w` itself when nothing changes (the zero-copy case).
-    lw.w_ = w.to(device, lw.compute_);
+    lw.w_ = w.to(device, StoredType(format));
   }
   return lw;
 }
@@ -37,14 +42,10 @@ LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format,
 LinearWeight LinearWeight::Stack(int64_t E, int64_t out, int64_t in, const WeightFormat& format,
                                  at::Device device) {
   LinearWeight lw;
-  lw.compute_ = ComputeType(format);
+  lw.compute_ = ComputeType(format, device);
   const auto opts = at::TensorOptions().device(device);
-  if (format.quant == WeightQuant::kInt8) {
-    lw.w_ = at::empty({E, out, in}, opts.dtype(at::kChar));
-    lw.scale_ = at::empty({E, out}, opts.dtype(at::kFloat));
-  } else {
-    lw.w_ = at::empty({E, out, in}, opts.dtype(lw.compute_));
-  }
+  lw.w_ = at::empty({E, out, in}, opts.dtype(StoredType(format)));
+  if (format.quant == WeightQuant::kInt8) lw.scale_ = at::empty({E, out}, opts.dtype(at::kFloat));
   return lw;
 }
 
@@ -74,15 +75,15 @@ at::Tensor LinearWeight::Apply(const at::Tensor& x) const {
 }
 
 void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
-  if (!quantized()) {
+  if (w_.scalar_type() == compute_) {
     at::mm_out(y, x, w_.t());
     return;
   }
-  // Dequantise to the compute dtype and put the scale on the output: one
-  // conversion pass over the weight, one multiply over the (smaller or equal)
-  // output, and the GEMM runs in the compute dtype's fast path.
+  // Widen to the compute dtype and put the int8 scale on the output: one
+  // conversion pass over the weight, one multiply over the output, and the
+  // GEMM runs in the compute dtype's fast path.
   at::mm_out(y, x, w_.to(compute_).t());
-  y.mul_(scale_);
+  if (quantized()) y.mul_(scale_);
 }
 
 at::Tensor LinearWeight::ToFloat() const {
@@ -91,7 +92,7 @@ at::Tensor LinearWeight::ToFloat() const {
 }
 
 at::Tensor LinearWeight::Dense() const {
-  if (!quantized()) return w_;
+  if (!quantized()) return w_.to(compute_);
   return (w_.to(at::kFloat) * scale_.unsqueeze(-1)).to(compute_);
 }
 

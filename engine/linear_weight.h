@@ -1,6 +1,8 @@
 // LinearWeight: the weight of y = x W^T in the format chosen at load
-// (weight_format.h): the compute dtype as is, or int8 with per-output-channel
-// scales. One object may hold a stack of matrices ([E, out, in], the experts
+// (weight_format.h): f32 or bf16 values, or int8 with per-output-channel
+// scales. Matmuls run in the compute dtype (EffectiveComputeDtype); a stored
+// dtype that differs is widened one matrix at a time at matmul time (the
+// converted matrix is then hot in cache for its GEMM). One object may hold a stack of matrices ([E, out, in], the experts
 // of an MoE block); Matrix(e) is a view of one of them.
 #pragma once
 
@@ -27,6 +29,7 @@ class LinearWeight {
   bool defined() const { return w_.defined(); }
   bool quantized() const { return scale_.defined(); }
   at::ScalarType compute_type() const { return compute_; }
+  at::ScalarType stored_type() const { return w_.scalar_type(); }
   // Matrix e of a stack (a view sharing storage).
   LinearWeight Matrix(int64_t e) const;
   int64_t out_features() const { return w_.size(-2); }
@@ -48,7 +51,7 @@ class LinearWeight {
   const at::Tensor& storage() const { return w_; }
 
  private:
-  at::Tensor w_;      // [.., out, in]: compute dtype, or int8 values
+  at::Tensor w_;      // [.., out, in]: f32 or bf16 values, or int8
   at::Tensor scale_;  // [.., out] float32 when int8, else undefined
   at::ScalarType compute_ = at::kFloat;
 };

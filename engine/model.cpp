@@ -79,6 +79,9 @@ at::Tensor SwiGluWeights(const at::Tensor& x, const LinearWeight& gate_up, const
 
 at::Tensor AddBias(at::Tensor y, const at::Tensor& bias) { return bias.defined() ? y.add_(bias) : y; }
 
+// Attention scores are computed a few rows at a time, about this many bytes each.
+constexpr int64_t kAttentionScoreBytes = 16 << 20;
+
 }  // namespace
 
 struct MoeModel::Layer {
@@ -131,7 +134,8 @@ Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, cons
   m->load_options_ = options;
   const ModelConfig& c = m->config_;
   const WeightFormat& fmt = options.format;
-  const at::ScalarType cdt = fmt.dtype == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
+  m->compute_dtype_ = EffectiveComputeDtype(fmt, device.is_cuda());
+  const at::ScalarType cdt = m->compute_dtype_ == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
   // Validate every expected tensor first, so a bad checkpoint fails with the
   // first offending tensor named, before anything is built.
   int64_t first_moe = 0;
@@ -262,7 +266,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   const at::Device dev = embed_.device();
   // The matmuls run in the compute dtype; the residual stream, norms and
   // softmaxes in float32 (casts are no-ops for f32).
-  const at::ScalarType cdt = load_options_.format.dtype == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
+  const at::ScalarType cdt = compute_dtype_ == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
 
   // Right-padded ids, the flat positions of the real tokens, and of each row's last one.
   at::Tensor tok = at::zeros({B, T}, at::kLong);
@@ -339,8 +343,25 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       k = k.repeat_interleave(nh / nkv, 1);
       v = v.repeat_interleave(nh / nkv, 1);
     }
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat).mul_(scale).add_(mask);
-    at::Tensor attn = at::matmul(at::softmax(scores, -1).to(cdt), v).transpose(1, 2).reshape({B * T, nh * hd});
+    // Scores in row chunks of about kAttentionScoreBytes: the [B, nh, T, T]
+    // scores and probabilities of a whole batch would be the largest
+    // activations of the forward (134 MB for 16 x 256 tokens, 16 heads).
+    at::Tensor attn = at::empty({B, T, nh * hd}, q.options());
+    const int64_t rows = std::max<int64_t>(1, kAttentionScoreBytes / (nh * T * T * 4));
+    for (int64_t b0 = 0; b0 < B; b0 += rows) {
+      const int64_t n = std::min(rows, B - b0);
+      at::Tensor scores = at::matmul(q.narrow(0, b0, n), k.narrow(0, b0, n).transpose(-2, -1))
+                              .to(at::kFloat)
+                              .mul_(scale)
+                              .add_(mask.narrow(0, b0, n));
+      at::Tensor probs = at::softmax(scores, -1).to(cdt);
+      scores.reset();
+      attn.narrow(0, b0, n).copy_(at::matmul(probs, v.narrow(0, b0, n)).transpose(1, 2).reshape({n, T, nh * hd}));
+    }
+    q.reset();
+    k.reset();
+    v.reset();
+    attn = attn.view({B * T, nh * hd});
     at::Tensor attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat).view({B, T, H});
     x = x + attn_out;
     if (tap_) tap_("attn_out", li, attn_out.view({B * T, H}).index_select(0, real_idx));

@@ -78,6 +78,9 @@ class MoeModel {
   // stable across loads and the same whatever the load options.
   const std::string& WeightFingerprint() const { return fingerprint_; }
   const LoadOptions& load_options() const { return load_options_; }
+  // What the matmuls run in (bf16 was asked for but this CPU has no fast
+  // bf16 GEMM: f32; weight_format.h).
+  ComputeDtype compute_dtype() const { return compute_dtype_; }
   // Bytes of weights the model holds in memory (mapped f32 views included).
   int64_t WeightBytes() const;
   // How every MoE block runs its experts (moe_block.h; kAuto by default;
@@ -96,6 +99,7 @@ class MoeModel {
   at::Tensor embed_, final_norm_, lm_head_;
   at::Tensor inv_freq_;  // RoPE, double precision, on the CPU
   LoadOptions load_options_;
+  ComputeDtype compute_dtype_ = ComputeDtype::kF32;
   std::string fingerprint_;
   std::vector<std::unique_ptr<Layer>> layers_;
   ForwardTap tap_;

@@ -155,31 +155,24 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
 }
 
 at::Tensor MoeBlock::RunExpertsLoop(const at::Tensor& x, const Grouping& g) const {
-  // All (token, slot) pairs gathered once in expert order; per active expert
-  // only its two GEMMs run, writing into row ranges of shared buffers; the
-  // activation, the routing weights and the scatter back are one op each.
+  // Per active expert: gather its tokens, its two GEMMs, weight, scatter-add.
+  // The working set of one expert (its tokens' rows and its weights, widened
+  // if stored narrower) stays in cache from one op to the next, and memory
+  // beyond the output is a few expert-sized buffers, not a copy of every
+  // (token, slot) pair: a whole-block gather measured no faster and cost
+  // ~110 KB of activations per token for OLMoE shapes (docs/perf.md).
   const int64_t* cnt = g.counts.data_ptr<int64_t>();
-  const int64_t P = g.token_of.numel(), H = x.size(1), I2 = gate_up_.out_features();
-  at::Tensor xs = x.index_select(0, g.token_of);   // [P, H]
-  at::Tensor gu = at::empty({P, I2}, x.options());  // [P, 2I]
+  at::Tensor out = at::zeros({x.size(0), x.size(1)}, x.options().dtype(at::kFloat));
   int64_t offset = 0;
   for (int64_t e = 0; e < spec_.num_experts; ++e) {
     const int64_t c = cnt[e];
     if (c == 0) continue;
-    gate_up_.Matrix(e).ApplyInto(gu.narrow(0, offset, c), xs.narrow(0, offset, c));
+    at::Tensor tokens = g.token_of.narrow(0, offset, c);
+    at::Tensor y = down_.Matrix(e).Apply(SiluGlu(gate_up_.Matrix(e).Apply(x.index_select(0, tokens))));
+    out.index_add_(0, tokens, y.to(at::kFloat).mul_(g.slot_weight.narrow(0, offset, c).unsqueeze(1)));
     offset += c;
   }
-  at::Tensor act = SiluGlu(gu);                    // [P, I]
-  at::Tensor ys = at::empty({P, H}, x.options());  // reuses xs's size class
-  offset = 0;
-  for (int64_t e = 0; e < spec_.num_experts; ++e) {
-    const int64_t c = cnt[e];
-    if (c == 0) continue;
-    down_.Matrix(e).ApplyInto(ys.narrow(0, offset, c), act.narrow(0, offset, c));
-    offset += c;
-  }
-  at::Tensor yf = ys.to(at::kFloat).mul_(g.slot_weight.unsqueeze(1));
-  return at::zeros({x.size(0), H}, yf.options()).index_add_(0, g.token_of, yf);
+  return out;
 }
 
 at::Tensor MoeBlock::RunExpertsBatched(const at::Tensor& x, const Grouping& g) const {

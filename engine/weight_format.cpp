@@ -17,6 +17,21 @@ Result<WeightQuant> ParseWeightQuant(const std::string& name) {
   return Status::InvalidArgument("unknown quantization '" + name + "' (expected none or int8)");
 }
 
+bool CpuHasFastBf16Gemm() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
+
+ComputeDtype EffectiveComputeDtype(const WeightFormat& f, bool cuda) {
+  if (f.dtype == ComputeDtype::kBF16 && (cuda || CpuHasFastBf16Gemm())) return ComputeDtype::kBF16;
+  return ComputeDtype::kF32;
+}
+
 std::string WeightFormatName(const WeightFormat& f) {
   std::string s = ComputeDtypeName(f.dtype);
   if (f.quant == WeightQuant::kInt8) s += "+int8";

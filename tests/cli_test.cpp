@@ -1,6 +1,9 @@
 // The moeedb CLI as a user runs it: output formats, and bad checkpoints and
 // inputs giving a clear message and a non-zero exit, never a crash.
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -144,6 +147,43 @@ TEST_F(Cli, WrongShapesUnknownTypeMissingTokenizer) {
   fs::remove(d + "/tokenizer.json");
   ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", d}, "hello\n"), "no tokenizer.json");
   ExpectCleanFailure(test::Run({test::Binary(), "embed", "--model", t / "nowhere"}, "hello\n"), "does not exist");
+}
+
+TEST_F(Cli, EmbedWeightFormatsMatchTheLibraryAndStayCloseToF32) {
+  const std::string input = "A man is playing a flute.\nStock markets fell sharply on Tuesday.\n";
+  auto f32 = test::Run({test::Binary(), "embed", "--model", model()}, input);
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  for (auto [dtype, quant] : {std::pair{"f32", "int8"}, std::pair{"bf16", "none"}, std::pair{"bf16", "int8"}}) {
+    auto r = test::Run({test::Binary(), "embed", "--model", model(), "--dtype", dtype, "--quant", quant}, input);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    LoadOptions o;
+    o.format = {*ParseComputeDtype(dtype), *ParseWeightQuant(quant)};
+    auto m = MoeModel::LoadDir(model(), o);
+    auto tok = BpeTokenizer::FromFile(model() + "/tokenizer.json");
+    ASSERT_TRUE(m.ok() && tok.ok());
+    auto lib = Embedder(m->get(), tok->get(), EmbedderOptions{}).EmbedTexts({"A man is playing a flute."});
+    ASSERT_TRUE(lib.ok());
+    const json got = json::parse(r.out.substr(0, r.out.find('\n')));
+    const json ref = json::parse(f32.out.substr(0, f32.out.find('\n')));
+    double dot = 0, a = 0, b = 0;
+    for (size_t k = 0; k < 64; ++k) {
+      EXPECT_NEAR(got["hs"][k].get<double>(), (*lib)[0].hs[k], 1e-5);
+      const double x = got["hs"][k].get<double>(), y = ref["hs"][k].get<double>();
+      dot += x * y, a += x * x, b += y * y;
+    }
+    EXPECT_GT(dot / std::sqrt(a * b), 0.99) << dtype << "+" << quant;
+    EXPECT_NE(got["hs"], ref["hs"]) << dtype << "+" << quant;  // the format changed the arithmetic
+  }
+  auto bad = test::Run({test::Binary(), "embed", "--model", model(), "--dtype", "fp16"}, "x\n");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("f32 or bf16"), std::string::npos) << bad.err;
+  bad = test::Run({test::Binary(), "embed", "--model", model(), "--quant", "int4"}, "x\n");
+  EXPECT_EQ(bad.exit_code, 2);
+  if (!at::hasCUDA()) {
+    bad = test::Run({test::Binary(), "embed", "--model", model(), "--device", "cuda"}, "x\n");
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("CUDA"), std::string::npos) << bad.err;
+  }
 }
 
 TEST_F(Cli, UsageErrors) {

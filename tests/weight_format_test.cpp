@@ -51,8 +51,10 @@ TEST(LinearWeightTest, EachFormatComputesXTimesWTransposed) {
   EXPECT_EQ(f32.storage().data_ptr(), w.data_ptr());
   EXPECT_TRUE(at::allclose(f32.Apply(x), ref, 1e-5, 1e-5));
   LinearWeight bf = LinearWeight::From(w, {ComputeDtype::kBF16, WeightQuant::kNone}, at::kCPU);
-  EXPECT_EQ(bf.storage().scalar_type(), at::kBFloat16);
-  at::Tensor ybf = bf.Apply(x.to(at::kBFloat16)).to(at::kFloat);
+  EXPECT_EQ(bf.stored_type(), at::kBFloat16);
+  // bf16 compute only where the CPU has a fast bf16 GEMM; else widened to f32.
+  EXPECT_EQ(bf.compute_type(), CpuHasFastBf16Gemm() ? at::kBFloat16 : at::kFloat);
+  at::Tensor ybf = bf.Apply(x.to(bf.compute_type())).to(at::kFloat);
   EXPECT_LT(((ybf - ref).norm() / ref.norm()).item<double>(), 1e-2);
   for (ComputeDtype d : {ComputeDtype::kF32, ComputeDtype::kBF16}) {
     LinearWeight q8 = LinearWeight::From(w, {d, WeightQuant::kInt8}, at::kCPU);

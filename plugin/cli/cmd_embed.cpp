@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "engine/embedder.h"
 #include "engine/model.h"
 #include "engine/runtime.h"
+#include "engine/streaming_embedder.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
@@ -97,6 +99,8 @@ int RunEmbed(const std::vector<std::string>& argv) {
   auto model = MoeModel::LoadDir(model_dir, *load);
   if (!model.ok()) return Fail("embed", model.status().message());
   if (std::string w = BlasWarning(); !w.empty()) std::cerr << w << "\n";
+  if (load->format.dtype == ComputeDtype::kBF16 && (*model)->compute_dtype() != ComputeDtype::kBF16)
+    std::cerr << "note: this CPU has no fast bf16 GEMM (AVX-512 BW/VL/DQ): bf16 weights, f32 matmuls\n";
   if (args->Has("routing")) {
     auto policy = RoutingPolicy::Parse(args->Get("routing"));
     if (!policy.ok()) return UsageError("embed", policy.status().message());
@@ -147,14 +151,26 @@ int RunEmbed(const std::vector<std::string>& argv) {
     if (!ids.ok()) return Fail("embed", where + ids.status().message());
     inputs.push_back(std::move(ids).value());
   }
-  const size_t kChunk = 1024;  // bounded memory for long inputs; order is kept
+  // The streaming embedder: windows of 4 x batch_tokens sorted by length and
+  // packed into forward passes, results printed in input order as they come
+  // (vectors for at most two windows in memory).
+  const size_t n_inputs = inputs.size();
+  StreamingEmbedder stream(&embedder);
+  std::thread producer([&] {
+    for (auto& ids : inputs)
+      if (!stream.PushIds(std::move(ids)).ok()) break;  // only after a failed forward pass
+    stream.Close();
+  });
   std::string out;
-  for (size_t start = 0; start < inputs.size(); start += kChunk) {
-    const size_t end = std::min(inputs.size(), start + kChunk);
-    std::vector<std::vector<int32_t>> chunk(inputs.begin() + start, inputs.begin() + end);
-    auto embs = embedder.EmbedIds(chunk);
-    if (!embs.ok()) return Fail("embed", embs.status().message());
-    for (const auto& e : *embs) {
+  Result<Embedding> next = Status::Internal("unset");
+  Status failure;
+  while (stream.Next(&next)) {
+    if (!next.ok()) {
+      failure = next.status();
+      break;
+    }
+    {
+      const Embedding& e = *next;
       total_tokens += e.tokens;
       out.clear();
       out += "{\"hs\":[";
@@ -171,11 +187,13 @@ int RunEmbed(const std::vector<std::string>& argv) {
       std::cout << out;
     }
   }
+  producer.join();
   std::cout << std::flush;
+  if (!failure.ok()) return Fail("embed", failure.message());
   if (args->Has("stats")) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    std::fprintf(stderr, "embedded %zu texts, %lld tokens in %.3f s: %.1f texts/s, %.1f tokens/s\n", inputs.size(),
-                 static_cast<long long>(total_tokens), s, inputs.size() / s, total_tokens / s);
+    std::fprintf(stderr, "embedded %zu texts, %lld tokens in %.3f s: %.1f texts/s, %.1f tokens/s\n", n_inputs,
+                 static_cast<long long>(total_tokens), s, n_inputs / s, total_tokens / s);
   }
   return 0;
 }
