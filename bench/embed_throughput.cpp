@@ -438,6 +438,14 @@ int main(int argc, char** argv) {
                 ratio(std::string(d) + ":int8:top1", std::string(d) + ":int8:learned", "tokens_per_s"));
   }
   std::printf("  bf16 / f32 tokens/s (learned) = %.2f\n", ratio("bf16:none:learned", "f32:none:learned", "tokens_per_s"));
+  if (auto cfg = m::ModelConfig::FromFile(Flag("model") + "/config.json"); cfg.ok()) {
+    // Attention, projections and the router cost the same in both modes, so
+    // top-1 can be at most this much faster than top-k on these shapes.
+    const int64_t T = IntFlag("tokens", 256);
+    std::printf("  top-1 / top-%lld FLOP ratio at %lld tokens (the ceiling of the speed-up): %.2f\n",
+                static_cast<long long>(cfg->top_k), static_cast<long long>(T),
+                ForwardFlops(*cfg, 1, T, cfg->top_k) / ForwardFlops(*cfg, 1, T, 1));
+  }
   std::fflush(stdout);
   if (Flag("fidelity", "1") == "1") {
     json f = RunChild(exe, base, "fidelity");

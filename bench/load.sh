@@ -24,7 +24,7 @@ cli_rate() {
   awk '/texts\/s/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "texts/s,") print $i }' "$WORK/cli.err"
 }
 rm -rf "$WORK/db"
-$BIN serve --db "$WORK/db" --model "$MODEL" --port 0 --served-model-name demo --threads "${SERVE_THREADS:-0}" > "$WORK/serve.out" 2> "$WORK/serve.err" &
+$BIN serve --db "$WORK/db" --model "$MODEL" --port 0 --served-model-name demo --threads "${SERVE_THREADS:-0}" ${SERVE_FLAGS:-} > "$WORK/serve.out" 2> "$WORK/serve.err" &
 SERVER=$!
 trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "engine/runtime.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
@@ -58,6 +59,8 @@ int RunServe(const std::vector<std::string>& argv) {
       {"batch-tokens", "N", "tokens gathered per model round across requests (default 16384)"},
       {"forward-tokens", "N", "padded tokens per forward pass within a round (default 4096)"},
       {"max-connections", "N", "open connections at most (default 256)"},
+      {"workers", "N", "model rounds in flight at once, each with threads/N compute threads (default 2; 1 for the "
+                       "lowest latency of single large requests)"},
   });
   if (WantsHelp(argv)) {
     std::cout << HelpText("serve --db DIR --model DIR [options]",
@@ -80,7 +83,8 @@ int RunServe(const std::vector<std::string>& argv) {
   auto batch_tokens = args->GetInt("batch-tokens", 16384, 1, 1 << 24);
   auto conns = args->GetInt("max-connections", 256, 1, 100000);
   auto forward_tokens = args->GetInt("forward-tokens", 4096, 1, 1 << 24);
-  for (auto* r : {&port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns, &forward_tokens})
+  auto workers = args->GetInt("workers", 2, 1, 64);
+  for (auto* r : {&port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns, &forward_tokens, &workers})
     if (!r->ok()) return UsageError("serve", r->status().message());
 
   ApiOptions ao;
@@ -116,7 +120,13 @@ int RunServe(const std::vector<std::string>& argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  EmbedQueue embed_queue(&(*setup)->embedder(), static_cast<size_t>(*queue), *batch_tokens);
+  // Two single-threaded rounds in flight beat one two-threaded round on 2
+  // cores: one runs while the other's answers travel and its next requests
+  // arrive, and no OpenMP team wakes up for every small op (docs/perf.md).
+  const int compute_threads = ComputeThreads();
+  EmbedQueue embed_queue(&(*setup)->embedder(), static_cast<size_t>(*queue), *batch_tokens, 2000,
+                         static_cast<int>(*workers),
+                         *workers > 1 ? std::max(1, compute_threads / static_cast<int>(*workers)) : 0);
   Api api(ao, setup->get(), &embed_queue, store->get(), stats->first, stats->second);
   HttpServerOptions so;
   so.host = args->Get("host", "127.0.0.1");

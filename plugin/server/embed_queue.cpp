@@ -2,14 +2,19 @@
 
 #include <chrono>
 
+#include "engine/runtime.h"
+
 namespace moeedb {
 
-EmbedQueue::EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens, int64_t gather_us)
+EmbedQueue::EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens, int64_t gather_us,
+                       int workers, int threads_per_worker)
     : embedder_(embedder),
       capacity_(capacity),
       max_batch_tokens_(max_batch_tokens),
       gather_us_(gather_us),
-      worker_([this] { Work(); }) {}
+      threads_per_worker_(threads_per_worker) {
+  for (int i = 0; i < std::max(1, workers); ++i) workers_.emplace_back([this] { Work(); });
+}
 
 EmbedQueue::~EmbedQueue() {
   {
@@ -17,7 +22,7 @@ EmbedQueue::~EmbedQueue() {
     stopping_ = true;
   }
   cv_.notify_all();
-  worker_.join();
+  for (auto& w : workers_) w.join();
 }
 
 Result<std::future<Result<std::vector<Embedding>>>> EmbedQueue::Submit(std::vector<std::vector<int32_t>> ids) {
@@ -44,6 +49,8 @@ std::vector<size_t> EmbedQueue::TakeRoundSizes() {
 }
 
 void EmbedQueue::Work() {
+  // OpenMP's thread count is per calling thread: this worker's share.
+  if (threads_per_worker_ > 0) SetComputeThreads(threads_per_worker_);
   while (true) {
     std::vector<Job> round;
     {

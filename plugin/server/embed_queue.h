@@ -1,8 +1,10 @@
 // EmbedQueue: the only place the model runs in the server. HTTP threads
-// submit jobs (a request's token-id lists) and wait on a future; one worker
+// submit jobs (a request's token-id lists) and wait on a future; a worker
 // thread takes every queued job that fits a token budget, embeds them as one
 // set of batches (dynamic batching across concurrent requests), and hands
-// each job its slice of the results. A full queue refuses new jobs at once
+// each job its slice of the results. With several workers (each with its
+// share of the compute threads), one round runs while the next gathers: the
+// model is not idle while answers travel and new requests arrive. A full queue refuses new jobs at once
 // (the caller answers 429) instead of letting latency grow without bound.
 #pragma once
 
@@ -31,7 +33,10 @@ class EmbedQueue {
   // round would start with less than a quarter of max_batch_tokens queued,
   // the worker waits up to this long for concurrent requests to join it
   // (micro-batching; 0 disables).
-  EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens, int64_t gather_us = 2000);
+  // workers: model rounds in flight at once; threads_per_worker: compute
+  // threads each (0: leave the process setting).
+  EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens, int64_t gather_us = 2000,
+             int workers = 1, int threads_per_worker = 0);
   ~EmbedQueue();  // finishes queued jobs, then stops
 
   // A future for the embeddings (in input order), or a ResourceExhausted
@@ -59,7 +64,8 @@ class EmbedQueue {
   bool stopping_ = false;
   Stats stats_;
   std::vector<size_t> round_sizes_;
-  std::thread worker_;
+  const int threads_per_worker_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace moeedb
