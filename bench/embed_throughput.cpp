@@ -97,16 +97,23 @@ std::unique_ptr<m::MoeModel> Load(const std::string& dtype, const std::string& q
   return std::move(model).value();
 }
 
-// Matmul FLOPs of one forward pass over B texts of T tokens with k experts per token.
+// Matmul FLOPs of one forward pass over B texts of T tokens with k experts
+// per token, as the engine runs it for HS/RW read at the last token: the
+// last layer computes keys and values for every token but queries, the
+// output projection, router and experts for the last token of each text only.
 double ForwardFlops(const m::ModelConfig& c, int64_t B, int64_t T, int64_t k) {
   const double H = static_cast<double>(c.hidden_size), qd = static_cast<double>(c.num_heads * c.head_dim),
                kvd = static_cast<double>(c.num_kv_heads * c.head_dim), I = static_cast<double>(c.expert_intermediate),
-               E = static_cast<double>(c.num_experts), N = static_cast<double>(B * T);
-  double per_layer = N * 2 * H * (2 * qd + 2 * kvd);                   // q, k, v, o projections
-  per_layer += static_cast<double>(B) * 2 * 2 * static_cast<double>(T) * static_cast<double>(T) * qd;  // scores, AV
-  per_layer += N * 2 * H * E;                                         // router
-  per_layer += N * static_cast<double>(k) * 2 * 3 * H * I;            // routed experts
-  return per_layer * static_cast<double>(c.num_layers);
+               E = static_cast<double>(c.num_experts), Bd = static_cast<double>(B), Td = static_cast<double>(T);
+  auto layer = [&](double rows) {  // rows: tokens whose query, MLP and router run
+    double f = Bd * Td * 2 * H * 2 * kvd;                 // k, v projections (every token)
+    f += rows * 2 * H * 2 * qd;                           // q, o projections
+    f += rows * 2 * 2 * Td * qd;                          // scores and AV (full rows of T keys)
+    f += rows * 2 * H * E;                                // router
+    f += rows * static_cast<double>(k) * 2 * 3 * H * I;  // routed experts
+    return f;
+  };
+  return layer(Bd * Td) * static_cast<double>(c.num_layers - 1) + layer(Bd);
 }
 
 // GFLOP/s of at::mm [M, K] x [K, N] in `dtype`, best of a few runs.

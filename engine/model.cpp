@@ -315,7 +315,14 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
 
   at::Tensor x = embed_.index_select(0, tok.view({-1})).view({B, T, H});
   std::vector<at::Tensor> rw;
-  for (int64_t li = 0; li < c.num_layers; ++li) {
+  // The last layer feeds nothing but the read-outs: when they are read at
+  // the last token only (and nobody watches the other tokens), only the last
+  // tokens need its query, output projection and MLP; the keys and values
+  // still come from every token. Exact, and a layer's MLP less per text.
+  const bool last_token_only =
+      !options.want_logits && !tap_ && options.hs_pooling == HsPooling::kLast && options.rw_pooling == RwPooling::kLast;
+  const int64_t full_layers = last_token_only ? c.num_layers - 1 : c.num_layers;
+  for (int64_t li = 0; li < full_layers; ++li) {
     const Layer& L = *layers_[li];
     at::Tensor h = RmsNorm(x, L.in_norm, eps).view({B * T, H}).to(cdt);
     at::Tensor q = AddBias(L.wq.Apply(h), L.bq).to(at::kFloat).view({B, T, nh * hd});
@@ -386,7 +393,58 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       layers_sum = layers_sum.defined() ? layers_sum + n : n;
     }
   }
-  if (options.want_logits) {
+  if (last_token_only) {
+    const Layer& L = *layers_[c.num_layers - 1];
+    at::Tensor h = RmsNorm(x, L.in_norm, eps).view({B * T, H}).to(cdt);
+    at::Tensor q = AddBias(L.wq.Apply(h.index_select(0, last_idx)), L.bq).to(at::kFloat);  // [B, nh*hd]
+    at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat).view({B, T, nkv * hd});
+    at::Tensor v = AddBias(L.wv.Apply(h), L.bv).view({B, T, nkv * hd});
+    h.reset();
+    if (c.family->qk_norm == QkNorm::kFullProjection) {
+      q = RmsNorm(q, L.q_norm, eps);
+      k = RmsNorm(k, L.k_norm, eps);
+    }
+    if (c.clip_qkv) {
+      q = q.clamp(-*c.clip_qkv, *c.clip_qkv);
+      k = k.clamp(-*c.clip_qkv, *c.clip_qkv);
+      v = v.clamp(-*c.clip_qkv, *c.clip_qkv);
+    }
+    q = q.view({B, 1, nh, hd}).transpose(1, 2);  // [B, nh, 1, hd]
+    k = k.view({B, T, nkv, hd}).transpose(1, 2);
+    v = v.view({B, T, nkv, hd}).transpose(1, 2);
+    if (c.family->qk_norm == QkNorm::kPerHead) {
+      q = RmsNorm(q, L.q_norm, eps);
+      k = RmsNorm(k, L.k_norm, eps);
+    }
+    // Each row's query sits at its last position.
+    at::Tensor last_pos = (lengths - 1).to(dev);
+    at::Tensor qcos = cos.index_select(0, last_pos).view({B, 1, 1, hd});
+    at::Tensor qsin = sin.index_select(0, last_pos).view({B, 1, 1, hd});
+    q = (q * qcos + RotateHalf(q) * qsin).to(cdt);
+    k = (k * cos + RotateHalf(k) * sin).to(cdt);
+    if (nkv != nh) {
+      k = k.repeat_interleave(nh / nkv, 1);
+      v = v.repeat_interleave(nh / nkv, 1);
+    }
+    // The last query sees every real key of its row: the causal mask's last row.
+    at::Tensor key_mask = at::zeros({B, 1, 1, T}, at::kFloat)
+                              .masked_fill_((pos.view({1, 1, 1, T}) >= lengths.view({B, 1, 1, 1})),
+                                            -std::numeric_limits<float>::infinity())
+                              .to(dev);
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat).mul_(scale).add_(key_mask);
+    at::Tensor attn = at::matmul(at::softmax(scores, -1).to(cdt), v).reshape({B, nh * hd});
+    at::Tensor xl = x.view({B * T, H}).index_select(0, last_idx);  // [B, H]
+    xl.add_(AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat));
+    at::Tensor u = RmsNorm(xl, L.post_norm, eps);
+    if (L.moe) {
+      at::Tensor z;
+      xl.add_(L.block.Forward(u, &z, routing_));
+      rw.push_back(z);  // [B, E]: the last tokens' router logits
+    } else {
+      xl.add_(SwiGluWeights(u.to(cdt), L.dense_gate_up, L.dense_down).to(at::kFloat));
+    }
+    out.hs = RmsNorm(xl, final_norm_, eps);
+  } else if (options.want_logits) {
     at::Tensor normed = RmsNorm(x, final_norm_, eps);
     out.logits = at::linear(normed, lm_head_).cpu();
     out.hs = normed.view({B * T, H}).index_select(0, last_idx);

@@ -45,6 +45,28 @@ TEST_P(FullModelParity, LogitsMatchTransformersWithin1e4) {
   RecordProperty("max_abs_error", std::to_string(max_err));
 }
 
+// Without logits the last layer runs only for each row's last token (its
+// keys and values still from every token): HS and RW must equal the full
+// forward's, which the test above ties to transformers. Two rows of
+// different lengths, so padding and per-row query positions are exercised.
+TEST_P(FullModelParity, LastTokenOnlyLastLayerGivesTheFullForwardsReadouts) {
+  const std::string dir = test::Data("hf-moe/" + GetParam());
+  const json ref = json::parse(test::ReadFile(dir + "/reference.json"));
+  auto model = MoeModel::LoadDir(dir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::vector<int32_t> ids = ref["input_ids"].get<std::vector<int32_t>>();
+  std::vector<int32_t> prefix(ids.begin(), ids.begin() + static_cast<int64_t>(ids.size() / 2 + 1));
+  ForwardOptions full;
+  full.want_logits = true;
+  auto a = (*model)->Forward({ids, prefix}, full);
+  auto b = (*model)->Forward({ids, prefix});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_LT((a->hs - b->hs).abs().max().item<double>(), 1e-5) << GetParam();
+  EXPECT_LT((a->router_logits - b->router_logits).abs().max().item<double>(), 1e-5) << GetParam();
+  EXPECT_GT(a->hs.abs().max().item<double>(), 1e-2);
+  EXPECT_GT((a->hs[0] - a->hs[1]).abs().max().item<double>(), 1e-3);  // the rows really differ
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, FullModelParity,
                          ::testing::Values("full_mixtral", "gqa_mixtral", "mixtral_classic", "qwen_moe_tiny"));
 

@@ -238,6 +238,15 @@ void CheckAgainstReference(bool packed, bool norm_topk) {
     for (const auto& row : ref.logits) flat.insert(flat.end(), row.begin(), row.end());
     EXPECT_LT(MaxAbsDiff(out->logits[b].narrow(0, 0, T), flat), 1e-4) << "logits, row " << b;
   }
+  // Without logits the last layer runs for the last tokens only: same read-outs.
+  auto pruned = (*model)->Forward(batch);
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  for (size_t b = 0; b < batch.size(); ++b) {
+    std::vector<int> ids(batch[b].begin(), batch[b].end());
+    RefOutput ref = ReferenceForward(d, w, ids, norm_topk);
+    EXPECT_LT(MaxAbsDiff(pruned->hs[b], ref.hs), 1e-4) << "last-token-only hs, row " << b;
+    EXPECT_LT(MaxAbsDiff(pruned->router_logits[b], ref.rw), 1e-4) << "last-token-only rw, row " << b;
+  }
 }
 
 TEST(OlmoeReference, MatchesPlainLoopsPerExpertLayout) { CheckAgainstReference(false, false); }
