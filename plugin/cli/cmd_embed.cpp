@@ -149,6 +149,10 @@ int RunEmbed(const std::vector<std::string>& argv) {
       ids = embedder.Tokenize(lines[i]);
     }
     if (!ids.ok()) return Fail("embed", where + ids.status().message());
+    for (int32_t id : *ids)
+      if (id < 0 || id >= embedder.vocab_size())
+        return Fail("embed", where + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                 std::to_string(embedder.vocab_size()) + ")");
     inputs.push_back(std::move(ids).value());
   }
   // The streaming embedder: windows of 4 x batch_tokens sorted by length and
@@ -156,9 +160,13 @@ int RunEmbed(const std::vector<std::string>& argv) {
   // (vectors for at most two windows in memory).
   const size_t n_inputs = inputs.size();
   StreamingEmbedder stream(&embedder);
+  Status push_failure;  // inputs were validated above: only after a failed forward pass
   std::thread producer([&] {
-    for (auto& ids : inputs)
-      if (!stream.PushIds(std::move(ids)).ok()) break;  // only after a failed forward pass
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (Status s = stream.PushIds(std::move(inputs[i])); !s.ok()) {
+        push_failure = Status::InvalidArgument("input " + std::to_string(i) + ": " + s.message());
+        break;
+      }
     stream.Close();
   });
   std::string out;
@@ -190,6 +198,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
   producer.join();
   std::cout << std::flush;
   if (!failure.ok()) return Fail("embed", failure.message());
+  if (!push_failure.ok()) return Fail("embed", push_failure.message());
   if (args->Has("stats")) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     std::fprintf(stderr, "embedded %zu texts, %lld tokens in %.3f s: %.1f texts/s, %.1f tokens/s\n", n_inputs,
