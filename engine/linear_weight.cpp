@@ -25,16 +25,19 @@ void QuantizeInt8(const at::Tensor& w, at::Tensor* q, at::Tensor* scale) {
   *scale = s;
 }
 
+// Weights are stored transposed, [.., in, out] contiguous: OpenBLAS packs a
+// non-transposed right operand faster, which matters most for the few-row
+// GEMMs of experts in small batches (measured 10-70 % at 8-32 rows, one
+// thread; docs/perf.md).
 LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format, at::Device device) {
   LinearWeight lw;
   lw.compute_ = ComputeType(format, device);
   if (format.quant == WeightQuant::kInt8) {
     QuantizeInt8(w, &lw.w_, &lw.scale_);
-    lw.w_ = lw.w_.to(device);
+    lw.w_ = lw.w_.transpose(-2, -1).contiguous().to(device);
     lw.scale_ = lw.scale_.to(device);
   } else {
-    // .to() returns `w` itself when nothing changes (the zero-copy case).
-    lw.w_ = w.to(device, StoredType(format));
+    lw.w_ = w.transpose(-2, -1).to(device, StoredType(format)).contiguous();
   }
   return lw;
 }
@@ -44,7 +47,7 @@ LinearWeight LinearWeight::Stack(int64_t E, int64_t out, int64_t in, const Weigh
   LinearWeight lw;
   lw.compute_ = ComputeType(format, device);
   const auto opts = at::TensorOptions().device(device);
-  lw.w_ = at::empty({E, out, in}, opts.dtype(StoredType(format)));
+  lw.w_ = at::empty({E, in, out}, opts.dtype(StoredType(format)));
   if (format.quant == WeightQuant::kInt8) lw.scale_ = at::empty({E, out}, opts.dtype(at::kFloat));
   return lw;
 }
@@ -53,10 +56,10 @@ void LinearWeight::Set(int64_t e, const at::Tensor& w) {
   if (quantized()) {
     at::Tensor q, s;
     QuantizeInt8(w, &q, &s);
-    w_.select(0, e).copy_(q);
+    w_.select(0, e).copy_(q.t());
     scale_.select(0, e).copy_(s);
   } else {
-    w_.select(0, e).copy_(w);
+    w_.select(0, e).copy_(w.t());
   }
 }
 
@@ -76,24 +79,25 @@ at::Tensor LinearWeight::Apply(const at::Tensor& x) const {
 
 void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
   if (w_.scalar_type() == compute_) {
-    at::mm_out(y, x, w_.t());
+    at::mm_out(y, x, w_);
     return;
   }
   // Widen to the compute dtype and put the int8 scale on the output: one
   // conversion pass over the weight, one multiply over the output, and the
   // GEMM runs in the compute dtype's fast path.
-  at::mm_out(y, x, w_.to(compute_).t());
+  at::mm_out(y, x, w_.to(compute_));
   if (quantized()) y.mul_(scale_);
 }
 
 at::Tensor LinearWeight::ToFloat() const {
-  if (!quantized()) return w_.to(at::kFloat);
-  return w_.to(at::kFloat) * scale_.unsqueeze(-1);
+  at::Tensor f = w_.to(at::kFloat);
+  if (quantized()) f = f * scale_.unsqueeze(-2);
+  return f.transpose(-2, -1).contiguous();
 }
 
 at::Tensor LinearWeight::Dense() const {
-  if (!quantized()) return w_.to(compute_);
-  return (w_.to(at::kFloat) * scale_.unsqueeze(-1)).to(compute_);
+  at::Tensor d = quantized() ? (w_.to(at::kFloat) * scale_.unsqueeze(-2)).to(compute_) : w_.to(compute_);
+  return d.transpose(-2, -1);
 }
 
 int64_t LinearWeight::nbytes() const {

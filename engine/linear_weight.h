@@ -17,9 +17,9 @@ namespace moeedb {
 class LinearWeight {
  public:
   LinearWeight() = default;
-  // From a float tensor [out, in] or [E, out, in]. With f32/none on the
-  // tensor's own device the result aliases `w` (a read-only mapping stays
-  // zero-copy: nothing writes through it); otherwise it is a converted copy.
+  // From a float tensor [out, in] or [E, out, in]: a copy, stored
+  // transposed ([.., in, out]: the layout OpenBLAS packs fastest), converted
+  // or quantised as `format` says. `w` is only read (it may be a mapping).
   static LinearWeight From(const at::Tensor& w, const WeightFormat& format, at::Device device);
   // An uninitialised stack of E matrices [out, in], to be filled by Set().
   static LinearWeight Stack(int64_t E, int64_t out, int64_t in, const WeightFormat& format, at::Device device);
@@ -32,18 +32,18 @@ class LinearWeight {
   at::ScalarType stored_type() const { return w_.scalar_type(); }
   // Matrix e of a stack (a view sharing storage).
   LinearWeight Matrix(int64_t e) const;
-  int64_t out_features() const { return w_.size(-2); }
-  int64_t in_features() const { return w_.size(-1); }
+  int64_t out_features() const { return w_.size(-1); }
+  int64_t in_features() const { return w_.size(-2); }
 
   // x [N, in] in compute_type() -> [N, out] in compute_type(). A 2-D weight only.
   at::Tensor Apply(const at::Tensor& x) const;
   // Like Apply, into y (a contiguous [N, out] tensor of compute_type(), e.g. a
   // row range of a larger buffer), with no allocation for unquantised weights.
   void ApplyInto(at::Tensor y, const at::Tensor& x) const;
-  // The weights as float32 (dequantised for int8): for the spectral router,
-  // the fingerprint and tests. Shape as stored.
+  // The weights as float32 [.., out, in] (dequantised for int8), contiguous:
+  // for the spectral router and tests.
   at::Tensor ToFloat() const;
-  // The weights in the compute dtype, [.., out, in] (dequantised for int8).
+  // The weights in the compute dtype, [.., out, in] (dequantised for int8; a view).
   at::Tensor Dense() const;
   // Bytes held (values and scales).
   int64_t nbytes() const;
@@ -51,7 +51,7 @@ class LinearWeight {
   const at::Tensor& storage() const { return w_; }
 
  private:
-  at::Tensor w_;      // [.., out, in]: f32 or bf16 values, or int8
+  at::Tensor w_;      // [.., in, out] (transposed): f32 or bf16 values, or int8
   at::Tensor scale_;  // [.., out] float32 when int8, else undefined
   at::ScalarType compute_ = at::kFloat;
 };

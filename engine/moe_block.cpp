@@ -51,7 +51,7 @@ Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, 
   b.router_ = router.to(device);
 
   if (ckpt.Find(prefix + "experts.gate_up_proj") != nullptr) {
-    // Packed layout: f32/none on the CPU stays a view into the mapping.
+    // Packed layout: read from the mapping, stored transposed (LinearWeight).
     MOEEDB_ASSIGN_OR_RETURN(const TensorView* gv, Find2D(ckpt, {prefix + "experts.gate_up_proj"}, {E, 2 * I, H}));
     MOEEDB_ASSIGN_OR_RETURN(const TensorView* dv, Find2D(ckpt, {prefix + "experts.down_proj"}, {E, H, I}));
     MOEEDB_ASSIGN_OR_RETURN(at::Tensor gu, TensorFromView(*gv));

@@ -46,9 +46,13 @@ TEST(LinearWeightTest, EachFormatComputesXTimesWTransposed) {
   at::manual_seed(1);
   at::Tensor w = at::randn({48, 64}), x = at::randn({5, 64});
   at::Tensor ref = at::linear(x, w);
-  // f32 on the same device aliases the input (the zero-copy mapping path).
+  // Stored transposed ([in, out]), as a copy: the input is never written.
+  at::Tensor w_before = w.clone();
   LinearWeight f32 = LinearWeight::From(w, {}, at::kCPU);
-  EXPECT_EQ(f32.storage().data_ptr(), w.data_ptr());
+  EXPECT_EQ(f32.in_features(), 64);
+  EXPECT_EQ(f32.out_features(), 48);
+  EXPECT_TRUE(at::equal(f32.ToFloat(), w));
+  EXPECT_TRUE(at::equal(w, w_before));
   EXPECT_TRUE(at::allclose(f32.Apply(x), ref, 1e-5, 1e-5));
   LinearWeight bf = LinearWeight::From(w, {ComputeDtype::kBF16, WeightQuant::kNone}, at::kCPU);
   EXPECT_EQ(bf.stored_type(), at::kBFloat16);
