@@ -116,18 +116,19 @@ double ForwardFlops(const m::ModelConfig& c, int64_t B, int64_t T, int64_t k) {
   return layer(Bd * Td) * static_cast<double>(c.num_layers - 1) + layer(Bd);
 }
 
-// GFLOP/s of at::mm [M, K] x [K, N] in `dtype`, best of a few runs.
+// GFLOP/s of at::mm [M, K] x [K, N] in `dtype`, best of a few runs, with the
+// right operand stored [K, N] as the engine stores its weights.
 double GemmRate(int64_t M, int64_t K, int64_t N, at::ScalarType dtype) {
   const at::Device dev(Flag("device", "cpu"));
-  at::Tensor a = at::randn({M, K}).to(dev, dtype), b = at::randn({N, K}).to(dev, dtype);
+  at::Tensor a = at::randn({M, K}).to(dev, dtype), b = at::randn({K, N}).to(dev, dtype);
   at::Tensor c = at::empty({M, N}, a.options());
   const double flops = 2.0 * M * K * N;
-  at::mm_out(c, a, b.t());
+  at::mm_out(c, a, b);
   int reps = std::max<int>(1, static_cast<int>(2e9 / flops));
   double best = 1e30;
   for (int trial = 0; trial < 3; ++trial) {
     const auto t0 = Clock::now();
-    for (int r = 0; r < reps; ++r) at::mm_out(c, a, b.t());
+    for (int r = 0; r < reps; ++r) at::mm_out(c, a, b);
     (void)c[0][0].item<float>();  // waits for an asynchronous device
     best = std::min(best, Seconds(t0) / reps);
   }
