@@ -145,7 +145,10 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   const at::Tensor xc = x.to(gate_up_.compute_type());
   const bool batched = dispatch_ == ExpertDispatch::kBatched ||
                        (dispatch_ == ExpertDispatch::kAuto && x.size(0) * k < kBatchedBelowTokensPerExpert * E);
-  at::Tensor out = batched ? RunExpertsBatched(xc, g) : RunExpertsLoop(xc, g);
+  const bool grouped =
+      dispatch_ == ExpertDispatch::kGrouped ||
+      (dispatch_ == ExpertDispatch::kAuto && x.size(0) * k * x.size(1) * xc.element_size() <= kGroupedMaxBytes);
+  at::Tensor out = batched ? RunExpertsBatched(xc, g) : grouped ? RunExpertsGrouped(xc, g) : RunExpertsLoop(xc, g);
   if (shared_kind_ != SharedExpertKind::kNone) {
     at::Tensor s = shared_down_.Apply(SiluGlu(shared_gate_up_.Apply(xc))).to(at::kFloat);
     if (shared_kind_ == SharedExpertKind::kSigmoidGated) s.mul_(at::sigmoid(at::linear(x, shared_gate_)));
@@ -173,6 +176,29 @@ at::Tensor MoeBlock::RunExpertsLoop(const at::Tensor& x, const Grouping& g) cons
     offset += c;
   }
   return out;
+}
+
+at::Tensor MoeBlock::RunExpertsGrouped(const at::Tensor& x, const Grouping& g) const {
+  const int64_t* cnt = g.counts.data_ptr<int64_t>();
+  const int64_t P = g.token_of.numel(), H = x.size(1);
+  at::Tensor xs = x.index_select(0, g.token_of);                          // [P, H], expert order
+  at::Tensor gu = at::empty({P, gate_up_.out_features()}, x.options());  // [P, 2I]
+  int64_t offset = 0;
+  for (int64_t e = 0; e < spec_.num_experts; ++e) {
+    if (cnt[e] == 0) continue;
+    gate_up_.Matrix(e).ApplyInto(gu.narrow(0, offset, cnt[e]), xs.narrow(0, offset, cnt[e]));
+    offset += cnt[e];
+  }
+  at::Tensor act = SiluGlu(gu);
+  at::Tensor ys = at::empty({P, H}, x.options());
+  offset = 0;
+  for (int64_t e = 0; e < spec_.num_experts; ++e) {
+    if (cnt[e] == 0) continue;
+    down_.Matrix(e).ApplyInto(ys.narrow(0, offset, cnt[e]), act.narrow(0, offset, cnt[e]));
+    offset += cnt[e];
+  }
+  at::Tensor yf = ys.to(at::kFloat).mul_(g.slot_weight.unsqueeze(1));
+  return at::zeros({x.size(0), H}, yf.options()).index_add_(0, g.token_of, yf);
 }
 
 at::Tensor MoeBlock::RunExpertsBatched(const at::Tensor& x, const Grouping& g) const {

@@ -59,6 +59,9 @@ class MoeBlock {
   // 0 (never): on this CPU the batched path was slower at every size measured,
   // even for one text per forward (docs/perf.md); it stays selectable.
   static constexpr int64_t kBatchedBelowTokensPerExpert = 0;
+  // kAuto uses kGrouped while the gathered (token, slot) rows take at most
+  // this many bytes (they then stay in cache across the block's ops).
+  static constexpr int64_t kGroupedMaxBytes = 2 << 20;
   void set_dispatch(ExpertDispatch d) { dispatch_ = d; }
 
   const MoeBlockSpec& spec() const { return spec_; }
@@ -82,6 +85,7 @@ class MoeBlock {
   // x: [N, H] in the compute dtype; both return [N, H] float32.
   at::Tensor RunExpertsLoop(const at::Tensor& x, const Grouping& g) const;
   at::Tensor RunExpertsBatched(const at::Tensor& x, const Grouping& g) const;
+  at::Tensor RunExpertsGrouped(const at::Tensor& x, const Grouping& g) const;
 
   MoeBlockSpec spec_;
   SharedExpertKind shared_kind_ = SharedExpertKind::kNone;

@@ -11,6 +11,12 @@ namespace moeedb {
 // this CPU even for one text per forward, so kAuto runs kLoop
 // (MoeBlock::kBatchedBelowTokensPerExpert); kBatched stays for benchmarks and
 // devices where one large GEMM beats many small ones.
-enum class ExpertDispatch { kAuto, kLoop, kBatched };
+// kGrouped: every (token, slot) pair gathered once in expert order, only the
+// two GEMMs per active expert (into row ranges of shared buffers), and the
+// activation, weighting and scatter as one op each over all pairs: fewer ops
+// for small rounds, but the shared buffers cost memory traffic for large
+// ones, so kAuto uses it only below MoeBlock::kGroupedMaxBytes of gathered
+// rows.
+enum class ExpertDispatch { kAuto, kLoop, kBatched, kGrouped };
 
 }  // namespace moeedb

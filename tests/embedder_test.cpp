@@ -113,11 +113,15 @@ TEST_F(TinyOlmoe, ExpertDispatchPathsAgree) {
     auto loop = Embedder(model_, tok_, o).EmbedTexts(kTexts);
     model_->set_expert_dispatch(ExpertDispatch::kBatched);
     auto batched = Embedder(model_, tok_, o).EmbedTexts(kTexts);
+    model_->set_expert_dispatch(ExpertDispatch::kGrouped);
+    auto grouped = Embedder(model_, tok_, o).EmbedTexts(kTexts);
     model_->set_expert_dispatch(ExpertDispatch::kAuto);
-    ASSERT_TRUE(loop.ok() && batched.ok());
+    ASSERT_TRUE(loop.ok() && batched.ok() && grouped.ok());
     for (size_t i = 0; i < kTexts.size(); ++i) {
       EXPECT_LT(MaxDiff((*loop)[i].hs, (*batched)[i].hs), 1e-5) << spec << " " << i;
       EXPECT_LT(MaxDiff((*loop)[i].rw, (*batched)[i].rw), 1e-5) << spec << " " << i;
+      EXPECT_LT(MaxDiff((*loop)[i].hs, (*grouped)[i].hs), 1e-5) << spec << " " << i;
+      EXPECT_LT(MaxDiff((*loop)[i].rw, (*grouped)[i].rw), 1e-5) << spec << " " << i;
     }
   }
   ASSERT_TRUE(model_->SetRouting(RoutingPolicy{}).ok());
