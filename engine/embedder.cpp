@@ -16,7 +16,15 @@ RouterReadout Embedder::rw_readout() const {
   return options_.rw_readout_default ? model_->config().family->rw_readout : options_.rw_readout;
 }
 
-int64_t Embedder::vocab_size() const { return model_->config().vocab_size; }
+Status Embedder::CheckIds(const std::vector<int32_t>& ids) const {
+  if (ids.empty()) return Status::InvalidArgument("no token ids");
+  const int64_t vocab = model_->config().vocab_size;
+  for (int32_t id : ids)
+    if (id < 0 || id >= vocab)
+      return Status::InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                     std::to_string(vocab) + ")");
+  return Status::OK();
+}
 
 Result<std::vector<int32_t>> Embedder::Tokenize(std::string_view text) const {
   if (encoder_ == nullptr) return Status::InvalidArgument("this embedder has no tokenizer: pass token ids");
@@ -42,14 +50,9 @@ Result<std::vector<Embedding>> Embedder::EmbedTexts(const std::vector<std::strin
 }
 
 Result<std::vector<Embedding>> Embedder::EmbedIds(const std::vector<std::vector<int32_t>>& ids) const {
-  const int64_t vocab = model_->config().vocab_size;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i].empty()) return Status::InvalidArgument("input " + std::to_string(i) + ": no token ids");
-    for (int32_t id : ids[i])
-      if (id < 0 || id >= vocab)
-        return Status::InvalidArgument("input " + std::to_string(i) + ": token id " + std::to_string(id) +
-                                       " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-  }
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (Status st = CheckIds(ids[i]); !st.ok())
+      return Status::InvalidArgument("input " + std::to_string(i) + ": " + st.message());
   std::vector<Embedding> out(ids.size());
   // Longest first; a batch grows while its padded size fits the budget.
   std::vector<size_t> order(ids.size());

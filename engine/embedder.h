@@ -52,7 +52,9 @@ class Embedder {
   Result<std::vector<Embedding>> EmbedIds(const std::vector<std::vector<int32_t>>& ids) const;
 
   RouterReadout rw_readout() const;
-  int64_t vocab_size() const;  // the model's
+  // InvalidArgument ("no token ids", "token id N is outside the vocabulary
+  // [0, V)") unless `ids` is a non-empty sequence of the model's ids.
+  Status CheckIds(const std::vector<int32_t>& ids) const;
   const EmbedderOptions& options() const { return options_; }
 
  private:

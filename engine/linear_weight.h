@@ -47,8 +47,6 @@ class LinearWeight {
   at::Tensor Dense() const;
   // Bytes held (values and scales).
   int64_t nbytes() const;
-  // The stored tensor (compute dtype or int8), for aliasing checks.
-  const at::Tensor& storage() const { return w_; }
 
  private:
   at::Tensor w_;      // [.., in, out] (transposed): f32 or bf16 values, or int8

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -175,13 +176,13 @@ Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, cons
     MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, get(name));
     return t.to(cdt);
   };
-  // Matmul weights in the chosen format; the mapped pages are released when
-  // the weight is a copy.
+  // Matmul weights in the chosen format (LinearWeight holds its own copy, so
+  // the mapped pages are released).
   auto get_linear = [&](const std::string& name) -> Result<LinearWeight> {
     MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, ckpt->Require(name));
     MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(*v));
     LinearWeight w = LinearWeight::From(t, fmt, device);
-    if (w.storage().data_ptr() != v->data) ReleasePages(*v);
+    ReleasePages(*v);
     return w;
   };
   uint64_t fp = 1469598103934665603ULL;
@@ -322,10 +323,13 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   const bool last_token_only =
       !options.want_logits && !tap_ && options.hs_pooling == HsPooling::kLast && options.rw_pooling == RwPooling::kLast;
   const int64_t full_layers = last_token_only ? c.num_layers - 1 : c.num_layers;
-  for (int64_t li = 0; li < full_layers; ++li) {
-    const Layer& L = *layers_[li];
-    at::Tensor h = RmsNorm(x, L.in_norm, eps).view({B * T, H}).to(cdt);
-    at::Tensor q = AddBias(L.wq.Apply(h), L.bq).to(at::kFloat).view({B, T, nh * hd});
+  // Queries for h_q ([B * Tq, H]: every token, Tq = T, or each row's last,
+  // Tq = 1, rotated by q_cos/q_sin) and keys and values for every token of h,
+  // projected, normed, clipped, split into heads and rotated, in the compute
+  // dtype: q [B, nh, Tq, hd]; k, v [B, nh, T, hd] (GQA heads repeated).
+  auto attention_heads = [&](const Layer& L, const at::Tensor& h, const at::Tensor& h_q, int64_t Tq,
+                             const at::Tensor& q_cos, const at::Tensor& q_sin) {
+    at::Tensor q = AddBias(L.wq.Apply(h_q), L.bq).to(at::kFloat).view({B, Tq, nh * hd});
     at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat).view({B, T, nkv * hd});
     at::Tensor v = AddBias(L.wv.Apply(h), L.bv).view({B, T, nkv * hd});
     if (c.family->qk_norm == QkNorm::kFullProjection) {
@@ -337,19 +341,26 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       k = k.clamp(-*c.clip_qkv, *c.clip_qkv);
       v = v.clamp(-*c.clip_qkv, *c.clip_qkv);
     }
-    q = q.view({B, T, nh, hd}).transpose(1, 2);
+    q = q.view({B, Tq, nh, hd}).transpose(1, 2);
     k = k.view({B, T, nkv, hd}).transpose(1, 2);
     v = v.view({B, T, nkv, hd}).transpose(1, 2);
     if (c.family->qk_norm == QkNorm::kPerHead) {
       q = RmsNorm(q, L.q_norm, eps);
       k = RmsNorm(k, L.k_norm, eps);
     }
-    q = (q * cos + RotateHalf(q) * sin).to(cdt);
+    q = (q * q_cos + RotateHalf(q) * q_sin).to(cdt);
     k = (k * cos + RotateHalf(k) * sin).to(cdt);
     if (nkv != nh) {  // GQA: query head i reads kv head i / (nh / nkv)
       k = k.repeat_interleave(nh / nkv, 1);
       v = v.repeat_interleave(nh / nkv, 1);
     }
+    return std::array<at::Tensor, 3>{q, k, v};
+  };
+  for (int64_t li = 0; li < full_layers; ++li) {
+    const Layer& L = *layers_[li];
+    at::Tensor h = RmsNorm(x, L.in_norm, eps).view({B * T, H}).to(cdt);
+    auto [q, k, v] = attention_heads(L, h, h, T, cos, sin);
+    h.reset();
     // Scores in row chunks of about kAttentionScoreBytes: the [B, nh, T, T]
     // scores and probabilities of a whole batch would be the largest
     // activations of the forward (134 MB for 16 x 256 tokens, 16 heads).
@@ -396,36 +407,12 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   if (last_token_only) {
     const Layer& L = *layers_[c.num_layers - 1];
     at::Tensor h = RmsNorm(x, L.in_norm, eps).view({B * T, H}).to(cdt);
-    at::Tensor q = AddBias(L.wq.Apply(h.index_select(0, last_idx)), L.bq).to(at::kFloat);  // [B, nh*hd]
-    at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat).view({B, T, nkv * hd});
-    at::Tensor v = AddBias(L.wv.Apply(h), L.bv).view({B, T, nkv * hd});
-    h.reset();
-    if (c.family->qk_norm == QkNorm::kFullProjection) {
-      q = RmsNorm(q, L.q_norm, eps);
-      k = RmsNorm(k, L.k_norm, eps);
-    }
-    if (c.clip_qkv) {
-      q = q.clamp(-*c.clip_qkv, *c.clip_qkv);
-      k = k.clamp(-*c.clip_qkv, *c.clip_qkv);
-      v = v.clamp(-*c.clip_qkv, *c.clip_qkv);
-    }
-    q = q.view({B, 1, nh, hd}).transpose(1, 2);  // [B, nh, 1, hd]
-    k = k.view({B, T, nkv, hd}).transpose(1, 2);
-    v = v.view({B, T, nkv, hd}).transpose(1, 2);
-    if (c.family->qk_norm == QkNorm::kPerHead) {
-      q = RmsNorm(q, L.q_norm, eps);
-      k = RmsNorm(k, L.k_norm, eps);
-    }
     // Each row's query sits at its last position.
     at::Tensor last_pos = (lengths - 1).to(dev);
     at::Tensor qcos = cos.index_select(0, last_pos).view({B, 1, 1, hd});
     at::Tensor qsin = sin.index_select(0, last_pos).view({B, 1, 1, hd});
-    q = (q * qcos + RotateHalf(q) * qsin).to(cdt);
-    k = (k * cos + RotateHalf(k) * sin).to(cdt);
-    if (nkv != nh) {
-      k = k.repeat_interleave(nh / nkv, 1);
-      v = v.repeat_interleave(nh / nkv, 1);
-    }
+    auto [q, k, v] = attention_heads(L, h, h.index_select(0, last_idx), 1, qcos, qsin);  // q [B, nh, 1, hd]
+    h.reset();
     // The last query sees every real key of its row: the causal mask's last row.
     at::Tensor key_mask = at::zeros({B, 1, 1, T}, at::kFloat)
                               .masked_fill_((pos.view({1, 1, 1, T}) >= lengths.view({B, 1, 1, 1})),

@@ -24,11 +24,6 @@ Result<at::Tensor> Load2D(const Checkpoint& ckpt, const std::vector<std::string>
   return TensorFromView(*v);
 }
 
-// The mapped pages of `v` are released unless `kept` still points into them.
-void ReleaseUnlessAliased(const TensorView& v, const at::Tensor& kept) {
-  if (!kept.defined() || kept.data_ptr() != v.data) ReleasePages(v);
-}
-
 // [N, 2I] -> silu(gate) * up, [N, I].
 at::Tensor SiluGlu(const at::Tensor& gu) {
   const int64_t inter = gu.size(-1) / 2;
@@ -63,8 +58,8 @@ Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, 
       }
     b.gate_up_ = LinearWeight::From(gu, format, device);
     b.down_ = LinearWeight::From(dn, format, device);
-    ReleaseUnlessAliased(*gv, b.gate_up_.storage());
-    ReleaseUnlessAliased(*dv, b.down_.storage());
+    ReleasePages(*gv);  // LinearWeight holds its own copies
+    ReleasePages(*dv);
   } else {
     // Per-expert tensors, packed here (gate and up fused so one matmul
     // computes both), one expert at a time: a quantised load never holds

@@ -26,12 +26,7 @@ StreamingEmbedder::~StreamingEmbedder() {
 }
 
 Status StreamingEmbedder::PushIds(std::vector<int32_t> ids) {
-  if (ids.empty()) return Status::InvalidArgument("no token ids");
-  const int64_t vocab = embedder_->vocab_size();
-  for (int32_t id : ids)
-    if (id < 0 || id >= vocab)
-      return Status::InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                     std::to_string(vocab) + ")");
+  MOEEDB_RETURN_IF_ERROR(embedder_->CheckIds(ids));
   std::unique_lock<std::mutex> l(mu_);
   can_push_.wait(l, [&] { return closed_ || queued_.size() < options_.max_queued; });
   if (closed_) return Status::InvalidArgument("the stream is closed");

@@ -45,9 +45,7 @@ Result<std::unique_ptr<EmbeddingSetup>> SetupFor(const VectorCollection& c, cons
   cfg.rw_pooling = info.value("rw_pooling", "last");
   // The weight format is a compute choice of this process, not part of the
   // collection (int8/bf16 vectors agree with f32 to cos >= 0.995).
-  cfg.dtype = args.Get("dtype", cfg.dtype);
-  cfg.quant = args.Get("quant", cfg.quant);
-  cfg.device = args.Get("device", cfg.device);
+  ReadWeightFormatFlags(args, &cfg);
   cfg.cache_dir = DefaultCacheDir();
   MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingSetup> s, EmbeddingSetup::Load(cfg));
   MOEEDB_RETURN_IF_ERROR(s->CheckMatches(c.info_json()));

@@ -150,10 +150,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
       ids = embedder.Tokenize(lines[i]);
     }
     if (!ids.ok()) return Fail("embed", where + ids.status().message());
-    for (int32_t id : *ids)
-      if (id < 0 || id >= embedder.vocab_size())
-        return Fail("embed", where + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                 std::to_string(embedder.vocab_size()) + ")");
+    if (Status st = embedder.CheckIds(*ids); !st.ok()) return Fail("embed", where + st.message());
     inputs.push_back(std::move(ids).value());
   }
   // The streaming embedder: windows of 4 x batch_tokens sorted by length and

@@ -52,11 +52,15 @@ EmbeddingConfig EmbeddingConfigFromFlags(const Args& args) {
   cfg.prompt = args.Get("prompt", cfg.prompt);
   cfg.hs_pooling = args.Get("hs-pooling", cfg.hs_pooling);
   cfg.rw_pooling = args.Get("rw-pooling", cfg.rw_pooling);
-  cfg.dtype = args.Get("dtype", cfg.dtype);
-  cfg.quant = args.Get("quant", cfg.quant);
-  cfg.device = args.Get("device", cfg.device);
+  ReadWeightFormatFlags(args, &cfg);
   cfg.cache_dir = DefaultCacheDir();
   return cfg;
+}
+
+void ReadWeightFormatFlags(const Args& args, EmbeddingConfig* cfg) {
+  cfg->dtype = args.Get("dtype", cfg->dtype);
+  cfg->quant = args.Get("quant", cfg->quant);
+  cfg->device = args.Get("device", cfg->device);
 }
 
 std::vector<FlagSpec> WeightFormatFlagSpecs() {

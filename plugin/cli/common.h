@@ -34,6 +34,9 @@ EmbeddingConfig EmbeddingConfigFromFlags(const Args& args);
 std::vector<FlagSpec> WeightFormatFlagSpecs();
 // `specs` followed by WeightFormatFlagSpecs().
 std::vector<FlagSpec> WithWeightFormatFlags(std::vector<FlagSpec> specs);
+// Those flags into *cfg (its values kept for absent flags; checked by
+// EmbeddingSetup::Load).
+void ReadWeightFormatFlags(const Args& args, EmbeddingConfig* cfg);
 // Those flags as load options; unknown values are InvalidArgument.
 Result<LoadOptions> LoadOptionsFromFlags(const Args& args);
 
