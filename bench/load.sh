@@ -4,7 +4,8 @@
 #   2. `moeedb serve` with C concurrent keep-alive clients for S seconds,
 #      T texts per request (1, then 8 by default): requests/s, texts/s,
 #      p50/p99 latency, and the mean texts per model round;
-#   3. the ratio server texts/s / CLI texts/s.
+#   3. the ratio server texts/s / CLI texts/s, the mean texts per round and
+#      how many worker-seconds per second the model ran (at most --workers).
 # Usage: bash bench/load.sh [CLIENTS=16] [SECONDS=20] [N_TEXTS=1000] [T_LIST="1 8"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ SERVER=$!
 trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done
 PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2)
-prev_sum=0; prev_count=0
+prev_sum=0; prev_count=0; prev_busy=0
 for T in $T_LIST; do
   # The CLI runs right before each server run (the machine's speed drifts).
   cli=$(cli_rate)
@@ -37,7 +38,10 @@ for T in $T_LIST; do
   srv=$(awk '/server_texts_per_s/ { print $2 }' "$WORK/load.out")
   metrics=$(curl -s "http://127.0.0.1:$PORT/metrics" 2>/dev/null || true)
   sum=$(echo "$metrics" | awk '/^moeedb_batch_size_texts_sum/ { print $2 }'); count=$(echo "$metrics" | awk '/^moeedb_batch_size_texts_count/ { print $2 }')
+  busy=$(echo "$metrics" | awk '/^moeedb_model_busy_seconds_total/ { print $2 }')
+  busy_rate="?"
+  if [ -n "$busy" ]; then busy_rate=$(awk "BEGIN { printf \"%.2f\", ($busy - $prev_busy) / $S }"); prev_busy=$busy; fi
   rounds="?"
   if [ -n "$sum" ] && [ -n "$count" ]; then rounds=$(awk "BEGIN { printf \"%.1f\", ($sum - $prev_sum) / ($count - $prev_count) }"); prev_sum=$sum; prev_count=$count; fi
-  echo "server / CLI texts/s: $(awk "BEGIN { printf \"%.2f\", $srv / $cli }") ($C clients x $T texts/request; $rounds texts per model round)"
+  echo "server / CLI texts/s: $(awk "BEGIN { printf \"%.2f\", $srv / $cli }") ($C clients x $T texts/request; $rounds texts per model round; model workers busy $busy_rate s per s)"
 done

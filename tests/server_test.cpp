@@ -195,6 +195,67 @@ TEST_F(ServerTest, TeiEmbedInfoAndMetrics) {
   EXPECT_NE(m.find("moeedb_queue_depth 0"), std::string::npos);
 }
 
+// Rounds split across workers: every job, from many concurrent submitters,
+// gets exactly its own texts' embeddings (as the embedder gives them alone),
+// whatever round and part its texts landed in; bad ids are refused up front.
+TEST_F(ServerTest, EmbedQueueWithSeveralWorkersAnswersEachJobWithItsOwnTexts) {
+  const Embedder& embedder = setup_->embedder();
+  const int32_t vocab = static_cast<int32_t>(setup_->model().config().vocab_size);
+  for (int workers : {2, 3}) {
+    EmbedQueue queue(&embedder, 256, 4096, 2000, workers, 1);
+    EXPECT_EQ(queue.Submit({}).status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(queue.Submit({{1, 2}, {vocab}}).status().code(), Status::Code::kInvalidArgument);
+    constexpr int kSubmitters = 6, kJobs = 12;
+    std::vector<std::vector<std::vector<std::vector<int32_t>>>> jobs(kSubmitters);
+    std::vector<std::vector<Result<std::vector<Embedding>>>> got(kSubmitters);
+    std::mt19937 rng(7 + workers);
+    for (auto& js : jobs)
+      for (int j = 0; j < kJobs; ++j) {
+        std::vector<std::vector<int32_t>> job(1 + rng() % 4);
+        for (auto& ids : job) {
+          ids.resize(1 + rng() % 40);
+          for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+        }
+        js.push_back(std::move(job));
+      }
+    std::vector<std::thread> threads;
+    for (int s = 0; s < kSubmitters; ++s)
+      threads.emplace_back([&, s] {
+        for (const auto& job : jobs[s]) {
+          auto f = queue.Submit(job);
+          if (!f.ok()) {
+            got[s].push_back(f.status());
+            continue;
+          }
+          got[s].push_back(f->get());
+        }
+      });
+    for (auto& t : threads) t.join();
+    size_t texts = 0;
+    for (int s = 0; s < kSubmitters; ++s)
+      for (int j = 0; j < kJobs; ++j) {
+        ASSERT_TRUE(got[s][j].ok()) << got[s][j].status().ToString();
+        auto alone = embedder.EmbedIds(jobs[s][j]);
+        ASSERT_TRUE(alone.ok());
+        ASSERT_EQ(got[s][j]->size(), alone->size());
+        for (size_t i = 0; i < alone->size(); ++i) {
+          const Embedding &a = (*got[s][j])[i], &b = (*alone)[i];
+          EXPECT_EQ(a.tokens, static_cast<int64_t>(jobs[s][j][i].size()));
+          ASSERT_EQ(a.hs.size(), b.hs.size());
+          ASSERT_EQ(a.rw.size(), b.rw.size());
+          for (size_t d = 0; d < a.hs.size(); ++d) ASSERT_NEAR(a.hs[d], b.hs[d], 1e-4) << "job " << s << "/" << j;
+          for (size_t d = 0; d < a.rw.size(); ++d) ASSERT_NEAR(a.rw[d], b.rw[d], 1e-4) << "job " << s << "/" << j;
+        }
+        texts += alone->size();
+      }
+    const EmbedQueue::Stats st = queue.stats();
+    EXPECT_EQ(st.texts, texts);
+    EXPECT_LE(st.batches, static_cast<uint64_t>(kSubmitters * kJobs));
+    EXPECT_GT(st.busy_seconds, 0.0);
+    EXPECT_EQ(st.depth, 0u);
+  }
+}
+
 TEST_F(ServerTest, CollectionsApi) {
   EXPECT_EQ(Call("PUT", "/collections/docs", R"({"index": {"rw": "hnsw"}, "alpha": 0.5})").status, 201);
   EXPECT_EQ(Call("PUT", "/collections/docs", "{}").status, 409);

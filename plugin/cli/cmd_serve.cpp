@@ -59,8 +59,8 @@ int RunServe(const std::vector<std::string>& argv) {
       {"batch-tokens", "N", "tokens gathered per model round across requests (default 16384)"},
       {"forward-tokens", "N", "padded tokens per forward pass within a round (default 4096)"},
       {"max-connections", "N", "open connections at most (default 256)"},
-      {"workers", "N", "model rounds in flight at once, each with threads/N compute threads (default 2; 1 for the "
-                       "lowest latency of single large requests)"},
+      {"workers", "N", "model threads: each round is split into N parts of about equal tokens, embedded at once, "
+                       "each with threads/N compute threads (default 2)"},
   });
   if (WantsHelp(argv)) {
     std::cout << HelpText("serve --db DIR --model DIR [options]",
@@ -120,9 +120,9 @@ int RunServe(const std::vector<std::string>& argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  // Two single-threaded rounds in flight beat one two-threaded round on 2
-  // cores: one runs while the other's answers travel and its next requests
-  // arrive, and no OpenMP team wakes up for every small op (docs/perf.md).
+  // A round split over two single-threaded workers beats one two-threaded
+  // forward on 2 cores: no OpenMP team wakes up for every small op of a
+  // small forward (docs/perf.md, "Server load").
   const int compute_threads = ComputeThreads();
   EmbedQueue embed_queue(&(*setup)->embedder(), static_cast<size_t>(*queue), *batch_tokens, 2000,
                          static_cast<int>(*workers),

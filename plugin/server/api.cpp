@@ -149,6 +149,9 @@ std::string Api::MetricsText() {
   o << "moeedb_documents_stored_total " << metrics_->documents_stored << "\n";
   o << "# HELP moeedb_queue_depth Embedding jobs waiting.\n# TYPE moeedb_queue_depth gauge\n";
   o << "moeedb_queue_depth " << qs.depth << "\n";
+  o << "# HELP moeedb_model_busy_seconds_total Time the model workers spent embedding, summed over workers.\n"
+       "# TYPE moeedb_model_busy_seconds_total counter\n";
+  o << "moeedb_model_busy_seconds_total " << qs.busy_seconds << "\n";
   return o.str();
 }
 

@@ -1,11 +1,21 @@
 // EmbedQueue: the only place the model runs in the server. HTTP threads
-// submit jobs (a request's token-id lists) and wait on a future; a worker
-// thread takes every queued job that fits a token budget, embeds them as one
-// set of batches (dynamic batching across concurrent requests), and hands
-// each job its slice of the results. With several workers (each with its
-// share of the compute threads), one round runs while the next gathers: the
-// model is not idle while answers travel and new requests arrive. A full queue refuses new jobs at once
-// (the caller answers 429) instead of letting latency grow without bound.
+// submit jobs (a request's token-id lists) and wait on a future. One
+// gathering thread takes every queued job that fits a token budget as a
+// round (dynamic batching across concurrent requests) and splits the round's
+// texts, sorted by length, into one part per worker with about equal tokens;
+// the workers embed their parts at the same time, each on its own compute
+// thread(s), and the round's jobs are answered when every part is done.
+//
+// Why split rounds rather than one round per worker: with a few concurrent
+// single-text clients, independent workers drift into lopsided rounds (one
+// takes the 14 texts that arrived together, the other keeps taking 2), and a
+// small forward pays a fixed cost (per-op overhead, per-GEMM weight packing)
+// that a 2-text round amortises badly (docs/perf.md, "Server load"). A split
+// round keeps every worker busy on an equal share and needs no OpenMP team
+// per op.
+//
+// A full queue refuses new jobs at once (the caller answers 429) instead of
+// letting latency grow without bound.
 #pragma once
 
 #include <condition_variable>
@@ -24,27 +34,31 @@ namespace moeedb {
 class EmbedQueue {
  public:
   struct Stats {
-    uint64_t batches = 0, texts = 0, tokens = 0;
-    size_t depth = 0;  // jobs waiting now
+    uint64_t batches = 0, texts = 0, tokens = 0;  // rounds run, and what they embedded
+    size_t depth = 0;                             // jobs waiting now
+    double busy_seconds = 0;                      // summed over workers: time spent embedding
   };
 
   // `embedder` must outlive the queue. capacity: jobs waiting at most;
-  // max_batch_tokens: tokens gathered per worker round; gather_us: when a
-  // round would start with less than a quarter of max_batch_tokens queued,
-  // the worker waits up to this long for concurrent requests to join it
-  // (micro-batching; 0 disables).
-  // workers: model rounds in flight at once; threads_per_worker: compute
-  // threads each (0: leave the process setting).
+  // max_batch_tokens: tokens gathered per round.
+  // gather_us: when a round would start with less than a quarter of
+  // max_batch_tokens queued, wait up to this long for concurrent requests to
+  // join it (0 disables). The wait ends early once as many texts are queued
+  // as the previous round had (closed-loop clients come back together), or
+  // when no job arrived for gather_us / 4.
+  // workers: parts per round, each embedded by its own thread;
+  // threads_per_worker: compute threads each (0: leave the process setting).
   EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens, int64_t gather_us = 2000,
              int workers = 1, int threads_per_worker = 0);
   ~EmbedQueue();  // finishes queued jobs, then stops
 
-  // A future for the embeddings (in input order), or a ResourceExhausted
-  // error when the queue is full or stopping.
+  // A future for the embeddings (in input order); InvalidArgument for no
+  // inputs or ids the model lacks (Embedder::CheckIds); ResourceExhausted
+  // when the queue is full or stopping.
   Result<std::future<Result<std::vector<Embedding>>>> Submit(std::vector<std::vector<int32_t>> ids);
 
   Stats stats() const;
-  // Sizes (texts) of the last worker rounds, for the batch-size histogram.
+  // Sizes (texts) of the last rounds, for the batch-size histogram.
   std::vector<size_t> TakeRoundSizes();
 
  private:
@@ -52,20 +66,42 @@ class EmbedQueue {
     std::vector<std::vector<int32_t>> ids;
     std::promise<Result<std::vector<Embedding>>> done;
   };
-  void Work();
+  // One worker's share of a round: texts (by index into the round's flat
+  // list) and what embedding them gave.
+  struct Part {
+    std::vector<size_t> texts;
+    Result<std::vector<Embedding>> out = std::vector<Embedding>{};
+  };
+  void Gather();       // the gathering thread: forms rounds, answers jobs
+  void Compute(int w);  // worker w: embeds its part of each round
+  // Splits `all` into parts_ and runs them on the workers; returns when done.
+  void RunRound(const std::vector<std::vector<int32_t>>& all);
 
   const Embedder* embedder_;
   const size_t capacity_;
   const int64_t max_batch_tokens_;
   const int64_t gather_us_;
-  mutable std::mutex mu_;
+  const int threads_per_worker_;
+
+  mutable std::mutex mu_;  // guards the job queue and stats
   std::condition_variable cv_;
   std::deque<Job> jobs_;
+  size_t queued_texts_ = 0;
+  int64_t queued_tokens_ = 0;
   bool stopping_ = false;
   Stats stats_;
   std::vector<size_t> round_sizes_;
-  const int threads_per_worker_;
+
+  std::mutex round_mu_;  // guards the round handed to the workers
+  std::condition_variable round_cv_, round_done_cv_;
+  const std::vector<std::vector<int32_t>>* round_ids_ = nullptr;
+  std::vector<Part> parts_;
+  uint64_t round_seq_ = 0;
+  int parts_left_ = 0;
+  bool workers_quit_ = false;
+
   std::vector<std::thread> workers_;
+  std::thread gatherer_;
 };
 
 }  // namespace moeedb
