@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Server throughput against the CLI on the same texts (batching efficiency):
-#   1. `moeedb embed --stats` on N texts: texts/s, model load excluded;
+#   1. `moeedb embed --stats` on N texts: texts/s, model load excluded (best of 3);
 #   2. `moeedb serve` with C concurrent keep-alive clients for S seconds,
 #      T texts per request (1, then 8 by default): requests/s, texts/s,
 #      p50/p99 latency, and the mean texts per model round;
@@ -19,10 +19,17 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
     --seed 0 --out "$MODEL"
 fi
 awk -F, -v n="$N" '{ gsub(/"/, "", $1) } $1 != "" && k++ < n { print $1 }' tests/data/stsb-sample.csv > "$WORK/texts.txt"
+# The CLI's best of three runs: the machine's speed drifts (±15 %), and the
+# best run is the baseline least favourable to the server.
 cli_rate() {
-  $BIN embed --model "$MODEL" --stats < "$WORK/texts.txt" 2> "$WORK/cli.err" > /dev/null
-  echo "CLI embed (model load excluded): $(cat "$WORK/cli.err")" >&2
-  awk '/texts\/s/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "texts/s,") print $i }' "$WORK/cli.err"
+  local best=0 r
+  for _ in 1 2 3; do
+    $BIN embed --model "$MODEL" --stats < "$WORK/texts.txt" 2> "$WORK/cli.err" > /dev/null
+    echo "CLI embed (model load excluded): $(cat "$WORK/cli.err")" >&2
+    r=$(awk '/texts\/s/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "texts/s,") print $i }' "$WORK/cli.err")
+    best=$(awk "BEGIN { print ($r > $best) ? $r : $best }")
+  done
+  echo "$best"
 }
 rm -rf "$WORK/db"
 $BIN serve --db "$WORK/db" --model "$MODEL" --port 0 --served-model-name demo --threads "${SERVE_THREADS:-0}" ${SERVE_FLAGS:-} > "$WORK/serve.out" 2> "$WORK/serve.err" &
