@@ -262,43 +262,45 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   const int64_t B = static_cast<int64_t>(ids.size());
   int64_t T = 0;
   for (const auto& s : ids) T = std::max<int64_t>(T, static_cast<int64_t>(s.size()));
-  const int64_t H = c.hidden_size, nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim;
   const double eps = c.rms_norm_eps;
   const at::Device dev = embed_.device();
   // The matmuls run in the compute dtype; the residual stream, norms and
   // softmaxes in float32 (casts are no-ops for f32).
   const at::ScalarType cdt = compute_dtype_ == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
 
-  // Right-padded ids, the flat positions of the real tokens, and of each row's last one.
-  at::Tensor tok = at::zeros({B, T}, at::kLong);
-  std::vector<int64_t> real, last, last_in_real;
+  // The activations are packed: one row per real token, texts one after the
+  // other ([N, H]), so projections, norms and MLPs never touch padding. Only
+  // the attention scores need a [B, T] grid; `grid` gives each real token's
+  // place in it. `last` is each text's last token among the N.
+  std::vector<int64_t> flat_ids, grid, position, last, row_of;
   ForwardOutput out;
-  {
-    int64_t* tp = tok.data_ptr<int64_t>();
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t len = static_cast<int64_t>(ids[b].size());
-      for (int64_t t = 0; t < len; ++t) {
-        tp[b * T + t] = ids[b][t];
-        real.push_back(b * T + t);
-      }
-      last.push_back(b * T + len - 1);
-      last_in_real.push_back(static_cast<int64_t>(real.size()) - 1);
-      out.lengths.push_back(len);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = static_cast<int64_t>(ids[b].size());
+    for (int64_t t = 0; t < len; ++t) {
+      flat_ids.push_back(ids[b][t]);
+      grid.push_back(b * T + t);
+      position.push_back(t);
     }
+    row_of.insert(row_of.end(), len, b);
+    last.push_back(static_cast<int64_t>(flat_ids.size()) - 1);
+    out.lengths.push_back(len);
   }
-  tok = tok.to(dev);
-  at::Tensor real_idx = at::tensor(real, at::kLong).to(dev);
-  // Per real token, its row: for the per-text means.
-  std::vector<int64_t> row_of;
-  for (int64_t b = 0; b < B; ++b) row_of.insert(row_of.end(), out.lengths[b], b);
-  at::Tensor row_of_real = at::tensor(row_of, at::kLong).to(dev);
+  const int64_t N = static_cast<int64_t>(flat_ids.size());
+  const bool padded = N != B * T;
+  at::Tensor grid_idx = at::tensor(grid, at::kLong).to(dev);
+  at::Tensor last_idx = at::tensor(last, at::kLong).to(dev);
+  at::Tensor row_of_token = at::tensor(row_of, at::kLong).to(dev);
   at::Tensor inv_len = (1.0 / at::tensor(out.lengths, at::kLong).to(at::kFloat).unsqueeze(1)).to(dev);  // [B, 1]
-  auto mean_over_tokens = [&](const at::Tensor& v) {  // [N_real, D] -> [B, D]
-    return at::zeros({B, v.size(1)}, v.options()).index_add_(0, row_of_real, v).mul_(inv_len);
+  auto mean_over_tokens = [&](const at::Tensor& v) {  // [N, D] -> [B, D]
+    return at::zeros({B, v.size(1)}, v.options()).index_add_(0, row_of_token, v).mul_(inv_len);
+  };
+  // [N, D] -> [B, T, D], zeros where a text has no token.
+  auto to_grid = [&](const at::Tensor& v) {
+    if (!padded) return v.view({B, T, v.size(1)});
+    return at::zeros({B * T, v.size(1)}, v.options()).index_copy_(0, grid_idx, v).view({B, T, v.size(1)});
   };
   at::Tensor layers_sum;  // HsPooling::kLayersMean accumulator
-  at::Tensor last_idx = at::tensor(last, at::kLong).to(dev);
-  at::Tensor last_real_idx = at::tensor(last_in_real, at::kLong).to(dev);
 
   // Additive mask [B, 1, T, T]: causal, and padded keys hidden.
   at::Tensor lengths = at::tensor(out.lengths, at::kLong);
@@ -309,12 +311,15 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
                         .masked_fill_(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity())
                         .to(dev);
 
+  // RoPE angles per real token: [N, 1, hd], broadcast over the heads.
   at::Tensor freqs = at::outer(pos.to(at::kDouble), inv_freq_);
   at::Tensor emb = at::cat({freqs, freqs}, -1);
-  at::Tensor cos = emb.cos().to(dev, at::kFloat), sin = emb.sin().to(dev, at::kFloat);  // [T, hd]
+  at::Tensor pos_idx = at::tensor(position, at::kLong);
+  at::Tensor cos = emb.cos().index_select(0, pos_idx).to(dev, at::kFloat).unsqueeze(1);
+  at::Tensor sin = emb.sin().index_select(0, pos_idx).to(dev, at::kFloat).unsqueeze(1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
 
-  at::Tensor x = embed_.index_select(0, tok.view({-1})).view({B, T, H});
+  at::Tensor x = embed_.index_select(0, at::tensor(flat_ids, at::kLong).to(dev));  // [N, H]
   std::vector<at::Tensor> rw;
   // The last layer feeds nothing but the read-outs: when they are read at
   // the last token only (and nobody watches the other tokens), only the last
@@ -323,15 +328,16 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   const bool last_token_only =
       !options.want_logits && !tap_ && options.hs_pooling == HsPooling::kLast && options.rw_pooling == RwPooling::kLast;
   const int64_t full_layers = last_token_only ? c.num_layers - 1 : c.num_layers;
-  // Queries for h_q ([B * Tq, H]: every token, Tq = T, or each row's last,
-  // Tq = 1, rotated by q_cos/q_sin) and keys and values for every token of h,
+  // Queries for the rows q_rows of h (every token, or each text's last) and
+  // keys and values for every token of h ([N, H], normed, compute dtype):
   // projected, normed, clipped, split into heads and rotated, in the compute
-  // dtype: q [B, nh, Tq, hd]; k, v [B, nh, T, hd] (GQA heads repeated).
-  auto attention_heads = [&](const Layer& L, const at::Tensor& h, const at::Tensor& h_q, int64_t Tq,
-                             const at::Tensor& q_cos, const at::Tensor& q_sin) {
-    at::Tensor q = AddBias(L.wq.Apply(h_q), L.bq).to(at::kFloat).view({B, Tq, nh * hd});
-    at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat).view({B, T, nkv * hd});
-    at::Tensor v = AddBias(L.wv.Apply(h), L.bv).view({B, T, nkv * hd});
+  // dtype. q [q_rows, nh, hd]; k, v [B, nh, T, hd] on the grid (GQA heads
+  // repeated).
+  auto attention_heads = [&](const Layer& L, const at::Tensor& h, const at::Tensor& q_rows) {
+    const bool all_queries = !q_rows.defined();
+    at::Tensor q = AddBias(L.wq.Apply(all_queries ? h : h.index_select(0, q_rows)), L.bq).to(at::kFloat);
+    at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat);
+    at::Tensor v = AddBias(L.wv.Apply(h), L.bv);
     if (c.family->qk_norm == QkNorm::kFullProjection) {
       q = RmsNorm(q, L.q_norm, eps);
       k = RmsNorm(k, L.k_norm, eps);
@@ -341,15 +347,18 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       k = k.clamp(-*c.clip_qkv, *c.clip_qkv);
       v = v.clamp(-*c.clip_qkv, *c.clip_qkv);
     }
-    q = q.view({B, Tq, nh, hd}).transpose(1, 2);
-    k = k.view({B, T, nkv, hd}).transpose(1, 2);
-    v = v.view({B, T, nkv, hd}).transpose(1, 2);
+    q = q.view({q.size(0), nh, hd});
+    k = k.view({N, nkv, hd});
     if (c.family->qk_norm == QkNorm::kPerHead) {
       q = RmsNorm(q, L.q_norm, eps);
       k = RmsNorm(k, L.k_norm, eps);
     }
+    const at::Tensor q_cos = all_queries ? cos : cos.index_select(0, q_rows);
+    const at::Tensor q_sin = all_queries ? sin : sin.index_select(0, q_rows);
     q = (q * q_cos + RotateHalf(q) * q_sin).to(cdt);
     k = (k * cos + RotateHalf(k) * sin).to(cdt);
+    k = to_grid(k.view({N, nkv * hd})).view({B, T, nkv, hd}).transpose(1, 2);
+    v = to_grid(v).view({B, T, nkv, hd}).transpose(1, 2);
     if (nkv != nh) {  // GQA: query head i reads kv head i / (nh / nkv)
       k = k.repeat_interleave(nh / nkv, 1);
       v = v.repeat_interleave(nh / nkv, 1);
@@ -358,9 +367,11 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   };
   for (int64_t li = 0; li < full_layers; ++li) {
     const Layer& L = *layers_[li];
-    at::Tensor h = RmsNorm(x, L.in_norm, eps).view({B * T, H}).to(cdt);
-    auto [q, k, v] = attention_heads(L, h, h, T, cos, sin);
+    at::Tensor h = RmsNorm(x, L.in_norm, eps).to(cdt);
+    auto [q_rows, k, v] = attention_heads(L, h, at::Tensor());
     h.reset();
+    at::Tensor q = to_grid(q_rows.view({N, nh * hd})).view({B, T, nh, hd}).transpose(1, 2);
+    q_rows.reset();
     // Scores in row chunks of about kAttentionScoreBytes: the [B, nh, T, T]
     // scores and probabilities of a whole batch would be the largest
     // activations of the forward (134 MB for 16 x 256 tokens, 16 heads).
@@ -380,47 +391,45 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     k.reset();
     v.reset();
     attn = attn.view({B * T, nh * hd});
-    at::Tensor attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat).view({B, T, H});
+    if (padded) attn = attn.index_select(0, grid_idx);  // back to the real tokens
+    at::Tensor attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat);
+    attn.reset();
     x = x + attn_out;
-    if (tap_) tap_("attn_out", li, attn_out.view({B * T, H}).index_select(0, real_idx));
+    if (tap_) tap_("attn_out", li, attn_out);
 
-    // The MLP runs on the real tokens only (padding costs no expert compute).
-    at::Tensor u = RmsNorm(x, L.post_norm, eps).view({B * T, H}).index_select(0, real_idx);
+    at::Tensor u = RmsNorm(x, L.post_norm, eps);
     if (tap_) tap_("moe_in", li, u);
     at::Tensor y;
     if (L.moe) {
       at::Tensor z;
       y = L.block.Forward(u, &z, routing_);
-      rw.push_back(options.rw_pooling == RwPooling::kMean ? mean_over_tokens(z) : z.index_select(0, last_real_idx));
+      rw.push_back(options.rw_pooling == RwPooling::kMean ? mean_over_tokens(z) : z.index_select(0, last_idx));
       if (tap_) tap_("router_logits", li, z);
     } else {
       y = SwiGluWeights(u.to(cdt), L.dense_gate_up, L.dense_down).to(at::kFloat);
     }
     if (tap_) tap_("mlp_out", li, y);
-    x.view({B * T, H}).index_add_(0, real_idx, y);
-    if (tap_) tap_("layer_out", li, x.view({B * T, H}).index_select(0, real_idx));
+    x.add_(y);
+    if (tap_) tap_("layer_out", li, x);
     if (options.hs_pooling == HsPooling::kLayersMean) {
-      at::Tensor n = RmsNorm(x.view({B * T, H}).index_select(0, last_idx), final_norm_, eps);
+      at::Tensor n = RmsNorm(x.index_select(0, last_idx), final_norm_, eps);
       layers_sum = layers_sum.defined() ? layers_sum + n : n;
     }
   }
   if (last_token_only) {
     const Layer& L = *layers_[c.num_layers - 1];
-    at::Tensor h = RmsNorm(x, L.in_norm, eps).view({B * T, H}).to(cdt);
-    // Each row's query sits at its last position.
-    at::Tensor last_pos = (lengths - 1).to(dev);
-    at::Tensor qcos = cos.index_select(0, last_pos).view({B, 1, 1, hd});
-    at::Tensor qsin = sin.index_select(0, last_pos).view({B, 1, 1, hd});
-    auto [q, k, v] = attention_heads(L, h, h.index_select(0, last_idx), 1, qcos, qsin);  // q [B, nh, 1, hd]
+    at::Tensor h = RmsNorm(x, L.in_norm, eps).to(cdt);
+    auto [q, k, v] = attention_heads(L, h, last_idx);  // q [B, nh, hd]: each text's query at its last token
     h.reset();
     // The last query sees every real key of its row: the causal mask's last row.
     at::Tensor key_mask = at::zeros({B, 1, 1, T}, at::kFloat)
                               .masked_fill_((pos.view({1, 1, 1, T}) >= lengths.view({B, 1, 1, 1})),
                                             -std::numeric_limits<float>::infinity())
                               .to(dev);
+    q = q.unsqueeze(2);  // [B, nh, 1, hd]
     at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat).mul_(scale).add_(key_mask);
     at::Tensor attn = at::matmul(at::softmax(scores, -1).to(cdt), v).reshape({B, nh * hd});
-    at::Tensor xl = x.view({B * T, H}).index_select(0, last_idx);  // [B, H]
+    at::Tensor xl = x.index_select(0, last_idx);  // [B, H]
     xl.add_(AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat));
     at::Tensor u = RmsNorm(xl, L.post_norm, eps);
     if (L.moe) {
@@ -433,13 +442,13 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     out.hs = RmsNorm(xl, final_norm_, eps);
   } else if (options.want_logits) {
     at::Tensor normed = RmsNorm(x, final_norm_, eps);
-    out.logits = at::linear(normed, lm_head_).cpu();
-    out.hs = normed.view({B * T, H}).index_select(0, last_idx);
+    out.logits = at::linear(to_grid(normed), lm_head_).cpu();  // padded places: lm_head(0) = 0
+    out.hs = normed.index_select(0, last_idx);
   } else {
-    out.hs = RmsNorm(x.view({B * T, H}).index_select(0, last_idx), final_norm_, eps);
+    out.hs = RmsNorm(x.index_select(0, last_idx), final_norm_, eps);
   }
   if (options.hs_pooling == HsPooling::kMean) {
-    out.hs = mean_over_tokens(RmsNorm(x.view({B * T, H}).index_select(0, real_idx), final_norm_, eps));
+    out.hs = mean_over_tokens(RmsNorm(x, final_norm_, eps));
   } else if (options.hs_pooling == HsPooling::kLayersMean) {
     out.hs = layers_sum / static_cast<double>(c.num_layers);
   }

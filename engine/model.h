@@ -37,7 +37,7 @@ struct ForwardOptions {
 struct ForwardOutput {
   at::Tensor hs;             // [B, H]: final-normed hidden state at the last real token (or as pooled)
   at::Tensor router_logits;  // [B, L_moe, E]: z = W_gate x at the last real token (or mean), per MoE layer
-  at::Tensor logits;         // [B, T, V] if asked (rows padded past their length)
+  at::Tensor logits;         // [B, T, V] if asked (zeros past a row's length)
   std::vector<int64_t> lengths;
 };
 
