@@ -7,7 +7,7 @@
 namespace moeedb {
 
 StreamingEmbedder::StreamingEmbedder(const Embedder* embedder, StreamingOptions options)
-    : embedder_(embedder), options_(options) {
+    : embedder_(embedder), options_(options), workers_(embedder, options.workers, options.threads_per_worker) {
   if (options_.window_tokens <= 0) options_.window_tokens = 4 * embedder_->options().batch_tokens;
   if (options_.max_queued == 0) options_.max_queued = 1;
   if (options_.max_ready == 0) options_.max_ready = 1;
@@ -101,7 +101,7 @@ void StreamingEmbedder::Run() {
       queued_tokens_ -= tokens;
     }
     can_push_.notify_all();
-    Result<std::vector<Embedding>> r = embedder_->EmbedIds(window);
+    Result<std::vector<Embedding>> r = workers_.Embed(window);
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!r.ok()) {

@@ -4,9 +4,10 @@
 // A producer Push()es inputs (blocking while max_queued inputs wait); one
 // worker thread takes them a window at a time (window_tokens tokens, or
 // whatever is there once the stream is closed or the worker would otherwise
-// idle), and runs the window through Embedder::EmbedIds, which sorts it by
-// length and packs token-budget batches; results wait in a bounded output
-// queue for Next(). Tokenising in the producer overlaps the model's work.
+// idle), and runs the window through Embedder::EmbedIds (split across
+// EmbedWorkers when options.workers > 1), which sorts it by length and packs
+// token-budget batches; results wait in a bounded output queue for Next().
+// Tokenising in the producer overlaps the model's work.
 #pragma once
 
 #include <condition_variable>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/embed_workers.h"
 #include "engine/embedder.h"
 #include "engine/status.h"
 
@@ -27,6 +29,11 @@ struct StreamingOptions {
   size_t max_ready = 1024;       // embeddings waiting for Next, at most (the worker blocks beyond)
   int64_t window_tokens = 0;     // tokens per window; 0: 4 x the embedder's batch_tokens
   int linger_ms = 5;             // a queue that stops growing this long is run as it is
+  // Each window is split across this many EmbedWorkers (embed_workers.h),
+  // each with threads_per_worker compute threads; 1: the window runs on the
+  // stream's own thread with the process's compute threads.
+  int workers = 1;
+  int threads_per_worker = 1;
 };
 
 class StreamingEmbedder {
@@ -66,6 +73,7 @@ class StreamingEmbedder {
   bool closed_ = false;    // no more Push
   bool stopping_ = false;  // destructor: abandon everything
   bool worker_done_ = false;
+  EmbedWorkers workers_;  // used by the stream's thread only
   std::thread worker_;
 };
 

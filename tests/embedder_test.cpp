@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "engine/embed_workers.h"
 #include "engine/embedder.h"
 #include "engine/model.h"
 #include "engine/random_checkpoint.h"
@@ -98,6 +99,40 @@ TEST_F(TinyOlmoe, BatchInvariance) {
   // Different texts give different vectors (the check above is not vacuous).
   EXPECT_GT(MaxDiff((*a)[0].hs, (*a)[1].hs), 1e-3);
   EXPECT_GT(MaxDiff((*a)[0].rw, (*a)[1].rw), 1e-3);
+}
+
+// EmbedWorkers splits a call's inputs across worker threads: whatever the
+// split, every input gets the vectors the embedder gives it in one call, in
+// input order; bad ids fail the call with the input's index.
+TEST_F(TinyOlmoe, EmbedWorkersGiveTheEmbedderVectorsInInputOrder) {
+  const Embedder embedder(model_, tok_, EmbedderOptions{});
+  std::vector<std::vector<int32_t>> ids;
+  for (const auto& t : kTexts) ids.push_back(embedder.Tokenize(t).value());
+  for (const auto& t : kTexts) ids.push_back(embedder.Tokenize(t + " and more.").value());
+  auto alone = embedder.EmbedIds(ids);
+  ASSERT_TRUE(alone.ok());
+  for (int workers : {1, 2, 3}) {
+    EmbedWorkers w(&embedder, workers, 1);
+    EXPECT_EQ(w.workers(), workers);
+    for (size_t n : {size_t(0), size_t(1), size_t(2), ids.size()}) {
+      std::vector<std::vector<int32_t>> some(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
+      auto got = w.Embed(some);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ(got->size(), n);
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_LT(MaxDiff((*got)[i].hs, (*alone)[i].hs), 1e-5) << workers << " workers, input " << i;
+        EXPECT_LT(MaxDiff((*got)[i].rw, (*alone)[i].rw), 1e-5) << workers << " workers, input " << i;
+        EXPECT_EQ((*got)[i].tokens, (*alone)[i].tokens);
+      }
+    }
+    auto bad = ids;
+    bad[7] = {1, static_cast<int32_t>(model_->config().vocab_size)};
+    auto r = w.Embed(bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("input 7"), std::string::npos) << r.status().message();
+    EXPECT_GT(w.busy_seconds(), 0.0);
+  }
 }
 
 // The two ways of running the experts (per-expert GEMMs, padded batched

@@ -47,6 +47,8 @@ Result<std::unique_ptr<EmbeddingSetup>> SetupFor(const VectorCollection& c, cons
   // collection (int8/bf16 vectors agree with f32 to cos >= 0.995).
   ReadWeightFormatFlags(args, &cfg);
   cfg.cache_dir = DefaultCacheDir();
+  MOEEDB_ASSIGN_OR_RETURN(cfg.threads, args.GetInt("threads", 0, 0, 1024));
+  MOEEDB_ASSIGN_OR_RETURN(cfg.workers, args.GetInt("workers", 0, 1, 64));
   MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingSetup> s, EmbeddingSetup::Load(cfg));
   MOEEDB_RETURN_IF_ERROR(s->CheckMatches(c.info_json()));
   return s;
@@ -99,6 +101,8 @@ int RunIngest(const std::vector<std::string>& argv) {
       {"alpha", "X", "default alpha of a new collection (default 1.0)"},
       {"batch", "N", "documents per atomic, synced write (default 32)"},
       {"threads", "N", "compute threads (default: all cores)"},
+      {"workers", "N", "model threads: each batch is split into N parts embedded at once, each with threads/N "
+                       "compute threads (default 2 when there are 2 or more threads, else 1)"},
   });
   if (WantsHelp(argv)) {
     std::cout << HelpText("ingest --db DIR --collection NAME [--model DIR] [options] FILE.jsonl",
@@ -169,6 +173,9 @@ int RunIngest(const std::vector<std::string>& argv) {
     if (!args->Has("model")) return UsageError("ingest", "collection '" + name + "' does not exist: --model DIR is needed to create it");
     EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
     cfg.threads = static_cast<int>(*threads);
+    auto workers = args->GetInt("workers", 0, 1, 64);
+    if (!workers.ok()) return UsageError("ingest", workers.status().message());
+    cfg.workers = static_cast<int>(*workers);
     auto s = EmbeddingSetup::Load(cfg);
     if (!s.ok()) return Fail("ingest", s.status().message());
     setup = std::move(s).value();

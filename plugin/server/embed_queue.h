@@ -1,10 +1,11 @@
 // EmbedQueue: the only place the model runs in the server. HTTP threads
 // submit jobs (a request's token-id lists) and wait on a future. One
 // gathering thread takes every queued job that fits a token budget as a
-// round (dynamic batching across concurrent requests) and splits the round's
-// texts, sorted by length, into one part per worker with about equal tokens;
-// the workers embed their parts at the same time, each on its own compute
-// thread(s), and the round's jobs are answered when every part is done.
+// round (dynamic batching across concurrent requests) and embeds it with
+// EmbedWorkers: the round's texts, sorted by length, are split into one part
+// per worker with about equal tokens, embedded at the same time, each worker
+// on its own compute thread(s); the round's jobs are answered when every
+// part is done.
 //
 // Why split rounds rather than one round per worker: with a few concurrent
 // single-text clients, independent workers drift into lopsided rounds (one
@@ -26,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/embed_workers.h"
 #include "engine/embedder.h"
 #include "engine/status.h"
 
@@ -66,22 +68,12 @@ class EmbedQueue {
     std::vector<std::vector<int32_t>> ids;
     std::promise<Result<std::vector<Embedding>>> done;
   };
-  // One worker's share of a round: texts (by index into the round's flat
-  // list) and what embedding them gave.
-  struct Part {
-    std::vector<size_t> texts;
-    Result<std::vector<Embedding>> out = std::vector<Embedding>{};
-  };
-  void Gather();       // the gathering thread: forms rounds, answers jobs
-  void Compute(int w);  // worker w: embeds its part of each round
-  // Splits `all` into parts_ and runs them on the workers; returns when done.
-  void RunRound(const std::vector<std::vector<int32_t>>& all);
+  void Gather();  // the gathering thread: forms rounds, answers jobs
 
   const Embedder* embedder_;
   const size_t capacity_;
   const int64_t max_batch_tokens_;
   const int64_t gather_us_;
-  const int threads_per_worker_;
 
   mutable std::mutex mu_;  // guards the job queue and stats
   std::condition_variable cv_;
@@ -92,15 +84,7 @@ class EmbedQueue {
   Stats stats_;
   std::vector<size_t> round_sizes_;
 
-  std::mutex round_mu_;  // guards the round handed to the workers
-  std::condition_variable round_cv_, round_done_cv_;
-  const std::vector<std::vector<int32_t>>* round_ids_ = nullptr;
-  std::vector<Part> parts_;
-  uint64_t round_seq_ = 0;
-  int parts_left_ = 0;
-  bool workers_quit_ = false;
-
-  std::vector<std::thread> workers_;
+  EmbedWorkers workers_;  // used by the gathering thread only
   std::thread gatherer_;
 };
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/embed_workers.h"
 #include "engine/embedder.h"
 #include "engine/model.h"
 #include "engine/status.h"
@@ -26,6 +27,10 @@ struct EmbeddingConfig {
   std::string quant = "none";   // weight storage: none | int8
   std::string device = "cpu";   // cpu | cuda[:N]
   int threads = 0;
+  // Embed() splits its texts across this many EmbedWorkers, each with
+  // threads / workers compute threads; 0: 2 when there are 2 or more compute
+  // threads, else 1.
+  int workers = 1;
   int64_t batch_tokens = 4096;
   std::string cache_dir;  // SSMoE centroid cache
 };
@@ -66,6 +71,7 @@ class EmbeddingSetup {
   std::unique_ptr<MoeModel> model_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
   std::unique_ptr<Embedder> embedder_;
+  std::unique_ptr<EmbedWorkers> workers_;  // Embed() calls are serialised by it
   std::string fingerprint_, routing_canonical_;
 };
 
