@@ -9,6 +9,21 @@
 
 namespace moeedb {
 
+namespace {
+
+// EmbedIds reports model errors as values; this keeps anything else (an
+// allocation failure) from escaping a worker thread, which would end the
+// process.
+Result<std::vector<Embedding>> EmbedIdsNoThrow(const Embedder& e, const std::vector<std::vector<int32_t>>& ids) {
+  try {
+    return e.EmbedIds(ids);
+  } catch (const std::exception& ex) {
+    return Status::Internal(std::string("embedding failed: ") + ex.what());
+  }
+}
+
+}  // namespace
+
 EmbedWorkers::EmbedWorkers(const Embedder* embedder, int workers, int threads_per_worker) : embedder_(embedder) {
   if (workers <= 1) return;
   for (int w = 0; w < workers; ++w)
@@ -33,7 +48,7 @@ Result<std::vector<Embedding>> EmbedWorkers::Embed(const std::vector<std::vector
   std::lock_guard<std::mutex> call(call_mu_);
   if (threads_.empty() || ids.size() < 2) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto out = embedder_->EmbedIds(ids);
+    auto out = EmbedIdsNoThrow(*embedder_, ids);
     std::lock_guard<std::mutex> lock(mu_);
     busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
@@ -94,7 +109,7 @@ void EmbedWorkers::Work(int w, int threads) {
     double seconds = 0;
     if (!mine.empty()) {
       const auto t0 = std::chrono::steady_clock::now();
-      out = embedder_->EmbedIds(mine);
+      out = EmbedIdsNoThrow(*embedder_, mine);
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     std::lock_guard<std::mutex> lock(mu_);
