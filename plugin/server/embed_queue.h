@@ -48,8 +48,9 @@ class EmbedQueue {
   // join it (0 disables). The wait ends early once as many texts are queued
   // as the previous round had (closed-loop clients come back together), or
   // when no job arrived for gather_us / 4.
-  // workers: parts per round, each embedded by its own thread;
-  // threads_per_worker: compute threads each (0: leave the process setting).
+  // workers: parts per round, each embedded by its own thread (EmbedWorkers);
+  // threads_per_worker: compute threads each (0: the process setting for a
+  // single worker, 1 for several).
   EmbedQueue(const Embedder* embedder, size_t capacity, int64_t max_batch_tokens, int64_t gather_us = 2000,
              int workers = 1, int threads_per_worker = 0);
   ~EmbedQueue();  // finishes queued jobs, then stops
