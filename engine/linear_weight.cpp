@@ -1,6 +1,9 @@
 #include "engine/linear_weight.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "engine/panel_gemm.h"
 
 namespace moeedb {
 
@@ -29,6 +32,11 @@ void QuantizeInt8(const at::Tensor& w, at::Tensor* q, at::Tensor* scale) {
 // non-transposed right operand faster, which matters most for the few-row
 // GEMMs of experts in small batches (measured 10-70 % at 8-32 rows, one
 // thread; docs/perf.md).
+bool LinearWeight::WantsPanels(int64_t in, int64_t out) const {
+  return w_.scalar_type() == at::kFloat && compute_ == at::kFloat && w_.device().is_cpu() && out % 16 == 0 &&
+         in * out * 4 <= kPanelMaxBytes && PanelGemmAvailable();
+}
+
 LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format, at::Device device) {
   LinearWeight lw;
   lw.compute_ = ComputeType(format, device);
@@ -38,6 +46,14 @@ LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format,
     lw.scale_ = lw.scale_.to(device);
   } else {
     lw.w_ = w.transpose(-2, -1).to(device, StoredType(format)).contiguous();
+  }
+  const int64_t in = lw.in_features(), out = lw.out_features();
+  if (lw.WantsPanels(in, out)) {
+    const int64_t E = lw.w_.dim() == 3 ? lw.w_.size(0) : 1;
+    lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);
+    for (int64_t e = 0; e < E; ++e)
+      PackPanels(lw.w_.data_ptr<float>() + e * in * out, in, out, lw.panels_.data_ptr<float>() + e * in * out);
+    if (lw.w_.dim() == 2) lw.panels_ = lw.panels_.select(0, 0);
   }
   return lw;
 }
@@ -49,6 +65,7 @@ LinearWeight LinearWeight::Stack(int64_t E, int64_t out, int64_t in, const Weigh
   const auto opts = at::TensorOptions().device(device);
   lw.w_ = at::empty({E, in, out}, opts.dtype(StoredType(format)));
   if (format.quant == WeightQuant::kInt8) lw.scale_ = at::empty({E, out}, opts.dtype(at::kFloat));
+  if (lw.WantsPanels(in, out)) lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);
   return lw;
 }
 
@@ -61,6 +78,8 @@ void LinearWeight::Set(int64_t e, const at::Tensor& w) {
   } else {
     w_.select(0, e).copy_(w.t());
   }
+  if (panels_.defined())
+    PackPanels(w_.select(0, e).data_ptr<float>(), in_features(), out_features(), panels_.select(0, e).data_ptr<float>());
 }
 
 LinearWeight LinearWeight::Matrix(int64_t e) const {
@@ -68,6 +87,7 @@ LinearWeight LinearWeight::Matrix(int64_t e) const {
   lw.compute_ = compute_;
   lw.w_ = w_.select(0, e);
   if (scale_.defined()) lw.scale_ = scale_.select(0, e);
+  if (panels_.defined()) lw.panels_ = panels_.select(0, e);
   return lw;
 }
 
@@ -78,6 +98,14 @@ at::Tensor LinearWeight::Apply(const at::Tensor& x) const {
 }
 
 void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
+  // Few rows of f32 against a small packed matrix: the packed kernel, which
+  // skips BLAS's per-call packing of the weight (panel_gemm.h).
+  if (panels_.defined() && x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat && x.stride(1) == 1 &&
+      y.stride(1) == 1 && x.size(0) <= PanelGemmMaxRows(in_features(), at::get_num_threads())) {
+    PanelGemmF32(x.size(0), out_features(), in_features(), x.data_ptr<float>(), x.stride(0),
+                 panels_.data_ptr<float>(), y.data_ptr<float>(), y.stride(0));
+    return;
+  }
   if (w_.scalar_type() == compute_) {
     at::mm_out(y, x, w_);
     return;
@@ -103,6 +131,7 @@ at::Tensor LinearWeight::Dense() const {
 int64_t LinearWeight::nbytes() const {
   int64_t n = w_.defined() ? w_.numel() * static_cast<int64_t>(w_.element_size()) : 0;
   if (scale_.defined()) n += scale_.numel() * 4;
+  if (panels_.defined()) n += panels_.numel() * 4;
   return n;
 }
 

@@ -45,12 +45,17 @@ class LinearWeight {
   at::Tensor ToFloat() const;
   // The weights in the compute dtype, [.., out, in] (dequantised for int8; a view).
   at::Tensor Dense() const;
-  // Bytes held (values and scales).
+  // Bytes held (values, scales and the packed copy of small matrices).
   int64_t nbytes() const;
 
  private:
   at::Tensor w_;      // [.., in, out] (transposed): f32 or bf16 values, or int8
   at::Tensor scale_;  // [.., out] float32 when int8, else undefined
+  // f32 CPU matrices of at most kPanelMaxBytes, also packed for the few-row
+  // kernel (panel_gemm.h): [.., out / 16, in, 16]; else undefined.
+  at::Tensor panels_;
+  static constexpr int64_t kPanelMaxBytes = 1 << 20;
+  bool WantsPanels(int64_t in, int64_t out) const;
   at::ScalarType compute_ = at::kFloat;
 };
 

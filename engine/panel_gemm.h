@@ -1,0 +1,35 @@
+// PanelGemm: y = x · w for float32 with few rows in x, on a weight packed
+// once, at load, into column panels.
+//
+// BLAS GEMMs copy ("pack") the weight into a blocked layout on every call;
+// for the few-row GEMMs of small forwards (a server part of ~8 short texts
+// gives each expert ~30 rows; a one-text query 1-4) that copy cost twice the
+// arithmetic (perf: sgemm_itcopy 23 % vs sgemm_kernel 11 % of a one-text
+// forward, docs/perf.md). Packed once, the weight is read straight from
+// 16-column panels ([N / 16][K][16], each contiguous, so it stays in L1
+// across the row tiles of x) with 6 x 16 register tiles (AVX2 + FMA).
+// LinearWeight keeps a packed copy of small matrices only (<= 1 MB; the copy
+// doubles their memory) and uses it where it measured faster than BLAS.
+#pragma once
+
+#include <cstdint>
+
+namespace moeedb {
+
+// True where the kernel can run (x86-64 with AVX2 and FMA; not when
+// MOEEDB_PANEL_GEMM=off, which benchmarks use to compare both paths).
+bool PanelGemmAvailable();
+
+// Rows of x up to which PanelGemmF32 is used for a weight with K rows when
+// the caller runs `threads` compute threads.
+int64_t PanelGemmMaxRows(int64_t K, int threads);
+
+// Packs w[K, N] (row-major, N a multiple of 16) into panels[N / 16][K][16].
+void PackPanels(const float* w, int64_t K, int64_t N, float* panels);
+
+// y[M, N] = x[M, K] · w, w packed by PackPanels; x and y row-major with
+// leading dimensions ldx, ldy; y is overwritten. One thread.
+void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels, float* y,
+                  int64_t ldy);
+
+}  // namespace moeedb
