@@ -24,6 +24,13 @@ Result<std::vector<Embedding>> EmbedIdsNoThrow(const Embedder& e, const std::vec
 
 }  // namespace
 
+WorkerShare ShareComputeThreads(int workers, int threads) {
+  WorkerShare s;
+  s.workers = workers > 0 ? workers : std::max(1, std::min(2, threads));
+  s.threads_per_worker = std::max(1, threads / s.workers);
+  return s;
+}
+
 EmbedWorkers::EmbedWorkers(const Embedder* embedder, int workers, int threads_per_worker) : embedder_(embedder) {
   if (workers <= 1) return;
   for (int w = 0; w < workers; ++w)
@@ -54,9 +61,7 @@ Result<std::vector<Embedding>> EmbedWorkers::Embed(const std::vector<std::vector
     return out;
   }
   // Bad ids fail the call up front, named by their index in `ids`.
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (Status st = embedder_->CheckIds(ids[i]); !st.ok())
-      return Status::InvalidArgument("input " + std::to_string(i) + ": " + st.message());
+  MOEEDB_RETURN_IF_ERROR(embedder_->CheckAllIds(ids));
   // Longest first, cut into contiguous runs of about equal tokens: each part
   // pads little, and the parts finish at about the same time.
   std::vector<size_t> order(ids.size());

@@ -21,6 +21,15 @@
 
 namespace moeedb {
 
+// How `threads` compute threads are shared: `workers` workers (0: two where
+// there are two threads or more, else one), each with threads / workers of
+// them (at least one).
+struct WorkerShare {
+  int workers = 1;
+  int threads_per_worker = 1;
+};
+WorkerShare ShareComputeThreads(int workers, int threads);
+
 class EmbedWorkers {
  public:
   // `embedder` must outlive this object. workers <= 1: Embed runs on the

@@ -26,6 +26,13 @@ Status Embedder::CheckIds(const std::vector<int32_t>& ids) const {
   return Status::OK();
 }
 
+Status Embedder::CheckAllIds(const std::vector<std::vector<int32_t>>& ids) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (Status st = CheckIds(ids[i]); !st.ok())
+      return Status::InvalidArgument("input " + std::to_string(i) + ": " + st.message());
+  return Status::OK();
+}
+
 Result<std::vector<int32_t>> Embedder::Tokenize(std::string_view text) const {
   if (encoder_ == nullptr) return Status::InvalidArgument("this embedder has no tokenizer: pass token ids");
   if (text.find_first_not_of(" \t\r\n\v\f") == std::string_view::npos)
@@ -36,7 +43,7 @@ Result<std::vector<int32_t>> Embedder::Tokenize(std::string_view text) const {
   return ids;
 }
 
-Result<std::vector<Embedding>> Embedder::EmbedTexts(const std::vector<std::string>& texts) const {
+Result<std::vector<std::vector<int32_t>>> Embedder::TokenizeAll(const std::vector<std::string>& texts) const {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(texts.size());
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -46,13 +53,16 @@ Result<std::vector<Embedding>> Embedder::EmbedTexts(const std::vector<std::strin
                                    : r.status());
     ids.push_back(std::move(r).value());
   }
+  return ids;
+}
+
+Result<std::vector<Embedding>> Embedder::EmbedTexts(const std::vector<std::string>& texts) const {
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> ids, TokenizeAll(texts));
   return EmbedIds(ids);
 }
 
 Result<std::vector<Embedding>> Embedder::EmbedIds(const std::vector<std::vector<int32_t>>& ids) const {
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (Status st = CheckIds(ids[i]); !st.ok())
-      return Status::InvalidArgument("input " + std::to_string(i) + ": " + st.message());
+  MOEEDB_RETURN_IF_ERROR(CheckAllIds(ids));
   std::vector<Embedding> out(ids.size());
   // Longest first; a batch grows while its padded size fits the budget.
   std::vector<size_t> order(ids.size());

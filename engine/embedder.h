@@ -46,6 +46,8 @@ class Embedder {
   // The ids the model sees for `text` (prompt applied, special tokens added).
   // Empty or whitespace-only text is an InvalidArgument error.
   Result<std::vector<int32_t>> Tokenize(std::string_view text) const;
+  // Tokenize for each text; an InvalidArgument error names the input by index.
+  Result<std::vector<std::vector<int32_t>>> TokenizeAll(const std::vector<std::string>& texts) const;
   // Errors name the offending input by index.
   Result<std::vector<Embedding>> EmbedTexts(const std::vector<std::string>& texts) const;
   // Ids are used as they are: no template, no special tokens.
@@ -55,6 +57,9 @@ class Embedder {
   // InvalidArgument ("no token ids", "token id N is outside the vocabulary
   // [0, V)") unless `ids` is a non-empty sequence of the model's ids.
   Status CheckIds(const std::vector<int32_t>& ids) const;
+  // CheckIds for each list; the error names the first bad one by index
+  // ("input I: ...").
+  Status CheckAllIds(const std::vector<std::vector<int32_t>>& ids) const;
   const EmbedderOptions& options() const { return options_; }
 
  private:

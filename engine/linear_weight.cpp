@@ -28,15 +28,17 @@ void QuantizeInt8(const at::Tensor& w, at::Tensor* q, at::Tensor* scale) {
   *scale = s;
 }
 
-// Weights are stored transposed, [.., in, out] contiguous: OpenBLAS packs a
-// non-transposed right operand faster, which matters most for the few-row
-// GEMMs of experts in small batches (measured 10-70 % at 8-32 rows, one
-// thread; docs/perf.md).
+// A packed copy for the few-row kernel (panel_gemm.h): f32 on the CPU, whole
+// 16-column panels, and small enough that doubling it costs little.
 bool LinearWeight::WantsPanels(int64_t in, int64_t out) const {
   return w_.scalar_type() == at::kFloat && compute_ == at::kFloat && w_.device().is_cpu() && out % 16 == 0 &&
          in * out * 4 <= kPanelMaxBytes && PanelGemmAvailable();
 }
 
+// Weights are stored transposed, [.., in, out] contiguous: OpenBLAS packs a
+// non-transposed right operand faster, which matters most for the few-row
+// GEMMs of experts in small batches (measured 10-70 % at 8-32 rows, one
+// thread; docs/perf.md).
 LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format, at::Device device) {
   LinearWeight lw;
   lw.compute_ = ComputeType(format, device);

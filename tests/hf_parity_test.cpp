@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "engine/model.h"
@@ -17,21 +18,32 @@ namespace {
 
 using json = nlohmann::json;
 
-class FullModelParity : public ::testing::TestWithParam<std::string> {};
+// Each fixture: its transformers reference, the model loaded from its
+// folder, and the reference's input ids.
+class FullModelParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const std::string dir = test::Data("hf-moe/" + GetParam());
+    ref_ = json::parse(test::ReadFile(dir + "/reference.json"));
+    auto model = MoeModel::LoadDir(dir);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    model_ = std::move(model).value();
+    ids_ = ref_["input_ids"].get<std::vector<int32_t>>();
+  }
+  json ref_;
+  std::unique_ptr<MoeModel> model_;
+  std::vector<int32_t> ids_;
+};
 
 TEST_P(FullModelParity, LogitsMatchTransformersWithin1e4) {
-  const std::string dir = test::Data("hf-moe/" + GetParam());
-  const json ref = json::parse(test::ReadFile(dir + "/reference.json"));
-  auto model = MoeModel::LoadDir(dir);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  std::vector<int32_t> ids = ref["input_ids"].get<std::vector<int32_t>>();
-  const std::vector<double> hf = ref["hf_logits"].get<std::vector<double>>();
+  const std::vector<int32_t>& ids = ids_;
+  const std::vector<double> hf = ref_["hf_logits"].get<std::vector<double>>();
   ForwardOptions opt;
   opt.want_logits = true;
-  auto out = (*model)->Forward({ids}, opt);
+  auto out = model_->Forward({ids}, opt);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   at::Tensor logits = out->logits.to(at::kDouble).contiguous();
-  const int64_t V = (*model)->config().vocab_size;
+  const int64_t V = model_->config().vocab_size;
   ASSERT_EQ(logits.numel(), static_cast<int64_t>(hf.size()));
   ASSERT_EQ(static_cast<int64_t>(hf.size()), static_cast<int64_t>(ids.size()) * V);
   const double* p = logits.data_ptr<double>();
@@ -50,16 +62,12 @@ TEST_P(FullModelParity, LogitsMatchTransformersWithin1e4) {
 // forward's, which the test above ties to transformers. Two rows of
 // different lengths, so padding and per-row query positions are exercised.
 TEST_P(FullModelParity, LastTokenOnlyLastLayerGivesTheFullForwardsReadouts) {
-  const std::string dir = test::Data("hf-moe/" + GetParam());
-  const json ref = json::parse(test::ReadFile(dir + "/reference.json"));
-  auto model = MoeModel::LoadDir(dir);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  std::vector<int32_t> ids = ref["input_ids"].get<std::vector<int32_t>>();
+  const std::vector<int32_t>& ids = ids_;
   std::vector<int32_t> prefix(ids.begin(), ids.begin() + static_cast<int64_t>(ids.size() / 2 + 1));
   ForwardOptions full;
   full.want_logits = true;
-  auto a = (*model)->Forward({ids, prefix}, full);
-  auto b = (*model)->Forward({ids, prefix});
+  auto a = model_->Forward({ids, prefix}, full);
+  auto b = model_->Forward({ids, prefix});
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_LT((a->hs - b->hs).abs().max().item<double>(), 1e-5) << GetParam();
   EXPECT_LT((a->router_logits - b->router_logits).abs().max().item<double>(), 1e-5) << GetParam();

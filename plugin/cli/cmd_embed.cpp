@@ -1,6 +1,5 @@
 // moeedb embed: one input per stdin line -> one JSON line per input, in order:
 // {"hs":[...],"rw":[...],"tokens":N} with raw (unstandardised) vectors.
-#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -164,10 +163,10 @@ int RunEmbed(const std::vector<std::string>& argv) {
   const size_t n_inputs = inputs.size();
   // Two one-threaded forwards of half a window each ran ~1.3x faster than
   // one two-threaded forward of all of it here (docs/perf.md).
-  const int compute_threads = ComputeThreads();
+  const WorkerShare share = ShareComputeThreads(static_cast<int>(*workers), ComputeThreads());
   StreamingOptions sopt;
-  sopt.workers = args->Has("workers") ? static_cast<int>(*workers) : std::min(2, compute_threads);
-  sopt.threads_per_worker = std::max(1, compute_threads / sopt.workers);
+  sopt.workers = share.workers;
+  sopt.threads_per_worker = share.threads_per_worker;
   StreamingEmbedder stream(&embedder, sopt);
   Status push_failure;  // inputs were validated above: only after a failed forward pass
   std::thread producer([&] {

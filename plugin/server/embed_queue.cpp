@@ -46,9 +46,7 @@ Result<std::future<Result<std::vector<Embedding>>>> EmbedQueue::Submit(std::vect
   // Bad ids are refused here, so a round fails only for internal reasons
   // (its error then goes to every job in it).
   if (ids.empty()) return Status::InvalidArgument("no inputs");
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (Status st = embedder_->CheckIds(ids[i]); !st.ok())
-      return Status::InvalidArgument("input " + std::to_string(i) + ": " + st.message());
+  MOEEDB_RETURN_IF_ERROR(embedder_->CheckAllIds(ids));
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return Status::ResourceExhausted("the server is shutting down");
   if (jobs_.size() >= capacity_) return Status::ResourceExhausted("the embedding queue is full; retry later");

@@ -1,6 +1,5 @@
 #include "plugin/service/embedding_setup.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -109,11 +108,8 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   if (!ParseRwPooling(config.rw_pooling, &eo.rw_pooling))
     return Status::InvalidArgument("unknown RW pooling '" + config.rw_pooling + "' (last, mean)");
   s->embedder_ = std::make_unique<Embedder>(s->model_.get(), s->tokenizer_.get(), eo);
-  {
-    const int threads = ComputeThreads();
-    const int workers = config.workers > 0 ? config.workers : std::min(2, threads);
-    s->workers_ = std::make_unique<EmbedWorkers>(s->embedder_.get(), workers, std::max(1, threads / workers));
-  }
+  const WorkerShare share = ShareComputeThreads(config.workers, ComputeThreads());
+  s->workers_ = std::make_unique<EmbedWorkers>(s->embedder_.get(), share.workers, share.threads_per_worker);
   s->fingerprint_ = s->model_->WeightFingerprint();
   return s;
 }
@@ -158,16 +154,7 @@ Status EmbeddingSetup::CheckMatches(const std::string& info_text) const {
 }
 
 Result<std::vector<Embedding>> EmbeddingSetup::Embed(const std::vector<std::string>& texts) const {
-  std::vector<std::vector<int32_t>> ids;
-  ids.reserve(texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) {
-    auto r = embedder_->Tokenize(texts[i]);
-    if (!r.ok())
-      return r.status().code() == Status::Code::kInvalidArgument
-                 ? Status::InvalidArgument("input " + std::to_string(i) + ": " + r.status().message())
-                 : r.status();
-    ids.push_back(std::move(r).value());
-  }
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> ids, embedder_->TokenizeAll(texts));
   return workers_->Embed(ids);
 }
 
