@@ -9,11 +9,8 @@
 
 namespace moeedb {
 
-namespace {
-
-// EmbedIds reports model errors as values; this keeps anything else (an
-// allocation failure) from escaping a worker thread, which would end the
-// process.
+// EmbedIds reports model errors as values; this keeps anything else from
+// escaping a worker thread, which would end the process.
 Result<std::vector<Embedding>> EmbedIdsNoThrow(const Embedder& e, const std::vector<std::vector<int32_t>>& ids) {
   try {
     return e.EmbedIds(ids);
@@ -21,8 +18,6 @@ Result<std::vector<Embedding>> EmbedIdsNoThrow(const Embedder& e, const std::vec
     return Status::Internal(std::string("embedding failed: ") + ex.what());
   }
 }
-
-}  // namespace
 
 WorkerShare ShareComputeThreads(int workers, int threads) {
   WorkerShare s;

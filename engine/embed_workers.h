@@ -30,6 +30,10 @@ struct WorkerShare {
 };
 WorkerShare ShareComputeThreads(int workers, int threads);
 
+// Embedder::EmbedIds for a worker thread: anything it throws (an allocation
+// failure) becomes an Internal status instead of ending the process.
+Result<std::vector<Embedding>> EmbedIdsNoThrow(const Embedder& embedder, const std::vector<std::vector<int32_t>>& ids);
+
 class EmbedWorkers {
  public:
   // `embedder` must outlive this object. workers <= 1: Embed runs on the

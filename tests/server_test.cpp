@@ -195,9 +195,10 @@ TEST_F(ServerTest, TeiEmbedInfoAndMetrics) {
   EXPECT_NE(m.find("moeedb_queue_depth 0"), std::string::npos);
 }
 
-// Rounds split across workers: every job, from many concurrent submitters,
-// gets exactly its own texts' embeddings (as the embedder gives them alone),
-// whatever round and part its texts landed in; bad ids are refused up front.
+// Several workers taking shares of the queue: every job, from many concurrent
+// submitters, gets exactly its own texts' embeddings (as the embedder gives
+// them alone), whichever forwards its texts landed in; bad ids are refused up
+// front.
 TEST_F(ServerTest, EmbedQueueWithSeveralWorkersAnswersEachJobWithItsOwnTexts) {
   const Embedder& embedder = setup_->embedder();
   const int32_t vocab = static_cast<int32_t>(setup_->model().config().vocab_size);
@@ -253,6 +254,26 @@ TEST_F(ServerTest, EmbedQueueWithSeveralWorkersAnswersEachJobWithItsOwnTexts) {
     EXPECT_LE(st.batches, static_cast<uint64_t>(kSubmitters * kJobs));
     EXPECT_GT(st.busy_seconds, 0.0);
     EXPECT_EQ(st.depth, 0u);
+
+    // One large job on an idle queue: a worker takes its share of it, not
+    // all, so it runs as several forwards, and comes back whole, in order.
+    std::vector<std::vector<int32_t>> big(40);
+    for (auto& ids : big) {
+      ids.resize(1 + rng() % 30);
+      for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+    }
+    auto f = queue.Submit(big);
+    ASSERT_TRUE(f.ok());
+    auto got_big = f->get();
+    ASSERT_TRUE(got_big.ok()) << got_big.status().ToString();
+    auto alone = embedder.EmbedIds(big);
+    ASSERT_TRUE(alone.ok());
+    ASSERT_EQ(got_big->size(), big.size());
+    for (size_t i = 0; i < big.size(); ++i) {
+      EXPECT_EQ((*got_big)[i].tokens, static_cast<int64_t>(big[i].size()));
+      for (size_t d = 0; d < (*alone)[i].hs.size(); ++d) ASSERT_NEAR((*got_big)[i].hs[d], (*alone)[i].hs[d], 1e-4) << i;
+    }
+    EXPECT_GE(queue.stats().batches, st.batches + 2);
   }
 }
 

@@ -56,11 +56,11 @@ int RunServe(const std::vector<std::string>& argv) {
       {"max-tokens", "N", "tokens per input (default 8192)"},
       {"truncate", "", "truncate over-long inputs instead of answering 422"},
       {"queue", "N", "embedding jobs waiting at most before 429 (default 256)"},
-      {"batch-tokens", "N", "tokens gathered per model round across requests (default 16384)"},
-      {"forward-tokens", "N", "padded tokens per forward pass within a round (default 4096)"},
+      {"batch-tokens", "N", "tokens a model worker takes at most per forward, across requests (default 16384)"},
+      {"forward-tokens", "N", "padded tokens per forward pass within a worker's batch (default 4096)"},
       {"max-connections", "N", "open connections at most (default 256)"},
-      {"workers", "N", "model threads: each round is split into N parts of about equal tokens, embedded at once, "
-                       "each with threads/N compute threads (default 2)"},
+      {"workers", "N", "model workers: each takes its share of the queued texts when free and embeds them "
+                       "with threads/N compute threads (default 2)"},
   });
   if (WantsHelp(argv)) {
     std::cout << HelpText("serve --db DIR --model DIR [options]",
@@ -120,9 +120,9 @@ int RunServe(const std::vector<std::string>& argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  // A round split over two single-threaded workers beats one two-threaded
-  // forward on 2 cores: no OpenMP team wakes up for every small op of a
-  // small forward (docs/perf.md, "Server load").
+  // Two single-threaded workers beat one two-threaded one on 2 cores: no
+  // OpenMP team wakes up for every small op of a small forward (docs/perf.md,
+  // "Server load").
   const int compute_threads = ComputeThreads();
   EmbedQueue embed_queue(&(*setup)->embedder(), static_cast<size_t>(*queue), *batch_tokens, 2000,
                          static_cast<int>(*workers),

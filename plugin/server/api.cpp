@@ -83,7 +83,7 @@ struct Api::Metrics {
   static constexpr double kBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   std::map<std::string, std::vector<uint64_t>> latency;  // per route: bucket counts + total count
   std::map<std::string, double> latency_sum;
-  std::vector<uint64_t> batch_hist = std::vector<uint64_t>(8, 0);  // 1,2,4,...,64,+Inf texts per round
+  std::vector<uint64_t> batch_hist = std::vector<uint64_t>(8, 0);  // 1,2,4,...,64,+Inf texts per forward
   uint64_t batch_count = 0, batch_sum = 0, documents_stored = 0;
 };
 
@@ -132,7 +132,7 @@ std::string Api::MetricsText() {
     o << "moeedb_request_duration_seconds_sum{route=\"" << route << "\"} " << metrics_->latency_sum[route] << "\n";
     o << "moeedb_request_duration_seconds_count{route=\"" << route << "\"} " << b.back() << "\n";
   }
-  o << "# HELP moeedb_batch_size_texts Texts per model round (dynamic batching).\n# TYPE moeedb_batch_size_texts histogram\n";
+  o << "# HELP moeedb_batch_size_texts Texts per model forward, gathered across requests (dynamic batching).\n# TYPE moeedb_batch_size_texts histogram\n";
   uint64_t cum = 0;
   for (size_t i = 0; i < 7; ++i) {
     cum += metrics_->batch_hist[i];
