@@ -10,6 +10,7 @@
 
 #include "engine/checkpoint_spec.h"
 #include "engine/moe_block.h"
+#include "engine/packed_attention.h"
 #include "engine/safetensors.h"
 #include "engine/spectral_router.h"
 #include "engine/tensor_util.h"
@@ -273,10 +274,12 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   // other ([N, H]), so projections, norms and MLPs never touch padding. Only
   // the attention scores need a [B, T] grid; `grid` gives each real token's
   // place in it. `last` is each text's last token among the N.
-  std::vector<int64_t> flat_ids, grid, position, last, row_of;
+  std::vector<int64_t> flat_ids, grid, position, last, row_of, text_start, last_pos;
   ForwardOutput out;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = static_cast<int64_t>(ids[b].size());
+    text_start.push_back(static_cast<int64_t>(flat_ids.size()));
+    last_pos.push_back(len - 1);
     for (int64_t t = 0; t < len; ++t) {
       flat_ids.push_back(ids[b][t]);
       grid.push_back(b * T + t);
@@ -302,14 +305,20 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   };
   at::Tensor layers_sum;  // HsPooling::kLayersMean accumulator
 
-  // Additive mask [B, 1, T, T]: causal, and padded keys hidden.
+  // f32 on the CPU: attention straight on the packed rows, no grid, no mask.
+  const bool packed_attention =
+      attention_kernel_ == AttentionKernel::kAuto && cdt == at::kFloat && dev.is_cpu();
+  // Additive mask [B, 1, T, T] for the grid path: causal, and padded keys hidden.
   at::Tensor lengths = at::tensor(out.lengths, at::kLong);
   at::Tensor pos = at::arange(T, at::kLong);
-  at::Tensor allowed = (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0) &
-                       (pos.view({1, 1, T}) < lengths.view({B, 1, 1}));
-  at::Tensor mask = at::zeros({B, 1, T, T}, at::kFloat)
-                        .masked_fill_(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity())
-                        .to(dev);
+  at::Tensor mask;
+  if (!packed_attention) {
+    at::Tensor allowed = (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0) &
+                         (pos.view({1, 1, T}) < lengths.view({B, 1, 1}));
+    mask = at::zeros({B, 1, T, T}, at::kFloat)
+               .masked_fill_(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity())
+               .to(dev);
+  }
 
   // RoPE angles per real token: [N, 1, hd], broadcast over the heads.
   at::Tensor freqs = at::outer(pos.to(at::kDouble), inv_freq_);
@@ -357,41 +366,63 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     const at::Tensor q_sin = all_queries ? sin : sin.index_select(0, q_rows);
     q = (q * q_cos + RotateHalf(q) * q_sin).to(cdt);
     k = (k * cos + RotateHalf(k) * sin).to(cdt);
+    return std::array<at::Tensor, 3>{q, k, v};  // q [Nq, nh, hd], k [N, nkv, hd], v [N, nkv * hd]
+  };
+  // k [N, nkv, hd] and v [N, nkv * hd] -> [B, nh, T, hd] each, on the grid.
+  auto heads_on_grid = [&](at::Tensor k, at::Tensor v) {
     k = to_grid(k.view({N, nkv * hd})).view({B, T, nkv, hd}).transpose(1, 2);
     v = to_grid(v).view({B, T, nkv, hd}).transpose(1, 2);
     if (nkv != nh) {  // GQA: query head i reads kv head i / (nh / nkv)
       k = k.repeat_interleave(nh / nkv, 1);
       v = v.repeat_interleave(nh / nkv, 1);
     }
-    return std::array<at::Tensor, 3>{q, k, v};
+    return std::array<at::Tensor, 2>{k, v};
+  };
+  // Packed attention: query row r is text q_text[r]'s token at q_pos[r].
+  const PackedAttentionShape attention_shape{nh, nkv, hd, static_cast<float>(scale)};
+  auto attend_packed = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const int64_t* q_text,
+                           const int64_t* q_pos) {
+    const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    at::Tensor o = at::empty({qc.size(0), nh * hd}, qc.options());
+    PackedAttentionF32(attention_shape, qc.data_ptr<float>(), nh * hd, kc.data_ptr<float>(), vc.data_ptr<float>(),
+                       nkv * hd, q_text, q_pos, qc.size(0), text_start.data(), o.data_ptr<float>());
+    return o;
   };
   for (int64_t li = 0; li < full_layers; ++li) {
     const Layer& L = *layers_[li];
     at::Tensor h = RmsNorm(x, L.in_norm, eps).to(cdt);
-    auto [q_rows, k, v] = attention_heads(L, h, at::Tensor());
+    auto [q_rows, k_rows, v_rows] = attention_heads(L, h, at::Tensor());
     h.reset();
-    at::Tensor q = to_grid(q_rows.view({N, nh * hd})).view({B, T, nh, hd}).transpose(1, 2);
-    q_rows.reset();
-    // Scores in row chunks of about kAttentionScoreBytes: the [B, nh, T, T]
-    // scores and probabilities of a whole batch would be the largest
-    // activations of the forward (134 MB for 16 x 256 tokens, 16 heads).
-    at::Tensor attn = at::empty({B, T, nh * hd}, q.options());
-    const int64_t rows = std::max<int64_t>(1, kAttentionScoreBytes / (nh * T * T * 4));
-    for (int64_t b0 = 0; b0 < B; b0 += rows) {
-      const int64_t n = std::min(rows, B - b0);
-      at::Tensor scores = at::matmul(q.narrow(0, b0, n), k.narrow(0, b0, n).transpose(-2, -1))
-                              .to(at::kFloat)
-                              .mul_(scale)
-                              .add_(mask.narrow(0, b0, n));
-      at::Tensor probs = at::softmax(scores, -1).to(cdt);
-      scores.reset();
-      attn.narrow(0, b0, n).copy_(at::matmul(probs, v.narrow(0, b0, n)).transpose(1, 2).reshape({n, T, nh * hd}));
+    at::Tensor attn;  // [N, nh * hd], the real tokens
+    if (packed_attention) {
+      attn = attend_packed(q_rows, k_rows, v_rows, row_of.data(), position.data());
+    } else {
+      auto [k, v] = heads_on_grid(k_rows, v_rows);
+      k_rows.reset();
+      v_rows.reset();
+      at::Tensor q = to_grid(q_rows.view({N, nh * hd})).view({B, T, nh, hd}).transpose(1, 2);
+      q_rows.reset();
+      // Scores in row chunks of about kAttentionScoreBytes: the [B, nh, T, T]
+      // scores and probabilities of a whole batch would be the largest
+      // activations of the forward (134 MB for 16 x 256 tokens, 16 heads).
+      attn = at::empty({B, T, nh * hd}, q.options());
+      const int64_t rows = std::max<int64_t>(1, kAttentionScoreBytes / (nh * T * T * 4));
+      for (int64_t b0 = 0; b0 < B; b0 += rows) {
+        const int64_t n = std::min(rows, B - b0);
+        at::Tensor scores = at::matmul(q.narrow(0, b0, n), k.narrow(0, b0, n).transpose(-2, -1))
+                                .to(at::kFloat)
+                                .mul_(scale)
+                                .add_(mask.narrow(0, b0, n));
+        at::Tensor probs = at::softmax(scores, -1).to(cdt);
+        scores.reset();
+        attn.narrow(0, b0, n).copy_(at::matmul(probs, v.narrow(0, b0, n)).transpose(1, 2).reshape({n, T, nh * hd}));
+      }
+      q.reset();
+      k.reset();
+      v.reset();
+      attn = attn.view({B * T, nh * hd});
+      if (padded) attn = attn.index_select(0, grid_idx);  // back to the real tokens
     }
-    q.reset();
-    k.reset();
-    v.reset();
-    attn = attn.view({B * T, nh * hd});
-    if (padded) attn = attn.index_select(0, grid_idx);  // back to the real tokens
     at::Tensor attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat);
     attn.reset();
     x = x + attn_out;
@@ -419,16 +450,23 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   if (last_token_only) {
     const Layer& L = *layers_[c.num_layers - 1];
     at::Tensor h = RmsNorm(x, L.in_norm, eps).to(cdt);
-    auto [q, k, v] = attention_heads(L, h, last_idx);  // q [B, nh, hd]: each text's query at its last token
+    auto [q, k_rows, v_rows] = attention_heads(L, h, last_idx);  // q [B, nh, hd]: each text's query at its last token
     h.reset();
-    // The last query sees every real key of its row: the causal mask's last row.
-    at::Tensor key_mask = at::zeros({B, 1, 1, T}, at::kFloat)
-                              .masked_fill_((pos.view({1, 1, 1, T}) >= lengths.view({B, 1, 1, 1})),
-                                            -std::numeric_limits<float>::infinity())
-                              .to(dev);
-    q = q.unsqueeze(2);  // [B, nh, 1, hd]
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat).mul_(scale).add_(key_mask);
-    at::Tensor attn = at::matmul(at::softmax(scores, -1).to(cdt), v).reshape({B, nh * hd});
+    at::Tensor attn;  // [B, nh * hd]
+    if (packed_attention) {
+      std::vector<int64_t> text_of(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) text_of[static_cast<size_t>(b)] = b;
+      attn = attend_packed(q, k_rows, v_rows, text_of.data(), last_pos.data());
+    } else {
+      auto [k, v] = heads_on_grid(k_rows, v_rows);
+      // The last query sees every real key of its row: the causal mask's last row.
+      at::Tensor key_mask = at::zeros({B, 1, 1, T}, at::kFloat)
+                                .masked_fill_((pos.view({1, 1, 1, T}) >= lengths.view({B, 1, 1, 1})),
+                                              -std::numeric_limits<float>::infinity())
+                                .to(dev);
+      at::Tensor scores = at::matmul(q.unsqueeze(2), k.transpose(-2, -1)).to(at::kFloat).mul_(scale).add_(key_mask);
+      attn = at::matmul(at::softmax(scores, -1).to(cdt), v).reshape({B, nh * hd});
+    }
     at::Tensor xl = x.index_select(0, last_idx);  // [B, H]
     xl.add_(AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat));
     at::Tensor u = RmsNorm(xl, L.post_norm, eps);

@@ -86,6 +86,11 @@ class MoeModel {
   // How every MoE block runs its experts (moe_block.h; kAuto by default;
   // tests and benchmarks force one).
   void set_expert_dispatch(ExpertDispatch d);
+  // How attention runs: kAuto (the default) takes packed rows
+  // (packed_attention.h) for f32 on the CPU and [B, T] grids with batched
+  // GEMMs elsewhere; kGrid forces the grid path (tests compare the two).
+  enum class AttentionKernel { kAuto, kGrid };
+  void set_attention_kernel(AttentionKernel a) { attention_kernel_ = a; }
   // The MoE blocks in layer order (for tests and measurements).
   std::vector<const MoeBlock*> MoeBlocks() const;
 
@@ -104,6 +109,7 @@ class MoeModel {
   std::vector<std::unique_ptr<Layer>> layers_;
   ForwardTap tap_;
   RoutingPolicy routing_;
+  AttentionKernel attention_kernel_ = AttentionKernel::kAuto;
 };
 
 }  // namespace moeedb
