@@ -84,6 +84,11 @@ void LinearWeight::Set(int64_t e, const at::Tensor& w) {
     PackPanels(w_.select(0, e).data_ptr<float>(), in_features(), out_features(), panels_.select(0, e).data_ptr<float>());
 }
 
+const float* LinearWeight::packed_panels(int64_t e) const {
+  if (!panels_.defined()) return nullptr;
+  return panels_.data_ptr<float>() + (panels_.dim() == 4 ? e * in_features() * out_features() : 0);
+}
+
 LinearWeight LinearWeight::Matrix(int64_t e) const {
   LinearWeight lw;
   lw.compute_ = compute_;

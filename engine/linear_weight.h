@@ -45,6 +45,9 @@ class LinearWeight {
   at::Tensor ToFloat() const;
   // The weights in the compute dtype, [.., out, in] (dequantised for int8; a view).
   at::Tensor Dense() const;
+  // Matrix e's packed copy ([out / 16, in, 16], panel_gemm.h), or null when
+  // there is none (not f32 on the CPU, too large, or out not a multiple of 16).
+  const float* packed_panels(int64_t e = 0) const;
   // Bytes held (values, scales and the packed copy of small matrices).
   int64_t nbytes() const;
 

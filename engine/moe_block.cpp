@@ -1,6 +1,13 @@
 #include "engine/moe_block.h"
 
+#include <ATen/Parallel.h>
+
+#include <cstring>
+#include <vector>
+
+#include "engine/panel_gemm.h"
 #include "engine/tensor_util.h"
+#include "engine/vector_exp.h"
 
 namespace moeedb {
 
@@ -128,6 +135,13 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   if (router_logits != nullptr) *router_logits = routing.logits;
   const int64_t k = routing.experts.size(1);
 
+  const at::Tensor xc = x.to(gate_up_.compute_type());
+  if ((dispatch_ == ExpertDispatch::kAuto || dispatch_ == ExpertDispatch::kPacked) && CanRunPacked(xc)) {
+    at::Tensor out = RunExpertsPacked(xc, routing);
+    AddSharedExpert(x, xc, &out);
+    return out;
+  }
+
   // Group the (token, slot) pairs by expert: a stable sort of the flat expert
   // ids gives, per expert, a contiguous run of the tokens routed to it.
   Grouping g;
@@ -137,18 +151,89 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   g.slot_weight = routing.weights.reshape({-1}).index_select(0, order);
   g.counts = at::bincount(flat, {}, E).to(at::kCPU);
 
-  const at::Tensor xc = x.to(gate_up_.compute_type());
   const bool batched = dispatch_ == ExpertDispatch::kBatched ||
                        (dispatch_ == ExpertDispatch::kAuto && x.size(0) * k < kBatchedBelowTokensPerExpert * E);
   const bool grouped =
       dispatch_ == ExpertDispatch::kGrouped ||
       (dispatch_ == ExpertDispatch::kAuto && x.size(0) * k * x.size(1) * xc.element_size() <= kGroupedMaxBytes);
   at::Tensor out = batched ? RunExpertsBatched(xc, g) : grouped ? RunExpertsGrouped(xc, g) : RunExpertsLoop(xc, g);
-  if (shared_kind_ != SharedExpertKind::kNone) {
-    at::Tensor s = shared_down_.Apply(SiluGlu(shared_gate_up_.Apply(xc))).to(at::kFloat);
-    if (shared_kind_ == SharedExpertKind::kSigmoidGated) s.mul_(at::sigmoid(at::linear(x, shared_gate_)));
-    out.add_(s);
+  AddSharedExpert(x, xc, &out);
+  return out;
+}
+
+void MoeBlock::AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Tensor* out) const {
+  if (shared_kind_ == SharedExpertKind::kNone) return;
+  at::Tensor s = shared_down_.Apply(SiluGlu(shared_gate_up_.Apply(xc))).to(at::kFloat);
+  if (shared_kind_ == SharedExpertKind::kSigmoidGated) s.mul_(at::sigmoid(at::linear(x, shared_gate_)));
+  out->add_(s);
+}
+
+bool MoeBlock::CanRunPacked(const at::Tensor& x) const {
+  return x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous() &&
+         has_packed_experts();
+}
+
+at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) const {
+  const int64_t N = x.size(0), H = x.size(1), E = spec_.num_experts;
+  const int64_t I2 = gate_up_.out_features(), I = I2 / 2;
+  const at::Tensor experts = r.experts.to(at::kLong).contiguous();
+  const at::Tensor weights = r.weights.to(at::kFloat).contiguous();
+  const int64_t k = experts.size(1), P = N * k;
+  const int64_t* expert_of = experts.data_ptr<int64_t>();  // [N * k]: pair f = (token f / k, rank f % k)
+  const float* weight_of = weights.data_ptr<float>();
+  // A stable counting sort of the pairs by expert: expert e's pairs are
+  // rows start[e] .. start[e + 1] of ys; pair f went to row row_of[f].
+  std::vector<int64_t> start(static_cast<size_t>(E + 1), 0), row_of(static_cast<size_t>(P)),
+      token_of_row(static_cast<size_t>(P));
+  for (int64_t f = 0; f < P; ++f) ++start[static_cast<size_t>(expert_of[f] + 1)];
+  for (int64_t e = 0; e < E; ++e) start[static_cast<size_t>(e + 1)] += start[static_cast<size_t>(e)];
+  {
+    std::vector<int64_t> next(start.begin(), start.end() - 1);
+    for (int64_t f = 0; f < P; ++f) {
+      const int64_t row = next[static_cast<size_t>(expert_of[f])]++;
+      row_of[static_cast<size_t>(f)] = row;
+      token_of_row[static_cast<size_t>(row)] = f / k;
+    }
   }
+  const float* xp = x.data_ptr<float>();
+  at::Tensor ys = at::empty({P, H}, x.options());
+  float* yp = ys.data_ptr<float>();
+  // Per expert: gather its rows, gate/up GEMM, SwiGLU in place, down GEMM
+  // into its rows of ys. Experts run in parallel; each owns its rows.
+  at::parallel_for(0, E, 1, [&](int64_t e0, int64_t e1) {
+    std::vector<float> xs, gu;
+    for (int64_t e = e0; e < e1; ++e) {
+      const int64_t s0 = start[static_cast<size_t>(e)], c = start[static_cast<size_t>(e + 1)] - s0;
+      if (c == 0) continue;
+      xs.resize(static_cast<size_t>(c * H));
+      gu.resize(static_cast<size_t>(c * I2));
+      for (int64_t i = 0; i < c; ++i)
+        std::memcpy(xs.data() + i * H, xp + token_of_row[static_cast<size_t>(s0 + i)] * H, H * sizeof(float));
+      PanelGemmF32(c, I2, H, xs.data(), H, gate_up_.packed_panels(e), gu.data(), I2);
+      for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (LoadExperts)
+        float* row = gu.data() + i * I2;
+        SiluGluArray(row, row + I, row, I);
+      }
+      PanelGemmF32(c, H, I, gu.data(), I2, down_.packed_panels(e), yp + s0 * H, H);
+    }
+  });
+  // Each token: the weighted sum of its k expert outputs, in rank order.
+  at::Tensor out = at::empty({N, H}, x.options());
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, N, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = op + t * H;
+      for (int64_t j = 0; j < k; ++j) {
+        const float w = weight_of[t * k + j];
+        const float* y = yp + row_of[static_cast<size_t>(t * k + j)] * H;
+        if (j == 0) {
+          for (int64_t d = 0; d < H; ++d) o[d] = w * y[d];
+        } else {
+          for (int64_t d = 0; d < H; ++d) o[d] += w * y[d];
+        }
+      }
+    }
+  });
   return out;
 }
 

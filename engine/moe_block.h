@@ -69,6 +69,9 @@ class MoeBlock {
   // Float32 copies (dequantised for int8) of expert e's matrices.
   at::Tensor expert_gate_up(int64_t e) const { return gate_up_.Matrix(e).ToFloat(); }  // [2I, H]: gate, then up rows
   at::Tensor expert_down(int64_t e) const { return down_.Matrix(e).ToFloat(); }        // [H, I]
+  // Whether both expert matrices have packed copies, so that f32 CPU inputs
+  // can take ExpertDispatch::kPacked.
+  bool has_packed_experts() const { return gate_up_.packed_panels() != nullptr && down_.packed_panels() != nullptr; }
   // Bytes of expert weights held (values and scales).
   int64_t expert_nbytes() const { return gate_up_.nbytes() + down_.nbytes(); }
   // [E, H] centroids cbar_e for SSMoE routing.
@@ -86,6 +89,11 @@ class MoeBlock {
   at::Tensor RunExpertsLoop(const at::Tensor& x, const Grouping& g) const;
   at::Tensor RunExpertsBatched(const at::Tensor& x, const Grouping& g) const;
   at::Tensor RunExpertsGrouped(const at::Tensor& x, const Grouping& g) const;
+  // ExpertDispatch::kPacked; x [N, H] float32 on the CPU, contiguous.
+  bool CanRunPacked(const at::Tensor& x) const;
+  // out += the shared expert's output (gated where the family gates it).
+  void AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Tensor* out) const;
+  at::Tensor RunExpertsPacked(const at::Tensor& x, const Routing& r) const;
 
   MoeBlockSpec spec_;
   SharedExpertKind shared_kind_ = SharedExpertKind::kNone;

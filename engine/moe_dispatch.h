@@ -17,6 +17,12 @@ namespace moeedb {
 // for small rounds, but the shared buffers cost memory traffic for large
 // ones, so kAuto uses it only below MoeBlock::kGroupedMaxBytes of gathered
 // rows.
-enum class ExpertDispatch { kAuto, kLoop, kBatched, kGrouped };
+// kPacked: for f32 on the CPU when both expert matrices have packed copies
+// (LinearWeight::packed_panels): the grouping, the gathers, both GEMMs (the
+// few-row kernel, panel_gemm.h), SwiGLU and the weighted combine as plain
+// loops over raw rows, experts in parallel, with no ATen call per expert
+// (the other paths make ~12 per active expert, which was most of a small
+// forward's MoE time; docs/perf.md). kAuto takes it wherever it can run.
+enum class ExpertDispatch { kAuto, kLoop, kBatched, kGrouped, kPacked };
 
 }  // namespace moeedb

@@ -1,5 +1,7 @@
 #include "engine/packed_attention.h"
 
+#include "engine/vector_exp.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -39,27 +41,6 @@ void AttendScalar(const float* q, const float* k, const float* v, int64_t kv_ld,
 }
 
 #if defined(__x86_64__)
-
-// exp(x), Cephes' single-precision polynomial (~1e-7 relative error); 0 below
-// -87 (where float32 exp turns denormal), which also covers -inf.
-__attribute__((target("avx2,fma"))) inline __m256 Exp8(__m256 x) {
-  const __m256 zero_below = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f)), _mm256_set1_ps(-88.3762626647949f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-  return _mm256_andnot_ps(zero_below, y);
-}
 
 __attribute__((target("avx2,fma"))) inline float Hsum(__m256 a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -118,18 +99,6 @@ __attribute__((target("avx2,fma"))) void AttendAvx2(const float* q, const float*
   }
 }
 
-__attribute__((target("avx2,fma"))) void ExpInPlace(float* p, int64_t n8) {
-  for (int64_t i = 0; i < n8; i += 8) _mm256_storeu_ps(p + i, Exp8(_mm256_loadu_ps(p + i)));
-}
-
-bool HasAvx2Fma() {
-  static const bool on = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return on;
-}
-
 #endif  // __x86_64__
 
 }  // namespace
@@ -139,7 +108,7 @@ void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64
                         int64_t n_queries, const int64_t* text_start, float* out) {
   const int64_t nh = shape.heads, hd = shape.head_dim, group = shape.heads / shape.kv_heads;
 #if defined(__x86_64__)
-  const bool vec = hd % 8 == 0 && HasAvx2Fma();
+  const bool vec = hd % 8 == 0 && CpuHasAvx2Fma();
 #endif
   at::parallel_for(0, n_queries, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
@@ -162,19 +131,6 @@ void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64
       }
     }
   });
-}
-
-void PackedAttentionExp(const float* x, float* y, int64_t n) {
-#if defined(__x86_64__)
-  if (HasAvx2Fma()) {
-    std::vector<float> buf((static_cast<size_t>(n) + 7) / 8 * 8, 0.0f);
-    std::copy(x, x + n, buf.begin());
-    ExpInPlace(buf.data(), static_cast<int64_t>(buf.size()));
-    std::copy(buf.begin(), buf.begin() + n, y);
-    return;
-  }
-#endif
-  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
 
 }  // namespace moeedb

@@ -33,8 +33,4 @@ void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64
                         const float* v, int64_t kv_ld, const int64_t* q_text, const int64_t* q_pos,
                         int64_t n_queries, const int64_t* text_start, float* out);
 
-// exp(x) for x <= 0 as PackedAttentionF32 computes it (the vector path's
-// polynomial where AVX2 is available): for tests.
-void PackedAttentionExp(const float* x, float* y, int64_t n);
-
 }  // namespace moeedb

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #if defined(__x86_64__)
@@ -64,7 +65,10 @@ bool PanelGemmAvailable() {
 
 int64_t PanelGemmMaxRows(int64_t K, int threads) {
   if (!PanelGemmAvailable() || K < 1) return 0;
-  return threads <= 1 ? 128 : 32;
+  // One thread: any number of rows (the kernel beat OpenBLAS from 8 to 2048
+  // rows on these matrices, docs/perf.md); with more, OpenBLAS splits large
+  // GEMMs across threads and this kernel does not.
+  return threads <= 1 ? std::numeric_limits<int64_t>::max() : 32;
 }
 
 void PackPanels(const float* w, int64_t K, int64_t N, float* panels) {

@@ -7,6 +7,8 @@
 #include "engine/embed_workers.h"
 #include "engine/embedder.h"
 #include "engine/model.h"
+#include "engine/moe_block.h"
+#include "engine/panel_gemm.h"
 #include "engine/random_checkpoint.h"
 #include "engine/routing_policy.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
@@ -138,6 +140,7 @@ TEST_F(TinyOlmoe, EmbedWorkersGiveTheEmbedderVectorsInInputOrder) {
 // The two ways of running the experts (per-expert GEMMs, padded batched
 // GEMMs) compute the same thing, for top-k and top-1 routing.
 TEST_F(TinyOlmoe, ExpertDispatchPathsAgree) {
+  ASSERT_TRUE(model_->MoeBlocks()[0]->has_packed_experts() || !PanelGemmAvailable());
   for (const char* spec : {"learned", "top1"}) {
     auto policy = RoutingPolicy::Parse(spec);
     ASSERT_TRUE(policy.ok());
@@ -150,9 +153,13 @@ TEST_F(TinyOlmoe, ExpertDispatchPathsAgree) {
     auto batched = Embedder(model_, tok_, o).EmbedTexts(kTexts);
     model_->set_expert_dispatch(ExpertDispatch::kGrouped);
     auto grouped = Embedder(model_, tok_, o).EmbedTexts(kTexts);
+    model_->set_expert_dispatch(ExpertDispatch::kPacked);
+    auto packed = Embedder(model_, tok_, o).EmbedTexts(kTexts);
     model_->set_expert_dispatch(ExpertDispatch::kAuto);
-    ASSERT_TRUE(loop.ok() && batched.ok() && grouped.ok());
+    ASSERT_TRUE(loop.ok() && batched.ok() && grouped.ok() && packed.ok());
     for (size_t i = 0; i < kTexts.size(); ++i) {
+      EXPECT_LT(MaxDiff((*loop)[i].hs, (*packed)[i].hs), 1e-5) << spec << " " << i;
+      EXPECT_LT(MaxDiff((*loop)[i].rw, (*packed)[i].rw), 1e-5) << spec << " " << i;
       EXPECT_LT(MaxDiff((*loop)[i].hs, (*batched)[i].hs), 1e-5) << spec << " " << i;
       EXPECT_LT(MaxDiff((*loop)[i].rw, (*batched)[i].rw), 1e-5) << spec << " " << i;
       EXPECT_LT(MaxDiff((*loop)[i].hs, (*grouped)[i].hs), 1e-5) << spec << " " << i;

@@ -1,5 +1,6 @@
 // Packed attention (engine/packed_attention.h): the kernel against a plain
-// double-precision loop written here, its exponential against std::exp, and
+// double-precision loop written here, its exponential (vector_exp.h) and
+// SwiGLU against std::exp, and
 // whole forwards with it against the grid path (batched GEMMs over a padded,
 // masked [B, T] grid) on random checkpoints of three families.
 #include "engine/packed_attention.h"
@@ -15,6 +16,7 @@
 
 #include "engine/model.h"
 #include "engine/random_checkpoint.h"
+#include "engine/vector_exp.h"
 #include "tests/test_util.h"
 
 namespace moeedb {
@@ -100,7 +102,7 @@ TEST(PackedAttention, ExponentialIsAccurateAndZeroBelowTheFloatRange) {
   x.push_back(0.0f);
   x.push_back(-std::numeric_limits<float>::infinity());
   std::vector<float> y(x.size());
-  PackedAttentionExp(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  ExpArray(x.data(), y.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     if (x[i] < -87.5f) {
       EXPECT_EQ(y[i], 0.0f) << x[i];
@@ -110,6 +112,20 @@ TEST(PackedAttention, ExponentialIsAccurateAndZeroBelowTheFloatRange) {
     }
   }
   EXPECT_EQ(y[y.size() - 2], 1.0f);
+}
+
+TEST(PackedAttention, SiluGluMatchesItsDefinition) {
+  std::vector<float> g, u;
+  for (float t = -120.0f; t <= 120.0f; t += 0.37f) {
+    g.push_back(t);
+    u.push_back(0.5f - t / 50.0f);
+  }
+  std::vector<float> out(g.size());
+  SiluGluArray(g.data(), u.data(), out.data(), static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double want = double(g[i]) * double(u[i]) / (1.0 + std::exp(-double(g[i])));
+    EXPECT_NEAR(out[i], want, 1e-6 * std::max(1.0, std::abs(want))) << g[i];
+  }
 }
 
 // Whole forwards: packed attention (the default for f32 on the CPU) against

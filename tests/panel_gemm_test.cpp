@@ -3,17 +3,17 @@
 // wider than the matrices, K = 1), and LinearWeight's use of it (single
 // matrices and expert stacks filled by Set) against a double-precision
 // at::mm of the same weights.
-#include <gtest/gtest.h>
+#include "engine/panel_gemm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "engine/linear_weight.h"
-#include "engine/panel_gemm.h"
 
 namespace moeedb {
 namespace {
@@ -49,36 +49,39 @@ TEST(PanelGemm, MatchesAPlainLoop) {
   EXPECT_EQ(checked, 90);
 }
 
-// One thread, so that every row count up to PanelGemmMaxRows takes the
-// packed path and larger ones take at::mm; both must give x W^T.
+// Row counts up to PanelGemmMaxRows take the packed path, larger ones at::mm
+// (with one thread every count is packed; with two, more than 32 rows are
+// not); both must give x W^T.
 TEST(PanelGemm, LinearWeightGivesTheSameProductOnEitherPath) {
   at::manual_seed(5);
   const int threads = at::get_num_threads();
-  at::set_num_threads(1);
-  at::Tensor w = at::randn({256, 128}) * 0.05;      // [out, in]
-  at::Tensor experts = at::randn({3, 64, 96}) * 0.05;  // [E, out, in]
-  const LinearWeight single = LinearWeight::From(w, WeightFormat{}, at::kCPU);
-  LinearWeight stack = LinearWeight::Stack(3, 64, 96, WeightFormat{}, at::kCPU);
-  for (int64_t e = 0; e < 3; ++e) stack.Set(e, experts[e]);
-  for (int64_t M : {1, 5, 17, 128, 300}) {
-    at::Tensor x = at::randn({M, 128});
-    at::Tensor ref = at::mm(x.to(at::kDouble), w.to(at::kDouble).t()).to(at::kFloat);
-    EXPECT_LT((single.Apply(x) - ref).abs().max().item<float>(), 1e-4) << "M " << M;
-    // A row range of a wider buffer, as the grouped expert dispatch passes it.
-    at::Tensor xs = at::randn({M + 2, 100});
-    at::Tensor buf = at::zeros({M + 2, 70});
-    for (int64_t e = 0; e < 3; ++e) {
-      buf.zero_();
-      stack.Matrix(e).ApplyInto(buf.narrow(0, 1, M).narrow(1, 0, 64), xs.narrow(0, 1, M).narrow(1, 0, 96));
-      at::Tensor want = at::mm(xs.narrow(0, 1, M).narrow(1, 0, 96).to(at::kDouble), experts[e].to(at::kDouble).t());
-      EXPECT_LT((buf.narrow(0, 1, M).narrow(1, 0, 64) - want.to(at::kFloat)).abs().max().item<float>(), 1e-4)
-          << "expert " << e << ", M " << M;
-      EXPECT_EQ(buf.narrow(1, 64, 6).abs().max().item<float>(), 0.0f);
-      EXPECT_EQ(buf.select(0, 0).abs().max().item<float>(), 0.0f);
+  for (int t : {1, 2}) {
+    at::set_num_threads(t);
+    at::Tensor w = at::randn({256, 128}) * 0.05;         // [out, in]
+    at::Tensor experts = at::randn({3, 64, 96}) * 0.05;  // [E, out, in]
+    const LinearWeight single = LinearWeight::From(w, WeightFormat{}, at::kCPU);
+    LinearWeight stack = LinearWeight::Stack(3, 64, 96, WeightFormat{}, at::kCPU);
+    for (int64_t e = 0; e < 3; ++e) stack.Set(e, experts[e]);
+    for (int64_t M : {1, 5, 17, 128, 300}) {
+      at::Tensor x = at::randn({M, 128});
+      at::Tensor ref = at::mm(x.to(at::kDouble), w.to(at::kDouble).t()).to(at::kFloat);
+      EXPECT_LT((single.Apply(x) - ref).abs().max().item<float>(), 1e-4) << "M " << M;
+      // A row range of a wider buffer, as the grouped expert dispatch passes it.
+      at::Tensor xs = at::randn({M + 2, 100});
+      at::Tensor buf = at::zeros({M + 2, 70});
+      for (int64_t e = 0; e < 3; ++e) {
+        buf.zero_();
+        stack.Matrix(e).ApplyInto(buf.narrow(0, 1, M).narrow(1, 0, 64), xs.narrow(0, 1, M).narrow(1, 0, 96));
+        at::Tensor want = at::mm(xs.narrow(0, 1, M).narrow(1, 0, 96).to(at::kDouble), experts[e].to(at::kDouble).t());
+        EXPECT_LT((buf.narrow(0, 1, M).narrow(1, 0, 64) - want.to(at::kFloat)).abs().max().item<float>(), 1e-4)
+            << "expert " << e << ", M " << M;
+        EXPECT_EQ(buf.narrow(1, 64, 6).abs().max().item<float>(), 0.0f);
+        EXPECT_EQ(buf.select(0, 0).abs().max().item<float>(), 0.0f);
+      }
     }
+    // The packed copy is counted: a small f32 matrix holds twice its values.
+    if (PanelGemmAvailable()) EXPECT_EQ(single.nbytes(), 2 * 256 * 128 * 4);
   }
-  // The packed copy is counted: a small f32 matrix holds twice its values.
-  if (PanelGemmAvailable()) EXPECT_EQ(single.nbytes(), 2 * 256 * 128 * 4);
   at::set_num_threads(threads);
 }
 

@@ -47,7 +47,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
       {"instruction", "TEXT", "GritLM-style instruction placed before the text (default: none)"},
       {"rw", "KIND", "RW read-out: logits | probs | log_probs (default: the family's, logits; probs for DeepSeek)"},
       {"hs-pooling", "P", "HS pooling: last (default) | mean | layers-mean"},
-      {"expert-dispatch", "D", "how experts run: auto (default) | loop | grouped | batched (benchmarks)"},
+      {"expert-dispatch", "D", "how experts run: auto (default) | loop | grouped | batched | packed (benchmarks)"},
       {"rw-pooling", "P", "RW pooling: last (default) | mean"},
       {"routing", "SPEC", "learned | ssmoe[:c=0.5,k=50,sign=canonical|reference] | top1[:weight=raw|one] (default learned)"},
       {"cache-dir", "DIR", "where SSMoE spectral centroids are cached (default $MOEEDB_CACHE_DIR, else ~/.cache/moeedb)"},
@@ -116,7 +116,8 @@ int RunEmbed(const std::vector<std::string>& argv) {
     if (d == "loop") (*model)->set_expert_dispatch(ExpertDispatch::kLoop);
     else if (d == "batched") (*model)->set_expert_dispatch(ExpertDispatch::kBatched);
     else if (d == "grouped") (*model)->set_expert_dispatch(ExpertDispatch::kGrouped);
-    else if (d != "auto") return UsageError("embed", "--expert-dispatch: auto, loop, grouped or batched");
+    else if (d == "packed") (*model)->set_expert_dispatch(ExpertDispatch::kPacked);
+    else if (d != "auto") return UsageError("embed", "--expert-dispatch: auto, loop, grouped, batched or packed");
   }
   std::unique_ptr<BpeTokenizer> tokenizer;
   if (!args->Has("ids")) {
