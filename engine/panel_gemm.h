@@ -9,7 +9,9 @@
 // 16-column panels ([N / 16][K][16], each contiguous, so it stays in L1
 // across the row tiles of x) with 6 x 16 register tiles (AVX2 + FMA).
 // LinearWeight keeps a packed copy of small matrices only (<= 1 MB; the copy
-// doubles their memory) and uses it where it measured faster than BLAS.
+// doubles their memory) and uses it where it measured faster than BLAS: for
+// every row count on one thread (it also beat OpenBLAS's kernel at 137-2048
+// rows, hot in cache), up to 32 rows with more threads.
 #pragma once
 
 #include <cstdint>
