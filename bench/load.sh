@@ -5,7 +5,7 @@
 #   2. `moeedb serve` under C concurrent keep-alive clients for S/3 seconds,
 #      T texts per request: requests/s, texts/s, p50/p99 latency.
 # Then the ratio of the mean server texts/s to the mean CLI texts/s (and each
-# pair's ratio), the mean texts per model round, and how many worker-seconds
+# pair's ratio), the mean texts per model forward, and how many worker-seconds
 # per second the model ran (at most --workers). Interleaving short pairs
 # keeps the machine's drift (±15 % within minutes here) out of the ratio.
 # Usage: bash bench/load.sh [CLIENTS=16] [SECONDS=15] [N_TEXTS=1000] [T_LIST="1 16"]
@@ -51,5 +51,5 @@ for T in $T_LIST; do
   if [ -n "$busy" ]; then busy_rate=$(awk "BEGIN { printf \"%.2f\", ($busy - $prev_busy) / $S }"); prev_busy=$busy; fi
   rounds="?"
   if [ -n "$sum" ] && [ -n "$count" ]; then rounds=$(awk "BEGIN { printf \"%.1f\", ($sum - $prev_sum) / ($count - $prev_count) }"); prev_sum=$sum; prev_count=$count; fi
-  echo "server / CLI texts/s: $(awk "BEGIN { printf \"%.2f\", $srv_sum / $cli_sum }") (means $(awk "BEGIN { printf \"%.1f / %.1f\", $srv_sum / $PAIRS, $cli_sum / $PAIRS }"); pairs$pair_ratios; $C clients x $T texts/request; $rounds texts per model round; model workers busy $busy_rate s per s)"
+  echo "server / CLI texts/s: $(awk "BEGIN { printf \"%.2f\", $srv_sum / $cli_sum }") (means $(awk "BEGIN { printf \"%.1f / %.1f\", $srv_sum / $PAIRS, $cli_sum / $PAIRS }"); pairs$pair_ratios; $C clients x $T texts/request; $rounds texts per model forward; model workers busy $busy_rate s per s)"
 done

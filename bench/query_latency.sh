@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One-text forwards (what a search query or a single-text request costs), one
 # compute thread, with the packed few-row GEMM kernel (engine/panel_gemm.h)
-# and without it (MOEEDB_PANEL_GEMM=off: OpenBLAS for every matmul), in three
-# interleaved pairs per model: ms per text and the ratio.
+# and without it (MOEEDB_PANEL_GEMM=off: OpenBLAS for every matmul, and so,
+# with no packed copies, the ATen expert path too), in three interleaved
+# pairs per model: ms per text and the ratio. build/bench/forward_paths
+# separates the packed attention and expert paths.
 # Usage: bash bench/query_latency.sh [N_TEXTS=200]
 set -euo pipefail
 cd "$(dirname "$0")/.."

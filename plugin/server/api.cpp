@@ -110,7 +110,7 @@ void Api::Record(const std::string& route, int status, double seconds) {
 }
 
 std::string Api::MetricsText() {
-  for (size_t n : queue_->TakeRoundSizes()) {
+  for (size_t n : queue_->TakeForwardSizes()) {
     std::lock_guard<std::mutex> lock(metrics_->mu);
     size_t bucket = 0;
     while (bucket < 7 && n > (size_t(1) << bucket)) ++bucket;

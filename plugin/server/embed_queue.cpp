@@ -76,10 +76,10 @@ EmbedQueue::Stats EmbedQueue::stats() const {
   return stats_;
 }
 
-std::vector<size_t> EmbedQueue::TakeRoundSizes() {
+std::vector<size_t> EmbedQueue::TakeForwardSizes() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<size_t> out;
-  out.swap(round_sizes_);
+  out.swap(forward_sizes_);
   return out;
 }
 
@@ -174,7 +174,7 @@ void EmbedQueue::Work(int threads) {
       stats_.texts += taken.size();
       stats_.tokens += embedded;
       stats_.busy_seconds += seconds;
-      if (round_sizes_.size() < 100000) round_sizes_.push_back(taken.size());
+      if (forward_sizes_.size() < 100000) forward_sizes_.push_back(taken.size());
     }
     for (auto& job : finished) {
       if (job->error.ok())

@@ -65,7 +65,7 @@ class EmbedQueue {
 
   Stats stats() const;
   // Sizes (texts) of the last forwards, for the batch-size histogram.
-  std::vector<size_t> TakeRoundSizes();
+  std::vector<size_t> TakeForwardSizes();
 
  private:
   struct Job {
@@ -104,7 +104,7 @@ class EmbedQueue {
   int64_t inflight_tokens_ = 0;
   bool stopping_ = false;
   Stats stats_;
-  std::vector<size_t> round_sizes_;
+  std::vector<size_t> forward_sizes_;
 
   std::vector<std::thread> threads_;
 };
