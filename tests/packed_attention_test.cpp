@@ -6,6 +6,7 @@
 #include "engine/packed_attention.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,9 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "engine/moe_block.h"
+#include "engine/moe_dispatch.h"
+#include "engine/panel_gemm.h"
 #include "engine/random_checkpoint.h"
 #include "engine/vector_exp.h"
 #include "tests/test_util.h"
@@ -128,8 +132,9 @@ TEST(PackedAttention, SiluGluMatchesItsDefinition) {
   }
 }
 
-// Whole forwards: packed attention (the default for f32 on the CPU) against
-// the grid path, on a batch of different lengths, reading out at the last
+// Whole forwards: packed attention and packed experts (the defaults for f32
+// on the CPU), on one and two threads, against the grid path and the ATen
+// grouped experts, on a batch of different lengths, reading out at the last
 // token only (the last layer attends for the last rows only) and with every
 // token's logits (every layer attends for every row). OLMoE has full-width
 // QK norms, Qwen3-MoE per-head ones and grouped KV heads, DeepSeek a dense
@@ -151,18 +156,34 @@ TEST(PackedAttention, ForwardsMatchTheGridPath) {
       ids.emplace_back(static_cast<size_t>(len));
       for (auto& id : ids.back()) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
     }
+    // The tiny models' expert matrices are small enough for packed copies.
+    EXPECT_TRUE((*model)->MoeBlocks().back()->has_packed_experts() || !PanelGemmAvailable()) << config;
+    const int threads = at::get_num_threads();
     for (bool logits : {false, true}) {
       ForwardOptions fo;
       fo.want_logits = logits;
+      // The reference: grid attention and the ATen grouped experts, one thread.
+      at::set_num_threads(1);
       (*model)->set_attention_kernel(MoeModel::AttentionKernel::kGrid);
+      (*model)->set_expert_dispatch(ExpertDispatch::kGrouped);
       auto grid = (*model)->Forward(ids, fo);
       (*model)->set_attention_kernel(MoeModel::AttentionKernel::kAuto);
-      auto packed = (*model)->Forward(ids, fo);
-      ASSERT_TRUE(grid.ok() && packed.ok());
-      EXPECT_LT((packed->hs - grid->hs).abs().max().item<float>(), 1e-5) << config;
-      EXPECT_LT((packed->router_logits - grid->router_logits).abs().max().item<float>(), 1e-5) << config;
-      if (logits) EXPECT_LT((packed->logits - grid->logits).abs().max().item<float>(), 1e-4) << config;
+      (*model)->set_expert_dispatch(ExpertDispatch::kAuto);
+      ASSERT_TRUE(grid.ok());
+      // The packed paths on one thread and split over two (query rows,
+      // experts and tokens in parallel).
+      for (int t : {1, 2}) {
+        at::set_num_threads(t);
+        auto packed = (*model)->Forward(ids, fo);
+        ASSERT_TRUE(packed.ok());
+        EXPECT_LT((packed->hs - grid->hs).abs().max().item<float>(), 1e-5) << config << ", threads " << t;
+        EXPECT_LT((packed->router_logits - grid->router_logits).abs().max().item<float>(), 1e-5)
+            << config << ", threads " << t;
+        if (logits)
+          EXPECT_LT((packed->logits - grid->logits).abs().max().item<float>(), 1e-4) << config << ", threads " << t;
+      }
     }
+    at::set_num_threads(threads);
   }
 }
 
