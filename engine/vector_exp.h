@@ -14,7 +14,7 @@ namespace moeedb {
 bool CpuHasAvx2Fma();
 
 // y[i] = exp(x[i]) as the kernels compute it (Exp8 where AVX2 is available,
-// else std::exp); n may be anything.
+// else std::exp), 0 below -87 either way; n may be anything.
 void ExpArray(const float* x, float* y, int64_t n);
 
 // out[i] = silu(gate[i]) * up[i] = gate[i] * up[i] / (1 + exp(-gate[i])),
