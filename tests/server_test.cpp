@@ -4,12 +4,16 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <atomic>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -454,6 +458,94 @@ TEST_F(ServerTest, SocketLayerSurvivesHostileRequests) {
   const json after = Body(Call("POST", "/collections/keep/search", R"({"query": "kept", "k": 5})"))["hits"];
   EXPECT_EQ(before, after);
   EXPECT_EQ(Body(Call("GET", "/collections/keep"))["documents"], 1);
+}
+
+
+// `moeedb serve` as a process, its stdout read until it says where it listens.
+struct ServeProcess {
+  pid_t pid = -1;
+  int port = 0;
+};
+ServeProcess StartServe(const std::string& db, const std::string& model) {
+  int out[2];
+  if (pipe(out) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    close(out[1]);
+    execl(test::Binary().c_str(), test::Binary().c_str(), "serve", "--db", db.c_str(), "--model", model.c_str(),
+          "--port", "0", "--served-model-name", "tiny", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buf[256];
+  ssize_t n;
+  while (text.find('\n') == std::string::npos && (n = read(out[0], buf, sizeof(buf))) > 0) text.append(buf, n);
+  close(out[0]);  // the server's later writes to stdout go nowhere (it ignores SIGPIPE)
+  const size_t at = text.find("127.0.0.1:");
+  ServeProcess p;
+  p.pid = pid;
+  if (at != std::string::npos) p.port = std::atoi(text.c_str() + at + 10);
+  return p;
+}
+
+int Terminate(const ServeProcess& p) {
+  kill(p.pid, SIGTERM);
+  int status = 0;
+  waitpid(p.pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// SIGTERM while four clients upsert with "wait": the server stops accepting,
+// answers what it took in, exits 0, and every upsert it acknowledged (200)
+// is there when the database is served again. Answers other than 200, a
+// shutdown 429 or a refused/closed connection are failures.
+TEST_F(ServerTest, SigtermKeepsEveryAcknowledgedWrite) {
+  test::TempDir db;
+  ServeProcess server = StartServe(db / "db", *dir_ / "model");
+  ASSERT_GT(server.port, 0);
+  const std::string put = "PUT /collections/c HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}";
+  ASSERT_EQ(RawHttp(server.port, put), 201);
+  std::mutex mu;
+  std::vector<std::string> acked, unexpected;
+  std::atomic<int> n_acked{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c)
+    clients.emplace_back([&, c] {
+      for (int i = 0; i < 100000; ++i) {
+        const std::string id = "t" + std::to_string(c) + "-" + std::to_string(i);
+        const json body = {{"documents", {{{"id", id}, {"text", "client " + std::to_string(c) + " wrote document " +
+                                                                 std::to_string(i)}}}},
+                           {"wait", true}};
+        const int status = RawHttp(server.port, Post("/collections/c/documents", body.dump()));
+        std::lock_guard<std::mutex> lock(mu);
+        if (status == 200) {
+          acked.push_back(id);
+          ++n_acked;
+        } else if (status == 0) {
+          return;  // refused or closed: the server is going or gone
+        } else if (status != 429) {
+          unexpected.push_back(id + " -> " + std::to_string(status));
+        }
+      }
+    });
+  for (int wait = 0; wait < 3000 && n_acked < 24; ++wait) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(n_acked.load(), 24);
+  EXPECT_EQ(Terminate(server), 0);
+  for (auto& t : clients) t.join();
+  EXPECT_TRUE(unexpected.empty()) << unexpected.front();
+  RecordProperty("acknowledged", static_cast<int>(acked.size()));
+
+  ServeProcess again = StartServe(db / "db", *dir_ / "model");
+  ASSERT_GT(again.port, 0);
+  for (const std::string& id : acked)
+    EXPECT_EQ(RawHttp(again.port, "GET /collections/c/documents/" + id +
+                                      " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+              200)
+        << id;
+  EXPECT_EQ(Terminate(again), 0);
 }
 
 }  // namespace
