@@ -4,11 +4,12 @@
 //   forward_paths MODEL_DIR TEXTS_FILE [REPS=5]
 //
 // One compute thread (as each server or CLI worker runs). For 1, 8 and 32
-// texts per forward, interleaved repetitions of four setups:
-//   packed      the defaults: packed attention, packed experts (f32 CPU)
+// texts per forward, interleaved repetitions of five setups:
+//   packed      the defaults: packed attention, packed experts, fused RMSNorm (f32 CPU)
 //   grid-attn   attention on the padded [B, T] grid (MoeModel kGrid)
 //   aten-experts  experts through the ATen grouped path (ExpertDispatch::kGrouped)
-//   before      both of the last two (what the engine ran before them)
+//   aten-norms  RMSNorm as ATen's formula (MoeModel::set_fused_norms(false))
+//   before      all three of the last three (what the engine ran before them)
 // and prints the median ms per forward and per text, and each setup's ratio
 // to "before".
 #include <algorithm>
@@ -58,12 +59,14 @@ int main(int argc, char** argv) {
     const char* name;
     m::MoeModel::AttentionKernel attention;
     m::ExpertDispatch experts;
+    bool fused_norms;
   };
   const std::vector<Setup> setups = {
-      {"packed", m::MoeModel::AttentionKernel::kAuto, m::ExpertDispatch::kAuto},
-      {"grid-attn", m::MoeModel::AttentionKernel::kGrid, m::ExpertDispatch::kAuto},
-      {"aten-experts", m::MoeModel::AttentionKernel::kAuto, m::ExpertDispatch::kGrouped},
-      {"before", m::MoeModel::AttentionKernel::kGrid, m::ExpertDispatch::kGrouped},
+      {"packed", m::MoeModel::AttentionKernel::kAuto, m::ExpertDispatch::kAuto, true},
+      {"grid-attn", m::MoeModel::AttentionKernel::kGrid, m::ExpertDispatch::kAuto, true},
+      {"aten-experts", m::MoeModel::AttentionKernel::kAuto, m::ExpertDispatch::kGrouped, true},
+      {"aten-norms", m::MoeModel::AttentionKernel::kAuto, m::ExpertDispatch::kAuto, false},
+      {"before", m::MoeModel::AttentionKernel::kGrid, m::ExpertDispatch::kGrouped, false},
   };
   std::printf("%-13s %6s %12s %12s %10s\n", "setup", "texts", "ms/forward", "ms/text", "vs before");
   for (int n : {1, 8, 32}) {
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
       for (size_t s = 0; s < setups.size(); ++s) {
         (*model)->set_attention_kernel(setups[s].attention);
         (*model)->set_expert_dispatch(setups[s].experts);
+        (*model)->set_fused_norms(setups[s].fused_norms);
         (void)emb.EmbedIds(batches[0]);  // warm
         const auto t0 = Clock::now();
         for (int f = 0; f < forwards; ++f) {

@@ -11,6 +11,7 @@
 #include "engine/checkpoint_spec.h"
 #include "engine/moe_block.h"
 #include "engine/packed_attention.h"
+#include "engine/rms_norm.h"
 #include "engine/safetensors.h"
 #include "engine/spectral_router.h"
 #include "engine/tensor_util.h"
@@ -265,6 +266,9 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   for (const auto& s : ids) T = std::max<int64_t>(T, static_cast<int64_t>(s.size()));
   const int64_t nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim;
   const double eps = c.rms_norm_eps;
+  auto norm = [&](const at::Tensor& t, const at::Tensor& w) {
+    return fused_norms_ ? RmsNormFast(t, w, eps) : RmsNorm(t, w, eps);
+  };
   const at::Device dev = embed_.device();
   // The matmuls run in the compute dtype; the residual stream, norms and
   // softmaxes in float32 (casts are no-ops for f32).
@@ -348,8 +352,8 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat);
     at::Tensor v = AddBias(L.wv.Apply(h), L.bv);
     if (c.family->qk_norm == QkNorm::kFullProjection) {
-      q = RmsNorm(q, L.q_norm, eps);
-      k = RmsNorm(k, L.k_norm, eps);
+      q = norm(q, L.q_norm);
+      k = norm(k, L.k_norm);
     }
     if (c.clip_qkv) {
       q = q.clamp(-*c.clip_qkv, *c.clip_qkv);
@@ -359,8 +363,8 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     q = q.view({q.size(0), nh, hd});
     k = k.view({N, nkv, hd});
     if (c.family->qk_norm == QkNorm::kPerHead) {
-      q = RmsNorm(q, L.q_norm, eps);
-      k = RmsNorm(k, L.k_norm, eps);
+      q = norm(q, L.q_norm);
+      k = norm(k, L.k_norm);
     }
     const at::Tensor q_cos = all_queries ? cos : cos.index_select(0, q_rows);
     const at::Tensor q_sin = all_queries ? sin : sin.index_select(0, q_rows);
@@ -390,7 +394,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   };
   for (int64_t li = 0; li < full_layers; ++li) {
     const Layer& L = *layers_[li];
-    at::Tensor h = RmsNorm(x, L.in_norm, eps).to(cdt);
+    at::Tensor h = norm(x, L.in_norm).to(cdt);
     auto [q_rows, k_rows, v_rows] = attention_heads(L, h, at::Tensor());
     h.reset();
     at::Tensor attn;  // [N, nh * hd], the real tokens
@@ -428,7 +432,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     x = x + attn_out;
     if (tap_) tap_("attn_out", li, attn_out);
 
-    at::Tensor u = RmsNorm(x, L.post_norm, eps);
+    at::Tensor u = norm(x, L.post_norm);
     if (tap_) tap_("moe_in", li, u);
     at::Tensor y;
     if (L.moe) {
@@ -443,13 +447,13 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     x.add_(y);
     if (tap_) tap_("layer_out", li, x);
     if (options.hs_pooling == HsPooling::kLayersMean) {
-      at::Tensor n = RmsNorm(x.index_select(0, last_idx), final_norm_, eps);
+      at::Tensor n = norm(x.index_select(0, last_idx), final_norm_);
       layers_sum = layers_sum.defined() ? layers_sum + n : n;
     }
   }
   if (last_token_only) {
     const Layer& L = *layers_[c.num_layers - 1];
-    at::Tensor h = RmsNorm(x, L.in_norm, eps).to(cdt);
+    at::Tensor h = norm(x, L.in_norm).to(cdt);
     auto [q, k_rows, v_rows] = attention_heads(L, h, last_idx);  // q [B, nh, hd]: each text's query at its last token
     h.reset();
     at::Tensor attn;  // [B, nh * hd]
@@ -469,7 +473,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     }
     at::Tensor xl = x.index_select(0, last_idx);  // [B, H]
     xl.add_(AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat));
-    at::Tensor u = RmsNorm(xl, L.post_norm, eps);
+    at::Tensor u = norm(xl, L.post_norm);
     if (L.moe) {
       at::Tensor z;
       xl.add_(L.block.Forward(u, &z, routing_));
@@ -477,16 +481,16 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     } else {
       xl.add_(SwiGluWeights(u.to(cdt), L.dense_gate_up, L.dense_down).to(at::kFloat));
     }
-    out.hs = RmsNorm(xl, final_norm_, eps);
+    out.hs = norm(xl, final_norm_);
   } else if (options.want_logits) {
-    at::Tensor normed = RmsNorm(x, final_norm_, eps);
+    at::Tensor normed = norm(x, final_norm_);
     out.logits = at::linear(to_grid(normed), lm_head_).cpu();  // padded places: lm_head(0) = 0
     out.hs = normed.index_select(0, last_idx);
   } else {
-    out.hs = RmsNorm(x.index_select(0, last_idx), final_norm_, eps);
+    out.hs = norm(x.index_select(0, last_idx), final_norm_);
   }
   if (options.hs_pooling == HsPooling::kMean) {
-    out.hs = mean_over_tokens(RmsNorm(x, final_norm_, eps));
+    out.hs = mean_over_tokens(norm(x, final_norm_));
   } else if (options.hs_pooling == HsPooling::kLayersMean) {
     out.hs = layers_sum / static_cast<double>(c.num_layers);
   }

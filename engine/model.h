@@ -91,6 +91,9 @@ class MoeModel {
   // GEMMs elsewhere; kGrid forces the grid path (tests compare the two).
   enum class AttentionKernel { kAuto, kGrid };
   void set_attention_kernel(AttentionKernel a) { attention_kernel_ = a; }
+  // RMSNorm in one pass per row for f32 on the CPU (rms_norm.h; the default)
+  // or as ATen's five-op formula (benchmarks compare the two).
+  void set_fused_norms(bool on) { fused_norms_ = on; }
   // The MoE blocks in layer order (for tests and measurements).
   std::vector<const MoeBlock*> MoeBlocks() const;
 
@@ -110,6 +113,7 @@ class MoeModel {
   ForwardTap tap_;
   RoutingPolicy routing_;
   AttentionKernel attention_kernel_ = AttentionKernel::kAuto;
+  bool fused_norms_ = true;
 };
 
 }  // namespace moeedb
