@@ -210,7 +210,7 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
       for (int64_t i = 0; i < c; ++i)
         std::memcpy(xs.data() + i * H, xp + token_of_row[static_cast<size_t>(s0 + i)] * H, H * sizeof(float));
       PanelGemmF32(c, I2, H, xs.data(), H, gate_up_.packed_panels(e), gu.data(), I2);
-      for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (LoadExperts)
+      for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
         float* row = gu.data() + i * I2;
         SiluGluArray(row, row + I, row, I);
       }

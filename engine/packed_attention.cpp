@@ -1,13 +1,13 @@
 #include "engine/packed_attention.h"
 
-#include "engine/vector_exp.h"
-
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include "engine/vector_exp.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -42,13 +42,6 @@ void AttendScalar(const float* q, const float* k, const float* v, int64_t kv_ld,
 
 #if defined(__x86_64__)
 
-__attribute__((target("avx2,fma"))) inline float Hsum(__m256 a) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // AttendScalar for head_dim a multiple of 8: four keys' dot products at a
 // time (independent FMA chains), the exponentials eight at a time.
 __attribute__((target("avx2,fma"))) void AttendAvx2(const float* q, const float* k, const float* v, int64_t kv_ld,
@@ -72,7 +65,7 @@ __attribute__((target("avx2,fma"))) void AttendAvx2(const float* q, const float*
     const float* kj = k + j * kv_ld;
     __m256 a = _mm256_setzero_ps();
     for (int64_t d = 0; d < hd; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kj + d), a);
-    scores[j] = Hsum(a) * scale;
+    scores[j] = Hsum8(a) * scale;
   }
   // Pad to a multiple of 8 with -inf: exp gives exactly 0 there.
   const int64_t n8 = (n + 7) / 8 * 8;
@@ -89,7 +82,7 @@ __attribute__((target("avx2,fma"))) void AttendAvx2(const float* q, const float*
     _mm256_storeu_ps(scores + i, e);
     sv = _mm256_add_ps(sv, e);
   }
-  const float inv = 1.0f / Hsum(sv);
+  const float inv = 1.0f / Hsum8(sv);
   for (int64_t d = 0; d < hd; d += 8) _mm256_storeu_ps(o + d, _mm256_setzero_ps());
   for (j = 0; j < n; ++j) {
     const __m256 p = _mm256_set1_ps(scores[j] * inv);

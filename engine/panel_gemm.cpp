@@ -10,6 +10,8 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/vector_exp.h"
+
 namespace moeedb {
 
 namespace {
@@ -41,26 +43,16 @@ __attribute__((target("avx2,fma"))) void Tile(int64_t K, const float* x, int64_t
   }
 }
 
-bool Avx2FmaEnabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("MOEEDB_PANEL_GEMM");
-    if (env != nullptr && std::string(env) == "off") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return on;
-}
-
 #endif  // __x86_64__
 
 }  // namespace
 
 bool PanelGemmAvailable() {
-#if defined(__x86_64__)
-  return Avx2FmaEnabled();
-#else
-  return false;
-#endif
+  static const bool on = [] {
+    const char* env = std::getenv("MOEEDB_PANEL_GEMM");
+    return !(env != nullptr && std::string(env) == "off") && CpuHasAvx2Fma();
+  }();
+  return on;
 }
 
 int64_t PanelGemmMaxRows(int64_t K, int threads) {

@@ -25,11 +25,7 @@ __attribute__((target("avx2,fma"))) float SumSquaresAvx2(const float* x, int64_t
     const __m256 v = _mm256_loadu_ps(x + i);
     a0 = _mm256_fmadd_ps(v, v, a0);
   }
-  a0 = _mm256_add_ps(a0, a1);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  float sum = _mm_cvtss_f32(s);
+  float sum = Hsum8(_mm256_add_ps(a0, a1));
   for (; i < n; ++i) sum += x[i] * x[i];
   return sum;
 }

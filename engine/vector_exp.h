@@ -1,5 +1,6 @@
-// Vector exponential and SwiGLU for the CPU kernels (packed attention, packed
-// experts): eight floats at a time with AVX2/FMA where the CPU has them.
+// Vector exponential, SwiGLU and a horizontal sum for the CPU kernels (packed
+// attention, packed experts, RMSNorm): eight floats at a time with AVX2/FMA
+// where the CPU has them.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,14 @@ __attribute__((target("avx2,fma"))) inline __m256 Exp8(__m256 x) {
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
   return _mm256_andnot_ps(zero_below, y);
+}
+
+// The sum of a vector's eight lanes.
+__attribute__((target("avx2,fma"))) inline float Hsum8(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
 }
 #endif  // __x86_64__
 
