@@ -15,6 +15,7 @@
 #include "engine/safetensors.h"
 #include "engine/spectral_router.h"
 #include "engine/tensor_util.h"
+#include "engine/trained_pooler.h"
 
 namespace moeedb {
 
@@ -237,12 +238,22 @@ Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, cons
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(fp));
   m->fingerprint_ = buf;
   m->checkpoint_ = std::move(ckpt);
+  if (TrainedPooler::ExistsIn(dir)) {
+    MOEEDB_ASSIGN_OR_RETURN(m->pooler_, TrainedPooler::LoadDir(dir));
+    const PoolerSpec& ps = m->pooler_->spec();
+    if (ps.hidden != c.hidden_size || ps.layer_rows != c.num_layers + 1 ||
+        (ps.router_rows != 0 && (ps.router_rows != static_cast<int64_t>(std::count(c.moe_layer.begin(), c.moe_layer.end(), true)) ||
+                                 ps.router_dim != c.num_experts)))
+      return Status::Corruption(dir + "/pooler.json does not fit the model (hidden size, layers or experts differ)");
+  }
   return m;
 }
 
 Result<ForwardOutput> MoeModel::Forward(const std::vector<std::vector<int32_t>>& ids,
                                         const ForwardOptions& options) const {
   if (ids.empty()) return Status::InvalidArgument("empty batch");
+  if (options.hs_pooling == HsPooling::kTrained && !pooler_)
+    return Status::InvalidArgument("HS pooling 'trained' needs a model folder with a trained pooler (pooler.json)");
   for (size_t b = 0; b < ids.size(); ++b) {
     if (ids[b].empty()) return Status::InvalidArgument("sequence " + std::to_string(b) + " has no tokens");
     for (int32_t id : ids[b])
@@ -295,6 +306,9 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   }
   const int64_t N = static_cast<int64_t>(flat_ids.size());
   const bool padded = N != B * T;
+  std::vector<int64_t> key_last;  // bidirectional: per token, its text's last position
+  if (!c.causal)
+    for (int64_t b = 0; b < B; ++b) key_last.insert(key_last.end(), last_pos[b] + 1, last_pos[b]);
   at::Tensor grid_idx = at::tensor(grid, at::kLong).to(dev);
   at::Tensor last_idx = at::tensor(last, at::kLong).to(dev);
   at::Tensor row_of_token = at::tensor(row_of, at::kLong).to(dev);
@@ -308,6 +322,13 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     return at::zeros({B * T, v.size(1)}, v.options()).index_copy_(0, grid_idx, v).view({B, T, v.size(1)});
   };
   at::Tensor layers_sum;  // HsPooling::kLayersMean accumulator
+  // HsPooling::kTrained: each layer's final-normed states (the embedding
+  // output first) and router logits, pooled over tokens as the pooler says.
+  const bool trained = options.hs_pooling == HsPooling::kTrained;
+  std::vector<at::Tensor> pooler_rows, pooler_router;
+  auto pool_for_pooler = [&](const at::Tensor& v) {
+    return pooler_->spec().mean_tokens ? mean_over_tokens(v) : v.index_select(0, last_idx);
+  };
 
   // f32 on the CPU: attention straight on the packed rows, no grid, no mask.
   const bool packed_attention =
@@ -317,8 +338,9 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   at::Tensor pos = at::arange(T, at::kLong);
   at::Tensor mask;
   if (!packed_attention) {
-    at::Tensor allowed = (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0) &
-                         (pos.view({1, 1, T}) < lengths.view({B, 1, 1}));
+    at::Tensor keys_real = pos.view({1, 1, T}) < lengths.view({B, 1, 1});
+    at::Tensor allowed = c.causal ? (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0) & keys_real
+                                  : keys_real.expand({B, T, T});
     mask = at::zeros({B, 1, T, T}, at::kFloat)
                .masked_fill_(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity())
                .to(dev);
@@ -333,6 +355,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
 
   at::Tensor x = embed_.index_select(0, at::tensor(flat_ids, at::kLong).to(dev));  // [N, H]
+  if (trained) pooler_rows.push_back(pool_for_pooler(norm(x, final_norm_)));
   std::vector<at::Tensor> rw;
   // The last layer feeds nothing but the read-outs: when they are read at
   // the last token only (and nobody watches the other tokens), only the last
@@ -399,7 +422,8 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     h.reset();
     at::Tensor attn;  // [N, nh * hd], the real tokens
     if (packed_attention) {
-      attn = attend_packed(q_rows, k_rows, v_rows, row_of.data(), position.data());
+      // A query sees its text's keys up to its own position (causal) or all of them.
+      attn = attend_packed(q_rows, k_rows, v_rows, row_of.data(), c.causal ? position.data() : key_last.data());
     } else {
       auto [k, v] = heads_on_grid(k_rows, v_rows);
       k_rows.reset();
@@ -439,6 +463,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       at::Tensor z;
       y = L.block.Forward(u, &z, routing_);
       rw.push_back(options.rw_pooling == RwPooling::kMean ? mean_over_tokens(z) : z.index_select(0, last_idx));
+      if (trained && pooler_->spec().router_rows > 0) pooler_router.push_back(pool_for_pooler(z));
       if (tap_) tap_("router_logits", li, z);
     } else {
       y = SwiGluWeights(u.to(cdt), L.dense_gate_up, L.dense_down).to(at::kFloat);
@@ -446,6 +471,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     if (tap_) tap_("mlp_out", li, y);
     x.add_(y);
     if (tap_) tap_("layer_out", li, x);
+    if (trained) pooler_rows.push_back(pool_for_pooler(norm(x, final_norm_)));
     if (options.hs_pooling == HsPooling::kLayersMean) {
       at::Tensor n = norm(x.index_select(0, last_idx), final_norm_);
       layers_sum = layers_sum.defined() ? layers_sum + n : n;
@@ -493,11 +519,18 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     out.hs = mean_over_tokens(norm(x, final_norm_));
   } else if (options.hs_pooling == HsPooling::kLayersMean) {
     out.hs = layers_sum / static_cast<double>(c.num_layers);
+  } else if (trained) {
+    out.hs = pooler_->Forward(at::stack(pooler_rows, 1).cpu(),
+                              pooler_router.empty() ? at::Tensor() : at::stack(pooler_router, 1).cpu());
   }
   if (tap_) tap_("final_norm", c.num_layers, out.hs);
   out.hs = out.hs.cpu();
   out.router_logits = at::stack(rw, 1).cpu();
   return out;
+}
+
+int64_t MoeModel::HsDim(HsPooling p) const {
+  return p == HsPooling::kTrained && pooler_ ? pooler_->spec().out_dim : config_.hidden_size;
 }
 
 void MoeModel::set_expert_dispatch(ExpertDispatch d) {

@@ -27,6 +27,7 @@ namespace moeedb {
 
 class Checkpoint;
 class MoeBlock;
+class TrainedPooler;
 
 struct ForwardOptions {
   bool want_logits = false;  // [B, T, V] next-token logits (tests, perplexity)
@@ -35,7 +36,8 @@ struct ForwardOptions {
 };
 
 struct ForwardOutput {
-  at::Tensor hs;             // [B, H]: final-normed hidden state at the last real token (or as pooled)
+  at::Tensor hs;             // [B, H]: final-normed hidden state at the last real token (or as pooled;
+                             // [B, out_dim] from a trained pooler)
   at::Tensor router_logits;  // [B, L_moe, E]: z = W_gate x at the last real token (or mean), per MoE layer
   at::Tensor logits;         // [B, T, V] if asked (zeros past a row's length)
   std::vector<int64_t> lengths;
@@ -60,6 +62,11 @@ class MoeModel {
   Result<ForwardOutput> Forward(const std::vector<std::vector<int32_t>>& ids, const ForwardOptions& options = {}) const;
 
   const ModelConfig& config() const { return config_; }
+  // The folder's trained pooler (pooler.json + pooler.safetensors), loaded
+  // with the model when present; null otherwise. HsPooling::kTrained needs it.
+  const TrainedPooler* pooler() const { return pooler_.get(); }
+  // Size of out.hs for `p`: the pooler's out_dim for kTrained, else hidden_size.
+  int64_t HsDim(HsPooling p) const;
   void set_tap(ForwardTap tap) { tap_ = std::move(tap); }
 
   struct RoutingSetup {
@@ -104,6 +111,7 @@ class MoeModel {
 
   ModelConfig config_;
   std::unique_ptr<Checkpoint> checkpoint_;  // owns the mapping the weights point into
+  std::unique_ptr<TrainedPooler> pooler_;
   at::Tensor embed_, final_norm_, lm_head_;
   at::Tensor inv_freq_;  // RoPE, double precision, on the CPU
   LoadOptions load_options_;

@@ -107,6 +107,7 @@ Result<ModelConfig> ModelConfig::FromJson(const std::string& text, const std::st
   MOEEDB_RETURN_IF_ERROR(f.Double("rope_theta", &c.rope_theta, 10000.0));
   MOEEDB_RETURN_IF_ERROR(f.Double("initializer_range", &c.initializer_range, 0.02));
   MOEEDB_RETURN_IF_ERROR(f.Bool("tie_word_embeddings", &c.tie_word_embeddings, false));
+  MOEEDB_RETURN_IF_ERROR(f.Bool("is_causal", &c.causal, true));
   bool norm_topk = false;
   MOEEDB_RETURN_IF_ERROR(f.Bool("norm_topk_prob", &norm_topk, false));
   // DeepSeek renormalises only when top_k > 1 (MoEGate); Mixtral always does.

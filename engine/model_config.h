@@ -39,6 +39,9 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   std::vector<bool> moe_layer;      // per layer: MoE block (true) or dense MLP
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
+  // "is_causal": false marks a model trained for bidirectional attention (as
+  // LLM2Vec turns a decoder into an encoder): every token sees its whole text.
+  bool causal = true;
   double initializer_range = 0.02;
 
   static Result<ModelConfig> FromFile(const std::string& path);

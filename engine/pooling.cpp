@@ -7,6 +7,7 @@ const char* HsPoolingName(HsPooling p) {
     case HsPooling::kLast: return "last";
     case HsPooling::kMean: return "mean";
     case HsPooling::kLayersMean: return "layers-mean";
+    case HsPooling::kTrained: return "trained";
   }
   return "?";
 }
@@ -14,7 +15,7 @@ const char* HsPoolingName(HsPooling p) {
 const char* RwPoolingName(RwPooling p) { return p == RwPooling::kLast ? "last" : "mean"; }
 
 bool ParseHsPooling(const std::string& name, HsPooling* out) {
-  for (HsPooling p : {HsPooling::kLast, HsPooling::kMean, HsPooling::kLayersMean})
+  for (HsPooling p : {HsPooling::kLast, HsPooling::kMean, HsPooling::kLayersMean, HsPooling::kTrained})
     if (name == HsPoolingName(p)) {
       *out = p;
       return true;

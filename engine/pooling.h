@@ -11,6 +11,7 @@ enum class HsPooling {
   kLast,        // final-normed hidden state of the last token (MoEE, PromptEOL)
   kMean,        // final-normed hidden states averaged over the text's tokens
   kLayersMean,  // at the last token, the mean over decoder layers of final_norm(layer output)
+  kTrained,     // the model folder's trained pooler (trained_pooler.h) over every layer's states
 };
 enum class RwPooling {
   kLast,  // router logits of the last token
@@ -18,7 +19,7 @@ enum class RwPooling {
 };
 const char* HsPoolingName(HsPooling p);
 const char* RwPoolingName(RwPooling p);
-// "last" | "mean" | "layers-mean" (HS), "last" | "mean" (RW); false if unknown.
+// "last" | "mean" | "layers-mean" | "trained" (HS), "last" | "mean" (RW); false if unknown.
 bool ParseHsPooling(const std::string& name, HsPooling* out);
 bool ParseRwPooling(const std::string& name, RwPooling* out);
 

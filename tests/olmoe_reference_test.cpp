@@ -85,14 +85,15 @@ RefWeights MakeWeights(const Dims& d, unsigned seed, bool packed) {
   return w;
 }
 
-std::string OlmoeConfig(const Dims& d, bool norm_topk) {
-  char buf[1024];
+std::string OlmoeConfig(const Dims& d, bool norm_topk, bool causal = true) {
+  char buf[1100];
   std::snprintf(buf, sizeof(buf),
                 R"({"model_type": "olmoe", "vocab_size": %ld, "hidden_size": %ld, "intermediate_size": %ld,
   "num_hidden_layers": %ld, "num_attention_heads": %ld, "num_key_value_heads": %ld, "num_experts": %ld,
   "num_experts_per_tok": %ld, "norm_topk_prob": %s, "rms_norm_eps": %g, "rope_theta": %g,
-  "tie_word_embeddings": false, "clip_qkv": null, "attention_bias": false})",
-                d.V, d.H, d.I, d.L, d.NH, d.NKV, d.E, d.K, norm_topk ? "true" : "false", d.eps, d.theta);
+  "tie_word_embeddings": false, "clip_qkv": null, "attention_bias": false, "is_causal": %s})",
+                d.V, d.H, d.I, d.L, d.NH, d.NKV, d.E, d.K, norm_topk ? "true" : "false", d.eps, d.theta,
+                causal ? "true" : "false");
   return buf;
 }
 
@@ -119,7 +120,9 @@ struct RefOutput {
   std::vector<std::vector<double>> logits;
 };
 
-RefOutput ReferenceForward(const Dims& d, const RefWeights& w, const std::vector<int>& ids, bool norm_topk) {
+// causal = false: every token attends to every token of the text (bidirectional).
+RefOutput ReferenceForward(const Dims& d, const RefWeights& w, const std::vector<int>& ids, bool norm_topk,
+                           bool causal = true) {
   const int64_t T = static_cast<int64_t>(ids.size());
   std::vector<std::vector<double>> h(T, std::vector<double>(d.H));
   for (int64_t t = 0; t < T; ++t)
@@ -154,9 +157,10 @@ RefOutput ReferenceForward(const Dims& d, const RefWeights& w, const std::vector
       std::vector<double> attn(d.NH * d.HD, 0.0);
       for (int64_t hh = 0; hh < d.NH; ++hh) {
         const int64_t kvh = hh / (d.NH / d.NKV);
-        std::vector<double> s(t + 1);
+        const int64_t keys = causal ? t + 1 : T;
+        std::vector<double> s(keys);
         double mx = -1e300;
-        for (int64_t u = 0; u <= t; ++u) {
+        for (int64_t u = 0; u < keys; ++u) {
           double dot = 0;
           for (int64_t i = 0; i < d.HD; ++i) dot += q[t][hh * d.HD + i] * k[u][kvh * d.HD + i];
           s[u] = dot / std::sqrt(static_cast<double>(d.HD));
@@ -164,7 +168,7 @@ RefOutput ReferenceForward(const Dims& d, const RefWeights& w, const std::vector
         }
         double z = 0;
         for (auto& x : s) z += (x = std::exp(x - mx));
-        for (int64_t u = 0; u <= t; ++u)
+        for (int64_t u = 0; u < keys; ++u)
           for (int64_t i = 0; i < d.HD; ++i) attn[hh * d.HD + i] += s[u] / z * v[u][kvh * d.HD + i];
       }
       auto o = MatVec(w[p + "self_attn.o_proj.weight"], attn, d.H);
@@ -246,6 +250,47 @@ void CheckAgainstReference(bool packed, bool norm_topk) {
     RefOutput ref = ReferenceForward(d, w, ids, norm_topk);
     EXPECT_LT(MaxAbsDiff(pruned->hs[b], ref.hs), 1e-4) << "last-token-only hs, row " << b;
     EXPECT_LT(MaxAbsDiff(pruned->router_logits[b], ref.rw), 1e-4) << "last-token-only rw, row " << b;
+  }
+}
+
+// A config with "is_causal": false: every token sees its whole text, on the
+// packed CPU kernel and on the grid path, with and without the last layer
+// pruned to the last tokens; the causal reference must then differ.
+TEST(OlmoeReference, BidirectionalAttentionMatchesPlainLoops) {
+  Dims d;
+  test::TempDir dir;
+  RefWeights w = MakeWeights(d, 99, /*packed=*/false);
+  test::WriteF32Safetensors(dir / "model.safetensors", w.tensors);
+  test::WriteFile(dir / "config.json", OlmoeConfig(d, false, /*causal=*/false));
+  auto model = MoeModel::LoadDir(dir.path());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_FALSE((*model)->config().causal);
+  const std::vector<std::vector<int32_t>> batch = {{5, 17, 42, 3, 96, 0, 64}, {11, 2}, {7, 7, 7, 81}};
+  for (auto kernel : {MoeModel::AttentionKernel::kAuto, MoeModel::AttentionKernel::kGrid}) {
+    (*model)->set_attention_kernel(kernel);
+    ForwardOptions with_logits;
+    with_logits.want_logits = true;
+    for (const ForwardOptions& opt : {with_logits, ForwardOptions()}) {
+      auto out = (*model)->Forward(batch, opt);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      for (size_t b = 0; b < batch.size(); ++b) {
+        std::vector<int> ids(batch[b].begin(), batch[b].end());
+        RefOutput ref = ReferenceForward(d, w, ids, false, /*causal=*/false);
+        const std::string where = std::string(kernel == MoeModel::AttentionKernel::kGrid ? "grid" : "packed") +
+                                  (opt.want_logits ? " full" : " last-token-only") + ", row " + std::to_string(b);
+        EXPECT_LT(MaxAbsDiff(out->hs[b], ref.hs), 1e-4) << where;
+        EXPECT_LT(MaxAbsDiff(out->router_logits[b], ref.rw), 1e-4) << where;
+        if (opt.want_logits) {
+          std::vector<double> flat;
+          for (const auto& row : ref.logits) flat.insert(flat.end(), row.begin(), row.end());
+          EXPECT_LT(MaxAbsDiff(out->logits[b].narrow(0, 0, static_cast<int64_t>(ids.size())), flat), 1e-4) << where;
+        }
+        if (b == 0) {
+          RefOutput causal_ref = ReferenceForward(d, w, ids, false, /*causal=*/true);
+          EXPECT_GT(MaxAbsDiff(out->hs[b], causal_ref.hs), 1e-3) << "the mask must matter: " << where;
+        }
+      }
+    }
   }
 }
 

@@ -20,6 +20,8 @@
 #include "engine/checkpoint_spec.h"
 #include "engine/model.h"
 #include "engine/tensor_util.h"
+#include "engine/train/train_net.h"
+#include "engine/train/train_state.h"
 
 namespace moeedb {
 
@@ -27,164 +29,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-// The trainable network: the tensors ExpectedTensors names (per-expert
-// layout), as autograd leaves, and a forward pass written for fixed-length
-// training batches. It is a second, independent implementation of the
-// decoder; tests check it against the engine's MoeModel on saved weights.
-class Net {
- public:
-  explicit Net(const ModelConfig& c) : c_(c) {
-    CheckpointNaming naming;
-    naming.layout = ExpertLayout::kPerExpert;
-    specs_ = ExpectedTensors(c, naming);
-    for (size_t i = 0; i < specs_.size(); ++i) index_[specs_[i].name] = static_cast<int>(i);
-  }
-
-  const std::vector<TensorSpec>& specs() const { return specs_; }
-  std::vector<at::Tensor>& params() { return params_; }
-
-  void Init(uint64_t seed) {
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    params_.clear();
-    for (const auto& s : specs_) {
-      at::Tensor t;
-      switch (s.init) {
-        case TensorSpec::Init::kOnes: t = at::ones(s.shape, at::kFloat); break;
-        case TensorSpec::Init::kZeros: t = at::zeros(s.shape, at::kFloat); break;
-        case TensorSpec::Init::kNormal: t = at::normal(0.0, c_.initializer_range, s.shape, gen); break;
-      }
-      params_.push_back(t.set_requires_grad(true));
-    }
-  }
-
-  Status Load(const std::string& file) {
-    MOEEDB_ASSIGN_OR_RETURN(auto f, SafetensorsFile::Open(file));
-    params_.clear();
-    for (const auto& s : specs_) {
-      const TensorView* v = f->Find(s.name);
-      if (v == nullptr || v->shape != s.shape) return Status::Corruption(file + ": tensor " + s.name + " missing or misshapen");
-      MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(*v));
-      params_.push_back(t.clone().set_requires_grad(true));
-    }
-    return Status::OK();
-  }
-
-  Status Save(const std::string& file, DType dtype) const {
-    std::vector<TensorToWrite> out;
-    const at::ScalarType st = dtype == DType::kF32 ? at::kFloat : dtype == DType::kBF16 ? at::kBFloat16 : at::kHalf;
-    for (size_t i = 0; i < specs_.size(); ++i) {
-      at::Tensor t = params_[i].detach().to(st).contiguous();
-      const auto* p = static_cast<const uint8_t*>(t.data_ptr());
-      out.push_back({specs_[i].name, dtype, specs_[i].shape, std::vector<uint8_t>(p, p + t.numel() * t.element_size())});
-    }
-    return WriteSafetensors(file, out, {{"format", "pt"}, {"moeedb", "trained by moeedb train model"}});
-  }
-
-  const at::Tensor& P(const std::string& name) const { return params_[index_.at(name)]; }
-
-  struct Out {
-    at::Tensor logits;     // [B, T, V]
-    at::Tensor hidden;     // [B, T, H] final-normed
-    at::Tensor aux, zloss; // scalars, averaged over MoE layers
-  };
-
-  Out Forward(const at::Tensor& tok) const {
-    const int64_t B = tok.size(0), T = tok.size(1), H = c_.hidden_size, nh = c_.num_heads, nkv = c_.num_kv_heads,
-                  hd = c_.head_dim, E = c_.num_experts, K = c_.top_k;
-    const double eps = c_.rms_norm_eps;
-    const ModelFamily& fam = *c_.family;
-    at::Tensor inv_freq = at::pow(c_.rope_theta, -at::arange(0, hd, 2, at::kDouble) / static_cast<double>(hd));
-    at::Tensor freqs = at::outer(at::arange(T, at::kDouble), inv_freq);
-    at::Tensor emb = at::cat({freqs, freqs}, -1);
-    at::Tensor cos = emb.cos().to(at::kFloat), sin = emb.sin().to(at::kFloat);
-    at::Tensor mask = at::full({T, T}, -std::numeric_limits<float>::infinity(), at::kFloat).triu(1);
-    auto rotate = [](const at::Tensor& x) {
-      const int64_t half = x.size(-1) / 2;
-      return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-    };
-    auto norm = [&](const at::Tensor& x, const at::Tensor& w) {
-      return w * (x * at::rsqrt(x.pow(2).mean({-1}, true) + eps));
-    };
-
-    const at::Tensor& embed = P("model.embed_tokens.weight");
-    at::Tensor x = embed.index_select(0, tok.reshape({-1})).view({B, T, H});
-    at::Tensor aux = at::zeros({}, at::kFloat), zloss = at::zeros({}, at::kFloat);
-    int64_t moe_layers = 0;
-    for (int64_t li = 0; li < c_.num_layers; ++li) {
-      const std::string L = LayerPrefix(li), A = L + "self_attn.";
-      at::Tensor h = norm(x, P(L + "input_layernorm.weight"));
-      at::Tensor q = at::linear(h, P(A + "q_proj.weight")), k = at::linear(h, P(A + "k_proj.weight")),
-                 v = at::linear(h, P(A + "v_proj.weight"));
-      if (fam.qk_norm == QkNorm::kFullProjection) {
-        q = norm(q, P(A + "q_norm.weight"));
-        k = norm(k, P(A + "k_norm.weight"));
-      }
-      q = q.view({B, T, nh, hd}).transpose(1, 2);
-      k = k.view({B, T, nkv, hd}).transpose(1, 2);
-      v = v.view({B, T, nkv, hd}).transpose(1, 2);
-      if (fam.qk_norm == QkNorm::kPerHead) {
-        q = norm(q, P(A + "q_norm.weight"));
-        k = norm(k, P(A + "k_norm.weight"));
-      }
-      q = q * cos + rotate(q) * sin;
-      k = k * cos + rotate(k) * sin;
-      if (nkv != nh) {
-        k = k.repeat_interleave(nh / nkv, 1);
-        v = v.repeat_interleave(nh / nkv, 1);
-      }
-      at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd)) + mask;
-      at::Tensor attn = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, nh * hd});
-      x = x + at::linear(attn, P(A + "o_proj.weight"));
-
-      at::Tensor u = norm(x, P(L + "post_attention_layernorm.weight")).reshape({B * T, H});
-      const std::string M = L + fam.moe_modules[0] + ".";
-      at::Tensor z = at::linear(u, P(M + fam.router_names[0] + ".weight"));
-      at::Tensor probs = at::softmax(z, -1);
-      auto [w, idx] = probs.topk(K, -1);
-      if (c_.norm_topk_prob) w = w / w.sum(-1, true);
-      at::Tensor flat = idx.reshape({-1});
-      auto [sorted, order] = flat.sort(/*stable=*/true, 0, false);
-      at::Tensor token_of = at::div(order, K, "floor");
-      at::Tensor slot_w = w.reshape({-1}).index_select(0, order);
-      at::Tensor counts = at::bincount(flat, {}, E);
-      const int64_t* cnt = counts.data_ptr<int64_t>();
-      at::Tensor y = at::zeros_like(u);
-      int64_t off = 0;
-      for (int64_t e = 0; e < E; ++e) {
-        const int64_t n = cnt[e];
-        if (n == 0) continue;
-        const std::string X = M + "experts." + std::to_string(e) + ".";
-        at::Tensor tokens = token_of.narrow(0, off, n);
-        at::Tensor xe = u.index_select(0, tokens);
-        at::Tensor a = at::silu(at::linear(xe, P(X + fam.expert_gate + ".weight"))) *
-                       at::linear(xe, P(X + fam.expert_up + ".weight"));
-        at::Tensor ye = at::linear(a, P(X + fam.expert_down + ".weight")) * slot_w.narrow(0, off, n).unsqueeze(1);
-        y = y.index_add(0, tokens, ye);
-        off += n;
-      }
-      // Load balance: fraction of routed slots per expert times its mean probability.
-      at::Tensor frac = counts.to(at::kFloat) / static_cast<double>(B * T * K);
-      aux = aux + static_cast<double>(E) * (frac * probs.mean(0)).sum();
-      zloss = zloss + at::logsumexp(z, -1).pow(2).mean();
-      ++moe_layers;
-      x = x + y.view({B, T, H});
-    }
-    Out out;
-    out.hidden = norm(x, P("model.norm.weight"));
-    const at::Tensor& head = c_.tie_word_embeddings ? embed : P("lm_head.weight");
-    out.logits = at::linear(out.hidden, head);
-    out.aux = aux / static_cast<double>(std::max<int64_t>(moe_layers, 1));
-    out.zloss = zloss / static_cast<double>(std::max<int64_t>(moe_layers, 1));
-    return out;
-  }
-
- private:
-  const ModelConfig& c_;
-  std::vector<TensorSpec> specs_;
-  std::unordered_map<std::string, int> index_;
-  std::vector<at::Tensor> params_;
-};
 
 // Windows [off, off + T] (inputs and shifted targets) for batch `step`.
 at::Tensor SampleBatch(const std::vector<int32_t>& tokens, int64_t B, int64_t T, uint64_t seed, int64_t step) {
@@ -210,41 +54,23 @@ at::Tensor ValidationWindows(const std::vector<int32_t>& tokens, int64_t T, int6
 }
 
 double LearningRate(const LmTrainOptions& o, int64_t step, int64_t total) {
-  if (step < o.warmup_steps) return o.peak_lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
-  const double progress =
-      std::min(1.0, static_cast<double>(step - o.warmup_steps) / static_cast<double>(std::max<int64_t>(1, total - o.warmup_steps)));
-  const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
-  return o.peak_lr * (o.min_lr_ratio + (1.0 - o.min_lr_ratio) * cosine);
+  return WarmupCosine(o.peak_lr, o.min_lr_ratio, o.warmup_steps, step, total);
 }
 
-double NetValidationLoss(const Net& net, const at::Tensor& windows) {
+double NetValidationLoss(const TrainNet& net, const at::Tensor& windows) {
   at::NoGradGuard no_grad;
   double total = 0;
   int64_t n = 0;
   for (int64_t s = 0; s < windows.size(0); s += 8) {
     at::Tensor w = windows.narrow(0, s, std::min<int64_t>(8, windows.size(0) - s));
     const int64_t T = w.size(1) - 1;
-    Net::Out out = net.Forward(w.narrow(1, 0, T));
+    TrainForwardOutput out = net.Forward(w.narrow(1, 0, T));
     at::Tensor loss = at::cross_entropy_loss(out.logits.reshape({-1, out.logits.size(-1)}), w.narrow(1, 1, T).reshape({-1}),
                                              {}, at::Reduction::Sum);
     total += loss.item<double>();
     n += w.size(0) * T;
   }
   return n > 0 ? total / static_cast<double>(n) : 0;
-}
-
-Status WriteText(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) return Status::IOError("cannot write " + tmp);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::IOError("cannot rename " + tmp + ": " + ec.message());
-  return Status::OK();
 }
 
 std::string Fmt(const char* f, double a) {
@@ -259,9 +85,7 @@ Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const s
                                          const std::vector<int32_t>& val_tokens, const LmTrainOptions& o) {
   MOEEDB_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(config_path));
   const ModelConfig& c = config;
-  for (bool moe : c.moe_layer)
-    if (!moe) return Status::NotSupported("training supports configs whose layers are all MoE (as OLMoE's)");
-  if (c.shared_intermediate > 0) return Status::NotSupported("training does not support shared experts");
+  MOEEDB_RETURN_IF_ERROR(TrainNet::CheckTrainable(c));
   if (o.out_dir.empty()) return Status::InvalidArgument("no output folder");
   if (o.steps <= 0 && o.minutes <= 0) return Status::InvalidArgument("give a step count or a time budget in minutes");
   if (o.seq_len < 2 || o.batch_size < 1) return Status::InvalidArgument("sequence length >= 2 and batch size >= 1 needed");
@@ -278,28 +102,23 @@ Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const s
   if (o.threads > 0) at::set_num_threads(o.threads);
 
   std::error_code ec;
-  const fs::path out(o.out_dir), state_dir = out / "train_state", state_tmp = out / "train_state.tmp",
-                 state_old = out / "train_state.old";
-  fs::create_directories(out, ec);
-  if (ec) return Status::IOError("cannot create " + o.out_dir + ": " + ec.message());
-  // A kill between the two renames of a checkpoint leaves only the old state.
-  if (!fs::exists(state_dir) && fs::exists(state_old)) fs::rename(state_old, state_dir, ec);
+  const fs::path out(o.out_dir);
+  TrainStateDir state_dir(o.out_dir);
+  MOEEDB_RETURN_IF_ERROR(state_dir.Open());
 
   try {
-    Net net(c);
+    TrainNet net(c);
     LmTrainResult result;
     json state;
-    const bool resume = fs::exists(state_dir / "state.json");
+    const bool resume = state_dir.HasState();
     if (resume) {
-      std::ifstream f(state_dir / "state.json");
-      state = json::parse(f, nullptr, false);
-      if (state.is_discarded()) return Status::Corruption((state_dir / "state.json").string() + " is not valid JSON");
+      MOEEDB_ASSIGN_OR_RETURN(state, state_dir.ReadState());
       if (state.value("seed", uint64_t{0}) != o.seed || state.value("seq_len", int64_t{0}) != o.seq_len ||
           state.value("batch_size", int64_t{0}) != o.batch_size || state.value("config", std::string()) != c.json_text)
-        return Status::InvalidArgument((state_dir).string() +
+        return Status::InvalidArgument(state_dir.File("") +
                                        " was written by a run with another config, seed, batch size or sequence "
                                        "length; remove it to start over");
-      MOEEDB_RETURN_IF_ERROR(net.Load((state_dir / "params.safetensors").string()));
+      MOEEDB_RETURN_IF_ERROR(net.Load(state_dir.File("params.safetensors")));
       result.step = state["step"].get<int64_t>();
       result.total_steps = state["total_steps"].get<int64_t>();
       result.untrained_val_loss = state["untrained_val_loss"].get<double>();
@@ -321,7 +140,7 @@ Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const s
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                       torch::optim::AdamWOptions(o.peak_lr).betas({0.9, 0.95}).weight_decay(0.0)));
     torch::optim::AdamW opt(std::move(groups), torch::optim::AdamWOptions(o.peak_lr).betas({0.9, 0.95}));
-    if (resume) torch::load(opt, (state_dir / "optimizer.pt").string());
+    if (resume) torch::load(opt, state_dir.File("optimizer.pt"));
 
     const at::Tensor val = ValidationWindows(val_tokens, o.seq_len, o.val_windows);
     if (!resume) {
@@ -334,22 +153,14 @@ Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const s
     }
 
     auto checkpoint = [&]() -> Status {
-      fs::remove_all(state_tmp, ec);
-      fs::create_directories(state_tmp, ec);
-      if (ec) return Status::IOError("cannot create " + state_tmp.string() + ": " + ec.message());
-      MOEEDB_RETURN_IF_ERROR(net.Save((state_tmp / "params.safetensors").string(), DType::kF32));
-      torch::save(opt, (state_tmp / "optimizer.pt").string());
       state["step"] = result.step;
       state["total_steps"] = result.total_steps;
       state["val_loss"] = result.val_loss;
-      MOEEDB_RETURN_IF_ERROR(WriteText((state_tmp / "state.json").string(), state.dump(1)));
-      fs::remove_all(state_old, ec);
-      if (fs::exists(state_dir)) fs::rename(state_dir, state_old, ec);
-      if (ec) return Status::IOError("cannot rotate " + state_dir.string() + ": " + ec.message());
-      fs::rename(state_tmp, state_dir, ec);
-      if (ec) return Status::IOError("cannot rename " + state_tmp.string() + ": " + ec.message());
-      fs::remove_all(state_old, ec);
-      return Status::OK();
+      return state_dir.Commit(state, [&](const std::string& dir) -> Status {
+        MOEEDB_RETURN_IF_ERROR(net.Save((fs::path(dir) / "params.safetensors").string(), DType::kF32));
+        torch::save(opt, (fs::path(dir) / "optimizer.pt").string());
+        return Status::OK();
+      });
     };
 
     const auto t0 = std::chrono::steady_clock::now();
@@ -373,7 +184,7 @@ Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const s
       const double lr = LearningRate(o, result.step, std::max<int64_t>(result.total_steps, o.warmup_steps + 1));
       for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
       at::Tensor batch = SampleBatch(train_tokens, o.batch_size, o.seq_len, o.seed, result.step);
-      Net::Out f = net.Forward(batch.narrow(1, 0, o.seq_len));
+      TrainForwardOutput f = net.Forward(batch.narrow(1, 0, o.seq_len));
       at::Tensor lm = at::cross_entropy_loss(f.logits.reshape({-1, c.vocab_size}), batch.narrow(1, 1, o.seq_len).reshape({-1}));
       at::Tensor loss = lm + o.aux_loss_coef * f.aux + o.z_loss_coef * f.zloss;
       opt.zero_grad();
@@ -417,7 +228,7 @@ Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const s
       if (fs::absolute(config_path) != fs::absolute(out / "config.json"))
         fs::copy_file(config_path, out / "config.json", fs::copy_options::overwrite_existing, ec);
       if (ec) return Status::IOError("cannot copy " + config_path + ": " + ec.message());
-      MOEEDB_RETURN_IF_ERROR(WriteText((out / "training_log.json").string(), state.dump(1)));
+      MOEEDB_RETURN_IF_ERROR(WriteTextAtomic((out / "training_log.json").string(), state.dump(1)));
       result.finished = true;
     }
     return result;

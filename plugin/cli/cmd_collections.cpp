@@ -90,10 +90,10 @@ class Progress {
 int RunIngest(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = WithWeightFormatFlags({
       kDbFlag, kCollFlag,
-      {"model", "DIR", "model folder (required to create a collection; must match an existing one)"},
+      {"model", "DIR", "model folder of a new collection (default: the embedded default model; must match an existing one)"},
       {"routing", "SPEC", "routing policy for a new collection (default learned)"},
-      {"prompt", "NAME", "prompt for a new collection (default prompteol)"},
-      {"hs-pooling", "P", "HS pooling for a new collection: last (default) | mean | layers-mean"},
+      {"prompt", "NAME", "prompt for a new collection (default: the model's)"},
+      {"hs-pooling", "P", "HS pooling for a new collection: last | mean | layers-mean | trained (default: the model's)"},
       {"rw-pooling", "P", "RW pooling for a new collection: last (default) | mean"},
       {"index-hs", "KIND", "HS index for a new collection: flat | hnsw | ivf (default flat)"},
       {"index-rw", "KIND", "RW index for a new collection: flat | hnsw | ivf (default flat)"},
@@ -170,7 +170,8 @@ int RunIngest(const std::vector<std::string>& argv) {
     if (!s.ok()) return Fail("ingest", s.status().message());
     setup = std::move(s).value();
   } else if (existing.status().code() == Status::Code::kNotFound) {
-    if (!args->Has("model")) return UsageError("ingest", "collection '" + name + "' does not exist: --model DIR is needed to create it");
+    if (ModelDirFlag(*args).empty())
+      return UsageError("ingest", "collection '" + name + "' does not exist and no default model was found: pass --model DIR");
     EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
     cfg.threads = static_cast<int>(*threads);
     auto workers = args->GetInt("workers", 0, 1, 64);

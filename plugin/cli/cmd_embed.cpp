@@ -9,6 +9,7 @@
 
 #include "engine/embedder.h"
 #include "engine/model.h"
+#include "engine/model_defaults.h"
 #include "engine/runtime.h"
 #include "engine/streaming_embedder.h"
 #include "plugin/cli/args.h"
@@ -41,12 +42,12 @@ Result<std::vector<int32_t>> ParseIds(const std::string& line) {
 
 int RunEmbed(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = WithWeightFormatFlags({
-      {"model", "DIR", "HuggingFace model folder (config.json, *.safetensors, tokenizer.json)"},
+      {"model", "DIR", "HuggingFace model folder (config.json, *.safetensors, tokenizer.json); default: the embedded default model"},
       {"tokenizer", "FILE", "tokenizer.json to use instead of the model's"},
-      {"prompt", "NAME", "prompt template: " + PromptNames() + " (default prompteol)"},
+      {"prompt", "NAME", "prompt template: " + PromptNames() + " (default: the model's, else prompteol)"},
       {"instruction", "TEXT", "GritLM-style instruction placed before the text (default: none)"},
       {"rw", "KIND", "RW read-out: logits | probs | log_probs (default: the family's, logits; probs for DeepSeek)"},
-      {"hs-pooling", "P", "HS pooling: last (default) | mean | layers-mean"},
+      {"hs-pooling", "P", "HS pooling: last | mean | layers-mean | trained (default: the model's; trained when it ships a pooler)"},
       {"expert-dispatch", "D", "how experts run: auto (default) | loop | grouped | batched | packed (benchmarks)"},
       {"rw-pooling", "P", "RW pooling: last (default) | mean"},
       {"routing", "SPEC", "learned | ssmoe[:c=0.5,k=50,sign=canonical|reference] | top1[:weight=raw|one] (default learned)"},
@@ -70,7 +71,10 @@ int RunEmbed(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("embed", args.status().message());
   if (!args->positional().empty()) return UsageError("embed", "unexpected argument '" + args->positional()[0] + "'");
-  if (!args->Has("model")) return UsageError("embed", "--model DIR is required");
+  const std::string model_dir = ModelDirFlag(*args);
+  if (model_dir.empty()) return UsageError("embed", "no default model was found: pass --model DIR");
+  auto defaults = ModelEmbeddingDefaults(model_dir);
+  if (!defaults.ok()) return Fail("embed", defaults.status().message());
   if (args->Has("jsonl") && args->Has("ids")) return UsageError("embed", "--jsonl and --ids exclude each other");
   auto threads = args->GetInt("threads", 0, 0, 1024);
   if (!threads.ok()) return UsageError("embed", threads.status().message());
@@ -82,10 +86,14 @@ int RunEmbed(const std::vector<std::string>& argv) {
   EmbedderOptions opts;
   opts.batch_tokens = *batch_tokens;
   opts.instruction = args->Get("instruction");
-  if (Status st = ReadPromptFlag(*args, &opts.prompt); !st.ok()) return UsageError("embed", st.message());
-  if (!ParseHsPooling(args->Get("hs-pooling", "last"), &opts.hs_pooling))
-    return UsageError("embed", "--hs-pooling: last, mean or layers-mean");
-  if (!ParseRwPooling(args->Get("rw-pooling", "last"), &opts.rw_pooling))
+  {
+    auto prompt = FindPrompt(args->Get("prompt", defaults->prompt));
+    if (!prompt.ok()) return UsageError("embed", prompt.status().message());
+    opts.prompt = *prompt;
+  }
+  if (!ParseHsPooling(args->Get("hs-pooling", defaults->hs_pooling), &opts.hs_pooling))
+    return UsageError("embed", "--hs-pooling: last, mean, layers-mean or trained");
+  if (!ParseRwPooling(args->Get("rw-pooling", defaults->rw_pooling), &opts.rw_pooling))
     return UsageError("embed", "--rw-pooling: last or mean");
   if (args->Has("rw")) {
     const std::string rw = args->Get("rw");
@@ -97,7 +105,6 @@ int RunEmbed(const std::vector<std::string>& argv) {
   }
 
   SetComputeThreads(static_cast<int>(*threads));
-  const std::string model_dir = args->Get("model");
   auto load = LoadOptionsFromFlags(*args);
   if (!load.ok()) return UsageError("embed", load.status().message());
   auto model = MoeModel::LoadDir(model_dir, *load);

@@ -73,13 +73,14 @@ Result<Common> ParseCommon(const Args& args, const std::string& cmd) {
     c.method_label = "tfidf";
     return c;
   }
-  if (!args.Has("model")) return Status::InvalidArgument("--model DIR (or --baseline tfidf) is required");
+  if (ModelDirFlag(args).empty()) return Status::InvalidArgument("no default model was found: pass --model DIR (or --baseline tfidf)");
   MOEEDB_ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
   EmbeddingConfig cfg = EmbeddingConfigFromFlags(args);
   cfg.threads = static_cast<int>(threads);
   MOEEDB_ASSIGN_OR_RETURN(c.setup, EmbeddingSetup::Load(cfg));
   c.method_label = fs::path(c.setup->config().model_dir).filename().string() + " (routing " + c.setup->routing() +
-                   ", prompt " + cfg.prompt + ", hs " + cfg.hs_pooling + ", rw " + cfg.rw_pooling + ")";
+                   ", prompt " + c.setup->config().prompt + ", hs " + c.setup->config().hs_pooling + ", rw " +
+                   c.setup->config().rw_pooling + ")";
   return c;
 }
 

@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "engine/model.h"
+#include "engine/model_defaults.h"
+#include "engine/trained_pooler.h"
 #include "engine/random_checkpoint.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
@@ -72,17 +74,33 @@ int RunInit(const std::vector<std::string>& argv) {
 }
 
 int RunInfo(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {{"model", "DIR", "model folder"}};
+  const std::vector<FlagSpec> specs = {{"model", "DIR", "model folder (default: the embedded default model)"}};
   if (WantsHelp(argv)) {
-    std::cout << HelpText("model info --model DIR", "Loads a model folder (all tensors checked) and describes it.", specs);
+    std::cout << HelpText("model info [--model DIR]",
+                          "Loads a model folder (all tensors checked) and describes it: its folder, architecture, "
+                          "trained pooler and the embedding settings it uses by default.",
+                          specs);
     return 0;
   }
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("model info", args.status().message());
-  if (!args->Has("model")) return UsageError("model info", "--model DIR is required");
-  auto model = MoeModel::LoadDir(args->Get("model"));
+  const std::string dir = ModelDirFlag(*args);
+  if (dir.empty()) return UsageError("model info", "no default model was found: pass --model DIR");
+  auto model = MoeModel::LoadDir(dir);
   if (!model.ok()) return Fail("model info", model.status().message());
-  std::cout << (*model)->config().Summary() << "\n";
+  auto defaults = ModelEmbeddingDefaults(dir);
+  if (!defaults.ok()) return Fail("model info", defaults.status().message());
+  std::cout << "folder: " << std::filesystem::absolute(dir).lexically_normal().string() << "\n"
+            << (*model)->config().Summary() << "\n";
+  if (const TrainedPooler* p = (*model)->pooler()) {
+    const PoolerSpec& s = p->spec();
+    std::cout << "trained pooler: " << s.layer_rows << " hidden-state rows" << (s.router_rows ? " + " : "")
+              << (s.router_rows ? std::to_string(s.router_rows) + " router rows" : std::string()) << ", "
+              << s.latents << " latents, " << s.heads << " heads, output " << s.out_dim << " dims ("
+              << (s.mean_tokens ? "mean" : "last") << " over tokens)\n";
+  }
+  std::cout << "defaults: prompt " << defaults->prompt << ", hs pooling " << defaults->hs_pooling << ", rw pooling "
+            << defaults->rw_pooling << "\n";
   return 0;
 }
 
@@ -105,7 +123,7 @@ int RunCalibrate(const std::vector<std::string>& argv) {
   }
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("model calibrate", args.status().message());
-  if (!args->Has("model")) return UsageError("model calibrate", "--model DIR is required");
+  if (ModelDirFlag(*args).empty()) return UsageError("model calibrate", "no default model was found: pass --model DIR");
   const EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
   auto setup = EmbeddingSetup::Load(cfg);
   if (!setup.ok()) return Fail("model calibrate", setup.status().message());

@@ -42,14 +42,14 @@ void ReexecWithPassiveOpenMp(const std::vector<std::string>& argv) {
 int RunServe(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = WithWeightFormatFlags({
       {"db", "DIR", "database folder (created if needed)"},
-      {"model", "DIR", "model folder to serve"},
+      {"model", "DIR", "model folder to serve (default: the embedded default model)"},
       {"host", "ADDR", "listen address (default 127.0.0.1)"},
       {"port", "N", "listen port (default 8080; 0 = any free port, printed on start)"},
       {"api-key", "KEY", "require 'Authorization: Bearer KEY' on every route but /health"},
       {"api-key-file", "F", "read the API key from a file (first line)"},
       {"served-model-name", "NAME", "model id clients use (default: the model folder's name)"},
       {"routing", "SPEC", "routing policy (default learned)"},
-      {"prompt", "NAME", "prompt template (default prompteol)"},
+      {"prompt", "NAME", "prompt template (default: the model's)"},
       {"threads", "N", "compute threads (default: all cores)"},
       {"max-body-bytes", "N", "request body limit (default 2000000)"},
       {"max-inputs", "N", "inputs per /v1/embeddings request (default 2048)"},
@@ -72,7 +72,8 @@ int RunServe(const std::vector<std::string>& argv) {
   }
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("serve", args.status().message());
-  if (!args->Has("db") || !args->Has("model")) return UsageError("serve", "--db and --model are required");
+  if (!args->Has("db")) return UsageError("serve", "--db DIR is required");
+  if (ModelDirFlag(*args).empty()) return UsageError("serve", "no default model was found: pass --model DIR");
   ReexecWithPassiveOpenMp(argv);
   auto port = args->GetInt("port", 8080, 0, 65535);
   auto threads = args->GetInt("threads", 0, 0, 1024);
@@ -96,7 +97,7 @@ int RunServe(const std::vector<std::string>& argv) {
   ao.max_inputs = static_cast<size_t>(*inputs);
   ao.max_tokens_per_input = static_cast<size_t>(*tokens);
   ao.truncate = args->Has("truncate");
-  ao.served_model_name = args->Get("served-model-name", std::filesystem::path(args->Get("model")).lexically_normal().filename().string());
+  ao.served_model_name = args->Get("served-model-name", std::filesystem::path(ModelDirFlag(*args)).lexically_normal().filename().string());
   if (ao.served_model_name.empty()) ao.served_model_name = "moeedb";
 
   EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);

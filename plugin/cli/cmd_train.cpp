@@ -259,13 +259,14 @@ int RunTrainModel(const std::vector<std::string>& argv) {
 
 int RunTrain(const std::vector<std::string>& argv) {
   if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
-    std::cout << "Usage: moeedb train tokenizer|model [options] (see 'moeedb train <what> --help')\n";
+    std::cout << "Usage: moeedb train tokenizer|model|embed [options] (see 'moeedb train <what> --help')\n";
     return argv.empty() ? 2 : 0;
   }
   std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "tokenizer") return RunTrainTokenizer(rest);
   if (argv[0] == "model") return RunTrainModel(rest);
-  return UsageError("train", "unknown subcommand '" + argv[0] + "' (tokenizer, model)");
+  if (argv[0] == "embed") return RunTrainEmbed(rest);
+  return UsageError("train", "unknown subcommand '" + argv[0] + "' (tokenizer, model, embed)");
 }
 
 }  // namespace moeedb::cli

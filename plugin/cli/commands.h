@@ -19,7 +19,8 @@ int RunDelete(const std::vector<std::string>& args);
 int RunCollections(const std::vector<std::string>& args);
 int RunCheckpoint(const std::vector<std::string>& args);
 int RunServe(const std::vector<std::string>& args);
-int RunTrain(const std::vector<std::string>& args);  // train tokenizer | train model
+int RunTrain(const std::vector<std::string>& args);  // train tokenizer | train model | train embed
+int RunTrainEmbed(const std::vector<std::string>& args);
 int RunEval(const std::vector<std::string>& args);   // eval sts | retrieval | classify
 
 // Prints "moeedb <cmd>: <message>" to stderr and returns 1.

@@ -32,6 +32,22 @@ Status ReadPromptFlag(const Args& args, PromptTemplate* prompt) {
   return Status::OK();
 }
 
+namespace fs = std::filesystem;
+
+std::string DefaultModelDir() {
+  if (const char* m = std::getenv("MOEEDB_MODEL"); m != nullptr && *m) return m;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path bin = exe.parent_path();
+  for (const fs::path& dir : {bin.parent_path() / "models" / "moeedb-tiny", bin / "models" / "moeedb-tiny",
+                              bin.parent_path() / "share" / "moeedb" / "models" / "moeedb-tiny"})
+    if (fs::exists(dir / "config.json", ec)) return dir.lexically_normal().string();
+  return "";
+}
+
+std::string ModelDirFlag(const Args& args) { return args.Has("model") ? args.Get("model") : DefaultModelDir(); }
+
 std::string DefaultCacheDir() {
   if (const char* d = std::getenv("MOEEDB_CACHE_DIR"); d != nullptr && *d) return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x) return std::string(x) + "/moeedb";
@@ -47,7 +63,7 @@ void AppendFloat(std::string* out, float v) {
 
 EmbeddingConfig EmbeddingConfigFromFlags(const Args& args) {
   EmbeddingConfig cfg;
-  cfg.model_dir = args.Get("model");
+  cfg.model_dir = ModelDirFlag(args);
   cfg.routing = args.Get("routing", cfg.routing);
   cfg.prompt = args.Get("prompt", cfg.prompt);
   cfg.hs_pooling = args.Get("hs-pooling", cfg.hs_pooling);

@@ -40,6 +40,14 @@ void ReadWeightFormatFlags(const Args& args, EmbeddingConfig* cfg);
 // Those flags as load options; unknown values are InvalidArgument.
 Result<LoadOptions> LoadOptionsFromFlags(const Args& args);
 
+// The embedded default model's folder: $MOEEDB_MODEL if set, else the first
+// of <exe>/../models/moeedb-tiny (a build tree), <exe>/models/moeedb-tiny and
+// <exe>/../share/moeedb/models/moeedb-tiny (an install prefix) that holds a
+// config.json; "" when none does.
+std::string DefaultModelDir();
+// --model if given, else DefaultModelDir().
+std::string ModelDirFlag(const Args& args);
+
 // $MOEEDB_CACHE_DIR, else $XDG_CACHE_HOME/moeedb, else ~/.cache/moeedb, else "" (no cache).
 std::string DefaultCacheDir();
 

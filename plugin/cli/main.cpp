@@ -51,7 +51,7 @@ const char* kUsage =
     "  serve        HTTP server: OpenAI embeddings, TEI, collections API\n"
     "  alpha        label-free alpha for cos_HS + alpha * cos_RW from unlabeled pairs\n"
     "  lens         per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens)\n"
-    "  train        train tokenizer | train model (the embedded default model)\n"
+    "  train        train tokenizer | train model | train embed (the embedded default model)\n"
     "  eval         eval sts | retrieval | classify (the evaluation harness)\n"
     "\n"
     "Run 'moeedb <command> --help' for a command's options.\n";

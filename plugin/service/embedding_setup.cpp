@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/model_defaults.h"
 #include "engine/runtime.h"
 #include "index/standardizer.h"
 
@@ -86,6 +87,10 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   std::unique_ptr<EmbeddingSetup> s(new EmbeddingSetup());
   s->config_ = config;
   s->config_.model_dir = fs::absolute(config.model_dir).lexically_normal().string();
+  MOEEDB_ASSIGN_OR_RETURN(EmbeddingDefaults defaults, ModelEmbeddingDefaults(s->config_.model_dir));
+  if (s->config_.prompt.empty()) s->config_.prompt = defaults.prompt;
+  if (s->config_.hs_pooling.empty()) s->config_.hs_pooling = defaults.hs_pooling;
+  if (s->config_.rw_pooling.empty()) s->config_.rw_pooling = defaults.rw_pooling;
   SetComputeThreads(config.threads);
   LoadOptions load;
   MOEEDB_ASSIGN_OR_RETURN(load.format.dtype, ParseComputeDtype(config.dtype));
@@ -101,12 +106,14 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   MOEEDB_RETURN_IF_ERROR(s->model_->SetRouting(policy, config.cache_dir).status());
   s->routing_canonical_ = policy.ToString();
   EmbedderOptions eo;
-  MOEEDB_ASSIGN_OR_RETURN(eo.prompt, FindPrompt(config.prompt));
+  MOEEDB_ASSIGN_OR_RETURN(eo.prompt, FindPrompt(s->config_.prompt));
   eo.batch_tokens = config.batch_tokens;
-  if (!ParseHsPooling(config.hs_pooling, &eo.hs_pooling))
-    return Status::InvalidArgument("unknown HS pooling '" + config.hs_pooling + "' (last, mean, layers-mean)");
-  if (!ParseRwPooling(config.rw_pooling, &eo.rw_pooling))
-    return Status::InvalidArgument("unknown RW pooling '" + config.rw_pooling + "' (last, mean)");
+  if (!ParseHsPooling(s->config_.hs_pooling, &eo.hs_pooling))
+    return Status::InvalidArgument("unknown HS pooling '" + s->config_.hs_pooling + "' (last, mean, layers-mean, trained)");
+  if (!ParseRwPooling(s->config_.rw_pooling, &eo.rw_pooling))
+    return Status::InvalidArgument("unknown RW pooling '" + s->config_.rw_pooling + "' (last, mean)");
+  if (eo.hs_pooling == HsPooling::kTrained && s->model_->pooler() == nullptr)
+    return Status::InvalidArgument("HS pooling 'trained' needs a model folder with a trained pooler (pooler.json)");
   s->embedder_ = std::make_unique<Embedder>(s->model_.get(), s->tokenizer_.get(), eo);
   const WorkerShare share = ShareComputeThreads(config.workers, ComputeThreads());
   s->workers_ = std::make_unique<EmbedWorkers>(s->embedder_.get(), share.workers, share.threads_per_worker);
@@ -114,7 +121,9 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   return s;
 }
 
-size_t EmbeddingSetup::dim_hs() const { return static_cast<size_t>(model_->config().hidden_size); }
+size_t EmbeddingSetup::dim_hs() const {
+  return static_cast<size_t>(model_->HsDim(embedder_->options().hs_pooling));
+}
 size_t EmbeddingSetup::dim_rw() const { return static_cast<size_t>(model_->config().rw_dim()); }
 
 std::string EmbeddingSetup::InfoJson() const {

@@ -20,9 +20,11 @@ namespace moeedb {
 struct EmbeddingConfig {
   std::string model_dir;
   std::string routing = "learned";
-  std::string prompt = "prompteol";
-  std::string hs_pooling = "last";  // last | mean | layers-mean (engine/pooling.h)
-  std::string rw_pooling = "last";  // last | mean
+  // Empty: what the model folder asks for (engine/model_defaults.h); Load
+  // resolves them, so config() always holds concrete names.
+  std::string prompt;
+  std::string hs_pooling;  // last | mean | layers-mean | trained (engine/pooling.h)
+  std::string rw_pooling;  // last | mean
   std::string dtype = "f32";    // compute dtype: f32 | bf16 (engine/weight_format.h)
   std::string quant = "none";   // weight storage: none | int8
   std::string device = "cpu";   // cpu | cuda[:N]

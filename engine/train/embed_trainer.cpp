@@ -1,0 +1,447 @@
+#include "engine/train/embed_trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/types.h>  // before clip_grad.h, which does not include what it uses
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "engine/alpha.h"
+#include "engine/model_config.h"
+#include "engine/train/train_net.h"
+#include "engine/train/train_state.h"
+
+namespace moeedb {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string Fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, a);
+  return buf;
+}
+
+at::Tensor L2Normalize(const at::Tensor& x) { return x / x.norm(2, {-1}, true).clamp_min(1e-8); }
+
+// The model, its pooler and how sentences become pooled vectors.
+class Encoder {
+ public:
+  Encoder(const ModelConfig& c, const EmbedTrainOptions& o) : c_(c), o_(o), net_(c) {}
+
+  TrainNet& net() { return net_; }
+  std::map<std::string, at::Tensor>& pooler() { return pooler_; }
+
+  void InitPooler(uint64_t seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed ^ 0x5bd1e995ULL);
+    pooler_.clear();
+    for (const auto& t : PoolerTensors(o_.pooler)) {
+      at::Tensor x = t.init_std == 0 ? at::ones(t.shape, at::kFloat) : at::normal(0.0, t.init_std, t.shape, gen);
+      pooler_[t.name] = x.set_requires_grad(true);
+    }
+  }
+
+  // Pooled vectors [n, out_dim] of the sentences `ids` (in that order), in
+  // chunks of about chunk_tokens padded tokens, shortest first.
+  at::Tensor Encode(const std::vector<std::vector<int32_t>>& sentences, const std::vector<int32_t>& ids,
+                    bool grad, at::Tensor* aux) {
+    std::vector<size_t> order(ids.size());
+    std::iota(order.begin(), order.end(), 0);
+    auto len = [&](size_t i) { return std::min<int64_t>(static_cast<int64_t>(sentences[ids[i]].size()), o_.max_tokens); };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return len(a) < len(b); });
+    std::vector<at::Tensor> parts;
+    std::vector<int64_t> placed;
+    at::Tensor aux_sum = at::zeros({}, at::kFloat);
+    int64_t chunks = 0;
+    for (size_t s = 0; s < order.size();) {
+      size_t e = s + 1;
+      while (e < order.size() && static_cast<int64_t>(e - s + 1) * len(order[e]) <= o_.chunk_tokens) ++e;
+      const int64_t B = static_cast<int64_t>(e - s), T = len(order[e - 1]);
+      at::Tensor tok = at::full({B, T}, static_cast<int64_t>(c_.pad_token_id.value_or(0)), at::kLong);
+      at::Tensor lengths = at::empty({B}, at::kLong);
+      int64_t* tp = tok.data_ptr<int64_t>();
+      for (int64_t b = 0; b < B; ++b) {
+        const auto& sent = sentences[ids[order[s + b]]];
+        const int64_t n = len(order[s + b]);
+        for (int64_t t = 0; t < n; ++t) tp[b * T + t] = sent[t];
+        lengths[b] = n;
+        placed.push_back(static_cast<int64_t>(order[s + b]));
+      }
+      parts.push_back(Pool(tok, lengths, grad, &aux_sum));
+      ++chunks;
+      s = e;
+    }
+    at::Tensor pooled = at::cat(parts, 0);
+    at::Tensor inverse = at::empty({static_cast<int64_t>(placed.size())}, at::kLong);
+    for (size_t i = 0; i < placed.size(); ++i) inverse[placed[i]] = static_cast<int64_t>(i);
+    if (aux) *aux = aux_sum / static_cast<double>(std::max<int64_t>(chunks, 1));
+    return pooled.index_select(0, inverse);
+  }
+
+ private:
+  at::Tensor Pool(const at::Tensor& tok, const at::Tensor& lengths, bool grad, at::Tensor* aux_sum) {
+    TrainForwardOptions fo;
+    fo.lengths = lengths;
+    fo.causal = o_.causal && c_.causal;
+    fo.want_logits = false;
+    fo.want_layers = true;
+    const int64_t B = tok.size(0), T = tok.size(1);
+    at::Tensor valid = (at::arange(T, at::kLong).view({1, T}) < lengths.view({B, 1})).to(at::kFloat).unsqueeze(-1);
+    at::Tensor last = (lengths - 1).view({B, 1, 1});
+    auto pool_tokens = [&](const at::Tensor& v) {  // [B, T, D] -> [B, D]
+      if (o_.pooler.mean_tokens) return (v * valid).sum(1) / lengths.to(at::kFloat).unsqueeze(1);
+      return v.gather(1, last.expand({B, 1, v.size(2)})).squeeze(1);
+    };
+    std::vector<at::Tensor> rows, router;
+    {
+      at::AutoGradMode mode(grad && !o_.freeze_lm);
+      TrainForwardOutput f = net_.Forward(tok, fo);
+      const at::Tensor& w = net_.P("model.norm.weight");
+      const double eps = c_.rms_norm_eps;
+      for (const auto& x : f.layer_out) rows.push_back(pool_tokens(w * (x * at::rsqrt(x.pow(2).mean({-1}, true) + eps))));
+      if (o_.pooler.router_rows > 0)
+        for (const auto& z : f.router_logits) router.push_back(pool_tokens(z));
+      if (grad && !o_.freeze_lm) *aux_sum = *aux_sum + f.aux;
+    }
+    at::AutoGradMode mode(grad);
+    return PoolerForward(o_.pooler, pooler_, at::stack(rows, 1), router.empty() ? at::Tensor() : at::stack(router, 1));
+  }
+
+  const ModelConfig& c_;
+  const EmbedTrainOptions& o_;
+  TrainNet net_;
+  std::map<std::string, at::Tensor> pooler_;
+};
+
+Status CheckData(const EmbedTrainData& d, const ModelConfig& c, const EmbedTrainOptions& o) {
+  const int32_t n = static_cast<int32_t>(d.sentences.size());
+  for (size_t i = 0; i < d.sentences.size(); ++i) {
+    if (d.sentences[i].empty()) return Status::InvalidArgument("sentence " + std::to_string(i) + " has no tokens");
+    for (int32_t id : d.sentences[i])
+      if (id < 0 || id >= c.vocab_size)
+        return Status::InvalidArgument("sentence " + std::to_string(i) + ": token id " + std::to_string(id) +
+                                       " is outside the vocabulary");
+  }
+  auto in = [n](int32_t i) { return i >= 0 && i < n; };
+  for (const auto& p : d.pairs)
+    if (!in(p.anchor) || !in(p.positive) || (p.negative != -1 && !in(p.negative)) || p.source < 0)
+      return Status::InvalidArgument("a contrastive pair names a sentence that does not exist");
+  for (const auto* list : {&d.scored, &d.validation})
+    for (const auto& p : *list)
+      if (!in(p.a) || !in(p.b)) return Status::InvalidArgument("a scored pair names a sentence that does not exist");
+  if (d.pairs.empty() && d.scored.empty() && d.teacher.empty())
+    return Status::InvalidArgument("no training signal: give pairs, scored pairs or teacher vectors");
+  if (!d.teacher.empty()) {
+    if (d.teacher_dim != o.pooler.out_dim)
+      return Status::InvalidArgument("teacher vectors have " + std::to_string(d.teacher_dim) +
+                                     " dimensions but the pooler's output has " + std::to_string(o.pooler.out_dim));
+    if (d.teacher_row.size() != d.sentences.size())
+      return Status::InvalidArgument("teacher_row must have one entry per sentence");
+    const int64_t rows = static_cast<int64_t>(d.teacher.size()) / d.teacher_dim;
+    for (int32_t r : d.teacher_row)
+      if (r < -1 || r >= rows) return Status::InvalidArgument("a teacher row index is out of range");
+  }
+  return Status::OK();
+}
+
+struct StepBatch {
+  std::vector<ContrastivePair> pairs;
+  std::vector<ScoredPair> scored;
+};
+
+StepBatch DrawBatch(const EmbedTrainData& d, const std::vector<std::vector<int32_t>>& by_source,
+                    const EmbedTrainOptions& o, int64_t step) {
+  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step) + 1);
+  StepBatch b;
+  if (!by_source.empty()) {
+    const int64_t per = std::max<int64_t>(1, o.pairs_per_step / static_cast<int64_t>(by_source.size()));
+    for (const auto& src : by_source) {
+      std::uniform_int_distribution<size_t> pick(0, src.size() - 1);
+      for (int64_t i = 0; i < per; ++i) b.pairs.push_back(d.pairs[src[pick(rng)]]);
+    }
+  }
+  if (!d.scored.empty()) {
+    std::uniform_int_distribution<size_t> pick(0, d.scored.size() - 1);
+    for (int64_t i = 0; i < o.scored_per_step; ++i) b.scored.push_back(d.scored[pick(rng)]);
+  }
+  return b;
+}
+
+// Spearman of cos(a, b) against the gold scores.
+double ValidationSpearman(Encoder& enc, const EmbedTrainData& d) {
+  if (d.validation.empty()) return 0;
+  at::NoGradGuard no_grad;
+  std::vector<int32_t> ids;
+  for (const auto& p : d.validation) {
+    ids.push_back(p.a);
+    ids.push_back(p.b);
+  }
+  at::Tensor e = L2Normalize(enc.Encode(d.sentences, ids, false, nullptr));
+  at::Tensor cos = (e.slice(0, 0, e.size(0), 2) * e.slice(0, 1, e.size(0), 2)).sum(-1).to(at::kDouble).contiguous();
+  std::vector<double> pred(cos.data_ptr<double>(), cos.data_ptr<double>() + cos.numel()), gold;
+  for (const auto& p : d.validation) gold.push_back(p.score);
+  return Spearman(pred, gold);
+}
+
+}  // namespace
+
+Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedTrainOptions& o) {
+  MOEEDB_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile((fs::path(o.model_dir) / "config.json").string()));
+  const ModelConfig& c = config;
+  MOEEDB_RETURN_IF_ERROR(TrainNet::CheckTrainable(c));
+  if (o.out_dir.empty()) return Status::InvalidArgument("no output folder");
+  if (o.steps <= 0) return Status::InvalidArgument("the step count must be positive");
+  if (o.max_tokens < 1 || o.chunk_tokens < o.max_tokens)
+    return Status::InvalidArgument("max_tokens >= 1 and chunk_tokens >= max_tokens needed");
+  if (o.pooler.hidden != c.hidden_size || o.pooler.layer_rows != c.num_layers + 1)
+    return Status::InvalidArgument("the pooler's hidden size and layer rows must match the model");
+  if (o.pooler.router_rows != 0 && (o.pooler.router_rows != c.num_layers || o.pooler.router_dim != c.num_experts))
+    return Status::InvalidArgument("a pooler that reads RW has one row per MoE layer of num_experts logits");
+  MOEEDB_RETURN_IF_ERROR(o.pooler.Validate());
+  MOEEDB_RETURN_IF_ERROR(CheckData(data, c, o));
+  auto log = [&](const std::string& line) {
+    if (o.log) o.log(line);
+  };
+  if (o.threads > 0) at::set_num_threads(o.threads);
+
+  TrainStateDir state_dir(o.out_dir);
+  MOEEDB_RETURN_IF_ERROR(state_dir.Open());
+  const fs::path out(o.out_dir);
+  try {
+    Encoder enc(c, o);
+    EmbedTrainResult result;
+    const json run = {{"seed", o.seed},           {"steps", o.steps},       {"freeze_lm", o.freeze_lm},
+                      {"causal", o.causal},       {"pooler", json::parse(o.pooler.ToJson())},
+                      {"pairs", data.pairs.size()}, {"scored", data.scored.size()},
+                      {"sentences", data.sentences.size()}, {"model_config", c.json_text}};
+    json state;
+    const bool resume = state_dir.HasState();
+    if (resume) {
+      MOEEDB_ASSIGN_OR_RETURN(state, state_dir.ReadState());
+      if (state.value("run", json()) != run)
+        return Status::InvalidArgument(state_dir.File("") +
+                                       " was written by a run with other data, options or model; remove it to start over");
+      MOEEDB_RETURN_IF_ERROR(enc.net().Load(state_dir.File("params.safetensors")));
+      MOEEDB_ASSIGN_OR_RETURN(auto pooler, TrainedPooler::LoadDir(state_dir.File("")));
+      for (const auto& [name, t] : pooler->weights()) enc.pooler()[name] = t.clone().set_requires_grad(true);
+      result.step = state["step"].get<int64_t>();
+      result.initial_val_spearman = state["initial_val_spearman"].get<double>();
+      result.val_spearman = state.value("val_spearman", result.initial_val_spearman);
+    } else {
+      MOEEDB_RETURN_IF_ERROR(enc.net().Load((fs::path(o.model_dir) / "model.safetensors").string()));
+      enc.InitPooler(o.seed);
+      state = {{"run", run}, {"history", json::array()}};
+    }
+    std::vector<at::Tensor> decay, no_decay, pooler_params;
+    auto& params = enc.net().params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (o.freeze_lm) {
+        params[i].set_requires_grad(false);
+        continue;
+      }
+      const auto& spec = enc.net().specs()[i];
+      (spec.shape.size() >= 2 && spec.name != "model.embed_tokens.weight" ? decay : no_decay).push_back(params[i]);
+    }
+    for (auto& [name, t] : enc.pooler()) pooler_params.push_back(t);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    auto adamw = [&](double lr, double wd) {
+      return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).betas({0.9, 0.999}).weight_decay(wd));
+    };
+    groups.emplace_back(pooler_params, adamw(o.lr_pooler, o.weight_decay));
+    if (!o.freeze_lm) {
+      groups.emplace_back(decay, adamw(o.lr_lm, o.weight_decay));
+      groups.emplace_back(no_decay, adamw(o.lr_lm, 0.0));
+    }
+    torch::optim::AdamW opt(std::move(groups), torch::optim::AdamWOptions(o.lr_pooler));
+    if (resume) torch::load(opt, state_dir.File("optimizer.pt"));
+    std::vector<at::Tensor> trainable = pooler_params;
+    trainable.insert(trainable.end(), decay.begin(), decay.end());
+    trainable.insert(trainable.end(), no_decay.begin(), no_decay.end());
+
+    std::map<int32_t, std::vector<int32_t>> sources;
+    for (size_t i = 0; i < data.pairs.size(); ++i) sources[data.pairs[i].source].push_back(static_cast<int32_t>(i));
+    std::vector<std::vector<int32_t>> by_source;
+    for (auto& [s, list] : sources) by_source.push_back(std::move(list));
+    const int64_t tdim = data.teacher_dim;
+    at::Tensor teacher = data.teacher.empty()
+                             ? at::Tensor()
+                             : at::from_blob(const_cast<float*>(data.teacher.data()),
+                                             {static_cast<int64_t>(data.teacher.size()) / tdim, tdim}, at::kFloat);
+
+    if (!resume) {
+      result.initial_val_spearman = result.val_spearman = ValidationSpearman(enc, data);
+      state["initial_val_spearman"] = result.initial_val_spearman;
+      log("before training: validation Spearman " + Fmt("%.4f", result.initial_val_spearman));
+    } else {
+      log("resuming at step " + std::to_string(result.step) + " of " + std::to_string(o.steps));
+    }
+    auto checkpoint = [&]() -> Status {
+      state["step"] = result.step;
+      state["val_spearman"] = result.val_spearman;
+      return state_dir.Commit(state, [&](const std::string& dir) -> Status {
+        MOEEDB_RETURN_IF_ERROR(enc.net().Save((fs::path(dir) / "params.safetensors").string(), DType::kF32));
+        MOEEDB_RETURN_IF_ERROR(SavePooler(dir, o.pooler, enc.pooler()));
+        torch::save(opt, (fs::path(dir) / "optimizer.pt").string());
+        return Status::OK();
+      });
+    };
+
+    const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    const int64_t first_step = result.step;
+    int64_t sentences_seen = 0;
+    std::map<std::string, double> window;
+    int64_t window_n = 0;
+    while (result.step < o.steps) {
+      const double sched = WarmupCosine(1.0, o.min_lr_ratio, o.warmup_steps, result.step, o.steps);
+      auto& pg = opt.param_groups();
+      for (size_t g = 0; g < pg.size(); ++g)
+        static_cast<torch::optim::AdamWOptions&>(pg[g].options()).lr((g == 0 ? o.lr_pooler : o.lr_lm) * sched);
+
+      const StepBatch b = DrawBatch(data, by_source, o, result.step);
+      // Every sentence of the step once; slot_of maps a sentence to its row.
+      std::vector<int32_t> ids;
+      std::map<int32_t, int64_t> slot_of;
+      auto slot = [&](int32_t s) {
+        auto [it, fresh] = slot_of.emplace(s, static_cast<int64_t>(ids.size()));
+        if (fresh) ids.push_back(s);
+        return it->second;
+      };
+      std::vector<int64_t> anchor, cand;
+      std::vector<int32_t> cand_sentence;
+      for (const auto& p : b.pairs) {
+        anchor.push_back(slot(p.anchor));
+        cand.push_back(slot(p.positive));
+        cand_sentence.push_back(p.positive);
+      }
+      for (const auto& p : b.pairs)
+        if (p.negative >= 0) {
+          cand.push_back(slot(p.negative));
+          cand_sentence.push_back(p.negative);
+        }
+      std::vector<int64_t> sa, sb;
+      for (const auto& p : b.scored) {
+        sa.push_back(slot(p.a));
+        sb.push_back(slot(p.b));
+      }
+      at::Tensor aux;
+      at::Tensor e = L2Normalize(enc.Encode(data.sentences, ids, true, &aux));
+      sentences_seen += static_cast<int64_t>(ids.size());
+      at::Tensor loss = o.freeze_lm ? at::zeros({}, at::kFloat) : o.aux_loss_coef * aux;
+      std::map<std::string, at::Tensor> parts;
+      if (!b.pairs.empty()) {
+        const int64_t P = static_cast<int64_t>(b.pairs.size()), C = static_cast<int64_t>(cand.size());
+        at::Tensor logits = at::matmul(e.index_select(0, at::tensor(anchor)), e.index_select(0, at::tensor(cand)).t()) /
+                            o.temperature;
+        at::Tensor mask = at::zeros({P, C}, at::kBool);
+        auto* m = mask.data_ptr<bool>();
+        for (int64_t i = 0; i < P; ++i)
+          for (int64_t j = 0; j < C; ++j) {
+            if (j == i) continue;
+            const bool same_group = j < P && b.pairs[i].group >= 0 && b.pairs[i].group == b.pairs[j].group;
+            const bool same_text = cand_sentence[j] == b.pairs[i].positive || cand_sentence[j] == b.pairs[i].anchor;
+            m[i * C + j] = same_group || same_text;
+          }
+        logits = logits.masked_fill(mask, -std::numeric_limits<float>::infinity());
+        parts["nce"] = at::cross_entropy_loss(logits, at::arange(P, at::kLong));
+      }
+      if (!b.scored.empty()) {
+        at::Tensor cos = (e.index_select(0, at::tensor(sa)) * e.index_select(0, at::tensor(sb))).sum(-1) * o.cosent_scale;
+        at::Tensor score = at::empty({static_cast<int64_t>(b.scored.size())}, at::kFloat);
+        for (size_t i = 0; i < b.scored.size(); ++i) score[static_cast<int64_t>(i)] = b.scored[i].score;
+        at::Tensor diff = cos.unsqueeze(0) - cos.unsqueeze(1);  // [i, j] = cos_j - cos_i
+        at::Tensor higher = score.unsqueeze(1) > score.unsqueeze(0);
+        at::Tensor terms = diff.masked_select(higher);
+        parts["cosent"] = at::logsumexp(at::cat({at::zeros({1}, at::kFloat), terms}), 0);
+      }
+      if (teacher.defined()) {
+        std::vector<int64_t> rows, trows;
+        for (size_t i = 0; i < ids.size(); ++i)
+          if (data.teacher_row[ids[i]] >= 0) {
+            rows.push_back(static_cast<int64_t>(i));
+            trows.push_back(data.teacher_row[ids[i]]);
+          }
+        if (rows.size() >= 2) {
+          at::Tensor s = e.index_select(0, at::tensor(rows)), t = teacher.index_select(0, at::tensor(trows));
+          parts["distill"] = o.distill_weight * (1 - (s * t).sum(-1)).mean();
+          parts["matrix"] = o.distill_matrix_weight * (at::matmul(s, s.t()) - at::matmul(t, t.t())).pow(2).mean();
+        }
+      }
+      for (auto& [name, v] : parts) loss = loss + v;
+      opt.zero_grad();
+      loss.backward();
+      torch::nn::utils::clip_grad_norm_(trainable, o.clip_norm);
+      opt.step();
+      ++result.step;
+      for (auto& [name, v] : parts) window[name] += v.item<double>();
+      window["loss"] += loss.item<double>();
+      ++window_n;
+
+      const bool last = result.step == o.steps;
+      const bool out_of_time = (o.minutes > 0 && elapsed() > o.minutes * 60.0) ||
+                               (o.stop_after > 0 && result.step - first_step >= o.stop_after);
+      if (result.step % 20 == 0 || last) {
+        const double secs = elapsed();
+        std::string line = "step " + std::to_string(result.step) + "/" + std::to_string(o.steps);
+        json h = {{"step", result.step}};
+        for (auto& [name, v] : window) {
+          line += " " + name + " " + Fmt("%.4f", v / window_n);
+          h[name] = v / window_n;
+        }
+        const double eta = (o.steps - result.step) * secs / static_cast<double>(result.step - first_step);
+        log(line + " lr x" + Fmt("%.3f", sched) + " " + Fmt("%.1f", sentences_seen / secs) + " sentences/s ETA " +
+            Fmt("%.1f", eta / 60.0) + " min");
+        state["history"].push_back(h);
+        window.clear();
+        window_n = 0;
+      }
+      if (result.step % o.eval_every == 0 || last) {
+        result.val_spearman = ValidationSpearman(enc, data);
+        state["history"].push_back({{"step", result.step}, {"val_spearman", result.val_spearman}});
+        log("step " + std::to_string(result.step) + " validation Spearman " + Fmt("%.4f", result.val_spearman));
+      }
+      if (result.step % o.checkpoint_every == 0 || last || out_of_time) MOEEDB_RETURN_IF_ERROR(checkpoint());
+      if (out_of_time && !last) {
+        log("budget reached at step " + std::to_string(result.step) + "; run the same command to resume");
+        break;
+      }
+    }
+    result.sentences_per_second = static_cast<double>(sentences_seen) / std::max(elapsed(), 1e-9);
+    if (result.step >= o.steps) {
+      MOEEDB_RETURN_IF_ERROR(enc.net().Save((out / "model.safetensors").string(), DType::kF16));
+      json cfg = json::parse(c.json_text);
+      if (!o.causal) cfg["is_causal"] = false;
+      MOEEDB_RETURN_IF_ERROR(WriteTextAtomic((out / "config.json").string(), cfg.dump(2) + "\n"));
+      std::error_code ec;
+      if (fs::exists(fs::path(o.model_dir) / "tokenizer.json") &&
+          fs::absolute(o.model_dir) != fs::absolute(o.out_dir))
+        fs::copy_file(fs::path(o.model_dir) / "tokenizer.json", out / "tokenizer.json",
+                      fs::copy_options::overwrite_existing, ec);
+      if (ec) return Status::IOError("cannot copy tokenizer.json: " + ec.message());
+      MOEEDB_RETURN_IF_ERROR(SavePooler(o.out_dir, o.pooler, enc.pooler()));
+      MOEEDB_RETURN_IF_ERROR(WriteTextAtomic((out / "embed_training_log.json").string(), state.dump(1)));
+      result.finished = true;
+    }
+    return result;
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("training failed: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("training failed: ") + e.what());
+  }
+}
+
+}  // namespace moeedb

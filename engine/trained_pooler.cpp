@@ -1,0 +1,166 @@
+#include "engine/trained_pooler.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/safetensors.h"
+#include "engine/tensor_util.h"
+
+namespace moeedb {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+constexpr double kEps = 1e-6;
+
+at::Tensor Norm(const at::Tensor& x, const at::Tensor& w) { return RmsNorm(x, w, kEps); }
+
+Status WriteFileAtomic(const fs::path& path, const std::string& bytes) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << bytes;
+    f.flush();
+    if (!f) return Status::IOError("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::IOError("cannot rename " + tmp.string() + ": " + ec.message());
+  return Status::OK();
+}
+}  // namespace
+
+Status PoolerSpec::Validate() const {
+  auto bad = [](const char* f) { return Status::InvalidArgument(std::string("pooler: '") + f + "' must be positive"); };
+  if (hidden <= 0) return bad("hidden");
+  if (layer_rows <= 0) return bad("layer_rows");
+  if (latents <= 0) return bad("latents");
+  if (heads <= 0) return bad("heads");
+  if (ffn <= 0) return bad("ffn");
+  if (out_dim <= 0) return bad("out_dim");
+  if (router_rows < 0) return Status::InvalidArgument("pooler: 'router_rows' must be >= 0");
+  if (router_rows > 0 && router_dim <= 0) return bad("router_dim");
+  if (hidden % heads != 0) return Status::InvalidArgument("pooler: 'heads' must divide 'hidden'");
+  return Status::OK();
+}
+
+Result<PoolerSpec> PoolerSpec::FromJson(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Corruption("pooler.json is not a JSON object");
+  PoolerSpec s;
+  try {
+    if (j.value("type", std::string()) != "multi_layer_cross_attention")
+      return Status::NotSupported("pooler.json: unknown pooler type '" + j.value("type", std::string()) + "'");
+    s.hidden = j.at("hidden").get<int64_t>();
+    s.layer_rows = j.at("layer_rows").get<int64_t>();
+    s.router_rows = j.value("router_rows", int64_t{0});
+    s.router_dim = j.value("router_dim", int64_t{0});
+    s.latents = j.at("latents").get<int64_t>();
+    s.heads = j.at("heads").get<int64_t>();
+    s.ffn = j.at("ffn").get<int64_t>();
+    s.out_dim = j.at("out_dim").get<int64_t>();
+    const std::string pool = j.value("token_pooling", std::string("mean"));
+    if (pool != "mean" && pool != "last") return Status::Corruption("pooler.json: token_pooling must be mean or last");
+    s.mean_tokens = pool == "mean";
+  } catch (const json::exception& e) {
+    return Status::Corruption(std::string("pooler.json: ") + e.what());
+  }
+  MOEEDB_RETURN_IF_ERROR(s.Validate());
+  return s;
+}
+
+std::string PoolerSpec::ToJson() const {
+  json j = {{"type", "multi_layer_cross_attention"}, {"hidden", hidden},   {"layer_rows", layer_rows},
+            {"router_rows", router_rows},            {"router_dim", router_dim}, {"latents", latents},
+            {"heads", heads},                        {"ffn", ffn},         {"out_dim", out_dim},
+            {"token_pooling", mean_tokens ? "mean" : "last"}};
+  return j.dump(2) + "\n";
+}
+
+std::vector<PoolerTensorSpec> PoolerTensors(const PoolerSpec& s) {
+  const int64_t H = s.hidden;
+  const double std_h = 1.0 / std::sqrt(static_cast<double>(H)), std_f = 1.0 / std::sqrt(static_cast<double>(s.ffn));
+  std::vector<PoolerTensorSpec> t = {{"row_pos", {s.rows(), H}, 0.02}};
+  if (s.router_rows > 0) t.push_back({"router_proj", {H, s.router_dim}, 1.0 / std::sqrt(static_cast<double>(s.router_dim))});
+  std::vector<PoolerTensorSpec> rest = {
+      {"kv_norm", {H}, 0},           {"latents", {s.latents, H}, 0.02}, {"q", {H, H}, std_h},
+      {"k", {H, H}, std_h},          {"v", {H, H}, std_h},              {"o", {H, H}, std_h},
+      {"ffn_norm", {H}, 0},          {"ffn_in", {2 * s.ffn, H}, std_h}, {"ffn_out", {H, s.ffn}, std_f},
+      {"out_norm", {H}, 0},          {"out", {s.out_dim, H}, std_h},
+  };
+  t.insert(t.end(), rest.begin(), rest.end());
+  return t;
+}
+
+at::Tensor PoolerForward(const PoolerSpec& s, const std::map<std::string, at::Tensor>& w, const at::Tensor& layer_rows,
+                         const at::Tensor& router_rows) {
+  auto W = [&](const char* name) -> const at::Tensor& { return w.at(name); };
+  const int64_t B = layer_rows.size(0), H = s.hidden, nh = s.heads, hd = H / nh, n = s.latents;
+  at::Tensor x = layer_rows;
+  if (s.router_rows > 0) x = at::cat({x, at::matmul(router_rows, W("router_proj").t())}, 1);
+  x = Norm(x + W("row_pos"), W("kv_norm"));                                            // [B, R, H]
+  at::Tensor q = at::linear(W("latents"), W("q")).view({n, nh, hd}).transpose(0, 1);  // [nh, n, hd]
+  at::Tensor k = at::linear(x, W("k")).view({B, -1, nh, hd}).transpose(1, 2);         // [B, nh, R, hd]
+  at::Tensor v = at::linear(x, W("v")).view({B, -1, nh, hd}).transpose(1, 2);
+  at::Tensor scores = at::matmul(q.unsqueeze(0), k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd));
+  at::Tensor attended = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({B, n, H});
+  at::Tensor z = W("latents").unsqueeze(0) + at::linear(attended, W("o"));  // [B, n, H]
+  at::Tensor g = at::linear(Norm(z, W("ffn_norm")), W("ffn_in"));
+  z = z + at::linear(at::gelu(g.narrow(-1, 0, s.ffn)) * g.narrow(-1, s.ffn, s.ffn), W("ffn_out"));
+  return at::linear(Norm(z.mean(1), W("out_norm")), W("out"));
+}
+
+bool TrainedPooler::ExistsIn(const std::string& dir) { return fs::exists(fs::path(dir) / "pooler.json"); }
+
+Result<std::unique_ptr<TrainedPooler>> TrainedPooler::LoadDir(const std::string& dir) {
+  const fs::path spec_path = fs::path(dir) / "pooler.json", weights_path = fs::path(dir) / "pooler.safetensors";
+  std::ifstream in(spec_path, std::ios::binary);
+  if (!in) return Status::NotFound(spec_path.string() + " not found");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto spec = PoolerSpec::FromJson(ss.str());
+  if (!spec.ok()) return Status::Corruption(spec_path.string() + ": " + spec.status().message());
+  MOEEDB_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(weights_path.string()));
+  auto p = std::unique_ptr<TrainedPooler>(new TrainedPooler());
+  p->spec_ = *spec;
+  for (const auto& t : PoolerTensors(*spec)) {
+    const TensorView* v = file->Find(t.name);
+    if (v == nullptr || v->shape != t.shape)
+      return Status::Corruption(weights_path.string() + ": tensor " + t.name + " missing or misshapen");
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor x, TensorFromView(*v));
+    p->weights_[t.name] = x.clone();  // owned: the file is closed after loading
+  }
+  return p;
+}
+
+at::Tensor TrainedPooler::Forward(const at::Tensor& layer_rows, const at::Tensor& router_rows) const {
+  at::NoGradGuard no_grad;
+  return PoolerForward(spec_, weights_, layer_rows, router_rows);
+}
+
+Status SavePooler(const std::string& dir, const PoolerSpec& spec, const std::map<std::string, at::Tensor>& weights) {
+  MOEEDB_RETURN_IF_ERROR(spec.Validate());
+  std::vector<TensorToWrite> out;
+  for (const auto& t : PoolerTensors(spec)) {
+    auto it = weights.find(t.name);
+    if (it == weights.end() || it->second.sizes().vec() != t.shape)
+      return Status::InvalidArgument("pooler tensor " + t.name + " missing or misshapen");
+    at::Tensor x = it->second.detach().to(at::kFloat).contiguous();
+    const auto* p = static_cast<const uint8_t*>(x.data_ptr());
+    out.push_back({t.name, DType::kF32, t.shape, std::vector<uint8_t>(p, p + x.numel() * 4)});
+  }
+  const fs::path d(dir);
+  MOEEDB_RETURN_IF_ERROR(WriteSafetensors((d / "pooler.safetensors.tmp").string(), out, {{"format", "pt"}}));
+  std::error_code ec;
+  fs::rename(d / "pooler.safetensors.tmp", d / "pooler.safetensors", ec);
+  if (ec) return Status::IOError("cannot write " + (d / "pooler.safetensors").string() + ": " + ec.message());
+  return WriteFileAtomic(d / "pooler.json", spec.ToJson());
+}
+
+}  // namespace moeedb

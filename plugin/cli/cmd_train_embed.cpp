@@ -1,0 +1,314 @@
+// moeedb train embed: trains a pooler (and optionally the whole model) of a
+// language-model folder into a sentence embedder (engine/train/embed_trainer.h).
+// The recipe of the shipped default is in models/moeedb-tiny/MODEL_CARD.md.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <unordered_map>
+
+#include "engine/embedder.h"
+#include "engine/model.h"
+#include "engine/train/embed_trainer.h"
+#include "eval/datasets.h"
+#include "plugin/cli/args.h"
+#include "plugin/cli/commands.h"
+#include "plugin/cli/common.h"
+
+namespace moeedb::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> SplitList(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string f;
+  while (std::getline(ss, f, sep))
+    if (!f.empty()) out.push_back(f);
+  return out;
+}
+
+std::string CleanText(const std::string& s) {
+  std::string out;
+  bool space = false;
+  for (char ch : s) {
+    if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+      space = !out.empty();
+    } else {
+      if (space) out.push_back(' ');
+      space = false;
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+// Sentences by text, each tokenised once.
+class SentenceTable {
+ public:
+  explicit SentenceTable(const Embedder* embedder) : embedder_(embedder) {}
+  // The index of `text` (cleaned of runs of whitespace), or -1 when it is empty.
+  Result<int32_t> Add(const std::string& raw) {
+    const std::string text = CleanText(raw);
+    if (text.empty()) return -1;
+    auto it = index_.find(text);
+    if (it != index_.end()) return it->second;
+    MOEEDB_ASSIGN_OR_RETURN(auto ids, embedder_->Tokenize(text));
+    const int32_t i = static_cast<int32_t>(ids_.size());
+    ids_.push_back(std::move(ids));
+    index_.emplace(text, i);
+    return i;
+  }
+  int32_t Find(const std::string& raw) const {
+    auto it = index_.find(CleanText(raw));
+    return it == index_.end() ? -1 : it->second;
+  }
+  std::vector<std::vector<int32_t>>& ids() { return ids_; }
+
+ private:
+  const Embedder* embedder_;
+  std::unordered_map<std::string, int32_t> index_;
+  std::vector<std::vector<int32_t>> ids_;
+};
+
+// TSV with a header: text1/anchor, text2/entailment, [contradiction] columns.
+Status ReadPairsFile(const std::string& path, int32_t source, SentenceTable* table, std::vector<ContrastivePair>* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read " + path);
+  std::string line;
+  if (!std::getline(in, line)) return Status::InvalidArgument(path + " is empty");
+  const auto header = SplitList(line, '\t');
+  const bool triplets = header.size() >= 3 && header[2] == "contradiction";
+  int64_t row = 1;
+  while (std::getline(in, line)) {
+    ++row;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    std::string cell;
+    while (std::getline(ss, cell, '\t')) f.push_back(cell);
+    if (f.size() < 2) return Status::InvalidArgument(path + ":" + std::to_string(row) + ": fewer than two columns");
+    ContrastivePair p;
+    p.source = source;
+    MOEEDB_ASSIGN_OR_RETURN(p.anchor, table->Add(f[0]));
+    MOEEDB_ASSIGN_OR_RETURN(p.positive, table->Add(f[1]));
+    if (triplets && f.size() >= 3) {
+      MOEEDB_ASSIGN_OR_RETURN(p.negative, table->Add(f[2]));
+    }
+    if (p.anchor < 0 || p.positive < 0 || p.anchor == p.positive) continue;
+    out->push_back(p);
+  }
+  return Status::OK();
+}
+
+// CSV sentence1,sentence2,score (STS-B).
+Status ReadScoredFile(const std::string& path, SentenceTable* table, std::vector<ScoredPair>* out) {
+  MOEEDB_ASSIGN_OR_RETURN(auto rows, eval::ReadCsv(path));
+  for (const auto& r : rows) {
+    if (r.size() < 3) continue;
+    ScoredPair p;
+    MOEEDB_ASSIGN_OR_RETURN(p.a, table->Add(r[0]));
+    MOEEDB_ASSIGN_OR_RETURN(p.b, table->Add(r[1]));
+    try {
+      p.score = std::stof(r[2]);
+    } catch (const std::exception&) {
+      continue;  // a header
+    }
+    if (p.a >= 0 && p.b >= 0) out->push_back(p);
+  }
+  return Status::OK();
+}
+
+// CSV text,label with a header (Banking77): each text paired with another
+// text of its label (drawn with `seed`), grouped by label.
+Status ReadLabeledFile(const std::string& path, int32_t source, uint64_t seed, SentenceTable* table,
+                       std::vector<ContrastivePair>* out) {
+  MOEEDB_ASSIGN_OR_RETURN(auto rows, eval::ReadCsv(path));
+  std::map<std::string, std::vector<int32_t>> by_label;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i].size() < 2) continue;
+    MOEEDB_ASSIGN_OR_RETURN(int32_t s, table->Add(rows[i][0]));
+    if (s >= 0) by_label[rows[i][1]].push_back(s);
+  }
+  std::mt19937_64 rng(seed + 77);
+  int32_t group = 0;
+  for (auto& [label, members] : by_label) {
+    if (members.size() >= 2) {
+      std::uniform_int_distribution<size_t> pick(0, members.size() - 2);
+      for (size_t i = 0; i < members.size(); ++i) {
+        size_t j = pick(rng);
+        if (j >= i) ++j;  // any other member
+        out->push_back({members[i], members[j], -1, group, source});
+      }
+    }
+    ++group;
+  }
+  return Status::OK();
+}
+
+// texts.txt (one per line) and vectors.f32 (rows of `dim` floats, possibly
+// fewer rows than texts while the teacher is still running).
+Status ReadTeacher(const std::string& texts_path, const std::string& vectors_path, int64_t dim,
+                   const SentenceTable& table, EmbedTrainData* d) {
+  std::ifstream tin(texts_path, std::ios::binary);
+  if (!tin) return Status::NotFound("cannot read " + texts_path);
+  std::ifstream vin(vectors_path, std::ios::binary);
+  if (!vin) return Status::NotFound("cannot read " + vectors_path);
+  const int64_t rows = static_cast<int64_t>(fs::file_size(vectors_path)) / (dim * 4);
+  d->teacher_dim = dim;
+  d->teacher_row.assign(d->sentences.size(), -1);
+  std::string line;
+  std::vector<float> v(static_cast<size_t>(dim));
+  for (int64_t r = 0; r < rows && std::getline(tin, line); ++r) {
+    vin.read(reinterpret_cast<char*>(v.data()), dim * 4);
+    const int32_t s = table.Find(line);
+    if (s < 0 || d->teacher_row[s] >= 0) continue;
+    double n = 0;
+    for (float x : v) n += static_cast<double>(x) * x;
+    if (!(n > 0)) continue;
+    d->teacher_row[s] = static_cast<int32_t>(d->teacher.size() / dim);
+    for (float x : v) d->teacher.push_back(static_cast<float>(x / std::sqrt(n)));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+int RunTrainEmbed(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"model", "DIR", "the language model to start from"},
+      {"out", "DIR", "model folder to write (model, pooler.json, pooler.safetensors); state in DIR/train_state"},
+      {"pairs", "FILES", "comma-separated TSV pair files with a header (text1 text2 | anchor entailment contradiction)"},
+      {"scored", "FILE", "CSV sentence1,sentence2,score pairs for CoSENT (STS-B train)"},
+      {"labeled", "FILE", "CSV text,label with a header: same-label texts are positives (Banking77 train)"},
+      {"validation", "FILE", "CSV scored pairs for the validation Spearman (STS-B dev)"},
+      {"teacher", "TEXTS,VECTORS", "teacher texts (one per line) and their float32 vectors (eval/teacher)"},
+      {"teacher-dim", "N", "dimensions of the teacher vectors (default 512)"},
+      {"steps", "N", "schedule length (default 2000)"},
+      {"minutes", "M", "stop this run after M minutes; run again to resume"},
+      {"seed", "S", "seed (default 0)"},
+      {"threads", "N", "intra-op threads (default: libtorch's)"},
+      {"freeze-lm", "", "train the pooler only; the language model stays as it is"},
+      {"bidirectional", "", "train (and mark the model for) bidirectional attention"},
+      {"pooler-rw", "on|off", "the pooler also reads the router logits (default on)"},
+      {"token-pooling", "mean|last", "how the pooler's rows pool over tokens (default mean)"},
+      {"out-dim", "N", "pooled vector size (default: the teacher's, else 512)"},
+      {"latents", "N", "pooler latents (default 16)"},
+      {"pairs-per-step", "N", "contrastive pairs per step (default 48)"},
+      {"scored-per-step", "N", "scored pairs per step (default 16)"},
+      {"lr-lm", "X", "peak learning rate of the model (default 2e-4)"},
+      {"lr-pooler", "X", "peak learning rate of the pooler (default 1e-3)"},
+      {"max-tokens", "N", "cut sentences to N tokens (default 64)"},
+  };
+  const char* cmd = "train embed";
+  if (WantsHelp(argv)) {
+    std::cout << HelpText("train embed --model DIR --out DIR [--pairs FILES] [--scored FILE] [--labeled FILE] "
+                          "[--teacher TEXTS,VECTORS] [--freeze-lm] [--steps N]",
+                          "Trains a multi-layer cross-attention pooler (and, unless --freeze-lm, the whole model) "
+                          "with InfoNCE on pairs, CoSENT on scored pairs and distillation towards teacher vectors. "
+                          "Checkpoints every 200 steps; running the same command again resumes.",
+                          specs);
+    return 0;
+  }
+  auto args = Args::Parse(argv, specs);
+  if (!args.ok()) return UsageError(cmd, args.status().message());
+  for (const char* req : {"model", "out"})
+    if (!args->Has(req)) return UsageError(cmd, std::string("--") + req + " is required");
+  EmbedTrainOptions o;
+  o.model_dir = args->Get("model");
+  o.out_dir = args->Get("out");
+  int64_t seed = 0, threads = 0, tdim = 512, out_dim = 0;
+  auto get_int = [&](const char* name, long long def, long long lo, long long hi, int64_t* out) -> bool {
+    auto v = args->GetInt(name, def, lo, hi);
+    if (!v.ok()) {
+      UsageError(cmd, v.status().message());
+      return false;
+    }
+    *out = *v;
+    return true;
+  };
+  if (!get_int("steps", 2000, 1, 1LL << 40, &o.steps) || !get_int("seed", 0, 0, 1LL << 62, &seed) ||
+      !get_int("threads", 0, 0, 1024, &threads) || !get_int("teacher-dim", 512, 1, 1 << 16, &tdim) ||
+      !get_int("out-dim", 0, 0, 1 << 16, &out_dim) || !get_int("latents", 16, 1, 4096, &o.pooler.latents) ||
+      !get_int("pairs-per-step", 48, 0, 1 << 16, &o.pairs_per_step) ||
+      !get_int("scored-per-step", 16, 0, 1 << 16, &o.scored_per_step) ||
+      !get_int("max-tokens", 64, 1, 1 << 16, &o.max_tokens))
+    return 2;
+  o.seed = static_cast<uint64_t>(seed);
+  o.threads = static_cast<int>(threads);
+  o.freeze_lm = args->Has("freeze-lm");
+  o.causal = !args->Has("bidirectional");
+  try {
+    if (args->Has("minutes")) o.minutes = std::stod(args->Get("minutes"));
+    if (args->Has("lr-lm")) o.lr_lm = std::stod(args->Get("lr-lm"));
+    if (args->Has("lr-pooler")) o.lr_pooler = std::stod(args->Get("lr-pooler"));
+  } catch (const std::exception&) {
+    return UsageError(cmd, "--minutes, --lr-lm and --lr-pooler take numbers");
+  }
+  const std::string pooler_rw = args->Get("pooler-rw", "on"), token_pool = args->Get("token-pooling", "mean");
+  if (pooler_rw != "on" && pooler_rw != "off") return UsageError(cmd, "--pooler-rw takes on or off");
+  if (token_pool != "mean" && token_pool != "last") return UsageError(cmd, "--token-pooling takes mean or last");
+  o.log = [](const std::string& line) { std::cerr << "train embed: " << line << std::endl; };
+
+  auto model = MoeModel::LoadDir(o.model_dir);
+  if (!model.ok()) return Fail(cmd, model.status().message());
+  auto tok = LoadTokenizer("", o.model_dir);
+  if (!tok.ok()) return Fail(cmd, tok.status().message());
+  auto none = FindPrompt("none");
+  if (!none.ok()) return Fail(cmd, none.status().message());
+  EmbedderOptions eo;
+  eo.prompt = *none;
+  Embedder embedder(model->get(), tok->get(), eo);
+  const ModelConfig& c = (*model)->config();
+  o.pooler.hidden = c.hidden_size;
+  o.pooler.layer_rows = c.num_layers + 1;
+  o.pooler.router_rows = pooler_rw == "on" ? c.num_layers : 0;
+  o.pooler.router_dim = pooler_rw == "on" ? c.num_experts : 0;
+  o.pooler.mean_tokens = token_pool == "mean";
+  o.pooler.ffn = 2 * c.hidden_size;
+  o.pooler.out_dim = out_dim > 0 ? out_dim : tdim;
+
+  EmbedTrainData d;
+  SentenceTable table(&embedder);
+  int32_t source = 0;
+  for (const auto& f : SplitList(args->Get("pairs"), ','))
+    if (Status s = ReadPairsFile(f, source++, &table, &d.pairs); !s.ok()) return Fail(cmd, s.message());
+  if (args->Has("labeled"))
+    if (Status s = ReadLabeledFile(args->Get("labeled"), source++, o.seed, &table, &d.pairs); !s.ok())
+      return Fail(cmd, s.message());
+  if (args->Has("scored"))
+    if (Status s = ReadScoredFile(args->Get("scored"), &table, &d.scored); !s.ok()) return Fail(cmd, s.message());
+  if (args->Has("validation"))
+    if (Status s = ReadScoredFile(args->Get("validation"), &table, &d.validation); !s.ok()) return Fail(cmd, s.message());
+  d.sentences = std::move(table.ids());
+  if (args->Has("teacher")) {
+    const auto t = SplitList(args->Get("teacher"), ',');
+    if (t.size() != 2) return UsageError(cmd, "--teacher takes TEXTS,VECTORS");
+    if (Status s = ReadTeacher(t[0], t[1], tdim, table, &d); !s.ok()) return Fail(cmd, s.message());
+  }
+  int64_t with_teacher = 0;
+  for (int32_t r : d.teacher_row) with_teacher += r >= 0;
+  std::cerr << "train embed: " << d.sentences.size() << " sentences (" << with_teacher << " with teacher vectors), "
+            << d.pairs.size() << " contrastive pairs from " << source << " sources, " << d.scored.size()
+            << " scored pairs, " << d.validation.size() << " validation pairs" << std::endl;
+  auto r = TrainEmbedding(d, o);
+  if (!r.ok()) return Fail(cmd, r.status().message());
+  if (!r->finished) {
+    std::cerr << "train embed: stopped at step " << r->step << " of " << o.steps
+              << "; run the same command again to continue" << std::endl;
+    return 3;
+  }
+  std::cout << "{\"steps\":" << r->step << ",\"initial_val_spearman\":" << r->initial_val_spearman
+            << ",\"val_spearman\":" << r->val_spearman << ",\"sentences_per_second\":" << r->sentences_per_second
+            << "}" << std::endl;
+  return 0;
+}
+
+}  // namespace moeedb::cli

@@ -1,0 +1,369 @@
+// The trained pooler and the embedding trainer: the pooler's forward against
+// a plain-loop double-precision reference written here, the engine's
+// HsPooling::kTrained against the pooler applied to the engine's own
+// per-layer states (read through its taps), and the trainer (learns,
+// deterministic, resumes to the same bytes, refuses bad data), plus the
+// model folder's embedding defaults.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/model.h"
+#include "engine/model_defaults.h"
+#include "engine/safetensors.h"
+#include "engine/tensor_util.h"
+#include "engine/train/embed_trainer.h"
+#include "engine/train/lm_trainer.h"
+#include "engine/trained_pooler.h"
+#include "test_util.h"
+
+namespace moeedb {
+namespace {
+
+namespace fs = std::filesystem;
+using Mat = std::vector<std::vector<double>>;
+
+std::vector<double> ToVec(const at::Tensor& t) {
+  at::Tensor d = t.to(at::kDouble).contiguous();
+  return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+}
+
+// y = W x for W [out, in] stored row-major.
+std::vector<double> MatVec(const std::vector<double>& w, int64_t out, int64_t in, const std::vector<double>& x) {
+  std::vector<double> y(out, 0.0);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i) y[o] += w[o * in + i] * x[i];
+  return y;
+}
+
+std::vector<double> RmsNormRef(const std::vector<double>& x, const std::vector<double>& w) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double r = 1.0 / std::sqrt(ss / x.size() + 1e-6);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = w[i] * x[i] * r;
+  return y;
+}
+
+double GeluRef(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// The pooler of one text, written from its definition with plain loops.
+std::vector<double> PoolerRef(const PoolerSpec& s, const std::map<std::string, at::Tensor>& w, const Mat& layer_rows,
+                              const Mat& router_rows) {
+  std::map<std::string, std::vector<double>> W;
+  for (const auto& [k, v] : w) W[k] = ToVec(v);
+  const int64_t H = s.hidden, nh = s.heads, hd = H / nh, n = s.latents, F = s.ffn;
+  Mat x = layer_rows;
+  for (const auto& r : router_rows) x.push_back(MatVec(W["router_proj"], H, s.router_dim, r));
+  const int64_t R = static_cast<int64_t>(x.size());
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t i = 0; i < H; ++i) x[r][i] += W["row_pos"][r * H + i];
+    x[r] = RmsNormRef(x[r], W["kv_norm"]);
+  }
+  Mat k(R), v(R);
+  for (int64_t r = 0; r < R; ++r) {
+    k[r] = MatVec(W["k"], H, H, x[r]);
+    v[r] = MatVec(W["v"], H, H, x[r]);
+  }
+  std::vector<double> mean(H, 0.0);
+  for (int64_t l = 0; l < n; ++l) {
+    std::vector<double> lat(W["latents"].begin() + l * H, W["latents"].begin() + (l + 1) * H);
+    std::vector<double> q = MatVec(W["q"], H, H, lat), att(H, 0.0);
+    for (int64_t h = 0; h < nh; ++h) {
+      std::vector<double> sc(R);
+      double mx = -1e300;
+      for (int64_t r = 0; r < R; ++r) {
+        double d = 0;
+        for (int64_t j = 0; j < hd; ++j) d += q[h * hd + j] * k[r][h * hd + j];
+        sc[r] = d / std::sqrt(static_cast<double>(hd));
+        mx = std::max(mx, sc[r]);
+      }
+      double z = 0;
+      for (auto& e : sc) z += (e = std::exp(e - mx));
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = 0; j < hd; ++j) att[h * hd + j] += sc[r] / z * v[r][h * hd + j];
+    }
+    std::vector<double> o = MatVec(W["o"], H, H, att), zl(H);
+    for (int64_t i = 0; i < H; ++i) zl[i] = lat[i] + o[i];
+    std::vector<double> g = MatVec(W["ffn_in"], 2 * F, H, RmsNormRef(zl, W["ffn_norm"])), act(F);
+    for (int64_t f = 0; f < F; ++f) act[f] = GeluRef(g[f]) * g[F + f];
+    std::vector<double> down = MatVec(W["ffn_out"], H, F, act);
+    for (int64_t i = 0; i < H; ++i) mean[i] += (zl[i] + down[i]) / static_cast<double>(n);
+  }
+  return MatVec(W["out"], s.out_dim, H, RmsNormRef(mean, W["out_norm"]));
+}
+
+std::map<std::string, at::Tensor> RandomPooler(const PoolerSpec& s, uint64_t seed) {
+  at::manual_seed(seed);
+  std::map<std::string, at::Tensor> w;
+  // Larger than the training initialisation, so attention is far from uniform.
+  for (const auto& t : PoolerTensors(s))
+    w[t.name] = t.init_std == 0 ? 1.0 + 0.1 * at::randn(t.shape) : 0.3 * at::randn(t.shape);
+  return w;
+}
+
+TEST(TrainedPooler, ForwardEqualsAPlainLoopReference) {
+  for (int64_t router_rows : {0, 3}) {
+    PoolerSpec s;
+    s.hidden = 12;
+    s.layer_rows = 4;
+    s.router_rows = router_rows;
+    s.router_dim = router_rows ? 5 : 0;
+    s.latents = 3;
+    s.heads = 3;
+    s.ffn = 7;
+    s.out_dim = 6;
+    ASSERT_TRUE(s.Validate().ok());
+    auto w = RandomPooler(s, 11 + router_rows);
+    at::Tensor layers = at::randn({2, s.layer_rows, s.hidden});
+    at::Tensor router = router_rows ? at::randn({2, router_rows, 5}) * 3.0 : at::Tensor();
+    at::Tensor got = PoolerForward(s, w, layers, router);
+    ASSERT_EQ(got.sizes().vec(), (std::vector<int64_t>{2, 6}));
+    for (int64_t b = 0; b < 2; ++b) {
+      Mat lr, rr;
+      for (int64_t r = 0; r < s.layer_rows; ++r) lr.push_back(ToVec(layers[b][r]));
+      for (int64_t r = 0; r < router_rows; ++r) rr.push_back(ToVec(router[b][r]));
+      const auto want = PoolerRef(s, w, lr, rr);
+      const auto row = ToVec(got[b]);
+      for (int64_t i = 0; i < 6; ++i) EXPECT_NEAR(row[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << b << " " << i;
+    }
+  }
+}
+
+TEST(TrainedPooler, SpecRoundTripsAndBadSpecsAreRefused) {
+  PoolerSpec s;
+  s.hidden = 16;
+  s.layer_rows = 3;
+  s.router_rows = 2;
+  s.router_dim = 4;
+  auto back = PoolerSpec::FromJson(s.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->rows(), 5);
+  EXPECT_EQ(back->router_dim, 4);
+  PoolerSpec bad = s;
+  bad.heads = 3;  // does not divide 16
+  EXPECT_EQ(bad.Validate().code(), Status::Code::kInvalidArgument);
+  EXPECT_FALSE(PoolerSpec::FromJson("{\"type\":\"something else\"}").ok());
+  EXPECT_FALSE(PoolerSpec::FromJson("[1,2]").ok());
+}
+
+// A token stream of "topics": sentence i draws its tokens from topic i % 4,
+// so sentences of one topic are similar and others are not.
+struct Synthetic {
+  EmbedTrainData data;
+  static Synthetic Make(int64_t out_dim) {
+    Synthetic s;
+    std::mt19937 rng(5);
+    auto sentence = [&](int topic) {
+      std::vector<int32_t> ids;
+      const int len = 4 + static_cast<int>(rng() % 8);
+      for (int t = 0; t < len; ++t) ids.push_back(2 + topic * 15 + static_cast<int32_t>(rng() % 15));
+      return ids;
+    };
+    for (int i = 0; i < 80; ++i) s.data.sentences.push_back(sentence(i % 4));
+    for (int i = 0; i + 4 < 60; ++i) s.data.pairs.push_back({i, i + 4, (i + 1) % 60, -1, i % 2});
+    for (int i = 0; i < 40; ++i) s.data.scored.push_back({i, (i * 7 + 3) % 60, (i % 4) == ((i * 7 + 3) % 60) % 4 ? 5.0f : 0.0f});
+    for (int i = 60; i < 76; ++i)
+      for (int j : {i + 1, i + 4}) s.data.validation.push_back({i, j, (i % 4) == (j % 4) ? 5.0f : 0.0f});
+    s.data.teacher_dim = out_dim;
+    s.data.teacher_row.assign(s.data.sentences.size(), -1);
+    for (int i = 0; i < 40; ++i) {  // the teacher knows the topics
+      s.data.teacher_row[i] = i;
+      for (int64_t d = 0; d < out_dim; ++d) s.data.teacher.push_back(d == i % 4 ? 1.0f : 0.0f);
+    }
+    return s;
+  }
+};
+
+class EmbedTrainer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string config = dir_ / "config.json";
+    test::WriteFile(config, R"({"model_type":"olmoe","vocab_size":64,"hidden_size":32,"intermediate_size":48,
+      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"num_experts":4,
+      "num_experts_per_tok":2,"norm_topk_prob":false,"rms_norm_eps":1e-5,"rope_theta":10000.0,
+      "tie_word_embeddings":true,"initializer_range":0.1,"pad_token_id":1})");
+    lm_ = dir_ / "lm";
+    LmTrainOptions lo;
+    lo.out_dir = lm_;
+    lo.seq_len = 16;
+    lo.batch_size = 2;
+    lo.steps = 2;
+    lo.warmup_steps = 1;
+    lo.threads = 1;
+    lo.out_dtype = DType::kF32;
+    std::vector<int32_t> stream;
+    for (int i = 0; i < 400; ++i) stream.push_back(2 + (i * 7) % 60);
+    ASSERT_TRUE(TrainLanguageModel(config, stream, stream, lo).ok());
+  }
+  EmbedTrainOptions Options(const std::string& out, bool read_rw = true) const {
+    EmbedTrainOptions o;
+    o.model_dir = lm_;
+    o.out_dir = out;
+    o.seed = 3;
+    o.steps = 30;
+    o.warmup_steps = 3;
+    o.pairs_per_step = 8;
+    o.scored_per_step = 8;
+    o.chunk_tokens = 64;
+    o.lr_lm = 3e-3;
+    o.lr_pooler = 1e-2;
+    o.checkpoint_every = 10;
+    o.eval_every = 1000;
+    o.threads = 1;
+    o.pooler.hidden = 32;
+    o.pooler.layer_rows = 3;
+    o.pooler.router_rows = read_rw ? 2 : 0;
+    o.pooler.router_dim = read_rw ? 4 : 0;
+    o.pooler.latents = 4;
+    o.pooler.heads = 4;
+    o.pooler.ffn = 16;
+    o.pooler.out_dim = 8;
+    return o;
+  }
+  static std::string Bytes(const std::string& dir) {
+    return test::ReadFile(dir + "/pooler.safetensors") + test::ReadFile(dir + "/model.safetensors");
+  }
+  test::TempDir dir_;
+  std::string lm_;
+};
+
+TEST_F(EmbedTrainer, LearnsAndTheEngineRunsTheTrainedPooler) {
+  const Synthetic syn = Synthetic::Make(8);
+  const std::string out = dir_ / "emb";
+  auto r = TrainEmbedding(syn.data, Options(out));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->finished);
+  EXPECT_GT(r->val_spearman, r->initial_val_spearman);
+  EXPECT_GT(r->val_spearman, 0.5);
+  auto log = nlohmann::json::parse(test::ReadFile(out + "/embed_training_log.json"));
+  double first = -1, last = -1;
+  for (const auto& h : log["history"])
+    if (h.contains("loss")) (first < 0 ? first : last) = h["loss"].get<double>();
+  EXPECT_LT(last, first);
+
+  // The engine loads the pooler with the model; kTrained is the pooler over
+  // final_norm(h_l) averaged over tokens (l = embedding output, then each
+  // layer) and the router logits averaged over tokens, here rebuilt from the
+  // engine's taps and the checkpoint's own tensors.
+  auto model = MoeModel::LoadDir(out);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_NE((*model)->pooler(), nullptr);
+  EXPECT_EQ((*model)->HsDim(HsPooling::kTrained), 8);
+  auto file = SafetensorsFile::Open(out + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  at::Tensor embed = *TensorFromView(*(*file)->Find("model.embed_tokens.weight"));
+  at::Tensor final_norm = *TensorFromView(*(*file)->Find("model.norm.weight"));
+  const std::vector<std::vector<int32_t>> ids = {syn.data.sentences[61], syn.data.sentences[62]};
+  std::vector<at::Tensor> layer_out, router;
+  (*model)->set_tap([&](std::string_view name, int64_t, const at::Tensor& v) {
+    if (name == "layer_out") layer_out.push_back(v.clone());
+    if (name == "router_logits") router.push_back(v.clone());
+  });
+  ForwardOptions fo;
+  fo.hs_pooling = HsPooling::kTrained;
+  auto f = (*model)->Forward(ids, fo);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(layer_out.size(), 2u);
+  const int64_t n0 = static_cast<int64_t>(ids[0].size());
+  for (int64_t b = 0; b < 2; ++b) {
+    const int64_t off = b == 0 ? 0 : n0, n = static_cast<int64_t>(ids[b].size());
+    std::vector<int64_t> id64(ids[b].begin(), ids[b].end());
+    auto rms = [&](const at::Tensor& x) {  // [n, H] -> mean over tokens of final_norm(x), in double
+      at::Tensor xd = x.to(at::kDouble);
+      return (final_norm.to(at::kDouble) * xd * at::rsqrt(xd.pow(2).mean({-1}, true) + 1e-5)).mean(0);
+    };
+    std::vector<at::Tensor> rows = {rms(embed.index_select(0, at::tensor(id64)))};
+    for (const auto& x : layer_out) rows.push_back(rms(x.narrow(0, off, n)));
+    std::vector<at::Tensor> rr;
+    for (const auto& z : router) rr.push_back(z.narrow(0, off, n).to(at::kDouble).mean(0));
+    at::Tensor want = PoolerForward((*model)->pooler()->spec(), (*model)->pooler()->weights(),
+                                    at::stack(rows).unsqueeze(0).to(at::kFloat), at::stack(rr).unsqueeze(0).to(at::kFloat));
+    const auto got = ToVec(f->hs[b]), w = ToVec(want[0]);
+    ASSERT_EQ(got.size(), 8u);
+    for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(got[i], w[i], 1e-4 * (1 + std::abs(w[i])));
+  }
+  // Asking for the trained pooler of a model without one is an error, not a silent fallback.
+  auto plain = MoeModel::LoadDir(lm_);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->Forward(ids, fo).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(EmbedTrainer, IsDeterministicAndResumesToTheSameWeights) {
+  const Synthetic syn = Synthetic::Make(8);
+  const std::string a = dir_ / "a", b = dir_ / "b", c = dir_ / "c";
+  ASSERT_TRUE(TrainEmbedding(syn.data, Options(a)).ok());
+  ASSERT_TRUE(TrainEmbedding(syn.data, Options(b)).ok());
+  EXPECT_EQ(Bytes(a), Bytes(b));
+  EmbedTrainOptions first = Options(c);
+  first.stop_after = 13;  // between checkpoints
+  auto r1 = TrainEmbedding(syn.data, first);
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  EXPECT_FALSE(r1->finished);
+  EXPECT_EQ(r1->step, 13);
+  EXPECT_FALSE(fs::exists(c + "/pooler.safetensors"));
+  auto r2 = TrainEmbedding(syn.data, Options(c));
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_TRUE(r2->finished);
+  EXPECT_EQ(Bytes(a), Bytes(c));
+  EmbedTrainOptions other = Options(c);
+  other.seed = 4;
+  EXPECT_EQ(TrainEmbedding(syn.data, other).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(EmbedTrainer, FrozenLanguageModelKeepsItsWeights) {
+  const Synthetic syn = Synthetic::Make(8);
+  const std::string out = dir_ / "frozen";
+  EmbedTrainOptions o = Options(out, /*read_rw=*/false);
+  o.freeze_lm = true;
+  auto r = TrainEmbedding(syn.data, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto before = SafetensorsFile::Open(lm_ + "/model.safetensors");
+  auto after = SafetensorsFile::Open(out + "/model.safetensors");
+  ASSERT_TRUE(before.ok() && after.ok());
+  for (const char* name : {"model.embed_tokens.weight", "model.layers.0.mlp.gate.weight"}) {
+    at::Tensor x = *TensorFromView(*(*before)->Find(name)), y = *TensorFromView(*(*after)->Find(name));
+    EXPECT_TRUE(at::allclose(x.to(at::kHalf).to(at::kFloat), y)) << name;
+  }
+  auto model = MoeModel::LoadDir(out);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->pooler()->spec().router_rows, 0);
+}
+
+TEST_F(EmbedTrainer, RefusesInconsistentData) {
+  Synthetic syn = Synthetic::Make(8);
+  EmbedTrainData bad = syn.data;
+  bad.pairs.push_back({0, 999, -1, -1, 0});
+  EXPECT_EQ(TrainEmbedding(bad, Options(dir_ / "x")).status().code(), Status::Code::kInvalidArgument);
+  bad = syn.data;
+  bad.sentences[3] = {70};  // outside the vocabulary of 64
+  EXPECT_EQ(TrainEmbedding(bad, Options(dir_ / "x")).status().code(), Status::Code::kInvalidArgument);
+  EmbedTrainOptions o = Options(dir_ / "x");
+  o.pooler.out_dim = 6;  // the teacher has 8
+  EXPECT_EQ(TrainEmbedding(syn.data, o).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(ModelDefaults, FollowTheFolder) {
+  test::TempDir dir;
+  auto d = ModelEmbeddingDefaults(dir.path());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prompt, "prompteol");
+  EXPECT_EQ(d->hs_pooling, "last");
+  test::WriteFile(dir / "pooler.json", "{}");
+  EXPECT_EQ(ModelEmbeddingDefaults(dir.path())->hs_pooling, "trained");
+  test::WriteFile(dir / "embedding.json", R"({"prompt":"none","rw_pooling":"mean"})");
+  d = ModelEmbeddingDefaults(dir.path());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->prompt, "none");
+  EXPECT_EQ(d->hs_pooling, "trained");
+  EXPECT_EQ(d->rw_pooling, "mean");
+  test::WriteFile(dir / "embedding.json", R"({"prompt":3})");
+  EXPECT_EQ(ModelEmbeddingDefaults(dir.path()).status().code(), Status::Code::kCorruption);
+}
+
+}  // namespace
+}  // namespace moeedb
