@@ -1,5 +1,6 @@
 #include "engine/model_defaults.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,11 @@ Result<EmbeddingDefaults> ModelEmbeddingDefaults(const std::string& model_dir) {
     if (!j.contains(key)) continue;
     if (!j[key].is_string()) return Status::Corruption(path.string() + ": '" + key + "' must be a string");
     *field = j[key].get<std::string>();
+  }
+  if (j.contains("alpha")) {
+    if (!j["alpha"].is_number() || !std::isfinite(j["alpha"].get<double>()))
+      return Status::Corruption(path.string() + ": 'alpha' must be a finite number");
+    d.alpha = j["alpha"].get<double>();
   }
   return d;
 }

@@ -1,27 +1,26 @@
 #!/usr/bin/env bash
-# The main job: set up, ingest a small document set into a collection with the
-# embedded default model (models/moeedb-tiny, trained by moeedb itself) and run
-# a few fused searches (cos_HS + alpha * cos_RW), printing readable results.
+# The main job: set up, ingest the example documents into a collection with
+# the embedded default model (models/moeedb-tiny) and default settings, then
+# search them with queries phrased in other words than the documents,
+# printing one readable line per hit (fused score = cos_HS + alpha * cos_RW).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
-MODEL="models/moeedb-tiny"
-./build/moeedb model info --model "$MODEL"
+./build/moeedb model info
 
 DB="build/demo-db"
 rm -rf "$DB"
-# No prompt: this small model embeds better without PromptEOL (README, evaluation).
-./build/moeedb ingest --db "$DB" --collection demo --model "$MODEL" --prompt none --index-hs hnsw --index-rw hnsw \
-  examples/docs.jsonl
+./build/moeedb ingest --db "$DB" --collection demo examples/docs.jsonl
 
-for q in "A man plays the flute." "Someone is cutting an onion." "A polar bear slides on the snow." \
-         "Someone plays a guitar." "The plane is taking off."; do
+for q in "A puppy sprints through a meadow." "I was billed two times for one payment." \
+         "An airplane is departing from the runway." "The application shuts down whenever I launch it." \
+         "Someone strums a guitar outdoors." "Shares dropped quickly after the news."; do
   echo
   echo "query: $q"
   ./build/moeedb search --db "$DB" --collection demo --k 3 --format text "$q"
 done
 echo
-echo "query (RW only, filter row < 100): A man plays the flute."
-./build/moeedb search --db "$DB" --collection demo --k 3 --mode rw --filter '{"row": {"$lt": 100}}' --format text \
-  "A man plays the flute."
+echo "query (filter topic = banking): My card has not come yet."
+./build/moeedb search --db "$DB" --collection demo --k 3 --filter '{"topic": "banking"}' --format text \
+  "My card has not come yet."

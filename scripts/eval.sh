@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Evaluates a model folder with the harness on the full evaluation sets, next
-# to the baselines (TF-IDF, and a random-weight model of the same shape and
-# tokenizer), for every routing mode and the pooling ablations. Writes one JSON
-# object per run to OUT/results.jsonl, the tables to OUT/tables.txt and the
-# Spearman-vs-alpha plots to OUT/*.png.
+# Evaluates the embedded default model with the harness on the full test sets,
+# next to the baselines: TF-IDF, the language model it was trained from (the
+# training-free MoEE setup), and random weights of the same shape and
+# tokenizer. Writes one JSON object per run to OUT/results.jsonl, the tables
+# to OUT/tables.txt and the Spearman-vs-alpha plots to OUT/*.png.
 #
-#   scripts/eval.sh [MODEL_DIR] [EVAL_DATA_DIR] [OUT_DIR]
-#   defaults:       models/moeedb-tiny  ../shared/data/eval  build/eval
+#   scripts/eval.sh [MODEL_DIR] [LM_DIR] [EVAL_DATA_DIR] [OUT_DIR]
+#   defaults:       models/moeedb-tiny  models/moeedb-tiny-lm  ../shared/data/eval  build/eval
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-models/moeedb-tiny}"
-DATA="${2:-../shared/data/eval}"
-OUT="${3:-build/eval}"
+LM="${2:-models/moeedb-tiny-lm}"
+DATA="${3:-../shared/data/eval}"
+OUT="${4:-build/eval}"
 BIN=./build/moeedb
 [ -x "$BIN" ] || bash scripts/setup.sh
 mkdir -p "$OUT"
@@ -20,7 +21,7 @@ mkdir -p "$OUT"
 
 RANDOM_MODEL="$OUT/random-model"
 if [ ! -f "$RANDOM_MODEL/model.safetensors" ]; then
-  "$BIN" model init --config "$MODEL/config.json" --tokenizer "$MODEL/tokenizer.json" --seed 0 --out "$RANDOM_MODEL"
+  "$BIN" model init --config "$LM/config.json" --tokenizer "$LM/tokenizer.json" --seed 0 --out "$RANDOM_MODEL"
 fi
 
 run() {  # label, then the eval arguments
@@ -29,35 +30,38 @@ run() {  # label, then the eval arguments
   "$BIN" eval "$@" 2>>"$OUT/tables.txt" | sed "s/^{/{\"label\":\"$label\",/" >> "$OUT/results.jsonl"
   tail -n 8 "$OUT/tables.txt" >&2
 }
+tasks() {  # label prefix, then the model arguments
+  local label="$1"; shift
+  run "$label-sts" sts "$@" --data "$DATA/stsb"
+  run "$label-retrieval" retrieval "$@" --data "$DATA/cranfield"
+  run "$label-classify" classify "$@" --data "$DATA/banking77"
+}
 
 run tfidf-sts sts --baseline tfidf --data "$DATA/stsb"
 run tfidf-retrieval retrieval --baseline tfidf --data "$DATA/cranfield"
 run tfidf-classify classify --baseline tfidf --data "$DATA/banking77"
 
-# The shipped model under PromptEOL (MoEE's prompt) and without a prompt (the
-# reference's "none" template), which suits a model this small better.
-for prompt in prompteol none; do
-  run "trained-learned-$prompt-sts" sts --model "$MODEL" --prompt "$prompt" --data "$DATA/stsb" --plot "$OUT/sts-learned-$prompt.png"
-  run "trained-learned-$prompt-retrieval" retrieval --model "$MODEL" --prompt "$prompt" --data "$DATA/cranfield"
-  run "trained-learned-$prompt-classify" classify --model "$MODEL" --prompt "$prompt" --data "$DATA/banking77"
-  run "random-$prompt-sts" sts --model "$RANDOM_MODEL" --prompt "$prompt" --data "$DATA/stsb"
-  run "random-$prompt-retrieval" retrieval --model "$RANDOM_MODEL" --prompt "$prompt" --data "$DATA/cranfield"
-  run "random-$prompt-classify" classify --model "$RANDOM_MODEL" --prompt "$prompt" --data "$DATA/banking77"
+# The default setup: what moeedb embed/ingest/search use with no flags.
+run default-sts sts --model "$MODEL" --data "$DATA/stsb" --plot "$OUT/sts-default.png"
+run default-retrieval retrieval --model "$MODEL" --data "$DATA/cranfield"
+run default-classify classify --model "$MODEL" --data "$DATA/banking77"
+# The default model with the training-free poolings instead of its trained pooler.
+for pooling in last mean; do
+  tasks "default-hs_$pooling" --model "$MODEL" --hs-pooling "$pooling"
 done
-# The other routing modes, with the shipped model's recommended prompt.
+run default-hs_layers-mean-sts sts --model "$MODEL" --hs-pooling layers-mean --data "$DATA/stsb"
+# The routing modes on the default model.
 for routing in ssmoe top1; do
-  run "trained-$routing-none-sts" sts --model "$MODEL" --routing "$routing" --prompt none --data "$DATA/stsb"
-  run "trained-$routing-none-retrieval" retrieval --model "$MODEL" --routing "$routing" --prompt none --data "$DATA/cranfield"
-  run "trained-$routing-none-classify" classify --model "$MODEL" --routing "$routing" --prompt none --data "$DATA/banking77"
+  run "default-$routing-sts" sts --model "$MODEL" --routing "$routing" --data "$DATA/stsb"
 done
-# Pooling ablations on STS-B (MoEE Table 5; training-free multi-layer pooling).
-for prompt in prompteol none; do
-  for pooling in "--hs-pooling mean" "--hs-pooling layers-mean" "--rw-pooling mean" "--hs-pooling mean --rw-pooling mean"; do
-    label="$(echo "$pooling" | sed 's/--hs-pooling /hs_/; s/--rw-pooling /rw_/g; s/ /+/g')"
-    # shellcheck disable=SC2086
-    run "trained-$prompt-$label-sts" sts --model "$MODEL" --prompt "$prompt" $pooling --data "$DATA/stsb"
-    # shellcheck disable=SC2086
-    run "random-$prompt-$label-sts" sts --model "$RANDOM_MODEL" --prompt "$prompt" $pooling --data "$DATA/stsb"
-  done
+# The language model before embedding training (training-free MoEE, no prompt:
+# its better setup) and random weights of the same shape.
+tasks lm-none --model "$LM" --prompt none
+tasks random-none --model "$RANDOM_MODEL" --prompt none
+for model in lm random; do
+  dir="$LM"; [ "$model" = random ] && dir="$RANDOM_MODEL"
+  run "$model-prompteol-sts" sts --model "$dir" --prompt prompteol --data "$DATA/stsb"
+  run "$model-none-hs_mean-sts" sts --model "$dir" --prompt none --hs-pooling mean --data "$DATA/stsb"
 done
-echo "results: $OUT/results.jsonl, tables: $OUT/tables.txt" >&2
+node eval/tables.js "$OUT/results.jsonl" > "$OUT/tables.md"
+echo "results: $OUT/results.jsonl, tables: $OUT/tables.txt, $OUT/tables.md" >&2

@@ -193,8 +193,10 @@ TEST_F(Cli, UsageErrors) {
   r = test::Run({test::Binary(), "embed", "--modle", model()}, "x\n");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown option --modle"), std::string::npos);
+  // Without --model, the embedded default model (its trained pooler: 512-dim HS).
   r = test::Run({test::Binary(), "embed"}, "x\n");
-  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["hs"].size(), 512u) << r.out;
   r = test::Run({test::Binary(), "embed", "--model", model(), "--prompt", "bogus"}, "x\n");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("prompteol"), std::string::npos);

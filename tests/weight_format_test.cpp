@@ -98,7 +98,8 @@ TEST(LoadOptionsTest, BadValuesAreClearErrors) {
 }
 
 // The shipped model (trained weights: realistic weight and activation
-// statistics) in every format, on the first 100 sentences of the STS-B subset.
+// statistics) in every format, in its default setup (no prompt, the trained
+// pooler), on the first 100 sentences of the STS-B subset.
 class Formats : public ::testing::Test {
  protected:
   static std::string ModelDir() { return test::DataDir() + "/../../models/moeedb-tiny"; }
@@ -128,6 +129,7 @@ class Formats : public ::testing::Test {
     });
     EmbedderOptions eo;
     eo.prompt = *FindPrompt("none");
+    eo.hs_pooling = HsPooling::kTrained;  // the default setup: hs is the trained pooler's output
     eo.batch_tokens = 1 << 20;  // one forward pass: the taps line up across formats
     Embedder emb(m->get(), tok->get(), eo);
     auto r = emb.EmbedTexts(Texts());

@@ -221,7 +221,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
   TrainStateDir state_dir(o.out_dir);
   MOEEDB_RETURN_IF_ERROR(state_dir.Open());
   const fs::path out(o.out_dir);
-  try {
+  return CatchTrainingErrors<EmbedTrainResult>([&]() -> Result<EmbedTrainResult> {
     Encoder enc(c, o);
     EmbedTrainResult result;
     const json run = {{"seed", o.seed},           {"steps", o.steps},       {"freeze_lm", o.freeze_lm},
@@ -437,11 +437,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
       result.finished = true;
     }
     return result;
-  } catch (const c10::Error& e) {
-    return Status::Internal(std::string("training failed: ") + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string("training failed: ") + e.what());
-  }
+  });
 }
 
 }  // namespace moeedb

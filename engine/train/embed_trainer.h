@@ -56,17 +56,17 @@ struct EmbedTrainOptions {
   std::string model_dir;        // the language model to start from (config.json, model.safetensors)
   std::string out_dir;          // model folder written at the end; state in out_dir/train_state
   uint64_t seed = 0;
-  int64_t steps = 2000;
+  int64_t steps = 1100;
   double minutes = 0;           // stop this invocation after M minutes (0: none)
   int64_t stop_after = 0;       // stop this invocation after N steps (0: none)
   int64_t pairs_per_step = 48;  // contrastive pairs per step (split over the sources)
-  int64_t scored_per_step = 16;
+  int64_t scored_per_step = 32;
   int64_t max_tokens = 64;      // longer sentences are cut
   int64_t chunk_tokens = 2048;  // padded tokens per forward chunk
   bool freeze_lm = false;       // train the pooler only
   bool causal = true;
   PoolerSpec pooler;            // latents, heads, ffn, out_dim, mean_tokens, router rows (0 or MoE layers)
-  double lr_lm = 2e-4, lr_pooler = 1e-3, min_lr_ratio = 0.05, weight_decay = 0.01, clip_norm = 1.0;
+  double lr_lm = 2e-4, lr_pooler = 3e-4, min_lr_ratio = 0.05, weight_decay = 0.01, clip_norm = 1.0;
   int64_t warmup_steps = 100;
   double temperature = 0.05, cosent_scale = 20.0;
   double distill_weight = 5.0, distill_matrix_weight = 20.0, aux_loss_coef = 0.01;

@@ -106,7 +106,7 @@ Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const s
   TrainStateDir state_dir(o.out_dir);
   MOEEDB_RETURN_IF_ERROR(state_dir.Open());
 
-  try {
+  return CatchTrainingErrors<LmTrainResult>([&]() -> Result<LmTrainResult> {
     TrainNet net(c);
     LmTrainResult result;
     json state;
@@ -232,11 +232,7 @@ Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const s
       result.finished = true;
     }
     return result;
-  } catch (const c10::Error& e) {
-    return Status::Internal(std::string("training failed: ") + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string("training failed: ") + e.what());
-  }
+  });
 }
 
 Result<double> EvaluateLoss(const std::string& model_dir, const std::vector<int32_t>& tokens, int64_t seq_len,

@@ -3,7 +3,10 @@
 // the learning-rate schedule.
 #pragma once
 
+#include <c10/util/Exception.h>
+
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,5 +40,18 @@ class TrainStateDir {
 // Linear warm-up to `peak` over `warmup` steps, then cosine decay to
 // min_ratio * peak at step `total`.
 double WarmupCosine(double peak, double min_ratio, int64_t warmup, int64_t step, int64_t total);
+
+// Runs a trainer's body; a libtorch or standard exception becomes an
+// Internal status ("training failed: ..."), so none crosses the trainer's API.
+template <typename T>
+Result<T> CatchTrainingErrors(const std::function<Result<T>()>& body) {
+  try {
+    return body();
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("training failed: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("training failed: ") + e.what());
+  }
+}
 
 }  // namespace moeedb

@@ -65,6 +65,7 @@ Result<VectorCollection*> GetCollection(moeedb_db* db, const std::string& name, 
     CollectionOptions o;
     o.dim_hs = db->setup->dim_hs();
     o.dim_rw = db->setup->dim_rw();
+    o.default_alpha = static_cast<float>(db->setup->default_alpha());
     o.std_hs_json = db->stats.first;
     o.std_rw_json = db->stats.second;
     o.info_json = db->setup->InfoJson();

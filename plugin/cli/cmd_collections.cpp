@@ -98,7 +98,7 @@ int RunIngest(const std::vector<std::string>& argv) {
       {"index-hs", "KIND", "HS index for a new collection: flat | hnsw | ivf (default flat)"},
       {"index-rw", "KIND", "RW index for a new collection: flat | hnsw | ivf (default flat)"},
       {"sq8", "", "8-bit scalar quantization of the ANN indexes (new collection)"},
-      {"alpha", "X", "default alpha of a new collection (default 1.0)"},
+      {"alpha", "X", "default alpha of a new collection (default: the model's, else 1.0)"},
       {"batch", "N", "documents per atomic, synced write (default 32)"},
       {"threads", "N", "compute threads (default: all cores)"},
       {"workers", "N", "model threads: each batch is split into N parts embedded at once, each with threads/N "
@@ -183,6 +183,7 @@ int RunIngest(const std::vector<std::string>& argv) {
     CollectionOptions o;
     o.dim_hs = setup->dim_hs();
     o.dim_rw = setup->dim_rw();
+    o.default_alpha = static_cast<float>(setup->default_alpha());
     for (auto [flag, half] : {std::pair{"index-hs", &o.index.hs}, std::pair{"index-rw", &o.index.rw}}) {
       auto kind = ParseIndexKind(args->Get(flag, "flat"));
       if (!kind.ok()) return UsageError("ingest", kind.status().message());

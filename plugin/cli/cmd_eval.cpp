@@ -239,8 +239,10 @@ int RunEvalSts(const std::vector<std::string>& argv) {
                {"concat", 100.0 * Spearman(st->gold, st->concat)},
                {"sum_alpha1", SumSpearman(*st, 1.0)},
                {"sum_alpha_dev", SumSpearman(*st, best_alpha)},
-               {"sum_alpha_labelfree", SumSpearman(*st, lf.alpha)}};
+               {"sum_alpha_labelfree", SumSpearman(*st, lf.alpha)},
+               {"sum_alpha_model", SumSpearman(*st, c->setup->default_alpha())}};
     out["spearman"] = sp;
+    out["alpha_model"] = c->setup->default_alpha();
     out["alpha_dev"] = best_alpha;
     out["alpha_labelfree"] = lf.alpha;
     out["sum_beats_hs_and_rw"] = sp["sum_alpha_dev"].get<double>() > std::max(sp["hs"].get<double>(), sp["rw"].get<double>());
@@ -250,7 +252,9 @@ int RunEvalSts(const std::vector<std::string>& argv) {
           << "  concat             " << F2(sp["concat"]) << "\n"
           << "  sum, alpha 1       " << F2(sp["sum_alpha1"]) << "\n"
           << "  sum, alpha " << F2(best_alpha) << " (dev)  " << F2(sp["sum_alpha_dev"]) << "\n"
-          << "  sum, alpha " << F2(lf.alpha) << " (label-free)  " << F2(sp["sum_alpha_labelfree"]) << "\n";
+          << "  sum, alpha " << F2(lf.alpha) << " (label-free)  " << F2(sp["sum_alpha_labelfree"]) << "\n"
+          << "  sum, alpha " << F2(c->setup->default_alpha()) << " (the model's default)  " << F2(sp["sum_alpha_model"])
+          << "\n";
     if (args->Has("plot")) {
       eval::PlotSeries d{grid, dev_curve, 40, 90, 200}, t{grid, test_curve, 210, 40, 40};
       Status s = eval::WriteLinePlotPng(args->Get("plot"), {d, t});
@@ -267,7 +271,7 @@ int RunEvalSts(const std::vector<std::string>& argv) {
 
 int RunEvalRetrieval(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> specs = CommonFlags();
-  specs.push_back({"alpha", "X", "alpha of the fused search (default 1)"});
+  specs.push_back({"alpha", "X", "alpha of the fused search (default: the model's, else 1)"});
   if (WantsHelp(argv)) {
     std::cout << HelpText("eval retrieval (--model DIR | --baseline tfidf) --data CRANFIELD_DIR",
                           "Cranfield: the documents go into a real collection (temporary database), each query is "
@@ -280,7 +284,7 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
   if (!args.ok()) return UsageError("eval retrieval", args.status().message());
   auto c = ParseCommon(*args, "retrieval");
   if (!c.ok()) return Fail("eval retrieval", c.status().message());
-  float alpha = 1.0f;
+  float alpha = c->setup ? static_cast<float>(c->setup->default_alpha()) : 1.0f;
   try {
     if (args->Has("alpha")) alpha = std::stof(args->Get("alpha"));
   } catch (...) {
@@ -406,7 +410,7 @@ at::Tensor Normalised(const Matrix& rows, const Matrix* fit) {
 int RunEvalClassify(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> specs = CommonFlags();
   specs.push_back({"k", "N", "neighbours (default 10)"});
-  specs.push_back({"alpha", "X", "alpha of the fused similarity (default 1)"});
+  specs.push_back({"alpha", "X", "alpha of the fused similarity (default: the model's, else 1)"});
   if (WantsHelp(argv)) {
     std::cout << HelpText("eval classify (--model DIR | --baseline tfidf) --data BANKING77_DIR [--k 10]",
                           "Banking77 (train.csv, test.csv): kNN accuracy of test texts against the training texts, "
@@ -421,7 +425,7 @@ int RunEvalClassify(const std::vector<std::string>& argv) {
   if (!c.ok()) return Fail("eval classify", c.status().message());
   auto k = args->GetInt("k", 10, 1, 1000);
   if (!k.ok()) return UsageError("eval classify", k.status().message());
-  float alpha = 1.0f;
+  float alpha = c->setup ? static_cast<float>(c->setup->default_alpha()) : 1.0f;
   try {
     if (args->Has("alpha")) alpha = std::stof(args->Get("alpha"));
   } catch (...) {

@@ -15,6 +15,7 @@
 #include "engine/model.h"
 #include "engine/train/embed_trainer.h"
 #include "eval/datasets.h"
+#include "eval/png_plot.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
@@ -179,6 +180,28 @@ Status ReadTeacher(const std::string& texts_path, const std::string& vectors_pat
   return Status::OK();
 }
 
+// embed_loss_curve.png (training loss every 20 steps) and
+// embed_validation_curve.png (validation Spearman at every evaluation) from
+// embed_training_log.json.
+Status PlotEmbedCurves(const std::string& out_dir) {
+  std::ifstream in(fs::path(out_dir) / "embed_training_log.json");
+  auto log = nlohmann::json::parse(in, nullptr, false);
+  if (log.is_discarded() || !log.contains("history")) return Status::Corruption("embed_training_log.json is unreadable");
+  eval::PlotSeries loss{{}, {}, 40, 90, 200}, val{{0.0}, {log.value("initial_val_spearman", 0.0)}, 210, 40, 40};
+  for (const auto& h : log["history"]) {
+    if (h.contains("loss")) {
+      loss.x.push_back(h.value("step", 0));
+      loss.y.push_back(h["loss"].get<double>());
+    }
+    if (h.contains("val_spearman")) {
+      val.x.push_back(h.value("step", 0));
+      val.y.push_back(h["val_spearman"].get<double>());
+    }
+  }
+  MOEEDB_RETURN_IF_ERROR(eval::WriteLinePlotPng((fs::path(out_dir) / "embed_loss_curve.png").string(), {loss}));
+  return eval::WriteLinePlotPng((fs::path(out_dir) / "embed_validation_curve.png").string(), {val});
+}
+
 }  // namespace
 
 int RunTrainEmbed(const std::vector<std::string>& argv) {
@@ -191,7 +214,7 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"validation", "FILE", "CSV scored pairs for the validation Spearman (STS-B dev)"},
       {"teacher", "TEXTS,VECTORS", "teacher texts (one per line) and their float32 vectors (eval/teacher)"},
       {"teacher-dim", "N", "dimensions of the teacher vectors (default 512)"},
-      {"steps", "N", "schedule length (default 2000)"},
+      {"steps", "N", "schedule length (default 1100)"},
       {"minutes", "M", "stop this run after M minutes; run again to resume"},
       {"seed", "S", "seed (default 0)"},
       {"threads", "N", "intra-op threads (default: libtorch's)"},
@@ -202,9 +225,9 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"out-dim", "N", "pooled vector size (default: the teacher's, else 512)"},
       {"latents", "N", "pooler latents (default 16)"},
       {"pairs-per-step", "N", "contrastive pairs per step (default 48)"},
-      {"scored-per-step", "N", "scored pairs per step (default 16)"},
+      {"scored-per-step", "N", "scored pairs per step (default 32)"},
       {"lr-lm", "X", "peak learning rate of the model (default 2e-4)"},
-      {"lr-pooler", "X", "peak learning rate of the pooler (default 1e-3)"},
+      {"lr-pooler", "X", "peak learning rate of the pooler (default 3e-4)"},
       {"max-tokens", "N", "cut sentences to N tokens (default 64)"},
   };
   const char* cmd = "train embed";
@@ -234,11 +257,11 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
     *out = *v;
     return true;
   };
-  if (!get_int("steps", 2000, 1, 1LL << 40, &o.steps) || !get_int("seed", 0, 0, 1LL << 62, &seed) ||
+  if (!get_int("steps", 1100, 1, 1LL << 40, &o.steps) || !get_int("seed", 0, 0, 1LL << 62, &seed) ||
       !get_int("threads", 0, 0, 1024, &threads) || !get_int("teacher-dim", 512, 1, 1 << 16, &tdim) ||
       !get_int("out-dim", 0, 0, 1 << 16, &out_dim) || !get_int("latents", 16, 1, 4096, &o.pooler.latents) ||
       !get_int("pairs-per-step", 48, 0, 1 << 16, &o.pairs_per_step) ||
-      !get_int("scored-per-step", 16, 0, 1 << 16, &o.scored_per_step) ||
+      !get_int("scored-per-step", 32, 0, 1 << 16, &o.scored_per_step) ||
       !get_int("max-tokens", 64, 1, 1 << 16, &o.max_tokens))
     return 2;
   o.seed = static_cast<uint64_t>(seed);
@@ -305,6 +328,7 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
               << "; run the same command again to continue" << std::endl;
     return 3;
   }
+  if (Status s = PlotEmbedCurves(o.out_dir); !s.ok()) std::cerr << "train embed: no plots: " << s.message() << std::endl;
   std::cout << "{\"steps\":" << r->step << ",\"initial_val_spearman\":" << r->initial_val_spearman
             << ",\"val_spearman\":" << r->val_spearman << ",\"sentences_per_second\":" << r->sentences_per_second
             << "}" << std::endl;

@@ -470,6 +470,7 @@ HttpResponse Api::Collections(const std::string& m, const std::vector<std::strin
       CollectionOptions o;
       o.dim_hs = setup_->dim_hs();
       o.dim_rw = setup_->dim_rw();
+      o.default_alpha = static_cast<float>(setup_->default_alpha());
       if (j.contains("index")) {
         if (!j["index"].is_object()) return BadRequest("'index' must be an object {\"hs\": kind, \"rw\": kind}");
         for (auto [key, half] : {std::pair{"hs", &o.index.hs}, std::pair{"rw", &o.index.rw}}) {

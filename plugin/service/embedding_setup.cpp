@@ -91,6 +91,7 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   if (s->config_.prompt.empty()) s->config_.prompt = defaults.prompt;
   if (s->config_.hs_pooling.empty()) s->config_.hs_pooling = defaults.hs_pooling;
   if (s->config_.rw_pooling.empty()) s->config_.rw_pooling = defaults.rw_pooling;
+  s->default_alpha_ = defaults.alpha;
   SetComputeThreads(config.threads);
   LoadOptions load;
   MOEEDB_ASSIGN_OR_RETURN(load.format.dtype, ParseComputeDtype(config.dtype));

@@ -61,6 +61,8 @@ class EmbeddingSetup {
   Result<std::vector<int32_t>> Tokenize(const std::string& text) const { return embedder_->Tokenize(text); }
   const Embedder& embedder() const { return *embedder_; }
   const EmbeddingConfig& config() const { return config_; }
+  // The default alpha of a new collection: the model folder's (model_defaults.h).
+  double default_alpha() const { return default_alpha_; }
   const std::string& routing() const { return routing_canonical_; }
   const MoeModel& model() const { return *model_; }
   size_t dim_hs() const;
@@ -75,6 +77,7 @@ class EmbeddingSetup {
   std::unique_ptr<Embedder> embedder_;
   std::unique_ptr<EmbedWorkers> workers_;  // Embed() calls are serialised by it
   std::string fingerprint_, routing_canonical_;
+  double default_alpha_ = 1.0;
 };
 
 // The fixed calibration texts (varied English sentences).

@@ -1,0 +1,44 @@
+// Markdown tables from the JSON lines scripts/eval.sh writes (one object per
+// run, with its "label"): STS-B Spearman, Cranfield nDCG@10 / MRR@10 /
+// Recall@100 and Banking77 kNN accuracy, one row per label, in file order.
+//
+//   node eval/tables.js build/eval/results.jsonl
+"use strict";
+const fs = require("fs");
+
+const f = (x) => (x === undefined || x === null ? "" : x.toFixed(1));
+const runs = fs.readFileSync(process.argv[2], "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+const name = (r) => r.label.replace(/-(sts|retrieval|classify)$/, "");
+
+const sts = runs.filter((r) => r.task === "sts");
+console.log("**STS-B test** (Spearman ×100, 1379 pairs; α dev: chosen on STS-B dev; α model: the model's default)\n");
+console.log("| run | HS | RW | concat | sum α=1 | sum α dev | sum α label-free | sum α model |");
+console.log("|---|---|---|---|---|---|---|---|");
+for (const r of sts) {
+  const s = r.spearman;
+  if (s.tfidf !== undefined) {
+    console.log(`| ${name(r)} | ${f(s.tfidf)} (cosine) | | | | | | |`);
+    continue;
+  }
+  console.log(`| ${name(r)} | ${f(s.hs)} | ${f(s.rw)} | ${f(s.concat)} | ${f(s.sum_alpha1)} | ${f(s.sum_alpha_dev)} (α ${r.alpha_dev.toFixed(2)}) | ` +
+              `${f(s.sum_alpha_labelfree)} (α ${r.alpha_labelfree.toFixed(2)}) | ${f(s.sum_alpha_model)} (α ${r.alpha_model.toFixed(2)}) |`);
+}
+const ret = runs.filter((r) => r.task === "retrieval");
+console.log("\n**Cranfield** (225 queries, 1400 abstracts; nDCG@10 / MRR@10 / Recall@100, ×100; fused at the model's α)\n");
+console.log("| run | hs | rw | fused |");
+console.log("|---|---|---|---|");
+const m3 = (m) => (m ? `${f(m["ndcg@10"])} / ${f(m["mrr@10"])} / ${f(m["recall@100"])}` : "");
+for (const r of ret) {
+  const m = r.metrics;
+  if (m.tfidf) console.log(`| ${name(r)} | ${m3(m.tfidf)} | | |`);
+  else console.log(`| ${name(r)} | ${m3(m.hs)} | ${m3(m.rw)} | ${m3(m.fused)} (α ${r.alpha.toFixed(2)}) |`);
+}
+const cls = runs.filter((r) => r.task === "classify");
+console.log("\n**Banking77** (kNN accuracy %, k = 10; 3080 test texts against 10003 training texts)\n");
+console.log("| run | hs | rw | fused |");
+console.log("|---|---|---|---|");
+for (const r of cls) {
+  const a = r.accuracy;
+  if (a.tfidf !== undefined) console.log(`| ${name(r)} | ${f(a.tfidf)} | | |`);
+  else console.log(`| ${name(r)} | ${f(a.hs)} | ${f(a.rw)} | ${f(a.fused)} (α ${r.alpha.toFixed(2)}) |`);
+}
