@@ -16,8 +16,9 @@ console.log("| run | HS | RW | concat | sum α=1 | sum α dev | sum α label-fre
 console.log("|---|---|---|---|---|---|---|---|");
 for (const r of sts) {
   const s = r.spearman;
-  if (s.tfidf !== undefined) {
-    console.log(`| ${name(r)} | ${f(s.tfidf)} (cosine) | | | | | | |`);
+  const baseline = s.tfidf !== undefined ? s.tfidf : s.teacher;
+  if (baseline !== undefined) {  // one cosine score: TF-IDF or the teacher
+    console.log(`| ${name(r)} | ${f(baseline)} (cosine) | | | | | | |`);
     continue;
   }
   console.log(`| ${name(r)} | ${f(s.hs)} | ${f(s.rw)} | ${f(s.concat)} | ${f(s.sum_alpha1)} | ${f(s.sum_alpha_dev)} (α ${r.alpha_dev.toFixed(2)}) | ` +

