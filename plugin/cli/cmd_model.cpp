@@ -100,7 +100,7 @@ int RunInfo(const std::vector<std::string>& argv) {
               << (s.mean_tokens ? "mean" : "last") << " over tokens)\n";
   }
   std::cout << "defaults: prompt " << defaults->prompt << ", hs pooling " << defaults->hs_pooling << ", rw pooling "
-            << defaults->rw_pooling << "\n";
+            << defaults->rw_pooling << ", alpha " << defaults->alpha << "\n";
   return 0;
 }
 
