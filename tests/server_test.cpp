@@ -378,6 +378,26 @@ int RawHttp(int port, const std::string& request, bool half_close = false) {
   return std::atoi(resp.c_str() + 9);
 }
 
+// The body of the answer to a Connection: close request ("" if none).
+std::string HttpBody(int port, const std::string& request) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) { close(fd); return ""; }
+  timeval tv{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string resp;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  const size_t at = resp.find("\r\n\r\n");
+  return at == std::string::npos ? "" : resp.substr(at + 4);
+}
+
 std::string Post(const std::string& target, const std::string& body, const std::string& extra = "") {
   return "POST " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n" + extra +
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -474,8 +494,12 @@ ServeProcess StartServe(const std::string& db, const std::string& model) {
     dup2(out[1], 1);
     close(out[0]);
     close(out[1]);
-    execl(test::Binary().c_str(), test::Binary().c_str(), "serve", "--db", db.c_str(), "--model", model.c_str(),
-          "--port", "0", "--served-model-name", "tiny", static_cast<char*>(nullptr));
+    if (model.empty())  // the setup the database's collections recorded
+      execl(test::Binary().c_str(), test::Binary().c_str(), "serve", "--db", db.c_str(), "--port", "0",
+            "--served-model-name", "tiny", static_cast<char*>(nullptr));
+    else
+      execl(test::Binary().c_str(), test::Binary().c_str(), "serve", "--db", db.c_str(), "--model", model.c_str(),
+            "--port", "0", "--served-model-name", "tiny", static_cast<char*>(nullptr));
     _exit(127);
   }
   close(out[1]);
@@ -496,6 +520,39 @@ int Terminate(const ServeProcess& p) {
   int status = 0;
   waitpid(p.pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A database ingested by the CLI with a non-default prompt, routing and HS
+// pooling, served with no setup flags: the server embeds with the setup the
+// collection recorded, and its hits and scores equal the CLI's.
+TEST_F(ServerTest, ServesTheSetupACollectionRecorded) {
+  test::TempDir t;
+  const std::string db = t / "db";
+  std::string jsonl;
+  const std::vector<std::string> texts = {"A man is playing a flute.", "Two dogs run in the park.",
+                                          "The stock market fell today.", "A woman slices an onion.",
+                                          "Rain is expected tonight.", "He plays the guitar on stage."};
+  for (size_t i = 0; i < texts.size(); ++i)
+    jsonl += json{{"id", "d" + std::to_string(i)}, {"text", texts[i]}}.dump() + "\n";
+  test::WriteFile(t / "docs.jsonl", jsonl);
+  auto r = test::Run({test::Binary(), "ingest", "--db", db, "--collection", "c", "--model", *dir_ / "model", "--prompt",
+                      "prompteol", "--routing", "top1", "--hs-pooling", "mean", t / "docs.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string query = "Someone is playing music.";
+  auto cli = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "4", query});
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  const json want = json::parse(cli.out)["hits"];
+  ServeProcess server = StartServe(db, "");
+  ASSERT_GT(server.port, 0);
+  const std::string body = HttpBody(server.port, Post("/collections/c/search", json{{"query", query}, {"k", 4}}.dump()));
+  EXPECT_EQ(Terminate(server), 0);
+  const json got = json::parse(body, nullptr, false);
+  ASSERT_FALSE(got.is_discarded()) << body;
+  ASSERT_EQ(got["hits"].size(), want.size()) << body;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got["hits"][i]["id"], want[i]["id"]) << i;
+    EXPECT_NEAR(got["hits"][i]["score"].get<double>(), want[i]["score"].get<double>(), 1e-5) << i;
+  }
 }
 
 // SIGTERM while four clients upsert with "wait": the server stops accepting,

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "engine/runtime.h"
 #include "plugin/cli/args.h"
@@ -16,6 +17,7 @@
 #include "plugin/server/embed_queue.h"
 #include "plugin/server/http_server.h"
 #include "plugin/service/embedding_setup.h"
+#include "storage/store.h"
 
 namespace moeedb::cli {
 
@@ -39,10 +41,48 @@ void ReexecWithPassiveOpenMp(const std::vector<std::string>& argv) {
 
 }  // namespace
 
+namespace {
+
+// The setup the database's collections were built with (model folder,
+// routing, prompt, poolings), taken for every setting the flags leave out, so
+// a database made by the CLI is served as it is. Collections recorded with
+// different setups cannot share one server: an error names two of them.
+Status AdoptRecordedSetup(const Store& store, const Args& args, EmbeddingConfig* cfg) {
+  MOEEDB_ASSIGN_OR_RETURN(auto records, store.ListCollections());
+  const std::vector<std::pair<const char*, const char*>> fields = {
+      {"model", "model_dir"}, {"routing", "routing"}, {"prompt", "prompt"},
+      {"hs-pooling", "hs_pooling"}, {"rw-pooling", "rw_pooling"}};
+  nlohmann::json first;
+  std::string first_name;
+  for (const auto& r : records) {
+    const nlohmann::json spec = nlohmann::json::parse(r.spec_json, nullptr, false);
+    if (spec.is_discarded()) continue;
+    nlohmann::json info = spec.value("info", nlohmann::json::object()), setup = nlohmann::json::object();
+    for (const auto& [flag, key] : fields)
+      if (info.contains(key)) setup[key] = info[key];
+    if (first_name.empty()) {
+      first = setup;
+      first_name = r.name;
+    } else if (setup != first) {
+      return Status::InvalidArgument("collections '" + first_name + "' and '" + r.name +
+                                     "' were built with different embedding setups (" + first.dump() + " vs " +
+                                     setup.dump() + "); serve them from separate processes");
+    }
+  }
+  if (first_name.empty()) return Status::OK();
+  std::string* targets[] = {&cfg->model_dir, &cfg->routing, &cfg->prompt, &cfg->hs_pooling, &cfg->rw_pooling};
+  for (size_t i = 0; i < fields.size(); ++i)
+    if (!args.Has(fields[i].first) && first.contains(fields[i].second) && first[fields[i].second].is_string())
+      *targets[i] = first[fields[i].second].get<std::string>();
+  return Status::OK();
+}
+
+}  // namespace
+
 int RunServe(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = WithWeightFormatFlags({
       {"db", "DIR", "database folder (created if needed)"},
-      {"model", "DIR", "model folder to serve (default: the embedded default model)"},
+      {"model", "DIR", "model folder to serve (default: the one the database's collections recorded, else the embedded default model)"},
       {"host", "ADDR", "listen address (default 127.0.0.1)"},
       {"port", "N", "listen port (default 8080; 0 = any free port, printed on start)"},
       {"api-key", "KEY", "require 'Authorization: Bearer KEY' on every route but /health"},
@@ -97,10 +137,13 @@ int RunServe(const std::vector<std::string>& argv) {
   ao.max_inputs = static_cast<size_t>(*inputs);
   ao.max_tokens_per_input = static_cast<size_t>(*tokens);
   ao.truncate = args->Has("truncate");
-  ao.served_model_name = args->Get("served-model-name", std::filesystem::path(ModelDirFlag(*args)).lexically_normal().filename().string());
-  if (ao.served_model_name.empty()) ao.served_model_name = "moeedb";
 
+  auto store = Store::Open(args->Get("db"));
+  if (!store.ok()) return Fail("serve", store.status().message());
   EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
+  if (Status st = AdoptRecordedSetup(**store, *args, &cfg); !st.ok()) return Fail("serve", st.message());
+  ao.served_model_name = args->Get("served-model-name", std::filesystem::path(cfg.model_dir).lexically_normal().filename().string());
+  if (ao.served_model_name.empty()) ao.served_model_name = "moeedb";
   cfg.threads = static_cast<int>(*threads);
   // A round (all waiting requests, up to --batch-tokens) runs as forward
   // passes of --forward-tokens padded tokens: large forwards are slower per
@@ -110,8 +153,6 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!setup.ok()) return Fail("serve", setup.status().message());
   auto stats = (*setup)->CalibrationStats();
   if (!stats.ok()) return Fail("serve", stats.status().message());
-  auto store = Store::Open(args->Get("db"));
-  if (!store.ok()) return Fail("serve", store.status().message());
 
   // Block the shutdown signals before any thread starts, then wait for one.
   sigset_t sigs;
