@@ -240,11 +240,7 @@ Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, cons
   m->checkpoint_ = std::move(ckpt);
   if (TrainedPooler::ExistsIn(dir)) {
     MOEEDB_ASSIGN_OR_RETURN(m->pooler_, TrainedPooler::LoadDir(dir));
-    const PoolerSpec& ps = m->pooler_->spec();
-    if (ps.hidden != c.hidden_size || ps.layer_rows != c.num_layers + 1 ||
-        (ps.router_rows != 0 && (ps.router_rows != static_cast<int64_t>(std::count(c.moe_layer.begin(), c.moe_layer.end(), true)) ||
-                                 ps.router_dim != c.num_experts)))
-      return Status::Corruption(dir + "/pooler.json does not fit the model (hidden size, layers or experts differ)");
+    MOEEDB_RETURN_IF_ERROR(m->pooler_->CheckFits(c, dir));
   }
   return m;
 }
@@ -288,8 +284,9 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   // The activations are packed: one row per real token, texts one after the
   // other ([N, H]), so projections, norms and MLPs never touch padding. Only
   // the attention scores need a [B, T] grid; `grid` gives each real token's
-  // place in it. `last` is each text's last token among the N.
-  std::vector<int64_t> flat_ids, grid, position, last, row_of, text_start, last_pos;
+  // place in it. `last` is each text's last token among the N; `key_last` per
+  // token, its text's last position (the keys a bidirectional query sees).
+  std::vector<int64_t> flat_ids, grid, position, last, row_of, text_start, last_pos, key_last;
   ForwardOutput out;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = static_cast<int64_t>(ids[b].size());
@@ -299,6 +296,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       flat_ids.push_back(ids[b][t]);
       grid.push_back(b * T + t);
       position.push_back(t);
+      key_last.push_back(len - 1);
     }
     row_of.insert(row_of.end(), len, b);
     last.push_back(static_cast<int64_t>(flat_ids.size()) - 1);
@@ -306,9 +304,6 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   }
   const int64_t N = static_cast<int64_t>(flat_ids.size());
   const bool padded = N != B * T;
-  std::vector<int64_t> key_last;  // bidirectional: per token, its text's last position
-  if (!c.causal)
-    for (int64_t b = 0; b < B; ++b) key_last.insert(key_last.end(), last_pos[b] + 1, last_pos[b]);
   at::Tensor grid_idx = at::tensor(grid, at::kLong).to(dev);
   at::Tensor last_idx = at::tensor(last, at::kLong).to(dev);
   at::Tensor row_of_token = at::tensor(row_of, at::kLong).to(dev);
@@ -322,10 +317,9 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     return at::zeros({B * T, v.size(1)}, v.options()).index_copy_(0, grid_idx, v).view({B, T, v.size(1)});
   };
   at::Tensor layers_sum;  // HsPooling::kLayersMean accumulator
-  // HsPooling::kTrained: each layer's final-normed states (the embedding
-  // output first) and router logits, pooled over tokens as the pooler says.
+  // kTrained: every layer's final-normed states and router logits, pooled as the pooler says.
   const bool trained = options.hs_pooling == HsPooling::kTrained;
-  std::vector<at::Tensor> pooler_rows, pooler_router;
+  std::vector<at::Tensor> rw, pooler_rows, pooler_router;  // rw: the router read-outs
   auto pool_for_pooler = [&](const at::Tensor& v) {
     return pooler_->spec().mean_tokens ? mean_over_tokens(v) : v.index_select(0, last_idx);
   };
@@ -356,7 +350,6 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
 
   at::Tensor x = embed_.index_select(0, at::tensor(flat_ids, at::kLong).to(dev));  // [N, H]
   if (trained) pooler_rows.push_back(pool_for_pooler(norm(x, final_norm_)));
-  std::vector<at::Tensor> rw;
   // The last layer feeds nothing but the read-outs: when they are read at
   // the last token only (and nobody watches the other tokens), only the last
   // tokens need its query, output projection and MLP; the keys and values

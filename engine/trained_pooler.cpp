@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -137,6 +138,14 @@ Result<std::unique_ptr<TrainedPooler>> TrainedPooler::LoadDir(const std::string&
     p->weights_[t.name] = x.clone();  // owned: the file is closed after loading
   }
   return p;
+}
+
+Status TrainedPooler::CheckFits(const ModelConfig& c, const std::string& dir) const {
+  const int64_t moe_layers = static_cast<int64_t>(std::count(c.moe_layer.begin(), c.moe_layer.end(), true));
+  if (spec_.hidden != c.hidden_size || spec_.layer_rows != c.num_layers + 1 ||
+      (spec_.router_rows != 0 && (spec_.router_rows != moe_layers || spec_.router_dim != c.num_experts)))
+    return Status::Corruption(dir + "/pooler.json does not fit the model (hidden size, layers or experts differ)");
+  return Status::OK();
 }
 
 at::Tensor TrainedPooler::Forward(const at::Tensor& layer_rows, const at::Tensor& router_rows) const {

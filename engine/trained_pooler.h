@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model_config.h"
 #include "engine/status.h"
 
 namespace moeedb {
@@ -67,6 +68,10 @@ class TrainedPooler {
   static bool ExistsIn(const std::string& dir);
 
   const PoolerSpec& spec() const { return spec_; }
+  // Corruption (naming `dir`) unless the spec fits the model: its hidden
+  // size, num_layers + 1 layer rows, and one row of num_experts logits per
+  // MoE layer when it reads RW.
+  Status CheckFits(const ModelConfig& config, const std::string& dir) const;
   // PoolerForward with the loaded weights, without autograd; float32 CPU in and out.
   at::Tensor Forward(const at::Tensor& layer_rows, const at::Tensor& router_rows) const;
   const std::map<std::string, at::Tensor>& weights() const { return weights_; }
