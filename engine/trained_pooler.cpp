@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/atomic_file.h"
 #include "engine/safetensors.h"
 #include "engine/tensor_util.h"
 
@@ -21,20 +22,6 @@ namespace {
 constexpr double kEps = 1e-6;
 
 at::Tensor Norm(const at::Tensor& x, const at::Tensor& w) { return RmsNorm(x, w, kEps); }
-
-Status WriteFileAtomic(const fs::path& path, const std::string& bytes) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << bytes;
-    f.flush();
-    if (!f) return Status::IOError("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::IOError("cannot rename " + tmp.string() + ": " + ec.message());
-  return Status::OK();
-}
 }  // namespace
 
 Status PoolerSpec::Validate() const {
@@ -164,12 +151,9 @@ Status SavePooler(const std::string& dir, const PoolerSpec& spec, const std::map
     const auto* p = static_cast<const uint8_t*>(x.data_ptr());
     out.push_back({t.name, DType::kF32, t.shape, std::vector<uint8_t>(p, p + x.numel() * 4)});
   }
-  const fs::path d(dir);
-  MOEEDB_RETURN_IF_ERROR(WriteSafetensors((d / "pooler.safetensors.tmp").string(), out, {{"format", "pt"}}));
-  std::error_code ec;
-  fs::rename(d / "pooler.safetensors.tmp", d / "pooler.safetensors", ec);
-  if (ec) return Status::IOError("cannot write " + (d / "pooler.safetensors").string() + ": " + ec.message());
-  return WriteFileAtomic(d / "pooler.json", spec.ToJson());
+  // Both writes are atomic (WriteSafetensors writes a .tmp and renames it too).
+  MOEEDB_RETURN_IF_ERROR(WriteSafetensors((fs::path(dir) / "pooler.safetensors").string(), out, {{"format", "pt"}}));
+  return WriteFileAtomic((fs::path(dir) / "pooler.json").string(), spec.ToJson());
 }
 
 }  // namespace moeedb

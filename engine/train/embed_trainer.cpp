@@ -19,6 +19,7 @@
 #include <random>
 
 #include "engine/alpha.h"
+#include "engine/atomic_file.h"
 #include "engine/model_config.h"
 #include "engine/train/train_net.h"
 #include "engine/train/train_state.h"
@@ -425,7 +426,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
       MOEEDB_RETURN_IF_ERROR(enc.net().Save((out / "model.safetensors").string(), DType::kF16));
       json cfg = json::parse(c.json_text);
       if (!o.causal) cfg["is_causal"] = false;
-      MOEEDB_RETURN_IF_ERROR(WriteTextAtomic((out / "config.json").string(), cfg.dump(2) + "\n"));
+      MOEEDB_RETURN_IF_ERROR(WriteFileAtomic((out / "config.json").string(), cfg.dump(2) + "\n"));
       std::error_code ec;
       if (fs::exists(fs::path(o.model_dir) / "tokenizer.json") &&
           fs::absolute(o.model_dir) != fs::absolute(o.out_dir))
@@ -433,7 +434,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
                       fs::copy_options::overwrite_existing, ec);
       if (ec) return Status::IOError("cannot copy tokenizer.json: " + ec.message());
       MOEEDB_RETURN_IF_ERROR(SavePooler(o.out_dir, o.pooler, enc.pooler()));
-      MOEEDB_RETURN_IF_ERROR(WriteTextAtomic((out / "embed_training_log.json").string(), state.dump(1)));
+      MOEEDB_RETURN_IF_ERROR(WriteFileAtomic((out / "embed_training_log.json").string(), state.dump(1)));
       result.finished = true;
     }
     return result;

@@ -17,6 +17,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "engine/atomic_file.h"
 #include "engine/checkpoint_spec.h"
 #include "engine/model.h"
 #include "engine/tensor_util.h"
@@ -228,7 +229,7 @@ Result<LmTrainResult> TrainLanguageModel(const std::string& config_path, const s
       if (fs::absolute(config_path) != fs::absolute(out / "config.json"))
         fs::copy_file(config_path, out / "config.json", fs::copy_options::overwrite_existing, ec);
       if (ec) return Status::IOError("cannot copy " + config_path + ": " + ec.message());
-      MOEEDB_RETURN_IF_ERROR(WriteTextAtomic((out / "training_log.json").string(), state.dump(1)));
+      MOEEDB_RETURN_IF_ERROR(WriteFileAtomic((out / "training_log.json").string(), state.dump(1)));
       result.finished = true;
     }
     return result;

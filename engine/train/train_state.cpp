@@ -4,23 +4,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/atomic_file.h"
+
 namespace moeedb {
 
 namespace fs = std::filesystem;
-
-Status WriteTextAtomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) return Status::IOError("cannot write " + tmp);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::IOError("cannot rename " + tmp + ": " + ec.message());
-  return Status::OK();
-}
 
 TrainStateDir::TrainStateDir(const std::string& out_dir)
     : out_(out_dir),
@@ -55,7 +43,7 @@ Status TrainStateDir::Commit(const nlohmann::json& state, const std::function<St
   fs::create_directories(tmp_, ec);
   if (ec) return Status::IOError("cannot create " + tmp_ + ": " + ec.message());
   MOEEDB_RETURN_IF_ERROR(write(tmp_));
-  MOEEDB_RETURN_IF_ERROR(WriteTextAtomic((fs::path(tmp_) / "state.json").string(), state.dump(1)));
+  MOEEDB_RETURN_IF_ERROR(WriteFileAtomic((fs::path(tmp_) / "state.json").string(), state.dump(1)));
   fs::remove_all(old_, ec);
   if (fs::exists(dir_)) fs::rename(dir_, old_, ec);
   if (ec) return Status::IOError("cannot rotate " + dir_ + ": " + ec.message());

@@ -1,6 +1,6 @@
 // What the trainers share: the checkpoint folder written as a whole (so a
-// kill at any moment leaves the last complete state), atomic text files and
-// the learning-rate schedule.
+// kill at any moment leaves the last complete state), the learning-rate
+// schedule and the exception guard.
 #pragma once
 
 #include <c10/util/Exception.h>
@@ -14,9 +14,6 @@
 #include "engine/status.h"
 
 namespace moeedb {
-
-// Writes `text` to path.tmp, then renames it over `path`.
-Status WriteTextAtomic(const std::string& path, const std::string& text);
 
 // OUT/train_state: a folder of state.json and the trainer's tensors. Commit
 // writes a new one beside it (train_state.tmp) and swaps it in with two

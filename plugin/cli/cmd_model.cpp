@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "engine/atomic_file.h"
 #include "engine/model.h"
 #include "engine/model_defaults.h"
 #include "engine/trained_pooler.h"
@@ -131,15 +132,7 @@ int RunCalibrate(const std::vector<std::string>& argv) {
   if (!text.ok()) return Fail("model calibrate", text.status().message());
   const std::string out =
       args->Get("out", (std::filesystem::path(cfg.model_dir) / EmbeddingSetup::kStandardizationFile).string());
-  {
-    std::ofstream f(out + ".tmp", std::ios::trunc);
-    f << *text << "\n";
-    f.flush();
-    if (!f) return Fail("model calibrate", "cannot write " + out);
-  }
-  std::error_code ec;
-  std::filesystem::rename(out + ".tmp", out, ec);
-  if (ec) return Fail("model calibrate", "cannot write " + out + ": " + ec.message());
+  if (Status s = WriteFileAtomic(out, *text + "\n"); !s.ok()) return Fail("model calibrate", s.message());
   std::cerr << "wrote " << out << std::endl;
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/atomic_file.h"
 #include "engine/model_config.h"
 #include "engine/tokenizer/bpe_trainer.h"
 #include "engine/train/lm_trainer.h"
@@ -135,15 +136,7 @@ int RunTrainTokenizer(const std::vector<std::string>& argv) {
   auto json = trainer.Train(&stats);
   if (!json.ok()) return Fail("train tokenizer", json.status().message());
   const std::string out = args->Get("out");
-  {
-    std::ofstream f(out + ".tmp", std::ios::binary | std::ios::trunc);
-    f << *json;
-    f.flush();
-    if (!f) return Fail("train tokenizer", "cannot write " + out);
-  }
-  std::error_code ec;
-  fs::rename(out + ".tmp", out, ec);
-  if (ec) return Fail("train tokenizer", "cannot write " + out + ": " + ec.message());
+  if (Status s = WriteFileAtomic(out, *json); !s.ok()) return Fail("train tokenizer", s.message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cerr << "train tokenizer: " << stats.words << " words (" << stats.unique_words << " distinct), "
             << stats.merges << " merges, vocabulary " << stats.vocab_size << ", " << secs << " s -> " << out
