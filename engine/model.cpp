@@ -248,8 +248,7 @@ Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, cons
 Result<ForwardOutput> MoeModel::Forward(const std::vector<std::vector<int32_t>>& ids,
                                         const ForwardOptions& options) const {
   if (ids.empty()) return Status::InvalidArgument("empty batch");
-  if (options.hs_pooling == HsPooling::kTrained && !pooler_)
-    return Status::InvalidArgument("HS pooling 'trained' needs a model folder with a trained pooler (pooler.json)");
+  MOEEDB_RETURN_IF_ERROR(CheckHsPooling(options.hs_pooling));
   for (size_t b = 0; b < ids.size(); ++b) {
     if (ids[b].empty()) return Status::InvalidArgument("sequence " + std::to_string(b) + " has no tokens");
     for (int32_t id : ids[b])
@@ -520,6 +519,12 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   out.hs = out.hs.cpu();
   out.router_logits = at::stack(rw, 1).cpu();
   return out;
+}
+
+Status MoeModel::CheckHsPooling(HsPooling p) const {
+  if (p == HsPooling::kTrained && !pooler_)
+    return Status::InvalidArgument("HS pooling 'trained' needs a model folder with a trained pooler (pooler.json)");
+  return Status::OK();
 }
 
 int64_t MoeModel::HsDim(HsPooling p) const {

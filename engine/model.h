@@ -67,6 +67,8 @@ class MoeModel {
   const TrainedPooler* pooler() const { return pooler_.get(); }
   // Size of out.hs for `p`: the pooler's out_dim for kTrained, else hidden_size.
   int64_t HsDim(HsPooling p) const;
+  // InvalidArgument for kTrained on a model without a pooler; OK otherwise.
+  Status CheckHsPooling(HsPooling p) const;
   void set_tap(ForwardTap tap) { tap_ = std::move(tap); }
 
   struct RoutingSetup {

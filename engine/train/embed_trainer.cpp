@@ -21,6 +21,7 @@
 #include "engine/alpha.h"
 #include "engine/atomic_file.h"
 #include "engine/model_config.h"
+#include "engine/tensor_util.h"
 #include "engine/train/train_net.h"
 #include "engine/train/train_state.h"
 
@@ -73,24 +74,23 @@ class Encoder {
       while (e < order.size() && static_cast<int64_t>(e - s + 1) * len(order[e]) <= o_.chunk_tokens) ++e;
       const int64_t B = static_cast<int64_t>(e - s), T = len(order[e - 1]);
       at::Tensor tok = at::full({B, T}, static_cast<int64_t>(c_.pad_token_id.value_or(0)), at::kLong);
-      at::Tensor lengths = at::empty({B}, at::kLong);
+      std::vector<int64_t> lengths(static_cast<size_t>(B));
       int64_t* tp = tok.data_ptr<int64_t>();
       for (int64_t b = 0; b < B; ++b) {
         const auto& sent = sentences[ids[order[s + b]]];
         const int64_t n = len(order[s + b]);
         for (int64_t t = 0; t < n; ++t) tp[b * T + t] = sent[t];
-        lengths[b] = n;
+        lengths[static_cast<size_t>(b)] = n;
         placed.push_back(static_cast<int64_t>(order[s + b]));
       }
-      parts.push_back(Pool(tok, lengths, grad, &aux_sum));
+      parts.push_back(Pool(tok, at::tensor(lengths, at::kLong), grad, &aux_sum));
       ++chunks;
       s = e;
     }
-    at::Tensor pooled = at::cat(parts, 0);
-    at::Tensor inverse = at::empty({static_cast<int64_t>(placed.size())}, at::kLong);
-    for (size_t i = 0; i < placed.size(); ++i) inverse[placed[i]] = static_cast<int64_t>(i);
+    std::vector<int64_t> row_of(placed.size());  // input i is row row_of[i] of the chunks' output
+    for (size_t i = 0; i < placed.size(); ++i) row_of[static_cast<size_t>(placed[i])] = static_cast<int64_t>(i);
     if (aux) *aux = aux_sum / static_cast<double>(std::max<int64_t>(chunks, 1));
-    return pooled.index_select(0, inverse);
+    return at::cat(parts, 0).index_select(0, at::tensor(row_of, at::kLong));
   }
 
  private:
@@ -112,8 +112,7 @@ class Encoder {
       at::AutoGradMode mode(grad && !o_.freeze_lm);
       TrainForwardOutput f = net_.Forward(tok, fo);
       const at::Tensor& w = net_.P("model.norm.weight");
-      const double eps = c_.rms_norm_eps;
-      for (const auto& x : f.layer_out) rows.push_back(pool_tokens(w * (x * at::rsqrt(x.pow(2).mean({-1}, true) + eps))));
+      for (const auto& x : f.layer_out) rows.push_back(pool_tokens(RmsNorm(x, w, c_.rms_norm_eps)));
       if (o_.pooler.router_rows > 0)
         for (const auto& z : f.router_logits) router.push_back(pool_tokens(z));
       if (grad && !o_.freeze_lm) *aux_sum = *aux_sum + f.aux;

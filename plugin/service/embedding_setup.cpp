@@ -113,8 +113,7 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
     return Status::InvalidArgument("unknown HS pooling '" + s->config_.hs_pooling + "' (last, mean, layers-mean, trained)");
   if (!ParseRwPooling(s->config_.rw_pooling, &eo.rw_pooling))
     return Status::InvalidArgument("unknown RW pooling '" + s->config_.rw_pooling + "' (last, mean)");
-  if (eo.hs_pooling == HsPooling::kTrained && s->model_->pooler() == nullptr)
-    return Status::InvalidArgument("HS pooling 'trained' needs a model folder with a trained pooler (pooler.json)");
+  MOEEDB_RETURN_IF_ERROR(s->model_->CheckHsPooling(eo.hs_pooling));  // at load, not at the first embed
   s->embedder_ = std::make_unique<Embedder>(s->model_.get(), s->tokenizer_.get(), eo);
   const WorkerShare share = ShareComputeThreads(config.workers, ComputeThreads());
   s->workers_ = std::make_unique<EmbedWorkers>(s->embedder_.get(), share.workers, share.threads_per_worker);
