@@ -17,6 +17,7 @@
 #include "plugin/server/embed_queue.h"
 #include "plugin/server/http_server.h"
 #include "plugin/service/embedding_setup.h"
+#include "plugin/service/vector_collection.h"
 #include "storage/store.h"
 
 namespace moeedb::cli {
@@ -55,9 +56,9 @@ Status AdoptRecordedSetup(const Store& store, const Args& args, EmbeddingConfig*
   nlohmann::json first;
   std::string first_name;
   for (const auto& r : records) {
-    const nlohmann::json spec = nlohmann::json::parse(r.spec_json, nullptr, false);
-    if (spec.is_discarded()) continue;
-    nlohmann::json info = spec.value("info", nlohmann::json::object()), setup = nlohmann::json::object();
+    MOEEDB_ASSIGN_OR_RETURN(std::string info_text, VectorCollection::RecordedInfo(r));
+    const nlohmann::json info = nlohmann::json::parse(info_text);
+    nlohmann::json setup = nlohmann::json::object();
     for (const auto& [flag, key] : fields)
       if (info.contains(key)) setup[key] = info[key];
     if (first_name.empty()) {

@@ -45,6 +45,12 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store,
   return Open(store, name);
 }
 
+Result<std::string> VectorCollection::RecordedInfo(const CollectionRecord& record) {
+  const json spec = json::parse(record.spec_json, nullptr, false);
+  if (spec.is_discarded() || !spec.is_object()) return Status::Corruption("collection '" + record.name + "' spec is damaged");
+  return spec.value("info", json::object()).dump();
+}
+
 Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, const std::string& name) {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(name));
   std::unique_ptr<VectorCollection> c(new VectorCollection());
@@ -59,7 +65,7 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
     c->dim_hs_ = spec.at("dim_hs").get<size_t>();
     c->dim_rw_ = spec.at("dim_rw").get<size_t>();
     c->default_alpha_ = spec.value("alpha", 1.0f);
-    c->info_json_ = spec.value("info", json::object()).dump();
+    c->info_json_ = spec.value("info", json::object()).dump();  // as RecordedInfo reads it
     MOEEDB_ASSIGN_OR_RETURN(ix, DualIndexSpec::FromJson(spec.at("index").dump()));
     MOEEDB_ASSIGN_OR_RETURN(sh, Standardizer::FromJson(spec.at("std_hs").dump()));
     MOEEDB_ASSIGN_OR_RETURN(sr, Standardizer::FromJson(spec.at("std_rw").dump()));

@@ -52,6 +52,9 @@ class VectorCollection {
                                                           const CollectionOptions& options);
   // Loads the index snapshot and replays, or rebuilds from the store.
   static Result<std::unique_ptr<VectorCollection>> Open(Store* store, const std::string& name);
+  // The info a collection recorded (CollectionOptions::info_json), read from
+  // its store record without opening its index; Corruption if the spec is damaged.
+  static Result<std::string> RecordedInfo(const CollectionRecord& record);
   ~VectorCollection();
 
   // All or nothing: every document is validated first (id, UTF-8 text,
