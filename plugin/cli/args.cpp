@@ -42,6 +42,17 @@ std::string Args::Get(const std::string& name, const std::string& def) const {
   return it == values_.end() ? def : it->second;
 }
 
+bool Args::ReadInt(const std::string& name, long long def, long long min, long long max, int64_t* out,
+                   Status* error) const {
+  auto v = GetInt(name, def, min, max);
+  if (!v.ok()) {
+    *error = v.status();
+    return false;
+  }
+  *out = *v;
+  return true;
+}
+
 Result<long long> Args::GetInt(const std::string& name, long long def, long long min, long long max) const {
   auto it = values_.find(name);
   if (it == values_.end()) return def;

@@ -28,6 +28,9 @@ class Args {
   // Integer flag; a non-integer or out-of-range value is an error naming the flag.
   Result<long long> GetInt(const std::string& name, long long def, long long min, long long max) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // GetInt into *out; false (and *error set, *out untouched) on a bad value.
+  // Chains with &&, stopping at the first bad flag.
+  bool ReadInt(const std::string& name, long long def, long long min, long long max, int64_t* out, Status* error) const;
 
  private:
   std::map<std::string, std::string> values_;

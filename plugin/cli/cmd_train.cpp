@@ -179,21 +179,17 @@ int RunTrainModel(const std::vector<std::string>& argv) {
   if (files.empty()) return UsageError("train model", "--corpus is required");
   LmTrainOptions o;
   o.out_dir = args->Get("out");
-  auto get_int = [&](const char* name, long long def, long long lo, long long hi, int64_t* out) -> bool {
-    auto v = args->GetInt(name, def, lo, hi);
-    if (!v.ok()) {
-      UsageError("train model", v.status().message());
-      return false;
-    }
-    *out = *v;
-    return true;
-  };
   int64_t seed = 0, threads = 0, val_every = 50;
-  if (!get_int("steps", 0, 0, 1LL << 40, &o.steps) || !get_int("seed", 0, 0, 1LL << 62, &seed) ||
-      !get_int("batch", 16, 1, 4096, &o.batch_size) || !get_int("seq", 128, 2, 1 << 16, &o.seq_len) ||
-      !get_int("warmup", 100, 1, 1 << 30, &o.warmup_steps) || !get_int("threads", 0, 0, 1024, &threads) ||
-      !get_int("val-every", 50, 2, 1 << 30, &val_every) || !get_int("eval-every", 500, 1, 1 << 30, &o.eval_every))
-    return 2;
+  Status bad;
+  if (!(args->ReadInt("steps", 0, 0, 1LL << 40, &o.steps, &bad) &&
+        args->ReadInt("seed", 0, 0, 1LL << 62, &seed, &bad) &&
+        args->ReadInt("batch", 16, 1, 4096, &o.batch_size, &bad) &&
+        args->ReadInt("seq", 128, 2, 1 << 16, &o.seq_len, &bad) &&
+        args->ReadInt("warmup", 100, 1, 1 << 30, &o.warmup_steps, &bad) &&
+        args->ReadInt("threads", 0, 0, 1024, &threads, &bad) &&
+        args->ReadInt("val-every", 50, 2, 1 << 30, &val_every, &bad) &&
+        args->ReadInt("eval-every", 500, 1, 1 << 30, &o.eval_every, &bad)))
+    return UsageError("train model", bad.message());
   o.seed = static_cast<uint64_t>(seed);
   o.threads = static_cast<int>(threads);
   try {

@@ -248,22 +248,17 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   o.model_dir = args->Get("model");
   o.out_dir = args->Get("out");
   int64_t seed = 0, threads = 0, tdim = 512, out_dim = 0;
-  auto get_int = [&](const char* name, long long def, long long lo, long long hi, int64_t* out) -> bool {
-    auto v = args->GetInt(name, def, lo, hi);
-    if (!v.ok()) {
-      UsageError(cmd, v.status().message());
-      return false;
-    }
-    *out = *v;
-    return true;
-  };
-  if (!get_int("steps", 1100, 1, 1LL << 40, &o.steps) || !get_int("seed", 0, 0, 1LL << 62, &seed) ||
-      !get_int("threads", 0, 0, 1024, &threads) || !get_int("teacher-dim", 512, 1, 1 << 16, &tdim) ||
-      !get_int("out-dim", 0, 0, 1 << 16, &out_dim) || !get_int("latents", 16, 1, 4096, &o.pooler.latents) ||
-      !get_int("pairs-per-step", 48, 0, 1 << 16, &o.pairs_per_step) ||
-      !get_int("scored-per-step", 32, 0, 1 << 16, &o.scored_per_step) ||
-      !get_int("max-tokens", 64, 1, 1 << 16, &o.max_tokens))
-    return 2;
+  Status bad;
+  if (!(args->ReadInt("steps", 1100, 1, 1LL << 40, &o.steps, &bad) &&
+        args->ReadInt("seed", 0, 0, 1LL << 62, &seed, &bad) &&
+        args->ReadInt("threads", 0, 0, 1024, &threads, &bad) &&
+        args->ReadInt("teacher-dim", 512, 1, 1 << 16, &tdim, &bad) &&
+        args->ReadInt("out-dim", 0, 0, 1 << 16, &out_dim, &bad) &&
+        args->ReadInt("latents", 16, 1, 4096, &o.pooler.latents, &bad) &&
+        args->ReadInt("pairs-per-step", 48, 0, 1 << 16, &o.pairs_per_step, &bad) &&
+        args->ReadInt("scored-per-step", 32, 0, 1 << 16, &o.scored_per_step, &bad) &&
+        args->ReadInt("max-tokens", 64, 1, 1 << 16, &o.max_tokens, &bad)))
+    return UsageError(cmd, bad.message());
   o.seed = static_cast<uint64_t>(seed);
   o.threads = static_cast<int>(threads);
   o.freeze_lm = args->Has("freeze-lm");
