@@ -295,7 +295,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       flat_ids.push_back(ids[b][t]);
       grid.push_back(b * T + t);
       position.push_back(t);
-      key_last.push_back(len - 1);
+      if (!c.causal) key_last.push_back(len - 1);
     }
     row_of.insert(row_of.end(), len, b);
     last.push_back(static_cast<int64_t>(flat_ids.size()) - 1);
@@ -519,12 +519,6 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   out.hs = out.hs.cpu();
   out.router_logits = at::stack(rw, 1).cpu();
   return out;
-}
-
-Status MoeModel::CheckHsPooling(HsPooling p) const {
-  if (p == HsPooling::kTrained && !pooler_)
-    return Status::InvalidArgument("HS pooling 'trained' needs a model folder with a trained pooler (pooler.json)");
-  return Status::OK();
 }
 
 int64_t MoeModel::HsDim(HsPooling p) const {

@@ -68,7 +68,11 @@ class MoeModel {
   // Size of out.hs for `p`: the pooler's out_dim for kTrained, else hidden_size.
   int64_t HsDim(HsPooling p) const;
   // InvalidArgument for kTrained on a model without a pooler; OK otherwise.
-  Status CheckHsPooling(HsPooling p) const;
+  Status CheckHsPooling(HsPooling p) const {
+    if (p == HsPooling::kTrained && !pooler_)
+      return Status::InvalidArgument("HS pooling 'trained' needs a model folder with a trained pooler (pooler.json)");
+    return Status::OK();
+  }
   void set_tap(ForwardTap tap) { tap_ = std::move(tap); }
 
   struct RoutingSetup {
