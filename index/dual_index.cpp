@@ -471,6 +471,30 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
   }
 }
 
+Result<std::vector<Hit>> DualIndex::Score(const float* hs, const float* rw, float alpha,
+                                          const std::vector<uint64_t>& ids) const {
+  if (hs == nullptr || rw == nullptr) return Status::InvalidArgument("scoring needs both query vectors");
+  std::vector<float> qh(spec_.dim_hs), qr(spec_.dim_rw);
+  for (size_t j = 0; j < spec_.dim_hs; ++j)
+    if (!std::isfinite(hs[j])) return Status::InvalidArgument("non-finite value in the HS query");
+  for (size_t j = 0; j < spec_.dim_rw; ++j)
+    if (!std::isfinite(rw[j])) return Status::InvalidArgument("non-finite value in the RW query");
+  std_hs_.Apply(hs, qh.data());
+  std_rw_.Apply(rw, qr.data());
+  std::vector<Hit> out;
+  for (uint64_t id : ids) {
+    auto it = id_to_pos_.find(id);
+    if (it == id_to_pos_.end()) continue;
+    Hit h;
+    h.id = id;
+    h.score_hs = hs_->Dot(qh.data(), it->second);
+    h.score_rw = rw_->Dot(qr.data(), it->second);
+    h.score = h.score_hs + alpha * h.score_rw;
+    out.push_back(h);
+  }
+  return out;
+}
+
 Status DualIndex::Save(const std::string& dir, uint64_t applied_seq) const {
   try {
     fs::create_directories(dir);

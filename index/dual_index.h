@@ -93,6 +93,10 @@ class DualIndex {
 
   // Hits by descending score, ties by ascending id; at most k.
   Result<std::vector<Hit>> Search(const SearchRequest& request) const;
+  // The exact cosines of the indexed ids among `ids` (in that order; absent
+  // ids are left out), score = score_hs + alpha * score_rw. Hybrid search
+  // re-scores the lexical index's candidates with this.
+  Result<std::vector<Hit>> Score(const float* hs, const float* rw, float alpha, const std::vector<uint64_t>& ids) const;
 
   size_t size() const { return id_to_pos_.size(); }
   bool Contains(uint64_t id) const { return id_to_pos_.count(id) > 0; }

@@ -112,14 +112,14 @@ TEST(Collection, ExactFusedSearchEqualsBruteForce) {
   for (size_t qi = 0; qi < 5; ++qi) {
     auto qh = ZNorm(q.hs[qi], sh), qr = ZNorm(q.rw[qi], sr);
     for (float alpha : {0.0f, 0.5f, 1.0f, 2.5f}) {
-      for (auto mode : {SearchMode::kFused, SearchMode::kHs, SearchMode::kRw}) {
+      for (auto mode : {QueryMode::kFused, QueryMode::kHs, QueryMode::kRw}) {
         for (size_t k : {1, 10, 500}) {
           std::vector<std::pair<double, size_t>> ref;
           for (size_t i = 0; i < 120; ++i) {
             double a = 0, b = 0;
             for (size_t j = 0; j < 12; ++j) a += qh[j] * zh[i][j];
             for (size_t j = 0; j < 6; ++j) b += qr[j] * zr[i][j];
-            ref.push_back({mode == SearchMode::kFused ? a + alpha * b : mode == SearchMode::kHs ? a : b, i});
+            ref.push_back({mode == QueryMode::kFused ? a + alpha * b : mode == QueryMode::kHs ? a : b, i});
           }
           std::stable_sort(ref.begin(), ref.end(), [](auto& x, auto& y) { return x.first > y.first; });
           SearchOptions so;
@@ -189,7 +189,7 @@ TEST(Collection, DeletedDocumentsAreNeverReturned) {
     EXPECT_EQ(del->removed.size(), 100u);
     EXPECT_EQ((*c)->size(), 300u);
     for (size_t i = 0; i < 400; i += 4) {  // the deleted document's own vectors as the query
-      for (auto mode : {SearchMode::kFused, SearchMode::kHs, SearchMode::kRw}) {
+      for (auto mode : {QueryMode::kFused, QueryMode::kHs, QueryMode::kRw}) {
         for (bool exact : {false, true}) {
           SearchOptions so;
           so.k = 20;
@@ -352,6 +352,7 @@ TEST(Collection, Fp16RowsScoreLikeF32AndSurviveASnapshot) {
   ASSERT_TRUE((*ca)->Upsert(Docs(d, 0, 300), false).ok());
   ASSERT_TRUE((*cb)->Upsert(Docs(d, 0, 300), false).ok());
   ASSERT_TRUE((*cb)->SaveIndex().ok());
+  cb->reset();  // one open handle per collection (the lexical index holds a write lock)
   auto reopened = VectorCollection::Open(env.store.get(), "b");
   ASSERT_TRUE(reopened.ok());
   EXPECT_TRUE((*reopened)->opened_from_snapshot());

@@ -4,7 +4,8 @@
 // with its exact vectors and is in both indexes (found first for its own
 // vectors); no batch is stored in part; no id outside what was written
 // exists; ids are unique; and the docs/hs/rw records and the index hold the
-// same id sets.
+// same id sets, and so does the lexical (BM25) index, which finds each
+// acknowledged document by its number.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -117,6 +118,8 @@ TEST(CrashSafety, AcknowledgedWritesSurviveSigkill) {
     std::vector<uint64_t> store_ids;
     for (auto& [internal, ext] : stored) store_ids.push_back(internal);
     EXPECT_EQ((*coll)->IndexedIds(), store_ids) << "index and store disagree after round " << round;
+    ASSERT_TRUE((*coll)->has_lexical());
+    EXPECT_EQ((*coll)->LexicalIds(), store_ids) << "lexical index and store disagree after round " << round;
     // Every acknowledged document: stored with its exact vectors, found by both halves.
     size_t checked = 0;
     for (uint64_t lo_id : acked) {
@@ -127,7 +130,15 @@ TEST(CrashSafety, AcknowledgedWritesSurviveSigkill) {
         EXPECT_EQ((*d)->hs, crash::VecOf(k, crash::kDimHs, 1));
         EXPECT_EQ((*d)->rw, crash::VecOf(k, crash::kDimRw, 2));
         if (++checked % 11 != 0) continue;
-        for (auto mode : {SearchMode::kHs, SearchMode::kRw}) {  // each index on its own (rw: HNSW)
+        SearchOptions lex;
+        lex.k = 1;
+        lex.mode = QueryMode::kLexical;
+        lex.text = std::to_string(k);  // every text is "doc <k>": the number is its one rare word
+        auto lhits = (*coll)->Search(nullptr, nullptr, lex);
+        ASSERT_TRUE(lhits.ok()) << lhits.status().ToString();
+        ASSERT_EQ(lhits->size(), 1u);
+        EXPECT_EQ((*lhits)[0].id, crash::IdOf(k));
+        for (auto mode : {QueryMode::kHs, QueryMode::kRw}) {  // each index on its own (rw: HNSW)
           SearchOptions so;
           so.k = 1;
           so.mode = mode;

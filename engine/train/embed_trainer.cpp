@@ -154,6 +154,9 @@ Status CheckData(const EmbedTrainData& d, const ModelConfig& c, const EmbedTrain
     const int64_t rows = static_cast<int64_t>(d.teacher.size()) / d.teacher_dim;
     for (int32_t r : d.teacher_row)
       if (r < -1 || r >= rows) return Status::InvalidArgument("a teacher row index is out of range");
+    for (int32_t s : d.teacher_only)
+      if (s < 0 || s >= static_cast<int32_t>(d.sentences.size()) || d.teacher_row[s] < 0)
+        return Status::InvalidArgument("a teacher-only sentence has no teacher vector");
   }
   return Status::OK();
 }
@@ -161,6 +164,7 @@ Status CheckData(const EmbedTrainData& d, const ModelConfig& c, const EmbedTrain
 struct StepBatch {
   std::vector<ContrastivePair> pairs;
   std::vector<ScoredPair> scored;
+  std::vector<int32_t> extra;  // teacher-only sentences
 };
 
 StepBatch DrawBatch(const EmbedTrainData& d, const std::vector<std::vector<int32_t>>& by_source,
@@ -177,6 +181,11 @@ StepBatch DrawBatch(const EmbedTrainData& d, const std::vector<std::vector<int32
   if (!d.scored.empty()) {
     std::uniform_int_distribution<size_t> pick(0, d.scored.size() - 1);
     for (int64_t i = 0; i < o.scored_per_step; ++i) b.scored.push_back(d.scored[pick(rng)]);
+  }
+  // Drawn last, so runs without them draw exactly what they drew before.
+  if (!d.teacher_only.empty() && o.teacher_per_step > 0) {
+    std::uniform_int_distribution<size_t> pick(0, d.teacher_only.size() - 1);
+    for (int64_t i = 0; i < o.teacher_per_step; ++i) b.extra.push_back(d.teacher_only[pick(rng)]);
   }
   return b;
 }
@@ -338,6 +347,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
         sa.push_back(slot(p.a));
         sb.push_back(slot(p.b));
       }
+      for (int32_t s : b.extra) slot(s);  // distillation only
       at::Tensor aux;
       at::Tensor e = L2Normalize(enc.Encode(data.sentences, ids, true, &aux));
       sentences_seen += static_cast<int64_t>(ids.size());

@@ -50,6 +50,7 @@ struct EmbedTrainData {
   int64_t teacher_dim = 0;
   std::vector<float> teacher;                   // [rows, teacher_dim], L2-normalised
   std::vector<int32_t> teacher_row;             // per sentence: row in `teacher`, or -1
+  std::vector<int32_t> teacher_only;            // sentences only the teacher's list holds (distillation only)
 };
 
 struct EmbedTrainOptions {
@@ -61,6 +62,7 @@ struct EmbedTrainOptions {
   int64_t stop_after = 0;       // stop this invocation after N steps (0: none)
   int64_t pairs_per_step = 48;  // contrastive pairs per step (split over the sources)
   int64_t scored_per_step = 32;
+  int64_t teacher_per_step = 0; // extra sentences from teacher_only per step, distilled only
   int64_t max_tokens = 64;      // longer sentences are cut
   int64_t chunk_tokens = 2048;  // padded tokens per forward chunk
   bool freeze_lm = false;       // train the pooler only

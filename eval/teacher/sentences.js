@@ -1,9 +1,12 @@
 // Writes the distinct training sentences the embedding trainer may distil
 // towards the teacher, one per line, most useful first: STS-B train,
 // Banking77 train, NLI triplets, then positive pairs (a seeded sample of each
-// source). Never a dev or test split.
+// source), then (with --openstax N) N passages of one to three sentences from
+// the OpenStax textbooks, so the student also sees expository, scientific
+// English. Never a dev or test split. Later options only append, so vectors
+// embedded for a shorter list stay valid for the longer one.
 //
-//   node eval/teacher/sentences.js DATA_DIR OUT.txt [--pairs-per-source N]
+//   node eval/teacher/sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N]
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -24,7 +27,7 @@ function rng(seed) {
 function main() {
   const args = process.argv.slice(2);
   if (args.length < 2) {
-    console.error("usage: node sentences.js DATA_DIR OUT.txt [--pairs-per-source N]");
+    console.error("usage: node sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N]");
     process.exit(2);
   }
   const [data, out] = args;
@@ -47,6 +50,26 @@ function main() {
   for (const [, rows] of [...bySource.entries()].sort()) {
     for (let i = rows.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [rows[i], rows[j]] = [rows[j], rows[i]]; }
     for (const r of rows.slice(0, perSource)) { add(r[0]); add(r[1]); }
+  }
+  const oi = args.indexOf("--openstax");
+  const openstax = oi >= 0 ? parseInt(args[oi + 1], 10) : 0;
+  if (openstax > 0) {
+    const dir = path.join(data, "corpus/openstax");
+    const passages = [];
+    for (const f of fs.readdirSync(dir).filter((f) => f.endsWith(".txt") && f !== "SOURCES.txt").sort()) {
+      for (const para of fs.readFileSync(path.join(dir, f), "utf8").split("\n")) {
+        // Sentence ends: a full stop, ? or ! followed by a space and a capital.
+        const sents = clean(para).split(/(?<=[.?!])\s+(?=[A-Z])/).filter((x) => x.length >= 30);
+        for (let i = 0; i < sents.length; ) {
+          const take = 1 + Math.floor(rand() * 3);
+          const p = sents.slice(i, i + take).join(" ");
+          if (p.length <= 400) passages.push(p);
+          i += take;
+        }
+      }
+    }
+    for (let i = passages.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [passages[i], passages[j]] = [passages[j], passages[i]]; }
+    for (const p of passages.slice(0, openstax)) add(p);
   }
   fs.writeFileSync(out, list.join("\n") + "\n");
   console.error(`${list.length} sentences`);

@@ -58,11 +58,20 @@ MOEEDB_API moeedb_status moeedb_upsert(moeedb_db* db, const char* collection, si
  * NULL) receives how many existed. */
 MOEEDB_API moeedb_status moeedb_delete(moeedb_db* db, const char* collection, size_t n, const char* const* ids, size_t* deleted);
 
-/* Fused search: score = cos_HS + alpha * cos_RW. mode: "fused", "hs" or "rw"
- * (NULL: fused); filter_json: a metadata filter object or NULL. On success
- * *out holds the hits, best first; free it with moeedb_hits_free. */
+/* Search. mode: "fused" (score = cos_HS + alpha * cos_RW; NULL means fused),
+ * "hs", "rw", "lexical" (BM25 over the texts; no embedding) or "hybrid" (the
+ * three signals fused with the default weighted fusion, lexical weight 1);
+ * filter_json: a metadata filter object or NULL. On success *out holds the
+ * hits, best first; free it with moeedb_hits_free. */
 MOEEDB_API moeedb_status moeedb_search(moeedb_db* db, const char* collection, const char* query, size_t k, float alpha,
                             const char* mode, const char* filter_json, moeedb_hits** out);
+
+/* Hybrid search with its weights: HS weight 1, RW weight alpha, lexical
+ * weight beta (both >= 0), fused by fusion: "weighted" (min-max normalised
+ * scores; NULL means weighted) or "rrf" (reciprocal ranks, k = 60). */
+MOEEDB_API moeedb_status moeedb_search_hybrid(moeedb_db* db, const char* collection, const char* query, size_t k,
+                                   float alpha, float beta, const char* fusion, const char* filter_json,
+                                   moeedb_hits** out);
 
 MOEEDB_API size_t moeedb_hits_count(const moeedb_hits* hits);
 /* Accessors for hit i < count; strings live as long as `hits`. */
@@ -72,6 +81,8 @@ MOEEDB_API const char* moeedb_hit_metadata(const moeedb_hits* hits, size_t i);
 MOEEDB_API float moeedb_hit_score(const moeedb_hits* hits, size_t i);
 MOEEDB_API float moeedb_hit_score_hs(const moeedb_hits* hits, size_t i);
 MOEEDB_API float moeedb_hit_score_rw(const moeedb_hits* hits, size_t i);
+/* The hit's BM25 score (0 when the collection has no lexical index). */
+MOEEDB_API float moeedb_hit_score_lex(const moeedb_hits* hits, size_t i);
 MOEEDB_API void moeedb_hits_free(moeedb_hits* hits);
 
 #ifdef __cplusplus

@@ -160,21 +160,47 @@ moeedb_status moeedb_delete(moeedb_db* db, const char* collection, size_t n, con
   });
 }
 
+namespace {
+
+Status SearchInto(moeedb_db* db, const char* collection, const char* query, const SearchOptions& so, moeedb_hits** out) {
+  if (db == nullptr || collection == nullptr || query == nullptr || out == nullptr) return Status::InvalidArgument("NULL argument");
+  *out = nullptr;
+  MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, GetCollection(db, collection, false));
+  std::vector<Embedding> e;
+  if (so.mode != QueryMode::kLexical) { MOEEDB_ASSIGN_OR_RETURN(e, db->setup->Embed({query})); }
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<SearchHit> hits,
+                          c->Search(e.empty() ? nullptr : e[0].hs.data(), e.empty() ? nullptr : e[0].rw.data(), so));
+  *out = new moeedb_hits{std::move(hits)};
+  return Status::OK();
+}
+
+}  // namespace
+
 moeedb_status moeedb_search(moeedb_db* db, const char* collection, const char* query, size_t k, float alpha,
                             const char* mode, const char* filter_json, moeedb_hits** out) {
   return Guard([&]() -> Status {
-    if (db == nullptr || collection == nullptr || query == nullptr || out == nullptr) return Status::InvalidArgument("NULL argument");
-    *out = nullptr;
     SearchOptions so;
     so.k = k;
     so.alpha = alpha;
-    MOEEDB_ASSIGN_OR_RETURN(so.mode, ParseSearchMode(mode ? mode : "fused"));
+    MOEEDB_ASSIGN_OR_RETURN(so.mode, ParseQueryMode(mode ? mode : "fused"));
+    if (query) so.text = query;
     if (filter_json) so.filter_json = filter_json;
-    MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, GetCollection(db, collection, false));
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, db->setup->Embed({query}));
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<SearchHit> hits, c->Search(e[0].hs.data(), e[0].rw.data(), so));
-    *out = new moeedb_hits{std::move(hits)};
-    return Status::OK();
+    return SearchInto(db, collection, query, so, out);
+  });
+}
+
+moeedb_status moeedb_search_hybrid(moeedb_db* db, const char* collection, const char* query, size_t k, float alpha,
+                                   float beta, const char* fusion, const char* filter_json, moeedb_hits** out) {
+  return Guard([&]() -> Status {
+    SearchOptions so;
+    so.k = k;
+    so.mode = QueryMode::kHybrid;
+    so.alpha = alpha;
+    so.beta = beta;
+    MOEEDB_ASSIGN_OR_RETURN(so.fusion, ParseFusionKind(fusion ? fusion : "weighted"));
+    if (query) so.text = query;
+    if (filter_json) so.filter_json = filter_json;
+    return SearchInto(db, collection, query, so, out);
   });
 }
 
@@ -187,6 +213,7 @@ const char* moeedb_hit_metadata(const moeedb_hits* h, size_t i) {
 float moeedb_hit_score(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].score : 0.0f; }
 float moeedb_hit_score_hs(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].score_hs : 0.0f; }
 float moeedb_hit_score_rw(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].score_rw : 0.0f; }
+float moeedb_hit_score_lex(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].score_lex : 0.0f; }
 void moeedb_hits_free(moeedb_hits* h) { delete h; }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 #include "plugin/cli/args.h"
 
 #include <charconv>
+#include <cmath>
 
 namespace moeedb::cli {
 
@@ -65,6 +66,17 @@ Result<long long> Args::GetInt(const std::string& name, long long def, long long
     return Status::InvalidArgument("option --" + name + " must be in [" + std::to_string(min) + ", " +
                                    std::to_string(max) + "], got " + s);
   return v;
+}
+
+Result<std::optional<double>> Args::GetDouble(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::optional<double>();
+  const std::string& s = it->second;
+  double v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v))
+    return Status::InvalidArgument("option --" + name + " needs a finite number, got '" + s + "'");
+  return std::optional<double>(v);
 }
 
 std::string HelpText(const std::string& usage, const std::string& summary, const std::vector<FlagSpec>& specs) {

@@ -27,6 +27,8 @@ class Args {
   std::string Get(const std::string& name, const std::string& def = "") const;
   // Integer flag; a non-integer or out-of-range value is an error naming the flag.
   Result<long long> GetInt(const std::string& name, long long def, long long min, long long max) const;
+  // Finite number flag; std::nullopt when absent, an error naming the flag on a bad value.
+  Result<std::optional<double>> GetDouble(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
   // GetInt into *out; false (and *error set, *out untouched) on a bad value.
   // Chains with &&, stopping at the first bad flag.

@@ -12,6 +12,7 @@
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
+#include "plugin/cli/search_flags.h"
 #include "plugin/service/embedding_setup.h"
 #include "plugin/service/vector_collection.h"
 
@@ -88,7 +89,7 @@ class Progress {
 }  // namespace
 
 int RunIngest(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = WithWeightFormatFlags({
+  std::vector<FlagSpec> specs = WithWeightFormatFlags({
       kDbFlag, kCollFlag,
       {"model", "DIR", "model folder of a new collection (default: the embedded default model; must match an existing one)"},
       {"routing", "SPEC", "routing policy for a new collection (default learned)"},
@@ -104,6 +105,7 @@ int RunIngest(const std::vector<std::string>& argv) {
       {"workers", "N", "model threads: each batch is split into N parts embedded at once, each with threads/N "
                        "compute threads (default 2 when there are 2 or more threads, else 1)"},
   });
+  for (auto& f : LexicalFlagSpecs()) specs.push_back(f);
   if (WantsHelp(argv)) {
     std::cout << HelpText("ingest --db DIR --collection NAME [--model DIR] [options] FILE.jsonl",
                           "Embeds and stores JSONL documents {\"id\": \"...\", \"text\": \"...\", \"metadata\": {...}}.\n"
@@ -193,6 +195,9 @@ int RunIngest(const std::vector<std::string>& argv) {
     if (args->Has("alpha")) {
       try { o.default_alpha = std::stof(args->Get("alpha")); } catch (...) { return UsageError("ingest", "--alpha needs a number"); }
     }
+    auto lexical = LexicalSpecFromFlags(*args);
+    if (!lexical.ok()) return UsageError("ingest", lexical.status().message());
+    o.lexical = *lexical;
     auto stats = setup->CalibrationStats();
     if (!stats.ok()) return Fail("ingest", stats.status().message());
     o.std_hs_json = stats->first;
@@ -236,21 +241,22 @@ int RunIngest(const std::vector<std::string>& argv) {
 }
 
 int RunSearch(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = WithWeightFormatFlags({
+  std::vector<FlagSpec> specs = WithWeightFormatFlags({
       kDbFlag, kCollFlag,
       {"k", "N", "number of hits (default 10)"},
-      {"alpha", "X", "weight of cos_RW (default: the collection's)"},
-      {"mode", "M", "fused | hs | rw (default fused)"},
       {"filter", "JSON", "metadata filter, e.g. '{\"lang\": \"en\", \"year\": {\"$gte\": 2000}}'"},
       {"exact", "", "exact search (no ANN)"},
       {"model", "DIR", "model folder (default: the collection's)"},
       {"format", "F", "json (default) | text (one readable line per hit)"},
       {"threads", "N", "compute threads"},
   });
+  for (auto& f : SearchModeFlagSpecs()) specs.push_back(f);
   if (WantsHelp(argv)) {
     std::cout << HelpText("search --db DIR --collection NAME [options] \"query text\"",
-                          "Embeds the query like the collection's documents and ranks by cos_HS + alpha * cos_RW.\n"
-                          "Prints {\"hits\": [{\"id\", \"score\", \"score_hs\", \"score_rw\", \"text\", \"metadata\"}]}.",
+                          "Embeds the query like the collection's documents and ranks by cos_HS + alpha * cos_RW\n"
+                          "(--mode fused), by BM25 over the texts (--mode lexical: no embedding), or by all three\n"
+                          "signals fused (--mode hybrid). Prints {\"hits\": [{\"id\", \"score\", \"score_hs\",\n"
+                          "\"score_rw\", \"score_lex\", \"text\", \"metadata\"}]}.",
                           specs);
     return 0;
   }
@@ -264,44 +270,56 @@ int RunSearch(const std::vector<std::string>& argv) {
   so.k = static_cast<size_t>(*k);
   so.exact = args->Has("exact");
   so.filter_json = args->Get("filter");
-  auto mode = ParseSearchMode(args->Get("mode", "fused"));
-  if (!mode.ok()) return UsageError("search", mode.status().message());
-  so.mode = *mode;
-  if (args->Has("alpha")) {
-    try {
-      size_t used = 0;
-      so.alpha = std::stof(args->Get("alpha"), &used);
-      if (used != args->Get("alpha").size() || !std::isfinite(*so.alpha)) throw std::invalid_argument("alpha");
-    } catch (...) {
-      return UsageError("search", "--alpha needs a finite number");
-    }
-  }
+  so.text = args->positional()[0];
+  if (Status s = ReadSearchModeFlags(*args, &so); !s.ok()) return UsageError("search", s.message());
   auto store = OpenDb(*args, true);
   if (!store.ok()) return Fail("search", store.status().message());
   auto coll = VectorCollection::Open(store->get(), args->Get("collection"));
   if (!coll.ok()) return Fail("search", coll.status().message());
-  auto setup = SetupFor(**coll, *args);
-  if (!setup.ok()) return Fail("search", setup.status().message());
   const auto t0 = std::chrono::steady_clock::now();
-  auto q = (*setup)->Embed({args->positional()[0]});
-  if (!q.ok()) return Fail("search", q.status().message());
-  auto hits = (*coll)->Search((*q)[0].hs.data(), (*q)[0].rw.data(), so);
+  std::vector<Embedding> q;
+  if (so.mode != QueryMode::kLexical) {  // lexical search needs no model
+    auto setup = SetupFor(**coll, *args);
+    if (!setup.ok()) return Fail("search", setup.status().message());
+    auto e = (*setup)->Embed({so.text});
+    if (!e.ok()) return Fail("search", e.status().message());
+    q = std::move(e).value();
+  }
+  auto hits = (*coll)->Search(q.empty() ? nullptr : q[0].hs.data(), q.empty() ? nullptr : q[0].rw.data(), so);
   if (!hits.ok()) return Fail("search", hits.status().message());
   json out = {{"hits", json::array()}};
-  for (const auto& h : *hits)
-    out["hits"].push_back({{"id", h.id}, {"score", h.score}, {"score_hs", h.score_hs}, {"score_rw", h.score_rw},
-                           {"text", h.text}, {"metadata", json::parse(h.metadata_json)}});
+  for (const auto& h : *hits) {
+    json hit = {{"id", h.id}, {"score", h.score}, {"score_hs", h.score_hs}, {"score_rw", h.score_rw}};
+    if ((*coll)->has_lexical()) hit["score_lex"] = h.score_lex;
+    hit["text"] = h.text;
+    hit["metadata"] = json::parse(h.metadata_json);
+    out["hits"].push_back(std::move(hit));
+  }
   out["took_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (args->Get("format", "json") == "text") {
     const float alpha = so.alpha.value_or((*coll)->default_alpha());
     int rank = 0;
     for (const auto& h : *hits) {
-      char buf[128];
-      if (so.mode == SearchMode::kFused)
-        std::snprintf(buf, sizeof(buf), "%2d. %.3f = hs %.3f + %.2f x rw %.3f  ", ++rank, h.score, h.score_hs, alpha, h.score_rw);
-      else
-        std::snprintf(buf, sizeof(buf), "%2d. %s %.3f (%s %.3f)  ", ++rank, so.mode == SearchMode::kHs ? "hs" : "rw", h.score,
-                      so.mode == SearchMode::kHs ? "rw" : "hs", so.mode == SearchMode::kHs ? h.score_rw : h.score_hs);
+      char buf[160];
+      switch (so.mode) {
+        case QueryMode::kFused:
+          std::snprintf(buf, sizeof(buf), "%2d. %.3f = hs %.3f + %.2f x rw %.3f  ", ++rank, h.score, h.score_hs, alpha, h.score_rw);
+          break;
+        case QueryMode::kHs:
+        case QueryMode::kRw: {
+          const bool hs = so.mode == QueryMode::kHs;
+          std::snprintf(buf, sizeof(buf), "%2d. %s %.3f (%s %.3f)  ", ++rank, hs ? "hs" : "rw", h.score, hs ? "rw" : "hs",
+                        hs ? h.score_rw : h.score_hs);
+          break;
+        }
+        case QueryMode::kLexical:
+          std::snprintf(buf, sizeof(buf), "%2d. bm25 %.3f  ", ++rank, h.score);
+          break;
+        case QueryMode::kHybrid:
+          std::snprintf(buf, sizeof(buf), "%2d. %.4f (hs %.3f rw %.3f bm25 %.3f)  ", ++rank, h.score, h.score_hs, h.score_rw,
+                        h.score_lex);
+          break;
+      }
       std::cout << buf << "[" << h.id << "] " << h.text << "\n";
     }
     std::cout << std::flush;
@@ -393,12 +411,8 @@ int RunCollections(const std::vector<std::string>& argv) {
     return 0;
   }
   if (sub == "drop") {
-    auto c = (*store)->GetCollection(name);
-    if (!c.ok()) return Fail("collections", c.status().message());
-    Status s = (*store)->DropCollection(name);
+    Status s = VectorCollection::Drop(store->get(), name);
     if (!s.ok()) return Fail("collections", s.message());
-    std::error_code ec;
-    fs::remove_all(fs::path(args->Get("db")) / "indexes" / (std::to_string(c->id) + "-" + name), ec);
     std::cout << json{{"dropped", name}}.dump() << std::endl;
     return 0;
   }

@@ -28,6 +28,7 @@
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
+#include "plugin/cli/search_flags.h"
 #include "plugin/service/embedding_setup.h"
 #include "plugin/service/vector_collection.h"
 #include "storage/store.h"
@@ -269,9 +270,53 @@ int RunEvalSts(const std::vector<std::string>& argv) {
 
 // ---- retrieval ------------------------------------------------------------
 
+// The search settings a retrieval evaluation compares: the dense modes,
+// BM25 alone, and for each fusion every pair of signals and all three; with
+// `tune`, also a grid of lexical weights and normalisations (choose on the
+// tuning half of the queries, report on the other).
+std::vector<std::pair<std::string, SearchOptions>> RetrievalMethods(const SearchOptions& base, bool tune) {
+  std::vector<std::pair<std::string, SearchOptions>> out;
+  auto with = [&](const std::string& name, QueryMode mode, double w_hs, std::optional<float> alpha, double beta,
+                  FusionKind f, ScoreNorm n) {
+    SearchOptions so = base;
+    so.mode = mode;
+    so.w_hs = w_hs;
+    if (alpha) so.alpha = alpha;
+    so.beta = beta;
+    so.fusion = f;
+    so.norm = n;
+    out.emplace_back(name, so);
+  };
+  const double beta = base.beta.value_or(kDefaultBeta);
+  for (auto [name, mode] : {std::pair{"hs", QueryMode::kHs}, std::pair{"rw", QueryMode::kRw},
+                            std::pair{"fused", QueryMode::kFused}, std::pair{"lexical", QueryMode::kLexical}})
+    with(name, mode, 1, base.alpha, beta, base.fusion, base.norm);
+  for (FusionKind f : {FusionKind::kWeighted, FusionKind::kRrf}) {
+    const std::string tag = std::string(FusionKindName(f)) + ":";
+    with(tag + "hs+rw", QueryMode::kHybrid, 1, base.alpha, 0, f, base.norm);
+    with(tag + "hs+lex", QueryMode::kHybrid, 1, 0.0f, beta, f, base.norm);
+    with(tag + "rw+lex", QueryMode::kHybrid, 0, base.alpha, beta, f, base.norm);
+    with(tag + "hs+rw+lex", QueryMode::kHybrid, 1, base.alpha, beta, f, base.norm);
+  }
+  if (tune) {
+    for (double b : {0.25, 0.5, 1.0, 2.0, 4.0, 8.0}) {
+      char bs[16];
+      std::snprintf(bs, sizeof(bs), "%g", b);
+      for (ScoreNorm n : {ScoreNorm::kMinMax, ScoreNorm::kZScore})
+        with(std::string("tune:") + ScoreNormName(n) + ":beta=" + bs, QueryMode::kHybrid, 1, base.alpha, b,
+             FusionKind::kWeighted, n);
+      with(std::string("tune:rrf:beta=") + bs, QueryMode::kHybrid, 1, base.alpha, b, FusionKind::kRrf, base.norm);
+    }
+  }
+  return out;
+}
+
 int RunEvalRetrieval(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> specs = CommonFlags();
-  specs.push_back({"alpha", "X", "alpha of the fused search (default: the model's, else 1)"});
+  for (auto& f : SearchModeFlagSpecs())
+    if (f.name != "mode") specs.push_back(f);
+  specs.push_back({"queries", "SET", "all (default) | tune (the even-numbered half) | test (the odd-numbered half)"});
+  specs.push_back({"tune", "", "also a grid of hybrid settings (lexical weight, normalisation, rrf)"});
   if (WantsHelp(argv)) {
     std::cout << HelpText("eval retrieval (--model DIR | --baseline tfidf) --data CRANFIELD_DIR",
                           "Cranfield: the documents go into a real collection (temporary database), each query is "
@@ -285,16 +330,22 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
   auto c = ParseCommon(*args, "retrieval");
   if (!c.ok()) return Fail("eval retrieval", c.status().message());
   float alpha = c->setup ? static_cast<float>(c->setup->default_alpha()) : 1.0f;
-  try {
-    if (args->Has("alpha")) alpha = std::stof(args->Get("alpha"));
-  } catch (...) {
-    return UsageError("eval retrieval", "--alpha needs a number");
-  }
+  SearchOptions hybrid_flags;
+  hybrid_flags.k = 100;
+  hybrid_flags.exact = true;
+  if (Status s = ReadFusionFlags(*args, &hybrid_flags); !s.ok()) return UsageError("eval retrieval", s.message());
+  if (hybrid_flags.alpha) alpha = *hybrid_flags.alpha;
+  hybrid_flags.alpha = alpha;
+  const SearchOptions* hybrid = &hybrid_flags;
+  const std::string which = args->Get("queries", "all");
+  if (which != "all" && which != "tune" && which != "test")
+    return UsageError("eval retrieval", "--queries must be all, tune or test");
   auto set = eval::LoadCranfield(c->data);
   if (!set.ok()) return Fail("eval retrieval", set.status().message());
   // The subset: the first `limit` queries over their judged docs + the first 200.
-  std::vector<size_t> queries(set->queries.size());
-  std::iota(queries.begin(), queries.end(), 0);
+  std::vector<size_t> queries;
+  for (size_t q = 0; q < set->queries.size(); ++q)
+    if (which == "all" || (q % 2 == 0) == (which == "tune")) queries.push_back(q);
   queries = Head(queries, c->limit);
   std::vector<size_t> docs;
   {
@@ -354,15 +405,12 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
     for (size_t q : queries) qtexts.push_back(set->queries[q]);
     auto qe = c->setup->Embed(qtexts);
     if (!qe.ok()) return Fail("eval retrieval", qe.status().message());
-    for (auto [name, mode] : {std::pair{"hs", SearchMode::kHs}, std::pair{"rw", SearchMode::kRw},
-                              std::pair{"fused", SearchMode::kFused}}) {
+    for (const auto& [name, so] : RetrievalMethods(*hybrid, args->Has("tune"))) {
       for (size_t i = 0; i < queries.size(); ++i) {
-        SearchOptions so;
-        so.k = 100;
-        so.mode = mode;
-        so.exact = true;
-        auto hits = (*coll)->Search((*qe)[i].hs.data(), (*qe)[i].rw.data(), so);
-        if (!hits.ok()) return Fail("eval retrieval", hits.status().message());
+        SearchOptions q = so;
+        q.text = set->queries[queries[i]];
+        auto hits = (*coll)->Search((*qe)[i].hs.data(), (*qe)[i].rw.data(), q);
+        if (!hits.ok()) return Fail("eval retrieval", name + ": " + hits.status().message());
         std::vector<std::string> r;
         for (const auto& h : *hits) r.push_back(h.id);
         rankings[name].push_back(std::move(r));
@@ -370,11 +418,12 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  json out = {{"task", "retrieval"}, {"setup", SetupJson(*c)}, {"queries", queries.size()}, {"documents", docs.size()},
-              {"alpha", alpha}, {"seconds", secs}};
+  json out = {{"task", "retrieval"}, {"setup", SetupJson(*c)}, {"queries", queries.size()}, {"query_set", which},
+              {"documents", docs.size()}, {"alpha", alpha}, {"beta", hybrid->beta.value_or(kDefaultBeta)},
+              {"norm", ScoreNormName(hybrid->norm)}, {"seconds", secs}};
   std::ostringstream table;
   table << "Cranfield (" << queries.size() << " queries, " << docs.size() << " documents) — " << c->method_label
-        << "\n  method   nDCG@10  MRR@10  Recall@100\n";
+        << "\n  method              nDCG@10  MRR@10  Recall@100\n";
   for (const auto& [name, per_query] : rankings) {
     double ndcg = 0, mrr = 0, recall = 0;
     for (size_t i = 0; i < queries.size(); ++i) {
@@ -384,7 +433,7 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
     }
     const double n = static_cast<double>(std::max<size_t>(1, queries.size()));
     out["metrics"][name] = {{"ndcg@10", 100 * ndcg / n}, {"mrr@10", 100 * mrr / n}, {"recall@100", 100 * recall / n}};
-    table << "  " << std::left << std::setw(8) << name << " " << F2(100 * ndcg / n) << "   " << F2(100 * mrr / n)
+    table << "  " << std::left << std::setw(19) << name << " " << F2(100 * ndcg / n) << "   " << F2(100 * mrr / n)
           << "   " << F2(100 * recall / n) << "\n";
   }
   std::cerr << table.str();

@@ -155,28 +155,41 @@ Status ReadLabeledFile(const std::string& path, int32_t source, uint64_t seed, S
 }
 
 // texts.txt (one per line) and vectors.f32 (rows of `dim` floats, possibly
-// fewer rows than texts while the teacher is still running).
-Status ReadTeacher(const std::string& texts_path, const std::string& vectors_path, int64_t dim,
-                   const SentenceTable& table, EmbedTrainData* d) {
+// fewer rows than texts while the teacher is still running). With
+// add_unknown, texts no training file holds join the table as teacher-only
+// sentences; else they are skipped. Fills d->teacher, teacher_row (call
+// after the table is complete but before moving its ids out) and teacher_only.
+Status ReadTeacher(const std::string& texts_path, const std::string& vectors_path, int64_t dim, bool add_unknown,
+                   SentenceTable* table, EmbedTrainData* d) {
   std::ifstream tin(texts_path, std::ios::binary);
   if (!tin) return Status::NotFound("cannot read " + texts_path);
   std::ifstream vin(vectors_path, std::ios::binary);
   if (!vin) return Status::NotFound("cannot read " + vectors_path);
   const int64_t rows = static_cast<int64_t>(fs::file_size(vectors_path)) / (dim * 4);
   d->teacher_dim = dim;
-  d->teacher_row.assign(d->sentences.size(), -1);
+  std::vector<int32_t> row(table->ids().size(), -1);
   std::string line;
   std::vector<float> v(static_cast<size_t>(dim));
   for (int64_t r = 0; r < rows && std::getline(tin, line); ++r) {
     vin.read(reinterpret_cast<char*>(v.data()), dim * 4);
-    const int32_t s = table.Find(line);
-    if (s < 0 || d->teacher_row[s] >= 0) continue;
+    int32_t s = table->Find(line);
+    if (s < 0 && add_unknown) {
+      MOEEDB_ASSIGN_OR_RETURN(s, table->Add(line));
+      if (s < 0) continue;
+      row.resize(table->ids().size(), -1);
+      d->teacher_only.push_back(s);
+    }
+    if (s < 0 || row[s] >= 0) continue;
     double n = 0;
     for (float x : v) n += static_cast<double>(x) * x;
-    if (!(n > 0)) continue;
-    d->teacher_row[s] = static_cast<int32_t>(d->teacher.size() / dim);
+    if (!(n > 0)) {
+      if (!d->teacher_only.empty() && d->teacher_only.back() == s) d->teacher_only.pop_back();
+      continue;
+    }
+    row[s] = static_cast<int32_t>(d->teacher.size() / dim);
     for (float x : v) d->teacher.push_back(static_cast<float>(x / std::sqrt(n)));
   }
+  d->teacher_row = std::move(row);
   return Status::OK();
 }
 
@@ -226,6 +239,8 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"latents", "N", "pooler latents (default 16)"},
       {"pairs-per-step", "N", "contrastive pairs per step (default 48)"},
       {"scored-per-step", "N", "scored pairs per step (default 32)"},
+      {"teacher-per-step", "N", "extra sentences per step from the teacher's list that no training file holds, "
+                                "distilled only (default 0: such texts are not used)"},
       {"lr-lm", "X", "peak learning rate of the model (default 2e-4)"},
       {"lr-pooler", "X", "peak learning rate of the pooler (default 3e-4)"},
       {"max-tokens", "N", "cut sentences to N tokens (default 64)"},
@@ -257,6 +272,7 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
         args->ReadInt("latents", 16, 1, 4096, &o.pooler.latents, &bad) &&
         args->ReadInt("pairs-per-step", 48, 0, 1 << 16, &o.pairs_per_step, &bad) &&
         args->ReadInt("scored-per-step", 32, 0, 1 << 16, &o.scored_per_step, &bad) &&
+        args->ReadInt("teacher-per-step", 0, 0, 1 << 16, &o.teacher_per_step, &bad) &&
         args->ReadInt("max-tokens", 64, 1, 1 << 16, &o.max_tokens, &bad)))
     return UsageError(cmd, bad.message());
   o.seed = static_cast<uint64_t>(seed);
@@ -305,15 +321,17 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
     if (Status s = ReadScoredFile(args->Get("scored"), &table, &d.scored); !s.ok()) return Fail(cmd, s.message());
   if (args->Has("validation"))
     if (Status s = ReadScoredFile(args->Get("validation"), &table, &d.validation); !s.ok()) return Fail(cmd, s.message());
-  d.sentences = std::move(table.ids());
   if (args->Has("teacher")) {
     const auto t = SplitList(args->Get("teacher"), ',');
     if (t.size() != 2) return UsageError(cmd, "--teacher takes TEXTS,VECTORS");
-    if (Status s = ReadTeacher(t[0], t[1], tdim, table, &d); !s.ok()) return Fail(cmd, s.message());
+    if (Status s = ReadTeacher(t[0], t[1], tdim, o.teacher_per_step > 0, &table, &d); !s.ok()) return Fail(cmd, s.message());
   }
+  d.sentences = std::move(table.ids());
+  d.teacher_row.resize(d.teacher.empty() ? 0 : d.sentences.size(), -1);
   int64_t with_teacher = 0;
   for (int32_t r : d.teacher_row) with_teacher += r >= 0;
-  std::cerr << "train embed: " << d.sentences.size() << " sentences (" << with_teacher << " with teacher vectors), "
+  std::cerr << "train embed: " << d.sentences.size() << " sentences (" << with_teacher << " with teacher vectors, "
+            << d.teacher_only.size() << " of them teacher-only), "
             << d.pairs.size() << " contrastive pairs from " << source << " sources, " << d.scored.size()
             << " scored pairs, " << d.validation.size() << " validation pairs" << std::endl;
   auto r = TrainEmbedding(d, o);

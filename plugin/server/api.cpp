@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/utf8.h"
+#include "plugin/server/collection_requests.h"
 
 namespace moeedb {
 
@@ -471,21 +472,7 @@ HttpResponse Api::Collections(const std::string& m, const std::vector<std::strin
       o.dim_hs = setup_->dim_hs();
       o.dim_rw = setup_->dim_rw();
       o.default_alpha = static_cast<float>(setup_->default_alpha());
-      if (j.contains("index")) {
-        if (!j["index"].is_object()) return BadRequest("'index' must be an object {\"hs\": kind, \"rw\": kind}");
-        for (auto [key, half] : {std::pair{"hs", &o.index.hs}, std::pair{"rw", &o.index.rw}}) {
-          if (!j["index"].contains(key)) continue;
-          if (!j["index"][key].is_string()) return BadRequest("index kinds are strings: flat, hnsw, ivf");
-          auto kind = ParseIndexKind(j["index"][key].get<std::string>());
-          if (!kind.ok()) return BadRequest(kind.status().message());
-          half->kind = *kind;
-        }
-        if (j["index"].contains("sq8")) o.index.hs.sq8 = o.index.rw.sq8 = j["index"]["sq8"].is_boolean() && j["index"]["sq8"].get<bool>();
-      }
-      if (j.contains("alpha")) {
-        if (!j["alpha"].is_number() || !std::isfinite(j["alpha"].get<double>())) return BadRequest("'alpha' must be a finite number");
-        o.default_alpha = j["alpha"].get<float>();
-      }
+      if (Status s = ParseCollectionRequest(j, &o); !s.ok()) return BadRequest(s.message());
       o.std_hs_json = std_hs_.ToJson();
       o.std_rw_json = std_rw_.ToJson();
       o.info_json = setup_->InfoJson();
@@ -509,7 +496,7 @@ HttpResponse Api::Collections(const std::string& m, const std::vector<std::strin
       auto c = store_->GetCollection(name);
       if (!c.ok()) return FromStatus(c.status());
       collections_.erase(name);
-      Status s = store_->DropCollection(name);
+      Status s = VectorCollection::Drop(store_, name);
       if (!s.ok()) return FromStatus(s);
       return Json({{"name", name}, {"dropped", true}});
     }
@@ -582,33 +569,26 @@ HttpResponse Api::Collections(const std::string& m, const std::vector<std::strin
     json j;
     if (!parse(&j)) return BadRequest("the body must be a JSON object");
     if (!j.contains("query") || !j["query"].is_string()) return BadRequest("'query' must be a string");
-    SearchOptions so;
-    if (j.contains("k")) {
-      if (!j["k"].is_number_integer() || j["k"].get<int64_t>() < 1 || j["k"].get<int64_t>() > 10000) return BadRequest("'k' must be an integer in [1, 10000]");
-      so.k = j["k"].get<size_t>();
-    }
-    if (j.contains("alpha")) {
-      if (!j["alpha"].is_number() || !std::isfinite(j["alpha"].get<double>())) return BadRequest("'alpha' must be a finite number");
-      so.alpha = j["alpha"].get<float>();
-    }
-    if (j.contains("mode")) {
-      if (!j["mode"].is_string()) return BadRequest("'mode' must be fused, hs or rw");
-      auto mode = ParseSearchMode(j["mode"].get<std::string>());
-      if (!mode.ok()) return BadRequest(mode.status().message());
-      so.mode = *mode;
-    }
-    if (j.contains("filter") && !j["filter"].is_null()) so.filter_json = j["filter"].dump();
-    if (j.contains("exact")) so.exact = j["exact"].is_boolean() && j["exact"].get<bool>();
+    auto so = ParseSearchRequest(j);
+    if (!so.ok()) return BadRequest(so.status().message());
     auto c = OpenCollection(name);
     if (!c.ok()) return FromStatus(c.status());
-    auto q = EmbedTexts({j["query"].get<std::string>()}, true);
-    if (!q.ok()) return FromStatus(q.status());
-    auto hits = (*c)->Search((*q)[0].hs.data(), (*q)[0].rw.data(), so);
+    std::vector<Embedding> q;
+    if (so->mode != QueryMode::kLexical) {  // lexical search needs no forward pass
+      auto e = EmbedTexts({so->text}, true);
+      if (!e.ok()) return FromStatus(e.status());
+      q = std::move(e).value();
+    }
+    auto hits = (*c)->Search(q.empty() ? nullptr : q[0].hs.data(), q.empty() ? nullptr : q[0].rw.data(), *so);
     if (!hits.ok()) return FromStatus(hits.status());
     json out = json::array();
-    for (const auto& h : *hits)
-      out.push_back({{"id", h.id}, {"score", h.score}, {"score_hs", h.score_hs}, {"score_rw", h.score_rw}, {"text", h.text},
-                     {"metadata", json::parse(h.metadata_json)}});
+    for (const auto& h : *hits) {
+      json hit = {{"id", h.id}, {"score", h.score}, {"score_hs", h.score_hs}, {"score_rw", h.score_rw}};
+      if ((*c)->has_lexical()) hit["score_lex"] = h.score_lex;
+      hit["text"] = h.text;
+      hit["metadata"] = json::parse(h.metadata_json);
+      out.push_back(std::move(hit));
+    }
     return Json({{"hits", out}, {"took_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}});
   }
   *route = "unknown";

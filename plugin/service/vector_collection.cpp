@@ -1,5 +1,6 @@
 #include "plugin/service/vector_collection.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <mutex>
@@ -23,6 +24,7 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store,
                                                                    const CollectionOptions& o) {
   if (o.dim_hs == 0 || o.dim_rw == 0) return Status::InvalidArgument("collection dims must be positive");
   if (!std::isfinite(o.default_alpha)) return Status::InvalidArgument("alpha must be finite");
+  MOEEDB_RETURN_IF_ERROR(o.lexical.Validate());
   DualIndexSpec ix = o.index;
   ix.dim_hs = o.dim_hs;
   ix.dim_rw = o.dim_rw;
@@ -39,7 +41,7 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store,
   }
   json spec = {{"dim_hs", o.dim_hs},   {"dim_rw", o.dim_rw},   {"index", json::parse(ix.ToJson())},
                {"std_hs", json::parse(sh.ToJson())}, {"std_rw", json::parse(sr.ToJson())},
-               {"alpha", o.default_alpha}, {"info", info}};
+               {"alpha", o.default_alpha}, {"info", info}, {"lexical", json::parse(o.lexical.ToJson())}};
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->CreateCollection(name, spec.dump()));
   (void)rec;
   return Open(store, name);
@@ -49,6 +51,17 @@ Result<std::string> VectorCollection::RecordedInfo(const CollectionRecord& recor
   const json spec = json::parse(record.spec_json, nullptr, false);
   if (spec.is_discarded() || !spec.is_object()) return Status::Corruption("collection '" + record.name + "' spec is damaged");
   return spec.value("info", json::object()).dump();
+}
+
+Status VectorCollection::Drop(Store* store, const std::string& name) {
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(name));
+  MOEEDB_RETURN_IF_ERROR(store->DropCollection(name));
+  // The derived indexes: leftovers would only waste disk (a new collection of
+  // the same name gets a new id, hence new folders), so errors are ignored.
+  std::error_code ec;
+  fs::remove_all(IndexDir(*store, rec), ec);
+  fs::remove_all(IndexDir(*store, rec) + ".lexical", ec);
+  return Status::OK();
 }
 
 Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, const std::string& name) {
@@ -69,6 +82,8 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
     MOEEDB_ASSIGN_OR_RETURN(ix, DualIndexSpec::FromJson(spec.at("index").dump()));
     MOEEDB_ASSIGN_OR_RETURN(sh, Standardizer::FromJson(spec.at("std_hs").dump()));
     MOEEDB_ASSIGN_OR_RETURN(sr, Standardizer::FromJson(spec.at("std_rw").dump()));
+    // Recorded before the lexical index existed: off.
+    if (spec.contains("lexical")) { MOEEDB_ASSIGN_OR_RETURN(c->lexical_spec_, LexicalSpec::FromJson(spec["lexical"].dump())); }
   } catch (const std::exception& e) {
     return Status::Corruption("collection '" + name + "' spec is damaged: " + e.what());
   }
@@ -118,7 +133,55 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
     c->applied_seq_ = rec.last_op;
     c->replayed_ops_ = 0;
   }
+  if (c->lexical_spec_.enabled) MOEEDB_RETURN_IF_ERROR(c->OpenLexical(rec));
   return c;
+}
+
+Status VectorCollection::OpenLexical(const CollectionRecord& rec) {
+  MOEEDB_ASSIGN_OR_RETURN(lexical_, LexicalIndex::Open(index_dir_ + ".lexical", lexical_spec_));
+  // Catch up from the op log when it holds every op since the last commit
+  // (consecutive sequence numbers from committed + 1); replaying is
+  // idempotent, so ops a Xapian auto-flush already wrote are harmless.
+  const uint64_t from = lexical_->committed_seq();
+  bool usable = from <= rec.last_op;
+  if (usable) {
+    uint64_t expect = from + 1;
+    Status inner;
+    Status read = store_->ReadOps(name_, from, [&](const OpRecord& op) {
+      if (!inner.ok()) return;
+      if (op.seq != expect) { inner = Status::NotFound("op log gap"); return; }
+      ++expect;
+      inner = lexical_->Remove(op.removed);
+      if (!inner.ok() || op.added.empty()) return;
+      auto docs = store_->GetManyByInternal(name_, op.added, false);
+      if (!docs.ok()) { inner = docs.status(); return; }
+      std::vector<uint64_t> ids;
+      std::vector<const std::string*> texts;
+      for (size_t i = 0; i < op.added.size(); ++i)
+        if ((*docs)[i]) ids.push_back(op.added[i]), texts.push_back(&(*docs)[i]->text);
+      inner = lexical_->Replace(ids, texts);
+    });
+    usable = read.ok() && inner.ok() && expect == rec.last_op + 1 && lexical_->size() == rec.count;
+  }
+  if (!usable) {
+    MOEEDB_RETURN_IF_ERROR(lexical_->Clear());
+    std::vector<uint64_t> all;
+    for (const auto& [id, m] : metadata_) all.push_back(id);
+    std::sort(all.begin(), all.end());
+    constexpr size_t kChunk = 512;
+    for (size_t at = 0; at < all.size(); at += kChunk) {
+      std::vector<uint64_t> ids(all.begin() + at, all.begin() + std::min(all.size(), at + kChunk));
+      MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name_, ids, false));
+      std::vector<const std::string*> texts;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (!docs[i]) return Status::Corruption("document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
+        texts.push_back(&docs[i]->text);
+      }
+      MOEEDB_RETURN_IF_ERROR(lexical_->Replace(ids, texts));
+    }
+    lexical_rebuilt_ = true;
+  }
+  return lexical_->Commit(rec.last_op);
 }
 
 size_t VectorCollection::size() const {
@@ -134,6 +197,13 @@ size_t VectorCollection::index_rebuilds() const {
 std::vector<uint64_t> VectorCollection::IndexedIds() const {
   std::shared_lock lock(mu_);
   return index_->Ids();
+}
+
+std::vector<uint64_t> VectorCollection::LexicalIds() const {
+  std::shared_lock lock(mu_);
+  if (!lexical_) return {};
+  std::lock_guard lex(lexical_mu_);
+  return lexical_->Ids();
 }
 
 Result<WriteResult> VectorCollection::Upsert(const std::vector<StoredDocument>& docs, bool sync) {
@@ -185,6 +255,14 @@ Status VectorCollection::ApplyToIndex(const WriteResult& res, const std::vector<
     for (size_t i = 0; i < docs->size(); ++i)
       metadata_[res.added[i]] = (*docs)[i].metadata_json.empty() ? "{}" : (*docs)[i].metadata_json;
   }
+  if (lexical_) {  // writers hold mu_ exclusively: no search is using it
+    MOEEDB_RETURN_IF_ERROR(lexical_->Remove(res.removed));
+    if (docs != nullptr && !res.added.empty()) {
+      std::vector<const std::string*> texts;
+      for (const auto& d : *docs) texts.push_back(&d.text);
+      MOEEDB_RETURN_IF_ERROR(lexical_->Replace(res.added, texts));
+    }
+  }
   applied_seq_ = res.seq;
   return Status::OK();
 }
@@ -193,43 +271,10 @@ Result<std::optional<StoredDocument>> VectorCollection::Get(const std::string& i
   return store_->Get(name_, id);
 }
 
-Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const float* rw, const SearchOptions& o) const {
-  SearchRequest req;
-  req.hs = hs;
-  req.rw = rw;
-  req.k = o.k;
-  req.alpha = o.alpha.value_or(default_alpha_);
-  req.mode = o.mode;
-  req.exact = o.exact;
-  if (o.k > 10000) return Status::InvalidArgument("k must be at most 10000");
-  std::shared_lock lock(mu_);
-  std::shared_ptr<const MetadataFilter> filter;
-  std::unordered_map<uint64_t, json> parsed;
-  if (!o.filter_json.empty()) {
-    MOEEDB_ASSIGN_OR_RETURN(filter, MetadataFilter::Parse(o.filter_json));
-    req.filter = [&](uint64_t id) {
-      auto it = metadata_.find(id);
-      if (it == metadata_.end()) return false;
-      auto p = parsed.find(id);
-      if (p == parsed.end()) p = parsed.emplace(id, json::parse(it->second)).first;
-      return filter->Matches(&p->second);
-    };
-  }
-  MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, index_->Search(req));
-  std::vector<uint64_t> ids;
-  for (const Hit& h : hits) ids.push_back(h.id);
-  MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name_, ids, false));
-  std::vector<SearchHit> out;
-  for (size_t i = 0; i < hits.size(); ++i) {
-    if (!docs[i]) return Status::Corruption("indexed document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
-    const Hit& h = hits[i];
-    out.push_back(SearchHit{docs[i]->id, h.score, h.score_hs, h.score_rw, docs[i]->text, docs[i]->metadata_json});
-  }
-  return out;
-}
-
 Status VectorCollection::SaveIndex() {
   std::unique_lock lock(mu_);
+  // Both indexes cover applied_seq_ before the op log is trimmed to it.
+  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Commit(applied_seq_));
   MOEEDB_RETURN_IF_ERROR(index_->Save(index_dir_, applied_seq_));
   return store_->TrimOps(name_, applied_seq_);
 }

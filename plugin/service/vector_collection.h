@@ -1,17 +1,24 @@
 // VectorCollection: one collection = the Store (source of truth) + its
-// DualIndex (derived). Vector-level and model-free: the embedding layer
-// (EmbeddingCollection, the CLI, the server) computes the vectors.
+// derived indexes: the DualIndex (HS and RW vectors) and, when enabled, the
+// LexicalIndex (BM25 over the texts). Vector-level and model-free: the
+// embedding layer (the CLI, the server, the C API) computes the vectors.
 //
 // Writes go to RocksDB first (one atomic WriteBatch, synced when asked: the
-// acknowledgement), then to the in-memory index. The index is snapshotted
-// with the op-log sequence number it reflects; Open() loads the snapshot and
-// replays newer ops, or rebuilds from the stored vectors, so after a kill -9
-// every acknowledged document is searchable and nothing else is.
-// Thread-safe: searches share a lock, writes take it exclusively.
+// acknowledgement), then to the indexes. Each index records the op-log
+// sequence number it reflects (the dense one in its snapshot, the lexical
+// one at its last commit); Open() catches each up from the op log, or
+// rebuilds it from the store, so after a kill -9 every acknowledged document
+// is searchable and nothing else is. Collections recorded before the
+// lexical index existed open with it off.
+// Thread-safe: searches share a lock, writes take it exclusively. One open
+// VectorCollection per collection at a time: the lexical index holds its
+// database's write lock until the object goes.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -20,6 +27,8 @@
 
 #include "engine/status.h"
 #include "index/dual_index.h"
+#include "index/fusion.h"
+#include "index/lexical_index.h"
 #include "storage/store.h"
 
 namespace moeedb {
@@ -30,18 +39,31 @@ struct CollectionOptions {
   std::string std_hs_json, std_rw_json;  // standardizer statistics; empty: identity (L2 only)
   std::string info_json = "{}";        // recorded as is: model fingerprint, routing, prompt, ...
   float default_alpha = 1.0f;
+  LexicalSpec lexical{true};           // BM25 over the texts (hybrid and lexical search)
 };
+
+// The lexical weight of hybrid search when a query names none (chosen on the
+// tuning half of Cranfield's queries: docs/eval.md).
+inline constexpr double kDefaultBeta = 1.0;
 
 struct SearchHit {
   std::string id;
-  float score = 0, score_hs = 0, score_rw = 0;
+  float score = 0;                          // what the ranking used
+  float score_hs = 0, score_rw = 0;         // exact cosines (0 in lexical mode without query vectors)
+  float score_lex = 0;                      // BM25 (lexical and hybrid modes)
   std::string text, metadata_json;
 };
 
 struct SearchOptions {
   size_t k = 10;
-  std::optional<float> alpha;  // default: the collection's
-  SearchMode mode = SearchMode::kFused;
+  QueryMode mode = QueryMode::kFused;
+  std::optional<float> alpha;  // RW weight; default: the collection's
+  std::string text;            // the query's text: lexical and hybrid modes
+  std::optional<double> beta;  // lexical weight in hybrid mode; default kDefaultBeta
+  double w_hs = 1.0;           // HS weight in hybrid mode
+  FusionKind fusion = FusionKind::kWeighted;
+  ScoreNorm norm = ScoreNorm::kMinMax;
+  int rrf_k = 60;
   std::string filter_json;     // empty: none
   bool exact = false;
 };
@@ -55,6 +77,9 @@ class VectorCollection {
   // The info a collection recorded (CollectionOptions::info_json), read from
   // its store record without opening its index; Corruption if the spec is damaged.
   static Result<std::string> RecordedInfo(const CollectionRecord& record);
+  // Removes the collection from the store and its derived indexes from disk.
+  // The caller must have closed every VectorCollection of it.
+  static Status Drop(Store* store, const std::string& name);
   ~VectorCollection();
 
   // All or nothing: every document is validated first (id, UTF-8 text,
@@ -62,9 +87,11 @@ class VectorCollection {
   Result<WriteResult> Upsert(const std::vector<StoredDocument>& docs, bool sync = true);
   Result<WriteResult> Delete(const std::vector<std::string>& ids, bool sync = true);
   Result<std::optional<StoredDocument>> Get(const std::string& id) const;
+  // Dense modes need hs and rw; lexical needs options.text (the vectors,
+  // when given, fill in score_hs/score_rw); hybrid needs all three.
   Result<std::vector<SearchHit>> Search(const float* hs, const float* rw, const SearchOptions& options) const;
 
-  // Snapshot the index and trim the op log it covers.
+  // Commit the lexical index, snapshot the dense one, trim the op log they cover.
   Status SaveIndex();
 
   const std::string& name() const { return name_; }
@@ -76,6 +103,11 @@ class VectorCollection {
   std::string spec_json() const { return spec_json_; }
   // Internal ids in the index (sorted): for consistency checks.
   std::vector<uint64_t> IndexedIds() const;
+  bool has_lexical() const { return lexical_ != nullptr; }
+  const LexicalSpec& lexical_spec() const { return lexical_spec_; }
+  // Internal ids in the lexical index (sorted; empty without one).
+  std::vector<uint64_t> LexicalIds() const;
+  bool lexical_rebuilt() const { return lexical_rebuilt_; }
   bool opened_from_snapshot() const { return from_snapshot_; }
   size_t replayed_ops() const { return replayed_ops_; }
   size_t index_rebuilds() const;
@@ -84,12 +116,21 @@ class VectorCollection {
   VectorCollection() = default;
   static std::string IndexDir(const Store& store, const CollectionRecord& rec);
   Status ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs);
+  // Catches the lexical index up from the op log, or rebuilds it.
+  Status OpenLexical(const CollectionRecord& rec);
+  Result<std::vector<SearchHit>> SearchLexicalOrHybrid(const float* hs, const float* rw, const SearchOptions& o,
+                                                       const std::function<bool(uint64_t)>& filter) const;
+  Result<std::vector<SearchHit>> ToSearchHits(const std::vector<FusedCandidate>& hits) const;
 
   Store* store_ = nullptr;
   std::string name_, index_dir_, spec_json_, info_json_;
   size_t dim_hs_ = 0, dim_rw_ = 0;
   float default_alpha_ = 1.0f;
   std::unique_ptr<DualIndex> index_;
+  LexicalSpec lexical_spec_;
+  std::unique_ptr<LexicalIndex> lexical_;
+  mutable std::mutex lexical_mu_;  // Xapian objects are single-threaded
+  bool lexical_rebuilt_ = false;
   std::unordered_map<uint64_t, std::string> metadata_;  // internal id -> metadata JSON text
   uint64_t applied_seq_ = 0;
   bool from_snapshot_ = false;

@@ -1,0 +1,109 @@
+#include "index/fusion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace moeedb {
+
+Result<QueryMode> ParseQueryMode(const std::string& n) {
+  if (n == "fused") return QueryMode::kFused;
+  if (n == "hs") return QueryMode::kHs;
+  if (n == "rw") return QueryMode::kRw;
+  if (n == "lexical") return QueryMode::kLexical;
+  if (n == "hybrid") return QueryMode::kHybrid;
+  return Status::InvalidArgument("unknown search mode '" + n + "' (fused, hs, rw, lexical or hybrid)");
+}
+
+const char* QueryModeName(QueryMode m) {
+  switch (m) {
+    case QueryMode::kFused: return "fused";
+    case QueryMode::kHs: return "hs";
+    case QueryMode::kRw: return "rw";
+    case QueryMode::kLexical: return "lexical";
+    case QueryMode::kHybrid: return "hybrid";
+  }
+  return "?";
+}
+
+Result<FusionKind> ParseFusionKind(const std::string& n) {
+  if (n == "weighted") return FusionKind::kWeighted;
+  if (n == "rrf") return FusionKind::kRrf;
+  return Status::InvalidArgument("unknown fusion '" + n + "' (weighted or rrf)");
+}
+
+const char* FusionKindName(FusionKind k) { return k == FusionKind::kRrf ? "rrf" : "weighted"; }
+
+Result<ScoreNorm> ParseScoreNorm(const std::string& n) {
+  if (n == "minmax") return ScoreNorm::kMinMax;
+  if (n == "zscore") return ScoreNorm::kZScore;
+  return Status::InvalidArgument("unknown score normalisation '" + n + "' (minmax or zscore)");
+}
+
+const char* ScoreNormName(ScoreNorm n) { return n == ScoreNorm::kZScore ? "zscore" : "minmax"; }
+
+Status FusionOptions::Validate() const {
+  for (double w : {w_hs, w_rw, w_lex})
+    if (!std::isfinite(w) || w < 0) return Status::InvalidArgument("fusion weights must be finite and >= 0");
+  if (w_hs == 0 && w_rw == 0 && w_lex == 0) return Status::InvalidArgument("at least one fusion weight must be positive");
+  if (rrf_k < 1 || rrf_k > 100000) return Status::InvalidArgument("rrf k must be in [1, 100000]");
+  return Status::OK();
+}
+
+namespace {
+
+double FusedCandidate::*const kSignals[3] = {&FusedCandidate::hs, &FusedCandidate::rw, &FusedCandidate::lex};
+
+// The signal normalised over the candidates, in candidate order.
+std::vector<double> Normalise(const std::vector<FusedCandidate>& c, double FusedCandidate::*s, ScoreNorm norm) {
+  std::vector<double> out(c.size(), 0.0);
+  if (c.empty()) return out;
+  if (norm == ScoreNorm::kMinMax) {
+    double lo = c[0].*s, hi = c[0].*s;
+    for (const auto& x : c) lo = std::min(lo, x.*s), hi = std::max(hi, x.*s);
+    if (hi > lo)
+      for (size_t i = 0; i < c.size(); ++i) out[i] = (c[i].*s - lo) / (hi - lo);
+    return out;
+  }
+  double mean = 0;
+  for (const auto& x : c) mean += x.*s;
+  mean /= c.size();
+  double var = 0;
+  for (const auto& x : c) var += (x.*s - mean) * (x.*s - mean);
+  const double sd = std::sqrt(var / c.size());
+  if (sd > 0)
+    for (size_t i = 0; i < c.size(); ++i) out[i] = (c[i].*s - mean) / sd;
+  return out;
+}
+
+}  // namespace
+
+void Fuse(const FusionOptions& o, std::vector<FusedCandidate>* cands) {
+  auto& c = *cands;
+  const double w[3] = {o.w_hs, o.w_rw, o.w_lex};
+  for (auto& x : c) x.fused = 0;
+  for (int s = 0; s < 3; ++s) {
+    if (w[s] == 0) continue;
+    if (o.kind == FusionKind::kWeighted) {
+      const std::vector<double> n = Normalise(c, kSignals[s], o.norm);
+      for (size_t i = 0; i < c.size(); ++i) c[i].fused += w[s] * n[i];
+      continue;
+    }
+    std::vector<size_t> order(c.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    auto sig = kSignals[s];
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return c[a].*sig != c[b].*sig ? c[a].*sig > c[b].*sig : c[a].id < c[b].id;
+    });
+    for (size_t r = 0; r < order.size(); ++r) {
+      FusedCandidate& x = c[order[r]];
+      if (s == 2 && x.lex <= 0) continue;  // no query word: not retrieved lexically
+      x.fused += w[s] / (o.rrf_k + static_cast<double>(r + 1));
+    }
+  }
+  std::sort(c.begin(), c.end(), [](const FusedCandidate& a, const FusedCandidate& b) {
+    return a.fused != b.fused ? a.fused > b.fused : a.id < b.id;
+  });
+}
+
+}  // namespace moeedb

@@ -1,0 +1,61 @@
+// Fusion of a collection's three signals into one ranking: HS cosine, RW
+// cosine (the dense MoEE pair) and the lexical BM25 score.
+//
+//   weighted: each signal is normalised over the query's candidates, then
+//             fused = w_hs * n_hs + w_rw * n_rw + w_lex * n_lex.
+//             min-max (the default) maps each signal onto [0, 1] by the
+//             candidates' lowest and highest score; z-score subtracts their
+//             mean and divides by their standard deviation. Min-max keeps
+//             the weights' meaning ("how much of the range") whatever the
+//             signal's scale, and won the tuning half of Cranfield.
+//   rrf:      reciprocal rank fusion, fused = sum of w / (k + rank), with a
+//             signal's rank among the candidates (1 = best); a candidate
+//             without any query word gets no lexical term.
+// A signal with weight 0 plays no part. Candidates are re-scored exactly on
+// every signal before fusion, so the ranking never depends on which index
+// proposed a document.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/status.h"
+
+namespace moeedb {
+
+// What a collection search ranks by: the dense MoEE sum (fused), one dense
+// signal alone, BM25 alone, or all three fused (hybrid).
+enum class QueryMode { kFused, kHs, kRw, kLexical, kHybrid };
+Result<QueryMode> ParseQueryMode(const std::string& name);  // fused | hs | rw | lexical | hybrid
+const char* QueryModeName(QueryMode mode);
+
+enum class FusionKind { kWeighted, kRrf };
+Result<FusionKind> ParseFusionKind(const std::string& name);  // weighted | rrf
+const char* FusionKindName(FusionKind kind);
+
+enum class ScoreNorm { kMinMax, kZScore };
+Result<ScoreNorm> ParseScoreNorm(const std::string& name);  // minmax | zscore
+const char* ScoreNormName(ScoreNorm norm);
+
+struct FusionOptions {
+  FusionKind kind = FusionKind::kWeighted;
+  ScoreNorm norm = ScoreNorm::kMinMax;
+  double w_hs = 1.0, w_rw = 1.0, w_lex = 1.0;  // w_rw is the query's alpha, w_lex its beta
+  int rrf_k = 60;
+  // InvalidArgument for a negative or non-finite weight, every weight 0, or
+  // rrf_k outside [1, 100000].
+  Status Validate() const;
+};
+
+struct FusedCandidate {
+  uint64_t id = 0;
+  double hs = 0, rw = 0, lex = 0;  // exact scores of each signal
+  double fused = 0;                // filled in by Fuse
+};
+
+// Fills in `fused` for every candidate and sorts them by it, descending
+// (ties by ascending id).
+void Fuse(const FusionOptions& options, std::vector<FusedCandidate>* candidates);
+
+}  // namespace moeedb

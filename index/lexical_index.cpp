@@ -1,0 +1,295 @@
+#include "index/lexical_index.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <xapian.h>
+
+namespace moeedb {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kSeqKey = "moeedb_applied_seq";
+constexpr const char* kLanguageKey = "moeedb_language";
+constexpr uint64_t kMaxDocId = 0xffffffffull;
+
+// Okapi BM25 with Lucene's idf (never negative, unlike Robertson's), the
+// formula the header states. Xapian's own BM25Weight clamps small idfs and
+// floors document lengths, which no other engine does.
+class LuceneBm25 : public Xapian::Weight {
+ public:
+  LuceneBm25(double k1, double b) : k1_(k1), b_(b) {
+    need_stat(COLLECTION_SIZE);
+    need_stat(TERMFREQ);
+    need_stat(AVERAGE_LENGTH);
+    need_stat(DOC_LENGTH);
+    need_stat(WDF);
+    need_stat(WQF);
+  }
+  Xapian::Weight* clone() const override { return new LuceneBm25(k1_, b_); }
+  void init(double factor) override {
+    const double n = static_cast<double>(get_termfreq());
+    const double N = static_cast<double>(get_collection_size());
+    idf_ = std::log(1.0 + (N - n + 0.5) / (n + 0.5)) * factor * static_cast<double>(get_wqf());
+    avgdl_ = get_average_length();
+  }
+  double get_sumpart(Xapian::termcount wdf, Xapian::termcount doclen, Xapian::termcount) const override {
+    if (wdf == 0) return 0.0;
+    const double f = wdf;
+    const double norm = avgdl_ > 0 ? doclen / avgdl_ : 0.0;
+    return idf_ * f * (k1_ + 1.0) / (f + k1_ * (1.0 - b_ + b_ * norm));
+  }
+  // f / (f + K) < 1 for every f, so idf * (k1 + 1) bounds every part.
+  double get_maxpart() const override { return idf_ * (k1_ + 1.0); }
+  double get_sumextra(Xapian::termcount, Xapian::termcount) const override { return 0.0; }
+  double get_maxextra() const override { return 0.0; }
+
+ private:
+  double k1_, b_, idf_ = 0, avgdl_ = 0;
+};
+
+// Every word stemmed (STEM_ALL), or kept as written for "none" (STEM_ALL
+// without a stemmer would index nothing).
+void ConfigureGenerator(Xapian::TermGenerator* g, const std::string& language) {
+  if (language == "none") {
+    g->set_stemming_strategy(Xapian::TermGenerator::STEM_NONE);
+    return;
+  }
+  g->set_stemmer(Xapian::Stem(language));
+  g->set_stemming_strategy(Xapian::TermGenerator::STEM_ALL);
+}
+
+}  // namespace
+
+std::string LexicalSpec::ToJson() const {
+  return json{{"enabled", enabled}, {"language", language}, {"k1", k1}, {"b", b}}.dump();
+}
+
+Status LexicalSpec::Validate() const {
+  if (!std::isfinite(k1) || k1 < 0) return Status::InvalidArgument("BM25 k1 must be a finite number >= 0");
+  if (!std::isfinite(b) || b < 0 || b > 1) return Status::InvalidArgument("BM25 b must be in [0, 1]");
+  if (language != "none") {
+    try {
+      Xapian::Stem s(language);
+    } catch (const Xapian::Error&) {
+      return Status::InvalidArgument("unknown stemmer language '" + language + "' (one of: none " +
+                                     Xapian::Stem::get_available_languages() + ")");
+    }
+  }
+  return Status::OK();
+}
+
+Result<LexicalSpec> LexicalSpec::FromJson(const std::string& text) {
+  LexicalSpec s;
+  try {
+    const json j = json::parse(text);
+    if (!j.is_object()) return Status::InvalidArgument("lexical settings must be a JSON object");
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "enabled" && it.key() != "language" && it.key() != "k1" && it.key() != "b")
+        return Status::InvalidArgument("unknown lexical setting '" + it.key() + "'");
+    s.enabled = j.value("enabled", s.enabled);
+    s.language = j.value("language", s.language);
+    s.k1 = j.value("k1", s.k1);
+    s.b = j.value("b", s.b);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("lexical settings: ") + e.what());
+  }
+  MOEEDB_RETURN_IF_ERROR(s.Validate());
+  return s;
+}
+
+struct LexicalIndex::Db {
+  std::string dir;
+  Xapian::WritableDatabase db;
+  Xapian::TermGenerator generator;
+};
+
+LexicalIndex::LexicalIndex() = default;
+LexicalIndex::~LexicalIndex() = default;
+
+Result<std::unique_ptr<LexicalIndex>> LexicalIndex::Open(const std::string& dir, const LexicalSpec& spec) {
+  MOEEDB_RETURN_IF_ERROR(spec.Validate());
+  std::unique_ptr<LexicalIndex> ix(new LexicalIndex());
+  ix->spec_ = spec;
+  std::error_code ec;
+  fs::create_directories(fs::path(dir).parent_path(), ec);
+  if (ec) return Status::IOError("cannot create the folder of " + dir + ": " + ec.message());
+  try {
+    ix->db_ = std::make_unique<Db>();
+    ix->db_->dir = dir;
+    ix->db_->db = Xapian::WritableDatabase(dir, Xapian::DB_CREATE_OR_OPEN);
+    ConfigureGenerator(&ix->db_->generator, spec.language);
+    const std::string lang = ix->db_->db.get_metadata(kLanguageKey);
+    if (!lang.empty() && lang != spec.language) MOEEDB_RETURN_IF_ERROR(ix->Clear());
+    const std::string seq = ix->db_->db.get_metadata(kSeqKey);
+    ix->committed_seq_ = seq.empty() ? 0 : std::stoull(seq);
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index " + dir + ": " + e.get_description());
+  } catch (const std::exception& e) {
+    return Status::Corruption("lexical index " + dir + ": " + e.what());
+  }
+  return ix;
+}
+
+Status LexicalIndex::Clear() {
+  try {
+    db_->db.close();
+    std::error_code ec;
+    fs::remove_all(db_->dir, ec);
+    if (ec) return Status::IOError("cannot clear " + db_->dir + ": " + ec.message());
+    db_->db = Xapian::WritableDatabase(db_->dir, Xapian::DB_CREATE_OR_OPEN);
+    committed_seq_ = 0;
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index " + db_->dir + ": " + e.get_description());
+  }
+  return Status::OK();
+}
+
+Status LexicalIndex::Replace(const std::vector<uint64_t>& ids, const std::vector<const std::string*>& texts) {
+  if (ids.size() != texts.size()) return Status::InvalidArgument("lexical index: ids and texts differ in number");
+  for (uint64_t id : ids)
+    if (id == 0 || id > kMaxDocId)
+      return Status::ResourceExhausted("lexical index: internal id " + std::to_string(id) +
+                                       " is beyond the 32-bit document numbers Xapian supports");
+  try {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      Xapian::Document doc;
+      db_->generator.set_document(doc);
+      db_->generator.index_text_without_positions(*texts[i]);
+      db_->db.replace_document(static_cast<Xapian::docid>(ids[i]), doc);
+    }
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index: " + e.get_description());
+  }
+  return Status::OK();
+}
+
+Status LexicalIndex::Remove(const std::vector<uint64_t>& ids) {
+  try {
+    for (uint64_t id : ids) {
+      if (id == 0 || id > kMaxDocId) continue;
+      try {
+        db_->db.delete_document(static_cast<Xapian::docid>(id));
+      } catch (const Xapian::DocNotFoundError&) {
+      }
+    }
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index: " + e.get_description());
+  }
+  return Status::OK();
+}
+
+std::vector<std::string> LexicalIndex::Terms(const std::string& text) const {
+  Xapian::Document doc;
+  Xapian::TermGenerator g;
+  ConfigureGenerator(&g, spec_.language);
+  g.set_document(doc);
+  g.index_text_without_positions(text);
+  std::vector<std::string> out;
+  for (auto t = doc.termlist_begin(); t != doc.termlist_end(); ++t)
+    for (Xapian::termcount i = 0; i < t.get_wdf(); ++i) out.push_back(*t);
+  return out;
+}
+
+namespace {
+
+// The query's distinct terms with their counts.
+std::map<std::string, Xapian::termcount> QueryTerms(const std::vector<std::string>& terms) {
+  std::map<std::string, Xapian::termcount> out;
+  for (const auto& t : terms) ++out[t];
+  return out;
+}
+
+class FilterDecider : public Xapian::MatchDecider {
+ public:
+  explicit FilterDecider(const std::function<bool(uint64_t)>& f) : f_(f) {}
+  bool operator()(const Xapian::Document& doc) const override { return f_(doc.get_docid()); }
+
+ private:
+  const std::function<bool(uint64_t)>& f_;
+};
+
+}  // namespace
+
+Result<std::vector<LexicalHit>> LexicalIndex::Search(const std::string& query, size_t k,
+                                                     const std::function<bool(uint64_t)>& filter) const {
+  std::vector<LexicalHit> hits;
+  const auto terms = QueryTerms(Terms(query));
+  if (terms.empty() || k == 0) return hits;
+  try {
+    std::vector<Xapian::Query> leaves;
+    for (const auto& [t, wqf] : terms) leaves.emplace_back(t, wqf);
+    Xapian::Enquire enquire(db_->db);
+    enquire.set_query(Xapian::Query(Xapian::Query::OP_OR, leaves.begin(), leaves.end()));
+    enquire.set_weighting_scheme(LuceneBm25(spec_.k1, spec_.b));
+    enquire.set_docid_order(Xapian::Enquire::ASCENDING);
+    FilterDecider decider(filter);
+    const Xapian::MSet mset = enquire.get_mset(0, static_cast<Xapian::doccount>(k), nullptr,
+                                               filter ? &decider : nullptr);
+    for (auto m = mset.begin(); m != mset.end(); ++m) hits.push_back(LexicalHit{*m, m.get_weight()});
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical search: " + e.get_description());
+  }
+  return hits;
+}
+
+Result<std::vector<double>> LexicalIndex::Score(const std::string& query, const std::vector<uint64_t>& ids) const {
+  std::vector<double> scores(ids.size(), 0.0);
+  const auto terms = QueryTerms(Terms(query));
+  if (terms.empty() || ids.empty()) return scores;
+  try {
+    const Xapian::Database& db = db_->db;
+    const double N = db.get_doccount(), avgdl = db.get_avlength();
+    // Walk each term's posting list once, over the ids in ascending order.
+    std::vector<size_t> order(ids.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+    std::vector<double> doclen(ids.size(), -1.0);
+    for (const auto& [t, wqf] : terms) {
+      const double n = db.get_termfreq(t);
+      if (n == 0) continue;
+      const double idf = std::log(1.0 + (N - n + 0.5) / (n + 0.5)) * wqf;
+      auto p = db.postlist_begin(t);
+      for (size_t i : order) {
+        if (ids[i] == 0 || ids[i] > kMaxDocId) continue;
+        const Xapian::docid did = static_cast<Xapian::docid>(ids[i]);
+        p.skip_to(did);
+        if (p == db.postlist_end(t)) break;
+        if (*p != did) continue;
+        if (doclen[i] < 0) doclen[i] = db.get_doclength(did);
+        const double f = p.get_wdf(), norm = avgdl > 0 ? doclen[i] / avgdl : 0.0;
+        scores[i] += idf * f * (spec_.k1 + 1.0) / (f + spec_.k1 * (1.0 - spec_.b + spec_.b * norm));
+      }
+    }
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical scoring: " + e.get_description());
+  }
+  return scores;
+}
+
+Status LexicalIndex::Commit(uint64_t applied_seq) {
+  try {
+    db_->db.set_metadata(kSeqKey, std::to_string(applied_seq));
+    db_->db.set_metadata(kLanguageKey, spec_.language);
+    db_->db.commit();
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index commit: " + e.get_description());
+  }
+  committed_seq_ = applied_seq;
+  return Status::OK();
+}
+
+size_t LexicalIndex::size() const { return db_->db.get_doccount(); }
+
+std::vector<uint64_t> LexicalIndex::Ids() const {
+  std::vector<uint64_t> out;
+  for (auto p = db_->db.postlist_begin(""); p != db_->db.postlist_end(""); ++p) out.push_back(*p);
+  return out;
+}
+
+}  // namespace moeedb
