@@ -62,6 +62,16 @@ int main(int argc, char** argv) {
   CHECK(moeedb_hits_count(hits) == 1 && strcmp(moeedb_hit_id(hits, 0), "d3") == 0);
   moeedb_hits_free(hits);
   CHECK(moeedb_search(db, "c", "x", 10, 1.0f, "sideways", NULL, &hits) == MOEEDB_INVALID_ARGUMENT);
+  /* Lexical (BM25) and hybrid search. */
+  CHECK(moeedb_search(db, "c", "onion slicing", 10, 1.0f, "lexical", NULL, &hits) == MOEEDB_OK);
+  CHECK(moeedb_hits_count(hits) == 1 && strcmp(moeedb_hit_id(hits, 0), "d2") == 0);
+  CHECK(moeedb_hit_score_lex(hits, 0) > 0 && moeedb_hit_score(hits, 0) == moeedb_hit_score_lex(hits, 0));
+  moeedb_hits_free(hits);
+  CHECK(moeedb_search_hybrid(db, "c", "onion slicing", 10, 0.5f, 2.0f, "rrf", NULL, &hits) == MOEEDB_OK);
+  CHECK(moeedb_hits_count(hits) == 3 && strcmp(moeedb_hit_id(hits, 0), "d2") == 0);
+  moeedb_hits_free(hits);
+  CHECK(moeedb_search_hybrid(db, "c", "onion", 10, 0.5f, -1.0f, NULL, NULL, &hits) == MOEEDB_INVALID_ARGUMENT);
+  CHECK(moeedb_search_hybrid(db, "c", "onion", 10, 0.5f, 1.0f, "borda", NULL, &hits) == MOEEDB_INVALID_ARGUMENT);
   CHECK(moeedb_search(db, "nope", "x", 10, 1.0f, NULL, NULL, &hits) == MOEEDB_NOT_FOUND);
 
   size_t deleted = 0;

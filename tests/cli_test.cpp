@@ -283,6 +283,35 @@ TEST_F(Cli, IngestSearchDeleteAndBadInput) {
   ASSERT_EQ(test::Run({test::Binary(), "delete", "--db", db, "--collection", "c", "doc5"}).exit_code, 0);
   s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "40", texts[5]});
   for (const auto& h : json::parse(s.out)["hits"]) EXPECT_NE(h["id"], "doc5");
+  // Lexical (BM25, no model run) and hybrid search; a document's own text finds it first.
+  s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "3", "--mode", "lexical", texts[7]});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  hits = json::parse(s.out)["hits"];
+  ASSERT_FALSE(hits.empty());
+  EXPECT_EQ(hits[0]["id"], "doc7");
+  EXPECT_GT(hits[0]["score_lex"].get<double>(), 0.0);
+  for (const char* fusion : {"weighted", "rrf"}) {
+    s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "3", "--mode", "hybrid", "--beta", "2",
+                   "--fusion", fusion, texts[7]});
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    EXPECT_EQ(json::parse(s.out)["hits"][0]["id"], "doc7") << fusion;
+  }
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--mode", "hybrid", "--fusion", "borda"},
+                                       {"--mode", "hybrid", "--beta", "-1"},
+                                       {"--mode", "hybrid", "--rrf-k", "0"},
+                                       {"--mode", "fused", "--beta", "1"},
+                                       {"--mode", "sparse"}}) {
+    std::vector<std::string> cmd = {test::Binary(), "search", "--db", db, "--collection", "c"};
+    cmd.insert(cmd.end(), bad.begin(), bad.end());
+    cmd.push_back("query");
+    auto e = test::Run(cmd);
+    EXPECT_EQ(e.exit_code, 2) << bad[1] << " " << e.err;
+    EXPECT_FALSE(e.err.empty());
+  }
+  r = test::Run({test::Binary(), "ingest", "--db", db, "--collection", "new", "--model", model(), "--language", "klingon",
+                 t / "docs.jsonl"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("klingon"), std::string::npos) << r.err;
   // Malformed JSONL: every bad line reported, nothing stored.
   test::WriteFile(t / "bad.jsonl", "{\"id\": \"n1\", \"text\": \"fine\"}\n{\"id\": 3, \"text\": \"x\"}\n{bad\n");
   r = test::Run({test::Binary(), "ingest", "--db", db, "--collection", "c", t / "bad.jsonl"});
