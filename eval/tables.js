@@ -8,7 +8,7 @@ const fs = require("fs");
 
 const f = (x) => (x === undefined || x === null ? "" : x.toFixed(1));
 const runs = fs.readFileSync(process.argv[2], "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
-const name = (r) => r.label.replace(/-(sts|retrieval|classify)$/, "");
+const name = (r) => r.label.replace(/-(sts|retrieval|classify)(-tune|-test)?$/, "$2");
 
 const sts = runs.filter((r) => r.task === "sts");
 console.log("**STS-B test** (Spearman ×100, 1379 pairs; α dev: chosen on STS-B dev; α model: the model's default)\n");
@@ -42,4 +42,26 @@ for (const r of cls) {
   const a = r.accuracy;
   if (a.tfidf !== undefined) console.log(`| ${name(r)} | ${f(a.tfidf)} | | |`);
   else console.log(`| ${name(r)} | ${f(a.hs)} | ${f(a.rw)} | ${f(a.fused)} (α ${r.alpha.toFixed(2)}) |`);
+}
+// Hybrid search on Cranfield: every signal alone, each pair and all three,
+// for both fusions (runs whose collection had the lexical index), and the
+// tuning grid where one was run.
+for (const r of ret.filter((x) => x.metrics.lexical)) {
+  const m = r.metrics;
+  console.log(`\n**Cranfield hybrid, ${name(r)}** (${r.queries} queries: ${r.query_set || "all"}; ` +
+              `β ${r.beta}, α ${r.alpha.toFixed(2)}, weighted = ${r.norm || "minmax"}; nDCG@10 / MRR@10 / Recall@100)\n`);
+  console.log("| signals | one signal, or the dense sum | weighted | rrf |");
+  console.log("|---|---|---|---|");
+  console.log(`| hs | ${m3(m.hs)} | | |`);
+  console.log(`| rw | ${m3(m.rw)} | | |`);
+  console.log(`| lexical (BM25) | ${m3(m.lexical)} | | |`);
+  for (const s of ["hs+rw", "hs+lex", "rw+lex", "hs+rw+lex"])
+    console.log(`| ${s} | ${s === "hs+rw" ? m3(m.fused) + " (cos sum)" : ""} | ${m3(m["weighted:" + s])} | ${m3(m["rrf:" + s])} |`);
+  const tune = Object.keys(m).filter((k) => k.startsWith("tune:")).sort();
+  if (tune.length) {
+    console.log(`\n**Hybrid tuning grid, ${name(r)}** (all three signals; nDCG@10 / MRR@10 / Recall@100)\n`);
+    console.log("| setting | result |");
+    console.log("|---|---|");
+    for (const k of tune) console.log(`| ${k.slice(5)} | ${m3(m[k])} |`);
+  }
 }

@@ -2,7 +2,8 @@
 # The main job: set up, ingest the example documents into a collection with
 # the embedded default model (models/moeedb-tiny) and default settings, then
 # search them with queries phrased in other words than the documents,
-# printing one readable line per hit (fused score = cos_HS + alpha * cos_RW).
+# printing one readable line per hit (fused score = cos_HS + alpha * cos_RW),
+# and one hybrid query (BM25 fused beside HS and RW).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -24,3 +25,6 @@ echo
 echo "query (filter topic = banking): My card has not come yet."
 ./build/moeedb search --db "$DB" --collection demo --k 3 --filter '{"topic": "banking"}' --format text \
   "My card has not come yet."
+echo
+echo "query (hybrid: BM25 beside HS and RW): card payment declined"
+./build/moeedb search --db "$DB" --collection demo --k 3 --mode hybrid --format text "card payment declined"

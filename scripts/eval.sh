@@ -48,6 +48,11 @@ node eval/teacher/eval_sts.js "$DATA/stsb" | sed 's/^{/{"label":"teacher-sts",/'
 run default-sts sts --model "$MODEL" --data "$DATA/stsb" --plot "$OUT/sts-default.png"
 run default-retrieval retrieval --model "$MODEL" --data "$DATA/cranfield"
 run default-classify classify --model "$MODEL" --data "$DATA/banking77"
+# Hybrid search (HS, RW, BM25): settings chosen on the tuning half of the
+# Cranfield queries (even-numbered), reported on the other half.
+run default-retrieval-tune retrieval --model "$MODEL" --data "$DATA/cranfield" --queries tune --tune
+run default-retrieval-test retrieval --model "$MODEL" --data "$DATA/cranfield" --queries test
+run tfidf-retrieval-test retrieval --baseline tfidf --data "$DATA/cranfield" --queries test
 # The default model with the training-free poolings instead of its trained pooler.
 for pooling in last mean; do
   tasks "default-hs_$pooling" --model "$MODEL" --hs-pooling "$pooling"
