@@ -57,7 +57,9 @@ for (const r of ret.filter((x) => x.metrics.lexical)) {
   console.log(`| lexical (BM25) | ${m3(m.lexical)} | | |`);
   for (const s of ["hs+rw", "hs+lex", "rw+lex", "hs+rw+lex"])
     console.log(`| ${s} | ${s === "hs+rw" ? m3(m.fused) + " (cos sum)" : ""} | ${m3(m["weighted:" + s])} | ${m3(m["rrf:" + s])} |`);
-  const tune = Object.keys(m).filter((k) => k.startsWith("tune:")).sort();
+  const beta = (k) => parseFloat(k.split("beta=")[1]);
+  const tune = Object.keys(m).filter((k) => k.startsWith("tune:"))
+                   .sort((a, b) => a.split(":")[1].localeCompare(b.split(":")[1]) || beta(a) - beta(b));
   if (tune.length) {
     console.log(`\n**Hybrid tuning grid, ${name(r)}** (all three signals; nDCG@10 / MRR@10 / Recall@100)\n`);
     console.log("| setting | result |");

@@ -119,15 +119,26 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::Open(const std::string& dir,
   std::error_code ec;
   fs::create_directories(fs::path(dir).parent_path(), ec);
   if (ec) return Status::IOError("cannot create the folder of " + dir + ": " + ec.message());
+  ix->db_ = std::make_unique<Db>();
+  ix->db_->dir = dir;
+  ConfigureGenerator(&ix->db_->generator, spec.language);
   try {
-    ix->db_ = std::make_unique<Db>();
-    ix->db_->dir = dir;
-    ix->db_->db = Xapian::WritableDatabase(dir, Xapian::DB_CREATE_OR_OPEN);
-    ConfigureGenerator(&ix->db_->generator, spec.language);
+    try {
+      ix->db_->db = Xapian::WritableDatabase(dir, Xapian::DB_CREATE_OR_OPEN);
+    } catch (const Xapian::DatabaseLockError&) {
+      throw;  // open elsewhere: never wipe it
+    } catch (const Xapian::DatabaseError& e) {
+      // Damaged or unreadable: the index is derived, so start it empty; the
+      // collection rebuilds it from the store (committed_seq 0).
+      fs::remove_all(dir, ec);
+      ix->db_->db = Xapian::WritableDatabase(dir, Xapian::DB_CREATE_OR_OPEN);
+    }
     const std::string lang = ix->db_->db.get_metadata(kLanguageKey);
     if (!lang.empty() && lang != spec.language) MOEEDB_RETURN_IF_ERROR(ix->Clear());
     const std::string seq = ix->db_->db.get_metadata(kSeqKey);
     ix->committed_seq_ = seq.empty() ? 0 : std::stoull(seq);
+  } catch (const Xapian::DatabaseLockError& e) {
+    return Status::IOError("lexical index " + dir + " is open elsewhere: " + e.get_description());
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index " + dir + ": " + e.get_description());
   } catch (const std::exception& e) {

@@ -47,7 +47,9 @@ struct LexicalHit {
 class LexicalIndex {
  public:
   // Opens the database in `dir`, creating it when absent. A database built
-  // with a different language is cleared (its terms would not match).
+  // with a different language, or one Xapian cannot read, starts empty
+  // (committed_seq() 0: the caller rebuilds it); IOError when it is open
+  // elsewhere.
   static Result<std::unique_ptr<LexicalIndex>> Open(const std::string& dir, const LexicalSpec& spec);
   ~LexicalIndex();
 

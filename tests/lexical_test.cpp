@@ -158,6 +158,26 @@ TEST(LexicalIndex, CommitRecordsTheSequenceAcrossReopen) {
   EXPECT_EQ((*ix)->size(), kCorpus.size());
 }
 
+TEST(LexicalIndex, AnUnreadableDatabaseStartsEmptyAndALockedOneIsLeftAlone) {
+  test::TempDir dir;
+  {
+    auto ix = BuildIndex(dir, LexicalSpec{true});
+    ASSERT_TRUE(ix->Commit(7).ok());
+    // A second handle while the first is open: an error, and nothing wiped.
+    auto again = LexicalIndex::Open(dir / "lex", LexicalSpec{true});
+    ASSERT_FALSE(again.ok());
+    EXPECT_NE(again.status().message().find("open elsewhere"), std::string::npos) << again.status().message();
+  }
+  EXPECT_EQ((*LexicalIndex::Open(dir / "lex", LexicalSpec{true}))->size(), kCorpus.size());
+  // Overwrite every file of the database with garbage.
+  for (const auto& e : std::filesystem::directory_iterator(dir / "lex"))
+    if (e.is_regular_file()) test::WriteFile(e.path().string(), std::string(100, 'x'));
+  auto ix = LexicalIndex::Open(dir / "lex", LexicalSpec{true});
+  ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+  EXPECT_EQ((*ix)->size(), 0u);
+  EXPECT_EQ((*ix)->committed_seq(), 0u);
+}
+
 TEST(LexicalIndex, BadSettingsAreRefused) {
   EXPECT_FALSE((LexicalSpec{true, "klingon"}.Validate().ok()));
   EXPECT_FALSE((LexicalSpec{true, "english", -1.0}.Validate().ok()));

@@ -299,7 +299,7 @@ std::vector<std::pair<std::string, SearchOptions>> RetrievalMethods(const Search
     with(tag + "hs+rw+lex", QueryMode::kHybrid, 1, base.alpha, beta, f, base.norm);
   }
   if (tune) {
-    for (double b : {0.25, 0.5, 1.0, 2.0, 4.0, 8.0}) {
+    for (double b : {0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0}) {
       char bs[16];
       std::snprintf(bs, sizeof(bs), "%g", b);
       for (ScoreNorm n : {ScoreNorm::kMinMax, ScoreNorm::kZScore})
