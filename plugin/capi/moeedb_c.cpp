@@ -62,14 +62,7 @@ Result<VectorCollection*> GetCollection(moeedb_db* db, const std::string& name, 
   if (it != db->collections.end()) return it->second.get();
   auto c = VectorCollection::Open(db->store.get(), name);
   if (!c.ok() && c.status().code() == Status::Code::kNotFound && create) {
-    CollectionOptions o;
-    o.dim_hs = db->setup->dim_hs();
-    o.dim_rw = db->setup->dim_rw();
-    o.default_alpha = static_cast<float>(db->setup->default_alpha());
-    o.std_hs_json = db->stats.first;
-    o.std_rw_json = db->stats.second;
-    o.info_json = db->setup->InfoJson();
-    c = VectorCollection::Create(db->store.get(), name, o);
+    c = VectorCollection::Create(db->store.get(), name, db->setup->NewCollectionOptions(db->stats));
   }
   if (!c.ok()) return c.status();
   MOEEDB_RETURN_IF_ERROR(db->setup->CheckMatches((*c)->info_json()));

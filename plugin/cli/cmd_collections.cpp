@@ -182,10 +182,9 @@ int RunIngest(const std::vector<std::string>& argv) {
     auto s = EmbeddingSetup::Load(cfg);
     if (!s.ok()) return Fail("ingest", s.status().message());
     setup = std::move(s).value();
-    CollectionOptions o;
-    o.dim_hs = setup->dim_hs();
-    o.dim_rw = setup->dim_rw();
-    o.default_alpha = static_cast<float>(setup->default_alpha());
+    auto stats = setup->CalibrationStats();
+    if (!stats.ok()) return Fail("ingest", stats.status().message());
+    CollectionOptions o = setup->NewCollectionOptions(*stats);
     for (auto [flag, half] : {std::pair{"index-hs", &o.index.hs}, std::pair{"index-rw", &o.index.rw}}) {
       auto kind = ParseIndexKind(args->Get(flag, "flat"));
       if (!kind.ok()) return UsageError("ingest", kind.status().message());
@@ -198,11 +197,6 @@ int RunIngest(const std::vector<std::string>& argv) {
     auto lexical = LexicalSpecFromFlags(*args);
     if (!lexical.ok()) return UsageError("ingest", lexical.status().message());
     o.lexical = *lexical;
-    auto stats = setup->CalibrationStats();
-    if (!stats.ok()) return Fail("ingest", stats.status().message());
-    o.std_hs_json = stats->first;
-    o.std_rw_json = stats->second;
-    o.info_json = setup->InfoJson();
     auto created = VectorCollection::Create(store->get(), name, o);
     if (!created.ok()) return Fail("ingest", created.status().message());
     coll = std::move(created).value();

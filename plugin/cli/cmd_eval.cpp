@@ -379,14 +379,9 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
     TempDirGuard tmp;
     auto store = Store::Open(tmp.path());
     if (!store.ok()) return Fail("eval retrieval", store.status().message());
-    CollectionOptions o;
-    o.dim_hs = c->setup->dim_hs();
-    o.dim_rw = c->setup->dim_rw();
     auto stats = c->setup->CalibrationStats();
     if (!stats.ok()) return Fail("eval retrieval", stats.status().message());
-    o.std_hs_json = stats->first;
-    o.std_rw_json = stats->second;
-    o.info_json = c->setup->InfoJson();
+    CollectionOptions o = c->setup->NewCollectionOptions(*stats);
     o.default_alpha = alpha;
     auto coll = VectorCollection::Create(store->get(), "cranfield", o);
     if (!coll.ok()) return Fail("eval retrieval", coll.status().message());

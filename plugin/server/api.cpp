@@ -468,14 +468,8 @@ HttpResponse Api::Collections(const std::string& m, const std::vector<std::strin
                                     [&] { auto p = RoutingPolicy::Parse(j["routing"].get<std::string>());
                                           return !p.ok() || p->ToString() != setup_->routing(); }()))
         return BadRequest("this server embeds with routing " + setup_->routing() + "; a collection must use it");
-      CollectionOptions o;
-      o.dim_hs = setup_->dim_hs();
-      o.dim_rw = setup_->dim_rw();
-      o.default_alpha = static_cast<float>(setup_->default_alpha());
+      CollectionOptions o = setup_->NewCollectionOptions({std_hs_.ToJson(), std_rw_.ToJson()});
       if (Status s = ParseCollectionRequest(j, &o); !s.ok()) return BadRequest(s.message());
-      o.std_hs_json = std_hs_.ToJson();
-      o.std_rw_json = std_rw_.ToJson();
-      o.info_json = setup_->InfoJson();
       if (store_->GetCollection(name).ok()) return Error(409, "collection '" + name + "' already exists", "invalid_request_error", "conflict");
       auto c = VectorCollection::Create(store_, name, o);
       if (!c.ok()) return FromStatus(c.status());

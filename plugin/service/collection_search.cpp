@@ -15,6 +15,8 @@ namespace moeedb {
 
 using json = nlohmann::json;
 
+const double kDefaultBeta = 1.0;
+
 namespace {
 
 // Candidates each signal proposes in hybrid mode: oversample * k, and at

@@ -199,6 +199,17 @@ Result<std::string> EmbeddingSetup::CalibrationFileJson() const {
       .dump();
 }
 
+CollectionOptions EmbeddingSetup::NewCollectionOptions(const std::pair<std::string, std::string>& stats) const {
+  CollectionOptions o;
+  o.dim_hs = dim_hs();
+  o.dim_rw = dim_rw();
+  o.default_alpha = static_cast<float>(default_alpha());
+  o.std_hs_json = stats.first;
+  o.std_rw_json = stats.second;
+  o.info_json = InfoJson();
+  return o;
+}
+
 Result<std::pair<std::string, std::string>> EmbeddingSetup::CalibrationStats() const {
   const fs::path file = fs::path(config_.model_dir) / kStandardizationFile;
   if (fs::exists(file)) {

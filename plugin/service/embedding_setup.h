@@ -14,6 +14,7 @@
 #include "engine/model.h"
 #include "engine/status.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
+#include "plugin/service/vector_collection.h"
 
 namespace moeedb {
 
@@ -53,6 +54,11 @@ class EmbeddingSetup {
   // was written for exactly this setup (model weights, routing, prompt,
   // pooling, read-out), else computed (64 texts through the model).
   Result<std::pair<std::string, std::string>> CalibrationStats() const;
+  // The options of a new collection embedded with this setup, given its
+  // calibration statistics (CalibrationStats()): dims, statistics, the
+  // recorded info and the model's default alpha. Index kinds and lexical
+  // settings keep their defaults for the caller to change.
+  CollectionOptions NewCollectionOptions(const std::pair<std::string, std::string>& stats) const;
   // The content of a standardization.json for this setup (always computed).
   Result<std::string> CalibrationFileJson() const;
   static constexpr const char* kStandardizationFile = "standardization.json";

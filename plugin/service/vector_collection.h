@@ -43,8 +43,8 @@ struct CollectionOptions {
 };
 
 // The lexical weight of hybrid search when a query names none (chosen on the
-// tuning half of Cranfield's queries: docs/eval.md).
-inline constexpr double kDefaultBeta = 1.0;
+// tuning half of Cranfield's queries: docs/eval.md); in collection_search.cpp.
+extern const double kDefaultBeta;
 
 struct SearchHit {
   std::string id;
