@@ -7,7 +7,8 @@
 //             candidates' lowest and highest score; z-score subtracts their
 //             mean and divides by their standard deviation. Min-max keeps
 //             the weights' meaning ("how much of the range") whatever the
-//             signal's scale, and won the tuning half of Cranfield.
+//             signal's scale; the two were within 0.4 nDCG@10 of each other
+//             on the tuning half of Cranfield.
 //   rrf:      reciprocal rank fusion, fused = sum of w / (k + rank), with a
 //             signal's rank among the candidates (1 = best); a candidate
 //             without any query word gets no lexical term.

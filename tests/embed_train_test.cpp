@@ -334,6 +334,27 @@ TEST_F(EmbedTrainer, FrozenLanguageModelKeepsItsWeights) {
   EXPECT_EQ((*model)->pooler()->spec().router_rows, 0);
 }
 
+TEST_F(EmbedTrainer, TeacherOnlySentencesAreDrawnOnlyWhenAsked) {
+  Synthetic plain = Synthetic::Make(8);
+  Synthetic extra = plain;  // sentences 76..79: in no pair, only the teacher knows them
+  for (int i = 76; i < 80; ++i) {
+    extra.data.teacher_row[i] = static_cast<int32_t>(extra.data.teacher.size() / 8);
+    for (int64_t d = 0; d < 8; ++d) extra.data.teacher.push_back(d == i % 4 ? 1.0f : 0.0f);
+    extra.data.teacher_only.push_back(i);
+  }
+  const std::string a = dir_ / "a", b = dir_ / "b", c = dir_ / "c";
+  ASSERT_TRUE(TrainEmbedding(plain.data, Options(a)).ok());
+  ASSERT_TRUE(TrainEmbedding(extra.data, Options(b)).ok());  // teacher_per_step 0: the same draws
+  EXPECT_EQ(Bytes(a), Bytes(b));
+  EmbedTrainOptions o = Options(c);
+  o.teacher_per_step = 4;
+  ASSERT_TRUE(TrainEmbedding(extra.data, o).ok());
+  EXPECT_NE(Bytes(a), Bytes(c));
+  Synthetic bad = extra;
+  bad.data.teacher_only.push_back(50);  // no teacher row
+  EXPECT_EQ(TrainEmbedding(bad.data, o).status().code(), Status::Code::kInvalidArgument);
+}
+
 TEST_F(EmbedTrainer, RefusesInconsistentData) {
   Synthetic syn = Synthetic::Make(8);
   EmbedTrainData bad = syn.data;

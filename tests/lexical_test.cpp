@@ -394,6 +394,7 @@ TEST(LexicalCollection, HybridRescoresEveryCandidateOnEverySignal) {
   hy.mode = QueryMode::kHybrid;
   hy.text = text;
   hy.beta = 1.5;
+  hy.fusion = FusionKind::kWeighted;
   auto top = c->Search(q.hs.data(), q.rw.data(), hy);
   ASSERT_TRUE(top.ok());
   ASSERT_EQ(top->size(), 5u);

@@ -60,15 +60,15 @@ MOEEDB_API moeedb_status moeedb_delete(moeedb_db* db, const char* collection, si
 
 /* Search. mode: "fused" (score = cos_HS + alpha * cos_RW; NULL means fused),
  * "hs", "rw", "lexical" (BM25 over the texts; no embedding) or "hybrid" (the
- * three signals fused with the default weighted fusion, lexical weight 1);
+ * three signals fused with the defaults: rrf, lexical weight 16);
  * filter_json: a metadata filter object or NULL. On success *out holds the
  * hits, best first; free it with moeedb_hits_free. */
 MOEEDB_API moeedb_status moeedb_search(moeedb_db* db, const char* collection, const char* query, size_t k, float alpha,
                             const char* mode, const char* filter_json, moeedb_hits** out);
 
 /* Hybrid search with its weights: HS weight 1, RW weight alpha, lexical
- * weight beta (both >= 0), fused by fusion: "weighted" (min-max normalised
- * scores; NULL means weighted) or "rrf" (reciprocal ranks, k = 60). */
+ * weight beta (both >= 0), fused by fusion: "rrf" (reciprocal ranks, k = 60;
+ * NULL means rrf) or "weighted" (min-max normalised scores). */
 MOEEDB_API moeedb_status moeedb_search_hybrid(moeedb_db* db, const char* collection, const char* query, size_t k,
                                    float alpha, float beta, const char* fusion, const char* filter_json,
                                    moeedb_hits** out);

@@ -190,7 +190,7 @@ moeedb_status moeedb_search_hybrid(moeedb_db* db, const char* collection, const 
     so.mode = QueryMode::kHybrid;
     so.alpha = alpha;
     so.beta = beta;
-    MOEEDB_ASSIGN_OR_RETURN(so.fusion, ParseFusionKind(fusion ? fusion : "weighted"));
+    if (fusion) { MOEEDB_ASSIGN_OR_RETURN(so.fusion, ParseFusionKind(fusion)); }
     if (query) so.text = query;
     if (filter_json) so.filter_json = filter_json;
     return SearchInto(db, collection, query, so, out);

@@ -31,9 +31,9 @@ std::vector<FlagSpec> SearchModeFlagSpecs() {
   return {
       {"mode", "M", "fused (cos_HS + alpha cos_RW, default) | hs | rw | lexical (BM25 alone) | hybrid (all three fused)"},
       {"alpha", "X", "weight of RW (default: the collection's)"},
-      {"beta", "X", "hybrid: weight of the lexical signal (default 1)"},
+      {"beta", "X", "hybrid: weight of the lexical signal (default 16)"},
       {"w-hs", "X", "hybrid: weight of HS (default 1)"},
-      {"fusion", "F", "hybrid: weighted (normalised scores, default) | rrf (reciprocal ranks)"},
+      {"fusion", "F", "hybrid: rrf (reciprocal ranks, default) | weighted (normalised scores)"},
       {"norm", "N", "hybrid weighted fusion: minmax (default) | zscore"},
       {"rrf-k", "N", "hybrid rrf fusion: the k of 1/(k + rank) (default 60)"},
   };
@@ -46,7 +46,7 @@ Status ReadFusionFlags(const Args& args, SearchOptions* so) {
   if (alpha) so->alpha = static_cast<float>(*alpha);
   if (beta) so->beta = *beta;
   if (w_hs) so->w_hs = *w_hs;
-  MOEEDB_ASSIGN_OR_RETURN(so->fusion, ParseFusionKind(args.Get("fusion", "weighted")));
+  if (args.Has("fusion")) { MOEEDB_ASSIGN_OR_RETURN(so->fusion, ParseFusionKind(args.Get("fusion"))); }
   MOEEDB_ASSIGN_OR_RETURN(so->norm, ParseScoreNorm(args.Get("norm", "minmax")));
   MOEEDB_ASSIGN_OR_RETURN(long long rrf_k, args.GetInt("rrf-k", 60, 1, 100000));
   so->rrf_k = static_cast<int>(rrf_k);

@@ -42,9 +42,12 @@ struct CollectionOptions {
   LexicalSpec lexical{true};           // BM25 over the texts (hybrid and lexical search)
 };
 
-// The lexical weight of hybrid search when a query names none (chosen on the
-// tuning half of Cranfield's queries: docs/eval.md); in collection_search.cpp.
+// Hybrid search's defaults when a query names none: reciprocal rank fusion
+// with lexical weight 16, both chosen on the tuning half of Cranfield's
+// queries with the default model (docs/eval.md). kDefaultBeta is defined in
+// collection_search.cpp.
 extern const double kDefaultBeta;
+inline constexpr FusionKind kDefaultFusion = FusionKind::kRrf;
 
 struct SearchHit {
   std::string id;
@@ -61,7 +64,7 @@ struct SearchOptions {
   std::string text;            // the query's text: lexical and hybrid modes
   std::optional<double> beta;  // lexical weight in hybrid mode; default kDefaultBeta
   double w_hs = 1.0;           // HS weight in hybrid mode
-  FusionKind fusion = FusionKind::kWeighted;
+  FusionKind fusion = kDefaultFusion;
   ScoreNorm norm = ScoreNorm::kMinMax;
   int rrf_k = 60;
   std::string filter_json;     // empty: none
