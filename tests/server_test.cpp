@@ -1,6 +1,6 @@
 // The server's routes through Api::Handle (no sockets), and the socket layer
-// with real connections: formats, limits and errors, API keys, collections,
-// concurrency, and a stream of hostile requests that must all get a 4xx.
+// with real connections: formats, limits and errors, API keys, concurrency,
+// and a stream of hostile requests that must all get a 4xx.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -22,10 +22,18 @@
 #include "plugin/server/embed_queue.h"
 #include "plugin/server/http_server.h"
 #include "plugin/service/embedding_setup.h"
+#include "tests/server_fixture.h"
 #include "tests/test_util.h"
 
 namespace moeedb {
+namespace servertest {
+test::TempDir* ServerTest::dir_ = nullptr;
+EmbeddingSetup* ServerTest::setup_ = nullptr;
+std::pair<std::string, std::string>* ServerTest::stats_ = nullptr;
+}  // namespace servertest
 namespace {
+
+using servertest::ServerTest;
 
 using json = nlohmann::json;
 
@@ -48,54 +56,7 @@ std::vector<float> DecodeBase64Floats(const std::string& s) {
   return v;
 }
 
-class ServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new test::TempDir();
-    RandomCheckpointOptions opt;
-    opt.seed = 21;
-    ASSERT_TRUE(WriteRandomCheckpoint(test::Data("configs/olmoe-tiny.json"), test::Data("tokenizers/olmoe/tokenizer.json"),
-                                      *dir_ / "model", opt).ok());
-    EmbeddingConfig cfg;
-    cfg.model_dir = *dir_ / "model";
-    auto s = EmbeddingSetup::Load(cfg);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    setup_ = std::move(s).value().release();
-    auto stats = setup_->CalibrationStats();
-    ASSERT_TRUE(stats.ok());
-    stats_ = new std::pair<std::string, std::string>(*stats);
-  }
-  static void TearDownTestSuite() {
-    delete stats_;
-    delete setup_;
-    delete dir_;
-  }
-  void SetUp() override {
-    store_ = std::move(Store::Open(db_ / "db")).value();
-    queue_ = std::make_unique<EmbedQueue>(&setup_->embedder(), 64, 4096);
-    ApiOptions o;
-    o.served_model_name = "tiny";
-    o.max_inputs = 8;
-    o.max_tokens_per_input = 64;
-    api_ = std::make_unique<Api>(o, setup_, queue_.get(), store_.get(), stats_->first, stats_->second);
-  }
-  HttpResponse Call(const std::string& method, const std::string& target, const std::string& body = "",
-                    std::map<std::string, std::string> headers = {}) {
-    return api_->Handle(HttpRequest{method, target, headers, body});
-  }
-  static json Body(const HttpResponse& r) { return json::parse(r.body); }
 
-  static test::TempDir* dir_;
-  static EmbeddingSetup* setup_;
-  static std::pair<std::string, std::string>* stats_;
-  test::TempDir db_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<EmbedQueue> queue_;
-  std::unique_ptr<Api> api_;
-};
-test::TempDir* ServerTest::dir_ = nullptr;
-EmbeddingSetup* ServerTest::setup_ = nullptr;
-std::pair<std::string, std::string>* ServerTest::stats_ = nullptr;
 
 TEST_F(ServerTest, OpenAiEmbeddingsFloatAndBase64MatchTheEmbedder) {
   const std::vector<std::string> texts = {"A man is playing a flute.", "Stock markets fell."};
@@ -279,96 +240,6 @@ TEST_F(ServerTest, EmbedQueueWithSeveralWorkersAnswersEachJobWithItsOwnTexts) {
     }
     EXPECT_GE(queue.stats().batches, st.batches + 2);
   }
-}
-
-TEST_F(ServerTest, CollectionsApi) {
-  EXPECT_EQ(Call("PUT", "/collections/docs", R"({"index": {"rw": "hnsw"}, "alpha": 0.5})").status, 201);
-  EXPECT_EQ(Call("PUT", "/collections/docs", "{}").status, 409);
-  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"routing": "top1"})").status, 400);
-  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"index": {"hs": "annoy"}})").status, 400);
-  json docs = {{"documents", {{{"id", "a"}, {"text", "A man is playing a flute."}, {"metadata", {{"lang", "en"}}}},
-                              {{"id", "b"}, {"text", "Stock markets fell sharply."}, {"metadata", {{"lang", "fr"}}}},
-                              {{"id", "c"}, {"text", "A woman slices an onion."}}}},
-               {"wait", true}};
-  auto r = Call("POST", "/collections/docs/documents", docs.dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(Body(r)["upserted"], 3);
-  r = Call("POST", "/collections/docs/search", R"({"query": "Stock markets fell sharply.", "k": 2})");
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(Body(r)["hits"][0]["id"], "b");
-  r = Call("POST", "/collections/docs/search", R"({"query": "Stock markets fell sharply.", "filter": {"lang": "en"}})");
-  ASSERT_EQ(Body(r)["hits"].size(), 1u);
-  EXPECT_EQ(Body(r)["hits"][0]["id"], "a");
-  EXPECT_EQ(Body(Call("GET", "/collections/docs/documents/a"))["metadata"]["lang"], "en");
-  EXPECT_EQ(Call("DELETE", "/collections/docs/documents/a").status, 200);
-  EXPECT_EQ(Call("GET", "/collections/docs/documents/a").status, 404);
-  EXPECT_EQ(Call("DELETE", "/collections/docs/documents/a").status, 404);
-  EXPECT_EQ(Body(Call("GET", "/collections/docs"))["documents"], 2);
-  EXPECT_EQ(Body(Call("GET", "/collections"))["collections"].size(), 1u);
-  // Bad input changes nothing.
-  EXPECT_EQ(Call("POST", "/collections/docs/documents", R"({"documents": [{"id": "z", "text": 3}]})").status, 400);
-  EXPECT_EQ(Call("POST", "/collections/docs/documents", R"({"documents": [{"id": "", "text": "x"}]})").status, 400);
-  EXPECT_EQ(Call("POST", "/collections/docs/search", R"({"query": "x", "k": 0})").status, 400);
-  EXPECT_EQ(Call("POST", "/collections/docs/search", R"({"query": "x", "mode": "both"})").status, 400);
-  EXPECT_EQ(Call("POST", "/collections/docs/search", R"({"query": "x", "filter": {"n": {"$near": 1}}})").status, 400);
-  EXPECT_EQ(Call("POST", "/collections/nope/search", R"({"query": "x"})").status, 404);
-  EXPECT_EQ(Body(Call("GET", "/collections/docs"))["documents"], 2);
-  EXPECT_EQ(Call("DELETE", "/collections/docs").status, 200);
-  EXPECT_EQ(Call("GET", "/collections/docs").status, 404);
-}
-
-TEST_F(ServerTest, LexicalAndHybridSearch) {
-  ASSERT_EQ(Call("PUT", "/collections/h", R"({"lexical": {"language": "english", "k1": 1.5, "b": 0.6}})").status, 201);
-  EXPECT_EQ(Body(Call("GET", "/collections/h"))["spec"]["lexical"]["k1"], 1.5);
-  json docs = {{"documents", {{{"id", "a"}, {"text", "The supersonic wind tunnel started."}, {"metadata", {{"n", 1}}}},
-                              {{"id", "b"}, {"text", "Dogs running in the snow."}, {"metadata", {{"n", 2}}}},
-                              {{"id", "c"}, {"text", "A dog sleeps by the fire."}, {"metadata", {{"n", 3}}}}}}};
-  ASSERT_EQ(Call("POST", "/collections/h/documents", docs.dump()).status, 200);
-  auto r = Call("POST", "/collections/h/search", R"({"query": "running dogs", "mode": "lexical"})");
-  ASSERT_EQ(r.status, 200) << r.body;
-  auto hits = Body(r)["hits"];
-  ASSERT_EQ(hits.size(), 2u);  // "wind tunnel" shares no word with the query
-  EXPECT_EQ(hits[0]["id"], "b");
-  EXPECT_GT(hits[0]["score_lex"].get<double>(), hits[1]["score_lex"].get<double>());
-  EXPECT_EQ(hits[0]["score"], hits[0]["score_lex"]);
-  for (const char* fusion : {"weighted", "rrf"}) {
-    json q = {{"query", "running dogs"}, {"mode", "hybrid"}, {"beta", 2.0}, {"fusion", fusion}, {"k", 3}};
-    r = Call("POST", "/collections/h/search", q.dump());
-    ASSERT_EQ(r.status, 200) << r.body;
-    hits = Body(r)["hits"];
-    ASSERT_EQ(hits.size(), 3u);
-    for (const auto& h : hits)
-      for (const char* f : {"score", "score_hs", "score_rw", "score_lex"}) EXPECT_TRUE(h.contains(f)) << f;
-  }
-  r = Call("POST", "/collections/h/search", R"({"query": "dog", "mode": "hybrid", "filter": {"n": {"$gte": 3}}})");
-  ASSERT_EQ(r.status, 200);
-  ASSERT_EQ(Body(r)["hits"].size(), 1u);
-  EXPECT_EQ(Body(r)["hits"][0]["id"], "c");
-  // An update replaces the words the lexical index finds.
-  ASSERT_EQ(Call("POST", "/collections/h/documents", R"({"documents": [{"id": "b", "text": "A parrot talks."}]})").status, 200);
-  r = Call("POST", "/collections/h/search", R"({"query": "running", "mode": "lexical"})");
-  EXPECT_TRUE(Body(r)["hits"].empty()) << r.body;
-  // Bad input: 400 with the protocol's error shape.
-  for (const char* bad : {R"({"query": "x", "mode": "hybrid", "fusion": "borda"})",
-                          R"({"query": "x", "mode": "hybrid", "beta": -1})",
-                          R"({"query": "x", "mode": "hybrid", "rrf_k": 0})",
-                          R"({"query": "x", "mode": "hybrid", "norm": "l2"})",
-                          R"({"query": "x", "beta": 1})",
-                          R"({"query": "x", "mode": "hybrid", "w_hs": 0, "alpha": 0, "beta": 0})"}) {
-    r = Call("POST", "/collections/h/search", bad);
-    EXPECT_EQ(r.status, 400) << bad << " " << r.body;
-    EXPECT_TRUE(Body(r)["error"].contains("message")) << r.body;
-  }
-  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"lexical": {"language": "klingon"}})").status, 400);
-  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"lexical": "yes"})").status, 400);
-  ASSERT_EQ(Call("PUT", "/collections/plain", R"({"lexical": false})").status, 201);
-  r = Call("POST", "/collections/plain/search", R"({"query": "x", "mode": "lexical"})");
-  EXPECT_EQ(r.status, 400);
-  EXPECT_NE(r.body.find("no lexical index"), std::string::npos) << r.body;
-  EXPECT_EQ(Call("DELETE", "/collections/h").status, 200);
-  EXPECT_EQ(Call("PUT", "/collections/h", "{}").status, 201);  // the lexical folder went with the old one
-  r = Call("POST", "/collections/h/search", R"({"query": "dog", "mode": "lexical"})");
-  EXPECT_TRUE(Body(r)["hits"].empty()) << r.body;
 }
 
 TEST_F(ServerTest, ConcurrentSearchesAndIngestsMatchSequentialOnes) {
