@@ -384,6 +384,23 @@ std::vector<size_t> DualIndex::HalfCandidates(const Half& h, const float* q, siz
   return pos;
 }
 
+Status DualIndex::StandardizeQuery(const float* hs, const float* rw, std::vector<float>* qh,
+                                   std::vector<float>* qr) const {
+  qh->assign(spec_.dim_hs, 0.0f);
+  qr->assign(spec_.dim_rw, 0.0f);
+  if (hs) {
+    for (size_t j = 0; j < spec_.dim_hs; ++j)
+      if (!std::isfinite(hs[j])) return Status::InvalidArgument("non-finite value in the HS query");
+    std_hs_.Apply(hs, qh->data());
+  }
+  if (rw) {
+    for (size_t j = 0; j < spec_.dim_rw; ++j)
+      if (!std::isfinite(rw[j])) return Status::InvalidArgument("non-finite value in the RW query");
+    std_rw_.Apply(rw, qr->data());
+  }
+  return Status::OK();
+}
+
 Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
   if (r.hs == nullptr && r.mode != SearchMode::kRw) return Status::InvalidArgument("search needs an HS query vector");
   if (r.rw == nullptr && r.mode != SearchMode::kHs) return Status::InvalidArgument("search needs an RW query vector");
@@ -391,17 +408,8 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
   std::vector<Hit> hits;
   const size_t rows = pos_to_id_.size();
   if (r.k == 0 || id_to_pos_.empty()) return hits;
-  std::vector<float> qh(spec_.dim_hs, 0.0f), qr(spec_.dim_rw, 0.0f);
-  if (r.hs) {
-    for (size_t j = 0; j < spec_.dim_hs; ++j)
-      if (!std::isfinite(r.hs[j])) return Status::InvalidArgument("non-finite value in the HS query");
-    std_hs_.Apply(r.hs, qh.data());
-  }
-  if (r.rw) {
-    for (size_t j = 0; j < spec_.dim_rw; ++j)
-      if (!std::isfinite(r.rw[j])) return Status::InvalidArgument("non-finite value in the RW query");
-    std_rw_.Apply(r.rw, qr.data());
-  }
+  std::vector<float> qh, qr;
+  MOEEDB_RETURN_IF_ERROR(StandardizeQuery(r.hs, r.rw, &qh, &qr));
   const float a_hs = r.mode == SearchMode::kRw ? 0.0f : 1.0f;
   const float a_rw = r.mode == SearchMode::kHs ? 0.0f : (r.mode == SearchMode::kRw ? 1.0f : r.alpha);
   auto score_of = [&](size_t p, float* sh, float* sr) {
@@ -474,13 +482,8 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
 Result<std::vector<Hit>> DualIndex::Score(const float* hs, const float* rw, float alpha,
                                           const std::vector<uint64_t>& ids) const {
   if (hs == nullptr || rw == nullptr) return Status::InvalidArgument("scoring needs both query vectors");
-  std::vector<float> qh(spec_.dim_hs), qr(spec_.dim_rw);
-  for (size_t j = 0; j < spec_.dim_hs; ++j)
-    if (!std::isfinite(hs[j])) return Status::InvalidArgument("non-finite value in the HS query");
-  for (size_t j = 0; j < spec_.dim_rw; ++j)
-    if (!std::isfinite(rw[j])) return Status::InvalidArgument("non-finite value in the RW query");
-  std_hs_.Apply(hs, qh.data());
-  std_rw_.Apply(rw, qr.data());
+  std::vector<float> qh, qr;
+  MOEEDB_RETURN_IF_ERROR(StandardizeQuery(hs, rw, &qh, &qr));
   std::vector<Hit> out;
   for (uint64_t id : ids) {
     auto it = id_to_pos_.find(id);

@@ -115,6 +115,9 @@ class DualIndex {
   struct Half;
   DualIndex();
   Status AddNormalized(const std::vector<uint64_t>& ids, const float* hs_n, const float* rw_n);
+  // The standardized query halves (zeros for a null half); InvalidArgument
+  // on a non-finite value.
+  Status StandardizeQuery(const float* hs, const float* rw, std::vector<float>* qh, std::vector<float>* qr) const;
   void Rebuild();
   std::vector<size_t> HalfCandidates(const Half& h, const float* q, size_t kk) const;
 

@@ -19,8 +19,18 @@ constexpr const char* kLanguageKey = "moeedb_language";
 constexpr uint64_t kMaxDocId = 0xffffffffull;
 
 // Okapi BM25 with Lucene's idf (never negative, unlike Robertson's), the
-// formula the header states. Xapian's own BM25Weight clamps small idfs and
-// floors document lengths, which no other engine does.
+// formula the header states; the matcher (LuceneBm25) and Score() both use
+// these two. Xapian's own BM25Weight clamps small idfs and floors document
+// lengths, which no other engine does.
+double Idf(double docs, double docs_with_term) {
+  return std::log(1.0 + (docs - docs_with_term + 0.5) / (docs_with_term + 0.5));
+}
+double TermPart(double idf, double wdf, double doclen, double avgdl, double k1, double b) {
+  if (wdf == 0) return 0.0;
+  const double norm = avgdl > 0 ? doclen / avgdl : 0.0;
+  return idf * wdf * (k1 + 1.0) / (wdf + k1 * (1.0 - b + b * norm));
+}
+
 class LuceneBm25 : public Xapian::Weight {
  public:
   LuceneBm25(double k1, double b) : k1_(k1), b_(b) {
@@ -33,16 +43,11 @@ class LuceneBm25 : public Xapian::Weight {
   }
   Xapian::Weight* clone() const override { return new LuceneBm25(k1_, b_); }
   void init(double factor) override {
-    const double n = static_cast<double>(get_termfreq());
-    const double N = static_cast<double>(get_collection_size());
-    idf_ = std::log(1.0 + (N - n + 0.5) / (n + 0.5)) * factor * static_cast<double>(get_wqf());
+    idf_ = Idf(get_collection_size(), get_termfreq()) * factor * static_cast<double>(get_wqf());
     avgdl_ = get_average_length();
   }
   double get_sumpart(Xapian::termcount wdf, Xapian::termcount doclen, Xapian::termcount) const override {
-    if (wdf == 0) return 0.0;
-    const double f = wdf;
-    const double norm = avgdl_ > 0 ? doclen / avgdl_ : 0.0;
-    return idf_ * f * (k1_ + 1.0) / (f + k1_ * (1.0 - b_ + b_ * norm));
+    return TermPart(idf_, wdf, doclen, avgdl_, k1_, b_);
   }
   // f / (f + K) < 1 for every f, so idf * (k1 + 1) bounds every part.
   double get_maxpart() const override { return idf_ * (k1_ + 1.0); }
@@ -264,7 +269,7 @@ Result<std::vector<double>> LexicalIndex::Score(const std::string& query, const 
     for (const auto& [t, wqf] : terms) {
       const double n = db.get_termfreq(t);
       if (n == 0) continue;
-      const double idf = std::log(1.0 + (N - n + 0.5) / (n + 0.5)) * wqf;
+      const double idf = Idf(N, n) * wqf;
       auto p = db.postlist_begin(t);
       for (size_t i : order) {
         if (ids[i] == 0 || ids[i] > kMaxDocId) continue;
@@ -273,8 +278,7 @@ Result<std::vector<double>> LexicalIndex::Score(const std::string& query, const 
         if (p == db.postlist_end(t)) break;
         if (*p != did) continue;
         if (doclen[i] < 0) doclen[i] = db.get_doclength(did);
-        const double f = p.get_wdf(), norm = avgdl > 0 ? doclen[i] / avgdl : 0.0;
-        scores[i] += idf * f * (spec_.k1 + 1.0) / (f + spec_.k1 * (1.0 - spec_.b + spec_.b * norm));
+        scores[i] += TermPart(idf, p.get_wdf(), doclen[i], avgdl, spec_.k1, spec_.b);
       }
     }
   } catch (const Xapian::Error& e) {

@@ -68,7 +68,7 @@ class LexicalIndex {
   // The BM25 score of each id (0 for a document without a query word or not
   // indexed), by the same formula and statistics as Search.
   Result<std::vector<double>> Score(const std::string& query, const std::vector<uint64_t>& ids) const;
-  // The terms `text` is indexed under, in order, with repeats (for tests and
+  // The terms `text` is indexed under, sorted, each as often as it occurs (for tests and
   // the query side).
   std::vector<std::string> Terms(const std::string& text) const;
 

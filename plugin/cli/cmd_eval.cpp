@@ -336,7 +336,6 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
   if (Status s = ReadFusionFlags(*args, &hybrid_flags); !s.ok()) return UsageError("eval retrieval", s.message());
   if (hybrid_flags.alpha) alpha = *hybrid_flags.alpha;
   hybrid_flags.alpha = alpha;
-  const SearchOptions* hybrid = &hybrid_flags;
   const std::string which = args->Get("queries", "all");
   if (which != "all" && which != "tune" && which != "test")
     return UsageError("eval retrieval", "--queries must be all, tune or test");
@@ -400,7 +399,7 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
     for (size_t q : queries) qtexts.push_back(set->queries[q]);
     auto qe = c->setup->Embed(qtexts);
     if (!qe.ok()) return Fail("eval retrieval", qe.status().message());
-    for (const auto& [name, so] : RetrievalMethods(*hybrid, args->Has("tune"))) {
+    for (const auto& [name, so] : RetrievalMethods(hybrid_flags, args->Has("tune"))) {
       for (size_t i = 0; i < queries.size(); ++i) {
         SearchOptions q = so;
         q.text = set->queries[queries[i]];
@@ -414,8 +413,8 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   json out = {{"task", "retrieval"}, {"setup", SetupJson(*c)}, {"queries", queries.size()}, {"query_set", which},
-              {"documents", docs.size()}, {"alpha", alpha}, {"beta", hybrid->beta.value_or(kDefaultBeta)},
-              {"norm", ScoreNormName(hybrid->norm)}, {"seconds", secs}};
+              {"documents", docs.size()}, {"alpha", alpha}, {"beta", hybrid_flags.beta.value_or(kDefaultBeta)},
+              {"norm", ScoreNormName(hybrid_flags.norm)}, {"seconds", secs}};
   std::ostringstream table;
   table << "Cranfield (" << queries.size() << " queries, " << docs.size() << " documents) — " << c->method_label
         << "\n  method              nDCG@10  MRR@10  Recall@100\n";

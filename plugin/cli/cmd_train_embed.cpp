@@ -172,6 +172,9 @@ Status ReadTeacher(const std::string& texts_path, const std::string& vectors_pat
   std::vector<float> v(static_cast<size_t>(dim));
   for (int64_t r = 0; r < rows && std::getline(tin, line); ++r) {
     vin.read(reinterpret_cast<char*>(v.data()), dim * 4);
+    double n = 0;
+    for (float x : v) n += static_cast<double>(x) * x;
+    if (!(n > 0)) continue;  // a zero (or broken) row teaches nothing
     int32_t s = table->Find(line);
     if (s < 0 && add_unknown) {
       MOEEDB_ASSIGN_OR_RETURN(s, table->Add(line));
@@ -180,12 +183,6 @@ Status ReadTeacher(const std::string& texts_path, const std::string& vectors_pat
       d->teacher_only.push_back(s);
     }
     if (s < 0 || row[s] >= 0) continue;
-    double n = 0;
-    for (float x : v) n += static_cast<double>(x) * x;
-    if (!(n > 0)) {
-      if (!d->teacher_only.empty() && d->teacher_only.back() == s) d->teacher_only.pop_back();
-      continue;
-    }
     row[s] = static_cast<int32_t>(d->teacher.size() / dim);
     for (float x : v) d->teacher.push_back(static_cast<float>(x / std::sqrt(n)));
   }

@@ -47,7 +47,7 @@ Status ReadFusionFlags(const Args& args, SearchOptions* so) {
   if (beta) so->beta = *beta;
   if (w_hs) so->w_hs = *w_hs;
   if (args.Has("fusion")) { MOEEDB_ASSIGN_OR_RETURN(so->fusion, ParseFusionKind(args.Get("fusion"))); }
-  MOEEDB_ASSIGN_OR_RETURN(so->norm, ParseScoreNorm(args.Get("norm", "minmax")));
+  if (args.Has("norm")) { MOEEDB_ASSIGN_OR_RETURN(so->norm, ParseScoreNorm(args.Get("norm"))); }
   MOEEDB_ASSIGN_OR_RETURN(long long rrf_k, args.GetInt("rrf-k", 60, 1, 100000));
   so->rrf_k = static_cast<int>(rrf_k);
   return Status::OK();
@@ -57,12 +57,8 @@ Status ReadSearchModeFlags(const Args& args, SearchOptions* so) {
   MOEEDB_ASSIGN_OR_RETURN(so->mode, ParseQueryMode(args.Get("mode", "fused")));
   MOEEDB_RETURN_IF_ERROR(ReadFusionFlags(args, so));
   if (so->mode == QueryMode::kHybrid) {
-    FusionOptions fo;
-    fo.w_hs = so->w_hs;
-    fo.w_rw = so->alpha.value_or(0.0f);
-    fo.w_lex = so->beta.value_or(kDefaultBeta);
-    fo.rrf_k = so->rrf_k;
-    Status s = fo.Validate();
+    // The collection's alpha is not known here: check the weights given.
+    Status s = FusionOf(*so, 0.0f).Validate();
     if (!s.ok()) return Status::InvalidArgument(s.message() + " (--w-hs, --alpha, --beta)");
   } else if (args.Has("beta") || args.Has("w-hs") || args.Has("fusion") || args.Has("norm") || args.Has("rrf-k")) {
     return Status::InvalidArgument("--beta, --w-hs, --fusion, --norm and --rrf-k apply to --mode hybrid only");

@@ -25,20 +25,32 @@ constexpr size_t kMinHybridCandidates = 100;
 
 }  // namespace
 
+FusionOptions FusionOf(const SearchOptions& o, float default_alpha) {
+  FusionOptions fo;
+  fo.kind = o.fusion;
+  fo.norm = o.norm;
+  fo.w_hs = o.w_hs;
+  fo.w_rw = o.alpha.value_or(default_alpha);
+  fo.w_lex = o.beta.value_or(kDefaultBeta);
+  fo.rrf_k = o.rrf_k;
+  return fo;
+}
+
 Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const float* rw, const SearchOptions& o) const {
   if (o.k > 10000) return Status::InvalidArgument("k must be at most 10000");
   if (o.alpha && !std::isfinite(*o.alpha)) return Status::InvalidArgument("alpha must be finite");
   std::shared_lock lock(mu_);
+  // The filter lives for this call only: it may capture by reference.
   std::function<bool(uint64_t)> filter;
   std::shared_ptr<const MetadataFilter> parsed_filter;
-  auto parsed = std::make_shared<std::unordered_map<uint64_t, json>>();
+  std::unordered_map<uint64_t, json> parsed;
   if (!o.filter_json.empty()) {
     MOEEDB_ASSIGN_OR_RETURN(parsed_filter, MetadataFilter::Parse(o.filter_json));
-    filter = [this, parsed_filter, parsed](uint64_t id) {
+    filter = [&](uint64_t id) {
       auto it = metadata_.find(id);
       if (it == metadata_.end()) return false;
-      auto p = parsed->find(id);
-      if (p == parsed->end()) p = parsed->emplace(id, json::parse(it->second)).first;
+      auto p = parsed.find(id);
+      if (p == parsed.end()) p = parsed.emplace(id, json::parse(it->second)).first;
       return parsed_filter->Matches(&p->second);
     };
   }
@@ -95,13 +107,7 @@ Result<std::vector<SearchHit>> VectorCollection::SearchLexicalOrHybrid(const flo
   }
 
   if (hs == nullptr || rw == nullptr) return Status::InvalidArgument("hybrid search needs the query's vectors");
-  FusionOptions fo;
-  fo.kind = o.fusion;
-  fo.norm = o.norm;
-  fo.w_hs = o.w_hs;
-  fo.w_rw = alpha;
-  fo.w_lex = o.beta.value_or(kDefaultBeta);
-  fo.rrf_k = o.rrf_k;
+  const FusionOptions fo = FusionOf(o, default_alpha_);
   MOEEDB_RETURN_IF_ERROR(fo.Validate());
   if (o.k == 0) return std::vector<SearchHit>{};
   const size_t kk = std::max(o.k * static_cast<size_t>(std::max(1, index_->spec().oversample)), kMinHybridCandidates);

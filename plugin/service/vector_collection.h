@@ -71,6 +71,10 @@ struct SearchOptions {
   bool exact = false;
 };
 
+// The fusion a hybrid search with `o` runs: its weights, with alpha falling
+// back to `default_alpha` and beta to kDefaultBeta.
+FusionOptions FusionOf(const SearchOptions& o, float default_alpha);
+
 class VectorCollection {
  public:
   static Result<std::unique_ptr<VectorCollection>> Create(Store* store, const std::string& name,
