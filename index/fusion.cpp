@@ -53,6 +53,7 @@ Status FusionOptions::Validate() const {
 namespace {
 
 double FusedCandidate::*const kSignals[3] = {&FusedCandidate::hs, &FusedCandidate::rw, &FusedCandidate::lex};
+double FusedCandidate::*const kParts[3] = {&FusedCandidate::part_hs, &FusedCandidate::part_rw, &FusedCandidate::part_lex};
 
 // The signal normalised over the candidates, in candidate order.
 std::vector<double> Normalise(const std::vector<FusedCandidate>& c, double FusedCandidate::*s, ScoreNorm norm) {
@@ -81,12 +82,12 @@ std::vector<double> Normalise(const std::vector<FusedCandidate>& c, double Fused
 void Fuse(const FusionOptions& o, std::vector<FusedCandidate>* cands) {
   auto& c = *cands;
   const double w[3] = {o.w_hs, o.w_rw, o.w_lex};
-  for (auto& x : c) x.fused = 0;
+  for (auto& x : c) x.fused = x.part_hs = x.part_rw = x.part_lex = 0;
   for (int s = 0; s < 3; ++s) {
     if (w[s] == 0) continue;
     if (o.kind == FusionKind::kWeighted) {
       const std::vector<double> n = Normalise(c, kSignals[s], o.norm);
-      for (size_t i = 0; i < c.size(); ++i) c[i].fused += w[s] * n[i];
+      for (size_t i = 0; i < c.size(); ++i) c[i].*kParts[s] = w[s] * n[i];
       continue;
     }
     std::vector<size_t> order(c.size());
@@ -98,9 +99,10 @@ void Fuse(const FusionOptions& o, std::vector<FusedCandidate>* cands) {
     for (size_t r = 0; r < order.size(); ++r) {
       FusedCandidate& x = c[order[r]];
       if (s == 2 && x.lex <= 0) continue;  // no query word: not retrieved lexically
-      x.fused += w[s] / (o.rrf_k + static_cast<double>(r + 1));
+      x.*kParts[s] = w[s] / (o.rrf_k + static_cast<double>(r + 1));
     }
   }
+  for (auto& x : c) x.fused = x.part_hs + x.part_rw + x.part_lex;
   std::sort(c.begin(), c.end(), [](const FusedCandidate& a, const FusedCandidate& b) {
     return a.fused != b.fused ? a.fused > b.fused : a.id < b.id;
   });

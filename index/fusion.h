@@ -53,6 +53,9 @@ struct FusedCandidate {
   uint64_t id = 0;
   double hs = 0, rw = 0, lex = 0;  // exact scores of each signal
   double fused = 0;                // filled in by Fuse
+  // Each signal's share of `fused` (they sum to it): w * normalised score for
+  // weighted fusion, w / (k + rank) for rrf. Filled in by Fuse.
+  double part_hs = 0, part_rw = 0, part_lex = 0;
 };
 
 // Fills in `fused` for every candidate and sorts them by it, descending

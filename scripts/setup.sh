@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages moeedb needs (only when something is
 # missing: idempotent and quick on a ready machine), then configures and
-# builds everything into build/ with CMake + Ninja + ccache.
+# builds everything into build/ with CMake + Ninja + ccache. With --tests it
+# also installs what only the tests need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,9 @@ PACKAGES=(build-essential cmake ninja-build ccache pkg-config
 # Node.js and npm run the end-to-end tests with the real npm clients; machines
 # that ship a Node.js (20+) keep theirs.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES+=(nodejs npm); fi
+
+# --tests: also what only the test suite needs (Chromium for the console's browser test).
+if [ "${1:-}" = "--tests" ]; then PACKAGES+=(chromium); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

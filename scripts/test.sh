@@ -2,7 +2,8 @@
 # Sets everything up (scripts/setup.sh) and runs the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --tests
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
-# End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai).
+# End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
+# and the web console in Debian's Chromium (playwright-core).
 (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error && MOEEDB_BIN="$PWD/../../build/moeedb" npm test)

@@ -53,6 +53,19 @@ std::vector<float> BytesFloats(const std::string& s) {
   std::memcpy(v.data(), s.data(), v.size() * sizeof(float));
   return v;
 }
+// A docs record: {"id", "text", "metadata"} JSON.
+Result<StoredDocument> ParseDocument(const std::string& v) {
+  StoredDocument d;
+  try {
+    json j = json::parse(v);
+    d.id = j.at("id").get<std::string>();
+    d.text = j.at("text").get<std::string>();
+    d.metadata_json = j.at("metadata").dump();
+  } catch (const std::exception& e) {
+    return Status::Corruption("document record is damaged: " + std::string(e.what()));
+  }
+  return d;
+}
 std::string EncodeOp(const std::vector<uint64_t>& added, const std::vector<uint64_t>& removed) {
   std::string s;
   PutBE64(&s, added.size());
@@ -294,15 +307,7 @@ Result<std::optional<StoredDocument>> Store::ReadDocument(const CollectionRecord
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kDocs], DocKey(r.id, internal), &v);
   if (s.IsNotFound()) return std::optional<StoredDocument>();
   if (!s.ok()) return FromRocks(s, "document " + std::to_string(internal) + " of " + r.name);
-  StoredDocument d;
-  try {
-    json j = json::parse(v);
-    d.id = j.at("id").get<std::string>();
-    d.text = j.at("text").get<std::string>();
-    d.metadata_json = j.at("metadata").dump();
-  } catch (const std::exception& e) {
-    return Status::Corruption("document record is damaged: " + std::string(e.what()));
-  }
+  MOEEDB_ASSIGN_OR_RETURN(StoredDocument d, ParseDocument(v));
   if (with_vectors) {
     std::string hs, rw;
     MOEEDB_RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), cf_[kHs], DocKey(r.id, internal), &hs), "hs"));
@@ -340,6 +345,38 @@ Result<std::optional<StoredDocument>> Store::Get(const std::string& collection, 
   if (s.IsNotFound()) return std::optional<StoredDocument>();
   if (!s.ok() || v.size() != 8) return FromRocks(s, "reading id " + external);
   return ReadDocument(r, GetBE64(v.data()), true);
+}
+
+Result<DocumentPage> Store::ListDocuments(const std::string& collection, const std::string& after, size_t limit) const {
+  if (limit == 0) return Status::InvalidArgument("a page holds at least one document");
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
+  const std::string prefix = CollPrefix(r.id) + "e";
+  rocksdb::ReadOptions ro;
+  const rocksdb::Snapshot* snap = db_->GetSnapshot();
+  ro.snapshot = snap;
+  struct Release {
+    rocksdb::DB* db;
+    const rocksdb::Snapshot* s;
+    ~Release() { db->ReleaseSnapshot(s); }
+  } release{db_.get(), snap};
+  DocumentPage page;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf_[kIds]));
+  it->Seek(prefix + after);
+  if (!after.empty() && it->Valid() && it->key() == prefix + after) it->Next();
+  for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (page.documents.size() == limit) {
+      page.next_after = page.documents.back().id;
+      break;
+    }
+    if (it->value().size() != 8) return Status::Corruption("collection " + collection + ": damaged id record");
+    std::string v;
+    MOEEDB_RETURN_IF_ERROR(FromRocks(db_->Get(ro, cf_[kDocs], DocKey(r.id, GetBE64(it->value().data())), &v),
+                                     "document of " + collection));
+    MOEEDB_ASSIGN_OR_RETURN(StoredDocument d, ParseDocument(v));
+    page.documents.push_back(std::move(d));
+  }
+  MOEEDB_RETURN_IF_ERROR(FromRocks(it->status(), "listing " + collection));
+  return page;
 }
 
 Status Store::ScanVectors(const std::string& collection,

@@ -49,6 +49,11 @@ struct StoredDocument {
   std::vector<float> hs, rw;  // raw vectors
 };
 
+struct DocumentPage {
+  std::vector<StoredDocument> documents;
+  std::string next_after;  // empty: no more documents
+};
+
 struct OpRecord {
   uint64_t seq = 0;
   std::vector<uint64_t> added, removed;  // internal ids
@@ -91,6 +96,11 @@ class Store {
   Result<std::vector<std::optional<StoredDocument>>> GetManyByInternal(const std::string& collection,
                                                                        const std::vector<uint64_t>& internal_ids,
                                                                        bool with_vectors) const;
+
+  // Up to `limit` documents (without vectors) in byte order of their external
+  // ids, the first after `after` ("": from the start), read from one snapshot.
+  // `next_after` is the `after` of the next page, empty on the last page.
+  Result<DocumentPage> ListDocuments(const std::string& collection, const std::string& after, size_t limit) const;
 
   // Every live document with its vectors, in internal-id order.
   Status ScanVectors(const std::string& collection,

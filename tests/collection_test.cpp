@@ -371,5 +371,46 @@ TEST(Collection, Fp16RowsScoreLikeF32AndSurviveASnapshot) {
   EXPECT_EQ((*y)[0].id, "d1");
 }
 
+TEST(Collection, DocumentsArePagedInIdOrderFromOneSnapshot) {
+  Env env;
+  auto c = VectorCollection::Create(env.store.get(), "p", Options(8, 4, IndexKind::kFlat));
+  ASSERT_TRUE(c.ok());
+  const Data d = MakeData(25, 8, 4, 3, 7);
+  ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 25)).ok());
+  ASSERT_TRUE((*c)->Delete({"d10"}).ok());
+  auto replaced = Docs(d, 3, 4);
+  replaced[0].text = "replaced";
+  ASSERT_TRUE((*c)->Upsert(replaced).ok());
+  std::vector<std::string> want;
+  for (int i = 0; i < 25; ++i)
+    if (i != 10) want.push_back("d" + std::to_string(i));
+  std::sort(want.begin(), want.end());  // byte order: d0 d1 d11 ... d19 d2 d20 ...
+  std::vector<std::string> got;
+  std::string after;
+  size_t pages = 0;
+  do {
+    auto page = (*c)->List(after, 7);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_LE(page->documents.size(), 7u);
+    for (const auto& doc : page->documents) {
+      got.push_back(doc.id);
+      EXPECT_TRUE(doc.hs.empty());  // no vectors in a page
+      EXPECT_EQ(doc.text, doc.id == "d3" ? "replaced" : "text " + doc.id.substr(1));
+    }
+    after = page->next_after;
+    ++pages;
+  } while (!after.empty() && pages < 10);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(pages, 4u);  // 24 documents: 7 + 7 + 7 + 3
+  // An `after` that is not stored starts at the next id in byte order.
+  auto from = (*c)->List("d105", 2);
+  ASSERT_TRUE(from.ok());
+  ASSERT_EQ(from->documents.size(), 2u);
+  EXPECT_EQ(from->documents[0].id, "d11");
+  EXPECT_EQ(from->next_after, "d12");
+  EXPECT_EQ((*c)->List("", 0).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(env.store->ListDocuments("nope", "", 5).status().code(), Status::Code::kNotFound);
+}
+
 }  // namespace
 }  // namespace moeedb

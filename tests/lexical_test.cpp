@@ -202,6 +202,13 @@ TEST(Fusion, WeightedMinMaxAndZScoreByHand) {
   EXPECT_EQ(mm[1].id, 2u);
   EXPECT_NEAR(mm[1].fused, 1.75, 1e-12);
   EXPECT_NEAR(mm[2].fused, 1.0, 1e-12);
+  // Each signal's share: id 2 (the middle one) gets 1*.5, .5*.5, 2*.5.
+  EXPECT_NEAR(mm[1].part_hs, 0.5, 1e-12);
+  EXPECT_NEAR(mm[1].part_rw, 0.25, 1e-12);
+  EXPECT_NEAR(mm[1].part_lex, 1.0, 1e-12);
+  EXPECT_NEAR(mm[0].part_hs, 0.0, 1e-12);  // id 3: lowest hs
+  EXPECT_NEAR(mm[0].part_rw, 0.5, 1e-12);
+  EXPECT_NEAR(mm[0].part_lex, 2.0, 1e-12);
   // z-score: each signal is (-1.2247, 0, 1.2247) up to sign; hs descending, rw/lex ascending.
   o.norm = ScoreNorm::kZScore;
   auto z = c;
@@ -225,6 +232,11 @@ TEST(Fusion, RrfByHandAndZeroLexicalGetsNoRank) {
   EXPECT_NEAR(f[2], 1.0 / 62 + 1.0 / 62 + 1.0 / 62, 1e-12);
   EXPECT_NEAR(f[3], 1.0 / 63 + 1.0 / 61 + 1.0 / 61, 1e-12);
   EXPECT_EQ(c[0].id, 3u);
+  EXPECT_NEAR(c[0].part_hs, 1.0 / 63, 1e-12);
+  EXPECT_NEAR(c[0].part_rw, 1.0 / 61, 1e-12);
+  EXPECT_NEAR(c[0].part_lex, 1.0 / 61, 1e-12);
+  EXPECT_EQ(c[2].id, 1u);
+  EXPECT_EQ(c[2].part_lex, 0.0);  // no lexical term
 }
 
 TEST(Fusion, BadOptionsAreRefused) {
@@ -378,6 +390,26 @@ TEST(LexicalCollection, HybridRescoresEveryCandidateOnEverySignal) {
       EXPECT_NEAR(h.score_lex, want, 1e-5 * std::max(1.0, want)) << h.id;
     }
     for (size_t r = 1; r < hits->size(); ++r) EXPECT_GE((*hits)[r - 1].score, (*hits)[r].score);
+    for (const auto& h : *hits) EXPECT_NEAR(h.part_hs + h.part_rw + h.part_lex, h.score, 1e-6) << h.id;
+  }
+  // Dense modes: fused parts are score_hs and alpha * score_rw; hs/rw put the score on their signal.
+  SearchOptions fused;
+  fused.k = 5;
+  fused.alpha = 0.7f;
+  fused.exact = true;
+  for (QueryMode m : {QueryMode::kFused, QueryMode::kHs, QueryMode::kRw}) {
+    fused.mode = m;
+    auto hits = c->Search(q.hs.data(), q.rw.data(), fused);
+    ASSERT_TRUE(hits.ok());
+    ASSERT_FALSE(hits->empty());
+    for (const auto& h : *hits) {
+      const float hs = m == QueryMode::kRw ? 0.0f : h.score_hs;
+      const float rw = m == QueryMode::kFused ? 0.7f * h.score_rw : m == QueryMode::kRw ? h.score_rw : 0.0f;
+      EXPECT_FLOAT_EQ(h.part_hs, hs) << h.id;
+      EXPECT_FLOAT_EQ(h.part_rw, rw) << h.id;
+      EXPECT_EQ(h.part_lex, 0.0f);
+      EXPECT_NEAR(h.part_hs + h.part_rw, h.score, 1e-5) << h.id;
+    }
   }
   // The fused ranking is what Fuse gives on those scores (weighted, min-max).
   std::vector<FusedCandidate> ref;

@@ -2,6 +2,8 @@
 // dense, lexical and hybrid search, filters, and the 4xx answers to bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/server_fixture.h"
@@ -100,6 +102,79 @@ TEST_F(ServerTest, LexicalAndHybridSearch) {
   EXPECT_EQ(Call("PUT", "/collections/h", "{}").status, 201);  // the lexical folder went with the old one
   r = Call("POST", "/collections/h/search", R"({"query": "dog", "mode": "lexical"})");
   EXPECT_TRUE(Body(r)["hits"].empty()) << r.body;
+}
+
+TEST_F(ServerTest, DocumentsArePagedInIdOrder) {
+  ASSERT_EQ(Call("PUT", "/collections/p", "{}").status, 201);
+  json docs = {{"documents", json::array()}};
+  std::vector<std::string> ids;
+  for (int i = 0; i < 7; ++i) {
+    ids.push_back("doc-" + std::to_string(i * 3 % 7));
+    docs["documents"].push_back({{"id", ids.back()}, {"text", "text number " + std::to_string(i)}, {"metadata", {{"i", i}}}});
+  }
+  ASSERT_EQ(Call("POST", "/collections/p/documents", docs.dump()).status, 200);
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> seen;
+  std::string after;
+  for (int page = 0; page < 10; ++page) {
+    auto r = Call("GET", "/collections/p/documents?limit=3" + (after.empty() ? "" : "&after=" + after));
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = Body(r);
+    EXPECT_EQ(j["total"], 7);
+    for (const auto& d : j["documents"]) {
+      seen.push_back(d["id"]);
+      EXPECT_TRUE(d["text"].get<std::string>().starts_with("text number"));
+      EXPECT_TRUE(d["metadata"].contains("i"));
+    }
+    if (j["next_after"].is_null()) break;
+    after = j["next_after"];
+  }
+  EXPECT_EQ(seen, ids);
+  // Default page size, %-encoded cursors, and the 4xx answers.
+  EXPECT_EQ(Body(Call("GET", "/collections/p/documents"))["documents"].size(), 7u);
+  EXPECT_EQ(Body(Call("GET", "/collections/p/documents?after=doc%2D5"))["documents"].size(), 1u);
+  for (const char* bad : {"limit=0", "limit=1001", "limit=abc", "limit=", "offset=3"})
+    EXPECT_EQ(Call("GET", std::string("/collections/p/documents?") + bad).status, 400) << bad;
+  EXPECT_EQ(Call("GET", "/collections/nope/documents").status, 404);
+  EXPECT_EQ(Call("DELETE", "/collections/p/documents").status, 405);
+}
+
+TEST_F(ServerTest, HitsCarryEachSignalsShareOfTheScore) {
+  ASSERT_EQ(Call("PUT", "/collections/s", R"({"alpha": 0.25})").status, 201);
+  json docs = {{"documents", {{{"id", "a"}, {"text", "A dog runs in the snow."}},
+                              {{"id", "b"}, {"text", "Markets fell sharply on Monday."}},
+                              {{"id", "c"}, {"text", "A dog sleeps by the fire."}}}}};
+  ASSERT_EQ(Call("POST", "/collections/s/documents", docs.dump()).status, 200);
+  auto r = Call("POST", "/collections/s/search", R"({"query": "dog in the snow"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (const auto& h : Body(r)["hits"]) {
+    EXPECT_DOUBLE_EQ(h["parts"]["hs"].get<double>(), h["score_hs"].get<double>());
+    EXPECT_NEAR(h["parts"]["rw"].get<double>(), 0.25 * h["score_rw"].get<double>(), 1e-6);
+    EXPECT_EQ(h["parts"]["lex"].get<double>(), 0.0);
+  }
+  r = Call("POST", "/collections/s/search", R"({"query": "dog in the snow", "mode": "hybrid", "fusion": "rrf"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (const auto& h : Body(r)["hits"]) {
+    const json& p = h["parts"];
+    EXPECT_NEAR(p["hs"].get<double>() + p["rw"].get<double>() + p["lex"].get<double>(), h["score"].get<double>(), 1e-6);
+    EXPECT_LE(p["hs"].get<double>(), 1.0 / 61 + 1e-7);  // w_hs / (60 + rank), rank >= 1
+  }
+}
+
+TEST_F(ServerTest, ConsoleFilesAreServed) {
+  auto r = Call("GET", "/console");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(r.body.find("<script src=\"/console/console.js\">"), std::string::npos);
+  EXPECT_EQ(Call("GET", "/console/").body, r.body);
+  r = Call("GET", "/console/console.js");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/javascript; charset=utf-8");
+  EXPECT_NE(r.body.find("Authorization"), std::string::npos);
+  EXPECT_EQ(Call("GET", "/console/console.css").content_type, "text/css; charset=utf-8");
+  EXPECT_EQ(Call("GET", "/console/nope.js").status, 404);
+  EXPECT_EQ(Call("GET", "/console/../api.h").status, 404);
+  EXPECT_EQ(Call("POST", "/console").status, 405);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "plugin/cli/common.h"
 #include "plugin/cli/search_flags.h"
 #include "plugin/service/embedding_setup.h"
+#include "plugin/service/search_hit_json.h"
 #include "plugin/service/vector_collection.h"
 
 namespace moeedb::cli {
@@ -250,7 +251,8 @@ int RunSearch(const std::vector<std::string>& argv) {
                           "Embeds the query like the collection's documents and ranks by cos_HS + alpha * cos_RW\n"
                           "(--mode fused), by BM25 over the texts (--mode lexical: no embedding), or by all three\n"
                           "signals fused (--mode hybrid). Prints {\"hits\": [{\"id\", \"score\", \"score_hs\",\n"
-                          "\"score_rw\", \"score_lex\", \"text\", \"metadata\"}]}.",
+                          "\"score_rw\", \"score_lex\", \"parts\", \"text\", \"metadata\"}]}; parts: each signal's share\n"
+                          "of score.",
                           specs);
     return 0;
   }
@@ -282,13 +284,7 @@ int RunSearch(const std::vector<std::string>& argv) {
   auto hits = (*coll)->Search(q.empty() ? nullptr : q[0].hs.data(), q.empty() ? nullptr : q[0].rw.data(), so);
   if (!hits.ok()) return Fail("search", hits.status().message());
   json out = {{"hits", json::array()}};
-  for (const auto& h : *hits) {
-    json hit = {{"id", h.id}, {"score", h.score}, {"score_hs", h.score_hs}, {"score_rw", h.score_rw}};
-    if ((*coll)->has_lexical()) hit["score_lex"] = h.score_lex;
-    hit["text"] = h.text;
-    hit["metadata"] = json::parse(h.metadata_json);
-    out["hits"].push_back(std::move(hit));
-  }
+  for (const auto& h : *hits) out["hits"].push_back(SearchHitJson(h, (*coll)->has_lexical()));
   out["took_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (args->Get("format", "json") == "text") {
     const float alpha = so.alpha.value_or((*coll)->default_alpha());

@@ -8,6 +8,8 @@
 
 #include "engine/utf8.h"
 #include "plugin/server/collection_requests.h"
+#include "plugin/server/console_assets.h"
+#include "plugin/service/search_hit_json.h"
 
 namespace moeedb {
 
@@ -74,6 +76,32 @@ std::string UrlDecode(const std::string& s) {
     }
   }
   return out;
+}
+
+// The query string's parameters (%XX and '+' decoded); later keys win.
+std::map<std::string, std::string> QueryParams(const std::string& target) {
+  std::map<std::string, std::string> out;
+  const size_t q = target.find('?');
+  if (q == std::string::npos) return out;
+  std::stringstream ss(target.substr(q + 1));
+  std::string kv;
+  while (std::getline(ss, kv, '&')) {
+    if (kv.empty()) continue;
+    std::replace(kv.begin(), kv.end(), '+', ' ');
+    const size_t eq = kv.find('=');
+    out[UrlDecode(kv.substr(0, eq))] = eq == std::string::npos ? "" : UrlDecode(kv.substr(eq + 1));
+  }
+  return out;
+}
+
+// The web console's files, served without the API key: they hold no data,
+// and the page asks for the key before it calls the API.
+HttpResponse Console(const std::string& method, const std::vector<std::string>& parts) {
+  if (method != "GET" && method != "HEAD") return Error(405, "use GET", "invalid_request_error");
+  const std::string name = parts.size() == 1 ? "index.html" : parts.size() == 2 ? parts[1] : "";
+  const ConsoleAsset* a = FindConsoleAsset(name);
+  if (a == nullptr) return Error(404, "no console file '" + name.substr(0, 100) + "'", "not_found_error");
+  return {200, std::string(a->content_type), std::string(a->body)};
 }
 
 }  // namespace
@@ -177,6 +205,10 @@ HttpResponse Api::Route(const HttpRequest& req, std::string* route) {
     if (m != "GET" && m != "HEAD") return Error(405, "use GET", "invalid_request_error");
     return Json({{"status", "ok"}});
   }
+  if (!parts.empty() && parts[0] == "console") {
+    *route = "/console";
+    return Console(m, parts);
+  }
   if (!options_.api_key.empty()) {
     auto it = req.headers.find("authorization");
     if (it == req.headers.end() || it->second != "Bearer " + options_.api_key) {
@@ -214,7 +246,7 @@ HttpResponse Api::Route(const HttpRequest& req, std::string* route) {
     if (!method_is("GET")) return Error(405, "use GET", "invalid_request_error");
     return {200, "text/plain; version=0.0.4", MetricsText()};
   }
-  if (!parts.empty() && parts[0] == "collections") return Collections(m, parts, req.body, route);
+  if (!parts.empty() && parts[0] == "collections") return Collections(m, parts, QueryParams(req.target), req.body, route);
   *route = "unknown";
   return Error(404, "no route " + m + " " + req.target.substr(0, 200), "not_found_error");
 }
@@ -418,6 +450,30 @@ HttpResponse Api::TeiEmbed(const std::string& body) {
   return Json(out);
 }
 
+HttpResponse Api::ListDocuments(const std::string& name, const std::map<std::string, std::string>& query) {
+  size_t limit = 20;
+  for (const auto& [key, value] : query) {
+    if (key == "limit") {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 1 || v > 1000) return BadRequest("'limit' must be an integer in [1, 1000]");
+      limit = static_cast<size_t>(v);
+    } else if (key != "after") {
+      return BadRequest("unknown parameter '" + key.substr(0, 100) + "' (limit, after)");
+    }
+  }
+  auto c = OpenCollection(name);
+  if (!c.ok()) return FromStatus(c.status());
+  auto page = (*c)->List(query.count("after") ? query.at("after") : "", limit);
+  if (!page.ok()) return FromStatus(page.status());
+  json docs = json::array();
+  for (const auto& d : page->documents)
+    docs.push_back({{"id", d.id}, {"text", d.text}, {"metadata", json::parse(d.metadata_json)}});
+  return Json({{"documents", docs},
+               {"next_after", page->next_after.empty() ? json(nullptr) : json(page->next_after)},
+               {"total", (*c)->size()}});
+}
+
 Result<VectorCollection*> Api::OpenCollection(const std::string& name) {
   std::lock_guard<std::mutex> lock(collections_mu_);
   auto it = collections_.find(name);
@@ -439,8 +495,8 @@ Status Api::SaveIndexes() {
   return first;
 }
 
-HttpResponse Api::Collections(const std::string& m, const std::vector<std::string>& parts, const std::string& body,
-                              std::string* route) {
+HttpResponse Api::Collections(const std::string& m, const std::vector<std::string>& parts,
+                              const std::map<std::string, std::string>& query, const std::string& body, std::string* route) {
   auto parse = [&](json* j) -> bool {
     try {
       *j = body.empty() ? json::object() : json::parse(body);
@@ -498,7 +554,8 @@ HttpResponse Api::Collections(const std::string& m, const std::vector<std::strin
   }
   if (parts[2] == "documents" && parts.size() == 3) {
     *route = "/collections/{name}/documents";
-    if (m != "POST") return Error(405, "use POST", "invalid_request_error");
+    if (m == "GET") return ListDocuments(name, query);
+    if (m != "POST") return Error(405, "use GET or POST", "invalid_request_error");
     json j;
     if (!parse(&j)) return BadRequest("the body must be a JSON object");
     if (!j.contains("documents") || !j["documents"].is_array()) return BadRequest("'documents' must be an array");
@@ -576,13 +633,7 @@ HttpResponse Api::Collections(const std::string& m, const std::vector<std::strin
     auto hits = (*c)->Search(q.empty() ? nullptr : q[0].hs.data(), q.empty() ? nullptr : q[0].rw.data(), *so);
     if (!hits.ok()) return FromStatus(hits.status());
     json out = json::array();
-    for (const auto& h : *hits) {
-      json hit = {{"id", h.id}, {"score", h.score}, {"score_hs", h.score_hs}, {"score_rw", h.score_rw}};
-      if ((*c)->has_lexical()) hit["score_lex"] = h.score_lex;
-      hit["text"] = h.text;
-      hit["metadata"] = json::parse(h.metadata_json);
-      out.push_back(std::move(hit));
-    }
+    for (const auto& h : *hits) out.push_back(SearchHitJson(h, (*c)->has_lexical()));
     return Json({{"hits", out}, {"took_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}});
   }
   *route = "unknown";

@@ -5,8 +5,8 @@
 //
 // Routes (docs/api.md): OpenAI POST /v1/embeddings and GET /v1/models; TEI
 // POST /embed; GET /health, /info, /metrics; the collections API under
-// /collections. With an API key set, every route but /health needs
-// "Authorization: Bearer KEY".
+// /collections; the web console's files under /console. With an API key set,
+// every route but /health and /console needs "Authorization: Bearer KEY".
 #pragma once
 
 #include <atomic>
@@ -68,8 +68,9 @@ class Api {
   HttpResponse Embeddings(const std::string& body);
   HttpResponse TeiEmbed(const std::string& body);
   HttpResponse Info();
-  HttpResponse Collections(const std::string& method, const std::vector<std::string>& parts, const std::string& body,
-                           std::string* route);
+  HttpResponse Collections(const std::string& method, const std::vector<std::string>& parts,
+                           const std::map<std::string, std::string>& query, const std::string& body, std::string* route);
+  HttpResponse ListDocuments(const std::string& name, const std::map<std::string, std::string>& query);
   Result<std::vector<Embedding>> EmbedTexts(const std::vector<std::string>& texts, bool allow_truncate);
   Result<VectorCollection*> OpenCollection(const std::string& name);
   std::vector<float> Fused(const Embedding& e) const;

@@ -66,7 +66,13 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   req.filter = filter;
   MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, index_->Search(req));
   std::vector<FusedCandidate> out;
-  for (const Hit& h : hits) out.push_back(FusedCandidate{h.id, h.score_hs, h.score_rw, 0.0, h.score});
+  for (const Hit& h : hits) {
+    FusedCandidate c{h.id, h.score_hs, h.score_rw, 0.0, h.score};
+    if (o.mode == QueryMode::kFused) c.part_hs = h.score_hs, c.part_rw = req.alpha * h.score_rw;
+    else if (o.mode == QueryMode::kHs) c.part_hs = h.score;
+    else c.part_rw = h.score;
+    out.push_back(c);
+  }
   // The lexical score is reported beside the dense ones when the query has a text.
   if (lexical_ && !o.text.empty() && !out.empty()) {
     std::vector<uint64_t> ids;
@@ -92,7 +98,10 @@ Result<std::vector<SearchHit>> VectorCollection::SearchLexicalOrHybrid(const flo
     {
       std::lock_guard lex(lexical_mu_);
       MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(o.text, o.k, filter));
-      for (const auto& h : hits) cands.push_back(FusedCandidate{h.id, 0.0, 0.0, h.score, h.score});
+      for (const auto& h : hits) {
+        cands.push_back(FusedCandidate{h.id, 0.0, 0.0, h.score, h.score});
+        cands.back().part_lex = h.score;
+      }
     }
     if (hs != nullptr && rw != nullptr && !cands.empty()) {  // report the dense cosines too
       std::vector<uint64_t> ids;
@@ -170,8 +179,14 @@ Result<std::vector<SearchHit>> VectorCollection::ToSearchHits(const std::vector<
   for (size_t i = 0; i < hits.size(); ++i) {
     if (!docs[i]) return Status::Corruption("indexed document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
     const auto& h = hits[i];
-    out.push_back(SearchHit{docs[i]->id, static_cast<float>(h.fused), static_cast<float>(h.hs), static_cast<float>(h.rw),
-                            static_cast<float>(h.lex), docs[i]->text, docs[i]->metadata_json});
+    SearchHit hit{docs[i]->id, static_cast<float>(h.fused), static_cast<float>(h.hs), static_cast<float>(h.rw),
+                  static_cast<float>(h.lex)};
+    hit.part_hs = static_cast<float>(h.part_hs);
+    hit.part_rw = static_cast<float>(h.part_rw);
+    hit.part_lex = static_cast<float>(h.part_lex);
+    hit.text = docs[i]->text;
+    hit.metadata_json = docs[i]->metadata_json;
+    out.push_back(std::move(hit));
   }
   return out;
 }

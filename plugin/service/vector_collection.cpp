@@ -271,6 +271,10 @@ Result<std::optional<StoredDocument>> VectorCollection::Get(const std::string& i
   return store_->Get(name_, id);
 }
 
+Result<DocumentPage> VectorCollection::List(const std::string& after, size_t limit) const {
+  return store_->ListDocuments(name_, after, limit);
+}
+
 Status VectorCollection::SaveIndex() {
   std::unique_lock lock(mu_);
   // Both indexes cover applied_seq_ before the op log is trimmed to it.

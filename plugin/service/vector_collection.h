@@ -54,6 +54,9 @@ struct SearchHit {
   float score = 0;                          // what the ranking used
   float score_hs = 0, score_rw = 0;         // exact cosines (0 in lexical mode without query vectors)
   float score_lex = 0;                      // BM25 (lexical and hybrid modes)
+  // Each signal's share of `score` (they sum to it, up to rounding): in fused
+  // mode score_hs and alpha * score_rw; in hybrid mode what fusion gave each.
+  float part_hs = 0, part_rw = 0, part_lex = 0;
   std::string text, metadata_json;
 };
 
@@ -94,6 +97,8 @@ class VectorCollection {
   Result<WriteResult> Upsert(const std::vector<StoredDocument>& docs, bool sync = true);
   Result<WriteResult> Delete(const std::vector<std::string>& ids, bool sync = true);
   Result<std::optional<StoredDocument>> Get(const std::string& id) const;
+  // A page of documents in id order (Store::ListDocuments).
+  Result<DocumentPage> List(const std::string& after, size_t limit) const;
   // Dense modes need hs and rw; lexical needs options.text (the vectors,
   // when given, fill in score_hs/score_rw); hybrid needs all three.
   Result<std::vector<SearchHit>> Search(const float* hs, const float* rw, const SearchOptions& options) const;
