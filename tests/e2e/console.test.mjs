@@ -307,6 +307,9 @@ test('search: filter validation, hybrid fusion weights, and the alpha sweep', as
       assert.equal(ranks[i], order.includes(id) ? order.indexOf(id) + 1 : null, `${id} at alpha ${sweep.alphas[i]}`);
   }
 
+  await page.setViewportSize({ width: 900, height: 1400 });
+  await page.locator('#page-search').screenshot({ path: path.join(artifacts, 'console-search-sweep.png') });
+
   // A narrow window: no sideways scrolling.
   await page.setViewportSize({ width: 390, height: 900 });
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
