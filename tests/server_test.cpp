@@ -128,13 +128,20 @@ TEST_F(ServerTest, ApiKeyGuardsEveryRouteButHealth) {
   Api api(o, setup_, queue_.get(), store_.get(), stats_->first, stats_->second);
   const std::vector<std::pair<std::string, std::string>> routes = {
       {"POST", "/v1/embeddings"}, {"GET", "/v1/models"}, {"POST", "/embed"}, {"GET", "/info"}, {"GET", "/metrics"},
-      {"GET", "/collections"}, {"PUT", "/collections/x"}, {"POST", "/collections/x/search"}, {"GET", "/nowhere"}};
+      {"GET", "/collections"}, {"PUT", "/collections/x"}, {"POST", "/collections/x/search"}, {"GET", "/nowhere"},
+      {"POST", "/"}, {"POST", "/rerank"}, {"POST", "/api/embed"}, {"POST", "/vectors"}, {"GET", "/.well-known/ready"}};
   for (const auto& [m, t] : routes) {
     EXPECT_EQ(api.Handle({m, t, {}, "{}"}).status, 401) << m << " " << t;
     EXPECT_EQ(api.Handle({m, t, {{"authorization", "Bearer wrong"}}, "{}"}).status, 401) << m << " " << t;
     EXPECT_NE(api.Handle({m, t, {{"authorization", "Bearer s3cret"}}, "{}"}).status, 401) << m << " " << t;
   }
   EXPECT_EQ(api.Handle({"GET", "/health", {}, ""}).status, 200);
+  // Qdrant-style "api-key: KEY" is accepted too; refusals come in the route's protocol shape.
+  EXPECT_EQ(api.Handle({"GET", "/info", {{"api-key", "s3cret"}}, ""}).status, 200);
+  EXPECT_EQ(api.Handle({"GET", "/info", {{"api-key", "nope"}}, ""}).status, 401);
+  EXPECT_TRUE(json::parse(api.Handle({"POST", "/embed", {}, "{}"}).body)["error"].is_string());           // TEI
+  EXPECT_TRUE(json::parse(api.Handle({"POST", "/api/embed", {}, "{}"}).body)["error"].is_string());       // Ollama
+  EXPECT_TRUE(json::parse(api.Handle({"POST", "/v1/embeddings", {}, "{}"}).body)["error"].is_object());   // OpenAI
   // The console's files hold no data and are served without the key; the
   // documents list they page through is guarded like every data route.
   EXPECT_EQ(api.Handle({"GET", "/console", {}, ""}).status, 200);
@@ -355,7 +362,9 @@ TEST_F(ServerTest, SocketLayerSurvivesHostileRequests) {
       "{\"documents\": 5}", "{\"query\": []}", "{\"inputs\": [1, 2]}", "{\"input\": [-1], \"model\": \"tiny\"}"};
   const std::vector<std::string> targets = {"/v1/embeddings", "/embed", "/collections/keep/documents",
                                             "/collections/keep/search", "/collections/%ZZ/search", "/v1/../etc/passwd",
-                                            "/collections/keep/documents/%00", "/nowhere"};
+                                            "/collections/keep/documents/%00", "/nowhere", "/", "/rerank",
+                                            "/tokenize", "/decode", "/embed_sparse", "/embed_all", "/api/embed",
+                                            "/api/embeddings", "/vectors", "/meta", "/.well-known/x"};
   int bad = 0, total = 0;
   const int kRequests = 10000;
   // Most hostile requests go straight to the router (fast); a share crosses real sockets.
@@ -378,10 +387,11 @@ TEST_F(ServerTest, SocketLayerSurvivesHostileRequests) {
       if (status == 0) continue;  // the connection closed without an answer (truncated body, timeout): allowed
     } else {
       status = Call(method, target, body).status;
-      if (target == "/v1/embeddings" && method == "POST" && body.find("\"model\": \"tiny\"") != std::string::npos &&
+      if ((target == "/v1/embeddings" || target == "/api/embed") && method == "POST" && body.find("\"model\": \"tiny") != std::string::npos &&
           status == 200)
         continue;  // a request that happens to be valid
-      if (target == "/collections/keep/documents" && method == "GET" && status == 200) continue;  // the listing ignores bodies
+      if ((target == "/collections/keep/documents" || target == "/meta") && method == "GET" && status == 200)
+        continue;  // reads that ignore bodies
     }
     ++total;
     if (status < 400 || status >= 500) {

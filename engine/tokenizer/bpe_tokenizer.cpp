@@ -325,6 +325,12 @@ std::optional<int32_t> BpeTokenizer::TokenId(const std::string& token) const {
   return it->second;
 }
 
+bool BpeTokenizer::IsAdded(int32_t id) const {
+  for (const auto& a : impl_->added)
+    if (a.id == id) return true;
+  return false;
+}
+
 Result<std::vector<int32_t>> BpeTokenizer::Encode(std::string_view text, bool add_special) const {
   size_t bad = 0;
   if (!IsValidUtf8(text, &bad)) return Status::InvalidArgument("invalid UTF-8 at byte " + std::to_string(bad));

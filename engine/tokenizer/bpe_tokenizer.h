@@ -37,6 +37,8 @@ class BpeTokenizer final : public TokenEncoder {
   // 1 + the largest id in the vocabulary or the added tokens.
   int64_t vocab_size() const override { return vocab_size_; }
   std::optional<int32_t> TokenId(const std::string& token) const;
+  // Whether `id` is an added (special) token such as <|endoftext|>.
+  bool IsAdded(int32_t id) const;
 
   struct Impl;
 

@@ -66,6 +66,7 @@ class EmbeddingSetup {
   // The ids the model sees for `text` (prompt applied, special tokens added).
   Result<std::vector<int32_t>> Tokenize(const std::string& text) const { return embedder_->Tokenize(text); }
   const Embedder& embedder() const { return *embedder_; }
+  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
   const EmbeddingConfig& config() const { return config_; }
   // The default alpha of a new collection: the model folder's (model_defaults.h).
   double default_alpha() const { return default_alpha_; }

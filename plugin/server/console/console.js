@@ -92,7 +92,7 @@
       authorized = true;
       $('nav').hidden = false;
       $('forget-key').hidden = !apiKey;
-      $('server-info').textContent = `model ${info.model_id} (${info.model_type}) · routing ${info.routing} · ` +
+      $('server-info').textContent = `model ${info.model_id} (${info.model_family}) · routing ${info.routing} · ` +
         `prompt ${info.prompt || 'none'} · HS ${info.dim_hs} / RW ${info.dim_rw} dims`;
       await route();
     } catch (e) {

@@ -1,0 +1,217 @@
+// moeedb's collections API under /collections (docs/server.md).
+#include <chrono>
+#include <cstdlib>
+
+#include "plugin/server/collection_requests.h"
+#include "plugin/server/protocols/router.h"
+#include "plugin/service/search_hit_json.h"
+
+namespace moeedb {
+namespace {
+
+using json = nlohmann::json;
+
+class CollectionsRouter final : public ProtocolRouter {
+ public:
+  explicit CollectionsRouter(ServerCore* core) : core_(core) {}
+  bool Owns(const std::vector<std::string>& parts) const override { return !parts.empty() && parts[0] == "collections"; }
+  HttpResponse Error(int status, const std::string& message) const override {
+    return status == 401 ? NativeError(401, message, "authentication_error", "invalid_api_key")
+                         : NativeError(status, message, status >= 500 ? "server_error" : "invalid_request_error");
+  }
+  HttpResponse Handle(const RouteRequest& req, std::string* route) override;
+
+ private:
+  HttpResponse Collection(const std::string& method, const std::string& name, const std::string& body);
+  HttpResponse Upsert(const std::string& name, const std::string& body);
+  HttpResponse Document(const std::string& method, const std::string& name, const std::string& id);
+  HttpResponse ListDocuments(const std::string& name, const std::map<std::string, std::string>& query);
+  HttpResponse Search(const std::string& name, const std::string& body);
+  ServerCore* core_;
+};
+
+// An object body ("" counts as {}); nullopt otherwise.
+std::optional<json> ObjectBody(const std::string& body) {
+  if (body.empty()) return json::object();
+  auto j = ParseJson(body);
+  if (!j || !j->is_object()) return std::nullopt;
+  return j;
+}
+
+HttpResponse CollectionsRouter::Handle(const RouteRequest& req, std::string* route) {
+  const auto& parts = req.parts;
+  const std::string& m = req.method();
+  if (parts.size() == 1) {
+    *route = "/collections";
+    if (m != "GET") return NativeError(405, "use GET", "invalid_request_error");
+    auto all = core_->store()->ListCollections();
+    if (!all.ok()) return NativeFromStatus(all.status());
+    json out = json::array();
+    for (const auto& c : *all) out.push_back({{"name", c.name}, {"documents", c.count}});
+    return JsonResponse({{"collections", out}});
+  }
+  const std::string& name = parts[1];
+  if (parts.size() == 2) {
+    *route = "/collections/{name}";
+    return Collection(m, name, req.body());
+  }
+  if (parts[2] == "documents" && parts.size() == 3) {
+    *route = "/collections/{name}/documents";
+    if (m == "GET") return ListDocuments(name, req.query);
+    if (m != "POST") return NativeError(405, "use GET or POST", "invalid_request_error");
+    return Upsert(name, req.body());
+  }
+  if (parts[2] == "documents" && parts.size() == 4) {
+    *route = "/collections/{name}/documents/{id}";
+    return Document(m, name, parts[3]);
+  }
+  if (parts[2] == "search" && parts.size() == 3) {
+    *route = "/collections/{name}/search";
+    if (m != "POST") return NativeError(405, "use POST", "invalid_request_error");
+    return Search(name, req.body());
+  }
+  *route = "unknown";
+  return NativeError(404, "no route " + m + " /collections/...", "not_found_error");
+}
+
+HttpResponse CollectionsRouter::Collection(const std::string& m, const std::string& name, const std::string& body) {
+  Store* store = core_->store();
+  if (m == "PUT") {
+    auto j = ObjectBody(body);
+    if (!j) return NativeBadRequest("the body must be a JSON object");
+    const std::string& routing = core_->setup().routing();
+    if (j->contains("routing") && (!(*j)["routing"].is_string() ||
+                                   [&] { auto p = RoutingPolicy::Parse((*j)["routing"].get<std::string>());
+                                         return !p.ok() || p->ToString() != routing; }()))
+      return NativeBadRequest("this server embeds with routing " + routing + "; a collection must use it");
+    CollectionOptions o = core_->NewCollectionOptions();
+    if (Status s = ParseCollectionRequest(*j, &o); !s.ok()) return NativeBadRequest(s.message());
+    if (store->GetCollection(name).ok())
+      return NativeError(409, "collection '" + name + "' already exists", "invalid_request_error", "conflict");
+    auto c = core_->CreateCollection(name, o);
+    if (!c.ok()) return NativeFromStatus(c.status());
+    return JsonResponse({{"name", name}, {"created", true}}, 201);
+  }
+  if (m == "GET") {
+    auto c = store->GetCollection(name);
+    if (!c.ok()) return NativeFromStatus(c.status());
+    json spec = json::parse(c->spec_json);
+    spec.erase("std_hs");
+    spec.erase("std_rw");
+    return JsonResponse({{"name", name}, {"documents", c->count}, {"spec", spec}});
+  }
+  if (m == "DELETE") {
+    Status s = core_->DropCollection(name);
+    if (!s.ok()) return NativeFromStatus(s);
+    return JsonResponse({{"name", name}, {"dropped", true}});
+  }
+  return NativeError(405, "use PUT, GET or DELETE", "invalid_request_error");
+}
+
+HttpResponse CollectionsRouter::Upsert(const std::string& name, const std::string& body) {
+  auto parsed = ObjectBody(body);
+  if (!parsed) return NativeBadRequest("the body must be a JSON object");
+  const json& j = *parsed;
+  if (!j.contains("documents") || !j["documents"].is_array()) return NativeBadRequest("'documents' must be an array");
+  const ApiOptions& opt = core_->options();
+  if (j["documents"].size() > opt.max_documents)
+    return NativeError(413, "too many documents in one request (max " + std::to_string(opt.max_documents) + ")", "invalid_request_error");
+  const bool wait = !j.contains("wait") || (j["wait"].is_boolean() && j["wait"].get<bool>());
+  std::vector<StoredDocument> docs;
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < j["documents"].size(); ++i) {
+    const json& d = j["documents"][i];
+    const std::string where = "document " + std::to_string(i) + ": ";
+    if (!d.is_object()) return NativeBadRequest(where + "must be an object");
+    if (!d.contains("id") || !d["id"].is_string() || d["id"].get<std::string>().empty()) return NativeBadRequest(where + "'id' must be a non-empty string");
+    if (!d.contains("text") || !d["text"].is_string()) return NativeBadRequest(where + "'text' must be a string");
+    if (d.contains("metadata") && !d["metadata"].is_object()) return NativeBadRequest(where + "'metadata' must be an object");
+    texts.push_back(d["text"].get<std::string>());
+    docs.push_back({d["id"].get<std::string>(), texts.back(), d.value("metadata", json::object()).dump(), {}, {}});
+  }
+  if (docs.empty()) return NativeBadRequest("'documents' is empty");
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return NativeFromStatus(c.status());
+  auto embs = core_->EmbedTexts(texts, opt.truncate);
+  if (!embs.ok()) {
+    if (embs.status().code() == Status::Code::kNotSupported) return NativeError(422, embs.status().message(), "invalid_request_error", "too_many_tokens");
+    return NativeFromStatus(embs.status());
+  }
+  for (size_t i = 0; i < docs.size(); ++i) {
+    docs[i].hs = std::move((*embs)[i].hs);
+    docs[i].rw = std::move((*embs)[i].rw);
+  }
+  auto w = (*c)->Upsert(docs, wait);
+  if (!w.ok()) return NativeFromStatus(w.status());
+  core_->CountStored(docs.size());
+  return JsonResponse({{"upserted", docs.size()}, {"replaced", w->removed.size()}, {"durable", wait}});
+}
+
+HttpResponse CollectionsRouter::Document(const std::string& m, const std::string& name, const std::string& id) {
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return NativeFromStatus(c.status());
+  if (m == "GET") {
+    auto d = (*c)->Get(id);
+    if (!d.ok()) return NativeFromStatus(d.status());
+    if (!d->has_value()) return NativeError(404, "no document '" + id + "'", "not_found_error");
+    return JsonResponse({{"id", (*d)->id}, {"text", (*d)->text}, {"metadata", json::parse((*d)->metadata_json)}});
+  }
+  if (m == "DELETE") {
+    auto r = (*c)->Delete({id}, true);
+    if (!r.ok()) return NativeFromStatus(r.status());
+    if (r->removed.empty()) return NativeError(404, "no document '" + id + "'", "not_found_error");
+    return JsonResponse({{"id", id}, {"deleted", true}});
+  }
+  return NativeError(405, "use GET or DELETE", "invalid_request_error");
+}
+
+HttpResponse CollectionsRouter::ListDocuments(const std::string& name, const std::map<std::string, std::string>& query) {
+  size_t limit = 20;
+  for (const auto& [key, value] : query) {
+    if (key == "limit") {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 1 || v > 1000) return NativeBadRequest("'limit' must be an integer in [1, 1000]");
+      limit = static_cast<size_t>(v);
+    } else if (key != "after") {
+      return NativeBadRequest("unknown parameter '" + key.substr(0, 100) + "' (limit, after)");
+    }
+  }
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return NativeFromStatus(c.status());
+  auto page = (*c)->List(query.count("after") ? query.at("after") : "", limit);
+  if (!page.ok()) return NativeFromStatus(page.status());
+  json docs = json::array();
+  for (const auto& d : page->documents)
+    docs.push_back({{"id", d.id}, {"text", d.text}, {"metadata", json::parse(d.metadata_json)}});
+  return JsonResponse({{"documents", docs},
+                       {"next_after", page->next_after.empty() ? json(nullptr) : json(page->next_after)},
+                       {"total", (*c)->size()}});
+}
+
+HttpResponse CollectionsRouter::Search(const std::string& name, const std::string& body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto j = ObjectBody(body);
+  if (!j) return NativeBadRequest("the body must be a JSON object");
+  auto so = ParseSearchRequest(*j);
+  if (!so.ok()) return NativeBadRequest(so.status().message());
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return NativeFromStatus(c.status());
+  std::vector<Embedding> q;
+  if (so->mode != QueryMode::kLexical) {  // lexical search needs no forward pass
+    auto e = core_->EmbedTexts({so->text}, true);
+    if (!e.ok()) return NativeFromStatus(e.status());
+    q = std::move(e).value();
+  }
+  auto hits = (*c)->Search(q.empty() ? nullptr : q[0].hs.data(), q.empty() ? nullptr : q[0].rw.data(), *so);
+  if (!hits.ok()) return NativeFromStatus(hits.status());
+  json out = json::array();
+  for (const auto& h : *hits) out.push_back(SearchHitJson(h, (*c)->has_lexical()));
+  return JsonResponse({{"hits", out}, {"took_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}});
+}
+
+}  // namespace
+
+std::unique_ptr<ProtocolRouter> NewCollectionsRouter(ServerCore* core) { return std::make_unique<CollectionsRouter>(core); }
+
+}  // namespace moeedb

@@ -1,0 +1,43 @@
+#include "plugin/server/protocols/router.h"
+
+#include "engine/utf8.h"
+
+namespace moeedb {
+
+using json = nlohmann::json;
+
+HttpResponse NativeError(int status, const std::string& message, const std::string& type, const std::string& code) {
+  json e = {{"message", message}, {"type", type}};
+  e["code"] = code.empty() ? json(nullptr) : json(code);
+  return {status, "application/json", json{{"error", e}}.dump()};
+}
+
+HttpResponse NativeBadRequest(const std::string& m, const std::string& code) {
+  return NativeError(400, m, "invalid_request_error", code);
+}
+
+HttpResponse NativeFromStatus(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kInvalidArgument: return NativeBadRequest(s.message());
+    case Status::Code::kNotFound: return NativeError(404, s.message(), "not_found_error");
+    case Status::Code::kResourceExhausted: return NativeError(429, s.message(), "rate_limit_error");
+    case Status::Code::kNotSupported: return NativeBadRequest(s.message());
+    default: return NativeError(500, s.message(), "server_error");
+  }
+}
+
+HttpResponse JsonResponse(const json& j, int status) { return {status, "application/json", j.dump()}; }
+
+std::optional<json> ParseJson(const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+std::string TextProblem(const std::string& text) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return "is empty";
+  if (!IsValidUtf8(text)) return "is not valid UTF-8";
+  return "";
+}
+
+}  // namespace moeedb

@@ -1,0 +1,68 @@
+// A protocol router: one wire protocol of `moeedb serve` (OpenAI, TEI, the
+// collections API, Ollama, Weaviate's inference protocol), as a thin layer
+// over ServerCore. Api (api.h) gives each request to the router that owns
+// its path, after authenticating it in that router's error shape.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "plugin/server/server_core.h"
+
+namespace moeedb {
+
+struct HttpRequest {
+  std::string method;                         // "GET", "POST", ...
+  std::string target;                         // path and query
+  std::map<std::string, std::string> headers; // lower-case names
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// A request as the routers see it: the path's segments %-decoded, the query's parameters.
+struct RouteRequest {
+  const HttpRequest& http;
+  std::vector<std::string> parts;
+  std::map<std::string, std::string> query;
+  const std::string& method() const { return http.method; }
+  const std::string& body() const { return http.body; }
+};
+
+class ProtocolRouter {
+ public:
+  virtual ~ProtocolRouter() = default;
+  // Whether this protocol answers the path.
+  virtual bool Owns(const std::vector<std::string>& parts) const = 0;
+  // This protocol's error body for `status` (authentication, internal errors).
+  virtual HttpResponse Error(int status, const std::string& message) const = 0;
+  // The answer to a request for a path it owns; *route is the metrics label.
+  virtual HttpResponse Handle(const RouteRequest& request, std::string* route) = 0;
+};
+
+std::unique_ptr<ProtocolRouter> NewOpenAiRouter(ServerCore* core);
+std::unique_ptr<ProtocolRouter> NewTeiRouter(ServerCore* core);
+std::unique_ptr<ProtocolRouter> NewCollectionsRouter(ServerCore* core);
+std::unique_ptr<ProtocolRouter> NewOllamaRouter(ServerCore* core);
+std::unique_ptr<ProtocolRouter> NewWeaviateRouter(ServerCore* core);
+
+// moeedb's own error shape, which OpenAI's clients read too:
+// {"error": {"message", "type", "code"}}.
+HttpResponse NativeError(int status, const std::string& message, const std::string& type, const std::string& code = "");
+HttpResponse NativeBadRequest(const std::string& message, const std::string& code = "");
+// 400 / 404 / 429 / 500 by the status's code.
+HttpResponse NativeFromStatus(const Status& s);
+HttpResponse JsonResponse(const nlohmann::json& j, int status = 200);
+// The body as a JSON value; nullopt when it is not JSON.
+std::optional<nlohmann::json> ParseJson(const std::string& body);
+// A text the model can embed: not blank, valid UTF-8. Empty when fine, else why not.
+std::string TextProblem(const std::string& text);
+
+}  // namespace moeedb
