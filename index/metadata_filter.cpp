@@ -40,34 +40,72 @@ bool Test(const Condition& c, const json& meta) {
 
 class JsonFilter final : public MetadataFilter {
  public:
-  explicit JsonFilter(std::vector<Condition> c) : conds_(std::move(c)) {}
+  enum class Logic { kAnd, kOr, kNot };
+  struct Group {
+    Logic logic;
+    std::vector<std::shared_ptr<const JsonFilter>> parts;
+  };
+  JsonFilter(std::vector<Condition> c, std::vector<Group> g) : conds_(std::move(c)), groups_(std::move(g)) {}
   bool Matches(const void* metadata) const override {
     const json& meta = *static_cast<const json*>(metadata);
-    if (!meta.is_object()) return conds_.empty();
+    return MatchesJson(meta);
+  }
+  bool MatchesJson(const json& meta) const {
+    if (!meta.is_object()) return conds_.empty() && groups_.empty();
     for (const auto& c : conds_)
       if (!Test(c, meta)) return false;
+    for (const auto& g : groups_) {
+      bool any = false, all = true;
+      for (const auto& p : g.parts) {
+        const bool m = p->MatchesJson(meta);
+        any = any || m;
+        all = all && m;
+      }
+      if (g.logic == Logic::kAnd && !all) return false;
+      if (g.logic == Logic::kOr && !any) return false;
+      if (g.logic == Logic::kNot && any) return false;
+    }
     return true;
   }
 
  private:
   std::vector<Condition> conds_;
+  std::vector<Group> groups_;
 };
 
-}  // namespace
+Result<std::shared_ptr<const JsonFilter>> ParseObject(const json& j, int depth);
 
-Result<std::shared_ptr<const MetadataFilter>> MetadataFilter::Parse(const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("filter is not valid JSON: ") + e.what());
+// The operand of $and / $or (a list of filters) or $not (a filter).
+Result<JsonFilter::Group> ParseGroup(const std::string& name, const json& v, int depth) {
+  JsonFilter::Group g{name == "$and" ? JsonFilter::Logic::kAnd : name == "$or" ? JsonFilter::Logic::kOr : JsonFilter::Logic::kNot, {}};
+  if (name == "$not") {
+    if (!v.is_object()) return Status::InvalidArgument("filter: $not needs a filter object");
+    MOEEDB_ASSIGN_OR_RETURN(auto f, ParseObject(v, depth + 1));
+    g.parts.push_back(std::move(f));
+    return g;
   }
-  if (!j.is_object()) return Status::InvalidArgument("filter must be a JSON object of field conditions");
+  if (!v.is_array() || v.empty()) return Status::InvalidArgument("filter: " + name + " needs a non-empty list of filter objects");
+  for (const auto& x : v) {
+    if (!x.is_object()) return Status::InvalidArgument("filter: " + name + " needs a list of filter objects");
+    MOEEDB_ASSIGN_OR_RETURN(auto f, ParseObject(x, depth + 1));
+    g.parts.push_back(std::move(f));
+  }
+  return g;
+}
+
+Result<std::shared_ptr<const JsonFilter>> ParseObject(const json& j, int depth) {
+  if (depth > 32) return Status::InvalidArgument("filter nests deeper than 32 levels");
   std::vector<Condition> conds;
+  std::vector<JsonFilter::Group> groups;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& field = it.key();
     const json& v = it.value();
-    if (v.is_object()) {
+    if (field == "$and" || field == "$or" || field == "$not") {
+      MOEEDB_ASSIGN_OR_RETURN(auto g, ParseGroup(field, v, depth));
+      groups.push_back(std::move(g));
+    } else if (!field.empty() && field[0] == '$') {
+      return Status::InvalidArgument("filter: unknown operator '" + field + "' at the top of a filter ($and $or $not)");
+    } else if (v.is_object()) {
       if (v.empty()) return Status::InvalidArgument("filter field '" + field + "': empty condition");
       for (auto op = v.begin(); op != v.end(); ++op) {
         const std::string& name = op.key();
@@ -88,7 +126,21 @@ Result<std::shared_ptr<const MetadataFilter>> MetadataFilter::Parse(const std::s
       conds.push_back({field, "$eq", v});
     }
   }
-  return std::shared_ptr<const MetadataFilter>(std::make_shared<JsonFilter>(std::move(conds)));
+  return std::make_shared<const JsonFilter>(std::move(conds), std::move(groups));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const MetadataFilter>> MetadataFilter::Parse(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("filter is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) return Status::InvalidArgument("filter must be a JSON object of field conditions");
+  MOEEDB_ASSIGN_OR_RETURN(auto f, ParseObject(j, 0));
+  return std::shared_ptr<const MetadataFilter>(std::move(f));
 }
 
 }  // namespace moeedb

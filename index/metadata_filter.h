@@ -4,7 +4,10 @@
 //   {"year": {"$gte": 2000, "$lt": 2010}} range ($gt, $gte, $lt, $lte; numbers or strings)
 //   {"tag": {"$in": ["a", "b"]}}         set membership
 //   {"tag": {"$eq": "a"}}, {"tag": {"$ne": "a"}}
-// A document without the field does not match (except for $ne).
+//   {"$or": [{"lang": "en"}, {"year": {"$lt": 1900}}]}   any of the filters
+//   {"$and": [...]}, {"$not": {"lang": "fr"}}            all of them; not this one
+// A document without the field does not match (except for $ne). Logical
+// operators sit beside field conditions, all ANDed; they nest (32 levels).
 #pragma once
 
 #include <memory>

@@ -305,7 +305,21 @@ TEST(Collection, MetadataFilters) {
   check(R"({"n": {"$gte": 10, "$lt": 20}})", [](size_t i) { return i >= 10 && i < 20; }, 10);
   check(R"({"n": {"$in": [3, 5, 99]}, "parity": "odd"})", [](size_t i) { return i == 3 || i == 5 || i == 99; }, 3);
   check(R"({"missing": 1})", [](size_t) { return false; }, 0);
+  // Logical operators, beside field conditions and nested.
+  check(R"({"$or": [{"n": {"$lt": 5}}, {"n": {"$gte": 95}}]})", [](size_t i) { return i < 5 || i >= 95; }, 10);
+  check(R"({"$not": {"parity": "odd"}, "n": {"$lt": 10}})", [](size_t i) { return i % 2 == 0 && i < 10; }, 5);
+  check(R"({"$and": [{"n": {"$gte": 20}}, {"$or": [{"n": 21}, {"n": 40}, {"parity": "nope"}]}]})",
+        [](size_t i) { return i == 21 || i == 40; }, 2);
+  check(R"({"$not": {"missing": 1}})", [](size_t) { return true; }, 100);
   SearchOptions bad;
+  for (const char* f : {R"({"$or": []})", R"({"$or": {"n": 1}})", R"({"$not": [1]})", R"({"$xor": [{"n": 1}]})"}) {
+    bad.filter_json = f;
+    EXPECT_EQ((*c)->Search(d.hs[0].data(), d.rw[0].data(), bad).status().code(), Status::Code::kInvalidArgument) << f;
+  }
+  std::string deep = R"({"n": 1})";
+  for (int i = 0; i < 40; ++i) deep = R"({"$not": )" + deep + "}";
+  bad.filter_json = deep;
+  EXPECT_EQ((*c)->Search(d.hs[0].data(), d.rw[0].data(), bad).status().code(), Status::Code::kInvalidArgument);
   bad.filter_json = R"({"n": {"$near": 3}})";
   EXPECT_FALSE((*c)->Search(d.hs[0].data(), d.rw[0].data(), bad).ok());
   bad.filter_json = "[1]";
