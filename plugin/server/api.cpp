@@ -84,6 +84,7 @@ Api::Api(ApiOptions options, const EmbeddingSetup* setup, EmbedQueue* queue, Sto
   routers_.push_back(NewCollectionsRouter(&core_));
   routers_.push_back(NewOllamaRouter(&core_));
   routers_.push_back(NewWeaviateRouter(&core_));
+  routers_.push_back(NewQdrantRouter(&core_));
 }
 
 Api::~Api() = default;

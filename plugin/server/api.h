@@ -6,7 +6,8 @@
 // itself, and hands every other path to the protocol router that owns it
 // (protocols/): OpenAI (/v1), TEI (/, /embed, /rerank, ...), the collections
 // API (/collections), Ollama (/api), Weaviate's inference protocol
-// (/.well-known, /meta, /vectors); docs/server.md lists them. With an API key
+// (/.well-known, /meta, /vectors), a Qdrant REST subset (/qdrant);
+// docs/server.md lists them. With an API key
 // set, every route but /health and /console needs "Authorization: Bearer KEY"
 // (or "api-key: KEY"); a refusal comes in the owning protocol's error shape.
 #pragma once

@@ -1,6 +1,6 @@
 // A protocol router: one wire protocol of `moeedb serve` (OpenAI, TEI, the
 // collections API, Ollama, Weaviate's inference protocol), as a thin layer
-// over ServerCore. Api (api.h) gives each request to the router that owns
+// over ServerCore (and a subset of Qdrant's REST API). Api (api.h) gives each request to the router that owns
 // its path, after authenticating it in that router's error shape.
 #pragma once
 
@@ -52,6 +52,7 @@ std::unique_ptr<ProtocolRouter> NewTeiRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewCollectionsRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewOllamaRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewWeaviateRouter(ServerCore* core);
+std::unique_ptr<ProtocolRouter> NewQdrantRouter(ServerCore* core);
 
 // moeedb's own error shape, which OpenAI's clients read too:
 // {"error": {"message", "type", "code"}}.
