@@ -11,9 +11,10 @@ namespace moeedb {
 
 // EmbedIds reports model errors as values; this keeps anything else from
 // escaping a worker thread, which would end the process.
-Result<std::vector<Embedding>> EmbedIdsNoThrow(const Embedder& e, const std::vector<std::vector<int32_t>>& ids) {
+Result<std::vector<Embedding>> EmbedIdsNoThrow(const Embedder& e, const std::vector<std::vector<int32_t>>& ids,
+                                               bool token_states) {
   try {
-    return e.EmbedIds(ids);
+    return e.EmbedIds(ids, token_states);
   } catch (const std::exception& ex) {
     return Status::Internal(std::string("embedding failed: ") + ex.what());
   }

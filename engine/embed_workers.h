@@ -32,7 +32,8 @@ WorkerShare ShareComputeThreads(int workers, int threads);
 
 // Embedder::EmbedIds for a worker thread: anything it throws (an allocation
 // failure) becomes an Internal status instead of ending the process.
-Result<std::vector<Embedding>> EmbedIdsNoThrow(const Embedder& embedder, const std::vector<std::vector<int32_t>>& ids);
+Result<std::vector<Embedding>> EmbedIdsNoThrow(const Embedder& embedder, const std::vector<std::vector<int32_t>>& ids,
+                                               bool token_states = false);
 
 class EmbedWorkers {
  public:

@@ -61,7 +61,7 @@ Result<std::vector<Embedding>> Embedder::EmbedTexts(const std::vector<std::strin
   return EmbedIds(ids);
 }
 
-Result<std::vector<Embedding>> Embedder::EmbedIds(const std::vector<std::vector<int32_t>>& ids) const {
+Result<std::vector<Embedding>> Embedder::EmbedIds(const std::vector<std::vector<int32_t>>& ids, bool token_states) const {
   MOEEDB_RETURN_IF_ERROR(CheckAllIds(ids));
   std::vector<Embedding> out(ids.size());
   // Longest first; a batch grows while its padded size fits the budget.
@@ -80,7 +80,10 @@ Result<std::vector<Embedding>> Embedder::EmbedIds(const std::vector<std::vector<
     ForwardOptions fopt;
     fopt.hs_pooling = options_.hs_pooling;
     fopt.rw_pooling = options_.rw_pooling;
+    fopt.want_token_states = token_states;
     MOEEDB_ASSIGN_OR_RETURN(ForwardOutput fo, model_->Forward(batch, fopt));
+    at::Tensor states = token_states ? fo.token_states.contiguous() : at::Tensor();
+    int64_t row = 0;  // the first token state of text b
     at::Tensor rw = fo.router_logits;  // [B, L, E]
     if (readout == RouterReadout::kProbs) rw = at::softmax(rw, -1);
     if (readout == RouterReadout::kLogProbs) rw = at::log_softmax(rw, -1);
@@ -94,6 +97,12 @@ Result<std::vector<Embedding>> Embedder::EmbedIds(const std::vector<std::vector<
       e.hs.assign(hp, hp + hs.size(1));
       e.rw.assign(rp, rp + rw.size(1));
       e.tokens = fo.lengths[b];
+      if (token_states) {
+        const int64_t H = states.size(1);
+        const float* sp = states.data_ptr<float>() + row * H;
+        e.token_states.assign(sp, sp + e.tokens * H);
+        row += e.tokens;
+      }
     }
     (void)E;
     start = end;

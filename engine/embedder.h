@@ -36,6 +36,9 @@ struct Embedding {
   std::vector<float> hs;
   std::vector<float> rw;
   int64_t tokens = 0;  // tokens the model processed for this input
+  // With EmbedIds(..., true): each token's final-normed hidden state,
+  // tokens x hidden_size, row-major; empty otherwise.
+  std::vector<float> token_states;
 };
 
 class Embedder {
@@ -51,7 +54,8 @@ class Embedder {
   // Errors name the offending input by index.
   Result<std::vector<Embedding>> EmbedTexts(const std::vector<std::string>& texts) const;
   // Ids are used as they are: no template, no special tokens.
-  Result<std::vector<Embedding>> EmbedIds(const std::vector<std::vector<int32_t>>& ids) const;
+  // With token_states, each Embedding also holds every token's hidden state.
+  Result<std::vector<Embedding>> EmbedIds(const std::vector<std::vector<int32_t>>& ids, bool token_states = false) const;
 
   RouterReadout rw_readout() const;
   // InvalidArgument ("no token ids", "token id N is outside the vocabulary

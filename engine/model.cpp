@@ -354,7 +354,8 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   // tokens need its query, output projection and MLP; the keys and values
   // still come from every token. Exact, and a layer's MLP less per text.
   const bool last_token_only =
-      !options.want_logits && !tap_ && options.hs_pooling == HsPooling::kLast && options.rw_pooling == RwPooling::kLast;
+      !options.want_logits && !options.want_token_states && !tap_ && options.hs_pooling == HsPooling::kLast &&
+      options.rw_pooling == RwPooling::kLast;
   const int64_t full_layers = last_token_only ? c.num_layers - 1 : c.num_layers;
   // Queries for the rows q_rows of h (every token, or each text's last) and
   // keys and values for every token of h ([N, H], normed, compute dtype):
@@ -516,6 +517,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
                               pooler_router.empty() ? at::Tensor() : at::stack(pooler_router, 1).cpu());
   }
   if (tap_) tap_("final_norm", c.num_layers, out.hs);
+  if (options.want_token_states) out.token_states = norm(x, final_norm_).to(at::kFloat).cpu();
   out.hs = out.hs.cpu();
   out.router_logits = at::stack(rw, 1).cpu();
   return out;

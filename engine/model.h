@@ -33,6 +33,7 @@ struct ForwardOptions {
   bool want_logits = false;  // [B, T, V] next-token logits (tests, perplexity)
   HsPooling hs_pooling = HsPooling::kLast;
   RwPooling rw_pooling = RwPooling::kLast;
+  bool want_token_states = false;  // every real token's final-normed hidden state (TEI's /embed_all)
 };
 
 struct ForwardOutput {
@@ -40,6 +41,7 @@ struct ForwardOutput {
                              // [B, out_dim] from a trained pooler)
   at::Tensor router_logits;  // [B, L_moe, E]: z = W_gate x at the last real token (or mean), per MoE layer
   at::Tensor logits;         // [B, T, V] if asked (zeros past a row's length)
+  at::Tensor token_states;   // [N_real, H] if asked: rows' real tokens in order, final-normed
   std::vector<int64_t> lengths;
 };
 

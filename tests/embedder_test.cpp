@@ -187,6 +187,43 @@ TEST_F(TinyOlmoe, OutputsHaveTheMoeeShapesAndPromptTokens) {
   EXPECT_LT(MaxDiff((*out)[0].rw, expect), 1e-6);
 }
 
+// TEI's /embed_all: every token's final-normed hidden state. The last row is
+// the HS the last-token-only path computes on its own; a text's states do not
+// depend on the texts batched with it; mean pooling is their mean.
+TEST_F(TinyOlmoe, TokenStatesAreEachTokensFinalNormedState) {
+  EmbedderOptions batched;
+  batched.batch_tokens = 1 << 20;
+  const Embedder e(model_, tok_, batched);
+  auto ids = e.TokenizeAll(kTexts);
+  ASSERT_TRUE(ids.ok());
+  auto plain = e.EmbedIds(*ids);
+  auto with = e.EmbedIds(*ids, true);
+  ASSERT_TRUE(plain.ok() && with.ok());
+  const size_t H = static_cast<size_t>(model_->config().hidden_size);
+  EmbedderOptions mean = batched;
+  mean.hs_pooling = HsPooling::kMean;
+  auto pooled = Embedder(model_, tok_, mean).EmbedIds(*ids);
+  ASSERT_TRUE(pooled.ok());
+  for (size_t i = 0; i < kTexts.size(); ++i) {
+    const Embedding& w = (*with)[i];
+    EXPECT_TRUE((*plain)[i].token_states.empty());
+    ASSERT_EQ(w.token_states.size(), static_cast<size_t>(w.tokens) * H) << i;
+    const std::vector<float> last(w.token_states.end() - H, w.token_states.end());
+    EXPECT_LT(MaxDiff(last, (*plain)[i].hs), 1e-5) << i;
+    EXPECT_LT(MaxDiff(w.rw, (*plain)[i].rw), 1e-5) << i;
+    std::vector<float> avg(H, 0.0f);
+    for (int64_t t = 0; t < w.tokens; ++t)
+      for (size_t h = 0; h < H; ++h) avg[h] += w.token_states[t * H + h] / static_cast<float>(w.tokens);
+    EXPECT_LT(MaxDiff(avg, (*pooled)[i].hs), 1e-5) << i;
+    auto alone = e.EmbedIds({(*ids)[i]}, true);
+    ASSERT_TRUE(alone.ok());
+    EXPECT_LT(MaxDiff((*alone)[0].token_states, w.token_states), 1e-5) << i;
+  }
+  // Tokens differ from one another (the checks above are not vacuous).
+  const auto& s = (*with)[0].token_states;
+  EXPECT_GT(MaxDiff(std::vector<float>(s.begin(), s.begin() + H), std::vector<float>(s.begin() + H, s.begin() + 2 * H)), 1e-3);
+}
+
 TEST_F(TinyOlmoe, BadInputsAreErrors) {
   Embedder e(model_, tok_, EmbedderOptions{});
   auto empty = e.EmbedTexts({"fine", ""});

@@ -46,13 +46,15 @@ EmbedQueue::~EmbedQueue() {
   for (auto& t : threads_) t.join();  // the workers drain the queue first
 }
 
-Result<std::future<Result<std::vector<Embedding>>>> EmbedQueue::Submit(std::vector<std::vector<int32_t>> ids) {
+Result<std::future<Result<std::vector<Embedding>>>> EmbedQueue::Submit(std::vector<std::vector<int32_t>> ids,
+                                                                       bool token_states) {
   // Bad ids are refused here, so a forward fails only for internal reasons
   // (its error then goes to every job with a text in it).
   if (ids.empty()) return Status::InvalidArgument("no inputs");
   MOEEDB_RETURN_IF_ERROR(embedder_->CheckAllIds(ids));
   auto job = std::make_shared<Job>();
   job->left = ids.size();
+  job->token_states = token_states;
   job->out.resize(ids.size());
   const int64_t tokens = TokensOf(ids);
   job->ids = std::move(ids);
@@ -149,7 +151,9 @@ void EmbedQueue::Work(int threads) {
     }
     if (more) cv_.notify_one();  // texts left for another free worker
     const auto t0 = Clock::now();
-    auto out = EmbedIdsNoThrow(*embedder_, ids);
+    // Token states cost a full last layer: only when a job in this forward asks.
+    const bool states = std::any_of(taken.begin(), taken.end(), [](const Taken& t) { return t.job->token_states; });
+    auto out = EmbedIdsNoThrow(*embedder_, ids, states);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     std::vector<std::shared_ptr<Job>> finished;
     {
@@ -164,6 +168,7 @@ void EmbedQueue::Work(int threads) {
         Job& job = *taken[i].job;
         if (out.ok()) {
           embedded += static_cast<uint64_t>((*out)[i].tokens);
+          if (!job.token_states) (*out)[i].token_states.clear();
           job.out[taken[i].index] = std::move((*out)[i]);
         } else if (job.error.ok()) {
           job.error = out.status();

@@ -61,7 +61,9 @@ class EmbedQueue {
   // A future for the embeddings (in input order); InvalidArgument for no
   // inputs or ids the model lacks (Embedder::CheckAllIds); ResourceExhausted
   // when the queue is full or stopping.
-  Result<std::future<Result<std::vector<Embedding>>>> Submit(std::vector<std::vector<int32_t>> ids);
+  // With token_states, the embeddings also hold every token's hidden state.
+  Result<std::future<Result<std::vector<Embedding>>>> Submit(std::vector<std::vector<int32_t>> ids,
+                                                             bool token_states = false);
 
   Stats stats() const;
   // Sizes (texts) of the last forwards, for the batch-size histogram.
@@ -72,6 +74,7 @@ class EmbedQueue {
     std::vector<std::vector<int32_t>> ids;  // a text's ids move out when a worker takes it
     std::vector<Embedding> out;
     size_t left = 0;  // texts not embedded yet
+    bool token_states = false;
     Status error;     // the first failure among its texts' forwards
     std::promise<Result<std::vector<Embedding>>> done;
   };

@@ -12,7 +12,7 @@ ServerCore::ServerCore(ApiOptions options, const EmbeddingSetup* setup, EmbedQue
 }
 
 Result<std::vector<Embedding>> ServerCore::EmbedTexts(const std::vector<std::string>& texts, bool allow_truncate,
-                                                      bool keep_end) {
+                                                      bool keep_end, bool token_states) {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(texts.size());
   const size_t limit = options_.max_tokens_per_input;
@@ -28,11 +28,11 @@ Result<std::vector<Embedding>> ServerCore::EmbedTexts(const std::vector<std::str
     }
     ids.push_back(std::move(t).value());
   }
-  return EmbedIds(std::move(ids));
+  return EmbedIds(std::move(ids), token_states);
 }
 
-Result<std::vector<Embedding>> ServerCore::EmbedIds(std::vector<std::vector<int32_t>> ids) {
-  MOEEDB_ASSIGN_OR_RETURN(auto future, queue_->Submit(std::move(ids)));
+Result<std::vector<Embedding>> ServerCore::EmbedIds(std::vector<std::vector<int32_t>> ids, bool token_states) {
+  MOEEDB_ASSIGN_OR_RETURN(auto future, queue_->Submit(std::move(ids), token_states));
   return future.get();
 }
 

@@ -46,10 +46,11 @@ class ServerCore {
   // its first tokens are kept, or its last with `keep_end`); a text the
   // tokenizer refuses is InvalidArgument naming its index; a full queue
   // ResourceExhausted.
+  // With token_states, every token's final-normed hidden state too.
   Result<std::vector<Embedding>> EmbedTexts(const std::vector<std::string>& texts, bool allow_truncate,
-                                            bool keep_end = false);
+                                            bool keep_end = false, bool token_states = false);
   // Token ids as given (each in the vocabulary, checked by the caller).
-  Result<std::vector<Embedding>> EmbedIds(std::vector<std::vector<int32_t>> ids);
+  Result<std::vector<Embedding>> EmbedIds(std::vector<std::vector<int32_t>> ids, bool token_states = false);
   // [z(hs)/|.|; z(rw)/|.|]: with it, an inner product computes cos_HS + alpha * cos_RW.
   std::vector<float> Fused(const Embedding& e) const;
   size_t dim_fused() const { return setup_->dim_hs() + setup_->dim_rw(); }

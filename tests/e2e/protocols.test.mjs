@@ -38,14 +38,14 @@ const fused = (r) => [...standardize(r.hs, stats.hs), ...standardize(r.rw, stats
 const unit = (v) => { const n = Math.sqrt(v.reduce((a, x) => a + x * x, 0)); return v.map((x) => x / n); };
 const cos = (a, b) => { let ab = 0, aa = 0, bb = 0; a.forEach((x, i) => { ab += x * b[i]; aa += x * x; bb += b[i] * b[i]; }); return ab / Math.sqrt(aa * bb); };
 
-// Max relative difference (to the vector's largest entry) within 1e-5.
+// Max relative difference (to the vector's largest entry) within 1e-6.
 function assertClose(actual, expected, what) {
   assert.equal(actual.length, expected.length, `${what}: length`);
   const scale = Math.max(...expected.map(Math.abs));
   let maxDiff = 0;
   for (let i = 0; i < expected.length; i++) maxDiff = Math.max(maxDiff, Math.abs(actual[i] - expected[i]));
   assert.ok(scale > 0, `${what}: reference is not all zeros`);
-  assert.ok(maxDiff / scale < 1e-5, `${what}: max relative diff ${maxDiff / scale}`);
+  assert.ok(maxDiff / scale < 1e-6, `${what}: max relative diff ${maxDiff / scale}`);
 }
 
 async function post(p, body, key = apiKey) {
@@ -143,6 +143,14 @@ test('TEI: /embed fields, /rerank, /embed_sparse, /tokenize, /decode, /info and 
   assert.deepEqual(s.body[0].map((x) => x.index), wantSparse.map((x) => x.index));
   s.body[0].forEach((x, i) => assert.ok(Math.abs(x.value - wantSparse[i].value) < 1e-5));
 
+  // embed_all: every token's final-normed state; the last one is the HS `moeedb embed` gives.
+  const all = await post('/embed_all', { inputs: texts });
+  assert.equal(all.status, 200);
+  all.body.forEach((tokens, i) => {
+    assert.equal(tokens.length, reference[i].tokens);
+    assertClose(tokens[tokens.length - 1], reference[i].hs, `/embed_all last token ${i}`);
+  });
+
   // tokenize: the ids `moeedb tokenize` gives, and offsets that spell the text out.
   const t = await post('/tokenize', { inputs: texts[0], add_special_tokens: false });
   assert.equal(t.status, 200);
@@ -194,6 +202,9 @@ test('Ollama: the ollama client embed() and embeddings()', async () => {
   const bad = await post('/api/embed', { model: 'tiny', input: [1, 2] });
   assert.equal(bad.status, 400);
   assert.deepEqual(Object.keys(bad.body), ['error']);
+  const oversized = await post('/api/embed', { model: 'tiny', input: Array(2049).fill('x') });
+  assert.equal(oversized.status, 400);
+  assert.match(oversized.body.error, /too many inputs/);
 });
 
 test('Weaviate text2vec-transformers protocol: ready, meta, vectors single and batch', async () => {
@@ -216,4 +227,9 @@ test('Weaviate text2vec-transformers protocol: ready, meta, vectors single and b
     assert.equal(typeof res.body.error, 'string');
   }
   assert.equal((await post('/vectors', { text: 'a' }, null)).status, 401);
+  const oversized = await post('/vectors', { texts: Array(2049).fill('x') });
+  assert.equal(oversized.status, 413);
+  assert.equal(typeof oversized.body.error, 'string');
+  // The server is still up after every refusal.
+  assert.equal((await get('/meta')).status, 200);
 });

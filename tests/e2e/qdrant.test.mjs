@@ -138,6 +138,8 @@ test('points: upsert Documents, retrieve the vectors moeedb embed gives, uuid an
     await assert.rejects(client.upsert('notes', { wait: true, points: [bad] }),
       (e) => e.status === 400 && typeof e.data.status.error === 'string', JSON.stringify(bad));
   }
+  const many = Array.from({ length: 1001 }, (_, i) => ({ id: 1000 + i, vector: doc('x') }));
+  await assert.rejects(client.upsert('notes', { wait: true, points: many }), (e) => e.status === 400 && /too many points/.test(e.data.status.error));
   assert.equal((await client.getCollection('notes')).points_count, docs.length);
 });
 

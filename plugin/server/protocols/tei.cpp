@@ -54,8 +54,7 @@ class TeiRouter final : public ProtocolRouter {
     if (name == "rerank") return Rerank(*j);
     if (name == "tokenize") return Tokenize(*j);
     if (name == "decode") return Decode(*j);
-    // embed_all wants per-token final states, which the engine does not return.
-    return TeiError(424, "/embed_all is not supported: moeedb returns pooled vectors only (use /embed)", "backend");
+    return EmbedAll(*j);
   }
 
  private:
@@ -65,6 +64,7 @@ class TeiRouter final : public ProtocolRouter {
   // The request's truncate / truncation_direction / prompt_name, or the error to answer.
   std::optional<HttpResponse> ReadEmbedOptions(const json& j, bool* truncate, bool* keep_end) const;
   HttpResponse Embed(const json& j, bool sparse);
+  HttpResponse EmbedAll(const json& j);
   HttpResponse Rerank(const json& j);
   HttpResponse Tokenize(const json& j) const;
   HttpResponse Decode(const json& j) const;
@@ -198,6 +198,26 @@ HttpResponse TeiRouter::Embed(const json& j, bool sparse) {
       if (s > 0) for (float& x : v) x = static_cast<float>(x / std::sqrt(s));
     }
     out.push_back(v);
+  }
+  return Json(out);
+}
+
+// Every token's final-normed hidden state (the prompt's tokens included):
+// [[[f32; hidden_size]; tokens]; inputs].
+HttpResponse TeiRouter::EmbedAll(const json& j) {
+  std::vector<std::string> texts;
+  if (auto e = ReadInputs(j, "inputs", &texts)) return *e;
+  bool truncate = false, keep_end = false;
+  if (auto e = ReadEmbedOptions(j, &truncate, &keep_end)) return *e;
+  auto embs = core_->EmbedTexts(texts, truncate, keep_end, /*token_states=*/true);
+  if (!embs.ok()) return FromStatus(embs.status());
+  const size_t H = static_cast<size_t>(core_->setup().model().config().hidden_size);
+  json out = json::array();
+  for (const auto& e : *embs) {
+    json tokens = json::array();
+    for (size_t t = 0; t + H <= e.token_states.size(); t += H)
+      tokens.push_back(std::vector<float>(e.token_states.begin() + t, e.token_states.begin() + t + H));
+    out.push_back(std::move(tokens));
   }
   return Json(out);
 }
