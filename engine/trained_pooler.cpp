@@ -49,6 +49,7 @@ Result<PoolerSpec> PoolerSpec::FromJson(const std::string& text) {
     s.layer_rows = j.at("layer_rows").get<int64_t>();
     s.router_rows = j.value("router_rows", int64_t{0});
     s.router_dim = j.value("router_dim", int64_t{0});
+    s.router_proj_per_layer = j.value("router_proj_per_layer", false);
     s.latents = j.at("latents").get<int64_t>();
     s.heads = j.at("heads").get<int64_t>();
     s.ffn = j.at("ffn").get<int64_t>();
@@ -68,6 +69,7 @@ std::string PoolerSpec::ToJson() const {
             {"router_rows", router_rows},            {"router_dim", router_dim}, {"latents", latents},
             {"heads", heads},                        {"ffn", ffn},         {"out_dim", out_dim},
             {"token_pooling", mean_tokens ? "mean" : "last"}};
+  if (router_proj_per_layer) j["router_proj_per_layer"] = true;
   return j.dump(2) + "\n";
 }
 
@@ -75,7 +77,11 @@ std::vector<PoolerTensorSpec> PoolerTensors(const PoolerSpec& s) {
   const int64_t H = s.hidden;
   const double std_h = 1.0 / std::sqrt(static_cast<double>(H)), std_f = 1.0 / std::sqrt(static_cast<double>(s.ffn));
   std::vector<PoolerTensorSpec> t = {{"row_pos", {s.rows(), H}, 0.02}};
-  if (s.router_rows > 0) t.push_back({"router_proj", {H, s.router_dim}, 1.0 / std::sqrt(static_cast<double>(s.router_dim))});
+  if (s.router_rows > 0) {
+    const double std_r = 1.0 / std::sqrt(static_cast<double>(s.router_dim));
+    if (s.router_proj_per_layer) t.push_back({"router_proj", {s.router_rows, H, s.router_dim}, std_r});
+    else t.push_back({"router_proj", {H, s.router_dim}, std_r});
+  }
   std::vector<PoolerTensorSpec> rest = {
       {"kv_norm", {H}, 0},           {"latents", {s.latents, H}, 0.02}, {"q", {H, H}, std_h},
       {"k", {H, H}, std_h},          {"v", {H, H}, std_h},              {"o", {H, H}, std_h},
@@ -91,7 +97,12 @@ at::Tensor PoolerForward(const PoolerSpec& s, const std::map<std::string, at::Te
   auto W = [&](const char* name) -> const at::Tensor& { return w.at(name); };
   const int64_t B = layer_rows.size(0), H = s.hidden, nh = s.heads, hd = H / nh, n = s.latents;
   at::Tensor x = layer_rows;
-  if (s.router_rows > 0) x = at::cat({x, at::matmul(router_rows, W("router_proj").t())}, 1);
+  if (s.router_rows > 0) {
+    // [B, L, E] x [H, E] -> [B, L, H]; per layer: row l through its own [H, E].
+    at::Tensor r = s.router_proj_per_layer ? at::einsum("ble,lhe->blh", {router_rows, W("router_proj")})
+                                           : at::matmul(router_rows, W("router_proj").t());
+    x = at::cat({x, r}, 1);
+  }
   x = Norm(x + W("row_pos"), W("kv_norm"));                                            // [B, R, H]
   at::Tensor q = at::linear(W("latents"), W("q")).view({n, nh, hd}).transpose(0, 1);  // [nh, n, hd]
   at::Tensor k = at::linear(x, W("k")).view({B, -1, nh, hd}).transpose(1, 2);         // [B, nh, R, hd]

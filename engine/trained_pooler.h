@@ -33,6 +33,10 @@ struct PoolerSpec {
   int64_t layer_rows = 0;   // hidden-state rows: num_layers + 1 (embedding output first)
   int64_t router_rows = 0;  // router rows (MoE layers); 0: the pooler reads HS only
   int64_t router_dim = 0;   // experts per MoE layer (when router_rows > 0)
+  // One router projection per MoE layer ([router_rows, H, router_dim]) rather
+  // than one shared ([H, router_dim]): what a pruned model needs, whose layers
+  // keep different experts.
+  bool router_proj_per_layer = false;
   int64_t latents = 16;
   int64_t heads = 4;        // must divide hidden
   int64_t ffn = 512;        // GEGLU width

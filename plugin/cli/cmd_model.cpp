@@ -141,16 +141,18 @@ int RunCalibrate(const std::vector<std::string>& argv) {
 
 int RunModel(const std::vector<std::string>& argv) {
   if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
-    std::cout << "Usage: moeedb model init|info|calibrate [options]\n  init       write a random-weight checkpoint\n"
+    std::cout << "Usage: moeedb model init|info|calibrate|prune [options]\n  init       write a random-weight checkpoint\n"
                  "  info       describe a model folder\n"
-                 "  calibrate  write the standardization statistics of a setup\n";
+                 "  calibrate  write the standardization statistics of a setup\n"
+                 "  prune      write a model with fewer routed experts per MoE layer\n";
     return argv.empty() ? 2 : 0;
   }
   std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "init") return RunInit(rest);
   if (argv[0] == "info") return RunInfo(rest);
   if (argv[0] == "calibrate") return RunCalibrate(rest);
-  return UsageError("model", "unknown subcommand '" + argv[0] + "' (init, info, calibrate)");
+  if (argv[0] == "prune") return RunModelPrune(rest);
+  return UsageError("model", "unknown subcommand '" + argv[0] + "' (init, info, calibrate, prune)");
 }
 
 }  // namespace moeedb::cli

@@ -133,6 +133,7 @@ int RunAlpha(const std::vector<std::string>& argv) {
 }
 
 int RunLens(const std::vector<std::string>& argv) {
+  if (!argv.empty() && argv[0] == "specialise") return RunLensSpecialise(std::vector<std::string>(argv.begin() + 1, argv.end()));
   const std::vector<FlagSpec> specs = {
       {"model", "DIR", "model folder"},
       {"prompt", "NAME", "prompt template (default prompteol)"},

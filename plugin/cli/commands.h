@@ -12,6 +12,8 @@ int RunEmbed(const std::vector<std::string>& args);
 int RunModel(const std::vector<std::string>& args);  // model init | model info
 int RunAlpha(const std::vector<std::string>& args);
 int RunLens(const std::vector<std::string>& args);
+int RunLensSpecialise(const std::vector<std::string>& args);
+int RunModelPrune(const std::vector<std::string>& args);
 int RunIngest(const std::vector<std::string>& args);
 int RunSearch(const std::vector<std::string>& args);
 int RunGet(const std::vector<std::string>& args);

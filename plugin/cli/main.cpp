@@ -50,7 +50,7 @@ const char* kUsage =
     "  checkpoint   consistent backup of the database\n"
     "  serve        HTTP server: OpenAI embeddings, TEI, collections API\n"
     "  alpha        label-free alpha for cos_HS + alpha * cos_RW from unlabeled pairs\n"
-    "  lens         per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens)\n"
+    "  lens         per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens); lens specialise: experts per domain\n"
     "  train        train tokenizer | train model | train embed (the embedded default model)\n"
     "  eval         eval sts | retrieval | classify (the evaluation harness)\n"
     "\n"

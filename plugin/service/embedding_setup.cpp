@@ -118,6 +118,16 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   const WorkerShare share = ShareComputeThreads(config.workers, ComputeThreads());
   s->workers_ = std::make_unique<EmbedWorkers>(s->embedder_.get(), share.workers, share.threads_per_worker);
   s->fingerprint_ = s->model_->WeightFingerprint();
+  // "8 routed experts", or for a pruned model "6 of 8 routed experts (kept: ...)".
+  const ModelConfig& mc = s->model_->config();
+  std::ifstream cfg_in(fs::path(s->config_.model_dir) / "config.json");
+  const json cfg = json::parse(cfg_in, nullptr, false);
+  s->experts_ = std::to_string(mc.num_experts) + " routed experts";
+  if (!cfg.is_discarded() && cfg.contains("moeedb_pruned") && cfg["moeedb_pruned"].is_object()) {
+    const json& p = cfg["moeedb_pruned"];
+    s->experts_ = std::to_string(mc.num_experts) + " of " + std::to_string(p.value("from_experts", mc.num_experts)) +
+                  " routed experts (pruned; kept " + p.value("kept", json::array()).dump() + ")";
+  }
   return s;
 }
 
@@ -136,7 +146,8 @@ std::string EmbeddingSetup::InfoJson() const {
               {"rw_pooling", config_.rw_pooling},
               {"rw_readout", RouterReadoutName(embedder_->rw_readout())},
               {"dim_hs", dim_hs()},
-              {"dim_rw", dim_rw()}}
+              {"dim_rw", dim_rw()},
+              {"experts", experts_}}
       .dump();
 }
 
@@ -148,8 +159,8 @@ Status EmbeddingSetup::CheckMatches(const std::string& info_text) const {
     return Status::Corruption("collection info is damaged");
   }
   std::string diffs;
-  for (const char* key : {"model_fingerprint", "routing", "prompt", "hs_pooling", "rw_pooling", "rw_readout", "dim_hs",
-                          "dim_rw"}) {
+  for (const char* key : {"experts", "model_fingerprint", "routing", "prompt", "hs_pooling", "rw_pooling", "rw_readout",
+                          "dim_hs", "dim_rw"}) {
     // Collections made before pooling was selectable pooled the last token.
     const bool pooling = std::string(key).find("pooling") != std::string::npos;
     const json wanted = want.contains(key) ? want[key] : pooling ? json("last") : json();

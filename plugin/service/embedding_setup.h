@@ -84,6 +84,7 @@ class EmbeddingSetup {
   std::unique_ptr<Embedder> embedder_;
   std::unique_ptr<EmbedWorkers> workers_;  // Embed() calls are serialised by it
   std::string fingerprint_, routing_canonical_;
+  std::string experts_;  // the routed experts, as InfoJson records them
   double default_alpha_ = 1.0;
 };
 
