@@ -68,5 +68,5 @@ for keep in 0.75 0.5 0.25; do
     measure "keep${keep}-${rule}" "$dir"
   done
 done
-node bench/prune_table.js "$OUT/results.jsonl" > "$OUT/prune.md"
+node bench/prune_table.mjs "$OUT/results.jsonl" > "$OUT/prune.md"
 cat "$OUT/prune.md"
