@@ -150,6 +150,24 @@ TEST_F(ServerTest, ApiKeyGuardsEveryRouteButHealth) {
   EXPECT_EQ(api.Handle({"GET", "/collections/x/documents?limit=5", {}, ""}).status, 401);
 }
 
+TEST_F(ServerTest, TeiEmbedAllIsBoundedAndShaped) {
+  auto r = Call("POST", "/embed_all", R"({"inputs": ["hello there", "general kenobi"]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = Body(r);
+  ASSERT_EQ(j.size(), 2u);
+  for (const auto& text : j) {
+    ASSERT_FALSE(text.empty());
+    for (const auto& token : text) EXPECT_EQ(token.size(), static_cast<size_t>(setup_->model().config().hidden_size));
+  }
+  ApiOptions small;
+  small.served_model_name = "tiny";
+  small.max_embed_all_floats = 64 * 3;  // three tokens of this 64-wide model
+  Api api(small, setup_, queue_.get(), store_.get(), stats_->first, stats_->second);
+  auto big = api.Handle({"POST", "/embed_all", {}, R"({"inputs": ["a sentence that has more than three tokens"]})"});
+  EXPECT_EQ(big.status, 413);
+  EXPECT_EQ(Body(big)["error_type"], "validation");
+}
+
 TEST_F(ServerTest, TeiEmbedInfoAndMetrics) {
   auto r = Call("POST", "/embed", R"({"inputs": ["hello there", "general kenobi"]})");
   ASSERT_EQ(r.status, 200) << r.body;

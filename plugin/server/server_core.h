@@ -27,6 +27,7 @@ struct ApiOptions {
   size_t max_tokens_per_input = 8192;
   bool truncate = false;               // over-long inputs: truncate (true) or refuse (false)
   size_t max_documents = 1000;         // per upsert request
+  size_t max_embed_all_floats = 8 << 20;  // per TEI /embed_all answer (~100 MB of JSON)
 };
 
 class ServerCore {

@@ -209,15 +209,27 @@ HttpResponse TeiRouter::EmbedAll(const json& j) {
   if (auto e = ReadInputs(j, "inputs", &texts)) return *e;
   bool truncate = false, keep_end = false;
   if (auto e = ReadEmbedOptions(j, &truncate, &keep_end)) return *e;
+  // hidden_size floats per token: the answer is bounded (ApiOptions::max_embed_all_floats).
+  const int64_t H = core_->setup().model().config().hidden_size;
+  const int64_t budget = std::max<int64_t>(1, static_cast<int64_t>(core_->options().max_embed_all_floats) / std::max<int64_t>(1, H));
+  int64_t tokens = 0;
+  for (const auto& t : texts) {
+    auto ids = core_->setup().Tokenize(t);
+    if (!ids.ok()) return FromStatus(ids.status());
+    tokens += std::min<int64_t>(static_cast<int64_t>(ids->size()), static_cast<int64_t>(core_->options().max_tokens_per_input));
+  }
+  if (tokens > budget)
+    return TeiError(413, "/embed_all answers at most " + std::to_string(budget) + " tokens per request (this one has " +
+                             std::to_string(tokens) + "); send fewer or shorter inputs", "validation");
   auto embs = core_->EmbedTexts(texts, truncate, keep_end, /*token_states=*/true);
   if (!embs.ok()) return FromStatus(embs.status());
-  const size_t H = static_cast<size_t>(core_->setup().model().config().hidden_size);
+  const size_t width = static_cast<size_t>(H);
   json out = json::array();
   for (const auto& e : *embs) {
-    json tokens = json::array();
-    for (size_t t = 0; t + H <= e.token_states.size(); t += H)
-      tokens.push_back(std::vector<float>(e.token_states.begin() + t, e.token_states.begin() + t + H));
-    out.push_back(std::move(tokens));
+    json rows = json::array();
+    for (size_t t = 0; t + width <= e.token_states.size(); t += width)
+      rows.push_back(std::vector<float>(e.token_states.begin() + t, e.token_states.begin() + t + width));
+    out.push_back(std::move(rows));
   }
   return Json(out);
 }
