@@ -15,8 +15,9 @@ PACKAGES=(build-essential cmake ninja-build ccache pkg-config
 # that ship a Node.js (20+) keep theirs.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES+=(nodejs npm); fi
 
-# --tests: also what only the test suite needs (Chromium for the console's browser test).
-if [ "${1:-}" = "--tests" ]; then PACKAGES+=(chromium); fi
+# --tests: also what only the test suite needs (Chromium for the console's browser
+# test; clang-14 with its libFuzzer and sanitizer runtimes for the fuzz harnesses).
+if [ "${1:-}" = "--tests" ]; then PACKAGES+=(chromium clang-14 libclang-rt-14-dev); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -7,3 +7,5 @@ ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 # End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
 # and the web console in Debian's Chromium (playwright-core).
 (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error && MOEEDB_BIN="$PWD/../../build/moeedb" npm test)
+# Fuzzing: each libFuzzer harness (ASan + UBSan) for 30 s from its seed corpus.
+bash tests/fuzz/run.sh 30

@@ -8,11 +8,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine/utf8.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
 #include "plugin/cli/search_flags.h"
+#include "plugin/service/document_line.h"
 #include "plugin/service/embedding_setup.h"
 #include "plugin/service/search_hit_json.h"
 #include "plugin/service/vector_collection.h"
@@ -134,24 +134,11 @@ int RunIngest(const std::vector<std::string>& argv) {
     if (!raw.empty() && raw.back() == '\r') raw.pop_back();
     if (raw.find_first_not_of(" \t") == std::string::npos) continue;
     auto bad = [&](const std::string& why) { errors.push_back("line " + std::to_string(n) + ": " + why); };
-    if (!IsValidUtf8(raw)) { bad("invalid UTF-8"); continue; }
-    json j;
-    try {
-      j = json::parse(raw);
-    } catch (const std::exception&) {
-      bad("not valid JSON");
-      continue;
-    }
-    if (!j.is_object()) { bad("expected a JSON object"); continue; }
-    if (!j.contains("id") || !j["id"].is_string() || j["id"].get<std::string>().empty()) { bad("\"id\" must be a non-empty string"); continue; }
-    if (!j.contains("text") || !j["text"].is_string()) { bad("\"text\" must be a string"); continue; }
-    const std::string text = j["text"].get<std::string>();
-    if (text.find_first_not_of(" \t\r\n") == std::string::npos) { bad("empty text"); continue; }
-    if (j.contains("metadata") && !j["metadata"].is_object()) { bad("\"metadata\" must be an object"); continue; }
-    const std::string id = j["id"].get<std::string>();
-    if (auto it = seen.find(id); it != seen.end()) { bad("id '" + id + "' repeats line " + std::to_string(it->second)); continue; }
-    seen[id] = n;
-    lines.push_back({n, {id, text, j.value("metadata", json::object()).dump(), {}, {}}});
+    auto doc = ParseDocumentLine(raw);
+    if (!doc.ok()) { bad(doc.status().message()); continue; }
+    if (auto it = seen.find(doc->id); it != seen.end()) { bad("id '" + doc->id + "' repeats line " + std::to_string(it->second)); continue; }
+    seen[doc->id] = n;
+    lines.push_back({n, std::move(doc).value()});
   }
   if (!errors.empty()) {
     for (size_t i = 0; i < errors.size() && i < 20; ++i) std::cerr << "moeedb ingest: " << errors[i] << "\n";
