@@ -64,13 +64,30 @@ Result<ModelConfig> ModelConfig::FromFile(const std::string& path) {
   return FromJson(ss.str(), path);
 }
 
+namespace {
+
+// An optional string field: `def` when absent or null, an error when of another type.
+Result<std::string> OptionalString(const json& o, const char* key, const std::string& def, const std::string& where) {
+  if (!o.contains(key) || o[key].is_null()) return def;
+  if (!o[key].is_string()) return Status::InvalidArgument(where + ": '" + key + "' must be a string");
+  return o[key].get<std::string>();
+}
+
+}  // namespace
+
 Result<ModelConfig> ModelConfig::FromJson(const std::string& text, const std::string& source) {
-  json j;
+  // A config.json is read from strangers: every field is type-checked, and
+  // anything the checks miss is an error value, never an exception.
   try {
-    j = json::parse(text);
+    return FromJsonChecked(text, source);
   } catch (const std::exception& e) {
-    return Status::InvalidArgument(source + ": not valid JSON: " + e.what());
+    return Status::InvalidArgument(source + ": " + e.what());
   }
+}
+
+Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const std::string& source) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Status::InvalidArgument(source + ": not valid JSON");
   if (!j.is_object()) return Status::InvalidArgument(source + ": config must be a JSON object");
   ModelConfig c;
   c.source = source;
@@ -123,11 +140,17 @@ Result<ModelConfig> ModelConfig::FromJson(const std::string& text, const std::st
   }
   if (f.Has("rope_scaling")) {
     const json& rs = j["rope_scaling"];
-    std::string type = rs.is_object() ? rs.value("rope_type", rs.value("type", std::string("?"))) : "?";
+    std::string type = "?";
+    if (rs.is_object()) {
+      MOEEDB_ASSIGN_OR_RETURN(std::string legacy, OptionalString(rs, "type", "?", source + ": rope_scaling"));
+      MOEEDB_ASSIGN_OR_RETURN(type, OptionalString(rs, "rope_type", legacy, source + ": rope_scaling"));
+    }
     if (type != "default")
       return Status::NotSupported(source + ": rope_scaling type '" + type + "' is not supported (only plain RoPE)");
   }
-  if (j.value("use_sliding_window", false))
+  if (j.contains("use_sliding_window") && !j["use_sliding_window"].is_null() && !j["use_sliding_window"].is_boolean())
+    return Status::InvalidArgument(source + ": 'use_sliding_window' must be true or false");
+  if (j.contains("use_sliding_window") && j["use_sliding_window"].is_boolean() && j["use_sliding_window"].get<bool>())
     return Status::NotSupported(source + ": use_sliding_window=true is not supported");
 
   // Shared experts.
@@ -140,7 +163,7 @@ Result<ModelConfig> ModelConfig::FromJson(const std::string& text, const std::st
     c.shared_intermediate = n_shared * c.expert_intermediate;
   }
   if (fam.moe_layers == MoeLayerRule::kDeepseekFirstKDense) {
-    std::string scoring = j.value("scoring_func", std::string("softmax"));
+    MOEEDB_ASSIGN_OR_RETURN(std::string scoring, OptionalString(j, "scoring_func", "softmax", source));
     if (scoring != "softmax")
       return Status::NotSupported(source + ": scoring_func '" + scoring + "' is not supported (softmax only)");
   }

@@ -47,6 +47,11 @@ struct ModelConfig {
   static Result<ModelConfig> FromFile(const std::string& path);
   static Result<ModelConfig> FromJson(const std::string& json_text, const std::string& source);
 
+ private:
+  static Result<ModelConfig> FromJsonChecked(const std::string& json_text, const std::string& source);
+
+ public:
+
   int64_t num_moe_layers() const;
   // RW dimension: experts x MoE layers.
   int64_t rw_dim() const { return num_moe_layers() * num_experts; }

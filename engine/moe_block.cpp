@@ -51,6 +51,7 @@ Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, 
   MOEEDB_ASSIGN_OR_RETURN(at::Tensor router, Load2D(ckpt, router_names, {E, H}));
   if (visit) visit("router", router);
   b.router_ = router.to(device);
+  b.router64_ = b.router_.to(at::kDouble);
 
   if (ckpt.Find(prefix + "experts.gate_up_proj") != nullptr) {
     // Packed layout: read from the mapping, stored transposed (LinearWeight).
@@ -111,8 +112,13 @@ Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, 
 
 MoeBlock::Routing MoeBlock::Route(const at::Tensor& x, const RoutingPolicy& policy) const {
   Routing r;
-  r.logits = at::linear(x, router_);  // [N, E]
-  at::Tensor probs = at::softmax(r.logits, -1, at::kFloat);
+  // The router in float64, rounded once: each expert's logit and probability
+  // then do not depend on which other experts the layer has (a float32 GEMM
+  // and softmax round differently with the expert count), so a pruned model
+  // routes exactly as the original did. E * H multiply-adds per token.
+  at::Tensor logits = at::linear(x.to(at::kDouble), router64_);  // [N, E]
+  r.logits = logits.to(at::kFloat);
+  at::Tensor probs = at::softmax(logits, -1).to(at::kFloat);
   if (policy.kind == RoutingPolicy::Kind::kSsmoe) {
     TORCH_CHECK(spectral_.defined(), "SSMoE routing needs the spectral centroids");
     // Mixed in probability space, each term softmaxed on its own (method.md C.1).

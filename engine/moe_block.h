@@ -98,6 +98,7 @@ class MoeBlock {
   MoeBlockSpec spec_;
   SharedExpertKind shared_kind_ = SharedExpertKind::kNone;
   at::Tensor router_;        // [E, H] float32
+  at::Tensor router64_;      // the same in float64, what Route computes with
   LinearWeight gate_up_;     // [E, 2I, H]: every expert's gate rows, then up rows
   LinearWeight down_;        // [E, H, I]
   ExpertDispatch dispatch_ = ExpertDispatch::kAuto;

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/model_config.h"
+#include <nlohmann/json.hpp>
+
 #include "tests/test_util.h"
 
 namespace moeedb {
@@ -53,6 +55,20 @@ TEST(ModelConfig, BadFieldsAreNamed) {
   EXPECT_NE(b.status().message().find("'vocab_size' must be an integer"), std::string::npos);
   EXPECT_FALSE(ModelConfig::FromJson("not json", "cfg.json").ok());
   EXPECT_FALSE(ModelConfig::FromFile("/nonexistent/config.json").ok());
+}
+
+// Found by tests/fuzz (fuzz_model_config): fields of the wrong type were
+// exceptions out of FromJson; they are errors naming the field.
+TEST(ModelConfig, WrongTypedOptionalFieldsAreErrorsNotExceptions) {
+  const std::string base = test::ReadFile(test::Data("configs/deepseek-tiny.json"));
+  for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
+           {"scoring_func", "3"}, {"use_sliding_window", "\"yes\""}, {"rope_scaling", "{\"rope_type\": 1}"}}) {
+    nlohmann::json j = nlohmann::json::parse(base);
+    j[field] = nlohmann::json::parse(value);
+    auto c = ModelConfig::FromJson(j.dump(), "cfg.json");
+    ASSERT_FALSE(c.ok()) << field;
+    EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument) << field;
+  }
 }
 
 }  // namespace
