@@ -3,17 +3,13 @@
 // The vectors they receive must equal `moeedb embed` for the same texts.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { OpenAIEmbeddings } from '@langchain/openai';
+import { cliEmbed, initTinyModel, startServer, stopServer } from './moeedb.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '../..');
-const bin = process.env.MOEEDB_BIN ?? path.join(root, 'build/moeedb');
 const apiKey = 'e2e-key';
 const texts = [
   'A man is playing a flute.',
@@ -26,11 +22,6 @@ let work;
 let model;
 let reference;
 
-function cliEmbed(lines) {
-  const out = execFileSync(bin, ['embed', '--model', model, '--threads', '1'], { input: lines.join('\n') + '\n' });
-  return out.toString().trim().split('\n').map((l) => JSON.parse(l));
-}
-
 function assertClose(actual, expected, what) {
   assert.equal(actual.length, expected.length, `${what}: length`);
   let maxDiff = 0;
@@ -41,30 +32,16 @@ function assertClose(actual, expected, what) {
 
 before(async () => {
   work = mkdtempSync(path.join(tmpdir(), 'moeedb-e2e-'));
-  model = path.join(work, 'model');
-  execFileSync(bin, ['model', 'init', '--config', path.join(root, 'tests/data/configs/olmoe-tiny.json'),
-    '--tokenizer', path.join(root, 'tests/data/tokenizers/olmoe/tokenizer.json'), '--seed', '5', '--out', model]);
-  reference = cliEmbed(texts);
-  server = spawn(bin, ['serve', '--db', path.join(work, 'db'), '--model', model, '--port', '0',
-    '--served-model-name', 'tiny', '--api-key', apiKey, '--threads', '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  baseURL = await new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error('server did not start')), 120000);
-    server.stdout.on('data', (d) => {
-      buf += d;
-      const m = buf.match(/listening on (http:\/\/\S+)/);
-      if (m) { clearTimeout(timer); resolve(`${m[1]}/v1`); }
-    });
-    server.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
-  });
+  model = initTinyModel(path.join(work, 'model'));
+  reference = cliEmbed(model, texts);
+  let base;
+  ({ server, base } = await startServer(['--db', path.join(work, 'db'), '--model', model, '--served-model-name', 'tiny',
+    '--api-key', apiKey]));
+  baseURL = `${base}/v1`;
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((r) => server.on('exit', r));
-    server.kill('SIGTERM');
-    await exited;
-  }
+  await stopServer(server);
   rmSync(work, { recursive: true, force: true });
 });
 

@@ -5,16 +5,12 @@
 // Screenshots go to build/e2e-artifacts/ (or $MOEEDB_ARTIFACTS).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { root, startServer, stopServer } from './moeedb.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '../..');
-const bin = process.env.MOEEDB_BIN ?? path.join(root, 'build/moeedb');
 const browserPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const artifacts = process.env.MOEEDB_ARTIFACTS ?? path.join(root, 'build/e2e-artifacts');
 const apiKey = 'console-key';
@@ -109,18 +105,7 @@ async function assertMatchesApi(collection, request) {
 before(async () => {
   work = mkdtempSync(path.join(tmpdir(), 'moeedb-console-'));
   mkdirSync(artifacts, { recursive: true });
-  server = spawn(bin, ['serve', '--db', path.join(work, 'db'), '--port', '0', '--api-key', apiKey, '--threads', '1'],
-    { stdio: ['ignore', 'pipe', 'inherit'] });
-  base = await new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error('server did not start')), 120000);
-    server.stdout.on('data', (d) => {
-      buf += d;
-      const m = buf.match(/listening on (http:\/\/\S+)/);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    server.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
-  });
+  ({ server, base } = await startServer(['--db', path.join(work, 'db'), '--api-key', apiKey]));
   // Data that must stay hidden until the key is given.
   assert.equal((await call('PUT', '/collections/private-notes', {})).status, 201);
   assert.equal((await call('POST', '/collections/private-notes/documents', { documents: [{ id: 'secret', text: secretText }] })).status, 200);
@@ -132,11 +117,7 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
-  if (server && server.exitCode === null) {
-    const exited = new Promise((resolve) => server.once('exit', resolve));
-    server.kill('SIGTERM');
-    await exited; // it snapshots its indexes on the way out
-  }
+  await stopServer(server);
   if (work) rmSync(work, { recursive: true, force: true });
 });
 

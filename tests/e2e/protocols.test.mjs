@@ -5,17 +5,14 @@
 // the fused one rebuilt here from the model's calibration file.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { InferenceClient } from '@huggingface/inference';
 import { Ollama } from 'ollama';
+import { execFileSync } from 'node:child_process';
+import { assertClose, bin, cliEmbed, initTinyModel, root, startServer, stopServer } from './moeedb.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '../..');
-const bin = process.env.MOEEDB_BIN ?? path.join(root, 'build/moeedb');
 const apiKey = 'proto-key';
 const texts = [
   'A man is playing a flute.',
@@ -38,16 +35,6 @@ const fused = (r) => [...standardize(r.hs, stats.hs), ...standardize(r.rw, stats
 const unit = (v) => { const n = Math.sqrt(v.reduce((a, x) => a + x * x, 0)); return v.map((x) => x / n); };
 const cos = (a, b) => { let ab = 0, aa = 0, bb = 0; a.forEach((x, i) => { ab += x * b[i]; aa += x * x; bb += b[i] * b[i]; }); return ab / Math.sqrt(aa * bb); };
 
-// Max relative difference (to the vector's largest entry) within 1e-6.
-function assertClose(actual, expected, what) {
-  assert.equal(actual.length, expected.length, `${what}: length`);
-  const scale = Math.max(...expected.map(Math.abs));
-  let maxDiff = 0;
-  for (let i = 0; i < expected.length; i++) maxDiff = Math.max(maxDiff, Math.abs(actual[i] - expected[i]));
-  assert.ok(scale > 0, `${what}: reference is not all zeros`);
-  assert.ok(maxDiff / scale < 1e-6, `${what}: max relative diff ${maxDiff / scale}`);
-}
-
 async function post(p, body, key = apiKey) {
   const headers = { 'Content-Type': 'application/json' };
   if (key) headers.Authorization = `Bearer ${key}`;
@@ -63,33 +50,16 @@ async function get(p, key = apiKey) {
 
 before(async () => {
   work = mkdtempSync(path.join(tmpdir(), 'moeedb-proto-'));
-  model = path.join(work, 'model');
-  execFileSync(bin, ['model', 'init', '--config', path.join(root, 'tests/data/configs/olmoe-tiny.json'),
-    '--tokenizer', path.join(root, 'tests/data/tokenizers/olmoe/tokenizer.json'), '--seed', '5', '--out', model]);
+  model = initTinyModel(path.join(work, 'model'));
   execFileSync(bin, ['model', 'calibrate', '--model', model], { stdio: ['ignore', 'ignore', 'inherit'] });
   stats = JSON.parse(readFileSync(path.join(model, 'standardization.json'), 'utf8'));
-  const out = execFileSync(bin, ['embed', '--model', model, '--threads', '1'], { input: texts.join('\n') + '\n' });
-  reference = out.toString().trim().split('\n').map((l) => JSON.parse(l));
-  server = spawn(bin, ['serve', '--db', path.join(work, 'db'), '--model', model, '--port', '0',
-    '--served-model-name', 'tiny', '--api-key', apiKey, '--threads', '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  base = await new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error('server did not start')), 120000);
-    server.stdout.on('data', (d) => {
-      buf += d;
-      const m = buf.match(/listening on (http:\/\/\S+)/);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    server.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
-  });
+  reference = cliEmbed(model, texts);
+  ({ server, base } = await startServer(['--db', path.join(work, 'db'), '--model', model, '--served-model-name', 'tiny',
+    '--api-key', apiKey]));
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((r) => server.once('exit', r));
-    server.kill('SIGTERM');
-    await exited;
-  }
+  await stopServer(server);
   rmSync(work, { recursive: true, force: true });
 });
 

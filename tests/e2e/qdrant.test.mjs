@@ -5,16 +5,12 @@
 // same server, and RRF against a reference computed here.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { QdrantClient } from '@qdrant/js-client-rest';
+import { assertClose, cliEmbed, initTinyModel, startServer, stopServer } from './moeedb.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '../..');
-const bin = process.env.MOEEDB_BIN ?? path.join(root, 'build/moeedb');
 const apiKey = 'qdrant-key';
 const uuid = '3F2504E0-4F89-41D3-9A0C-0305E82C3301';
 const docs = [
@@ -45,42 +41,17 @@ async function api(p, body) {
 const doc = (text) => ({ text, model: 'tiny' });
 const idOf = (i) => (i === docs.length - 1 ? uuid.toLowerCase() : i);
 
-function assertClose(actual, expected, what) {
-  assert.equal(actual.length, expected.length, `${what}: length`);
-  const scale = Math.max(...expected.map(Math.abs));
-  let maxDiff = 0;
-  for (let i = 0; i < expected.length; i++) maxDiff = Math.max(maxDiff, Math.abs(actual[i] - expected[i]));
-  assert.ok(maxDiff / scale < 1e-6, `${what}: max relative diff ${maxDiff / scale}`);
-}
-
 before(async () => {
   work = mkdtempSync(path.join(tmpdir(), 'moeedb-qdrant-'));
-  model = path.join(work, 'model');
-  execFileSync(bin, ['model', 'init', '--config', path.join(root, 'tests/data/configs/olmoe-tiny.json'),
-    '--tokenizer', path.join(root, 'tests/data/tokenizers/olmoe/tokenizer.json'), '--seed', '5', '--out', model]);
-  const out = execFileSync(bin, ['embed', '--model', model, '--threads', '1'], { input: docs.map((d) => d[0]).join('\n') + '\n' });
-  reference = out.toString().trim().split('\n').map((l) => JSON.parse(l));
-  server = spawn(bin, ['serve', '--db', path.join(work, 'db'), '--model', model, '--port', '0',
-    '--served-model-name', 'tiny', '--api-key', apiKey, '--threads', '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  base = await new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error('server did not start')), 120000);
-    server.stdout.on('data', (d) => {
-      buf += d;
-      const m = buf.match(/listening on (http:\/\/\S+)/);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    server.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
-  });
+  model = initTinyModel(path.join(work, 'model'));
+  reference = cliEmbed(model, docs.map((d) => d[0]));
+  ({ server, base } = await startServer(['--db', path.join(work, 'db'), '--model', model, '--served-model-name', 'tiny',
+    '--api-key', apiKey]));
   client = new QdrantClient({ url: base, prefix: '/qdrant', apiKey, checkCompatibility: false });
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((r) => server.once('exit', r));
-    server.kill('SIGTERM');
-    await exited;
-  }
+  await stopServer(server);
   rmSync(work, { recursive: true, force: true });
 });
 

@@ -1,0 +1,56 @@
+// What every end-to-end test does with moeedb itself: write the tiny
+// random-weight test model, embed with the CLI, start `moeedb serve` on a
+// free port and stop it.
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const bin = process.env.MOEEDB_BIN ?? path.join(root, 'build/moeedb');
+
+// The OLMoE-shaped test model with random weights (seed 5) in `dir`.
+export function initTinyModel(dir) {
+  execFileSync(bin, ['model', 'init', '--config', path.join(root, 'tests/data/configs/olmoe-tiny.json'),
+    '--tokenizer', path.join(root, 'tests/data/tokenizers/olmoe/tokenizer.json'), '--seed', '5', '--out', dir]);
+  return dir;
+}
+
+// `moeedb embed` of the texts: [{hs, rw, tokens}].
+export function cliEmbed(model, texts) {
+  const out = execFileSync(bin, ['embed', '--model', model, '--threads', '1'], { input: texts.join('\n') + '\n' });
+  return out.toString().trim().split('\n').map((l) => JSON.parse(l));
+}
+
+// Starts `moeedb serve --port 0 ARGS...`; resolves to {server, base} once it listens.
+export function startServer(args) {
+  const server = spawn(bin, ['serve', '--port', '0', '--threads', '1', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error('server did not start')), 120000);
+    server.stdout.on('data', (d) => {
+      buf += d;
+      const m = buf.match(/listening on (http:\/\/\S+)/);
+      if (m) { clearTimeout(timer); resolve({ server, base: m[1] }); }
+    });
+    server.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
+  });
+}
+
+// SIGTERM, then waits: the server snapshots its indexes on the way out.
+export async function stopServer(server) {
+  if (!server || server.exitCode !== null) return;
+  const exited = new Promise((resolve) => server.once('exit', resolve));
+  server.kill('SIGTERM');
+  await exited;
+}
+
+// Equal vectors: the largest difference within 1e-6 of the reference's largest entry.
+export function assertClose(actual, expected, what) {
+  assert.equal(actual.length, expected.length, `${what}: length`);
+  const scale = Math.max(...expected.map(Math.abs));
+  let maxDiff = 0;
+  for (let i = 0; i < expected.length; i++) maxDiff = Math.max(maxDiff, Math.abs(actual[i] - expected[i]));
+  assert.ok(scale > 0, `${what}: reference is not all zeros`);
+  assert.ok(maxDiff / scale < 1e-6, `${what}: max relative diff ${maxDiff / scale}`);
+}
