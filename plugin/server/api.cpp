@@ -188,7 +188,7 @@ HttpResponse Api::Route(const HttpRequest& req, std::string* route) {
     if (!good) {
       *route = "auth";
       const std::string message = given ? "invalid API key" : "missing API key (Authorization: Bearer ...)";
-      return owner ? owner->Error(401, message) : NativeError(401, message, "authentication_error", "invalid_api_key");
+      return owner ? owner->Error(401, message) : NativeStatusError(401, message);
     }
   }
   if (parts.size() == 1 && parts[0] == "metrics") {

@@ -13,6 +13,12 @@ ServerCore::ServerCore(ApiOptions options, const EmbeddingSetup* setup, EmbedQue
 
 Result<std::vector<Embedding>> ServerCore::EmbedTexts(const std::vector<std::string>& texts, bool allow_truncate,
                                                       bool keep_end, bool token_states) {
+  MOEEDB_ASSIGN_OR_RETURN(auto ids, TokenizeTexts(texts, allow_truncate, keep_end));
+  return EmbedIds(std::move(ids), token_states);
+}
+
+Result<std::vector<std::vector<int32_t>>> ServerCore::TokenizeTexts(const std::vector<std::string>& texts,
+                                                                    bool allow_truncate, bool keep_end) const {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(texts.size());
   const size_t limit = options_.max_tokens_per_input;
@@ -28,7 +34,7 @@ Result<std::vector<Embedding>> ServerCore::EmbedTexts(const std::vector<std::str
     }
     ids.push_back(std::move(t).value());
   }
-  return EmbedIds(std::move(ids), token_states);
+  return ids;
 }
 
 Result<std::vector<Embedding>> ServerCore::EmbedIds(std::vector<std::vector<int32_t>> ids, bool token_states) {

@@ -47,6 +47,9 @@ class ServerCore {
   // its first tokens are kept, or its last with `keep_end`); a text the
   // tokenizer refuses is InvalidArgument naming its index; a full queue
   // ResourceExhausted.
+  // The ids EmbedTexts embeds for `texts` (the same errors, nothing embedded).
+  Result<std::vector<std::vector<int32_t>>> TokenizeTexts(const std::vector<std::string>& texts, bool allow_truncate,
+                                                          bool keep_end = false) const;
   // With token_states, every token's final-normed hidden state too.
   Result<std::vector<Embedding>> EmbedTexts(const std::vector<std::string>& texts, bool allow_truncate,
                                             bool keep_end = false, bool token_states = false);

@@ -16,8 +16,7 @@ class CollectionsRouter final : public ProtocolRouter {
   explicit CollectionsRouter(ServerCore* core) : core_(core) {}
   bool Owns(const std::vector<std::string>& parts) const override { return !parts.empty() && parts[0] == "collections"; }
   HttpResponse Error(int status, const std::string& message) const override {
-    return status == 401 ? NativeError(401, message, "authentication_error", "invalid_api_key")
-                         : NativeError(status, message, status >= 500 ? "server_error" : "invalid_request_error");
+    return NativeStatusError(status, message);
   }
   HttpResponse Handle(const RouteRequest& req, std::string* route) override;
 

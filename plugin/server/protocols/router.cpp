@@ -16,6 +16,11 @@ HttpResponse NativeBadRequest(const std::string& m, const std::string& code) {
   return NativeError(400, m, "invalid_request_error", code);
 }
 
+HttpResponse NativeStatusError(int status, const std::string& message) {
+  if (status == 401) return NativeError(401, message, "authentication_error", "invalid_api_key");
+  return NativeError(status, message, status >= 500 ? "server_error" : "invalid_request_error");
+}
+
 HttpResponse NativeFromStatus(const Status& s) {
   switch (s.code()) {
     case Status::Code::kInvalidArgument: return NativeBadRequest(s.message());

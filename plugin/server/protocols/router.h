@@ -58,6 +58,9 @@ std::unique_ptr<ProtocolRouter> NewQdrantRouter(ServerCore* core);
 // {"error": {"message", "type", "code"}}.
 HttpResponse NativeError(int status, const std::string& message, const std::string& type, const std::string& code = "");
 HttpResponse NativeBadRequest(const std::string& message, const std::string& code = "");
+// The error of a status alone (what ProtocolRouter::Error gives for moeedb's shape):
+// 401 an invalid API key, 5xx a server error, else an invalid request.
+HttpResponse NativeStatusError(int status, const std::string& message);
 // 400 / 404 / 429 / 500 by the status's code.
 HttpResponse NativeFromStatus(const Status& s);
 HttpResponse JsonResponse(const nlohmann::json& j, int status = 200);

@@ -212,16 +212,14 @@ HttpResponse TeiRouter::EmbedAll(const json& j) {
   // hidden_size floats per token: the answer is bounded (ApiOptions::max_embed_all_floats).
   const int64_t H = core_->setup().model().config().hidden_size;
   const int64_t budget = std::max<int64_t>(1, static_cast<int64_t>(core_->options().max_embed_all_floats) / std::max<int64_t>(1, H));
+  auto ids = core_->TokenizeTexts(texts, truncate, keep_end);
+  if (!ids.ok()) return FromStatus(ids.status());
   int64_t tokens = 0;
-  for (const auto& t : texts) {
-    auto ids = core_->setup().Tokenize(t);
-    if (!ids.ok()) return FromStatus(ids.status());
-    tokens += std::min<int64_t>(static_cast<int64_t>(ids->size()), static_cast<int64_t>(core_->options().max_tokens_per_input));
-  }
+  for (const auto& t : *ids) tokens += static_cast<int64_t>(t.size());
   if (tokens > budget)
     return TeiError(413, "/embed_all answers at most " + std::to_string(budget) + " tokens per request (this one has " +
                              std::to_string(tokens) + "); send fewer or shorter inputs", "validation");
-  auto embs = core_->EmbedTexts(texts, truncate, keep_end, /*token_states=*/true);
+  auto embs = core_->EmbedIds(std::move(ids).value(), /*token_states=*/true);
   if (!embs.ok()) return FromStatus(embs.status());
   const size_t width = static_cast<size_t>(H);
   json out = json::array();
