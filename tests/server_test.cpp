@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -445,6 +446,41 @@ TEST_F(ServerTest, SocketLayerSurvivesHostileRequests) {
   EXPECT_EQ(Body(Call("GET", "/collections/keep"))["documents"], 1);
 }
 
+
+// A client that trickles its request a byte at a time, each within the idle
+// timeout, is cut off at the request deadline with a 408; others are served.
+TEST_F(ServerTest, SlowClientHitsTheRequestDeadline) {
+  HttpServerOptions so;
+  so.port = 0;
+  so.idle_timeout_s = 2;
+  so.request_timeout_s = 1;
+  HttpServer server(so, api_.get());
+  ASSERT_TRUE(server.Start().ok());
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string request = Post("/v1/embeddings", R"({"input": "a slowly sent text", "model": "tiny"})");
+  size_t sent = 0;
+  std::string answer;
+  for (; sent < request.size() && answer.empty(); ++sent) {
+    if (send(fd, request.data() + sent, 1, MSG_NOSIGNAL) != 1) break;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 300) > 0) {  // 300 ms per byte: each gap under the idle timeout
+      char buf[4096];
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n > 0) answer.assign(buf, static_cast<size_t>(n));
+      else break;
+    }
+  }
+  close(fd);
+  EXPECT_LT(sent, request.size()) << "the whole trickled request was accepted";
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer;
+  EXPECT_EQ(RawHttp(server.port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 200);
+  server.Stop();
+}
 
 // `moeedb serve` as a process, its stdout read until it says where it listens.
 struct ServeProcess {

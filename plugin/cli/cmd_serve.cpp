@@ -100,6 +100,8 @@ int RunServe(const std::vector<std::string>& argv) {
       {"batch-tokens", "N", "tokens a model worker takes at most per forward, across requests (default 16384)"},
       {"forward-tokens", "N", "padded tokens per forward pass within a worker's batch (default 4096)"},
       {"max-connections", "N", "open connections at most (default 256)"},
+      {"idle-timeout", "S", "close a connection silent this many seconds (default 30)"},
+      {"request-timeout", "S", "close a connection whose next request is not fully received this many seconds after the last answer (408 if it began; default 60)"},
       {"workers", "N", "model workers: each takes its share of the queued texts when free and embeds them "
                        "with threads/N compute threads (default 2)"},
   });
@@ -126,7 +128,10 @@ int RunServe(const std::vector<std::string>& argv) {
   auto conns = args->GetInt("max-connections", 256, 1, 100000);
   auto forward_tokens = args->GetInt("forward-tokens", 4096, 1, 1 << 24);
   auto workers = args->GetInt("workers", 2, 1, 64);
-  for (auto* r : {&port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns, &forward_tokens, &workers})
+  auto idle = args->GetInt("idle-timeout", 30, 1, 86400);
+  auto request_timeout = args->GetInt("request-timeout", 60, 1, 86400);
+  for (auto* r : {&port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns, &forward_tokens, &workers,
+                  &idle, &request_timeout})
     if (!r->ok()) return UsageError("serve", r->status().message());
 
   ApiOptions ao;
@@ -176,6 +181,8 @@ int RunServe(const std::vector<std::string>& argv) {
   so.port = static_cast<int>(*port);
   so.max_body_bytes = static_cast<size_t>(*body);
   so.max_connections = static_cast<size_t>(*conns);
+  so.idle_timeout_s = static_cast<int>(*idle);
+  so.request_timeout_s = static_cast<int>(*request_timeout);
   HttpServer server(so, &api);
   Status st = server.Start();
   if (!st.ok()) return Fail("serve", st.message());

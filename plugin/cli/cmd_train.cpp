@@ -36,16 +36,30 @@ std::vector<std::string> CorpusFiles(const Args& args) {
 }
 
 // A corpus file as documents. Plain text: paragraphs (blank-line separated),
-// each ending with its blank line, the last one of the file ending the
-// document stream (`end_of_file`). CSV: every field that contains a space (the
-// sentences; labels, scores and headers have none), one document each.
+// or lines when `line_documents` (books stored one paragraph per line, such as
+// the OpenStax texts), each ending with its newline, the last one of the file
+// ending the document stream with <|endoftext|>. CSV and TSV: every field that
+// contains a space (the sentences; labels, scores and headers have none), one
+// document each.
 struct Document {
   std::string text;
   bool ends_with_eos = false;
 };
 
-Result<std::vector<Document>> ReadCorpusFile(const std::string& path) {
+Result<std::vector<Document>> ReadCorpusFile(const std::string& path, bool line_documents) {
   std::vector<Document> docs;
+  if (fs::path(path).extension() == ".tsv") {
+    std::ifstream tsv(path, std::ios::binary);
+    if (!tsv) return Status::NotFound("cannot read corpus file " + path);
+    std::string line, field;
+    while (std::getline(tsv, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      std::stringstream fields(line);
+      while (std::getline(fields, field, '\t'))
+        if (field.find(' ') != std::string::npos) docs.push_back({field, true});
+    }
+    return docs;
+  }
   if (fs::path(path).extension() == ".csv") {
     MOEEDB_ASSIGN_OR_RETURN(auto rows, eval::ReadCsv(path));
     for (const auto& row : rows)
@@ -67,6 +81,7 @@ Result<std::vector<Document>> ReadCorpusFile(const std::string& path) {
     } else {
       para += line;
       para.push_back('\n');
+      if (line_documents) flush();
     }
   }
   flush();
@@ -97,7 +112,8 @@ Status PlotLossCurve(const std::string& out_dir) {
 
 int RunTrainTokenizer(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {
-      {"corpus", "FILES", "comma-separated text or CSV files (also as positional arguments)"},
+      {"corpus", "FILES", "comma-separated text, CSV or TSV files (also as positional arguments)"},
+      {"line-documents", "", "plain-text files hold one document per line (default: blank-line paragraphs)"},
       {"vocab", "N", "vocabulary size including 2 special tokens and 256 bytes (default 8192)"},
       {"min-frequency", "N", "never merge a pair seen fewer times (default 2)"},
       {"out", "FILE", "tokenizer.json to write"},
@@ -105,8 +121,8 @@ int RunTrainTokenizer(const std::vector<std::string>& argv) {
   if (WantsHelp(argv)) {
     std::cout << HelpText("train tokenizer --corpus FILES --out tokenizer.json [--vocab 8192]",
                           "Trains a byte-level BPE (GPT-2 regex, NFC) on the corpus and writes a HuggingFace "
-                          "tokenizer.json. Special tokens: <|endoftext|> (id 0), <|padding|> (id 1). CSV files "
-                          "contribute their fields that contain a space.",
+                          "tokenizer.json. Special tokens: <|endoftext|> (id 0), <|padding|> (id 1). CSV and TSV "
+                          "files contribute their fields that contain a space.",
                           specs);
     return 0;
   }
@@ -125,7 +141,7 @@ int RunTrainTokenizer(const std::vector<std::string>& argv) {
   BpeTrainer trainer(opt);
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& f : files) {
-    auto docs = ReadCorpusFile(f);
+    auto docs = ReadCorpusFile(f, args->Has("line-documents"));
     if (!docs.ok()) return Fail("train tokenizer", docs.status().message());
     for (const auto& d : *docs) {
       Status s = trainer.AddText(d.text);
@@ -148,7 +164,8 @@ int RunTrainModel(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {
       {"config", "FILE", "config.json of the model to train (an OLMoE-family config)"},
       {"tokenizer", "FILE", "tokenizer.json (copied into --out)"},
-      {"corpus", "FILES", "comma-separated text or CSV files (also as positional arguments)"},
+      {"corpus", "FILES", "comma-separated text, CSV or TSV files (also as positional arguments)"},
+      {"line-documents", "", "plain-text files hold one document per line (default: blank-line paragraphs)"},
       {"out", "DIR", "model folder to write; training state in DIR/train_state"},
       {"minutes", "M", "wall-clock budget of this run; without --steps it also sizes the schedule"},
       {"steps", "N", "schedule length in steps (reproducible across machines)"},
@@ -214,7 +231,7 @@ int RunTrainModel(const std::vector<std::string>& argv) {
   std::vector<int32_t> train, val;
   int64_t doc_index = 0;
   for (const auto& f : files) {
-    auto docs = ReadCorpusFile(f);
+    auto docs = ReadCorpusFile(f, args->Has("line-documents"));
     if (!docs.ok()) return Fail("train model", docs.status().message());
     for (const auto& d : *docs) {
       auto ids = (*tok)->Encode(d.text, /*add_special=*/false);

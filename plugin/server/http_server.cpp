@@ -41,7 +41,25 @@ Status HttpServer::Start() {
     return Status::IOError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " + e.what());
   }
   accept_thread_ = std::thread([this] { AcceptLoop(); });
+  reap_thread_ = std::thread([this] { ReapLoop(); });
   return Status::OK();
+}
+
+void HttpServer::ReapLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = read_deadline_.begin(); it != read_deadline_.end();) {
+      if (it->second > now) {
+        ++it;
+        continue;
+      }
+      ::shutdown(it->first, SHUT_RD);  // its blocked read returns; Serve closes it
+      api_->Record("request_timeout", 408, 0);
+      it = read_deadline_.erase(it);
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(250));
+  }
 }
 
 void HttpServer::AcceptLoop() {
@@ -84,7 +102,28 @@ void HttpServer::Serve(int fd) {
       http::request_parser<http::string_body> parser;
       parser.body_limit(options_.max_body_bytes);
       parser.header_limit(64 * 1024);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        read_deadline_[fd] = std::chrono::steady_clock::now() + std::chrono::seconds(options_.request_timeout_s);
+      }
       http::read(socket, buffer, parser, ec);
+      bool reaped;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        reaped = read_deadline_.erase(fd) == 0;
+      }
+      if (ec && reaped && parser.got_some()) {
+        // Past the request deadline halfway through a request: say so, close.
+        http::response<http::string_body> res{http::status::request_timeout, 11};
+        res.set(http::field::content_type, "application/json");
+        res.set(http::field::server, "moeedb");
+        res.body() = "{\"error\":{\"message\":\"request not received in time\",\"type\":\"invalid_request_error\",\"code\":null}}";
+        res.keep_alive(false);
+        res.prepare_payload();
+        boost::system::error_code wec;
+        http::write(socket, res, wec);
+        break;
+      }
       if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) break;
       http::response<http::string_body> res;
       bool close = false;
@@ -131,6 +170,7 @@ void HttpServer::Serve(int fd) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   open_fds_.erase(fd);
+  read_deadline_.erase(fd);
   cv_.notify_all();
 }
 
@@ -142,6 +182,8 @@ void HttpServer::Stop() {
     impl_->acceptor->close(ec);
   }
   if (accept_thread_.joinable()) accept_thread_.join();
+  cv_.notify_all();
+  if (reap_thread_.joinable()) reap_thread_.join();
   std::unique_lock<std::mutex> lock(mu_);
   // Wake connections blocked reading the next request; a request being
   // handled finishes and is answered first (its thread checks stopping_).

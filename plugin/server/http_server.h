@@ -1,12 +1,15 @@
 // HttpServer: HTTP/1.1 with keep-alive on Boost.Beast, one thread per
 // connection (bounded), each request handed to Api::Handle. The socket layer
 // enforces what must be enforced before a body is read: the body size (413),
-// well-formed HTTP (400), idle and slow clients (a receive timeout), the
-// connection cap (503). HTTP threads never run the model: Api waits on the
+// well-formed HTTP (400), idle clients (a receive timeout), slow clients (a
+// deadline for each whole request: a client trickling bytes cannot hold a
+// connection), the connection cap (503). HTTP threads never run the model: Api waits on the
 // EmbedQueue's worker.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -25,6 +28,7 @@ struct HttpServerOptions {
   size_t max_body_bytes = 2000000;  // TEI's default payload limit
   size_t max_connections = 256;
   int idle_timeout_s = 30;          // a connection silent this long is closed
+  int request_timeout_s = 60;       // a request not fully received this long after the last answer: closed
 };
 
 class HttpServer {
@@ -43,6 +47,8 @@ class HttpServer {
   struct Impl;
   void AcceptLoop();
   void Serve(int fd);
+  // Shuts down the reading side of connections past their request deadline.
+  void ReapLoop();
 
   HttpServerOptions options_;
   Api* api_;
@@ -50,9 +56,12 @@ class HttpServer {
   int bound_port_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread accept_thread_;
+  std::thread reap_thread_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::set<int> open_fds_;
+  // fd -> when its request must have arrived (absent while it is handled).
+  std::map<int, std::chrono::steady_clock::time_point> read_deadline_;
 };
 
 }  // namespace moeedb
