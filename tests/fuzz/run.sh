@@ -6,6 +6,11 @@
 # sanitizer report fails the run; its reproducer is left as
 # build-fuzz/NAME-crash-* (keep it in the seed corpus once fixed).
 #
+# The api harness (the HTTP routes over a random-weight model) compiles the
+# server layer with clang, instrumented, and links the rest (engine, service,
+# storage, index: libtorch code) from the regular build in build/, which must
+# exist; coverage guidance and sanitizers then watch the request handling.
+#
 #   tests/fuzz/run.sh [SECONDS] [NAME]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,13 +28,47 @@ declare -A SOURCES=(
   [tokenizer]="engine/tokenizer/bpe_tokenizer.cpp engine/tokenizer/byte_level.cpp engine/utf8.cpp engine/status.cpp"
 )
 EXTRA_tokenizer=(-DMOEEDB_TEST_DATA_DIR="\"$PWD/tests/data\"" $(pkg-config --libs icu-uc icu-i18n))
+
+# The api harness: server sources (as plugin/server/CMakeLists.txt lists
+# them) instrumented; the libraries after `-o moeedb` in build/'s link line,
+# less the server library itself.
+build_api() {
+  [ -f build/build.ninja ] || { echo "fuzz api: needs the regular build (scripts/setup.sh)"; return 1; }
+  ninja -C build moeedb > /dev/null
+  local server_src=(plugin/server/{api,server_core,collection_requests,embed_queue,http_server}.cpp
+                    plugin/server/protocols/{router,openai,tei,collections,ollama,weaviate,qdrant}.cpp
+                    build/plugin/server/console_assets.cpp)
+  local libs
+  libs=$(ninja -C build -t commands moeedb | tail -1 | sed 's/.* -o moeedb //' | tr ' ' '\n' |
+         grep -v -e '^$' -e '^&&$' -e '^:$' -e 'libmoeedb_server.a' | sed 's/"//g' | sed 's|^\([a-z].*\.a\)$|build/\1|' | tr '\n' ' ')
+  mkdir -p "$OUT/api-obj"
+  local objs=() pids=() f o
+  for f in "${server_src[@]}"; do
+    o="$OUT/api-obj/$(basename "$f" .cpp).o"
+    objs+=("$o")
+    if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "$0" -nt "$o" ]; then
+      "$CXX" "${FLAGS[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}" -DBOOST_ALL_NO_LIB -c "$f" -o "$o" &
+      pids+=($!)
+    fi
+    if [ "${#pids[@]}" -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  # shellcheck disable=SC2086
+  "$CXX" "${FLAGS[@]}" -DMOEEDB_TEST_DATA_DIR="\"$PWD/tests/data\"" tests/fuzz/fuzz_api.cpp "${objs[@]}" \
+    -Wl,--start-group $libs -Wl,--end-group -o "$OUT/fuzz_api"
+}
+
 failed=0
-for name in metadata_filter document_line safetensors model_config tokenizer; do
+for name in metadata_filter document_line safetensors model_config tokenizer api; do
   [ -n "$ONLY" ] && [ "$ONLY" != "$name" ] && continue
   extra=()
   [ "$name" = tokenizer ] && extra=("${EXTRA_tokenizer[@]}")
-  # shellcheck disable=SC2086
-  "$CXX" "${FLAGS[@]}" "tests/fuzz/fuzz_$name.cpp" ${SOURCES[$name]} "${extra[@]}" -o "$OUT/fuzz_$name"
+  if [ "$name" = api ]; then
+    build_api || { failed=1; continue; }
+  else
+    # shellcheck disable=SC2086
+    "$CXX" "${FLAGS[@]}" "tests/fuzz/fuzz_$name.cpp" ${SOURCES[$name]} "${extra[@]}" -o "$OUT/fuzz_$name"
+  fi
   work="$OUT/work/$name"
   rm -rf "$work" && mkdir -p "$work"
   cp -r "tests/fuzz/corpus/$name/." "$work/"
