@@ -198,3 +198,44 @@ TEST_F(LmTrainer, RejectsBadInputs) {
 
 }  // namespace
 }  // namespace moeedb
+
+namespace moeedb {
+namespace {
+
+// `train tokenizer` and `train model` read TSV files (each field with a space
+// is a document: sentences, not labels or headers) and, with
+// --line-documents, plain text one document per line instead of per
+// blank-line paragraph (books stored one paragraph a line).
+TEST(TrainCli, ReadsTsvFieldsAndLineDocuments) {
+  test::TempDir dir;
+  test::WriteFile(dir / "pairs.tsv", "anchor\tpositive\tsource\nA cat sat on the mat.\tA cat is sitting.\tsnli\n"
+                                     "Two dogs run.\tDogs are running.\tsnli\n");
+  test::WriteFile(dir / "book.txt", "The first paragraph of the book.\nThe second one follows it.\n"
+                                    "A third paragraph ends the chapter.\n");
+  const std::string corpus = (dir / "pairs.tsv") + "," + (dir / "book.txt");
+  auto tok = test::Run({test::Binary(), "train", "tokenizer", "--corpus", corpus, "--vocab", "300", "--out",
+                        (dir / "tokenizer.json")});
+  ASSERT_EQ(tok.exit_code, 0) << tok.err;
+  test::WriteFile(dir / "config.json", R"({"model_type":"olmoe","vocab_size":300,"hidden_size":16,"intermediate_size":16,
+      "num_hidden_layers":1,"num_attention_heads":2,"num_key_value_heads":2,"num_experts":2,
+      "num_experts_per_tok":1,"norm_topk_prob":false,"rms_norm_eps":1e-5,"rope_theta":10000.0,
+      "tie_word_embeddings":true,"initializer_range":0.1})");
+  auto documents = [&](bool lines) {
+    std::vector<std::string> argv = {test::Binary(), "train", "model", "--config", (dir / "config.json"),
+                                     "--tokenizer", (dir / "tokenizer.json"), "--corpus", corpus,
+                                     "--out", dir / (lines ? "m-lines" : "m-paras"), "--steps", "1",
+                                     "--seq", "8", "--batch", "1", "--val-every", "2", "--threads", "1"};
+    if (lines) argv.push_back("--line-documents");
+    auto r = test::Run(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.err.find(" documents,");
+    if (at == std::string::npos) return -1;
+    const size_t from = r.err.rfind(' ', at - 1);
+    return std::stoi(r.err.substr(from + 1, at - from - 1));
+  };
+  EXPECT_EQ(documents(false), 4 + 1);  // four sentences; the book is one paragraph
+  EXPECT_EQ(documents(true), 4 + 3);   // ... and three lines
+}
+
+}  // namespace
+}  // namespace moeedb
