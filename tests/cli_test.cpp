@@ -282,7 +282,8 @@ TEST_F(Cli, IngestSearchDeleteAndBadInput) {
   // Delete: never returned again.
   ASSERT_EQ(test::Run({test::Binary(), "delete", "--db", db, "--collection", "c", "doc5"}).exit_code, 0);
   s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "40", texts[5]});
-  for (const auto& h : json::parse(s.out)["hits"]) EXPECT_NE(h["id"], "doc5");
+  const json after_delete = json::parse(s.out);  // alive for the loop (a temporary's member is not)
+  for (const auto& h : after_delete["hits"]) EXPECT_NE(h["id"], "doc5");
   // Lexical (BM25, no model run) and hybrid search; a document's own text finds it first.
   s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "3", "--mode", "lexical", texts[7]});
   ASSERT_EQ(s.exit_code, 0) << s.err;

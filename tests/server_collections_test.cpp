@@ -147,14 +147,15 @@ TEST_F(ServerTest, HitsCarryEachSignalsShareOfTheScore) {
   ASSERT_EQ(Call("POST", "/collections/s/documents", docs.dump()).status, 200);
   auto r = Call("POST", "/collections/s/search", R"({"query": "dog in the snow"})");
   ASSERT_EQ(r.status, 200) << r.body;
-  for (const auto& h : Body(r)["hits"]) {
+  json body;  // the loops iterate its member: a temporary's would be destroyed first
+  for (const auto& h : (body = Body(r))["hits"]) {
     EXPECT_DOUBLE_EQ(h["parts"]["hs"].get<double>(), h["score_hs"].get<double>());
     EXPECT_NEAR(h["parts"]["rw"].get<double>(), 0.25 * h["score_rw"].get<double>(), 1e-6);
     EXPECT_EQ(h["parts"]["lex"].get<double>(), 0.0);
   }
   r = Call("POST", "/collections/s/search", R"({"query": "dog in the snow", "mode": "hybrid", "fusion": "rrf"})");
   ASSERT_EQ(r.status, 200) << r.body;
-  for (const auto& h : Body(r)["hits"]) {
+  for (const auto& h : (body = Body(r))["hits"]) {
     const json& p = h["parts"];
     EXPECT_NEAR(p["hs"].get<double>() + p["rw"].get<double>() + p["lex"].get<double>(), h["score"].get<double>(), 1e-6);
     EXPECT_LE(p["hs"].get<double>(), 1.0 / 61 + 1e-7);  // w_hs / (60 + rank), rank >= 1
