@@ -159,7 +159,10 @@ Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const 
   } else if (fam.shared == SharedExpertKind::kUnweighted) {
     int64_t n_shared = 0;
     MOEEDB_RETURN_IF_ERROR(f.Int("n_shared_experts", &n_shared, 0));
-    if (n_shared < 0) return Status::InvalidArgument(source + ": n_shared_experts must be >= 0");
+    if (n_shared < 0 || n_shared > 4096)
+      return Status::InvalidArgument(source + ": n_shared_experts must be in 0..4096");
+    if (n_shared > 0 && c.expert_intermediate > (int64_t{1} << 40) / n_shared)
+      return Status::InvalidArgument(source + ": n_shared_experts x moe_intermediate_size is too large");
     c.shared_intermediate = n_shared * c.expert_intermediate;
   }
   if (fam.moe_layers == MoeLayerRule::kDeepseekFirstKDense) {
