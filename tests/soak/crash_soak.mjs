@@ -20,22 +20,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bin } from '../e2e/moeedb.mjs';
+import { arg, seededRandom } from './soak_util.mjs';
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : dflt;
-};
 const cycles = Number(arg('cycles', 50));
 const nClients = Number(arg('clients', 4));
 const model = arg('model', null);
 const dbDir = arg('db', fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-crash-soak-')));
-let seed = Number(arg('seed', 1));
-const rand = () => {  // mulberry32: the soak is reproducible up to timing
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-};
+const rand = seededRandom(Number(arg('seed', 1)));
 const pick = (a) => a[Math.floor(rand() * a.length)];
 
 const WORDS = ('river mountain engine library garden window winter coffee market train doctor violin ' +

@@ -13,11 +13,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bin } from '../e2e/moeedb.mjs';
+import { arg, seededRandom } from './soak_util.mjs';
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : dflt;
-};
 const nClients = Number(arg('clients', 64));
 const seconds = Number(arg('seconds', 60));
 const nDocs = Number(arg('docs', 1000));
@@ -25,13 +22,7 @@ const model = arg('model', null);
 const threads = arg('threads', '2');
 const dbDir = fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-load-soak-'));
 
-let seed = 7;
-const rand = () => {
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-};
+const rand = seededRandom(7);
 const pick = (a) => a[Math.floor(rand() * a.length)];
 const WORDS = ('river mountain engine library garden window winter coffee market train doctor violin ' +
   'planet bridge harbor forest teacher kitchen dragon pencil castle desert ocean thunder candle').split(' ');
