@@ -319,8 +319,19 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   // kTrained: every layer's final-normed states and router logits, pooled as the pooler says.
   const bool trained = options.hs_pooling == HsPooling::kTrained;
   std::vector<at::Tensor> rw, pooler_rows, pooler_router;  // rw: the router read-outs
+  // kWeighted: each token's weight [N, 1] and each text's 1 / sum of weights [B, 1].
+  at::Tensor token_w, inv_wsum;
+  if (trained && pooler_->spec().token_pooling == TokenPooling::kWeighted) {
+    token_w = pooler_->TokenWeights(at::tensor(flat_ids, at::kLong)).to(dev).unsqueeze(1);
+    inv_wsum = at::zeros({B, 1}, token_w.options()).index_add_(0, row_of_token, token_w).reciprocal_();
+  }
   auto pool_for_pooler = [&](const at::Tensor& v) {
-    return pooler_->spec().mean_tokens ? mean_over_tokens(v) : v.index_select(0, last_idx);
+    switch (pooler_->spec().token_pooling) {
+      case TokenPooling::kLast: return v.index_select(0, last_idx);
+      case TokenPooling::kWeighted: return at::zeros({B, v.size(1)}, v.options()).index_add_(0, row_of_token, v * token_w).mul_(inv_wsum);
+      case TokenPooling::kMean: break;
+    }
+    return mean_over_tokens(v);
   };
 
   // f32 on the CPU: attention straight on the packed rows, no grid, no mask.

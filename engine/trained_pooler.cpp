@@ -24,6 +24,21 @@ constexpr double kEps = 1e-6;
 at::Tensor Norm(const at::Tensor& x, const at::Tensor& w) { return RmsNorm(x, w, kEps); }
 }  // namespace
 
+const char* TokenPoolingName(TokenPooling p) {
+  switch (p) {
+    case TokenPooling::kMean: return "mean";
+    case TokenPooling::kLast: return "last";
+    case TokenPooling::kWeighted: return "weighted";
+  }
+  return "?";
+}
+
+Result<TokenPooling> ParseTokenPooling(const std::string& name) {
+  for (TokenPooling p : {TokenPooling::kMean, TokenPooling::kLast, TokenPooling::kWeighted})
+    if (name == TokenPoolingName(p)) return p;
+  return Status::InvalidArgument("token pooling must be mean, last or weighted, not '" + name + "'");
+}
+
 Status PoolerSpec::Validate() const {
   auto bad = [](const char* f) { return Status::InvalidArgument(std::string("pooler: '") + f + "' must be positive"); };
   if (hidden <= 0) return bad("hidden");
@@ -34,6 +49,7 @@ Status PoolerSpec::Validate() const {
   if (out_dim <= 0) return bad("out_dim");
   if (router_rows < 0) return Status::InvalidArgument("pooler: 'router_rows' must be >= 0");
   if (router_rows > 0 && router_dim <= 0) return bad("router_dim");
+  if (token_pooling == TokenPooling::kWeighted && vocab <= 0) return bad("vocab");
   if (hidden % heads != 0) return Status::InvalidArgument("pooler: 'heads' must divide 'hidden'");
   return Status::OK();
 }
@@ -54,9 +70,10 @@ Result<PoolerSpec> PoolerSpec::FromJson(const std::string& text) {
     s.heads = j.at("heads").get<int64_t>();
     s.ffn = j.at("ffn").get<int64_t>();
     s.out_dim = j.at("out_dim").get<int64_t>();
-    const std::string pool = j.value("token_pooling", std::string("mean"));
-    if (pool != "mean" && pool != "last") return Status::Corruption("pooler.json: token_pooling must be mean or last");
-    s.mean_tokens = pool == "mean";
+    auto pool = ParseTokenPooling(j.value("token_pooling", std::string("mean")));
+    if (!pool.ok()) return Status::Corruption("pooler.json: " + pool.status().message());
+    s.token_pooling = *pool;
+    s.vocab = j.value("vocab", int64_t{0});
   } catch (const json::exception& e) {
     return Status::Corruption(std::string("pooler.json: ") + e.what());
   }
@@ -68,8 +85,9 @@ std::string PoolerSpec::ToJson() const {
   json j = {{"type", "multi_layer_cross_attention"}, {"hidden", hidden},   {"layer_rows", layer_rows},
             {"router_rows", router_rows},            {"router_dim", router_dim}, {"latents", latents},
             {"heads", heads},                        {"ffn", ffn},         {"out_dim", out_dim},
-            {"token_pooling", mean_tokens ? "mean" : "last"}};
+            {"token_pooling", TokenPoolingName(token_pooling)}};
   if (router_proj_per_layer) j["router_proj_per_layer"] = true;
+  if (token_pooling == TokenPooling::kWeighted) j["vocab"] = vocab;
   return j.dump(2) + "\n";
 }
 
@@ -77,6 +95,7 @@ std::vector<PoolerTensorSpec> PoolerTensors(const PoolerSpec& s) {
   const int64_t H = s.hidden;
   const double std_h = 1.0 / std::sqrt(static_cast<double>(H)), std_f = 1.0 / std::sqrt(static_cast<double>(s.ffn));
   std::vector<PoolerTensorSpec> t = {{"row_pos", {s.rows(), H}, 0.02}};
+  if (s.token_pooling == TokenPooling::kWeighted) t.push_back({"token_log_weight", {s.vocab}, 0, true});
   if (s.router_rows > 0) {
     const double std_r = 1.0 / std::sqrt(static_cast<double>(s.router_dim));
     if (s.router_proj_per_layer) t.push_back({"router_proj", {s.router_rows, H, s.router_dim}, std_r});
@@ -115,6 +134,11 @@ at::Tensor PoolerForward(const PoolerSpec& s, const std::map<std::string, at::Te
   return at::linear(Norm(z.mean(1), W("out_norm")), W("out"));
 }
 
+at::Tensor PoolerTokenWeights(const std::map<std::string, at::Tensor>& weights, const at::Tensor& ids) {
+  const at::Tensor& log_w = weights.at("token_log_weight");
+  return log_w.index_select(0, ids.reshape({-1})).exp().view(ids.sizes());
+}
+
 bool TrainedPooler::ExistsIn(const std::string& dir) { return fs::exists(fs::path(dir) / "pooler.json"); }
 
 Result<std::unique_ptr<TrainedPooler>> TrainedPooler::LoadDir(const std::string& dir) {
@@ -141,14 +165,20 @@ Result<std::unique_ptr<TrainedPooler>> TrainedPooler::LoadDir(const std::string&
 Status TrainedPooler::CheckFits(const ModelConfig& c, const std::string& dir) const {
   const int64_t moe_layers = static_cast<int64_t>(std::count(c.moe_layer.begin(), c.moe_layer.end(), true));
   if (spec_.hidden != c.hidden_size || spec_.layer_rows != c.num_layers + 1 ||
-      (spec_.router_rows != 0 && (spec_.router_rows != moe_layers || spec_.router_dim != c.num_experts)))
-    return Status::Corruption(dir + "/pooler.json does not fit the model (hidden size, layers or experts differ)");
+      (spec_.router_rows != 0 && (spec_.router_rows != moe_layers || spec_.router_dim != c.num_experts)) ||
+      (spec_.token_pooling == TokenPooling::kWeighted && spec_.vocab != c.vocab_size))
+    return Status::Corruption(dir + "/pooler.json does not fit the model (hidden size, layers, experts or vocabulary differ)");
   return Status::OK();
 }
 
 at::Tensor TrainedPooler::Forward(const at::Tensor& layer_rows, const at::Tensor& router_rows) const {
   at::NoGradGuard no_grad;
   return PoolerForward(spec_, weights_, layer_rows, router_rows);
+}
+
+at::Tensor TrainedPooler::TokenWeights(const at::Tensor& ids) const {
+  at::NoGradGuard no_grad;
+  return PoolerTokenWeights(weights_, ids);
 }
 
 Status SavePooler(const std::string& dir, const PoolerSpec& spec, const std::map<std::string, at::Tensor>& weights) {

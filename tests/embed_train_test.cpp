@@ -147,6 +147,17 @@ TEST(TrainedPooler, SpecRoundTripsAndBadSpecsAreRefused) {
   PoolerSpec bad = s;
   bad.heads = 3;  // does not divide 16
   EXPECT_EQ(bad.Validate().code(), Status::Code::kInvalidArgument);
+  PoolerSpec weighted = s;
+  weighted.token_pooling = TokenPooling::kWeighted;
+  EXPECT_EQ(weighted.Validate().code(), Status::Code::kInvalidArgument);  // no vocabulary size
+  weighted.vocab = 50;
+  back = PoolerSpec::FromJson(weighted.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->token_pooling, TokenPooling::kWeighted);
+  EXPECT_EQ(back->vocab, 50);
+  EXPECT_EQ(PoolerTensors(*back)[1].name, "token_log_weight");
+  EXPECT_FALSE(PoolerSpec::FromJson(R"({"type":"multi_layer_cross_attention","hidden":16,"layer_rows":3,
+    "latents":16,"heads":4,"ffn":8,"out_dim":8,"token_pooling":"max"})").ok());
   EXPECT_FALSE(PoolerSpec::FromJson("{\"type\":\"something else\"}").ok());
   EXPECT_FALSE(PoolerSpec::FromJson("[1,2]").ok());
 }
@@ -228,14 +239,25 @@ class EmbedTrainer : public ::testing::Test {
   static std::string Bytes(const std::string& dir) {
     return test::ReadFile(dir + "/pooler.safetensors") + test::ReadFile(dir + "/model.safetensors");
   }
+  void TrainAndCheckEngine(TokenPooling pooling);
   test::TempDir dir_;
   std::string lm_;
 };
 
-TEST_F(EmbedTrainer, LearnsAndTheEngineRunsTheTrainedPooler) {
+// Trains a model whose pooler pools tokens as `pooling` says, then checks
+// the engine's kTrained HS against the pooler applied to rows rebuilt from
+// the engine's taps: final_norm(h_l) and the router logits pooled over the
+// tokens (the mean, or weights exp(token_log_weight[id]) normalised per text).
+void EmbedTrainer::TrainAndCheckEngine(TokenPooling pooling) {
   const Synthetic syn = Synthetic::Make(8);
-  const std::string out = dir_ / "emb";
-  auto r = TrainEmbedding(syn.data, Options(out));
+  const std::string out = dir_ / (std::string("emb-") + TokenPoolingName(pooling));
+  EmbedTrainOptions o = Options(out);
+  o.pooler.token_pooling = pooling;
+  if (pooling == TokenPooling::kWeighted) {
+    o.pooler.vocab = 64;
+    o.token_log_weight_init = LogIdfTokenWeights(syn.data.sentences, 64);
+  }
+  auto r = TrainEmbedding(syn.data, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->finished);
   EXPECT_GT(r->val_spearman, r->initial_val_spearman);
@@ -270,17 +292,29 @@ TEST_F(EmbedTrainer, LearnsAndTheEngineRunsTheTrainedPooler) {
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   ASSERT_EQ(layer_out.size(), 2u);
   const int64_t n0 = static_cast<int64_t>(ids[0].size());
+  auto pooler_file = SafetensorsFile::Open(out + "/pooler.safetensors");
+  ASSERT_TRUE(pooler_file.ok());
   for (int64_t b = 0; b < 2; ++b) {
     const int64_t off = b == 0 ? 0 : n0, n = static_cast<int64_t>(ids[b].size());
     std::vector<int64_t> id64(ids[b].begin(), ids[b].end());
-    auto rms = [&](const at::Tensor& x) {  // [n, H] -> mean over tokens of final_norm(x), in double
+    // Each token's share of the row, written out by hand: 1/n, or w_t / sum w.
+    std::vector<double> share(static_cast<size_t>(n), 1.0 / static_cast<double>(n));
+    if (pooling == TokenPooling::kWeighted) {
+      const auto log_w = ToVec(*TensorFromView(*(*pooler_file)->Find("token_log_weight")));
+      double sum = 0;
+      for (int64_t t = 0; t < n; ++t) sum += share[t] = std::exp(log_w[id64[t]]);
+      for (auto& x : share) x /= sum;
+    }
+    at::Tensor share_t = at::tensor(share, at::kDouble).unsqueeze(1);
+    auto pool = [&](const at::Tensor& v) { return (v * share_t).sum(0); };
+    auto rms = [&](const at::Tensor& x) {  // [n, H] -> pooled final_norm(x), in double
       at::Tensor xd = x.to(at::kDouble);
-      return (final_norm.to(at::kDouble) * xd * at::rsqrt(xd.pow(2).mean({-1}, true) + 1e-5)).mean(0);
+      return pool(final_norm.to(at::kDouble) * xd * at::rsqrt(xd.pow(2).mean({-1}, true) + 1e-5));
     };
     std::vector<at::Tensor> rows = {rms(embed.index_select(0, at::tensor(id64)))};
     for (const auto& x : layer_out) rows.push_back(rms(x.narrow(0, off, n)));
     std::vector<at::Tensor> rr;
-    for (const auto& z : router) rr.push_back(z.narrow(0, off, n).to(at::kDouble).mean(0));
+    for (const auto& z : router) rr.push_back(pool(z.narrow(0, off, n).to(at::kDouble)));
     at::Tensor want = PoolerForward((*model)->pooler()->spec(), (*model)->pooler()->weights(),
                                     at::stack(rows).unsqueeze(0).to(at::kFloat), at::stack(rr).unsqueeze(0).to(at::kFloat));
     const auto got = ToVec(f->hs[b]), w = ToVec(want[0]);
@@ -291,6 +325,43 @@ TEST_F(EmbedTrainer, LearnsAndTheEngineRunsTheTrainedPooler) {
   auto plain = MoeModel::LoadDir(lm_);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ((*plain)->Forward(ids, fo).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(EmbedTrainer, LearnsAndTheEngineRunsTheTrainedPooler) { TrainAndCheckEngine(TokenPooling::kMean); }
+
+TEST_F(EmbedTrainer, WeightedTokenPoolingLearnsAndTheEngineRunsIt) { TrainAndCheckEngine(TokenPooling::kWeighted); }
+
+TEST(EmbedTrainerIdf, LogIdfTokenWeightsByHand) {
+  // 3 sentences; token 2 in all of them, token 3 in one (twice), token 4 in none.
+  const std::vector<std::vector<int32_t>> sentences = {{2, 3, 3}, {2}, {2, 5}};
+  const auto w = LogIdfTokenWeights(sentences, 6);
+  ASSERT_EQ(w.size(), 6u);
+  EXPECT_NEAR(w[2], std::log(std::log(4.0 / 4.0) + 1), 1e-6);  // df 3: idf 1, log 0
+  EXPECT_NEAR(w[3], std::log(std::log(4.0 / 2.0) + 1), 1e-6);  // df 1 (counted once per sentence)
+  EXPECT_NEAR(w[4], std::log(std::log(4.0 / 1.0) + 1), 1e-6);  // df 0: the largest
+  EXPECT_GT(w[4], w[3]);
+}
+
+TEST_F(EmbedTrainer, ASecondStageContinuesTheStartFoldersPooler) {
+  const Synthetic syn = Synthetic::Make(8);
+  const std::string first = dir_ / "stage1", second = dir_ / "stage2", fresh = dir_ / "fresh";
+  EmbedTrainOptions o = Options(first);
+  ASSERT_TRUE(TrainEmbedding(syn.data, o).ok());
+  // At learning rate 0 the second stage changes nothing: its pooler is the first's.
+  EmbedTrainOptions o2 = Options(second);
+  o2.model_dir = first;
+  o2.steps = 2;
+  o2.lr_lm = o2.lr_pooler = 0;
+  ASSERT_TRUE(TrainEmbedding(syn.data, o2).ok());
+  EXPECT_EQ(test::ReadFile(first + "/pooler.safetensors"), test::ReadFile(second + "/pooler.safetensors"));
+  // A pooler of another spec is not continued: a new one starts.
+  EmbedTrainOptions o3 = o2;
+  o3.out_dir = fresh;
+  o3.pooler.latents = 2;
+  ASSERT_TRUE(TrainEmbedding(syn.data, o3).ok());
+  auto a = TrainedPooler::LoadDir(first), c = TrainedPooler::LoadDir(fresh);
+  ASSERT_TRUE(a.ok() && c.ok());
+  EXPECT_FALSE(at::equal(a.value()->weights().at("q"), c.value()->weights().at("q")));
 }
 
 TEST_F(EmbedTrainer, IsDeterministicAndResumesToTheSameWeights) {

@@ -52,9 +52,17 @@ class Encoder {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed ^ 0x5bd1e995ULL);
     pooler_.clear();
     for (const auto& t : PoolerTensors(o_.pooler)) {
-      at::Tensor x = t.init_std == 0 ? at::ones(t.shape, at::kFloat) : at::normal(0.0, t.init_std, t.shape, gen);
+      at::Tensor x = t.zeros ? at::zeros(t.shape, at::kFloat)
+                     : t.init_std == 0 ? at::ones(t.shape, at::kFloat)
+                                       : at::normal(0.0, t.init_std, t.shape, gen);
       pooler_[t.name] = x.set_requires_grad(true);
     }
+    if (!o_.token_log_weight_init.empty())
+      pooler_["token_log_weight"] = at::tensor(o_.token_log_weight_init, at::kFloat).set_requires_grad(true);
+  }
+  // Starts from a trained pooler's weights (same spec) instead.
+  void SetPooler(const std::map<std::string, at::Tensor>& w) {
+    for (const auto& [name, t] : w) pooler_[name] = t.detach().clone().set_requires_grad(true);
   }
 
   // Pooled vectors [n, out_dim] of the sentences `ids` (in that order), in
@@ -103,21 +111,35 @@ class Encoder {
     const int64_t B = tok.size(0), T = tok.size(1);
     at::Tensor valid = (at::arange(T, at::kLong).view({1, T}) < lengths.view({B, 1})).to(at::kFloat).unsqueeze(-1);
     at::Tensor last = (lengths - 1).view({B, 1, 1});
-    auto pool_tokens = [&](const at::Tensor& v) {  // [B, T, D] -> [B, D]
-      if (o_.pooler.mean_tokens) return (v * valid).sum(1) / lengths.to(at::kFloat).unsqueeze(1);
-      return v.gather(1, last.expand({B, 1, v.size(2)})).squeeze(1);
-    };
-    std::vector<at::Tensor> rows, router;
+    // Per-token states [B, T, D] of every row, before pooling.
+    std::vector<at::Tensor> states, router_states;
     {
       at::AutoGradMode mode(grad && !o_.freeze_lm);
       TrainForwardOutput f = net_.Forward(tok, fo);
       const at::Tensor& w = net_.P("model.norm.weight");
-      for (const auto& x : f.layer_out) rows.push_back(pool_tokens(RmsNorm(x, w, c_.rms_norm_eps)));
-      if (o_.pooler.router_rows > 0)
-        for (const auto& z : f.router_logits) router.push_back(pool_tokens(z));
+      for (const auto& x : f.layer_out) states.push_back(RmsNorm(x, w, c_.rms_norm_eps));
+      if (o_.pooler.router_rows > 0) router_states = f.router_logits;
       if (grad && !o_.freeze_lm) *aux_sum = *aux_sum + f.aux;
     }
+    // Pooling sits outside the model's no-grad scope: the token weights train with the pooler.
     at::AutoGradMode mode(grad);
+    at::Tensor weight;  // [B, T, 1]: each token's share of its text's row (0 on padding)
+    switch (o_.pooler.token_pooling) {
+      case TokenPooling::kMean: weight = valid / lengths.to(at::kFloat).view({B, 1, 1}); break;
+      case TokenPooling::kWeighted: {
+        at::Tensor w = PoolerTokenWeights(pooler_, tok).unsqueeze(-1) * valid;
+        weight = w / w.sum(1, true);
+        break;
+      }
+      case TokenPooling::kLast: break;
+    }
+    auto pool_tokens = [&](const at::Tensor& v) {  // [B, T, D] -> [B, D]
+      if (o_.pooler.token_pooling == TokenPooling::kLast) return v.gather(1, last.expand({B, 1, v.size(2)})).squeeze(1);
+      return (v * weight).sum(1);
+    };
+    std::vector<at::Tensor> rows, router;
+    for (const auto& x : states) rows.push_back(pool_tokens(x));
+    for (const auto& z : router_states) router.push_back(pool_tokens(z));
     return PoolerForward(o_.pooler, pooler_, at::stack(rows, 1), router.empty() ? at::Tensor() : at::stack(router, 1));
   }
 
@@ -208,6 +230,20 @@ double ValidationSpearman(Encoder& enc, const EmbedTrainData& d) {
 
 }  // namespace
 
+std::vector<float> LogIdfTokenWeights(const std::vector<std::vector<int32_t>>& sentences, int64_t vocab) {
+  std::vector<int64_t> df(static_cast<size_t>(vocab), 0), seen(static_cast<size_t>(vocab), -1);
+  for (size_t i = 0; i < sentences.size(); ++i)
+    for (int32_t id : sentences[i])
+      if (id >= 0 && id < vocab && seen[id] != static_cast<int64_t>(i)) {
+        seen[id] = static_cast<int64_t>(i);
+        ++df[id];
+      }
+  std::vector<float> out(static_cast<size_t>(vocab));
+  const double n = static_cast<double>(sentences.size());
+  for (int64_t v = 0; v < vocab; ++v) out[v] = static_cast<float>(std::log(std::log((1 + n) / (1.0 + df[v])) + 1));
+  return out;
+}
+
 Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedTrainOptions& o) {
   MOEEDB_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile((fs::path(o.model_dir) / "config.json").string()));
   const ModelConfig& c = config;
@@ -220,6 +256,11 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
     return Status::InvalidArgument("the pooler's hidden size and layer rows must match the model");
   if (o.pooler.router_rows != 0 && (o.pooler.router_rows != c.num_layers || o.pooler.router_dim != c.num_experts))
     return Status::InvalidArgument("a pooler that reads RW has one row per MoE layer of num_experts logits");
+  if (o.pooler.token_pooling == TokenPooling::kWeighted && o.pooler.vocab != c.vocab_size)
+    return Status::InvalidArgument("a weighted pooler has one token weight per vocabulary entry");
+  if (!o.token_log_weight_init.empty() && (o.pooler.token_pooling != TokenPooling::kWeighted ||
+                                           static_cast<int64_t>(o.token_log_weight_init.size()) != c.vocab_size))
+    return Status::InvalidArgument("token_log_weight_init needs a weighted pooler and one value per vocabulary entry");
   MOEEDB_RETURN_IF_ERROR(o.pooler.Validate());
   MOEEDB_RETURN_IF_ERROR(CheckData(data, c, o));
   auto log = [&](const std::string& line) {
@@ -234,6 +275,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
     Encoder enc(c, o);
     EmbedTrainResult result;
     const json run = {{"seed", o.seed},           {"steps", o.steps},       {"freeze_lm", o.freeze_lm},
+                      {"lr_lm", o.lr_lm},         {"lr_pooler", o.lr_pooler},
                       {"causal", o.causal},       {"pooler", json::parse(o.pooler.ToJson())},
                       {"pairs", data.pairs.size()}, {"scored", data.scored.size()},
                       {"sentences", data.sentences.size()}, {"model_config", c.json_text}};
@@ -253,6 +295,17 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
     } else {
       MOEEDB_RETURN_IF_ERROR(enc.net().Load((fs::path(o.model_dir) / "model.safetensors").string()));
       enc.InitPooler(o.seed);
+      // A start folder that ships a pooler of the same spec (an earlier
+      // stage's output) is continued rather than replaced.
+      if (TrainedPooler::ExistsIn(o.model_dir)) {
+        MOEEDB_ASSIGN_OR_RETURN(auto start, TrainedPooler::LoadDir(o.model_dir));
+        if (start->spec().ToJson() == o.pooler.ToJson()) {
+          enc.SetPooler(start->weights());
+          log("starting from the pooler in " + o.model_dir);
+        } else {
+          log("the pooler in " + o.model_dir + " has another spec: starting a new one");
+        }
+      }
       state = {{"run", run}, {"history", json::array()}};
     }
     std::vector<at::Tensor> decay, no_decay, pooler_params;

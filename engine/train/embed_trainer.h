@@ -14,7 +14,9 @@
 //    one: 1 - cos(student, teacher) and the squared difference of the two
 //    in-batch cosine matrices.
 // The model may be switched to bidirectional attention (causal = false), as
-// LLM2Vec does; the output folder then says so in config.json.
+// LLM2Vec does; the output folder then says so in config.json. A start
+// folder that ships a pooler of the same spec is continued (training in
+// stages: distillation first, then pairs).
 //
 // Deterministic for a seed at a given thread count (step s draws from a
 // generator seeded by (seed, s)); checkpoints resume to the same weights.
@@ -67,7 +69,10 @@ struct EmbedTrainOptions {
   int64_t chunk_tokens = 2048;  // padded tokens per forward chunk
   bool freeze_lm = false;       // train the pooler only
   bool causal = true;
-  PoolerSpec pooler;            // latents, heads, ffn, out_dim, mean_tokens, router rows (0 or MoE layers)
+  PoolerSpec pooler;            // latents, heads, ffn, out_dim, token pooling, router rows (0 or MoE layers)
+  // kWeighted: the token log-weights to start from (one per vocabulary
+  // entry; e.g. log idf of the training sentences); empty: zeros, a plain mean.
+  std::vector<float> token_log_weight_init;
   double lr_lm = 2e-4, lr_pooler = 3e-4, min_lr_ratio = 0.05, weight_decay = 0.01, clip_norm = 1.0;
   int64_t warmup_steps = 100;
   double temperature = 0.05, cosent_scale = 20.0;
@@ -84,6 +89,11 @@ struct EmbedTrainResult {
   double val_spearman = 0;          // at the last evaluation
   double sentences_per_second = 0;  // this invocation
 };
+
+// log(idf) per vocabulary entry over `sentences` (token ids), with the
+// smoothed idf = ln((1 + N) / (1 + df)) + 1 of the harness's TF-IDF: where
+// a weighted pooler's token log-weights start.
+std::vector<float> LogIdfTokenWeights(const std::vector<std::vector<int32_t>>& sentences, int64_t vocab);
 
 // Errors: InvalidArgument for inconsistent data (indices, dims) or options;
 // IOError for the output folder; a state written by another run is refused.

@@ -3,10 +3,15 @@
 // Banking77 train, NLI triplets, then positive pairs (a seeded sample of each
 // source), then (with --openstax N) N passages of one to three sentences from
 // the OpenStax textbooks, so the student also sees expository, scientific
-// English. Never a dev or test split. Later options only append, so vectors
-// embedded for a shorter list stay valid for the longer one.
+// English; with --corpus, the N most frequent words of the modern-English
+// corpora (single words teach the student word meanings cheaply), then the
+// sentences of those corpora (OpenStax, MASC, US speeches, War and Peace;
+// 4 to 40 words, shuffled with a fixed seed), then every remaining sentence
+// of the positive pairs. Never a dev or test split: STS-B dev and
+// test sentences are never among the --corpus additions. Later options only
+// append, so vectors embedded for a shorter list stay valid for the longer one.
 //
-//   node eval/teacher/sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N]
+//   node eval/teacher/sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N] [--corpus [--words N]]
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -70,6 +75,34 @@ function main() {
     }
     for (let i = passages.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [passages[i], passages[j]] = [passages[j], passages[i]]; }
     for (const p of passages.slice(0, openstax)) add(p);
+  }
+  if (args.includes("--corpus")) {
+    // STS-B dev and test sentences stay unseen here: marked as seen, they are never added.
+    for (const split of ["dev", "test"])
+      for (const r of parseCsv(fs.readFileSync(path.join(data, `eval/stsb/stsb-en-${split}.csv`), "utf8")))
+        if (r.length >= 3) { seen.add(clean(r[0])); seen.add(clean(r[1])); }
+    const files = [...fs.readdirSync(path.join(data, "corpus/openstax")).filter((f) => f.endsWith(".txt") && f !== "SOURCES.txt").sort()
+      .map((f) => path.join(data, "corpus/openstax", f)),
+      ...["nltk/masc_detagged.txt", "nltk/state_union.txt", "nltk/inaugural.txt", "war-and-peace.txt"].map((f) => path.join(data, "corpus", f))];
+    const sentences = [], freq = new Map();
+    for (const f of files) {
+      // Paragraphs are lines (OpenStax, MASC) or blank-line separated (the rest).
+      const paras = fs.readFileSync(f, "utf8").split(/\n\s*\n|\n(?=\S)/);
+      for (const para of paras) {
+        for (const sent of clean(para).split(/(?<=[.?!])\s+(?=[A-Z"'])/)) {
+          const words = sent.split(" ");
+          if (words.length >= 4 && words.length <= 40 && /^[A-Z"']/.test(sent) && /[.?!"']$/.test(sent)) sentences.push(sent);
+          for (const w of sent.toLowerCase().match(/[a-z]+(?:'[a-z]+)?/g) || []) freq.set(w, (freq.get(w) || 0) + 1);
+        }
+      }
+    }
+    const wi = args.indexOf("--words");
+    const nwords = wi >= 0 ? parseInt(args[wi + 1], 10) : 20000;
+    const words = [...freq.entries()].filter(([w, c]) => c >= 3 && w.length >= 2).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    for (const [w] of words.slice(0, nwords)) add(w);
+    for (let i = sentences.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [sentences[i], sentences[j]] = [sentences[j], sentences[i]]; }
+    for (const x of sentences) add(x);
+    for (const [, rows] of [...bySource.entries()].sort()) for (const r of rows) { add(r[0]); add(r[1]); }
   }
   fs.writeFileSync(out, list.join("\n") + "\n");
   console.error(`${list.length} sentences`);

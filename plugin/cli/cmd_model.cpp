@@ -98,7 +98,7 @@ int RunInfo(const std::vector<std::string>& argv) {
     std::cout << "trained pooler: " << s.layer_rows << " hidden-state rows" << (s.router_rows ? " + " : "")
               << (s.router_rows ? std::to_string(s.router_rows) + " router rows" : std::string()) << ", "
               << s.latents << " latents, " << s.heads << " heads, output " << s.out_dim << " dims ("
-              << (s.mean_tokens ? "mean" : "last") << " over tokens)\n";
+              << TokenPoolingName(s.token_pooling) << " over tokens)\n";
   }
   std::cout << "defaults: prompt " << defaults->prompt << ", hs pooling " << defaults->hs_pooling << ", rw pooling "
             << defaults->rw_pooling << ", alpha " << defaults->alpha << "\n";

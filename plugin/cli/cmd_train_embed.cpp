@@ -1,6 +1,7 @@
 // moeedb train embed: trains a pooler (and optionally the whole model) of a
 // language-model folder into a sentence embedder (engine/train/embed_trainer.h).
 // The recipe of the shipped default is in models/moeedb-tiny/MODEL_CARD.md.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -231,7 +232,8 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"freeze-lm", "", "train the pooler only; the language model stays as it is"},
       {"bidirectional", "", "train (and mark the model for) bidirectional attention"},
       {"pooler-rw", "on|off", "the pooler also reads the router logits (default on)"},
-      {"token-pooling", "mean|last", "how the pooler's rows pool over tokens (default mean)"},
+      {"token-pooling", "mean|last|weighted", "how the pooler's rows pool over tokens (default mean); weighted: a "
+                                              "learned weight per vocabulary entry, starting at the log idf of the training sentences"},
       {"out-dim", "N", "pooled vector size (default: the teacher's, else 512)"},
       {"latents", "N", "pooler latents (default 16)"},
       {"pairs-per-step", "N", "contrastive pairs per step (default 48)"},
@@ -283,9 +285,10 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   } catch (const std::exception&) {
     return UsageError(cmd, "--minutes, --lr-lm and --lr-pooler take numbers");
   }
-  const std::string pooler_rw = args->Get("pooler-rw", "on"), token_pool = args->Get("token-pooling", "mean");
+  const std::string pooler_rw = args->Get("pooler-rw", "on");
   if (pooler_rw != "on" && pooler_rw != "off") return UsageError(cmd, "--pooler-rw takes on or off");
-  if (token_pool != "mean" && token_pool != "last") return UsageError(cmd, "--token-pooling takes mean or last");
+  auto token_pool = ParseTokenPooling(args->Get("token-pooling", "mean"));
+  if (!token_pool.ok()) return UsageError(cmd, "--token-pooling takes mean, last or weighted");
   o.log = [](const std::string& line) { std::cerr << "train embed: " << line << std::endl; };
 
   auto model = MoeModel::LoadDir(o.model_dir);
@@ -302,7 +305,8 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   o.pooler.layer_rows = c.num_layers + 1;
   o.pooler.router_rows = pooler_rw == "on" ? c.num_layers : 0;
   o.pooler.router_dim = pooler_rw == "on" ? c.num_experts : 0;
-  o.pooler.mean_tokens = token_pool == "mean";
+  o.pooler.token_pooling = *token_pool;
+  o.pooler.vocab = *token_pool == TokenPooling::kWeighted ? c.vocab_size : 0;
   o.pooler.ffn = 2 * c.hidden_size;
   o.pooler.out_dim = out_dim > 0 ? out_dim : tdim;
 
@@ -331,6 +335,7 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
             << d.teacher_only.size() << " of them teacher-only), "
             << d.pairs.size() << " contrastive pairs from " << source << " sources, " << d.scored.size()
             << " scored pairs, " << d.validation.size() << " validation pairs" << std::endl;
+  if (o.pooler.token_pooling == TokenPooling::kWeighted) o.token_log_weight_init = LogIdfTokenWeights(d.sentences, c.vocab_size);
   auto r = TrainEmbedding(d, o);
   if (!r.ok()) return Fail(cmd, r.status().message());
   if (!r->finished) {
