@@ -13,7 +13,8 @@
 
 #include "engine/random_checkpoint.h"
 #include "plugin/server/api.h"
-#include "plugin/server/embed_queue.h"
+#include "plugin/server/embed_queues.h"
+#include "plugin/service/database.h"
 #include "plugin/service/embedding_setup.h"
 #include "tests/test_util.h"
 
@@ -43,15 +44,27 @@ class ServerTest : public ::testing::Test {
     delete setup_;
     delete dir_;
   }
-  void SetUp() override {
-    store_ = std::move(Store::Open(db_ / "db")).value();
-    queue_ = std::make_unique<EmbedQueue>(&setup_->embedder(), 64, 4096);
+  void SetUp() override { api_ = NewApi(Options()); }
+  static ApiOptions Options() {
     ApiOptions o;
     o.served_model_name = "tiny";
     o.max_inputs = 8;
     o.max_tokens_per_input = 64;
-    api_ = std::make_unique<Api>(o, setup_, queue_.get(), store_.get(), stats_->first, stats_->second);
+    return o;
   }
+  // A fresh Api over this test's database (reopened), queues of `workers`
+  // single-threaded workers; the suite's setup is shared with the database.
+  std::unique_ptr<Api> NewApi(const ApiOptions& o, int workers = 1) {
+    api_.reset();
+    db.reset();
+    queues_ = std::make_unique<EmbedQueues>(EmbedQueueOptions{64, 4096, 2000, workers, workers > 1 ? 1 : 0});
+    DatabaseOptions dbo;
+    dbo.embed = QueuedEmbedFunction(o, queues_.get());
+    db = std::move(Database::Open(db_ / "db", std::move(dbo))).value();
+    db->AddSetup(setup_);
+    return std::make_unique<Api>(o, db.get(), setup_, queues_.get(), stats_->first, stats_->second);
+  }
+  Store* store() { return db->store(); }
   HttpResponse Call(const std::string& method, const std::string& target, const std::string& body = "",
                     std::map<std::string, std::string> headers = {}) {
     return api_->Handle(HttpRequest{method, target, headers, body});
@@ -62,8 +75,8 @@ class ServerTest : public ::testing::Test {
   static EmbeddingSetup* setup_;
   static std::pair<std::string, std::string>* stats_;
   test::TempDir db_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<EmbedQueue> queue_;
+  std::unique_ptr<EmbedQueues> queues_;
+  std::unique_ptr<Database> db;
   std::unique_ptr<Api> api_;
 };
 

@@ -31,20 +31,25 @@ async function main() {
   const model = await initModel(modelSource);
   const fd = fs.openSync(outPath, "a");
   const t0 = Date.now();
-  for (let i = done; i < texts.length; i += batch) {
-    const part = texts.slice(i, i + batch).map((t) => (t.length ? t : " "));
-    const vecs = await model.embed(part);
+  // A window of texts is embedded shortest first, in batches of similar
+  // length (a batch is padded to its longest text), and written in input order.
+  const window = batch * 32;
+  for (let i = done; i < texts.length; i += window) {
+    const part = texts.slice(i, i + window).map((t) => (t.length ? t : " "));
+    const order = part.map((_, j) => j).sort((a, b) => part[a].length - part[b].length);
     const buf = Buffer.alloc(4 * kDims * part.length);
-    vecs.forEach((v, r) => {
-      if (v.length !== kDims) throw new Error(`teacher gave ${v.length} dims, expected ${kDims}`);
-      for (let d = 0; d < kDims; d++) buf.writeFloatLE(v[d], 4 * (r * kDims + d));
-    });
+    for (let b = 0; b < order.length; b += batch) {
+      const rows = order.slice(b, b + batch);
+      const vecs = await model.embed(rows.map((j) => part[j]));
+      vecs.forEach((v, r) => {
+        if (v.length !== kDims) throw new Error(`teacher gave ${v.length} dims, expected ${kDims}`);
+        for (let d = 0; d < kDims; d++) buf.writeFloatLE(v[d], 4 * (rows[r] * kDims + d));
+      });
+    }
     fs.writeSync(fd, buf);
     const n = i + part.length;
-    if ((n / batch) % 20 === 0 || n === texts.length) {
-      const rate = (n - done) / ((Date.now() - t0) / 1000);
-      console.error(`${n}/${texts.length} texts, ${rate.toFixed(0)} texts/s`);
-    }
+    const rate = (n - done) / ((Date.now() - t0) / 1000);
+    console.error(`${n}/${texts.length} texts, ${rate.toFixed(0)} texts/s`);
   }
   fs.closeSync(fd);
 }

@@ -8,17 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "plugin/service/database.h"
 #include "plugin/service/embedding_setup.h"
 #include "plugin/service/vector_collection.h"
 
 using namespace moeedb;
 
+// The C API serves one setup: the model folder moeedb_open names, with its
+// own defaults; its collections must have been built with it.
 struct moeedb_db {
-  std::unique_ptr<EmbeddingSetup> setup;
-  std::unique_ptr<Store> store;
-  std::pair<std::string, std::string> stats;
-  std::mutex mu;
-  std::map<std::string, std::unique_ptr<VectorCollection>> collections;
+  std::unique_ptr<Database> db;
+  const EmbeddingSetup* setup = nullptr;  // owned by db
 };
 
 struct moeedb_hits {
@@ -56,19 +56,17 @@ moeedb_status Guard(F&& f) {
   }
 }
 
+// The collection (created with the served setup when `create` and absent);
+// InvalidArgument when it was built with another setup.
 Result<VectorCollection*> GetCollection(moeedb_db* db, const std::string& name, bool create) {
-  std::lock_guard<std::mutex> lock(db->mu);
-  auto it = db->collections.find(name);
-  if (it != db->collections.end()) return it->second.get();
-  auto c = VectorCollection::Open(db->store.get(), name);
+  auto c = db->db->OpenCollection(name);
   if (!c.ok() && c.status().code() == Status::Code::kNotFound && create) {
-    c = VectorCollection::Create(db->store.get(), name, db->setup->NewCollectionOptions(db->stats));
+    MOEEDB_ASSIGN_OR_RETURN(CollectionOptions o, db->db->NewCollectionOptions(*db->setup));
+    c = db->db->CreateCollection(name, o);
   }
   if (!c.ok()) return c.status();
   MOEEDB_RETURN_IF_ERROR(db->setup->CheckMatches((*c)->info_json()));
-  VectorCollection* raw = c->get();
-  db->collections[name] = std::move(c).value();
-  return raw;
+  return c;
 }
 
 }  // namespace
@@ -82,12 +80,12 @@ moeedb_status moeedb_open(const char* db_path, const char* model_dir, int thread
     if (db_path == nullptr || model_dir == nullptr || out == nullptr) return Status::InvalidArgument("NULL argument");
     *out = nullptr;
     auto db = std::make_unique<moeedb_db>();
+    DatabaseOptions o;
+    o.compute.threads = threads;
+    MOEEDB_ASSIGN_OR_RETURN(db->db, Database::Open(db_path, std::move(o)));
     EmbeddingConfig cfg;
     cfg.model_dir = model_dir;
-    cfg.threads = threads;
-    MOEEDB_ASSIGN_OR_RETURN(db->setup, EmbeddingSetup::Load(cfg));
-    MOEEDB_ASSIGN_OR_RETURN(db->stats, db->setup->CalibrationStats());
-    MOEEDB_ASSIGN_OR_RETURN(db->store, Store::Open(db_path));
+    MOEEDB_ASSIGN_OR_RETURN(db->setup, db->db->LoadSetup(cfg));
     *out = db.release();
     return Status::OK();
   });
@@ -96,8 +94,7 @@ moeedb_status moeedb_open(const char* db_path, const char* model_dir, int thread
 void moeedb_close(moeedb_db* db) {
   if (db == nullptr) return;
   try {
-    for (auto& [name, c] : db->collections) (void)c->SaveIndex();
-    delete db;
+    delete db;  // the database snapshots its collections' indexes
   } catch (...) {
   }
 }
@@ -121,20 +118,13 @@ moeedb_status moeedb_upsert(moeedb_db* db, const char* collection, size_t n, con
   return Guard([&]() -> Status {
     if (db == nullptr || collection == nullptr || (n > 0 && (ids == nullptr || texts == nullptr)))
       return Status::InvalidArgument("NULL argument");
-    std::vector<std::string> t;
     std::vector<StoredDocument> docs;
     for (size_t i = 0; i < n; ++i) {
       if (ids[i] == nullptr || texts[i] == nullptr) return Status::InvalidArgument("NULL id or text at " + std::to_string(i));
-      t.push_back(texts[i]);
       docs.push_back({ids[i], texts[i], metadata_json && metadata_json[i] ? metadata_json[i] : "{}", {}, {}});
     }
-    MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, GetCollection(db, collection, true));
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, db->setup->Embed(t));
-    for (size_t i = 0; i < n; ++i) {
-      docs[i].hs = std::move(e[i].hs);
-      docs[i].rw = std::move(e[i].rw);
-    }
-    return c->Upsert(docs, /*sync=*/true).status();
+    MOEEDB_RETURN_IF_ERROR(GetCollection(db, collection, true).status());
+    return db->db->Upsert(collection, std::move(docs), /*sync=*/true).status();
   });
 }
 
@@ -158,11 +148,8 @@ namespace {
 Status SearchInto(moeedb_db* db, const char* collection, const char* query, const SearchOptions& so, moeedb_hits** out) {
   if (db == nullptr || collection == nullptr || query == nullptr || out == nullptr) return Status::InvalidArgument("NULL argument");
   *out = nullptr;
-  MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, GetCollection(db, collection, false));
-  std::vector<Embedding> e;
-  if (so.mode != QueryMode::kLexical) { MOEEDB_ASSIGN_OR_RETURN(e, db->setup->Embed({query})); }
-  MOEEDB_ASSIGN_OR_RETURN(std::vector<SearchHit> hits,
-                          c->Search(e.empty() ? nullptr : e[0].hs.data(), e.empty() ? nullptr : e[0].rw.data(), so));
+  MOEEDB_RETURN_IF_ERROR(GetCollection(db, collection, false).status());
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<SearchHit> hits, db->db->Search(collection, so));
   *out = new moeedb_hits{std::move(hits)};
   return Status::OK();
 }

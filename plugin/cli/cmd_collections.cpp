@@ -13,6 +13,7 @@
 #include "plugin/cli/common.h"
 #include "plugin/cli/search_flags.h"
 #include "plugin/service/document_line.h"
+#include "plugin/service/database.h"
 #include "plugin/service/embedding_setup.h"
 #include "plugin/service/search_hit_json.h"
 #include "plugin/service/vector_collection.h"
@@ -27,33 +28,22 @@ namespace fs = std::filesystem;
 const FlagSpec kDbFlag{"db", "DIR", "database folder (created on first ingest)"};
 const FlagSpec kCollFlag{"collection", "NAME", "collection name"};
 
-Result<std::unique_ptr<Store>> OpenDb(const Args& args, bool must_exist) {
+// The database named by --db, its setups computing as the flags say (dtype,
+// quant, device, threads, workers), with --model replacing every
+// collection's recorded model folder when given (it must hold the same weights).
+Result<std::unique_ptr<Database>> OpenDb(const Args& args, bool must_exist) {
   const std::string db = args.Get("db");
   if (db.empty()) return Status::InvalidArgument("--db DIR is required");
-  if (must_exist && !fs::exists(fs::path(db) / "CURRENT")) return Status::NotFound("no database at " + db);
-  return Store::Open(db);
-}
-
-// The model setup a collection was built with (its recorded model folder
-// unless --model overrides it; then it must match).
-Result<std::unique_ptr<EmbeddingSetup>> SetupFor(const VectorCollection& c, const Args& args) {
-  json info = json::parse(c.info_json());
-  EmbeddingConfig cfg;
-  cfg.model_dir = args.Get("model", info.value("model_dir", ""));
-  if (cfg.model_dir.empty()) return Status::InvalidArgument("collection has no recorded model: pass --model DIR");
-  cfg.routing = info.value("routing", "learned");
-  cfg.prompt = info.value("prompt", "prompteol");
-  cfg.hs_pooling = info.value("hs_pooling", "last");
-  cfg.rw_pooling = info.value("rw_pooling", "last");
-  // The weight format is a compute choice of this process, not part of the
-  // collection (int8/bf16 vectors agree with f32 to cos >= 0.995).
-  ReadWeightFormatFlags(args, &cfg);
-  cfg.cache_dir = DefaultCacheDir();
-  MOEEDB_ASSIGN_OR_RETURN(cfg.threads, args.GetInt("threads", 0, 0, 1024));
-  MOEEDB_ASSIGN_OR_RETURN(cfg.workers, args.GetInt("workers", 0, 1, 64));
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingSetup> s, EmbeddingSetup::Load(cfg));
-  MOEEDB_RETURN_IF_ERROR(s->CheckMatches(c.info_json()));
-  return s;
+  DatabaseOptions o;
+  ReadWeightFormatFlags(args, &o.compute);
+  o.compute.cache_dir = DefaultCacheDir();
+  MOEEDB_ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0, 0, 1024));
+  MOEEDB_ASSIGN_OR_RETURN(int64_t workers, args.GetInt("workers", 0, 1, 64));
+  o.compute.threads = static_cast<int>(threads);
+  o.compute.workers = static_cast<int>(workers);
+  o.model_override = args.Get("model");
+  o.must_exist = must_exist;
+  return Database::Open(db, std::move(o));
 }
 
 struct Line {
@@ -148,49 +138,36 @@ int RunIngest(const std::vector<std::string>& argv) {
   if (lines.empty()) return Fail("ingest", "no documents in " + args->positional()[0]);
 
   // 2. The collection, created on first use.
-  auto store = OpenDb(*args, false);
-  if (!store.ok()) return Fail("ingest", store.status().message());
+  auto db = OpenDb(*args, false);
+  if (!db.ok()) return Fail("ingest", db.status().message());
   const std::string name = args->Get("collection");
-  std::unique_ptr<VectorCollection> coll;
-  std::unique_ptr<EmbeddingSetup> setup;
-  auto existing = VectorCollection::Open(store->get(), name);
-  if (existing.ok()) {
-    coll = std::move(existing).value();
-    auto s = SetupFor(*coll, *args);
-    if (!s.ok()) return Fail("ingest", s.status().message());
-    setup = std::move(s).value();
-  } else if (existing.status().code() == Status::Code::kNotFound) {
+  auto coll = (*db)->OpenCollection(name);
+  if (!coll.ok() && coll.status().code() == Status::Code::kNotFound) {
     if (ModelDirFlag(*args).empty())
       return UsageError("ingest", "collection '" + name + "' does not exist and no default model was found: pass --model DIR");
-    EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
-    cfg.threads = static_cast<int>(*threads);
-    auto workers = args->GetInt("workers", 0, 1, 64);
-    if (!workers.ok()) return UsageError("ingest", workers.status().message());
-    cfg.workers = static_cast<int>(*workers);
-    auto s = EmbeddingSetup::Load(cfg);
-    if (!s.ok()) return Fail("ingest", s.status().message());
-    setup = std::move(s).value();
-    auto stats = setup->CalibrationStats();
-    if (!stats.ok()) return Fail("ingest", stats.status().message());
-    CollectionOptions o = setup->NewCollectionOptions(*stats);
-    for (auto [flag, half] : {std::pair{"index-hs", &o.index.hs}, std::pair{"index-rw", &o.index.rw}}) {
+    auto setup = (*db)->LoadSetup(EmbeddingConfigFromFlags(*args));
+    if (!setup.ok()) return Fail("ingest", setup.status().message());
+    auto o = (*db)->NewCollectionOptions(**setup);
+    if (!o.ok()) return Fail("ingest", o.status().message());
+    for (auto [flag, half] : {std::pair{"index-hs", &o->index.hs}, std::pair{"index-rw", &o->index.rw}}) {
       auto kind = ParseIndexKind(args->Get(flag, "flat"));
       if (!kind.ok()) return UsageError("ingest", kind.status().message());
       half->kind = *kind;
       half->sq8 = args->Has("sq8");
     }
     if (args->Has("alpha")) {
-      try { o.default_alpha = std::stof(args->Get("alpha")); } catch (...) { return UsageError("ingest", "--alpha needs a number"); }
+      try { o->default_alpha = std::stof(args->Get("alpha")); } catch (...) { return UsageError("ingest", "--alpha needs a number"); }
     }
     auto lexical = LexicalSpecFromFlags(*args);
     if (!lexical.ok()) return UsageError("ingest", lexical.status().message());
-    o.lexical = *lexical;
-    auto created = VectorCollection::Create(store->get(), name, o);
-    if (!created.ok()) return Fail("ingest", created.status().message());
-    coll = std::move(created).value();
-    std::cerr << "created collection '" << name << "' (" << setup->model().config().Summary() << ")\n";
-  } else {
-    return Fail("ingest", existing.status().message());
+    o->lexical = *lexical;
+    coll = (*db)->CreateCollection(name, *o);
+    if (!coll.ok()) return Fail("ingest", coll.status().message());
+    std::cerr << "created collection '" << name << "' (" << (*setup)->model().config().Summary() << ")\n";
+  } else if (!coll.ok()) {
+    return Fail("ingest", coll.status().message());
+  } else if (auto setup = (*db)->SetupOf(name); !setup.ok()) {  // before any line is embedded
+    return Fail("ingest", setup.status().message());
   }
 
   // 3. Embed and store, batch by batch.
@@ -198,26 +175,17 @@ int RunIngest(const std::vector<std::string>& argv) {
   size_t done = 0, replaced = 0;
   for (size_t start = 0; start < lines.size(); start += static_cast<size_t>(*batch)) {
     const size_t end = std::min(lines.size(), start + static_cast<size_t>(*batch));
-    std::vector<std::string> texts;
-    for (size_t i = start; i < end; ++i) texts.push_back(lines[i].doc.text);
-    auto embs = setup->Embed(texts);
-    if (!embs.ok()) return Fail("ingest", "line " + std::to_string(lines[start].number) + "+: " + embs.status().message());
     std::vector<StoredDocument> docs;
-    for (size_t i = start; i < end; ++i) {
-      StoredDocument d = lines[i].doc;
-      d.hs = std::move((*embs)[i - start].hs);
-      d.rw = std::move((*embs)[i - start].rw);
-      docs.push_back(std::move(d));
-    }
-    auto w = coll->Upsert(docs, /*sync=*/true);
+    for (size_t i = start; i < end; ++i) docs.push_back(lines[i].doc);
+    auto w = (*db)->Upsert(name, std::move(docs), /*sync=*/true);
     if (!w.ok()) return Fail("ingest", "line " + std::to_string(lines[start].number) + "+: " + w.status().message());
     done = end;
     replaced += w->removed.size();
     progress.Update(done);
   }
   progress.Update(done, true);
-  if (Status s = coll->SaveIndex(); !s.ok()) std::cerr << "warning: index snapshot not saved: " << s.message() << "\n";
-  std::cout << json{{"collection", name}, {"ingested", done}, {"replaced", replaced}, {"documents", coll->size()}}.dump()
+  if (Status s = (*coll)->SaveIndex(); !s.ok()) std::cerr << "warning: index snapshot not saved: " << s.message() << "\n";
+  std::cout << json{{"collection", name}, {"ingested", done}, {"replaced", replaced}, {"documents", (*coll)->size()}}.dump()
             << std::endl;
   return 0;
 }
@@ -255,20 +223,12 @@ int RunSearch(const std::vector<std::string>& argv) {
   so.filter_json = args->Get("filter");
   so.text = args->positional()[0];
   if (Status s = ReadSearchModeFlags(*args, &so); !s.ok()) return UsageError("search", s.message());
-  auto store = OpenDb(*args, true);
-  if (!store.ok()) return Fail("search", store.status().message());
-  auto coll = VectorCollection::Open(store->get(), args->Get("collection"));
+  auto db = OpenDb(*args, true);
+  if (!db.ok()) return Fail("search", db.status().message());
+  auto coll = (*db)->OpenCollection(args->Get("collection"));
   if (!coll.ok()) return Fail("search", coll.status().message());
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<Embedding> q;
-  if (so.mode != QueryMode::kLexical) {  // lexical search needs no model
-    auto setup = SetupFor(**coll, *args);
-    if (!setup.ok()) return Fail("search", setup.status().message());
-    auto e = (*setup)->Embed({so.text});
-    if (!e.ok()) return Fail("search", e.status().message());
-    q = std::move(e).value();
-  }
-  auto hits = (*coll)->Search(q.empty() ? nullptr : q[0].hs.data(), q.empty() ? nullptr : q[0].rw.data(), so);
+  auto hits = (*db)->Search(args->Get("collection"), so);  // lexical search runs no model
   if (!hits.ok()) return Fail("search", hits.status().message());
   json out = {{"hits", json::array()}};
   for (const auto& h : *hits) out["hits"].push_back(SearchHitJson(h, (*coll)->has_lexical()));
@@ -315,11 +275,11 @@ int RunGet(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("get", args.status().message());
   if (args->positional().empty() || !args->Has("collection")) return UsageError("get", "--collection NAME and ids are required");
-  auto store = OpenDb(*args, true);
-  if (!store.ok()) return Fail("get", store.status().message());
+  auto db = OpenDb(*args, true);
+  if (!db.ok()) return Fail("get", db.status().message());
   int missing = 0;
   for (const auto& id : args->positional()) {
-    auto d = (*store)->Get(args->Get("collection"), id);
+    auto d = (*db)->store()->Get(args->Get("collection"), id);
     if (!d.ok()) return Fail("get", d.status().message());
     if (!d->has_value()) {
       std::cerr << "moeedb get: no document '" << id << "'\n";
@@ -346,13 +306,12 @@ int RunDelete(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("delete", args.status().message());
   if (args->positional().empty() || !args->Has("collection")) return UsageError("delete", "--collection NAME and ids are required");
-  auto store = OpenDb(*args, true);
-  if (!store.ok()) return Fail("delete", store.status().message());
-  auto coll = VectorCollection::Open(store->get(), args->Get("collection"));
+  auto db = OpenDb(*args, true);
+  if (!db.ok()) return Fail("delete", db.status().message());
+  auto coll = (*db)->OpenCollection(args->Get("collection"));
   if (!coll.ok()) return Fail("delete", coll.status().message());
   auto r = (*coll)->Delete(args->positional());
   if (!r.ok()) return Fail("delete", r.status().message());
-  (void)(*coll)->SaveIndex();
   std::cout << json{{"deleted", r->removed.size()}, {"not_found", r->not_found}}.dump() << std::endl;
   return 0;
 }
@@ -366,10 +325,10 @@ int RunCollections(const std::vector<std::string>& argv) {
   const std::string sub = argv[0];
   auto args = Args::Parse(std::vector<std::string>(argv.begin() + 1, argv.end()), specs);
   if (!args.ok()) return UsageError("collections", args.status().message());
-  auto store = OpenDb(*args, true);
-  if (!store.ok()) return Fail("collections", store.status().message());
+  auto db = OpenDb(*args, true);
+  if (!db.ok()) return Fail("collections", db.status().message());
   if (sub == "list") {
-    auto all = (*store)->ListCollections();
+    auto all = (*db)->ListCollections();
     if (!all.ok()) return Fail("collections", all.status().message());
     json out = json::array();
     for (const auto& c : *all) out.push_back({{"name", c.name}, {"documents", c.count}});
@@ -379,7 +338,7 @@ int RunCollections(const std::vector<std::string>& argv) {
   if (args->positional().size() != 1) return UsageError("collections", sub + " needs a collection NAME");
   const std::string name = args->positional()[0];
   if (sub == "info") {
-    auto c = (*store)->GetCollection(name);
+    auto c = (*db)->store()->GetCollection(name);
     if (!c.ok()) return Fail("collections", c.status().message());
     json spec = json::parse(c->spec_json);
     spec.erase("std_hs");
@@ -388,7 +347,7 @@ int RunCollections(const std::vector<std::string>& argv) {
     return 0;
   }
   if (sub == "drop") {
-    Status s = VectorCollection::Drop(store->get(), name);
+    Status s = (*db)->DropCollection(name);
     if (!s.ok()) return Fail("collections", s.message());
     std::cout << json{{"dropped", name}}.dump() << std::endl;
     return 0;
@@ -408,9 +367,9 @@ int RunCheckpoint(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("checkpoint", args.status().message());
   if (!args->Has("out")) return UsageError("checkpoint", "--out DIR is required");
-  auto store = OpenDb(*args, true);
-  if (!store.ok()) return Fail("checkpoint", store.status().message());
-  Status s = (*store)->Checkpoint(args->Get("out"));
+  auto db = OpenDb(*args, true);
+  if (!db.ok()) return Fail("checkpoint", db.status().message());
+  Status s = (*db)->store()->Checkpoint(args->Get("out"));
   if (!s.ok()) return Fail("checkpoint", s.message());
   std::cout << json{{"checkpoint", args->Get("out")}}.dump() << std::endl;
   return 0;

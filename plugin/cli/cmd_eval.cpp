@@ -29,6 +29,7 @@
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
 #include "plugin/cli/search_flags.h"
+#include "plugin/service/database.h"
 #include "plugin/service/embedding_setup.h"
 #include "plugin/service/vector_collection.h"
 #include "storage/store.h"
@@ -376,13 +377,12 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
     }
   } else {
     TempDirGuard tmp;
-    auto store = Store::Open(tmp.path());
-    if (!store.ok()) return Fail("eval retrieval", store.status().message());
-    auto stats = c->setup->CalibrationStats();
-    if (!stats.ok()) return Fail("eval retrieval", stats.status().message());
-    CollectionOptions o = c->setup->NewCollectionOptions(*stats);
-    o.default_alpha = alpha;
-    auto coll = VectorCollection::Create(store->get(), "cranfield", o);
+    auto db = Database::Open(tmp.path(), {});
+    if (!db.ok()) return Fail("eval retrieval", db.status().message());
+    auto o = (*db)->NewCollectionOptions(*c->setup);
+    if (!o.ok()) return Fail("eval retrieval", o.status().message());
+    o->default_alpha = alpha;
+    auto coll = (*db)->CreateCollection("cranfield", *o);
     if (!coll.ok()) return Fail("eval retrieval", coll.status().message());
     for (size_t s = 0; s < docs.size(); s += 64) {
       std::vector<std::string> texts;

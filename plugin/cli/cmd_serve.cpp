@@ -14,7 +14,8 @@
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
 #include "plugin/server/api.h"
-#include "plugin/server/embed_queue.h"
+#include "plugin/server/embed_queues.h"
+#include "plugin/service/database.h"
 #include "plugin/server/http_server.h"
 #include "plugin/service/embedding_setup.h"
 #include "plugin/service/vector_collection.h"
@@ -44,37 +45,22 @@ void ReexecWithPassiveOpenMp(const std::vector<std::string>& argv) {
 
 namespace {
 
-// The setup the database's collections were built with (model folder,
-// routing, prompt, poolings), taken for every setting the flags leave out, so
-// a database made by the CLI is served as it is. Collections recorded with
-// different setups cannot share one server: an error names two of them.
-Status AdoptRecordedSetup(const Store& store, const Args& args, EmbeddingConfig* cfg) {
-  MOEEDB_ASSIGN_OR_RETURN(auto records, store.ListCollections());
-  const std::vector<std::pair<const char*, const char*>> fields = {
-      {"model", "model_dir"}, {"routing", "routing"}, {"prompt", "prompt"},
-      {"hs-pooling", "hs_pooling"}, {"rw-pooling", "rw_pooling"}};
-  nlohmann::json first;
-  std::string first_name;
-  for (const auto& r : records) {
-    MOEEDB_ASSIGN_OR_RETURN(std::string info_text, VectorCollection::RecordedInfo(r));
-    const nlohmann::json info = nlohmann::json::parse(info_text);
-    nlohmann::json setup = nlohmann::json::object();
-    for (const auto& [flag, key] : fields)
-      if (info.contains(key)) setup[key] = info[key];
-    if (first_name.empty()) {
-      first = setup;
-      first_name = r.name;
-    } else if (setup != first) {
-      return Status::InvalidArgument("collections '" + first_name + "' and '" + r.name +
-                                     "' were built with different embedding setups (" + first.dump() + " vs " +
-                                     setup.dump() + "); serve them from separate processes");
-    }
-  }
-  if (first_name.empty()) return Status::OK();
-  std::string* targets[] = {&cfg->model_dir, &cfg->routing, &cfg->prompt, &cfg->hs_pooling, &cfg->rw_pooling};
-  for (size_t i = 0; i < fields.size(); ++i)
-    if (!args.Has(fields[i].first) && first.contains(fields[i].second) && first[fields[i].second].is_string())
-      *targets[i] = first[fields[i].second].get<std::string>();
+// The served setup of the embedding routes: the flags, and for every setting
+// they leave out, what the database's first collection recorded (model
+// folder, routing, prompt, poolings), so a database made by the CLI is served
+// as it is. Every collection is embedded with its own recorded setup whatever
+// this one is.
+Status AdoptRecordedSetup(Database& db, const Args& args, EmbeddingConfig* cfg) {
+  MOEEDB_ASSIGN_OR_RETURN(auto records, db.ListCollections());
+  if (records.empty()) return Status::OK();
+  MOEEDB_ASSIGN_OR_RETURN(std::string info, VectorCollection::RecordedInfo(records[0]));
+  MOEEDB_ASSIGN_OR_RETURN(EmbeddingConfig recorded, RecordedSetup(info));
+  const std::pair<const char*, std::string EmbeddingConfig::*> fields[] = {
+      {"model", &EmbeddingConfig::model_dir}, {"routing", &EmbeddingConfig::routing},
+      {"prompt", &EmbeddingConfig::prompt},   {"hs-pooling", &EmbeddingConfig::hs_pooling},
+      {"rw-pooling", &EmbeddingConfig::rw_pooling}};
+  for (const auto& [flag, field] : fields)
+    if (!args.Has(flag) && !(recorded.*field).empty()) cfg->*field = recorded.*field;
   return Status::OK();
 }
 
@@ -144,18 +130,33 @@ int RunServe(const std::vector<std::string>& argv) {
   ao.max_tokens_per_input = static_cast<size_t>(*tokens);
   ao.truncate = args->Has("truncate");
 
-  auto store = Store::Open(args->Get("db"));
-  if (!store.ok()) return Fail("serve", store.status().message());
-  EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
-  if (Status st = AdoptRecordedSetup(**store, *args, &cfg); !st.ok()) return Fail("serve", st.message());
-  ao.served_model_name = args->Get("served-model-name", std::filesystem::path(cfg.model_dir).lexically_normal().filename().string());
-  if (ao.served_model_name.empty()) ao.served_model_name = "moeedb";
-  cfg.threads = static_cast<int>(*threads);
+  // Two single-threaded workers beat one two-threaded one on 2 cores: no
+  // OpenMP team wakes up for every small op of a small forward (docs/perf.md,
+  // "Server load"). One queue per setup embedded with (the served one and
+  // each collection's).
+  const int compute_threads = ComputeThreads();
+  EmbedQueueOptions qo;
+  qo.capacity = static_cast<size_t>(*queue);
+  qo.max_batch_tokens = *batch_tokens;
+  qo.workers = static_cast<int>(*workers);
+  qo.threads_per_worker = *workers > 1 ? std::max(1, compute_threads / static_cast<int>(*workers)) : 0;
+  EmbedQueues queues(qo);
+  DatabaseOptions dbo;
+  ReadWeightFormatFlags(*args, &dbo.compute);
+  dbo.compute.cache_dir = DefaultCacheDir();
+  dbo.compute.threads = static_cast<int>(*threads);
   // A round (all waiting requests, up to --batch-tokens) runs as forward
   // passes of --forward-tokens padded tokens: large forwards are slower per
   // token here (measured: 16384 is ~20 % slower than 4096 on 2 cores).
-  cfg.batch_tokens = *forward_tokens;
-  auto setup = EmbeddingSetup::Load(cfg);
+  dbo.compute.batch_tokens = *forward_tokens;
+  dbo.embed = QueuedEmbedFunction(ao, &queues);
+  auto db = Database::Open(args->Get("db"), std::move(dbo));
+  if (!db.ok()) return Fail("serve", db.status().message());
+  EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
+  if (Status st = AdoptRecordedSetup(**db, *args, &cfg); !st.ok()) return Fail("serve", st.message());
+  ao.served_model_name = args->Get("served-model-name", std::filesystem::path(cfg.model_dir).lexically_normal().filename().string());
+  if (ao.served_model_name.empty()) ao.served_model_name = "moeedb";
+  auto setup = (*db)->LoadSetup(cfg);
   if (!setup.ok()) return Fail("serve", setup.status().message());
   auto stats = (*setup)->CalibrationStats();
   if (!stats.ok()) return Fail("serve", stats.status().message());
@@ -168,14 +169,7 @@ int RunServe(const std::vector<std::string>& argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  // Two single-threaded workers beat one two-threaded one on 2 cores: no
-  // OpenMP team wakes up for every small op of a small forward (docs/perf.md,
-  // "Server load").
-  const int compute_threads = ComputeThreads();
-  EmbedQueue embed_queue(&(*setup)->embedder(), static_cast<size_t>(*queue), *batch_tokens, 2000,
-                         static_cast<int>(*workers),
-                         *workers > 1 ? std::max(1, compute_threads / static_cast<int>(*workers)) : 0);
-  Api api(ao, setup->get(), &embed_queue, store->get(), stats->first, stats->second);
+  Api api(ao, db->get(), *setup, &queues, stats->first, stats->second);
   HttpServerOptions so;
   so.host = args->Get("host", "127.0.0.1");
   so.port = static_cast<int>(*port);

@@ -76,9 +76,9 @@ struct Api::Metrics {
   uint64_t batch_count = 0, batch_sum = 0;
 };
 
-Api::Api(ApiOptions options, const EmbeddingSetup* setup, EmbedQueue* queue, Store* store, std::string std_hs_json,
+Api::Api(ApiOptions options, Database* db, const EmbeddingSetup* served, EmbedQueues* queues, std::string std_hs_json,
          std::string std_rw_json)
-    : core_(std::move(options), setup, queue, store, std_hs_json, std_rw_json), metrics_(std::make_unique<Metrics>()) {
+    : core_(std::move(options), db, served, queues, std_hs_json, std_rw_json), metrics_(std::make_unique<Metrics>()) {
   routers_.push_back(NewOpenAiRouter(&core_));
   routers_.push_back(NewTeiRouter(&core_));
   routers_.push_back(NewCollectionsRouter(&core_));
@@ -101,7 +101,7 @@ void Api::Record(const std::string& route, int status, double seconds) {
 }
 
 std::string Api::MetricsText() {
-  for (size_t n : core_.queue().TakeForwardSizes()) {
+  for (size_t n : core_.queues().TakeForwardSizes()) {
     std::lock_guard<std::mutex> lock(metrics_->mu);
     size_t bucket = 0;
     while (bucket < 7 && n > (size_t(1) << bucket)) ++bucket;
@@ -109,7 +109,7 @@ std::string Api::MetricsText() {
     metrics_->batch_count++;
     metrics_->batch_sum += n;
   }
-  const EmbedQueue::Stats qs = core_.queue().stats();
+  const EmbedQueue::Stats qs = core_.queues().stats();
   std::ostringstream o;
   std::lock_guard<std::mutex> lock(metrics_->mu);
   o << "# HELP moeedb_requests_total HTTP requests by route and status.\n# TYPE moeedb_requests_total counter\n";

@@ -24,9 +24,11 @@ namespace moeedb {
 
 class Api {
  public:
-  // All pointers must outlive the Api. The calibration statistics standardize
-  // the fused vectors ([z(hs)/|.|; z(rw)/|.|]).
-  Api(ApiOptions options, const EmbeddingSetup* setup, EmbedQueue* queue, Store* store, std::string std_hs_json,
+  // All pointers must outlive the Api; `db` embeds through `queues`
+  // (QueuedEmbedFunction). `served` is the setup of the embedding routes;
+  // the calibration statistics standardize its fused vectors
+  // ([z(hs)/|.|; z(rw)/|.|]).
+  Api(ApiOptions options, Database* db, const EmbeddingSetup* served, EmbedQueues* queues, std::string std_hs_json,
       std::string std_rw_json);
   ~Api();
 

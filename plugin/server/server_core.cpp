@@ -2,28 +2,13 @@
 
 namespace moeedb {
 
-ServerCore::ServerCore(ApiOptions options, const EmbeddingSetup* setup, EmbedQueue* queue, Store* store,
-                       const std::string& std_hs_json, const std::string& std_rw_json)
-    : options_(std::move(options)), setup_(setup), queue_(queue), store_(store) {
-  auto h = Standardizer::FromJson(std_hs_json);
-  auto r = Standardizer::FromJson(std_rw_json);
-  std_hs_ = h.ok() ? *h : Standardizer::Identity(setup->dim_hs());
-  std_rw_ = r.ok() ? *r : Standardizer::Identity(setup->dim_rw());
-}
-
-Result<std::vector<Embedding>> ServerCore::EmbedTexts(const std::vector<std::string>& texts, bool allow_truncate,
-                                                      bool keep_end, bool token_states) {
-  MOEEDB_ASSIGN_OR_RETURN(auto ids, TokenizeTexts(texts, allow_truncate, keep_end));
-  return EmbedIds(std::move(ids), token_states);
-}
-
-Result<std::vector<std::vector<int32_t>>> ServerCore::TokenizeTexts(const std::vector<std::string>& texts,
-                                                                    bool allow_truncate, bool keep_end) const {
+Result<std::vector<std::vector<int32_t>>> TokenizeWithLimit(const EmbeddingSetup& setup,
+                                                            const std::vector<std::string>& texts, size_t limit,
+                                                            bool allow_truncate, bool keep_end) {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(texts.size());
-  const size_t limit = options_.max_tokens_per_input;
   for (size_t i = 0; i < texts.size(); ++i) {
-    auto t = setup_->Tokenize(texts[i]);
+    auto t = setup.Tokenize(texts[i]);
     if (!t.ok()) return Status::InvalidArgument("input " + std::to_string(i) + ": " + t.status().message());
     if (t->size() > limit) {
       if (!allow_truncate)
@@ -37,8 +22,46 @@ Result<std::vector<std::vector<int32_t>>> ServerCore::TokenizeTexts(const std::v
   return ids;
 }
 
+EmbedFunction QueuedEmbedFunction(const ApiOptions& options, EmbedQueues* queues) {
+  const size_t limit = options.max_tokens_per_input;
+  const bool truncate = options.truncate;
+  return [limit, truncate, queues](const EmbeddingSetup& setup, const std::vector<std::string>& texts,
+                                   EmbedPurpose purpose) -> Result<std::vector<Embedding>> {
+    MOEEDB_ASSIGN_OR_RETURN(auto ids, TokenizeWithLimit(setup, texts, limit, truncate || purpose == EmbedPurpose::kQuery));
+    MOEEDB_ASSIGN_OR_RETURN(auto future, queues->For(setup).Submit(std::move(ids)));
+    return future.get();
+  };
+}
+
+ServerCore::ServerCore(ApiOptions options, Database* db, const EmbeddingSetup* served, EmbedQueues* queues,
+                       const std::string& std_hs_json, const std::string& std_rw_json)
+    : options_(std::move(options)), db_(db), setup_(served), queues_(queues) {
+  auto h = Standardizer::FromJson(std_hs_json);
+  auto r = Standardizer::FromJson(std_rw_json);
+  std_hs_ = h.ok() ? *h : Standardizer::Identity(served->dim_hs());
+  std_rw_ = r.ok() ? *r : Standardizer::Identity(served->dim_rw());
+}
+
+Result<std::vector<Embedding>> ServerCore::EmbedTexts(const std::vector<std::string>& texts, bool allow_truncate,
+                                                      bool keep_end, bool token_states) {
+  MOEEDB_ASSIGN_OR_RETURN(auto ids, TokenizeTexts(texts, allow_truncate, keep_end));
+  return EmbedIds(std::move(ids), token_states);
+}
+
+Result<std::vector<std::vector<int32_t>>> ServerCore::TokenizeTexts(const std::vector<std::string>& texts,
+                                                                    bool allow_truncate, bool keep_end) const {
+  return TokenizeWithLimit(*setup_, texts, options_.max_tokens_per_input, allow_truncate, keep_end);
+}
+
+Result<std::vector<Embedding>> ServerCore::EmbedQuery(const std::string& name, const std::string& text) {
+  MOEEDB_ASSIGN_OR_RETURN(const EmbeddingSetup* setup, db_->SetupOf(name));
+  MOEEDB_ASSIGN_OR_RETURN(auto ids, TokenizeWithLimit(*setup, {text}, options_.max_tokens_per_input, true));
+  MOEEDB_ASSIGN_OR_RETURN(auto future, queues_->For(*setup).Submit(std::move(ids)));
+  return future.get();
+}
+
 Result<std::vector<Embedding>> ServerCore::EmbedIds(std::vector<std::vector<int32_t>> ids, bool token_states) {
-  MOEEDB_ASSIGN_OR_RETURN(auto future, queue_->Submit(std::move(ids), token_states));
+  MOEEDB_ASSIGN_OR_RETURN(auto future, queues_->For(*setup_).Submit(std::move(ids), token_states));
   return future.get();
 }
 
@@ -49,45 +72,8 @@ std::vector<float> ServerCore::Fused(const Embedding& e) const {
   return out;
 }
 
-Result<VectorCollection*> ServerCore::OpenCollection(const std::string& name) {
-  std::lock_guard<std::mutex> lock(collections_mu_);
-  auto it = collections_.find(name);
-  if (it != collections_.end()) return it->second.get();
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Open(store_, name));
-  MOEEDB_RETURN_IF_ERROR(setup_->CheckMatches(c->info_json()));
-  VectorCollection* raw = c.get();
-  collections_[name] = std::move(c);
-  return raw;
-}
-
-Result<VectorCollection*> ServerCore::CreateCollection(const std::string& name, const CollectionOptions& options) {
-  std::lock_guard<std::mutex> lock(collections_mu_);
-  if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_, name, options));
-  VectorCollection* raw = c.get();
-  collections_[name] = std::move(c);
-  return raw;
-}
-
 CollectionOptions ServerCore::NewCollectionOptions() const {
   return setup_->NewCollectionOptions({std_hs_.ToJson(), std_rw_.ToJson()});
-}
-
-Status ServerCore::DropCollection(const std::string& name) {
-  std::lock_guard<std::mutex> lock(collections_mu_);
-  MOEEDB_RETURN_IF_ERROR(store_->GetCollection(name).status());
-  collections_.erase(name);
-  return VectorCollection::Drop(store_, name);
-}
-
-Status ServerCore::SaveIndexes() {
-  std::lock_guard<std::mutex> lock(collections_mu_);
-  Status first;
-  for (auto& [name, c] : collections_) {
-    Status s = c->SaveIndex();
-    if (!s.ok() && first.ok()) first = s;
-  }
-  return first;
 }
 
 }  // namespace moeedb

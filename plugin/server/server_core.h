@@ -1,8 +1,10 @@
 // ServerCore: what every protocol router of `moeedb serve` shares — the
-// embedding setup and its queue, the store and the collections opened so far,
-// the calibration statistics of the fused vector. Routers (protocols/) parse
-// their protocol's request, call the core, and write their protocol's answer;
-// none holds collection or embedding logic of its own.
+// database (its collections, each embedded with the setup it recorded), the
+// served embedding setup of the embedding routes (OpenAI, TEI, Ollama,
+// Weaviate) with the calibration statistics of its fused vector, and the
+// embedding queues. Routers (protocols/) parse their protocol's request,
+// call the core, and write their protocol's answer; none holds collection or
+// embedding logic of its own.
 #pragma once
 
 #include <atomic>
@@ -13,7 +15,8 @@
 #include <vector>
 
 #include "index/standardizer.h"
-#include "plugin/server/embed_queue.h"
+#include "plugin/server/embed_queues.h"
+#include "plugin/service/database.h"
 #include "plugin/service/embedding_setup.h"
 #include "plugin/service/vector_collection.h"
 
@@ -30,57 +33,71 @@ struct ApiOptions {
   size_t max_embed_all_floats = 8 << 20;  // per TEI /embed_all answer (~100 MB of JSON)
 };
 
+// The ids `setup` embeds for `texts` (prompt applied): an input longer than
+// `limit` tokens is NotSupported unless `allow_truncate` (then its first
+// tokens are kept, or its last with `keep_end`); a text the tokenizer
+// refuses is InvalidArgument naming its index.
+Result<std::vector<std::vector<int32_t>>> TokenizeWithLimit(const EmbeddingSetup& setup,
+                                                            const std::vector<std::string>& texts, size_t limit,
+                                                            bool allow_truncate, bool keep_end = false);
+
+// How the server's database embeds (DatabaseOptions::embed): through the
+// queue of the collection's setup, documents under the length policy of
+// `options`, queries truncated. `queues` must outlive the database.
+EmbedFunction QueuedEmbedFunction(const ApiOptions& options, EmbedQueues* queues);
+
 class ServerCore {
  public:
-  // All pointers must outlive the core. The calibration statistics
-  // standardize the fused vectors ([z(hs)/|.|; z(rw)/|.|]).
-  ServerCore(ApiOptions options, const EmbeddingSetup* setup, EmbedQueue* queue, Store* store,
+  // All pointers must outlive the core; `db` embeds through `queues`
+  // (QueuedEmbedFunction). The calibration statistics standardize the served
+  // setup's fused vectors ([z(hs)/|.|; z(rw)/|.|]).
+  ServerCore(ApiOptions options, Database* db, const EmbeddingSetup* served, EmbedQueues* queues,
              const std::string& std_hs_json, const std::string& std_rw_json);
 
   const ApiOptions& options() const { return options_; }
+  // The setup of the embedding routes (not of the collections: each has its own).
   const EmbeddingSetup& setup() const { return *setup_; }
-  EmbedQueue& queue() { return *queue_; }
-  Store* store() { return store_; }
+  EmbedQueues& queues() { return *queues_; }
+  Database& db() { return *db_; }
+  Store* store() { return db_->store(); }
 
-  // Tokenizes (prompt applied) and embeds through the queue. An input longer
-  // than max_tokens_per_input is NotSupported unless `allow_truncate` (then
-  // its first tokens are kept, or its last with `keep_end`); a text the
-  // tokenizer refuses is InvalidArgument naming its index; a full queue
-  // ResourceExhausted.
-  // The ids EmbedTexts embeds for `texts` (the same errors, nothing embedded).
+  // TokenizeWithLimit with the served setup and the server's token limit.
   Result<std::vector<std::vector<int32_t>>> TokenizeTexts(const std::vector<std::string>& texts, bool allow_truncate,
                                                           bool keep_end = false) const;
-  // With token_states, every token's final-normed hidden state too.
+  // Tokenizes as TokenizeTexts does and embeds through the served setup's
+  // queue (ResourceExhausted when it is full). With token_states, every
+  // token's final-normed hidden state too.
   Result<std::vector<Embedding>> EmbedTexts(const std::vector<std::string>& texts, bool allow_truncate,
                                             bool keep_end = false, bool token_states = false);
+  // `text` embedded as a query of collection `name`: with its recorded
+  // setup, through that setup's queue, truncated to the token limit.
+  Result<std::vector<Embedding>> EmbedQuery(const std::string& name, const std::string& text);
   // Token ids as given (each in the vocabulary, checked by the caller).
   Result<std::vector<Embedding>> EmbedIds(std::vector<std::vector<int32_t>> ids, bool token_states = false);
   // [z(hs)/|.|; z(rw)/|.|]: with it, an inner product computes cos_HS + alpha * cos_RW.
   std::vector<float> Fused(const Embedding& e) const;
   size_t dim_fused() const { return setup_->dim_hs() + setup_->dim_rw(); }
 
-  // The collection, opened once and kept; refused (InvalidArgument) when it
-  // was recorded with another embedding setup than the served one.
-  Result<VectorCollection*> OpenCollection(const std::string& name);
-  // InvalidArgument ("already exists") for an existing name.
-  Result<VectorCollection*> CreateCollection(const std::string& name, const CollectionOptions& options);
-  // What a new collection of the served setup records (its statistics included).
+  // The database's collections (database.h); a new one is embedded with
+  // the served setup: NewCollectionOptions() is what it records.
+  Result<VectorCollection*> OpenCollection(const std::string& name) { return db_->OpenCollection(name); }
+  Result<VectorCollection*> CreateCollection(const std::string& name, const CollectionOptions& options) {
+    return db_->CreateCollection(name, options);
+  }
   CollectionOptions NewCollectionOptions() const;
-  Status DropCollection(const std::string& name);
+  Status DropCollection(const std::string& name) { return db_->DropCollection(name); }
   // Snapshots every collection opened so far (graceful shutdown).
-  Status SaveIndexes();
+  Status SaveIndexes() { return db_->SaveIndexes(); }
 
   void CountStored(size_t documents) { documents_stored_ += documents; }
   uint64_t documents_stored() const { return documents_stored_; }
 
  private:
   ApiOptions options_;
+  Database* db_;
   const EmbeddingSetup* setup_;
-  EmbedQueue* queue_;
-  Store* store_;
+  EmbedQueues* queues_;
   Standardizer std_hs_, std_rw_;
-  std::mutex collections_mu_;
-  std::map<std::string, std::unique_ptr<VectorCollection>> collections_;
   std::atomic<uint64_t> documents_stored_{0};
 };
 

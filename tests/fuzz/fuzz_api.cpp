@@ -14,9 +14,9 @@
 
 #include "engine/random_checkpoint.h"
 #include "plugin/server/api.h"
-#include "plugin/server/embed_queue.h"
+#include "plugin/server/embed_queues.h"
+#include "plugin/service/database.h"
 #include "plugin/service/embedding_setup.h"
-#include "storage/store.h"
 
 #ifndef MOEEDB_TEST_DATA_DIR
 #error "MOEEDB_TEST_DATA_DIR must name tests/data"
@@ -26,8 +26,8 @@ namespace {
 
 struct Served {
   std::unique_ptr<moeedb::EmbeddingSetup> setup;
-  std::unique_ptr<moeedb::Store> store;
-  std::unique_ptr<moeedb::EmbedQueue> queue;
+  std::unique_ptr<moeedb::EmbedQueues> queues;
+  std::unique_ptr<moeedb::Database> db;
   std::unique_ptr<moeedb::Api> api;
 };
 
@@ -51,16 +51,20 @@ Served* Serve() {
     if (!setup.ok()) __builtin_trap();
     s->setup = std::move(setup).value();
     auto stats = s->setup->CalibrationStats();
-    auto store = moeedb::Store::Open(dir / "db");
-    if (!stats.ok() || !store.ok()) __builtin_trap();
-    s->store = std::move(store).value();
-    s->queue = std::make_unique<moeedb::EmbedQueue>(&s->setup->embedder(), 64, 1024);
+    if (!stats.ok()) __builtin_trap();
     moeedb::ApiOptions o;
     o.served_model_name = "tiny";
     o.max_inputs = 4;
     o.max_tokens_per_input = 32;
     o.max_documents = 8;
-    s->api = std::make_unique<moeedb::Api>(o, s->setup.get(), s->queue.get(), s->store.get(), stats->first,
+    s->queues = std::make_unique<moeedb::EmbedQueues>(moeedb::EmbedQueueOptions{64, 1024});
+    moeedb::DatabaseOptions dbo;
+    dbo.embed = moeedb::QueuedEmbedFunction(o, s->queues.get());
+    auto db = moeedb::Database::Open(dir / "db", std::move(dbo));
+    if (!db.ok()) __builtin_trap();
+    s->db = std::move(db).value();
+    s->db->AddSetup(s->setup.get());
+    s->api = std::make_unique<moeedb::Api>(o, s->db.get(), s->setup.get(), s->queues.get(), stats->first,
                                            stats->second);
     // Something to find: a collection with two documents.
     s->api->Handle({"PUT", "/collections/c", {}, "{}"});

@@ -117,7 +117,6 @@ HttpResponse CollectionsRouter::Upsert(const std::string& name, const std::strin
     return NativeError(413, "too many documents in one request (max " + std::to_string(opt.max_documents) + ")", "invalid_request_error");
   const bool wait = !j.contains("wait") || (j["wait"].is_boolean() && j["wait"].get<bool>());
   std::vector<StoredDocument> docs;
-  std::vector<std::string> texts;
   for (size_t i = 0; i < j["documents"].size(); ++i) {
     const json& d = j["documents"][i];
     const std::string where = "document " + std::to_string(i) + ": ";
@@ -125,25 +124,17 @@ HttpResponse CollectionsRouter::Upsert(const std::string& name, const std::strin
     if (!d.contains("id") || !d["id"].is_string() || d["id"].get<std::string>().empty()) return NativeBadRequest(where + "'id' must be a non-empty string");
     if (!d.contains("text") || !d["text"].is_string()) return NativeBadRequest(where + "'text' must be a string");
     if (d.contains("metadata") && !d["metadata"].is_object()) return NativeBadRequest(where + "'metadata' must be an object");
-    texts.push_back(d["text"].get<std::string>());
-    docs.push_back({d["id"].get<std::string>(), texts.back(), d.value("metadata", json::object()).dump(), {}, {}});
+    docs.push_back({d["id"].get<std::string>(), d["text"].get<std::string>(), d.value("metadata", json::object()).dump(), {}, {}});
   }
   if (docs.empty()) return NativeBadRequest("'documents' is empty");
-  auto c = core_->OpenCollection(name);
-  if (!c.ok()) return NativeFromStatus(c.status());
-  auto embs = core_->EmbedTexts(texts, opt.truncate);
-  if (!embs.ok()) {
-    if (embs.status().code() == Status::Code::kNotSupported) return NativeError(422, embs.status().message(), "invalid_request_error", "too_many_tokens");
-    return NativeFromStatus(embs.status());
+  const size_t n = docs.size();
+  auto w = core_->db().Upsert(name, std::move(docs), wait);  // embedded with the collection's setup
+  if (!w.ok()) {
+    if (w.status().code() == Status::Code::kNotSupported) return NativeError(422, w.status().message(), "invalid_request_error", "too_many_tokens");
+    return NativeFromStatus(w.status());
   }
-  for (size_t i = 0; i < docs.size(); ++i) {
-    docs[i].hs = std::move((*embs)[i].hs);
-    docs[i].rw = std::move((*embs)[i].rw);
-  }
-  auto w = (*c)->Upsert(docs, wait);
-  if (!w.ok()) return NativeFromStatus(w.status());
-  core_->CountStored(docs.size());
-  return JsonResponse({{"upserted", docs.size()}, {"replaced", w->removed.size()}, {"durable", wait}});
+  core_->CountStored(n);
+  return JsonResponse({{"upserted", n}, {"replaced", w->removed.size()}, {"durable", wait}});
 }
 
 HttpResponse CollectionsRouter::Document(const std::string& m, const std::string& name, const std::string& id) {
@@ -196,13 +187,7 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
   if (!so.ok()) return NativeBadRequest(so.status().message());
   auto c = core_->OpenCollection(name);
   if (!c.ok()) return NativeFromStatus(c.status());
-  std::vector<Embedding> q;
-  if (so->mode != QueryMode::kLexical) {  // lexical search needs no forward pass
-    auto e = core_->EmbedTexts({so->text}, true);
-    if (!e.ok()) return NativeFromStatus(e.status());
-    q = std::move(e).value();
-  }
-  auto hits = (*c)->Search(q.empty() ? nullptr : q[0].hs.data(), q.empty() ? nullptr : q[0].rw.data(), *so);
+  auto hits = core_->db().Search(name, *so);  // the query embedded with the collection's setup (none if lexical)
   if (!hits.ok()) return NativeFromStatus(hits.status());
   json out = json::array();
   for (const auto& h : *hits) out.push_back(SearchHitJson(h, (*c)->has_lexical()));

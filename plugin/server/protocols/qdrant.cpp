@@ -291,10 +291,13 @@ HttpResponse QdrantRouter::Handle(const RouteRequest& req, std::string* route) {
 HttpResponse QdrantRouter::Collection(const std::string& m, const std::string& name, const std::string& text,
                                       Clock::time_point t0) {
   const EmbeddingSetup& s = core_->setup();
-  const json vectors = {{"hs", {{"size", s.dim_hs()}, {"distance", "Cosine"}}}, {"rw", {{"size", s.dim_rw()}, {"distance", "Cosine"}}}};
   if (m == "GET") {
     auto rec = core_->store()->GetCollection(name);
     if (!rec.ok()) return QdrantError(404, "Not found: Collection `" + name + "` doesn't exist!");
+    auto c = core_->OpenCollection(name);
+    if (!c.ok()) return FromStatus(c.status());
+    const json vectors = {{"hs", {{"size", (*c)->dim_hs()}, {"distance", "Cosine"}}},
+                          {"rw", {{"size", (*c)->dim_rw()}, {"distance", "Cosine"}}}};
     return Ok({{"status", "green"}, {"optimizer_status", "ok"}, {"points_count", rec->count},
                {"indexed_vectors_count", rec->count}, {"segments_count", 1},
                {"config", {{"params", {{"vectors", vectors}}}}}, {"payload_schema", json::object()}}, t0);
@@ -362,7 +365,6 @@ HttpResponse QdrantRouter::Upsert(const std::string& name, const json& j, bool w
   if (j["points"].size() > core_->options().max_documents)
     return QdrantError(400, "Bad request: too many points in one request (max " + std::to_string(core_->options().max_documents) + ")");
   std::vector<StoredDocument> docs;
-  std::vector<std::string> texts;
   std::set<std::string> seen;
   for (size_t i = 0; i < j["points"].size(); ++i) {
     const json& pt = j["points"][i];
@@ -395,20 +397,12 @@ HttpResponse QdrantRouter::Upsert(const std::string& name, const json& j, bool w
     if (pt.contains("payload") && !pt["payload"].is_null() && !pt["payload"].is_object())
       return QdrantError(400, "Bad request: " + where + "'payload' must be an object");
     const json payload = pt.contains("payload") && pt["payload"].is_object() ? pt["payload"] : json::object();
-    texts.push_back(text);
     docs.push_back({*id, text, payload.dump(), {}, {}});
   }
-  auto c = core_->OpenCollection(name);
-  if (!c.ok()) return FromStatus(c.status());
-  auto embs = core_->EmbedTexts(texts, core_->options().truncate);
-  if (!embs.ok()) return FromStatus(embs.status());
-  for (size_t i = 0; i < docs.size(); ++i) {
-    docs[i].hs = std::move((*embs)[i].hs);
-    docs[i].rw = std::move((*embs)[i].rw);
-  }
-  auto w = (*c)->Upsert(docs, wait);
+  const size_t n = docs.size();
+  auto w = core_->db().Upsert(name, std::move(docs), wait);  // embedded with the collection's setup
   if (!w.ok()) return FromStatus(w.status());
-  core_->CountStored(docs.size());
+  core_->CountStored(n);
   return Ok({{"operation_id", w->seq}, {"status", wait ? "completed" : "acknowledged"}}, t0);
 }
 
@@ -557,7 +551,7 @@ Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Dense(VectorCollectio
   if (!use.empty() && use != "hs" && use != "rw") return Bad("vector '" + use + "' does not exist; the vectors are hs and rw");
   auto it = cache->find(text);
   if (it == cache->end()) {
-    MOEEDB_ASSIGN_OR_RETURN(auto e, core_->EmbedTexts({text}, true));
+    MOEEDB_ASSIGN_OR_RETURN(auto e, core_->EmbedQuery(c->name(), text));
     it = cache->emplace(text, std::make_pair(std::move(e[0].hs), std::move(e[0].rw))).first;
   }
   SearchOptions so;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Reproduces the embedded default model models/moeedb-tiny from the language
+# model models/moeedb-tiny-lm (whose own card says how it was trained):
+#   0. the teacher's vectors (Universal Sentence Encoder lite, offline in Node)
+#      for the training sentences, frequent words and modern-English corpus
+#      sentences (eval/teacher/sentences.js --corpus);
+#   1. stage 1, distillation: the model, switched to bidirectional attention,
+#      and a pooler with learned token weights learn to reproduce the
+#      teacher's vectors;
+#   2. stage 2, pairs: contrastive pairs, CoSENT on STS-B train, Banking77
+#      label pairs and continued distillation, from stage 1's folder;
+#   3. the calibration statistics of the shipped folder.
+# Every stage checkpoints into its folder and resumes when run again; the
+# teacher's vectors resume too. Hours on 2 cores (MODEL_CARD.md has the times).
+#
+#   scripts/train_default_model.sh [DATA_DIR] [WORK_DIR] [OUT_MODEL_DIR]
+#   defaults:                      ../shared/data  build/train  models/moeedb-tiny
+set -euo pipefail
+cd "$(dirname "$0")/.."
+D="${1:-../shared/data}"
+W="${2:-build/train}"
+OUT="${3:-models/moeedb-tiny}"
+BIN=./build/moeedb
+[ -x "$BIN" ] || bash scripts/setup.sh
+mkdir -p "$W/teacher"
+
+# 0. Teacher vectors (append-only list: vectors of a shorter list stay valid).
+(cd eval/teacher && npm ci --no-audit --no-fund --loglevel=error)
+node eval/teacher/sentences.js "$D" "$W/teacher/texts.txt" --corpus
+node eval/teacher/embed.js "$W/teacher/texts.txt" "$W/teacher/vectors.f32"
+
+# 1. Distillation.
+$BIN train embed --model models/moeedb-tiny-lm --out "$W/stage1" \
+  --teacher "$W/teacher/texts.txt,$W/teacher/vectors.f32" --teacher-per-step 128 \
+  --validation "$D/eval/stsb/stsb-en-dev.csv" --token-pooling weighted --bidirectional \
+  --steps 3000 --threads 2 --seed 0 --lr-lm 4e-4 --lr-pooler 5e-4
+
+# 2. Pairs, from stage 1 (its pooler is continued; its bidirectional attention kept).
+$BIN train embed --model "$W/stage1" --out "$W/stage2" \
+  --pairs "$D/pairs/nli_triplets.tsv,$D/pairs/positive_pairs.tsv" --labeled "$D/eval/banking77/train.csv" \
+  --scored "$D/eval/stsb/stsb-en-train.csv" --validation "$D/eval/stsb/stsb-en-dev.csv" \
+  --teacher "$W/teacher/texts.txt,$W/teacher/vectors.f32" --teacher-per-step 32 \
+  --token-pooling weighted --bidirectional \
+  --steps 1500 --threads 2 --seed 0 --lr-lm 2e-4 --lr-pooler 3e-4 --scored-per-step 32
+
+# 3. The shipped folder.
+mkdir -p "$OUT"
+cp "$W/stage2"/{config.json,model.safetensors,tokenizer.json,pooler.json,pooler.safetensors} "$OUT"/
+cp "$W/stage2"/embed_training_log.json "$W/stage2"/embed_*curve.png "$OUT"/
+$BIN model calibrate --model "$OUT"
