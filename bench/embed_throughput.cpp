@@ -31,12 +31,12 @@
 #include <thread>
 #include <vector>
 
-#include "engine/embedder.h"
-#include "engine/model.h"
-#include "engine/random_checkpoint.h"
-#include "engine/routing_policy.h"
-#include "engine/runtime.h"
-#include "engine/streaming_embedder.h"
+#include "engine/embed/embedder.h"
+#include "engine/model/model.h"
+#include "engine/io/random_checkpoint.h"
+#include "engine/model/routing_policy.h"
+#include "engine/kernels/runtime.h"
+#include "engine/embed/streaming_embedder.h"
 #ifdef MOEEDB_HAVE_TOKENIZER
 #include "engine/tokenizer/bpe_tokenizer.h"
 #endif

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/embedder.h"
-#include "engine/model.h"
-#include "engine/runtime.h"
+#include "engine/embed/embedder.h"
+#include "engine/model/model.h"
+#include "engine/kernels/runtime.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 
 namespace m = moeedb;

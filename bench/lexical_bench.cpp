@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/service/vector_collection.h"
+#include "database/vector_collection.h"
 
 using namespace moeedb;
 using Clock = std::chrono::steady_clock;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-text forwards (what a search query or a single-text request costs), one
-# compute thread, with the packed few-row GEMM kernel (engine/panel_gemm.h)
+# compute thread, with the packed few-row GEMM kernel (engine/kernels/panel_gemm.h)
 # and without it (MOEEDB_PANEL_GEMM=off: OpenBLAS for every matmul, and so,
 # with no packed copies, the ATen expert path too), in three interleaved
 # pairs per model: ms per text and the ratio. build/bench/forward_paths

@@ -1,5 +1,7 @@
 #include "index/dual_index.h"
 
+#include "base/simd.h"
+
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVFFlat.h>
@@ -129,11 +131,7 @@ __attribute__((target("avx2,f16c,fma"))) float DotHalfF16c(const float* q, const
     __m256 r = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)));
     acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), r, acc);
   }
-  __m128 lo = _mm256_castps256_ps128(acc), hi = _mm256_extractf128_ps(acc, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_hadd_ps(lo, lo);
-  lo = _mm_hadd_ps(lo, lo);
-  float s = _mm_cvtss_f32(lo);
+  float s = Hsum8(acc);
   for (; j < d; ++j) s += q[j] * FromHalf(row[j]);
   return s;
 }

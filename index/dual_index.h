@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/status.h"
+#include "base/status.h"
 #include "index/standardizer.h"
 
 namespace faiss {

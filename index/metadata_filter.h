@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/status.h"
+#include "base/status.h"
 
 namespace moeedb {
 

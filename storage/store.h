@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/status.h"
+#include "base/status.h"
 
 namespace rocksdb {
 class DB;

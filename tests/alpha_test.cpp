@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/alpha.h"
+#include "engine/analysis/alpha.h"
 
 namespace moeedb {
 namespace {

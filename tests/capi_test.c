@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/capi/moeedb.h"
+#include "moeedb/moeedb.h"
 
 static int passed = 0, failed = 0;
 #define CHECK(cond)                                                    \

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "engine/embedder.h"
-#include "engine/model.h"
-#include "engine/random_checkpoint.h"
+#include "engine/embed/embedder.h"
+#include "engine/model/model.h"
+#include "engine/io/random_checkpoint.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "tests/test_util.h"
 

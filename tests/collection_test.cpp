@@ -11,7 +11,7 @@
 #include <map>
 #include <set>
 
-#include "plugin/service/vector_collection.h"
+#include "database/vector_collection.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

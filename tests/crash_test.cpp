@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "plugin/service/vector_collection.h"
+#include "database/vector_collection.h"
 #include "tests/crash_writer.h"
 #include "tests/test_util.h"
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "plugin/service/vector_collection.h"
+#include "database/vector_collection.h"
 #include "tests/crash_writer.h"
 
 using namespace moeedb;

@@ -12,13 +12,13 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "engine/model.h"
-#include "engine/model_defaults.h"
-#include "engine/safetensors.h"
-#include "engine/tensor_util.h"
+#include "engine/model/model.h"
+#include "engine/model/model_defaults.h"
+#include "engine/io/safetensors.h"
+#include "engine/model/tensor_util.h"
 #include "engine/train/embed_trainer.h"
 #include "engine/train/lm_trainer.h"
-#include "engine/trained_pooler.h"
+#include "engine/model/trained_pooler.h"
 #include "test_util.h"
 
 namespace moeedb {

@@ -4,13 +4,13 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "engine/embed_workers.h"
-#include "engine/embedder.h"
-#include "engine/model.h"
-#include "engine/moe_block.h"
-#include "engine/panel_gemm.h"
-#include "engine/random_checkpoint.h"
-#include "engine/routing_policy.h"
+#include "engine/embed/embed_workers.h"
+#include "engine/embed/embedder.h"
+#include "engine/model/model.h"
+#include "engine/model/moe_block.h"
+#include "engine/kernels/panel_gemm.h"
+#include "engine/io/random_checkpoint.h"
+#include "engine/model/routing_policy.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "tests/test_util.h"
 

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plugin/service/embedding_setup.h"
+#include "database/embedding_setup.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "engine/model.h"
-#include "engine/random_checkpoint.h"
+#include "engine/model/model.h"
+#include "engine/io/random_checkpoint.h"
 #include "eval/datasets.h"
 #include "eval/metrics.h"
 #include "eval/png_plot.h"

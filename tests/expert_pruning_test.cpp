@@ -12,18 +12,18 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/embedder.h"
-#include "engine/expert_pruning.h"
-#include "engine/expert_usage.h"
-#include "engine/model.h"
-#include "engine/model_family.h"
-#include "engine/random_checkpoint.h"
-#include "engine/routing_policy.h"
-#include "engine/safetensors.h"
+#include "engine/embed/embedder.h"
+#include "engine/analysis/expert_pruning.h"
+#include "engine/analysis/expert_usage.h"
+#include "engine/model/model.h"
+#include "engine/model/model_family.h"
+#include "engine/io/random_checkpoint.h"
+#include "engine/model/routing_policy.h"
+#include "engine/io/safetensors.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
-#include "engine/trained_pooler.h"
-#include "engine/weight_format.h"
-#include "plugin/service/embedding_setup.h"
+#include "engine/model/trained_pooler.h"
+#include "engine/model/weight_format.h"
+#include "database/embedding_setup.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

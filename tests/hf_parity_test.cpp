@@ -7,10 +7,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "engine/model.h"
-#include "engine/model_family.h"
-#include "engine/moe_block.h"
-#include "engine/safetensors.h"
+#include "engine/model/model.h"
+#include "engine/model/model_family.h"
+#include "engine/model/moe_block.h"
+#include "engine/io/safetensors.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

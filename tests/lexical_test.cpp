@@ -15,7 +15,7 @@
 
 #include "index/fusion.h"
 #include "index/lexical_index.h"
-#include "plugin/service/vector_collection.h"
+#include "database/vector_collection.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

@@ -1,7 +1,7 @@
 // config.json -> ModelConfig through the family table.
 #include <gtest/gtest.h>
 
-#include "engine/model_config.h"
+#include "engine/model/model_config.h"
 #include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"

@@ -11,7 +11,7 @@
 #include <numeric>
 #include <random>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

@@ -3,7 +3,7 @@
 // SwiGLU against std::exp, and
 // whole forwards with it against the grid path (batched GEMMs over a padded,
 // masked [B, T] grid) on random checkpoints of three families.
-#include "engine/packed_attention.h"
+#include "engine/kernels/packed_attention.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/model.h"
-#include "engine/moe_block.h"
-#include "engine/moe_dispatch.h"
-#include "engine/panel_gemm.h"
-#include "engine/random_checkpoint.h"
-#include "engine/vector_exp.h"
+#include "engine/model/model.h"
+#include "engine/model/moe_block.h"
+#include "engine/model/moe_dispatch.h"
+#include "engine/kernels/panel_gemm.h"
+#include "engine/io/random_checkpoint.h"
+#include "engine/kernels/vector_exp.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

@@ -3,7 +3,7 @@
 // wider than the matrices, K = 1), and LinearWeight's use of it (single
 // matrices and expert stacks filled by Set) against a double-precision
 // at::mm of the same weights.
-#include "engine/panel_gemm.h"
+#include "engine/kernels/panel_gemm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/linear_weight.h"
+#include "engine/kernels/linear_weight.h"
 
 namespace moeedb {
 namespace {

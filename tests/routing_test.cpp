@@ -5,11 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/model.h"
-#include "engine/moe_block.h"
-#include "engine/random_checkpoint.h"
-#include "engine/routing_policy.h"
-#include "engine/spectral_router.h"
+#include "engine/model/model.h"
+#include "engine/model/moe_block.h"
+#include "engine/io/random_checkpoint.h"
+#include "engine/model/routing_policy.h"
+#include "engine/model/spectral_router.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

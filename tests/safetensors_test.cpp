@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "engine/model.h"
-#include "engine/random_checkpoint.h"
-#include "engine/safetensors.h"
+#include "engine/model/model.h"
+#include "engine/io/random_checkpoint.h"
+#include "engine/io/safetensors.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

@@ -11,11 +11,11 @@
 #include <string>
 #include <utility>
 
-#include "engine/random_checkpoint.h"
+#include "engine/io/random_checkpoint.h"
 #include "plugin/server/api.h"
 #include "plugin/server/embed_queues.h"
-#include "plugin/service/database.h"
-#include "plugin/service/embedding_setup.h"
+#include "database/database.h"
+#include "database/embedding_setup.h"
 #include "tests/test_util.h"
 
 namespace moeedb::servertest {

@@ -18,11 +18,11 @@
 #include <random>
 #include <thread>
 
-#include "engine/random_checkpoint.h"
+#include "engine/io/random_checkpoint.h"
 #include "plugin/server/api.h"
 #include "plugin/server/embed_queue.h"
 #include "plugin/server/http_server.h"
-#include "plugin/service/embedding_setup.h"
+#include "database/embedding_setup.h"
 #include "tests/server_fixture.h"
 #include "tests/test_util.h"
 

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "engine/tokenizer/bpe_tokenizer.h"
-#include "engine/utf8.h"
+#include "base/utf8.h"
 #include "tests/test_util.h"
 
 namespace moeedb {

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/model.h"
-#include "engine/safetensors.h"
+#include "engine/model/model.h"
+#include "engine/io/safetensors.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/bpe_trainer.h"
 #include "engine/train/lm_trainer.h"

@@ -8,12 +8,12 @@
 
 #include <thread>
 
-#include "engine/embedder.h"
-#include "engine/linear_weight.h"
-#include "engine/panel_gemm.h"
-#include "engine/model.h"
-#include "engine/moe_block.h"
-#include "engine/streaming_embedder.h"
+#include "engine/embed/embedder.h"
+#include "engine/kernels/linear_weight.h"
+#include "engine/kernels/panel_gemm.h"
+#include "engine/model/model.h"
+#include "engine/model/moe_block.h"
+#include "engine/embed/streaming_embedder.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "eval/datasets.h"
 #include "tests/test_util.h"

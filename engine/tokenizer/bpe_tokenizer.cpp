@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "engine/tokenizer/byte_level.h"
-#include "engine/utf8.h"
+#include "base/utf8.h"
 
 namespace moeedb {
 

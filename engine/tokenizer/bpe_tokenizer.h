@@ -18,8 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/status.h"
-#include "engine/token_encoder.h"
+#include "base/status.h"
+#include "engine/embed/token_encoder.h"
 
 namespace moeedb {
 

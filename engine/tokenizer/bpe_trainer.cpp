@@ -10,7 +10,7 @@
 #include <unordered_set>
 
 #include "engine/tokenizer/byte_level.h"
-#include "engine/utf8.h"
+#include "base/utf8.h"
 
 namespace moeedb {
 

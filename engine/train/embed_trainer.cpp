@@ -18,10 +18,10 @@
 #include <numeric>
 #include <random>
 
-#include "engine/alpha.h"
-#include "engine/atomic_file.h"
-#include "engine/model_config.h"
-#include "engine/tensor_util.h"
+#include "base/statistics.h"
+#include "base/atomic_file.h"
+#include "engine/model/model_config.h"
+#include "engine/model/tensor_util.h"
 #include "engine/train/train_net.h"
 #include "engine/train/train_state.h"
 

@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/status.h"
-#include "engine/trained_pooler.h"
+#include "base/status.h"
+#include "engine/model/trained_pooler.h"
 
 namespace moeedb {
 

@@ -17,10 +17,10 @@
 #include <random>
 #include <unordered_map>
 
-#include "engine/atomic_file.h"
-#include "engine/checkpoint_spec.h"
-#include "engine/model.h"
-#include "engine/tensor_util.h"
+#include "base/atomic_file.h"
+#include "engine/io/checkpoint_spec.h"
+#include "engine/model/model.h"
+#include "engine/model/tensor_util.h"
 #include "engine/train/train_net.h"
 #include "engine/train/train_state.h"
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/model_config.h"
-#include "engine/safetensors.h"
-#include "engine/status.h"
+#include "engine/model/model_config.h"
+#include "engine/io/safetensors.h"
+#include "base/status.h"
 
 namespace moeedb {
 

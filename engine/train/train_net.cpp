@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/tensor_util.h"
+#include "engine/model/tensor_util.h"
 
 namespace moeedb {
 
@@ -14,6 +14,8 @@ Status TrainNet::CheckTrainable(const ModelConfig& c) {
   for (bool moe : c.moe_layer)
     if (!moe) return Status::NotSupported("training supports configs whose layers are all MoE (as OLMoE's)");
   if (c.shared_intermediate > 0) return Status::NotSupported("training does not support shared experts");
+  if (c.qkv_bias || c.o_bias) return Status::NotSupported("training does not support attention biases");
+  if (c.clip_qkv) return Status::NotSupported("training does not support clip_qkv");
   return Status::OK();
 }
 

@@ -12,10 +12,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/checkpoint_spec.h"
-#include "engine/model_config.h"
-#include "engine/safetensors.h"
-#include "engine/status.h"
+#include "engine/io/checkpoint_spec.h"
+#include "engine/model/model_config.h"
+#include "engine/io/safetensors.h"
+#include "base/status.h"
 
 namespace moeedb {
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/atomic_file.h"
+#include "base/atomic_file.h"
 
 namespace moeedb {
 

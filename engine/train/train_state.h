@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "engine/status.h"
+#include "base/status.h"
 
 namespace moeedb {
 

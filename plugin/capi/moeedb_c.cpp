@@ -1,6 +1,6 @@
 // The C API over the service layer. Every entry point catches everything:
 // no exception crosses extern "C".
-#include "plugin/capi/moeedb.h"
+#include "moeedb/moeedb.h"
 
 #include <map>
 #include <memory>
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "plugin/service/database.h"
-#include "plugin/service/embedding_setup.h"
-#include "plugin/service/vector_collection.h"
+#include "database/database.h"
+#include "database/embedding_setup.h"
+#include "database/vector_collection.h"
 
 using namespace moeedb;
 

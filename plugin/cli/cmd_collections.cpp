@@ -12,11 +12,11 @@
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
 #include "plugin/cli/search_flags.h"
-#include "plugin/service/document_line.h"
-#include "plugin/service/database.h"
-#include "plugin/service/embedding_setup.h"
-#include "plugin/service/search_hit_json.h"
-#include "plugin/service/vector_collection.h"
+#include "database/document_line.h"
+#include "database/database.h"
+#include "database/embedding_setup.h"
+#include "database/search_hit_json.h"
+#include "database/vector_collection.h"
 
 namespace moeedb::cli {
 

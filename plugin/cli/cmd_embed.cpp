@@ -7,11 +7,11 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
-#include "engine/embedder.h"
-#include "engine/model.h"
-#include "engine/model_defaults.h"
-#include "engine/runtime.h"
-#include "engine/streaming_embedder.h"
+#include "engine/embed/embedder.h"
+#include "engine/model/model.h"
+#include "engine/model/model_defaults.h"
+#include "engine/kernels/runtime.h"
+#include "engine/embed/streaming_embedder.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"

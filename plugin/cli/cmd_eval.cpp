@@ -20,7 +20,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/alpha.h"
+#include "engine/analysis/alpha.h"
 #include "eval/datasets.h"
 #include "eval/metrics.h"
 #include "eval/png_plot.h"
@@ -29,9 +29,9 @@
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
 #include "plugin/cli/search_flags.h"
-#include "plugin/service/database.h"
-#include "plugin/service/embedding_setup.h"
-#include "plugin/service/vector_collection.h"
+#include "database/database.h"
+#include "database/embedding_setup.h"
+#include "database/vector_collection.h"
 #include "storage/store.h"
 
 namespace moeedb::cli {

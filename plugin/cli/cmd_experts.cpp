@@ -6,10 +6,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "engine/expert_pruning.h"
-#include "engine/expert_usage.h"
-#include "engine/model.h"
-#include "engine/runtime.h"
+#include "engine/analysis/expert_pruning.h"
+#include "engine/analysis/expert_usage.h"
+#include "engine/model/model.h"
+#include "engine/kernels/runtime.h"
 #include "eval/png_plot.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"

@@ -3,15 +3,15 @@
 #include <fstream>
 #include <iostream>
 
-#include "engine/atomic_file.h"
-#include "engine/model.h"
-#include "engine/model_defaults.h"
-#include "engine/trained_pooler.h"
-#include "engine/random_checkpoint.h"
+#include "base/atomic_file.h"
+#include "engine/model/model.h"
+#include "engine/model/model_defaults.h"
+#include "engine/model/trained_pooler.h"
+#include "engine/io/random_checkpoint.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
-#include "plugin/service/embedding_setup.h"
+#include "database/embedding_setup.h"
 
 namespace moeedb::cli {
 

@@ -4,11 +4,11 @@
 #include <fstream>
 #include <iostream>
 
-#include "engine/alpha.h"
-#include "engine/embedder.h"
-#include "engine/model.h"
-#include "engine/moe_lens.h"
-#include "engine/runtime.h"
+#include "engine/analysis/alpha.h"
+#include "engine/embed/embedder.h"
+#include "engine/model/model.h"
+#include "engine/analysis/moe_lens.h"
+#include "engine/kernels/runtime.h"
 #include "index/standardizer.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"

@@ -9,16 +9,16 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "engine/runtime.h"
+#include "engine/kernels/runtime.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
 #include "plugin/server/api.h"
 #include "plugin/server/embed_queues.h"
-#include "plugin/service/database.h"
+#include "database/database.h"
 #include "plugin/server/http_server.h"
-#include "plugin/service/embedding_setup.h"
-#include "plugin/service/vector_collection.h"
+#include "database/embedding_setup.h"
+#include "database/vector_collection.h"
 #include "storage/store.h"
 
 namespace moeedb::cli {

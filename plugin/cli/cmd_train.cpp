@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/atomic_file.h"
-#include "engine/model_config.h"
+#include "base/atomic_file.h"
+#include "engine/model/model_config.h"
 #include "engine/tokenizer/bpe_trainer.h"
 #include "engine/train/lm_trainer.h"
 #include "eval/datasets.h"

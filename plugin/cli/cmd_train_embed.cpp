@@ -12,8 +12,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "engine/embedder.h"
-#include "engine/model.h"
+#include "engine/embed/embedder.h"
+#include "engine/model/model.h"
 #include "engine/train/embed_trainer.h"
 #include "eval/datasets.h"
 #include "eval/png_plot.h"

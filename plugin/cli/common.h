@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/prompt.h"
-#include "engine/status.h"
+#include "engine/model/prompt.h"
+#include "base/status.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "plugin/cli/args.h"
-#include "plugin/service/embedding_setup.h"
+#include "database/embedding_setup.h"
 
 namespace moeedb::cli {
 

@@ -32,29 +32,43 @@ bool WantsHelp(const std::vector<std::string>& args) {
 
 namespace {
 
-const char* kUsage =
-    "moeedb: Mixture-of-Experts LLMs as embedding models (MoEE: hidden state + routing weights)\n"
-    "\n"
-    "Usage: moeedb <command> [options]\n"
-    "\n"
-    "Commands:\n"
-    "  tokenize     text lines -> token ids with a tokenizer.json\n"
-    "  embed        text lines -> {\"hs\":[...],\"rw\":[...],\"tokens\":N} JSON lines\n"
-    "  model init   write a random-weight checkpoint in HuggingFace layout\n"
-    "  model info   describe a model folder\n"
-    "  ingest       embed and store JSONL documents in a collection\n"
-    "  search       fused search: cos_HS + alpha * cos_RW\n"
-    "  get          print stored documents by id\n"
-    "  delete       delete documents by id\n"
-    "  collections  list | info | drop\n"
-    "  checkpoint   consistent backup of the database\n"
-    "  serve        HTTP server: OpenAI embeddings, TEI, collections API\n"
-    "  alpha        label-free alpha for cos_HS + alpha * cos_RW from unlabeled pairs\n"
-    "  lens         per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens); lens specialise: experts per domain\n"
-    "  train        train tokenizer | train model | train embed (the embedded default model)\n"
-    "  eval         eval sts | retrieval | classify (the evaluation harness)\n"
-    "\n"
-    "Run 'moeedb <command> --help' for a command's options.\n";
+// The command table: name, one-line summary, entry point. The usage text and
+// the dispatch both come from it.
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::vector<std::string>&);
+};
+const Command kCommands[] = {
+    {"tokenize", "text lines -> token ids with a tokenizer.json", moeedb::cli::RunTokenize},
+    {"embed", "text lines -> {\"hs\":[...],\"rw\":[...],\"tokens\":N} JSON lines", moeedb::cli::RunEmbed},
+    {"model", "info | init | calibrate | prune: describe, create, calibrate or prune a model folder", moeedb::cli::RunModel},
+    {"ingest", "embed and store JSONL documents in a collection", moeedb::cli::RunIngest},
+    {"search", "search a collection: fused (cos_HS + alpha * cos_RW), hs, rw, lexical or hybrid", moeedb::cli::RunSearch},
+    {"get", "print stored documents by id", moeedb::cli::RunGet},
+    {"delete", "delete documents by id", moeedb::cli::RunDelete},
+    {"collections", "list | info | drop", moeedb::cli::RunCollections},
+    {"checkpoint", "consistent backup of the database", moeedb::cli::RunCheckpoint},
+    {"serve", "HTTP server: OpenAI, TEI, Ollama, Weaviate and Qdrant protocols, the collections API, the console",
+     moeedb::cli::RunServe},
+    {"alpha", "label-free alpha for cos_HS + alpha * cos_RW from unlabeled pairs", moeedb::cli::RunAlpha},
+    {"lens", "per-layer cosine of top-1 vs top-k MoE outputs (MoE Lens); lens specialise: experts per domain",
+     moeedb::cli::RunLens},
+    {"train", "train tokenizer | train model | train embed (the embedded default model)", moeedb::cli::RunTrain},
+    {"eval", "eval sts | retrieval | classify (the evaluation harness)", moeedb::cli::RunEval},
+};
+
+std::string Usage() {
+  std::string out =
+      "moeedb: Mixture-of-Experts LLMs as embedding models (MoEE: hidden state + routing weights)\n\n"
+      "Usage: moeedb <command> [options]\n\nCommands:\n";
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    name.resize(13, ' ');
+    out += "  " + name + c.summary + "\n";
+  }
+  return out + "\nRun 'moeedb <command> --help' for a command's options.\n";
+}
 
 // Every forward pass allocates and frees tensor-sized blocks. By default glibc
 // hands freed memory back to the kernel and faults it in again on the next
@@ -73,29 +87,19 @@ int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::cout << kUsage;
+    std::cout << Usage();
     return args.empty() ? 2 : 0;
   }
   const std::string cmd = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
-  try {
-    if (cmd == "tokenize") return moeedb::cli::RunTokenize(rest);
-    if (cmd == "embed") return moeedb::cli::RunEmbed(rest);
-    if (cmd == "model") return moeedb::cli::RunModel(rest);
-    if (cmd == "alpha") return moeedb::cli::RunAlpha(rest);
-    if (cmd == "lens") return moeedb::cli::RunLens(rest);
-    if (cmd == "ingest") return moeedb::cli::RunIngest(rest);
-    if (cmd == "search") return moeedb::cli::RunSearch(rest);
-    if (cmd == "get") return moeedb::cli::RunGet(rest);
-    if (cmd == "delete") return moeedb::cli::RunDelete(rest);
-    if (cmd == "collections") return moeedb::cli::RunCollections(rest);
-    if (cmd == "checkpoint") return moeedb::cli::RunCheckpoint(rest);
-    if (cmd == "serve") return moeedb::cli::RunServe(rest);
-    if (cmd == "train") return moeedb::cli::RunTrain(rest);
-    if (cmd == "eval") return moeedb::cli::RunEval(rest);
-  } catch (const std::exception& e) {
-    return moeedb::cli::Fail(cmd, std::string("internal error: ") + e.what());
+  for (const Command& c : kCommands) {
+    if (cmd != c.name) continue;
+    try {
+      return c.run(rest);
+    } catch (const std::exception& e) {
+      return moeedb::cli::Fail(cmd, std::string("internal error: ") + e.what());
+    }
   }
-  std::cerr << "moeedb: unknown command '" << cmd << "'\n\n" << kUsage;
+  std::cerr << "moeedb: unknown command '" << cmd << "'\n\n" << Usage();
   return 2;
 }

@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "engine/status.h"
+#include "base/status.h"
 #include "plugin/cli/args.h"
-#include "plugin/service/vector_collection.h"
+#include "database/vector_collection.h"
 
 namespace moeedb::cli {
 

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "engine/status.h"
-#include "plugin/service/vector_collection.h"
+#include "base/status.h"
+#include "database/vector_collection.h"
 
 namespace moeedb {
 

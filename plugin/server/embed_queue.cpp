@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "engine/embed_workers.h"
-#include "engine/runtime.h"
+#include "engine/embed/embed_workers.h"
+#include "engine/kernels/runtime.h"
 
 namespace moeedb {
 

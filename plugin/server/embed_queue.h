@@ -32,8 +32,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/embedder.h"
-#include "engine/status.h"
+#include "engine/embed/embedder.h"
+#include "base/status.h"
 
 namespace moeedb {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "plugin/server/embed_queue.h"
-#include "plugin/service/embedding_setup.h"
+#include "database/embedding_setup.h"
 
 namespace moeedb {
 

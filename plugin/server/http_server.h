@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/status.h"
+#include "base/status.h"
 #include "plugin/server/api.h"
 
 namespace moeedb {

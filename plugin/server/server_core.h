@@ -16,9 +16,9 @@
 
 #include "index/standardizer.h"
 #include "plugin/server/embed_queues.h"
-#include "plugin/service/database.h"
-#include "plugin/service/embedding_setup.h"
-#include "plugin/service/vector_collection.h"
+#include "database/database.h"
+#include "database/embedding_setup.h"
+#include "database/vector_collection.h"
 
 namespace moeedb {
 

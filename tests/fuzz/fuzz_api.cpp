@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "engine/random_checkpoint.h"
+#include "engine/io/random_checkpoint.h"
 #include "plugin/server/api.h"
 #include "plugin/server/embed_queues.h"
-#include "plugin/service/database.h"
-#include "plugin/service/embedding_setup.h"
+#include "database/database.h"
+#include "database/embedding_setup.h"
 
 #ifndef MOEEDB_TEST_DATA_DIR
 #error "MOEEDB_TEST_DATA_DIR must name tests/data"

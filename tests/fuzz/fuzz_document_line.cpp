@@ -1,7 +1,7 @@
 // libFuzzer: one JSONL documents line (moeedb ingest's input).
 #include <string>
 
-#include "plugin/service/document_line.h"
+#include "database/document_line.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto d = moeedb::ParseDocumentLine(std::string(reinterpret_cast<const char*>(data), size));

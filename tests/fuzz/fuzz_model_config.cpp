@@ -1,7 +1,7 @@
 // libFuzzer: config.json -> model family and shape (what every loader reads first).
 #include <string>
 
-#include "engine/model_config.h"
+#include "engine/model/model_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto c = moeedb::ModelConfig::FromJson(std::string(reinterpret_cast<const char*>(data), size), "config.json");

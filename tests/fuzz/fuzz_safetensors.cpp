@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 
 namespace {
 std::string Dir() {

@@ -7,7 +7,7 @@
 # build-fuzz/NAME-crash-* (keep it in the seed corpus once fixed).
 #
 # The api harness (the HTTP routes over a random-weight model) compiles the
-# server layer with clang, instrumented, and links the rest (engine, service,
+# server layer with clang, instrumented, and links the rest (engine, database,
 # storage, index: libtorch code) from the regular build in build/, which must
 # exist; coverage guidance and sanitizers then watch the request handling.
 #
@@ -21,11 +21,11 @@ OUT=build-fuzz
 mkdir -p "$OUT"
 FLAGS=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.)
 declare -A SOURCES=(
-  [metadata_filter]="index/metadata_filter.cpp engine/status.cpp"
-  [document_line]="plugin/service/document_line.cpp engine/status.cpp engine/utf8.cpp"
-  [safetensors]="engine/safetensors.cpp engine/status.cpp"
-  [model_config]="engine/model_config.cpp engine/model_family.cpp engine/status.cpp"
-  [tokenizer]="engine/tokenizer/bpe_tokenizer.cpp engine/tokenizer/byte_level.cpp engine/utf8.cpp engine/status.cpp"
+  [metadata_filter]="index/metadata_filter.cpp base/status.cpp"
+  [document_line]="database/document_line.cpp base/status.cpp base/utf8.cpp"
+  [safetensors]="engine/io/safetensors.cpp base/status.cpp"
+  [model_config]="engine/model/model_config.cpp engine/model/model_family.cpp base/status.cpp"
+  [tokenizer]="engine/tokenizer/bpe_tokenizer.cpp engine/tokenizer/byte_level.cpp base/utf8.cpp base/status.cpp"
 )
 EXTRA_tokenizer=(-DMOEEDB_TEST_DATA_DIR="\"$PWD/tests/data\"" $(pkg-config --libs icu-uc icu-i18n))
 
@@ -35,8 +35,8 @@ EXTRA_tokenizer=(-DMOEEDB_TEST_DATA_DIR="\"$PWD/tests/data\"" $(pkg-config --lib
 build_api() {
   [ -f build/build.ninja ] || { echo "fuzz api: needs the regular build (scripts/setup.sh)"; return 1; }
   ninja -C build moeedb > /dev/null
-  local server_src=(plugin/server/{api,server_core,collection_requests,embed_queue,http_server}.cpp
-                    plugin/server/protocols/{router,openai,tei,collections,ollama,weaviate,qdrant}.cpp
+  local server_src=(plugin/server/{api,server_core,collection_requests,embed_queue,embed_queues,http_server}.cpp
+                    plugin/server/protocols/{router,openai,tei,collections,ollama,weaviate,qdrant,qdrant_wire}.cpp
                     build/plugin/server/console_assets.cpp)
   local libs
   libs=$(ninja -C build -t commands moeedb | tail -1 | sed 's/.* -o moeedb //' | tr ' ' '\n' |

@@ -4,7 +4,7 @@
 
 #include "plugin/server/collection_requests.h"
 #include "plugin/server/protocols/router.h"
-#include "plugin/service/search_hit_json.h"
+#include "database/search_hit_json.h"
 
 namespace moeedb {
 namespace {

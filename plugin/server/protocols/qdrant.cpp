@@ -1,7 +1,7 @@
 // A subset of Qdrant's REST API under /qdrant (the JS client's `prefix`
 // option), over the same collections as moeedb's own API. Each collection
-// has two named dense vectors, "hs" and "rw" (Cosine, the served setup's
-// dims); points carry their text as a Document {"text", "model"} that moeedb
+// has two named dense vectors, "hs" and "rw" (Cosine; a collection made here
+// takes the served setup's dims); points carry their text as a Document {"text", "model"} that moeedb
 // embeds, and their payload as the document's metadata.
 //
 // Point ids: an unsigned integer is stored as its decimal string ("42"), a
@@ -24,11 +24,13 @@
 #include <unordered_map>
 
 #include "index/metadata_filter.h"
+#include "plugin/server/protocols/qdrant_wire.h"
 #include "plugin/server/protocols/router.h"
 
 namespace moeedb {
 namespace {
 
+using namespace qdrant;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -49,131 +51,6 @@ HttpResponse FromStatus(const Status& s) {
     case Status::Code::kResourceExhausted: return QdrantError(429, s.message());
     default: return QdrantError(500, "Service internal error: " + s.message());
   }
-}
-Status Bad(const std::string& m) { return Status::InvalidArgument(m); }
-
-bool IsUuid(const std::string& s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (s[i] != '-') return false;
-    } else if (!std::isxdigit(static_cast<unsigned char>(s[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// A Qdrant point id as moeedb's external id.
-Result<std::string> PointId(const json& id) {
-  if (id.is_number_unsigned()) return std::to_string(id.get<uint64_t>());
-  if (id.is_number_integer() && id.get<int64_t>() >= 0) return std::to_string(id.get<int64_t>());
-  if (id.is_string() && IsUuid(id.get<std::string>())) {
-    std::string s = id.get<std::string>();
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-  }
-  return Bad("a point id must be an unsigned integer or a UUID, got " + id.dump().substr(0, 80));
-}
-
-// moeedb's external id as a Qdrant point id.
-json QdrantId(const std::string& id) {
-  if (!id.empty() && id.size() <= 19 && std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-      (id == "0" || id[0] != '0'))
-    return std::stoull(id);
-  return id;
-}
-
-// A Qdrant filter as a moeedb metadata filter (index/metadata_filter.h).
-Result<json> TranslateFilter(const json& f, int depth);
-
-Result<json> TranslateCondition(const json& c, int depth) {
-  if (!c.is_object()) return Bad("a filter condition must be an object");
-  if (c.contains("must") || c.contains("should") || c.contains("must_not")) return TranslateFilter(c, depth + 1);
-  if (!c.contains("key") || !c["key"].is_string()) {
-    for (const char* k : {"has_id", "is_empty", "is_null", "nested", "has_vector"})
-      if (c.contains(k)) return Bad(std::string("the '") + k + "' condition is not supported by moeedb");
-    return Bad("a filter condition needs a 'key' (a payload field)");
-  }
-  const std::string key = c["key"].get<std::string>();
-  if (key.empty() || key.find_first_of(".[") != std::string::npos)
-    return Bad("payload key '" + key + "': moeedb filters top-level payload fields only");
-  if (c.contains("match")) {
-    const json& m = c["match"];
-    if (!m.is_object()) return Bad("'match' must be an object");
-    if (m.contains("value")) {
-      if (!m["value"].is_string() && !m["value"].is_number_integer() && !m["value"].is_boolean())
-        return Bad("'match.value' must be a string, an integer or a boolean");
-      return json{{key, {{"$eq", m["value"]}}}};
-    }
-    if (m.contains("any") && m["any"].is_array()) return json{{key, {{"$in", m["any"]}}}};
-    if (m.contains("except") && m["except"].is_array()) return json{{"$not", {{key, {{"$in", m["except"]}}}}}};
-    return Bad("'match' must be {\"value\"}, {\"any\": [...]} or {\"except\": [...]} (full-text match is not supported)");
-  }
-  if (c.contains("range")) {
-    const json& r = c["range"];
-    if (!r.is_object() || r.empty()) return Bad("'range' must be an object of gt, gte, lt, lte");
-    json ops = json::object();
-    for (auto it = r.begin(); it != r.end(); ++it) {
-      if (it.value().is_null()) continue;
-      if (it.key() != "gt" && it.key() != "gte" && it.key() != "lt" && it.key() != "lte")
-        return Bad("'range' takes gt, gte, lt, lte; not '" + it.key() + "'");
-      if (!it.value().is_number()) return Bad("'range." + it.key() + "' must be a number");
-      ops["$" + it.key()] = it.value();
-    }
-    if (ops.empty()) return json::object();
-    return json{{key, ops}};
-  }
-  return Bad("condition on '" + key + "': moeedb supports 'match' and 'range'");
-}
-
-Result<json> TranslateFilter(const json& f, int depth) {
-  if (depth > 16) return Bad("the filter nests too deep");
-  if (!f.is_object()) return Bad("'filter' must be an object");
-  json out = json::object();
-  json all = json::array();
-  for (auto it = f.begin(); it != f.end(); ++it) {
-    const std::string& k = it.key();
-    if (k == "min_should") return Bad("'min_should' is not supported by moeedb");
-    if (k != "must" && k != "should" && k != "must_not") return Bad("unknown filter field '" + k + "' (must, should, must_not)");
-    if (it.value().is_null()) continue;
-    // A single condition may be given without a list.
-    const json list = it.value().is_array() ? it.value() : json::array({it.value()});
-    json parts = json::array();
-    for (const auto& c : list) {
-      MOEEDB_ASSIGN_OR_RETURN(json t, TranslateCondition(c, depth));
-      parts.push_back(std::move(t));
-    }
-    if (parts.empty()) continue;
-    if (k == "must") for (auto& p : parts) all.push_back(std::move(p));
-    else if (k == "should") all.push_back({{"$or", parts}});
-    else all.push_back({{"$not", {{"$or", parts}}}});
-  }
-  if (!all.empty()) out["$and"] = all;
-  return out;
-}
-
-// The filter of a request as moeedb filter JSON ("" for none).
-Result<std::string> FilterOf(const json& j) {
-  if (!j.contains("filter") || j["filter"].is_null()) return std::string();
-  MOEEDB_ASSIGN_OR_RETURN(json f, TranslateFilter(j["filter"], 0));
-  return f.empty() ? std::string() : f.dump();
-}
-
-Status RefuseUnknown(const json& j, std::initializer_list<const char*> known, const std::string& what) {
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return it.key() == k; }))
-      return Bad("unknown field '" + it.key().substr(0, 80) + "' in " + what);
-  return Status::OK();
-}
-
-Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_number_unsigned() && !(j[key].is_number_integer() && j[key].get<int64_t>() >= 0))
-    return Bad(std::string("'") + key + "' must be a non-negative integer");
-  const uint64_t v = j[key].get<uint64_t>();
-  if (v > max) return Bad(std::string("'") + key + "' must be at most " + std::to_string(max));
-  return static_cast<size_t>(v);
 }
 
 class QdrantRouter final : public ProtocolRouter {
@@ -562,52 +439,6 @@ Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Dense(VectorCollectio
   std::vector<Candidate> out;
   for (const auto& h : hits) out.push_back({h.id, h.score_hs, h.score_rw, h.score, h.metadata_json});
   return out;
-}
-
-// A formula over the prefetches' scores: numbers, "$score" / "$score[i]",
-// {"sum": [...]}, {"mult": [...]}, {"neg": x}, {"div": {"left", "right", "by_zero_default"}}.
-Result<double> Evaluate(const json& e, const std::vector<double>& scores, int depth) {
-  if (depth > 32) return Bad("the formula nests too deep");
-  if (e.is_number()) return e.get<double>();
-  if (e.is_string()) {
-    const std::string s = e.get<std::string>();
-    size_t i = 0;
-    if (s == "$score") i = 0;
-    else if (s.rfind("$score[", 0) == 0 && s.back() == ']') {
-      char* end = nullptr;
-      const long v = std::strtol(s.c_str() + 7, &end, 10);
-      if (end != s.c_str() + s.size() - 1 || v < 0) return Bad("bad score reference '" + s + "'");
-      i = static_cast<size_t>(v);
-    } else {
-      return Bad("formula variable '" + s.substr(0, 80) + "': moeedb formulas use $score[i] and numbers only");
-    }
-    if (i >= scores.size()) return Bad("'" + s + "' names a prefetch that is not there");
-    return scores[i];
-  }
-  if (!e.is_object() || e.size() != 1) return Bad("a formula expression is a number, \"$score[i]\" or one of sum, mult, neg, div");
-  const std::string op = e.begin().key();
-  const json& a = e.begin().value();
-  if (op == "sum" || op == "mult") {
-    if (!a.is_array() || a.empty()) return Bad("'" + op + "' needs a non-empty list");
-    double acc = op == "sum" ? 0.0 : 1.0;
-    for (const auto& x : a) {
-      MOEEDB_ASSIGN_OR_RETURN(double v, Evaluate(x, scores, depth + 1));
-      acc = op == "sum" ? acc + v : acc * v;
-    }
-    return acc;
-  }
-  if (op == "neg") {
-    MOEEDB_ASSIGN_OR_RETURN(double v, Evaluate(a, scores, depth + 1));
-    return -v;
-  }
-  if (op == "div") {
-    if (!a.is_object() || !a.contains("left") || !a.contains("right")) return Bad("'div' needs left and right");
-    MOEEDB_ASSIGN_OR_RETURN(double l, Evaluate(a["left"], scores, depth + 1));
-    MOEEDB_ASSIGN_OR_RETURN(double r, Evaluate(a["right"], scores, depth + 1));
-    if (r == 0) return a.contains("by_zero_default") && a["by_zero_default"].is_number() ? a["by_zero_default"].get<double>() : 0.0;
-    return l / r;
-  }
-  return Bad("formula operator '" + op.substr(0, 40) + "' is not supported (sum, mult, neg, div)");
 }
 
 HttpResponse QdrantRouter::Query(const std::string& name, const json& j, Clock::time_point t0) {

@@ -1,6 +1,6 @@
 #include "plugin/server/protocols/router.h"
 
-#include "engine/utf8.h"
+#include "base/utf8.h"
 
 namespace moeedb {
 

@@ -1,0 +1,182 @@
+#include "database/database.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/model/model_defaults.h"
+#include "engine/model/routing_policy.h"
+
+namespace moeedb {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+Result<EmbeddingConfig> RecordedSetup(const std::string& info_json) {
+  const json info = json::parse(info_json, nullptr, false);
+  if (info.is_discarded() || !info.is_object()) return Status::Corruption("collection info is damaged");
+  auto field = [&](const char* key, const char* fallback) {
+    return info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string(fallback);
+  };
+  EmbeddingConfig c;
+  // Collections recorded before prompts and poolings were selectable used
+  // PromptEOL and the last token.
+  c.model_dir = field("model_dir", "");
+  c.routing = field("routing", "learned");
+  c.prompt = field("prompt", "prompteol");
+  c.hs_pooling = field("hs_pooling", "last");
+  c.rw_pooling = field("rw_pooling", "last");
+  return c;
+}
+
+namespace {
+
+// A setup's identity: its recorded fields, resolved (absolute model folder,
+// the model's defaults filled in, the routing spelled canonically).
+std::string SetupKey(const EmbeddingConfig& c) {
+  return json{c.model_dir, c.routing, c.prompt, c.hs_pooling, c.rw_pooling}.dump();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Database>> Database::Open(const std::string& path, DatabaseOptions options) {
+  if (path.empty()) return Status::InvalidArgument("no database folder given");
+  if (options.must_exist && !fs::exists(fs::path(path) / "CURRENT")) return Status::NotFound("no database at " + path);
+  std::unique_ptr<Database> db(new Database(std::move(options)));
+  MOEEDB_ASSIGN_OR_RETURN(db->store_, Store::Open(path));
+  return db;
+}
+
+Database::~Database() { (void)SaveIndexes(); }
+
+Result<std::vector<CollectionRecord>> Database::ListCollections() const { return store_->ListCollections(); }
+
+Result<VectorCollection*> Database::OpenCollection(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = collections_.find(name);
+  if (it != collections_.end()) return it->second.get();
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name));
+  VectorCollection* raw = c.get();
+  collections_[name] = std::move(c);
+  return raw;
+}
+
+Result<CollectionOptions> Database::NewCollectionOptions(const EmbeddingSetup& setup) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = stats_.find(&setup);
+  if (it == stats_.end()) {
+    MOEEDB_ASSIGN_OR_RETURN(auto stats, setup.CalibrationStats());
+    it = stats_.emplace(&setup, std::move(stats)).first;
+  }
+  return setup.NewCollectionOptions(it->second);
+}
+
+Result<VectorCollection*> Database::CreateCollection(const std::string& name, const CollectionOptions& options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options));
+  VectorCollection* raw = c.get();
+  collections_[name] = std::move(c);
+  return raw;
+}
+
+Status Database::DropCollection(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  MOEEDB_RETURN_IF_ERROR(store_->GetCollection(name).status());
+  collections_.erase(name);
+  return VectorCollection::Drop(store_.get(), name);
+}
+
+Result<const EmbeddingSetup*> Database::LoadSetup(const EmbeddingConfig& config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return LoadSetupLocked(config);
+}
+
+Result<const EmbeddingSetup*> Database::LoadSetupLocked(const EmbeddingConfig& recorded) {
+  if (recorded.model_dir.empty()) return Status::InvalidArgument("no model folder: pass --model DIR");
+  EmbeddingConfig c = options_.compute;
+  c.model_dir = fs::absolute(recorded.model_dir).lexically_normal().string();
+  c.routing = recorded.routing;
+  c.prompt = recorded.prompt;
+  c.hs_pooling = recorded.hs_pooling;
+  c.rw_pooling = recorded.rw_pooling;
+  // The key names the setup as it will be loaded: the model folder's
+  // defaults filled in, the routing in its canonical spelling.
+  MOEEDB_ASSIGN_OR_RETURN(EmbeddingDefaults defaults, ModelEmbeddingDefaults(c.model_dir));
+  if (c.prompt.empty()) c.prompt = defaults.prompt;
+  if (c.hs_pooling.empty()) c.hs_pooling = defaults.hs_pooling;
+  if (c.rw_pooling.empty()) c.rw_pooling = defaults.rw_pooling;
+  MOEEDB_ASSIGN_OR_RETURN(RoutingPolicy policy, RoutingPolicy::Parse(c.routing));
+  c.routing = policy.ToString();
+  const std::string key = SetupKey(c);
+  auto it = setups_.find(key);
+  if (it == setups_.end()) {
+    MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingSetup> s, EmbeddingSetup::Load(c));
+    it = setups_.emplace(key, s.get()).first;
+    loaded_.push_back(std::move(s));
+  }
+  return it->second;
+}
+
+void Database::AddSetup(const EmbeddingSetup* setup) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EmbeddingConfig c = setup->config();
+  c.routing = setup->routing();
+  setups_[SetupKey(c)] = setup;
+}
+
+Result<const EmbeddingSetup*> Database::SetupOf(const std::string& name) {
+  MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
+  MOEEDB_ASSIGN_OR_RETURN(EmbeddingConfig recorded, RecordedSetup(c->info_json()));
+  if (!options_.model_override.empty()) recorded.model_dir = options_.model_override;
+  if (recorded.model_dir.empty())
+    return Status::InvalidArgument("collection '" + name + "' has no recorded model: pass --model DIR");
+  MOEEDB_ASSIGN_OR_RETURN(const EmbeddingSetup* s, LoadSetup(recorded));
+  MOEEDB_RETURN_IF_ERROR(s->CheckMatches(c->info_json()));
+  return s;
+}
+
+Result<std::vector<Embedding>> Database::EmbedWith(const EmbeddingSetup& setup, const std::vector<std::string>& texts,
+                                                   EmbedPurpose purpose) {
+  if (options_.embed) return options_.embed(setup, texts, purpose);
+  return setup.Embed(texts);
+}
+
+Result<WriteResult> Database::Upsert(const std::string& name, std::vector<StoredDocument> docs, bool sync) {
+  MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
+  std::vector<std::string> texts;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < docs.size(); ++i)
+    if (docs[i].hs.empty()) {
+      texts.push_back(docs[i].text);
+      which.push_back(i);
+    }
+  if (!texts.empty()) {
+    MOEEDB_ASSIGN_OR_RETURN(const EmbeddingSetup* setup, SetupOf(name));
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, EmbedWith(*setup, texts, EmbedPurpose::kDocuments));
+    for (size_t j = 0; j < which.size(); ++j) {
+      docs[which[j]].hs = std::move(e[j].hs);
+      docs[which[j]].rw = std::move(e[j].rw);
+    }
+  }
+  return c->Upsert(docs, sync);
+}
+
+Result<std::vector<SearchHit>> Database::Search(const std::string& name, const SearchOptions& options) {
+  MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
+  if (options.mode == QueryMode::kLexical) return c->Search(nullptr, nullptr, options);
+  MOEEDB_ASSIGN_OR_RETURN(const EmbeddingSetup* setup, SetupOf(name));
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, EmbedWith(*setup, {options.text}, EmbedPurpose::kQuery));
+  return c->Search(e[0].hs.data(), e[0].rw.data(), options);
+}
+
+Status Database::SaveIndexes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status first;
+  for (auto& [name, c] : collections_) {
+    Status s = c->SaveIndex();
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+}  // namespace moeedb

@@ -1,0 +1,111 @@
+// Database: a folder of collections. It owns the Store (RocksDB, the source
+// of truth), every collection opened so far (its dense and lexical indexes)
+// and the embedding setups the collections were built with: each collection
+// records its model folder, routing, prompt and poolings, and is embedded
+// with exactly that setup, loaded on first use and shared by the collections
+// that recorded the same. The CLI, the HTTP server and the C API are thin
+// adapters over it; none opens or creates a collection by itself.
+//
+// Thread-safe: the collection and setup tables take a lock; collections are
+// thread-safe themselves (vector_collection.h).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "database/embedding_setup.h"
+#include "database/vector_collection.h"
+#include "storage/store.h"
+
+namespace moeedb {
+
+// Whose texts an embedding carries: documents follow the caller's length
+// policy; a query may always be truncated.
+enum class EmbedPurpose { kDocuments, kQuery };
+using EmbedFunction =
+    std::function<Result<std::vector<Embedding>>(const EmbeddingSetup&, const std::vector<std::string>&, EmbedPurpose)>;
+
+struct DatabaseOptions {
+  // How this process computes (dtype, quant, device, threads, workers, batch
+  // tokens, SSMoE cache): used for every setup loaded. Its recorded fields
+  // (model folder, routing, prompt, poolings) are ignored: each collection's own count.
+  EmbeddingConfig compute;
+  // A model folder to use instead of every collection's recorded one (the
+  // CLI's --model); the collection's recorded weights must match it.
+  std::string model_override;
+  // Embeds the texts of upserts and searches; empty: EmbeddingSetup::Embed.
+  EmbedFunction embed;
+  // Open: NotFound unless the folder already holds a database.
+  bool must_exist = false;
+};
+
+class Database {
+ public:
+  // Opens the database in `path`, creating it unless options.must_exist.
+  static Result<std::unique_ptr<Database>> Open(const std::string& path, DatabaseOptions options);
+  // Snapshots the indexes of every open collection.
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // Every collection, in name order.
+  Result<std::vector<CollectionRecord>> ListCollections() const;
+  // The collection, opened on first use and kept open; NotFound when it does
+  // not exist; InvalidArgument when its recorded setup cannot be loaded as
+  // recorded (another model under the overriding folder).
+  Result<VectorCollection*> OpenCollection(const std::string& name);
+  // The options of a new collection embedded with `setup`: its dims,
+  // calibration statistics (computed once per setup), recorded info and the
+  // model's alpha; index kinds and lexical settings at their defaults, for
+  // the caller to change before CreateCollection.
+  Result<CollectionOptions> NewCollectionOptions(const EmbeddingSetup& setup);
+  // Creates `name` and keeps it open; InvalidArgument when it already exists.
+  Result<VectorCollection*> CreateCollection(const std::string& name, const CollectionOptions& options);
+  // Closes `name` and removes it with its indexes; NotFound when it does not exist.
+  Status DropCollection(const std::string& name);
+
+  // The setup for `config`'s recorded fields (model folder, routing, prompt,
+  // poolings; empty ones resolved from the model folder) with this
+  // database's compute options: loaded once, shared when equal.
+  Result<const EmbeddingSetup*> LoadSetup(const EmbeddingConfig& config);
+  // The setup collection `name` was built with (checked against its record).
+  Result<const EmbeddingSetup*> SetupOf(const std::string& name);
+  // Registers a setup the caller loaded (it must outlive the database): the
+  // collections that recorded its fields share it rather than load their own.
+  void AddSetup(const EmbeddingSetup* setup);
+
+  // Embeds the documents' texts with the collection's setup and stores them
+  // as one atomic write (synced when `sync`): all or nothing.
+  Result<WriteResult> Upsert(const std::string& name, std::vector<StoredDocument> docs, bool sync = true);
+  // Searches `name`; embeds options.text with its setup first unless the
+  // mode is lexical (no model runs then).
+  Result<std::vector<SearchHit>> Search(const std::string& name, const SearchOptions& options);
+
+  // Snapshots the indexes of every open collection; the first error, if any.
+  Status SaveIndexes();
+  Store* store() { return store_.get(); }
+
+ private:
+  explicit Database(DatabaseOptions options) : options_(std::move(options)) {}
+  Result<const EmbeddingSetup*> LoadSetupLocked(const EmbeddingConfig& config);
+  Result<std::vector<Embedding>> EmbedWith(const EmbeddingSetup& setup, const std::vector<std::string>& texts,
+                                           EmbedPurpose purpose);
+
+  DatabaseOptions options_;
+  std::unique_ptr<Store> store_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<VectorCollection>> collections_;
+  std::map<std::string, const EmbeddingSetup*> setups_;  // by their recorded fields (SetupKey)
+  std::vector<std::unique_ptr<EmbeddingSetup>> loaded_;  // the ones this database loaded
+  std::map<const EmbeddingSetup*, std::pair<std::string, std::string>> stats_;  // calibration statistics
+};
+
+// The recorded fields of a collection's info (model folder, routing, prompt,
+// poolings) as an EmbeddingConfig; Corruption when the info is damaged.
+Result<EmbeddingConfig> RecordedSetup(const std::string& info_json);
+
+}  // namespace moeedb

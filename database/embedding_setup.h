@@ -1,0 +1,94 @@
+// EmbeddingSetup: a model, its tokenizer and an embedder configured the way
+// a collection was built (model folder and weight fingerprint, routing
+// policy, prompt), plus the standardization statistics fitted on a fixed
+// calibration text set, so that an embedding is a pure function of the text.
+// A collection records Info(); queries and later ingests must use the same.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/embed/embed_workers.h"
+#include "engine/embed/embedder.h"
+#include "engine/model/model.h"
+#include "base/status.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "database/vector_collection.h"
+
+namespace moeedb {
+
+struct EmbeddingConfig {
+  std::string model_dir;
+  std::string routing = "learned";
+  // Empty: what the model folder asks for (engine/model_defaults.h); Load
+  // resolves them, so config() always holds concrete names.
+  std::string prompt;
+  std::string hs_pooling;  // last | mean | layers-mean | trained (engine/pooling.h)
+  std::string rw_pooling;  // last | mean
+  std::string dtype = "f32";    // compute dtype: f32 | bf16 (engine/weight_format.h)
+  std::string quant = "none";   // weight storage: none | int8
+  std::string device = "cpu";   // cpu | cuda[:N]
+  int threads = 0;
+  // Embed() splits its texts across this many EmbedWorkers, each with
+  // threads / workers compute threads; 0: 2 when there are 2 or more compute
+  // threads, else 1.
+  int workers = 1;
+  int64_t batch_tokens = 4096;
+  std::string cache_dir;  // SSMoE centroid cache
+};
+
+class EmbeddingSetup {
+ public:
+  static Result<std::unique_ptr<EmbeddingSetup>> Load(const EmbeddingConfig& config);
+
+  // {"model_dir", "model_fingerprint", "model_type", "routing", "prompt", "rw_readout", "dim_hs", "dim_rw"}
+  std::string InfoJson() const;
+  // InvalidArgument naming each difference ("model", "routing", "prompt", ...)
+  // between this setup and a collection's recorded info.
+  Status CheckMatches(const std::string& collection_info_json) const;
+
+  Result<std::vector<Embedding>> Embed(const std::vector<std::string>& texts) const;
+  // Standardizer statistics (JSON) for HS and RW, fitted on the calibration
+  // texts: read from the model folder's standardization.json when that file
+  // was written for exactly this setup (model weights, routing, prompt,
+  // pooling, read-out), else computed (64 texts through the model).
+  Result<std::pair<std::string, std::string>> CalibrationStats() const;
+  // The options of a new collection embedded with this setup, given its
+  // calibration statistics (CalibrationStats()): dims, statistics, the
+  // recorded info and the model's default alpha. Index kinds and lexical
+  // settings keep their defaults for the caller to change.
+  CollectionOptions NewCollectionOptions(const std::pair<std::string, std::string>& stats) const;
+  // The content of a standardization.json for this setup (always computed).
+  Result<std::string> CalibrationFileJson() const;
+  static constexpr const char* kStandardizationFile = "standardization.json";
+
+  // The ids the model sees for `text` (prompt applied, special tokens added).
+  Result<std::vector<int32_t>> Tokenize(const std::string& text) const { return embedder_->Tokenize(text); }
+  const Embedder& embedder() const { return *embedder_; }
+  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
+  const EmbeddingConfig& config() const { return config_; }
+  // The default alpha of a new collection: the model folder's (model_defaults.h).
+  double default_alpha() const { return default_alpha_; }
+  const std::string& routing() const { return routing_canonical_; }
+  const MoeModel& model() const { return *model_; }
+  size_t dim_hs() const;
+  size_t dim_rw() const;
+
+ private:
+  EmbeddingSetup() = default;
+  Result<std::pair<std::string, std::string>> ComputeCalibrationStats() const;
+  EmbeddingConfig config_;
+  std::unique_ptr<MoeModel> model_;
+  std::unique_ptr<BpeTokenizer> tokenizer_;
+  std::unique_ptr<Embedder> embedder_;
+  std::unique_ptr<EmbedWorkers> workers_;  // Embed() calls are serialised by it
+  std::string fingerprint_, routing_canonical_;
+  std::string experts_;  // the routed experts, as InfoJson records them
+  double default_alpha_ = 1.0;
+};
+
+// The fixed calibration texts (varied English sentences).
+const std::vector<std::string>& CalibrationTexts();
+
+}  // namespace moeedb

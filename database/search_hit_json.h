@@ -1,0 +1,16 @@
+// The wire form of a search hit, shared by the HTTP collections API and the
+// CLI so both print the same fields:
+//   {"id", "score", "score_hs", "score_rw", "score_lex"?, "parts": {"hs",
+//    "rw", "lex"?}, "text", "metadata"}
+// score_lex and parts.lex only for collections with a lexical index.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "database/vector_collection.h"
+
+namespace moeedb {
+
+nlohmann::json SearchHitJson(const SearchHit& hit, bool has_lexical);
+
+}  // namespace moeedb

@@ -1,0 +1,153 @@
+// VectorCollection: one collection = the Store (source of truth) + its
+// derived indexes: the DualIndex (HS and RW vectors) and, when enabled, the
+// LexicalIndex (BM25 over the texts). Vector-level and model-free: the
+// embedding layer (the CLI, the server, the C API) computes the vectors.
+//
+// Writes go to RocksDB first (one atomic WriteBatch, synced when asked: the
+// acknowledgement), then to the indexes. Each index records the op-log
+// sequence number it reflects (the dense one in its snapshot, the lexical
+// one at its last commit); Open() catches each up from the op log, or
+// rebuilds it from the store, so after a kill -9 every acknowledged document
+// is searchable and nothing else is. Collections recorded before the
+// lexical index existed open with it off.
+// Thread-safe: searches share a lock, writes take it exclusively. One open
+// VectorCollection per collection at a time: the lexical index holds its
+// database's write lock until the object goes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "index/dual_index.h"
+#include "index/fusion.h"
+#include "index/lexical_index.h"
+#include "storage/store.h"
+
+namespace moeedb {
+
+struct CollectionOptions {
+  size_t dim_hs = 0, dim_rw = 0;
+  DualIndexSpec index;                 // dims are filled in from dim_hs/dim_rw
+  std::string std_hs_json, std_rw_json;  // standardizer statistics; empty: identity (L2 only)
+  std::string info_json = "{}";        // recorded as is: model fingerprint, routing, prompt, ...
+  float default_alpha = 1.0f;
+  LexicalSpec lexical{true};           // BM25 over the texts (hybrid and lexical search)
+};
+
+// Hybrid search's defaults when a query names none: reciprocal rank fusion
+// with lexical weight 16, both chosen on the tuning half of Cranfield's
+// queries with the default model (docs/eval.md). kDefaultBeta is defined in
+// collection_search.cpp.
+extern const double kDefaultBeta;
+inline constexpr FusionKind kDefaultFusion = FusionKind::kRrf;
+
+struct SearchHit {
+  std::string id;
+  float score = 0;                          // what the ranking used
+  float score_hs = 0, score_rw = 0;         // exact cosines (0 in lexical mode without query vectors)
+  float score_lex = 0;                      // BM25 (lexical and hybrid modes)
+  // Each signal's share of `score` (they sum to it, up to rounding): in fused
+  // mode score_hs and alpha * score_rw; in hybrid mode what fusion gave each.
+  float part_hs = 0, part_rw = 0, part_lex = 0;
+  std::string text, metadata_json;
+};
+
+struct SearchOptions {
+  size_t k = 10;
+  QueryMode mode = QueryMode::kFused;
+  std::optional<float> alpha;  // RW weight; default: the collection's
+  std::string text;            // the query's text: lexical and hybrid modes
+  std::optional<double> beta;  // lexical weight in hybrid mode; default kDefaultBeta
+  double w_hs = 1.0;           // HS weight in hybrid mode
+  FusionKind fusion = kDefaultFusion;
+  ScoreNorm norm = ScoreNorm::kMinMax;
+  int rrf_k = 60;
+  std::string filter_json;     // empty: none
+  bool exact = false;
+};
+
+// The fusion a hybrid search with `o` runs: its weights, with alpha falling
+// back to `default_alpha` and beta to kDefaultBeta.
+FusionOptions FusionOf(const SearchOptions& o, float default_alpha);
+
+class VectorCollection {
+ public:
+  static Result<std::unique_ptr<VectorCollection>> Create(Store* store, const std::string& name,
+                                                          const CollectionOptions& options);
+  // Loads the index snapshot and replays, or rebuilds from the store.
+  static Result<std::unique_ptr<VectorCollection>> Open(Store* store, const std::string& name);
+  // The info a collection recorded (CollectionOptions::info_json), read from
+  // its store record without opening its index; Corruption if the spec is damaged.
+  static Result<std::string> RecordedInfo(const CollectionRecord& record);
+  // Removes the collection from the store and its derived indexes from disk.
+  // The caller must have closed every VectorCollection of it.
+  static Status Drop(Store* store, const std::string& name);
+  ~VectorCollection();
+
+  // All or nothing: every document is validated first (id, UTF-8 text,
+  // metadata object, vector dims, finite values); any error stores nothing.
+  Result<WriteResult> Upsert(const std::vector<StoredDocument>& docs, bool sync = true);
+  Result<WriteResult> Delete(const std::vector<std::string>& ids, bool sync = true);
+  Result<std::optional<StoredDocument>> Get(const std::string& id) const;
+  // A page of documents in id order (Store::ListDocuments).
+  Result<DocumentPage> List(const std::string& after, size_t limit) const;
+  // Dense modes need hs and rw; lexical needs options.text (the vectors,
+  // when given, fill in score_hs/score_rw); hybrid needs all three.
+  Result<std::vector<SearchHit>> Search(const float* hs, const float* rw, const SearchOptions& options) const;
+
+  // Commit the lexical index, snapshot the dense one, trim the op log they cover.
+  Status SaveIndex();
+
+  const std::string& name() const { return name_; }
+  size_t size() const;
+  size_t dim_hs() const { return dim_hs_; }
+  size_t dim_rw() const { return dim_rw_; }
+  float default_alpha() const { return default_alpha_; }
+  const std::string& info_json() const { return info_json_; }
+  std::string spec_json() const { return spec_json_; }
+  // Internal ids in the index (sorted): for consistency checks.
+  std::vector<uint64_t> IndexedIds() const;
+  bool has_lexical() const { return lexical_ != nullptr; }
+  const LexicalSpec& lexical_spec() const { return lexical_spec_; }
+  // Internal ids in the lexical index (sorted; empty without one).
+  std::vector<uint64_t> LexicalIds() const;
+  bool lexical_rebuilt() const { return lexical_rebuilt_; }
+  bool opened_from_snapshot() const { return from_snapshot_; }
+  size_t replayed_ops() const { return replayed_ops_; }
+  size_t index_rebuilds() const;
+
+ private:
+  VectorCollection() = default;
+  static std::string IndexDir(const Store& store, const CollectionRecord& rec);
+  Status ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs);
+  // Catches the lexical index up from the op log, or rebuilds it.
+  Status OpenLexical(const CollectionRecord& rec);
+  Result<std::vector<SearchHit>> SearchLexicalOrHybrid(const float* hs, const float* rw, const SearchOptions& o,
+                                                       const std::function<bool(uint64_t)>& filter) const;
+  Result<std::vector<SearchHit>> ToSearchHits(const std::vector<FusedCandidate>& hits) const;
+
+  Store* store_ = nullptr;
+  std::string name_, index_dir_, spec_json_, info_json_;
+  size_t dim_hs_ = 0, dim_rw_ = 0;
+  float default_alpha_ = 1.0f;
+  std::unique_ptr<DualIndex> index_;
+  LexicalSpec lexical_spec_;
+  std::unique_ptr<LexicalIndex> lexical_;
+  mutable std::mutex lexical_mu_;  // Xapian objects are single-threaded
+  bool lexical_rebuilt_ = false;
+  std::unordered_map<uint64_t, std::string> metadata_;  // internal id -> metadata JSON text
+  uint64_t applied_seq_ = 0;
+  bool from_snapshot_ = false;
+  size_t replayed_ops_ = 0;
+  mutable std::shared_mutex mu_;
+};
+
+}  // namespace moeedb

@@ -1,0 +1,36 @@
+// TensorFromView (declared in engine/model/tensor_util.h): a safetensors
+// view as a float32 tensor, zero-copy where the mapping allows.
+#include <ATen/ATen.h>
+
+#include <cstring>
+
+#include "engine/io/safetensors.h"
+#include "engine/model/tensor_util.h"
+
+namespace moeedb {
+
+Result<at::Tensor> TensorFromView(const TensorView& v) {
+  std::vector<int64_t> shape = v.shape;
+  at::ScalarType st;
+  switch (v.dtype) {
+    case DType::kF32: st = at::kFloat; break;
+    case DType::kF16: st = at::kHalf; break;
+    case DType::kBF16: st = at::kBFloat16; break;
+    case DType::kF64: st = at::kDouble; break;
+    default:
+      return Status::NotSupported("tensor '" + v.name + "' in " + v.file + " has dtype " + DTypeName(v.dtype) +
+                                  "; weights must be F32, F16, BF16 or F64");
+  }
+  const size_t elem = DTypeSize(v.dtype);
+  void* data = const_cast<void*>(v.data);  // read-only mapping: never written through
+  if (reinterpret_cast<uintptr_t>(data) % elem != 0) {
+    at::Tensor copy = at::empty(shape, at::TensorOptions().dtype(st));
+    std::memcpy(copy.data_ptr(), v.data, v.nbytes);
+    return st == at::kFloat ? copy : copy.to(at::kFloat);
+  }
+  at::Tensor t = at::from_blob(data, shape, at::TensorOptions().dtype(st));
+  if (st == at::kFloat) return t;  // zero-copy
+  return t.to(at::kFloat);
+}
+
+}  // namespace moeedb

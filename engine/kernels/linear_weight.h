@@ -1,0 +1,69 @@
+// LinearWeight: the weight of y = x W^T in the format chosen at load
+// (weight_format.h): f32 or bf16 values, or int8 with per-output-channel
+// scales. Matmuls run in the compute dtype (EffectiveComputeDtype); a stored
+// dtype that differs is widened one matrix at a time at matmul time (the
+// converted matrix is then hot in cache for its GEMM). One object may hold a stack of matrices ([E, out, in], the experts
+// of an MoE block); Matrix(e) is a view of one of them.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "engine/model/weight_format.h"
+
+namespace moeedb {
+
+class LinearWeight {
+ public:
+  LinearWeight() = default;
+  // From a float tensor [out, in] or [E, out, in]: a copy, stored
+  // transposed ([.., in, out]: the layout OpenBLAS packs fastest), converted
+  // or quantised as `format` says. `w` is only read (it may be a mapping).
+  static LinearWeight From(const at::Tensor& w, const WeightFormat& format, at::Device device);
+  // An uninitialised stack of E matrices [out, in], to be filled by Set().
+  static LinearWeight Stack(int64_t E, int64_t out, int64_t in, const WeightFormat& format, at::Device device);
+  // Stores the float matrix w [out, in] as matrix e of a Stack.
+  void Set(int64_t e, const at::Tensor& w);
+
+  bool defined() const { return w_.defined(); }
+  bool quantized() const { return scale_.defined(); }
+  at::ScalarType compute_type() const { return compute_; }
+  at::ScalarType stored_type() const { return w_.scalar_type(); }
+  // Matrix e of a stack (a view sharing storage).
+  LinearWeight Matrix(int64_t e) const;
+  int64_t out_features() const { return w_.size(-1); }
+  int64_t in_features() const { return w_.size(-2); }
+
+  // x [N, in] in compute_type() -> [N, out] in compute_type(). A 2-D weight only.
+  at::Tensor Apply(const at::Tensor& x) const;
+  // Like Apply, into y (a contiguous [N, out] tensor of compute_type(), e.g. a
+  // row range of a larger buffer), with no allocation for unquantised weights.
+  void ApplyInto(at::Tensor y, const at::Tensor& x) const;
+  // The weights as float32 [.., out, in] (dequantised for int8), contiguous:
+  // for the spectral router and tests.
+  at::Tensor ToFloat() const;
+  // The weights in the compute dtype, [.., out, in] (dequantised for int8; a view).
+  at::Tensor Dense() const;
+  // Matrix e's packed copy ([out / 16, in, 16], panel_gemm.h), or null when
+  // there is none (not f32 on the CPU, too large, or out not a multiple of 16).
+  const float* packed_panels(int64_t e = 0) const;
+  // Bytes held (values, scales and the packed copy of small matrices).
+  int64_t nbytes() const;
+
+ private:
+  at::Tensor w_;      // [.., in, out] (transposed): f32 or bf16 values, or int8
+  at::Tensor scale_;  // [.., out] float32 when int8, else undefined
+  // f32 CPU matrices of at most kPanelMaxBytes, also packed for the few-row
+  // kernel (panel_gemm.h): [.., out / 16, in, 16]; else undefined.
+  at::Tensor panels_;
+  static constexpr int64_t kPanelMaxBytes = 1 << 20;
+  bool WantsPanels(int64_t in, int64_t out) const;
+  at::ScalarType compute_ = at::kFloat;
+};
+
+// Symmetric per-row int8 quantisation of w [.., out, in]: q = round(w / s),
+// s = max|w[row]| / 127 (a zero row gets s = 0 and q = 0).
+void QuantizeInt8(const at::Tensor& w, at::Tensor* q, at::Tensor* scale);
+
+}  // namespace moeedb

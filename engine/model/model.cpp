@@ -1,0 +1,577 @@
+#include "engine/model/model.h"
+
+#include <c10/util/Exception.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/io/checkpoint_spec.h"
+#include "engine/model/moe_block.h"
+#include "engine/kernels/packed_attention.h"
+#include "engine/kernels/rms_norm.h"
+#include "engine/io/safetensors.h"
+#include "engine/model/spectral_router.h"
+#include "engine/model/tensor_util.h"
+#include "engine/model/trained_pooler.h"
+
+namespace moeedb {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void Fnv(uint64_t* h, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    *h ^= p[i];
+    *h *= 1099511628211ULL;
+  }
+}
+
+void FnvTensor(uint64_t* h, const at::Tensor& t, bool whole) {
+  at::Tensor c = t.contiguous();
+  const size_t n = static_cast<size_t>(c.numel()) * c.element_size();
+  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+  Fnv(h, c.sizes().data(), c.sizes().size() * sizeof(int64_t));
+  if (whole || n <= 8192) {
+    Fnv(h, p, n);
+  } else {  // first, middle and last 4 KiB
+    Fnv(h, p, 4096);
+    Fnv(h, p + n / 2 - 2048, 4096);
+    Fnv(h, p + n - 4096, 4096);
+  }
+}
+
+at::Tensor RotateHalf(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// SwiGLU with a fused [2I, H] gate/up weight; x and the result in the compute dtype.
+at::Tensor SwiGluWeights(const at::Tensor& x, const LinearWeight& gate_up, const LinearWeight& down) {
+  at::Tensor gu = gate_up.Apply(x);
+  const int64_t inter = gu.size(1) / 2;
+  return down.Apply(at::silu(gu.narrow(1, 0, inter)).mul_(gu.narrow(1, inter, inter)));
+}
+
+at::Tensor AddBias(at::Tensor y, const at::Tensor& bias) { return bias.defined() ? y.add_(bias) : y; }
+
+// Attention scores are computed a few rows at a time, about this many bytes each.
+constexpr int64_t kAttentionScoreBytes = 16 << 20;
+
+}  // namespace
+
+struct MoeModel::Layer {
+  at::Tensor in_norm, post_norm;               // float32
+  LinearWeight wq, wk, wv, wo;                 // the weight format
+  at::Tensor bq, bk, bv, bo;                   // compute dtype; undefined when absent
+  at::Tensor q_norm, k_norm;                   // float32; undefined when the family has none
+  bool moe = false;
+  MoeBlock block;
+  LinearWeight dense_gate_up, dense_down;      // dense layers
+};
+
+MoeModel::MoeModel() = default;
+MoeModel::~MoeModel() = default;
+
+int64_t MoeModel::WeightBytes() const {
+  auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; };
+  int64_t n = bytes(embed_) + bytes(final_norm_) + (config_.tie_word_embeddings ? 0 : bytes(lm_head_));
+  for (const auto& L : layers_) {
+    n += bytes(L->in_norm) + bytes(L->post_norm) + L->wq.nbytes() + L->wk.nbytes() + L->wv.nbytes() + L->wo.nbytes();
+    n += bytes(L->bq) + bytes(L->bk) + bytes(L->bv) + bytes(L->bo) + bytes(L->q_norm) + bytes(L->k_norm);
+    if (L->moe) {
+      n += L->block.expert_nbytes() + bytes(L->block.router());
+    } else {
+      n += L->dense_gate_up.nbytes() + L->dense_down.nbytes();
+    }
+  }
+  return n;
+}
+
+Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, const LoadOptions& options) {
+  if (!fs::is_directory(dir)) return Status::NotFound("model folder " + dir + " does not exist");
+  at::Device device = at::kCPU;
+  try {
+    device = at::Device(options.device);
+  } catch (const std::exception&) {
+    return Status::InvalidArgument("unknown device '" + options.device + "' (expected cpu, cuda or cuda:N)");
+  }
+  if (device.is_cuda() && !at::hasCUDA())
+    return Status::NotSupported("device '" + options.device +
+                                "' asked for, but this build's libtorch has no CUDA (or no GPU is visible); "
+                                "build with -DMOEEDB_CUDA=ON against a CUDA libtorch (README)");
+  if (!device.is_cpu() && !device.is_cuda())
+    return Status::InvalidArgument("unsupported device '" + options.device + "' (expected cpu, cuda or cuda:N)");
+  MOEEDB_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile((fs::path(dir) / "config.json").string()));
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::OpenDir(dir));
+
+  std::unique_ptr<MoeModel> m(new MoeModel());
+  m->config_ = std::move(config);
+  m->load_options_ = options;
+  const ModelConfig& c = m->config_;
+  const WeightFormat& fmt = options.format;
+  m->compute_dtype_ = EffectiveComputeDtype(fmt, device.is_cuda());
+  const at::ScalarType cdt = m->compute_dtype_ == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
+  // Validate every expected tensor first, so a bad checkpoint fails with the
+  // first offending tensor named, before anything is built.
+  int64_t first_moe = 0;
+  while (!c.moe_layer[first_moe]) ++first_moe;
+  CheckpointNaming naming;
+  naming.moe_module = c.family->moe_modules[0];
+  for (const auto& module : c.family->moe_modules)
+    for (const auto& router : c.family->router_names)
+      if (ckpt->Find(LayerPrefix(first_moe) + module + "." + router + ".weight") != nullptr) naming.moe_module = module;
+  naming.layout = ckpt->Find(LayerPrefix(first_moe) + naming.moe_module + ".experts.gate_up_proj") != nullptr
+                      ? ExpertLayout::kPacked
+                      : ExpertLayout::kPerExpert;
+  const auto specs = ExpectedTensors(c, naming);
+  for (const auto& s : specs) {
+    const TensorView* v = ckpt->Find(s.name);
+    for (size_t a = 0; v == nullptr && a < s.aliases.size(); ++a) v = ckpt->Find(s.aliases[a]);
+    if (v == nullptr)
+      return Status::NotFound("tensor '" + s.name + "' is missing from " + ckpt->Describe() + " (required by " +
+                              c.source + ")");
+    if (v->shape != s.shape)
+      return Status::InvalidArgument("tensor '" + v->name + "' in " + v->file + " has shape " +
+                                     ShapeToString(v->shape) + " but " + c.source + " implies " +
+                                     ShapeToString(s.shape));
+  }
+  // Float32 tensors that stay float32 (norms, router, embeddings), on the device.
+  auto get = [&](const std::string& name) -> Result<at::Tensor> {
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, ckpt->Require(name));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(*v));
+    return t.to(device);
+  };
+  auto get_opt = [&](const std::string& name, bool present) -> Result<at::Tensor> {
+    if (!present) return at::Tensor();
+    return get(name);
+  };
+  auto get_bias = [&](const std::string& name, bool present) -> Result<at::Tensor> {
+    if (!present) return at::Tensor();
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, get(name));
+    return t.to(cdt);
+  };
+  // Matmul weights in the chosen format (LinearWeight holds its own copy, so
+  // the mapped pages are released).
+  auto get_linear = [&](const std::string& name) -> Result<LinearWeight> {
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, ckpt->Require(name));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(*v));
+    LinearWeight w = LinearWeight::From(t, fmt, device);
+    ReleasePages(*v);
+    return w;
+  };
+  uint64_t fp = 1469598103934665603ULL;
+  Fnv(&fp, c.json_text.data(), c.json_text.size());
+  auto visit = [&fp](const char* what, const at::Tensor& t) { FnvTensor(&fp, t, std::string_view(what) == "router"); };
+  try {
+    MOEEDB_ASSIGN_OR_RETURN(m->embed_, get("model.embed_tokens.weight"));
+    MOEEDB_ASSIGN_OR_RETURN(m->final_norm_, get("model.norm.weight"));
+    if (c.tie_word_embeddings) {
+      m->lm_head_ = m->embed_;
+    } else {
+      MOEEDB_ASSIGN_OR_RETURN(m->lm_head_, get("lm_head.weight"));
+    }
+    const bool has_qk_norm = c.family->qk_norm != QkNorm::kNone;
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      auto L = std::make_unique<Layer>();
+      const std::string p = LayerPrefix(i), a = p + "self_attn.";
+      MOEEDB_ASSIGN_OR_RETURN(L->in_norm, get(p + "input_layernorm.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->post_norm, get(p + "post_attention_layernorm.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->wq, get_linear(a + "q_proj.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->wk, get_linear(a + "k_proj.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->wv, get_linear(a + "v_proj.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->wo, get_linear(a + "o_proj.weight"));
+      MOEEDB_ASSIGN_OR_RETURN(L->bq, get_bias(a + "q_proj.bias", c.qkv_bias));
+      MOEEDB_ASSIGN_OR_RETURN(L->bk, get_bias(a + "k_proj.bias", c.qkv_bias));
+      MOEEDB_ASSIGN_OR_RETURN(L->bv, get_bias(a + "v_proj.bias", c.qkv_bias));
+      MOEEDB_ASSIGN_OR_RETURN(L->bo, get_bias(a + "o_proj.bias", c.o_bias));
+      MOEEDB_ASSIGN_OR_RETURN(L->q_norm, get_opt(a + "q_norm.weight", has_qk_norm));
+      MOEEDB_ASSIGN_OR_RETURN(L->k_norm, get_opt(a + "k_norm.weight", has_qk_norm));
+      L->moe = c.moe_layer[i];
+      if (L->moe) {
+        MoeBlockSpec bs{c.hidden_size, c.num_experts, c.top_k, c.expert_intermediate, c.shared_intermediate,
+                        c.norm_topk_prob};
+        MOEEDB_ASSIGN_OR_RETURN(L->block,
+                                MoeBlock::Load(*ckpt, *c.family, p + naming.moe_module + ".", bs, fmt, device, visit));
+      } else {
+        MOEEDB_ASSIGN_OR_RETURN(at::Tensor g, get(p + "mlp.gate_proj.weight"));
+        MOEEDB_ASSIGN_OR_RETURN(at::Tensor u, get(p + "mlp.up_proj.weight"));
+        MOEEDB_ASSIGN_OR_RETURN(L->dense_down, get_linear(p + "mlp.down_proj.weight"));
+        L->dense_gate_up = LinearWeight::From(at::cat({g, u}, 0), fmt, device);
+      }
+      m->layers_.push_back(std::move(L));
+    }
+    // RoPE inverse frequencies, computed in double (the references are float64).
+    m->inv_freq_ = at::pow(c.rope_theta, -at::arange(0, c.head_dim, 2, at::kDouble) / static_cast<double>(c.head_dim));
+  } catch (const std::exception& e) {
+    return Status::Internal("loading " + dir + ": " + e.what());
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(fp));
+  m->fingerprint_ = buf;
+  m->checkpoint_ = std::move(ckpt);
+  if (TrainedPooler::ExistsIn(dir)) {
+    MOEEDB_ASSIGN_OR_RETURN(m->pooler_, TrainedPooler::LoadDir(dir));
+    MOEEDB_RETURN_IF_ERROR(m->pooler_->CheckFits(c, dir));
+  }
+  return m;
+}
+
+Result<ForwardOutput> MoeModel::Forward(const std::vector<std::vector<int32_t>>& ids,
+                                        const ForwardOptions& options) const {
+  if (ids.empty()) return Status::InvalidArgument("empty batch");
+  MOEEDB_RETURN_IF_ERROR(CheckHsPooling(options.hs_pooling));
+  for (size_t b = 0; b < ids.size(); ++b) {
+    if (ids[b].empty()) return Status::InvalidArgument("sequence " + std::to_string(b) + " has no tokens");
+    for (int32_t id : ids[b])
+      if (id < 0 || id >= config_.vocab_size)
+        return Status::InvalidArgument("token id " + std::to_string(id) + " in sequence " + std::to_string(b) +
+                                       " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
+  }
+  try {
+    return ForwardImpl(ids, options);
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("forward pass failed: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("forward pass failed: ") + e.what());
+  }
+}
+
+ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids, const ForwardOptions& options) const {
+  const ModelConfig& c = config_;
+  const int64_t B = static_cast<int64_t>(ids.size());
+  int64_t T = 0;
+  for (const auto& s : ids) T = std::max<int64_t>(T, static_cast<int64_t>(s.size()));
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim;
+  const double eps = c.rms_norm_eps;
+  auto norm = [&](const at::Tensor& t, const at::Tensor& w) {
+    return fused_norms_ ? RmsNormFast(t, w, eps) : RmsNorm(t, w, eps);
+  };
+  const at::Device dev = embed_.device();
+  // The matmuls run in the compute dtype; the residual stream, norms and
+  // softmaxes in float32 (casts are no-ops for f32).
+  const at::ScalarType cdt = compute_dtype_ == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
+
+  // The activations are packed: one row per real token, texts one after the
+  // other ([N, H]), so projections, norms and MLPs never touch padding. Only
+  // the attention scores need a [B, T] grid; `grid` gives each real token's
+  // place in it. `last` is each text's last token among the N; `key_last` per
+  // token, its text's last position (the keys a bidirectional query sees).
+  std::vector<int64_t> flat_ids, grid, position, last, row_of, text_start, last_pos, key_last;
+  ForwardOutput out;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = static_cast<int64_t>(ids[b].size());
+    text_start.push_back(static_cast<int64_t>(flat_ids.size()));
+    last_pos.push_back(len - 1);
+    for (int64_t t = 0; t < len; ++t) {
+      flat_ids.push_back(ids[b][t]);
+      grid.push_back(b * T + t);
+      position.push_back(t);
+      if (!c.causal) key_last.push_back(len - 1);
+    }
+    row_of.insert(row_of.end(), len, b);
+    last.push_back(static_cast<int64_t>(flat_ids.size()) - 1);
+    out.lengths.push_back(len);
+  }
+  const int64_t N = static_cast<int64_t>(flat_ids.size());
+  const bool padded = N != B * T;
+  at::Tensor grid_idx = at::tensor(grid, at::kLong).to(dev);
+  at::Tensor last_idx = at::tensor(last, at::kLong).to(dev);
+  at::Tensor row_of_token = at::tensor(row_of, at::kLong).to(dev);
+  at::Tensor inv_len = (1.0 / at::tensor(out.lengths, at::kLong).to(at::kFloat).unsqueeze(1)).to(dev);  // [B, 1]
+  auto mean_over_tokens = [&](const at::Tensor& v) {  // [N, D] -> [B, D]
+    return at::zeros({B, v.size(1)}, v.options()).index_add_(0, row_of_token, v).mul_(inv_len);
+  };
+  // [N, D] -> [B, T, D], zeros where a text has no token.
+  auto to_grid = [&](const at::Tensor& v) {
+    if (!padded) return v.view({B, T, v.size(1)});
+    return at::zeros({B * T, v.size(1)}, v.options()).index_copy_(0, grid_idx, v).view({B, T, v.size(1)});
+  };
+  at::Tensor layers_sum;  // HsPooling::kLayersMean accumulator
+  // kTrained: every layer's final-normed states and router logits, pooled as the pooler says.
+  const bool trained = options.hs_pooling == HsPooling::kTrained;
+  std::vector<at::Tensor> rw, pooler_rows, pooler_router;  // rw: the router read-outs
+  // kWeighted: each token's weight [N, 1] and each text's 1 / sum of weights [B, 1].
+  at::Tensor token_w, inv_wsum;
+  if (trained && pooler_->spec().token_pooling == TokenPooling::kWeighted) {
+    token_w = pooler_->TokenWeights(at::tensor(flat_ids, at::kLong)).to(dev).unsqueeze(1);
+    inv_wsum = at::zeros({B, 1}, token_w.options()).index_add_(0, row_of_token, token_w).reciprocal_();
+  }
+  auto pool_for_pooler = [&](const at::Tensor& v) {
+    switch (pooler_->spec().token_pooling) {
+      case TokenPooling::kLast: return v.index_select(0, last_idx);
+      case TokenPooling::kWeighted: return at::zeros({B, v.size(1)}, v.options()).index_add_(0, row_of_token, v * token_w).mul_(inv_wsum);
+      case TokenPooling::kMean: break;
+    }
+    return mean_over_tokens(v);
+  };
+
+  // f32 on the CPU: attention straight on the packed rows, no grid, no mask.
+  const bool packed_attention =
+      attention_kernel_ == AttentionKernel::kAuto && cdt == at::kFloat && dev.is_cpu();
+  // Additive mask [B, 1, T, T] for the grid path: causal, and padded keys hidden.
+  at::Tensor lengths = at::tensor(out.lengths, at::kLong);
+  at::Tensor pos = at::arange(T, at::kLong);
+  at::Tensor mask;
+  if (!packed_attention) {
+    at::Tensor keys_real = pos.view({1, 1, T}) < lengths.view({B, 1, 1});
+    at::Tensor allowed = c.causal ? (pos.unsqueeze(0) <= pos.unsqueeze(1)).unsqueeze(0) & keys_real
+                                  : keys_real.expand({B, T, T});
+    mask = at::zeros({B, 1, T, T}, at::kFloat)
+               .masked_fill_(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity())
+               .to(dev);
+  }
+
+  // RoPE angles per real token: [N, 1, hd], broadcast over the heads.
+  at::Tensor freqs = at::outer(pos.to(at::kDouble), inv_freq_);
+  at::Tensor emb = at::cat({freqs, freqs}, -1);
+  at::Tensor pos_idx = at::tensor(position, at::kLong);
+  at::Tensor cos = emb.cos().index_select(0, pos_idx).to(dev, at::kFloat).unsqueeze(1);
+  at::Tensor sin = emb.sin().index_select(0, pos_idx).to(dev, at::kFloat).unsqueeze(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+
+  at::Tensor x = embed_.index_select(0, at::tensor(flat_ids, at::kLong).to(dev));  // [N, H]
+  if (trained) pooler_rows.push_back(pool_for_pooler(norm(x, final_norm_)));
+  // The last layer feeds nothing but the read-outs: when they are read at
+  // the last token only (and nobody watches the other tokens), only the last
+  // tokens need its query, output projection and MLP; the keys and values
+  // still come from every token. Exact, and a layer's MLP less per text.
+  const bool last_token_only =
+      !options.want_logits && !options.want_token_states && !tap_ && options.hs_pooling == HsPooling::kLast &&
+      options.rw_pooling == RwPooling::kLast;
+  // Queries for the rows q_rows of h (every token, or each text's last) and
+  // keys and values for every token of h ([N, H], normed, compute dtype):
+  // projected, normed, clipped, split into heads and rotated, in the compute
+  // dtype. q [q_rows, nh, hd]; k, v [B, nh, T, hd] on the grid (GQA heads
+  // repeated).
+  auto attention_heads = [&](const Layer& L, const at::Tensor& h, const at::Tensor& q_rows) {
+    const bool all_queries = !q_rows.defined();
+    at::Tensor q = AddBias(L.wq.Apply(all_queries ? h : h.index_select(0, q_rows)), L.bq).to(at::kFloat);
+    at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat);
+    at::Tensor v = AddBias(L.wv.Apply(h), L.bv);
+    if (c.family->qk_norm == QkNorm::kFullProjection) {
+      q = norm(q, L.q_norm);
+      k = norm(k, L.k_norm);
+    }
+    if (c.clip_qkv) {
+      q = q.clamp(-*c.clip_qkv, *c.clip_qkv);
+      k = k.clamp(-*c.clip_qkv, *c.clip_qkv);
+      v = v.clamp(-*c.clip_qkv, *c.clip_qkv);
+    }
+    q = q.view({q.size(0), nh, hd});
+    k = k.view({N, nkv, hd});
+    if (c.family->qk_norm == QkNorm::kPerHead) {
+      q = norm(q, L.q_norm);
+      k = norm(k, L.k_norm);
+    }
+    const at::Tensor q_cos = all_queries ? cos : cos.index_select(0, q_rows);
+    const at::Tensor q_sin = all_queries ? sin : sin.index_select(0, q_rows);
+    q = (q * q_cos + RotateHalf(q) * q_sin).to(cdt);
+    k = (k * cos + RotateHalf(k) * sin).to(cdt);
+    return std::array<at::Tensor, 3>{q, k, v};  // q [Nq, nh, hd], k [N, nkv, hd], v [N, nkv * hd]
+  };
+  // k [N, nkv, hd] and v [N, nkv * hd] -> [B, nh, T, hd] each, on the grid.
+  auto heads_on_grid = [&](at::Tensor k, at::Tensor v) {
+    k = to_grid(k.view({N, nkv * hd})).view({B, T, nkv, hd}).transpose(1, 2);
+    v = to_grid(v).view({B, T, nkv, hd}).transpose(1, 2);
+    if (nkv != nh) {  // GQA: query head i reads kv head i / (nh / nkv)
+      k = k.repeat_interleave(nh / nkv, 1);
+      v = v.repeat_interleave(nh / nkv, 1);
+    }
+    return std::array<at::Tensor, 2>{k, v};
+  };
+  // Packed attention: query row r is text q_text[r]'s token at q_pos[r].
+  const PackedAttentionShape attention_shape{nh, nkv, hd, static_cast<float>(scale)};
+  auto attend_packed = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const int64_t* q_text,
+                           const int64_t* q_pos) {
+    const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    at::Tensor o = at::empty({qc.size(0), nh * hd}, qc.options());
+    PackedAttentionF32(attention_shape, qc.data_ptr<float>(), nh * hd, kc.data_ptr<float>(), vc.data_ptr<float>(),
+                       nkv * hd, q_text, q_pos, qc.size(0), text_start.data(), o.data_ptr<float>());
+    return o;
+  };
+  // Attention on the [B, T] grid (the path for bf16 and CUDA): every token's
+  // query, causal or bidirectional, scores in row chunks of about
+  // kAttentionScoreBytes (the [B, nh, T, T] scores of a whole batch would be
+  // the largest activations of the forward: 134 MB for 16 x 256 tokens, 16
+  // heads). Returns [N, nh * hd], the real tokens.
+  auto attend_grid_all = [&](const at::Tensor& q_rows, const at::Tensor& k_rows, const at::Tensor& v_rows) {
+    auto [k, v] = heads_on_grid(k_rows, v_rows);
+    at::Tensor q = to_grid(q_rows.view({N, nh * hd})).view({B, T, nh, hd}).transpose(1, 2);
+    at::Tensor attn = at::empty({B, T, nh * hd}, q.options());
+    const int64_t rows = std::max<int64_t>(1, kAttentionScoreBytes / (nh * T * T * 4));
+    for (int64_t b0 = 0; b0 < B; b0 += rows) {
+      const int64_t n = std::min(rows, B - b0);
+      at::Tensor scores = at::matmul(q.narrow(0, b0, n), k.narrow(0, b0, n).transpose(-2, -1))
+                              .to(at::kFloat)
+                              .mul_(scale)
+                              .add_(mask.narrow(0, b0, n));
+      at::Tensor probs = at::softmax(scores, -1).to(cdt);
+      scores.reset();
+      attn.narrow(0, b0, n).copy_(at::matmul(probs, v.narrow(0, b0, n)).transpose(1, 2).reshape({n, T, nh * hd}));
+    }
+    attn = attn.view({B * T, nh * hd});
+    return padded ? attn.index_select(0, grid_idx) : attn;
+  };
+  // The same for each text's last query only (q [B, nh, hd]): it sees every
+  // real key of its row, the causal mask's last row. Returns [B, nh * hd].
+  auto attend_grid_last = [&](const at::Tensor& q, const at::Tensor& k_rows, const at::Tensor& v_rows) {
+    auto [k, v] = heads_on_grid(k_rows, v_rows);
+    at::Tensor key_mask = at::zeros({B, 1, 1, T}, at::kFloat)
+                              .masked_fill_((pos.view({1, 1, 1, T}) >= lengths.view({B, 1, 1, 1})),
+                                            -std::numeric_limits<float>::infinity())
+                              .to(dev);
+    at::Tensor scores = at::matmul(q.unsqueeze(2), k.transpose(-2, -1)).to(at::kFloat).mul_(scale).add_(key_mask);
+    return at::matmul(at::softmax(scores, -1).to(cdt), v).reshape({B, nh * hd});
+  };
+  std::vector<int64_t> text_of(static_cast<size_t>(B));  // the last-token queries' texts: 0..B-1
+  for (int64_t b = 0; b < B; ++b) text_of[static_cast<size_t>(b)] = b;
+  // One decoder layer on the residual stream x [N, H]. With last_only, only
+  // each text's last token gets a query, the output projection and the MLP
+  // (keys and values still come from every token; exact): the result is
+  // then [B, H], the last tokens' rows, and the router read-out is theirs.
+  auto decoder_layer = [&](int64_t li, const at::Tensor& x_in, bool last_only) {
+    const Layer& L = *layers_[li];
+    at::Tensor h = norm(x_in, L.in_norm).to(cdt);
+    auto [q_rows, k_rows, v_rows] = attention_heads(L, h, last_only ? last_idx : at::Tensor());
+    h.reset();
+    at::Tensor attn;  // [query rows, nh * hd]
+    if (packed_attention) {
+      // A query sees its text's keys up to its own position (causal) or all of them.
+      attn = last_only ? attend_packed(q_rows, k_rows, v_rows, text_of.data(), last_pos.data())
+                       : attend_packed(q_rows, k_rows, v_rows, row_of.data(), c.causal ? position.data() : key_last.data());
+    } else {
+      attn = last_only ? attend_grid_last(q_rows, k_rows, v_rows) : attend_grid_all(q_rows, k_rows, v_rows);
+    }
+    at::Tensor attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat);
+    attn.reset();
+    at::Tensor xo = (last_only ? x_in.index_select(0, last_idx) : x_in) + attn_out;
+    if (tap_) tap_("attn_out", li, attn_out);
+
+    at::Tensor u = norm(xo, L.post_norm);
+    if (tap_) tap_("moe_in", li, u);
+    at::Tensor y;
+    if (L.moe) {
+      at::Tensor z;
+      y = L.block.Forward(u, &z, routing_);
+      rw.push_back(last_only ? z : options.rw_pooling == RwPooling::kMean ? mean_over_tokens(z) : z.index_select(0, last_idx));
+      if (trained && pooler_->spec().router_rows > 0) pooler_router.push_back(pool_for_pooler(z));
+      if (tap_) tap_("router_logits", li, z);
+    } else {
+      y = SwiGluWeights(u.to(cdt), L.dense_gate_up, L.dense_down).to(at::kFloat);
+    }
+    if (tap_) tap_("mlp_out", li, y);
+    xo.add_(y);
+    if (tap_) tap_("layer_out", li, xo);
+    if (trained) pooler_rows.push_back(pool_for_pooler(norm(xo, final_norm_)));
+    if (options.hs_pooling == HsPooling::kLayersMean) {
+      at::Tensor n = norm(xo.index_select(0, last_idx), final_norm_);
+      layers_sum = layers_sum.defined() ? layers_sum + n : n;
+    }
+    return xo;
+  };
+  for (int64_t li = 0; li < c.num_layers; ++li) x = decoder_layer(li, x, last_token_only && li == c.num_layers - 1);
+  if (last_token_only) {
+    out.hs = norm(x, final_norm_);  // x holds the last tokens' rows only
+  } else if (options.want_logits) {
+    at::Tensor normed = norm(x, final_norm_);
+    out.logits = at::linear(to_grid(normed), lm_head_).cpu();  // padded places: lm_head(0) = 0
+    out.hs = normed.index_select(0, last_idx);
+  } else {
+    out.hs = norm(x.index_select(0, last_idx), final_norm_);
+  }
+  if (options.hs_pooling == HsPooling::kMean) {
+    out.hs = mean_over_tokens(norm(x, final_norm_));
+  } else if (options.hs_pooling == HsPooling::kLayersMean) {
+    out.hs = layers_sum / static_cast<double>(c.num_layers);
+  } else if (trained) {
+    out.hs = pooler_->Forward(at::stack(pooler_rows, 1).cpu(),
+                              pooler_router.empty() ? at::Tensor() : at::stack(pooler_router, 1).cpu());
+  }
+  if (tap_) tap_("final_norm", c.num_layers, out.hs);
+  if (options.want_token_states) out.token_states = norm(x, final_norm_).to(at::kFloat).cpu();
+  out.hs = out.hs.cpu();
+  out.router_logits = at::stack(rw, 1).cpu();
+  return out;
+}
+
+int64_t MoeModel::HsDim(HsPooling p) const {
+  return p == HsPooling::kTrained && pooler_ ? pooler_->spec().out_dim : config_.hidden_size;
+}
+
+void MoeModel::set_expert_dispatch(ExpertDispatch d) {
+  for (auto& L : layers_)
+    if (L->moe) L->block.set_dispatch(d);
+}
+
+std::vector<const MoeBlock*> MoeModel::MoeBlocks() const {
+  std::vector<const MoeBlock*> out;
+  for (const auto& L : layers_)
+    if (L->moe) out.push_back(&L->block);
+  return out;
+}
+
+Result<MoeModel::RoutingSetup> MoeModel::SetRouting(const RoutingPolicy& policy, const std::string& cache_dir) {
+  RoutingSetup setup;
+  if (policy.kind != RoutingPolicy::Kind::kSsmoe) {
+    routing_ = policy;
+    return setup;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<MoeBlock*> blocks;
+  for (auto& L : layers_)
+    if (L->moe) blocks.push_back(&L->block);
+  std::string file;
+  if (!cache_dir.empty()) {
+    file = (fs::path(cache_dir) / ("ssmoe-" + WeightFingerprint() + "-k" + std::to_string(policy.k) + "-" +
+                                   (policy.sign == RoutingPolicy::Sign::kCanonical ? "canonical" : "reference") +
+                                   ".safetensors"))
+               .string();
+    setup.cache_file = file;
+  }
+  try {
+    std::vector<at::Tensor> centroids;
+    if (!file.empty() && fs::exists(file)) {
+      auto f = SafetensorsFile::Open(file);
+      if (f.ok()) {
+        for (size_t i = 0; i < blocks.size(); ++i) {
+          const TensorView* v = (*f)->Find("layer." + std::to_string(i));
+          const std::vector<int64_t> want = {blocks[i]->spec().num_experts, blocks[i]->spec().hidden};
+          if (v == nullptr || v->shape != want || v->dtype != DType::kF32) break;
+          MOEEDB_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(*v));
+          centroids.push_back(t.clone());  // the cache file is unmapped when f goes
+        }
+        if (centroids.size() != blocks.size()) centroids.clear();  // stale or damaged: recompute
+      }
+      setup.from_cache = !centroids.empty();
+    }
+    if (centroids.empty()) {
+      for (MoeBlock* b : blocks) centroids.push_back(SpectralCentroids(*b, policy.k, policy.sign).cpu());
+      if (!file.empty()) {
+        std::error_code ec;
+        fs::create_directories(cache_dir, ec);
+        std::vector<TensorToWrite> ts;
+        for (size_t i = 0; i < centroids.size(); ++i) {
+          at::Tensor c = centroids[i].contiguous();
+          const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+          ts.push_back({"layer." + std::to_string(i), DType::kF32, c.sizes().vec(),
+                        std::vector<uint8_t>(p, p + c.numel() * 4)});
+        }
+        // A cache that cannot be written is not an error: the centroids are in memory.
+        (void)WriteSafetensors(file, ts, {{"moeedb", "ssmoe spectral centroids"}, {"fingerprint", WeightFingerprint()}});
+      }
+    }
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i]->set_spectral_centroids(centroids[i]);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("SSMoE precompute failed: ") + e.what());
+  }
+  routing_ = policy;
+  setup.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return setup;
+}
+
+}  // namespace moeedb

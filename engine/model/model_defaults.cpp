@@ -1,0 +1,35 @@
+#include "engine/model/model_defaults.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/model/trained_pooler.h"
+
+namespace moeedb {
+
+namespace fs = std::filesystem;
+
+Result<EmbeddingDefaults> ModelEmbeddingDefaults(const std::string& model_dir) {
+  EmbeddingDefaults d;
+  if (TrainedPooler::ExistsIn(model_dir)) d.hs_pooling = "trained";
+  const fs::path path = fs::path(model_dir) / "embedding.json";
+  if (!fs::exists(path)) return d;
+  std::ifstream in(path, std::ios::binary);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Corruption(path.string() + " is not a JSON object");
+  for (auto [key, field] : {std::pair{"prompt", &d.prompt}, {"hs_pooling", &d.hs_pooling}, {"rw_pooling", &d.rw_pooling}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_string()) return Status::Corruption(path.string() + ": '" + key + "' must be a string");
+    *field = j[key].get<std::string>();
+  }
+  if (j.contains("alpha")) {
+    if (!j["alpha"].is_number() || !std::isfinite(j["alpha"].get<double>()))
+      return Status::Corruption(path.string() + ": 'alpha' must be a finite number");
+    d.alpha = j["alpha"].get<double>();
+  }
+  return d;
+}
+
+}  // namespace moeedb

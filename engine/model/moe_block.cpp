@@ -1,0 +1,325 @@
+#include "engine/model/moe_block.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstring>
+#include <vector>
+
+#include "engine/kernels/panel_gemm.h"
+#include "engine/model/tensor_util.h"
+#include "engine/kernels/vector_exp.h"
+
+namespace moeedb {
+
+namespace {
+
+Result<const TensorView*> Find2D(const Checkpoint& ckpt, const std::vector<std::string>& names,
+                                 const std::vector<int64_t>& shape) {
+  const TensorView* v = nullptr;
+  for (const auto& n : names)
+    if ((v = ckpt.Find(n)) != nullptr) break;
+  if (v == nullptr) return Status::NotFound("tensor '" + names[0] + "' is missing from " + ckpt.Describe());
+  if (v->shape != shape)
+    return Status::InvalidArgument("tensor '" + v->name + "' in " + v->file + " has shape " + ShapeToString(v->shape) +
+                                   " but the config implies " + ShapeToString(shape));
+  return v;
+}
+
+Result<at::Tensor> Load2D(const Checkpoint& ckpt, const std::vector<std::string>& names,
+                          const std::vector<int64_t>& shape) {
+  MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, Find2D(ckpt, names, shape));
+  return TensorFromView(*v);
+}
+
+// [N, 2I] -> silu(gate) * up, [N, I].
+at::Tensor SiluGlu(const at::Tensor& gu) {
+  const int64_t inter = gu.size(-1) / 2;
+  return at::silu(gu.narrow(-1, 0, inter)).mul_(gu.narrow(-1, inter, inter));
+}
+
+}  // namespace
+
+Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, const std::string& prefix,
+                                const MoeBlockSpec& spec, const WeightFormat& format, at::Device device,
+                                const LoadVisitor& visit) {
+  MoeBlock b;
+  b.spec_ = spec;
+  b.shared_kind_ = spec.shared_intermediate > 0 ? fam.shared : SharedExpertKind::kNone;
+  const int64_t E = spec.num_experts, H = spec.hidden, I = spec.expert_intermediate;
+  std::vector<std::string> router_names;
+  for (const auto& r : fam.router_names) router_names.push_back(prefix + r + ".weight");
+  MOEEDB_ASSIGN_OR_RETURN(at::Tensor router, Load2D(ckpt, router_names, {E, H}));
+  if (visit) visit("router", router);
+  b.router_ = router.to(device);
+  b.router64_ = b.router_.to(at::kDouble);
+
+  if (ckpt.Find(prefix + "experts.gate_up_proj") != nullptr) {
+    // Packed layout: read from the mapping, stored transposed (LinearWeight).
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* gv, Find2D(ckpt, {prefix + "experts.gate_up_proj"}, {E, 2 * I, H}));
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* dv, Find2D(ckpt, {prefix + "experts.down_proj"}, {E, H, I}));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor gu, TensorFromView(*gv));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor dn, TensorFromView(*dv));
+    if (visit)
+      for (int64_t e = 0; e < E; ++e) {
+        visit("gate_up", gu.select(0, e));
+        visit("down", dn.select(0, e));
+      }
+    b.gate_up_ = LinearWeight::From(gu, format, device);
+    b.down_ = LinearWeight::From(dn, format, device);
+    ReleasePages(*gv);  // LinearWeight holds its own copies
+    ReleasePages(*dv);
+  } else {
+    // Per-expert tensors, packed here (gate and up fused so one matmul
+    // computes both), one expert at a time: a quantised load never holds
+    // more than one expert in float32.
+    b.gate_up_ = LinearWeight::Stack(E, 2 * I, H, format, device);
+    b.down_ = LinearWeight::Stack(E, H, I, format, device);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string p = prefix + "experts." + std::to_string(e) + ".";
+      MOEEDB_ASSIGN_OR_RETURN(const TensorView* gv, Find2D(ckpt, {p + fam.expert_gate + ".weight"}, {I, H}));
+      MOEEDB_ASSIGN_OR_RETURN(const TensorView* uv, Find2D(ckpt, {p + fam.expert_up + ".weight"}, {I, H}));
+      MOEEDB_ASSIGN_OR_RETURN(const TensorView* dv, Find2D(ckpt, {p + fam.expert_down + ".weight"}, {H, I}));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor g, TensorFromView(*gv));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor u, TensorFromView(*uv));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor d, TensorFromView(*dv));
+      at::Tensor gu = at::cat({g, u}, 0);
+      if (visit) {
+        visit("gate_up", gu);
+        visit("down", d);
+      }
+      b.gate_up_.Set(e, gu);
+      b.down_.Set(e, d);
+      ReleasePages(*gv);
+      ReleasePages(*uv);
+      ReleasePages(*dv);
+    }
+  }
+  if (b.shared_kind_ != SharedExpertKind::kNone) {
+    const int64_t S = spec.shared_intermediate;
+    const std::string p = prefix + fam.shared_module + ".";
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor g, Load2D(ckpt, {p + "gate_proj.weight"}, {S, H}));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor u, Load2D(ckpt, {p + "up_proj.weight"}, {S, H}));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor d, Load2D(ckpt, {p + "down_proj.weight"}, {H, S}));
+    b.shared_gate_up_ = LinearWeight::From(at::cat({g, u}, 0), format, device);
+    b.shared_down_ = LinearWeight::From(d, format, device);
+    if (b.shared_kind_ == SharedExpertKind::kSigmoidGated) {
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor sg, Load2D(ckpt, {prefix + "shared_expert_gate.weight"}, {1, H}));
+      b.shared_gate_ = sg.to(device);
+    }
+  }
+  return b;
+}
+
+MoeBlock::Routing MoeBlock::Route(const at::Tensor& x, const RoutingPolicy& policy) const {
+  Routing r;
+  // The router in float64, rounded once: each expert's logit and probability
+  // then do not depend on which other experts the layer has (a float32 GEMM
+  // and softmax round differently with the expert count), so a pruned model
+  // routes exactly as the original did. E * H multiply-adds per token.
+  at::Tensor logits = at::linear(x.to(at::kDouble), router64_);  // [N, E]
+  r.logits = logits.to(at::kFloat);
+  at::Tensor probs = at::softmax(logits, -1).to(at::kFloat);
+  if (policy.kind == RoutingPolicy::Kind::kSsmoe) {
+    TORCH_CHECK(spectral_.defined(), "SSMoE routing needs the spectral centroids");
+    // Mixed in probability space, each term softmaxed on its own (method.md C.1).
+    probs = (1.0 - policy.c) * probs + policy.c * at::softmax(at::linear(x, spectral_), -1, at::kFloat);
+  }
+  const bool top1 = policy.kind == RoutingPolicy::Kind::kTop1;
+  std::tie(r.weights, r.experts) = probs.topk(top1 ? 1 : spec_.top_k, -1);
+  if (top1) {
+    if (policy.top1_weight == RoutingPolicy::Top1Weight::kOne) r.weights = at::ones_like(r.weights);
+  } else if (spec_.renormalize) {
+    r.weights = r.weights / r.weights.sum(-1, /*keepdim=*/true);
+  }
+  return r;
+}
+
+at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, const RoutingPolicy& policy) const {
+  const int64_t E = spec_.num_experts;
+  // Routing in float32 whatever the compute dtype (the RW read-out).
+  Routing routing = Route(x, policy);
+  if (router_logits != nullptr) *router_logits = routing.logits;
+  const int64_t k = routing.experts.size(1);
+
+  const at::Tensor xc = x.to(gate_up_.compute_type());
+  if ((dispatch_ == ExpertDispatch::kAuto || dispatch_ == ExpertDispatch::kPacked) && CanRunPacked(xc)) {
+    at::Tensor out = RunExpertsPacked(xc, routing);
+    AddSharedExpert(x, xc, &out);
+    return out;
+  }
+
+  // Group the (token, slot) pairs by expert: a stable sort of the flat expert
+  // ids gives, per expert, a contiguous run of the tokens routed to it.
+  Grouping g;
+  at::Tensor flat = routing.experts.reshape({-1});
+  auto [sorted_experts, order] = flat.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+  g.token_of = at::div(order, k, "floor");
+  g.slot_weight = routing.weights.reshape({-1}).index_select(0, order);
+  g.counts = at::bincount(flat, {}, E).to(at::kCPU);
+
+  const bool batched = dispatch_ == ExpertDispatch::kBatched ||
+                       (dispatch_ == ExpertDispatch::kAuto && x.size(0) * k < kBatchedBelowTokensPerExpert * E);
+  const bool grouped =
+      dispatch_ == ExpertDispatch::kGrouped ||
+      (dispatch_ == ExpertDispatch::kAuto && x.size(0) * k * x.size(1) * xc.element_size() <= kGroupedMaxBytes);
+  at::Tensor out = batched ? RunExpertsBatched(xc, g) : grouped ? RunExpertsGrouped(xc, g) : RunExpertsLoop(xc, g);
+  AddSharedExpert(x, xc, &out);
+  return out;
+}
+
+void MoeBlock::AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Tensor* out) const {
+  if (shared_kind_ == SharedExpertKind::kNone) return;
+  at::Tensor s = shared_down_.Apply(SiluGlu(shared_gate_up_.Apply(xc))).to(at::kFloat);
+  if (shared_kind_ == SharedExpertKind::kSigmoidGated) s.mul_(at::sigmoid(at::linear(x, shared_gate_)));
+  out->add_(s);
+}
+
+bool MoeBlock::CanRunPacked(const at::Tensor& x) const {
+  return x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous() &&
+         has_packed_experts();
+}
+
+at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) const {
+  const int64_t N = x.size(0), H = x.size(1), E = spec_.num_experts;
+  const int64_t I2 = gate_up_.out_features(), I = I2 / 2;
+  const at::Tensor experts = r.experts.to(at::kLong).contiguous();
+  const at::Tensor weights = r.weights.to(at::kFloat).contiguous();
+  const int64_t k = experts.size(1), P = N * k;
+  const int64_t* expert_of = experts.data_ptr<int64_t>();  // [N * k]: pair f = (token f / k, rank f % k)
+  const float* weight_of = weights.data_ptr<float>();
+  // A stable counting sort of the pairs by expert: expert e's pairs are
+  // rows start[e] .. start[e + 1] of ys; pair f went to row row_of[f].
+  std::vector<int64_t> start(static_cast<size_t>(E + 1), 0), row_of(static_cast<size_t>(P)),
+      token_of_row(static_cast<size_t>(P));
+  for (int64_t f = 0; f < P; ++f) ++start[static_cast<size_t>(expert_of[f] + 1)];
+  for (int64_t e = 0; e < E; ++e) start[static_cast<size_t>(e + 1)] += start[static_cast<size_t>(e)];
+  {
+    std::vector<int64_t> next(start.begin(), start.end() - 1);
+    for (int64_t f = 0; f < P; ++f) {
+      const int64_t row = next[static_cast<size_t>(expert_of[f])]++;
+      row_of[static_cast<size_t>(f)] = row;
+      token_of_row[static_cast<size_t>(row)] = f / k;
+    }
+  }
+  const float* xp = x.data_ptr<float>();
+  at::Tensor ys = at::empty({P, H}, x.options());
+  float* yp = ys.data_ptr<float>();
+  // Per expert: gather its rows, gate/up GEMM, SwiGLU in place, down GEMM
+  // into its rows of ys. Experts run in parallel; each owns its rows.
+  at::parallel_for(0, E, 1, [&](int64_t e0, int64_t e1) {
+    std::vector<float> xs, gu;
+    for (int64_t e = e0; e < e1; ++e) {
+      const int64_t s0 = start[static_cast<size_t>(e)], c = start[static_cast<size_t>(e + 1)] - s0;
+      if (c == 0) continue;
+      xs.resize(static_cast<size_t>(c * H));
+      gu.resize(static_cast<size_t>(c * I2));
+      for (int64_t i = 0; i < c; ++i)
+        std::memcpy(xs.data() + i * H, xp + token_of_row[static_cast<size_t>(s0 + i)] * H, H * sizeof(float));
+      PanelGemmF32(c, I2, H, xs.data(), H, gate_up_.packed_panels(e), gu.data(), I2);
+      for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
+        float* row = gu.data() + i * I2;
+        SiluGluArray(row, row + I, row, I);
+      }
+      PanelGemmF32(c, H, I, gu.data(), I2, down_.packed_panels(e), yp + s0 * H, H);
+    }
+  });
+  // Each token: the weighted sum of its k expert outputs, in rank order.
+  at::Tensor out = at::empty({N, H}, x.options());
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, N, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = op + t * H;
+      for (int64_t j = 0; j < k; ++j) {
+        const float w = weight_of[t * k + j];
+        const float* y = yp + row_of[static_cast<size_t>(t * k + j)] * H;
+        if (j == 0) {
+          for (int64_t d = 0; d < H; ++d) o[d] = w * y[d];
+        } else {
+          for (int64_t d = 0; d < H; ++d) o[d] += w * y[d];
+        }
+      }
+    }
+  });
+  return out;
+}
+
+at::Tensor MoeBlock::RunExpertsLoop(const at::Tensor& x, const Grouping& g) const {
+  // Per active expert: gather its tokens, its two GEMMs, weight, scatter-add.
+  // The working set of one expert (its tokens' rows and its weights, widened
+  // if stored narrower) stays in cache from one op to the next, and memory
+  // beyond the output is a few expert-sized buffers, not a copy of every
+  // (token, slot) pair: a whole-block gather measured no faster and cost
+  // ~110 KB of activations per token for OLMoE shapes (docs/perf.md).
+  const int64_t* cnt = g.counts.data_ptr<int64_t>();
+  at::Tensor out = at::zeros({x.size(0), x.size(1)}, x.options().dtype(at::kFloat));
+  int64_t offset = 0;
+  for (int64_t e = 0; e < spec_.num_experts; ++e) {
+    const int64_t c = cnt[e];
+    if (c == 0) continue;
+    at::Tensor tokens = g.token_of.narrow(0, offset, c);
+    at::Tensor y = down_.Matrix(e).Apply(SiluGlu(gate_up_.Matrix(e).Apply(x.index_select(0, tokens))));
+    out.index_add_(0, tokens, y.to(at::kFloat).mul_(g.slot_weight.narrow(0, offset, c).unsqueeze(1)));
+    offset += c;
+  }
+  return out;
+}
+
+at::Tensor MoeBlock::RunExpertsGrouped(const at::Tensor& x, const Grouping& g) const {
+  const int64_t* cnt = g.counts.data_ptr<int64_t>();
+  const int64_t P = g.token_of.numel(), H = x.size(1);
+  at::Tensor xs = x.index_select(0, g.token_of);                          // [P, H], expert order
+  at::Tensor gu = at::empty({P, gate_up_.out_features()}, x.options());  // [P, 2I]
+  int64_t offset = 0;
+  for (int64_t e = 0; e < spec_.num_experts; ++e) {
+    if (cnt[e] == 0) continue;
+    gate_up_.Matrix(e).ApplyInto(gu.narrow(0, offset, cnt[e]), xs.narrow(0, offset, cnt[e]));
+    offset += cnt[e];
+  }
+  at::Tensor act = SiluGlu(gu);
+  at::Tensor ys = at::empty({P, H}, x.options());
+  offset = 0;
+  for (int64_t e = 0; e < spec_.num_experts; ++e) {
+    if (cnt[e] == 0) continue;
+    down_.Matrix(e).ApplyInto(ys.narrow(0, offset, cnt[e]), act.narrow(0, offset, cnt[e]));
+    offset += cnt[e];
+  }
+  at::Tensor yf = ys.to(at::kFloat).mul_(g.slot_weight.unsqueeze(1));
+  return at::zeros({x.size(0), H}, yf.options()).index_add_(0, g.token_of, yf);
+}
+
+at::Tensor MoeBlock::RunExpertsBatched(const at::Tensor& x, const Grouping& g) const {
+  const int64_t E = spec_.num_experts, N = x.size(0), H = x.size(1);
+  const int64_t* cnt = g.counts.data_ptr<int64_t>();
+  int64_t cap = 0;
+  for (int64_t e = 0; e < E; ++e) cap = std::max(cap, cnt[e]);
+  // Slot j of expert e holds its j-th token. Empty slots point at row N, a
+  // zero row, with weight 0, so padding adds nothing to any token.
+  at::Tensor slot_token = at::full({E * cap}, N, at::kLong);
+  at::Tensor slot_w = at::zeros({E * cap}, at::kFloat);
+  {
+    at::Tensor tok = g.token_of.to(at::kCPU).contiguous(), w = g.slot_weight.to(at::kCPU).contiguous();
+    const int64_t* tp = tok.data_ptr<int64_t>();
+    int64_t* st = slot_token.data_ptr<int64_t>();
+    std::vector<int64_t> dst;
+    dst.reserve(static_cast<size_t>(tok.numel()));
+    int64_t offset = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t j = 0; j < cnt[e]; ++j) {
+        st[e * cap + j] = tp[offset + j];
+        dst.push_back(e * cap + j);
+      }
+      offset += cnt[e];
+    }
+    slot_w.index_copy_(0, at::tensor(dst, at::kLong), w);
+  }
+  slot_token = slot_token.to(x.device());
+  slot_w = slot_w.to(x.device());
+  at::Tensor xp = at::cat({x, at::zeros({1, H}, x.options())}, 0);
+  at::Tensor xe = xp.index_select(0, slot_token).view({E, cap, H});
+  at::Tensor gu = at::bmm(xe, gate_up_.Dense().transpose(1, 2));  // [E, cap, 2I]
+  at::Tensor y = at::bmm(SiluGlu(gu), down_.Dense().transpose(1, 2)).to(at::kFloat);  // [E, cap, H]
+  y.mul_(slot_w.view({E, cap, 1}));
+  return at::zeros({N + 1, H}, y.options()).index_add_(0, slot_token, y.view({E * cap, H})).narrow(0, 0, N);
+}
+
+}  // namespace moeedb

@@ -1,0 +1,46 @@
+// WeightFormat: how a model's weights are held and computed with, chosen at
+// load (`--dtype f32|bf16`, `--quant none|int8`, `--device cpu|cuda[:N]`).
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+
+namespace moeedb {
+
+// The dtype of the weights and, where the hardware has a fast path for it,
+// of the matmuls. kBF16 stores bf16 weights (half of f32) and computes in
+// bf16 on CUDA and on CPUs with oneDNN's bf16 GEMM (AVX-512 BW/VL/DQ); on
+// other CPUs (libtorch's fallback bf16 GEMM runs at ~1 GFLOP/s) each matrix
+// is widened to f32 at matmul time, as int8 is. The residual stream, norms,
+// softmaxes and the router stay f32 whatever this says (RW fidelity).
+enum class ComputeDtype { kF32, kBF16 };
+// How expert, attention and dense-MLP weights are stored. kInt8: symmetric
+// per-output-channel scales (w ~= q * scale[row], q in [-127, 127]), turned
+// back into the compute dtype one matrix at a time at matmul time, the scale
+// applied to the matmul's output. Router, norms and embeddings stay f32.
+enum class WeightQuant { kNone, kInt8 };
+
+struct WeightFormat {
+  ComputeDtype dtype = ComputeDtype::kF32;
+  WeightQuant quant = WeightQuant::kNone;
+};
+
+struct LoadOptions {
+  WeightFormat format;
+  std::string device = "cpu";  // "cpu", "cuda" or "cuda:N" (needs a CUDA-enabled libtorch)
+};
+
+const char* ComputeDtypeName(ComputeDtype d);  // "f32" | "bf16"
+const char* WeightQuantName(WeightQuant q);    // "none" | "int8"
+Result<ComputeDtype> ParseComputeDtype(const std::string& name);
+Result<WeightQuant> ParseWeightQuant(const std::string& name);
+// "f32", "bf16", "f32+int8", "bf16+int8".
+std::string WeightFormatName(const WeightFormat& f);
+// Whether this CPU runs libtorch's bf16 GEMM fast (oneDNN: AVX-512 BW, VL and DQ).
+bool CpuHasFastBf16Gemm();
+// The dtype the matmuls really run in for `f` on a device: bf16 only where
+// it is fast (CUDA, or CpuHasFastBf16Gemm), else f32.
+ComputeDtype EffectiveComputeDtype(const WeightFormat& f, bool cuda);
+
+}  // namespace moeedb

@@ -1,0 +1,41 @@
+// Qdrant's wire formats, translated for moeedb's Qdrant router (qdrant.cpp):
+// point ids, filters, request-field checks and score formulas. Pure
+// functions over JSON; errors are InvalidArgument with a message for the
+// client.
+#pragma once
+
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace moeedb::qdrant {
+
+using json = nlohmann::json;
+
+inline Status Bad(const std::string& m) { return Status::InvalidArgument(m); }
+// A lower-case or upper-case hyphenated UUID (8-4-4-4-12 hex digits).
+bool IsUuid(const std::string& s);
+// A point id as moeedb stores it: an unsigned integer as its decimal string,
+// a UUID in its lower-case hyphenated form.
+Result<std::string> PointId(const json& id);
+// A stored id as Qdrant answers it: a number when all digits, else a string.
+json QdrantId(const std::string& id);
+// Qdrant's filter (must / should / must_not over match and range
+// conditions, nested to 32 levels) as moeedb's metadata filter ($and / $or /
+// $not / field conditions); other condition kinds are refused by name.
+Result<json> TranslateFilter(const json& f, int depth);
+// The "filter" field of a request as moeedb filter text ("" for none).
+Result<std::string> FilterOf(const json& j);
+// InvalidArgument naming the first field of `j` not in `known` ("in <what>").
+Status RefuseUnknown(const json& j, std::initializer_list<const char*> known, const std::string& what);
+// j[key] as a count in [0, max], `fallback` when absent or null.
+Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max);
+// A score formula over the prefetches' scores: numbers, "$score" /
+// "$score[i]", {"sum": [...]}, {"mult": [...]}, {"neg": x},
+// {"div": {"left", "right", "by_zero_default"}}; nesting to 32 levels.
+Result<double> Evaluate(const json& e, const std::vector<double>& scores, int depth);
+
+}  // namespace moeedb::qdrant
