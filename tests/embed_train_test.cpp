@@ -53,7 +53,7 @@ double GeluRef(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))
 
 // The pooler of one text, written from its definition with plain loops.
 std::vector<double> PoolerRef(const PoolerSpec& s, const std::map<std::string, at::Tensor>& w, const Mat& layer_rows,
-                              const Mat& router_rows) {
+                              const Mat& router_rows, const std::vector<double>& lexical = {}) {
   std::map<std::string, std::vector<double>> W;
   for (const auto& [k, v] : w) W[k] = ToVec(v);
   const int64_t H = s.hidden, nh = s.heads, hd = H / nh, n = s.latents, F = s.ffn;
@@ -94,7 +94,18 @@ std::vector<double> PoolerRef(const PoolerSpec& s, const std::map<std::string, a
     std::vector<double> down = MatVec(W["ffn_out"], H, F, act);
     for (int64_t i = 0; i < H; ++i) mean[i] += (zl[i] + down[i]) / static_cast<double>(n);
   }
-  return MatVec(W["out"], s.out_dim, H, RmsNormRef(mean, W["out_norm"]));
+  std::vector<double> out = MatVec(W["out"], s.out_dim, H, RmsNormRef(mean, W["out_norm"]));
+  if (s.lexical_dim == 0) return out;
+  // [n / |n|; gain * l / |l|]
+  auto unit = [](std::vector<double> v) {
+    double n = 0;
+    for (double x : v) n += x * x;
+    for (double& x : v) x /= std::sqrt(n);
+    return v;
+  };
+  out = unit(out);
+  for (double x : unit(lexical)) out.push_back(W["lexical_gain"][0] * x);
+  return out;
 }
 
 std::map<std::string, at::Tensor> RandomPooler(const PoolerSpec& s, uint64_t seed) {
@@ -108,28 +119,38 @@ std::map<std::string, at::Tensor> RandomPooler(const PoolerSpec& s, uint64_t see
 
 TEST(TrainedPooler, ForwardEqualsAPlainLoopReference) {
   for (int64_t router_rows : {0, 3}) {
-    PoolerSpec s;
-    s.hidden = 12;
-    s.layer_rows = 4;
-    s.router_rows = router_rows;
-    s.router_dim = router_rows ? 5 : 0;
-    s.latents = 3;
-    s.heads = 3;
-    s.ffn = 7;
-    s.out_dim = 6;
-    ASSERT_TRUE(s.Validate().ok());
-    auto w = RandomPooler(s, 11 + router_rows);
-    at::Tensor layers = at::randn({2, s.layer_rows, s.hidden});
-    at::Tensor router = router_rows ? at::randn({2, router_rows, 5}) * 3.0 : at::Tensor();
-    at::Tensor got = PoolerForward(s, w, layers, router);
-    ASSERT_EQ(got.sizes().vec(), (std::vector<int64_t>{2, 6}));
-    for (int64_t b = 0; b < 2; ++b) {
-      Mat lr, rr;
-      for (int64_t r = 0; r < s.layer_rows; ++r) lr.push_back(ToVec(layers[b][r]));
-      for (int64_t r = 0; r < router_rows; ++r) rr.push_back(ToVec(router[b][r]));
-      const auto want = PoolerRef(s, w, lr, rr);
-      const auto row = ToVec(got[b]);
-      for (int64_t i = 0; i < 6; ++i) EXPECT_NEAR(row[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << b << " " << i;
+    for (int64_t lexical_dim : {0, 5}) {
+      PoolerSpec s;
+      s.hidden = 12;
+      s.layer_rows = 4;
+      s.router_rows = router_rows;
+      s.router_dim = router_rows ? 5 : 0;
+      s.latents = 3;
+      s.heads = 3;
+      s.ffn = 7;
+      s.out_dim = 6;
+      if (lexical_dim) {
+        s.token_pooling = TokenPooling::kWeighted;
+        s.vocab = 20;
+        s.lexical_dim = lexical_dim;
+      }
+      ASSERT_TRUE(s.Validate().ok());
+      auto w = RandomPooler(s, 11 + router_rows);
+      at::Tensor layers = at::randn({2, s.layer_rows, s.hidden});
+      at::Tensor router = router_rows ? at::randn({2, router_rows, 5}) * 3.0 : at::Tensor();
+      at::Tensor lexical = lexical_dim ? at::randn({2, lexical_dim}) : at::Tensor();
+      at::Tensor got = PoolerForward(s, w, layers, router, lexical);
+      ASSERT_EQ(got.sizes().vec(), (std::vector<int64_t>{2, 6 + lexical_dim}));
+      for (int64_t b = 0; b < 2; ++b) {
+        Mat lr, rr;
+        for (int64_t r = 0; r < s.layer_rows; ++r) lr.push_back(ToVec(layers[b][r]));
+        for (int64_t r = 0; r < router_rows; ++r) rr.push_back(ToVec(router[b][r]));
+        const auto want = PoolerRef(s, w, lr, rr, lexical_dim ? ToVec(lexical[b]) : std::vector<double>{});
+        const auto row = ToVec(got[b]);
+        ASSERT_EQ(row.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          EXPECT_NEAR(row[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << b << " " << i << " lexical " << lexical_dim;
+      }
     }
   }
 }
@@ -148,6 +169,8 @@ TEST(TrainedPooler, SpecRoundTripsAndBadSpecsAreRefused) {
   bad.heads = 3;  // does not divide 16
   EXPECT_EQ(bad.Validate().code(), Status::Code::kInvalidArgument);
   PoolerSpec weighted = s;
+  weighted.lexical_dim = 3;  // needs weighted token pooling
+  EXPECT_EQ(weighted.Validate().code(), Status::Code::kInvalidArgument);
   weighted.token_pooling = TokenPooling::kWeighted;
   EXPECT_EQ(weighted.Validate().code(), Status::Code::kInvalidArgument);  // no vocabulary size
   weighted.vocab = 50;
@@ -155,6 +178,8 @@ TEST(TrainedPooler, SpecRoundTripsAndBadSpecsAreRefused) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->token_pooling, TokenPooling::kWeighted);
   EXPECT_EQ(back->vocab, 50);
+  EXPECT_EQ(back->lexical_dim, 3);
+  EXPECT_EQ(back->output_dim(), back->out_dim + 3);
   EXPECT_EQ(PoolerTensors(*back)[1].name, "token_log_weight");
   EXPECT_FALSE(PoolerSpec::FromJson(R"({"type":"multi_layer_cross_attention","hidden":16,"layer_rows":3,
     "latents":16,"heads":4,"ffn":8,"out_dim":8,"token_pooling":"max"})").ok());
@@ -239,7 +264,7 @@ class EmbedTrainer : public ::testing::Test {
   static std::string Bytes(const std::string& dir) {
     return test::ReadFile(dir + "/pooler.safetensors") + test::ReadFile(dir + "/model.safetensors");
   }
-  void TrainAndCheckEngine(TokenPooling pooling);
+  void TrainAndCheckEngine(TokenPooling pooling, int64_t lexical_dim = 0);
   test::TempDir dir_;
   std::string lm_;
 };
@@ -248,11 +273,12 @@ class EmbedTrainer : public ::testing::Test {
 // the engine's kTrained HS against the pooler applied to rows rebuilt from
 // the engine's taps: final_norm(h_l) and the router logits pooled over the
 // tokens (the mean, or weights exp(token_log_weight[id]) normalised per text).
-void EmbedTrainer::TrainAndCheckEngine(TokenPooling pooling) {
+void EmbedTrainer::TrainAndCheckEngine(TokenPooling pooling, int64_t lexical_dim) {
   const Synthetic syn = Synthetic::Make(8);
-  const std::string out = dir_ / (std::string("emb-") + TokenPoolingName(pooling));
+  const std::string out = dir_ / (std::string("emb-") + TokenPoolingName(pooling) + std::to_string(lexical_dim));
   EmbedTrainOptions o = Options(out);
   o.pooler.token_pooling = pooling;
+  o.pooler.lexical_dim = lexical_dim;
   if (pooling == TokenPooling::kWeighted) {
     o.pooler.vocab = 64;
     o.token_log_weight_init = LogIdfTokenWeights(syn.data.sentences, 64);
@@ -275,7 +301,7 @@ void EmbedTrainer::TrainAndCheckEngine(TokenPooling pooling) {
   auto model = MoeModel::LoadDir(out);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_NE((*model)->pooler(), nullptr);
-  EXPECT_EQ((*model)->HsDim(HsPooling::kTrained), 8);
+  EXPECT_EQ((*model)->HsDim(HsPooling::kTrained), 8 + lexical_dim);
   auto file = SafetensorsFile::Open(out + "/model.safetensors");
   ASSERT_TRUE(file.ok());
   at::Tensor embed = *TensorFromView(*(*file)->Find("model.embed_tokens.weight"));
@@ -315,11 +341,17 @@ void EmbedTrainer::TrainAndCheckEngine(TokenPooling pooling) {
     for (const auto& x : layer_out) rows.push_back(rms(x.narrow(0, off, n)));
     std::vector<at::Tensor> rr;
     for (const auto& z : router) rr.push_back(pool(z.narrow(0, off, n).to(at::kDouble)));
+    at::Tensor lexical;  // the same token shares over the lexical channel's rows
+    if (lexical_dim > 0) {
+      at::Tensor table = *TensorFromView(*(*pooler_file)->Find("lexical_embed"));
+      lexical = pool(table.index_select(0, at::tensor(id64)).to(at::kDouble)).unsqueeze(0).to(at::kFloat);
+    }
     at::Tensor want = PoolerForward((*model)->pooler()->spec(), (*model)->pooler()->weights(),
-                                    at::stack(rows).unsqueeze(0).to(at::kFloat), at::stack(rr).unsqueeze(0).to(at::kFloat));
+                                    at::stack(rows).unsqueeze(0).to(at::kFloat), at::stack(rr).unsqueeze(0).to(at::kFloat),
+                                    lexical);
     const auto got = ToVec(f->hs[b]), w = ToVec(want[0]);
-    ASSERT_EQ(got.size(), 8u);
-    for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(got[i], w[i], 1e-4 * (1 + std::abs(w[i])));
+    ASSERT_EQ(got.size(), static_cast<size_t>(8 + lexical_dim));
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], w[i], 1e-4 * (1 + std::abs(w[i])));
   }
   // Asking for the trained pooler of a model without one is an error, not a silent fallback.
   auto plain = MoeModel::LoadDir(lm_);
@@ -330,6 +362,8 @@ void EmbedTrainer::TrainAndCheckEngine(TokenPooling pooling) {
 TEST_F(EmbedTrainer, LearnsAndTheEngineRunsTheTrainedPooler) { TrainAndCheckEngine(TokenPooling::kMean); }
 
 TEST_F(EmbedTrainer, WeightedTokenPoolingLearnsAndTheEngineRunsIt) { TrainAndCheckEngine(TokenPooling::kWeighted); }
+
+TEST_F(EmbedTrainer, TheLexicalChannelLearnsAndTheEngineRunsIt) { TrainAndCheckEngine(TokenPooling::kWeighted, 6); }
 
 TEST(EmbedTrainerIdf, LogIdfTokenWeightsByHand) {
   // 3 sentences; token 2 in all of them, token 3 in one (twice), token 4 in none.
@@ -354,6 +388,22 @@ TEST_F(EmbedTrainer, ASecondStageContinuesTheStartFoldersPooler) {
   o2.lr_lm = o2.lr_pooler = 0;
   ASSERT_TRUE(TrainEmbedding(syn.data, o2).ok());
   EXPECT_EQ(test::ReadFile(first + "/pooler.safetensors"), test::ReadFile(second + "/pooler.safetensors"));
+  // A second stage that adds a lexical channel continues every other tensor.
+  EmbedTrainOptions o4 = o2;
+  o4.out_dir = dir_ / "lexical";
+  o4.pooler.token_pooling = TokenPooling::kWeighted;
+  o4.pooler.vocab = 64;
+  o4.pooler.lexical_dim = 4;
+  EmbedTrainOptions w1 = Options(dir_ / "weighted");
+  w1.pooler = o4.pooler;
+  w1.pooler.lexical_dim = 0;
+  ASSERT_TRUE(TrainEmbedding(syn.data, w1).ok());
+  o4.model_dir = dir_ / "weighted";
+  ASSERT_TRUE(TrainEmbedding(syn.data, o4).ok());
+  auto p1 = TrainedPooler::LoadDir(dir_ / "weighted"), p4 = TrainedPooler::LoadDir(dir_ / "lexical");
+  ASSERT_TRUE(p1.ok() && p4.ok());
+  for (const auto& [name, t] : p1.value()->weights()) EXPECT_TRUE(at::equal(t, p4.value()->weights().at(name))) << name;
+  EXPECT_EQ(p4.value()->weights().at("lexical_embed").sizes().vec(), (std::vector<int64_t>{64, 4}));
   // A pooler of another spec is not continued: a new one starts.
   EmbedTrainOptions o3 = o2;
   o3.out_dir = fresh;

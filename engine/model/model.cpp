@@ -489,8 +489,14 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   } else if (options.hs_pooling == HsPooling::kLayersMean) {
     out.hs = layers_sum / static_cast<double>(c.num_layers);
   } else if (trained) {
+    at::Tensor lexical;  // the token-weighted mean of the lexical channel's vectors
+    if (pooler_->spec().lexical_dim > 0) {
+      const at::Tensor& table = pooler_->weights().at("lexical_embed");
+      at::Tensor rows = table.index_select(0, at::tensor(flat_ids, at::kLong)).to(dev) * token_w;
+      lexical = at::zeros({B, table.size(1)}, rows.options()).index_add_(0, row_of_token, rows).mul_(inv_wsum).cpu();
+    }
     out.hs = pooler_->Forward(at::stack(pooler_rows, 1).cpu(),
-                              pooler_router.empty() ? at::Tensor() : at::stack(pooler_router, 1).cpu());
+                              pooler_router.empty() ? at::Tensor() : at::stack(pooler_router, 1).cpu(), lexical);
   }
   if (tap_) tap_("final_norm", c.num_layers, out.hs);
   if (options.want_token_states) out.token_states = norm(x, final_norm_).to(at::kFloat).cpu();
@@ -500,7 +506,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
 }
 
 int64_t MoeModel::HsDim(HsPooling p) const {
-  return p == HsPooling::kTrained && pooler_ ? pooler_->spec().out_dim : config_.hidden_size;
+  return p == HsPooling::kTrained && pooler_ ? pooler_->spec().output_dim() : config_.hidden_size;
 }
 
 void MoeModel::set_expert_dispatch(ExpertDispatch d) {

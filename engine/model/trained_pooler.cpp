@@ -50,6 +50,9 @@ Status PoolerSpec::Validate() const {
   if (router_rows < 0) return Status::InvalidArgument("pooler: 'router_rows' must be >= 0");
   if (router_rows > 0 && router_dim <= 0) return bad("router_dim");
   if (token_pooling == TokenPooling::kWeighted && vocab <= 0) return bad("vocab");
+  if (lexical_dim < 0) return Status::InvalidArgument("pooler: 'lexical_dim' must be >= 0");
+  if (lexical_dim > 0 && token_pooling != TokenPooling::kWeighted)
+    return Status::InvalidArgument("pooler: a lexical channel needs weighted token pooling");
   if (hidden % heads != 0) return Status::InvalidArgument("pooler: 'heads' must divide 'hidden'");
   return Status::OK();
 }
@@ -74,6 +77,7 @@ Result<PoolerSpec> PoolerSpec::FromJson(const std::string& text) {
     if (!pool.ok()) return Status::Corruption("pooler.json: " + pool.status().message());
     s.token_pooling = *pool;
     s.vocab = j.value("vocab", int64_t{0});
+    s.lexical_dim = j.value("lexical_dim", int64_t{0});
   } catch (const json::exception& e) {
     return Status::Corruption(std::string("pooler.json: ") + e.what());
   }
@@ -88,6 +92,7 @@ std::string PoolerSpec::ToJson() const {
             {"token_pooling", TokenPoolingName(token_pooling)}};
   if (router_proj_per_layer) j["router_proj_per_layer"] = true;
   if (token_pooling == TokenPooling::kWeighted) j["vocab"] = vocab;
+  if (lexical_dim > 0) j["lexical_dim"] = lexical_dim;
   return j.dump(2) + "\n";
 }
 
@@ -108,11 +113,15 @@ std::vector<PoolerTensorSpec> PoolerTensors(const PoolerSpec& s) {
       {"out_norm", {H}, 0},          {"out", {s.out_dim, H}, std_h},
   };
   t.insert(t.end(), rest.begin(), rest.end());
+  if (s.lexical_dim > 0) {
+    t.push_back({"lexical_embed", {s.vocab, s.lexical_dim}, 1.0});  // near-orthogonal rows: a hashed bag of words
+    t.push_back({"lexical_gain", {1}, 0});
+  }
   return t;
 }
 
 at::Tensor PoolerForward(const PoolerSpec& s, const std::map<std::string, at::Tensor>& w, const at::Tensor& layer_rows,
-                         const at::Tensor& router_rows) {
+                         const at::Tensor& router_rows, const at::Tensor& lexical) {
   auto W = [&](const char* name) -> const at::Tensor& { return w.at(name); };
   const int64_t B = layer_rows.size(0), H = s.hidden, nh = s.heads, hd = H / nh, n = s.latents;
   at::Tensor x = layer_rows;
@@ -131,7 +140,10 @@ at::Tensor PoolerForward(const PoolerSpec& s, const std::map<std::string, at::Te
   at::Tensor z = W("latents").unsqueeze(0) + at::linear(attended, W("o"));  // [B, n, H]
   at::Tensor g = at::linear(Norm(z, W("ffn_norm")), W("ffn_in"));
   z = z + at::linear(at::gelu(g.narrow(-1, 0, s.ffn)) * g.narrow(-1, s.ffn, s.ffn), W("ffn_out"));
-  return at::linear(Norm(z.mean(1), W("out_norm")), W("out"));
+  at::Tensor pooled = at::linear(Norm(z.mean(1), W("out_norm")), W("out"));
+  if (s.lexical_dim == 0) return pooled;
+  auto unit = [](const at::Tensor& x) { return x / x.norm(2, {-1}, true).clamp_min(1e-12); };
+  return at::cat({unit(pooled), W("lexical_gain") * unit(lexical)}, -1);
 }
 
 at::Tensor PoolerTokenWeights(const std::map<std::string, at::Tensor>& weights, const at::Tensor& ids) {
@@ -171,9 +183,10 @@ Status TrainedPooler::CheckFits(const ModelConfig& c, const std::string& dir) co
   return Status::OK();
 }
 
-at::Tensor TrainedPooler::Forward(const at::Tensor& layer_rows, const at::Tensor& router_rows) const {
+at::Tensor TrainedPooler::Forward(const at::Tensor& layer_rows, const at::Tensor& router_rows,
+                                  const at::Tensor& lexical) const {
   at::NoGradGuard no_grad;
-  return PoolerForward(spec_, weights_, layer_rows, router_rows);
+  return PoolerForward(spec_, weights_, layer_rows, router_rows, lexical);
 }
 
 at::Tensor TrainedPooler::TokenWeights(const at::Tensor& ids) const {

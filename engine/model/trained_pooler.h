@@ -13,6 +13,14 @@
 // residual on the latents), a GEGLU FFN follows, the latents are averaged,
 // RMS-normed and projected to out_dim. Cosine is taken downstream.
 //
+// Beyond the paper, an optional lexical channel (lexical_dim > 0, with
+// weighted token pooling): the token-weighted mean of learned per-token
+// vectors (a dense bag of words, as in dense lexical representations). The
+// output is then [n / |n|; g * l / |l|] for the attention-pooled vector n,
+// the lexical vector l and a learned gain g, so that the cosine of two
+// outputs is (cos_n + g^2 cos_l) / (1 + g^2): what the transformer
+// understands and which rare words the texts share, in one vector.
+//
 // Stored beside the model as pooler.json (the PoolerSpec) and
 // pooler.safetensors (the tensors PoolerTensors names).
 #pragma once
@@ -50,6 +58,9 @@ struct PoolerSpec {
   int64_t out_dim = 512;
   TokenPooling token_pooling = TokenPooling::kMean;  // how rows pool over a text's tokens
   int64_t vocab = 0;        // kWeighted: entries of the token weight table (the model's vocabulary)
+  int64_t lexical_dim = 0;  // the lexical channel's width (0: none; needs kWeighted)
+
+  int64_t output_dim() const { return out_dim + lexical_dim; }
 
   int64_t rows() const { return layer_rows + router_rows; }
   // InvalidArgument naming the field unless every size is positive and consistent.
@@ -69,9 +80,12 @@ std::vector<PoolerTensorSpec> PoolerTensors(const PoolerSpec& spec);
 
 // The pooler's forward pass in ATen ops (differentiable: the trainer runs
 // it on autograd leaves). layer_rows [B, layer_rows, H]; router_rows
-// [B, router_rows, E] (ignored when the spec reads no RW). Returns [B, out_dim].
+// [B, router_rows, E] (ignored when the spec reads no RW); lexical [B,
+// lexical_dim], the token-weighted means of lexical_embed's rows (ignored
+// without a lexical channel). Returns [B, output_dim()].
 at::Tensor PoolerForward(const PoolerSpec& spec, const std::map<std::string, at::Tensor>& weights,
-                         const at::Tensor& layer_rows, const at::Tensor& router_rows);
+                         const at::Tensor& layer_rows, const at::Tensor& router_rows,
+                         const at::Tensor& lexical = at::Tensor());
 
 // kWeighted: each token's pooling weight, exp(token_log_weight[id]), for the
 // token ids `ids` (any shape of int64); the rows are sum_t w_t x_t / sum_t w_t.
@@ -90,7 +104,8 @@ class TrainedPooler {
   // layer when it reads RW, and one token weight per vocabulary entry.
   Status CheckFits(const ModelConfig& config, const std::string& dir) const;
   // PoolerForward with the loaded weights, without autograd; float32 CPU in and out.
-  at::Tensor Forward(const at::Tensor& layer_rows, const at::Tensor& router_rows) const;
+  at::Tensor Forward(const at::Tensor& layer_rows, const at::Tensor& router_rows,
+                     const at::Tensor& lexical = at::Tensor()) const;
   // PoolerTokenWeights with the loaded weights (kWeighted only).
   at::Tensor TokenWeights(const at::Tensor& ids) const;
   const std::map<std::string, at::Tensor>& weights() const { return weights_; }

@@ -140,7 +140,11 @@ class Encoder {
     std::vector<at::Tensor> rows, router;
     for (const auto& x : states) rows.push_back(pool_tokens(x));
     for (const auto& z : router_states) router.push_back(pool_tokens(z));
-    return PoolerForward(o_.pooler, pooler_, at::stack(rows, 1), router.empty() ? at::Tensor() : at::stack(router, 1));
+    at::Tensor lexical;  // the token-weighted mean of the lexical channel's vectors
+    if (o_.pooler.lexical_dim > 0)
+      lexical = (pooler_.at("lexical_embed").index_select(0, tok.reshape({-1})).view({B, T, -1}) * weight).sum(1);
+    return PoolerForward(o_.pooler, pooler_, at::stack(rows, 1), router.empty() ? at::Tensor() : at::stack(router, 1),
+                         lexical);
   }
 
   const ModelConfig& c_;
@@ -296,12 +300,17 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
       MOEEDB_RETURN_IF_ERROR(enc.net().Load((fs::path(o.model_dir) / "model.safetensors").string()));
       enc.InitPooler(o.seed);
       // A start folder that ships a pooler of the same spec (an earlier
-      // stage's output) is continued rather than replaced.
+      // stage's output) is continued rather than replaced; one without the
+      // lexical channel this run adds is continued with a new channel.
       if (TrainedPooler::ExistsIn(o.model_dir)) {
         MOEEDB_ASSIGN_OR_RETURN(auto start, TrainedPooler::LoadDir(o.model_dir));
-        if (start->spec().ToJson() == o.pooler.ToJson()) {
+        PoolerSpec without_lexical = o.pooler;
+        without_lexical.lexical_dim = start->spec().lexical_dim;
+        if (start->spec().ToJson() == without_lexical.ToJson() &&
+            (start->spec().lexical_dim == 0 || start->spec().lexical_dim == o.pooler.lexical_dim)) {
           enc.SetPooler(start->weights());
-          log("starting from the pooler in " + o.model_dir);
+          log("starting from the pooler in " + o.model_dir +
+              (start->spec().lexical_dim != o.pooler.lexical_dim ? " (with a new lexical channel)" : ""));
         } else {
           log("the pooler in " + o.model_dir + " has another spec: starting a new one");
         }
@@ -402,7 +411,11 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
       }
       for (int32_t s : b.extra) slot(s);  // distillation only
       at::Tensor aux;
-      at::Tensor e = L2Normalize(enc.Encode(data.sentences, ids, true, &aux));
+      const at::Tensor pooled = enc.Encode(data.sentences, ids, true, &aux);
+      at::Tensor e = L2Normalize(pooled);
+      // The teacher's vectors match the attention-pooled part; the lexical
+      // channel (if any) joins the whole vector's similarity structure.
+      at::Tensor e_neural = o.pooler.lexical_dim > 0 ? L2Normalize(pooled.narrow(1, 0, o.pooler.out_dim)) : e;
       sentences_seen += static_cast<int64_t>(ids.size());
       at::Tensor loss = o.freeze_lm ? at::zeros({}, at::kFloat) : o.aux_loss_coef * aux;
       std::map<std::string, at::Tensor> parts;
@@ -440,7 +453,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
           }
         if (rows.size() >= 2) {
           at::Tensor s = e.index_select(0, at::tensor(rows)), t = teacher.index_select(0, at::tensor(trows));
-          parts["distill"] = o.distill_weight * (1 - (s * t).sum(-1)).mean();
+          parts["distill"] = o.distill_weight * (1 - (e_neural.index_select(0, at::tensor(rows)) * t).sum(-1)).mean();
           parts["matrix"] = o.distill_matrix_weight * (at::matmul(s, s.t()) - at::matmul(t, t.t())).pow(2).mean();
         }
       }

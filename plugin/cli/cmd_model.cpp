@@ -97,7 +97,8 @@ int RunInfo(const std::vector<std::string>& argv) {
     const PoolerSpec& s = p->spec();
     std::cout << "trained pooler: " << s.layer_rows << " hidden-state rows" << (s.router_rows ? " + " : "")
               << (s.router_rows ? std::to_string(s.router_rows) + " router rows" : std::string()) << ", "
-              << s.latents << " latents, " << s.heads << " heads, output " << s.out_dim << " dims ("
+              << s.latents << " latents, " << s.heads << " heads, output " << s.out_dim << " dims"
+              << (s.lexical_dim ? " + a lexical channel of " + std::to_string(s.lexical_dim) : std::string()) << " ("
               << TokenPoolingName(s.token_pooling) << " over tokens)\n";
   }
   std::cout << "defaults: prompt " << defaults->prompt << ", hs pooling " << defaults->hs_pooling << ", rw pooling "

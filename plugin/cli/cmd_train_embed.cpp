@@ -235,6 +235,8 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"token-pooling", "mean|last|weighted", "how the pooler's rows pool over tokens (default mean); weighted: a "
                                               "learned weight per vocabulary entry, starting at the log idf of the training sentences"},
       {"out-dim", "N", "pooled vector size (default: the teacher's, else 512)"},
+      {"lexical-dim", "N", "width of the pooler's lexical channel, a learned dense bag of words beside the pooled "
+                           "vector (needs --token-pooling weighted; default 0: none)"},
       {"latents", "N", "pooler latents (default 16)"},
       {"pairs-per-step", "N", "contrastive pairs per step (default 48)"},
       {"scored-per-step", "N", "scored pairs per step (default 32)"},
@@ -261,13 +263,14 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   EmbedTrainOptions o;
   o.model_dir = args->Get("model");
   o.out_dir = args->Get("out");
-  int64_t seed = 0, threads = 0, tdim = 512, out_dim = 0;
+  int64_t seed = 0, threads = 0, tdim = 512, out_dim = 0, lexical_dim = 0;
   Status bad;
   if (!(args->ReadInt("steps", 1100, 1, 1LL << 40, &o.steps, &bad) &&
         args->ReadInt("seed", 0, 0, 1LL << 62, &seed, &bad) &&
         args->ReadInt("threads", 0, 0, 1024, &threads, &bad) &&
         args->ReadInt("teacher-dim", 512, 1, 1 << 16, &tdim, &bad) &&
         args->ReadInt("out-dim", 0, 0, 1 << 16, &out_dim, &bad) &&
+        args->ReadInt("lexical-dim", 0, 0, 1 << 16, &lexical_dim, &bad) &&
         args->ReadInt("latents", 16, 1, 4096, &o.pooler.latents, &bad) &&
         args->ReadInt("pairs-per-step", 48, 0, 1 << 16, &o.pairs_per_step, &bad) &&
         args->ReadInt("scored-per-step", 32, 0, 1 << 16, &o.scored_per_step, &bad) &&
@@ -309,6 +312,9 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   o.pooler.vocab = *token_pool == TokenPooling::kWeighted ? c.vocab_size : 0;
   o.pooler.ffn = 2 * c.hidden_size;
   o.pooler.out_dim = out_dim > 0 ? out_dim : tdim;
+  o.pooler.lexical_dim = lexical_dim;
+  if (lexical_dim > 0 && o.pooler.token_pooling != TokenPooling::kWeighted)
+    return UsageError(cmd, "--lexical-dim needs --token-pooling weighted");
 
   EmbedTrainData d;
   SentenceTable table(&embedder);
