@@ -51,7 +51,7 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
       if (it == metadata_.end()) return false;
       auto p = parsed.find(id);
       if (p == parsed.end()) p = parsed.emplace(id, json::parse(it->second)).first;
-      return parsed_filter->Matches(&p->second);
+      return parsed_filter->Matches(p->second);
     };
   }
   if (o.mode == QueryMode::kLexical || o.mode == QueryMode::kHybrid) return SearchLexicalOrHybrid(hs, rw, o, filter);

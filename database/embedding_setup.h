@@ -36,6 +36,14 @@ struct EmbeddingConfig {
   int workers = 1;
   int64_t batch_tokens = 4096;
   std::string cache_dir;  // SSMoE centroid cache
+  // Process-local choices (not recorded with collections): a GritLM-style
+  // instruction before every text, the RW read-out ("": the family's;
+  // logits | probs | log_probs), a tokenizer.json instead of the model's,
+  // how experts run (auto | loop | grouped | batched | packed).
+  std::string instruction;
+  std::string rw_readout;
+  std::string tokenizer_path;
+  std::string expert_dispatch = "auto";
 };
 
 class EmbeddingSetup {
@@ -72,6 +80,9 @@ class EmbeddingSetup {
   double default_alpha() const { return default_alpha_; }
   const std::string& routing() const { return routing_canonical_; }
   const MoeModel& model() const { return *model_; }
+  // For analyses that watch the forward pass through taps (MoE Lens); not
+  // while another thread embeds with this setup.
+  MoeModel& mutable_model() { return *model_; }
   size_t dim_hs() const;
   size_t dim_rw() const;
 

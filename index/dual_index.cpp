@@ -51,13 +51,13 @@ Result<SearchMode> ParseSearchMode(const std::string& n) {
 
 namespace {
 
-json HalfToJson(const HalfIndexSpec& h) {
+json SignalSpecToJson(const SignalIndexSpec& h) {
   return {{"kind", IndexKindName(h.kind)}, {"sq8", h.sq8}, {"hnsw_m", h.hnsw_m}, {"ef_construction", h.ef_construction},
           {"ef_search", h.ef_search}, {"ivf_nlist", h.ivf_nlist}, {"nprobe", h.nprobe}};
 }
 
-Result<HalfIndexSpec> HalfFromJson(const json& j) {
-  HalfIndexSpec h;
+Result<SignalIndexSpec> SignalSpecFromJson(const json& j) {
+  SignalIndexSpec h;
   MOEEDB_ASSIGN_OR_RETURN(h.kind, ParseIndexKind(j.value("kind", "flat")));
   h.sq8 = j.value("sq8", false);
   h.hnsw_m = j.value("hnsw_m", 32);
@@ -73,8 +73,8 @@ Result<HalfIndexSpec> HalfFromJson(const json& j) {
 }  // namespace
 
 std::string DualIndexSpec::ToJson() const {
-  return json{{"dim_hs", dim_hs},           {"dim_rw", dim_rw},         {"hs", HalfToJson(hs)},
-              {"rw", HalfToJson(rw)},       {"oversample", oversample}, {"rebuild_ratio", rebuild_ratio},
+  return json{{"dim_hs", dim_hs},           {"dim_rw", dim_rw},         {"hs", SignalSpecToJson(hs)},
+              {"rw", SignalSpecToJson(rw)},       {"oversample", oversample}, {"rebuild_ratio", rebuild_ratio},
               {"min_train_rows", min_train_rows}, {"fp16_rows", fp16_rows}}
       .dump();
 }
@@ -85,8 +85,8 @@ Result<DualIndexSpec> DualIndexSpec::FromJson(const std::string& text) {
     DualIndexSpec s;
     s.dim_hs = j.at("dim_hs").get<size_t>();
     s.dim_rw = j.at("dim_rw").get<size_t>();
-    MOEEDB_ASSIGN_OR_RETURN(s.hs, HalfFromJson(j.value("hs", json::object())));
-    MOEEDB_ASSIGN_OR_RETURN(s.rw, HalfFromJson(j.value("rw", json::object())));
+    MOEEDB_ASSIGN_OR_RETURN(s.hs, SignalSpecFromJson(j.value("hs", json::object())));
+    MOEEDB_ASSIGN_OR_RETURN(s.rw, SignalSpecFromJson(j.value("rw", json::object())));
     s.oversample = j.value("oversample", 4);
     s.rebuild_ratio = j.value("rebuild_ratio", 0.25);
     s.min_train_rows = j.value("min_train_rows", 256);
@@ -100,7 +100,7 @@ Result<DualIndexSpec> DualIndexSpec::FromJson(const std::string& text) {
 
 // fp16 <-> fp32 for the compact row store. The F16C path is chosen at run
 // time; the portable one is exact for normal numbers, flushes subnormals.
-uint16_t ToHalf(float f) {
+uint16_t FloatToF16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000;
@@ -113,7 +113,7 @@ uint16_t ToHalf(float f) {
   return static_cast<uint16_t>(h);
 }
 
-float FromHalf(uint16_t h) {
+float F16ToFloat(uint16_t h) {
   const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   uint32_t x;
   if (exp == 0) x = sign;  // zero (subnormals flushed)
@@ -124,7 +124,7 @@ float FromHalf(uint16_t h) {
   return f;
 }
 
-__attribute__((target("avx2,f16c,fma"))) float DotHalfF16c(const float* q, const uint16_t* row, size_t d) {
+__attribute__((target("avx2,f16c,fma"))) float DotF16Avx2(const float* q, const uint16_t* row, size_t d) {
   __m256 acc = _mm256_setzero_ps();
   size_t j = 0;
   for (; j + 8 <= d; j += 8) {
@@ -132,27 +132,27 @@ __attribute__((target("avx2,f16c,fma"))) float DotHalfF16c(const float* q, const
     acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), r, acc);
   }
   float s = Hsum8(acc);
-  for (; j < d; ++j) s += q[j] * FromHalf(row[j]);
+  for (; j < d; ++j) s += q[j] * F16ToFloat(row[j]);
   return s;
 }
 
-float DotHalfPortable(const float* q, const uint16_t* row, size_t d) {
+float DotF16Portable(const float* q, const uint16_t* row, size_t d) {
   float s = 0;
-  for (size_t j = 0; j < d; ++j) s += q[j] * FromHalf(row[j]);
+  for (size_t j = 0; j < d; ++j) s += q[j] * F16ToFloat(row[j]);
   return s;
 }
 
-float DotHalf(const float* q, const uint16_t* row, size_t d) {
+float DotF16(const float* q, const uint16_t* row, size_t d) {
   static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return f16c ? DotHalfF16c(q, row, d) : DotHalfPortable(q, row, d);
+  return f16c ? DotF16Avx2(q, row, d) : DotF16Portable(q, row, d);
 }
 
 // One half: its standardized rows and, for ANN kinds, a Faiss index over them
 // (ids = row positions). An ANN half that needs training stays "pending"
 // (searched exactly) until min_train_rows rows exist.
-struct DualIndex::Half {
+struct DualIndex::SignalIndex {
   size_t dim = 0;
-  HalfIndexSpec spec;
+  SignalIndexSpec spec;
   bool fp16 = false;
   std::vector<float> data;       // row-major, every row (dead ones included until a rebuild); f32 mode
   std::vector<uint16_t> data16;  // the same in fp16 mode
@@ -164,20 +164,20 @@ struct DualIndex::Half {
     if (!fp16) { data.insert(data.end(), src, src + n * dim); return; }
     const size_t at = data16.size();
     data16.resize(at + n * dim);
-    for (size_t i = 0; i < n * dim; ++i) data16[at + i] = ToHalf(src[i]);
+    for (size_t i = 0; i < n * dim; ++i) data16[at + i] = FloatToF16(src[i]);
   }
   float Dot(const float* q, size_t row) const {
-    return fp16 ? DotHalf(q, data16.data() + row * dim, dim) : faiss::fvec_inner_product(q, data.data() + row * dim, dim);
+    return fp16 ? DotF16(q, data16.data() + row * dim, dim) : faiss::fvec_inner_product(q, data.data() + row * dim, dim);
   }
   void Dots(const float* q, size_t n, float* out) const {
     if (!fp16) { faiss::fvec_inner_products_ny(out, q, data.data(), dim, n); return; }
-    for (size_t p = 0; p < n; ++p) out[p] = DotHalf(q, data16.data() + p * dim, dim);
+    for (size_t p = 0; p < n; ++p) out[p] = DotF16(q, data16.data() + p * dim, dim);
   }
   // Rows [from, to) as floats: a pointer into `data`, or decoded into *tmp.
   const float* Rows(size_t from, size_t to, std::vector<float>* tmp) const {
     if (!fp16) return data.data() + from * dim;
     tmp->resize((to - from) * dim);
-    for (size_t i = 0; i < tmp->size(); ++i) (*tmp)[i] = FromHalf(data16[from * dim + i]);
+    for (size_t i = 0; i < tmp->size(); ++i) (*tmp)[i] = F16ToFloat(data16[from * dim + i]);
     return tmp->data();
   }
   void Clear() { data.clear(); data16.clear(); ann.reset(); ann_rows = 0; }
@@ -252,8 +252,8 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, 
   d->spec_ = spec;
   d->std_hs_ = std::move(hs);
   d->std_rw_ = std::move(rw);
-  d->hs_ = std::make_unique<Half>();
-  d->rw_ = std::make_unique<Half>();
+  d->hs_ = std::make_unique<SignalIndex>();
+  d->rw_ = std::make_unique<SignalIndex>();
   d->hs_->fp16 = d->rw_->fp16 = spec.fp16_rows;
   d->hs_->dim = spec.dim_hs;
   d->hs_->spec = spec.hs;
@@ -311,7 +311,7 @@ size_t DualIndex::Remove(const std::vector<uint64_t>& ids) {
     ++tombstones_;
     ++removed;
   }
-  for (Half* h : {hs_.get(), rw_.get()}) {
+  for (SignalIndex* h : {hs_.get(), rw_.get()}) {
     if (h->ann && h->spec.kind == IndexKind::kIvf && !ivf_remove.empty()) {
       faiss::IDSelectorArray sel(ivf_remove.size(), ivf_remove.data());
       h->ann->remove_ids(sel);
@@ -333,7 +333,7 @@ void DualIndex::Rebuild() {
     const float* r = rw_->Rows(p, p + 1, &tmp);
     rn.insert(rn.end(), r, r + spec_.dim_rw);
   }
-  for (Half* h : {hs_.get(), rw_.get()}) h->Clear();
+  for (SignalIndex* h : {hs_.get(), rw_.get()}) h->Clear();
   pos_to_id_.clear();
   alive_.clear();
   id_to_pos_.clear();
@@ -349,7 +349,7 @@ std::vector<uint64_t> DualIndex::Ids() const {
   return out;
 }
 
-std::vector<size_t> DualIndex::HalfCandidates(const Half& h, const float* q, size_t kk) const {
+std::vector<size_t> DualIndex::SignalCandidates(const SignalIndex& h, const float* q, size_t kk) const {
   const size_t rows = pos_to_id_.size();
   std::vector<size_t> out;
   if (h.ann && h.ann_rows > 0) {
@@ -467,8 +467,8 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
       for (size_t p : ps)
         if (p < rows && alive_[p] && seen.insert(p).second && (!r.filter || r.filter(pos_to_id_[p]))) cands.push_back(p);
     };
-    if (r.mode != SearchMode::kRw) take(HalfCandidates(*hs_, qh.data(), std::min(kk, rows)));
-    if (r.mode != SearchMode::kHs) take(HalfCandidates(*rw_, qr.data(), std::min(kk, rows)));
+    if (r.mode != SearchMode::kRw) take(SignalCandidates(*hs_, qh.data(), std::min(kk, rows)));
+    if (r.mode != SearchMode::kHs) take(SignalCandidates(*rw_, qr.data(), std::min(kk, rows)));
     if (cands.size() >= r.k || kk >= rows) {
       finish(cands);
       return hits;
@@ -520,7 +520,7 @@ Status DualIndex::Save(const std::string& dir, uint64_t applied_seq) const {
     };
     const std::string m = meta.dump();
     write(tmp / "meta.json", m.data(), m.size());
-    for (const Half* h : {hs_.get(), rw_.get()}) {
+    for (const SignalIndex* h : {hs_.get(), rw_.get()}) {
       const std::string base = h == hs_.get() ? "hs" : "rw";
       if (h->fp16) write(tmp / (base + ".f16"), h->data16.data(), h->data16.size() * 2);
       else write(tmp / (base + ".f32"), h->data.data(), h->data.size() * 4);
@@ -571,7 +571,7 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint6
       in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
       if (!in || in.gcount() != static_cast<std::streamsize>(bytes)) throw std::runtime_error("short file " + p.string());
     };
-    for (Half* h : {d->hs_.get(), d->rw_.get()}) {
+    for (SignalIndex* h : {d->hs_.get(), d->rw_.get()}) {
       const std::string base = h == d->hs_.get() ? "hs" : "rw";
       const size_t n = d->pos_to_id_.size() * h->dim;
       if (h->fp16) { h->data16.resize(n); read(snap / (base + ".f16"), h->data16.data(), n * 2); }

@@ -39,7 +39,7 @@ enum class IndexKind { kFlat, kHnsw, kIvf };
 Result<IndexKind> ParseIndexKind(const std::string& name);  // "flat" | "hnsw" | "ivf"
 const char* IndexKindName(IndexKind kind);
 
-struct HalfIndexSpec {
+struct SignalIndexSpec {
   IndexKind kind = IndexKind::kFlat;
   bool sq8 = false;        // 8-bit scalar quantization of the ANN index (hnsw, ivf)
   int hnsw_m = 32;
@@ -51,7 +51,7 @@ struct HalfIndexSpec {
 
 struct DualIndexSpec {
   size_t dim_hs = 0, dim_rw = 0;
-  HalfIndexSpec hs, rw;
+  SignalIndexSpec hs, rw;
   int oversample = 4;          // candidates per ANN half = oversample * k
   double rebuild_ratio = 0.25; // rebuild when tombstones exceed this share of rows
   size_t min_train_rows = 256; // IVF and SQ8 halves train once this many rows exist
@@ -112,18 +112,18 @@ class DualIndex {
   static Result<std::unique_ptr<DualIndex>> Load(const std::string& dir, uint64_t* applied_seq);
 
  private:
-  struct Half;
+  struct SignalIndex;
   DualIndex();
   Status AddNormalized(const std::vector<uint64_t>& ids, const float* hs_n, const float* rw_n);
   // The standardized query halves (zeros for a null half); InvalidArgument
   // on a non-finite value.
   Status StandardizeQuery(const float* hs, const float* rw, std::vector<float>* qh, std::vector<float>* qr) const;
   void Rebuild();
-  std::vector<size_t> HalfCandidates(const Half& h, const float* q, size_t kk) const;
+  std::vector<size_t> SignalCandidates(const SignalIndex& h, const float* q, size_t kk) const;
 
   DualIndexSpec spec_;
   Standardizer std_hs_, std_rw_;
-  std::unique_ptr<Half> hs_, rw_;
+  std::unique_ptr<SignalIndex> hs_, rw_;
   std::vector<uint64_t> pos_to_id_;
   std::vector<uint8_t> alive_;
   std::unordered_map<uint64_t, size_t> id_to_pos_;

@@ -46,18 +46,14 @@ class JsonFilter final : public MetadataFilter {
     std::vector<std::shared_ptr<const JsonFilter>> parts;
   };
   JsonFilter(std::vector<Condition> c, std::vector<Group> g) : conds_(std::move(c)), groups_(std::move(g)) {}
-  bool Matches(const void* metadata) const override {
-    const json& meta = *static_cast<const json*>(metadata);
-    return MatchesJson(meta);
-  }
-  bool MatchesJson(const json& meta) const {
+  bool Matches(const json& meta) const override {
     if (!meta.is_object()) return conds_.empty() && groups_.empty();
     for (const auto& c : conds_)
       if (!Test(c, meta)) return false;
     for (const auto& g : groups_) {
       bool any = false, all = true;
       for (const auto& p : g.parts) {
-        const bool m = p->MatchesJson(meta);
+        const bool m = p->Matches(meta);
         any = any || m;
         all = all && m;
       }

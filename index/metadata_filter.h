@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "base/status.h"
@@ -22,8 +23,8 @@ class MetadataFilter {
   // InvalidArgument naming the bad part (unknown operator, wrong type).
   static Result<std::shared_ptr<const MetadataFilter>> Parse(const std::string& filter_json);
   virtual ~MetadataFilter() = default;
-  // metadata_json: the document's metadata object.
-  virtual bool Matches(const void* metadata /* const nlohmann::json* */) const = 0;
+  // Whether a document's metadata object matches.
+  virtual bool Matches(const nlohmann::json& metadata) const = 0;
 };
 
 }  // namespace moeedb

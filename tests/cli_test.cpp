@@ -193,10 +193,13 @@ TEST_F(Cli, UsageErrors) {
   r = test::Run({test::Binary(), "embed", "--modle", model()}, "x\n");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown option --modle"), std::string::npos);
-  // Without --model, the embedded default model (its trained pooler: 512-dim HS).
+  // Without --model, the embedded default model: its trained pooler's HS
+  // (the pooled vector and the lexical channel, as its pooler.json says).
   r = test::Run({test::Binary(), "embed"}, "x\n");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(json::parse(r.out)["hs"].size(), 512u) << r.out;
+  const json pooler = json::parse(test::ReadFile(std::string(MOEEDB_TEST_DATA_DIR) + "/../../models/moeedb-tiny/pooler.json"));
+  EXPECT_EQ(json::parse(r.out)["hs"].size(), pooler["out_dim"].get<size_t>() + pooler.value("lexical_dim", size_t{0}))
+      << r.out;
   r = test::Run({test::Binary(), "embed", "--model", model(), "--prompt", "bogus"}, "x\n");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("prompteol"), std::string::npos);

@@ -7,6 +7,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "database/embedding_setup.h"
 #include "engine/embed/embedder.h"
 #include "engine/model/model.h"
 #include "engine/model/model_defaults.h"
@@ -83,59 +84,39 @@ int RunEmbed(const std::vector<std::string>& argv) {
   auto workers = args->GetInt("workers", 0, 1, 64);
   if (!workers.ok()) return UsageError("embed", workers.status().message());
 
-  EmbedderOptions opts;
-  opts.batch_tokens = *batch_tokens;
-  opts.instruction = args->Get("instruction");
-  {
-    auto prompt = FindPrompt(args->Get("prompt", defaults->prompt));
-    if (!prompt.ok()) return UsageError("embed", prompt.status().message());
-    opts.prompt = *prompt;
-  }
-  if (!ParseHsPooling(args->Get("hs-pooling", defaults->hs_pooling), &opts.hs_pooling))
+  // Flags checked here (a usage error), then the one typed setup.
+  HsPooling hs_pooling;
+  RwPooling rw_pooling;
+  if (auto prompt = FindPrompt(args->Get("prompt", defaults->prompt)); !prompt.ok())
+    return UsageError("embed", prompt.status().message());
+  if (!ParseHsPooling(args->Get("hs-pooling", defaults->hs_pooling), &hs_pooling))
     return UsageError("embed", "--hs-pooling: last, mean, layers-mean or trained");
-  if (!ParseRwPooling(args->Get("rw-pooling", defaults->rw_pooling), &opts.rw_pooling))
+  if (!ParseRwPooling(args->Get("rw-pooling", defaults->rw_pooling), &rw_pooling))
     return UsageError("embed", "--rw-pooling: last or mean");
-  if (args->Has("rw")) {
-    const std::string rw = args->Get("rw");
-    opts.rw_readout_default = false;
-    if (rw == "logits") opts.rw_readout = RouterReadout::kLogits;
-    else if (rw == "probs") opts.rw_readout = RouterReadout::kProbs;
-    else if (rw == "log_probs") opts.rw_readout = RouterReadout::kLogProbs;
-    else return UsageError("embed", "--rw must be logits, probs or log_probs");
-  }
-
-  SetComputeThreads(static_cast<int>(*threads));
-  auto load = LoadOptionsFromFlags(*args);
-  if (!load.ok()) return UsageError("embed", load.status().message());
-  auto model = MoeModel::LoadDir(model_dir, *load);
-  if (!model.ok()) return Fail("embed", model.status().message());
+  const std::string rw = args->Get("rw"), dispatch = args->Get("expert-dispatch", "auto");
+  if (!rw.empty() && rw != "logits" && rw != "probs" && rw != "log_probs")
+    return UsageError("embed", "--rw must be logits, probs or log_probs");
+  if (dispatch != "auto" && dispatch != "loop" && dispatch != "batched" && dispatch != "grouped" && dispatch != "packed")
+    return UsageError("embed", "--expert-dispatch: auto, loop, grouped, batched or packed");
+  if (args->Has("routing"))
+    if (auto policy = RoutingPolicy::Parse(args->Get("routing")); !policy.ok())
+      return UsageError("embed", policy.status().message());
+  if (auto load = LoadOptionsFromFlags(*args); !load.ok()) return UsageError("embed", load.status().message());
+  EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
+  cfg.cache_dir = args->Get("cache-dir", DefaultCacheDir());
+  cfg.threads = static_cast<int>(*threads);
+  cfg.workers = static_cast<int>(*workers);
+  cfg.batch_tokens = *batch_tokens;
+  cfg.instruction = args->Get("instruction");
+  cfg.rw_readout = rw;
+  cfg.tokenizer_path = args->Get("tokenizer");
+  cfg.expert_dispatch = dispatch;
+  auto setup = EmbeddingSetup::Load(cfg);
+  if (!setup.ok()) return Fail("embed", setup.status().message());
   if (std::string w = BlasWarning(); !w.empty()) std::cerr << w << "\n";
-  if (load->format.dtype == ComputeDtype::kBF16 && (*model)->compute_dtype() != ComputeDtype::kBF16)
+  if (cfg.dtype == "bf16" && (*setup)->model().compute_dtype() != ComputeDtype::kBF16)
     std::cerr << "note: this CPU has no fast bf16 GEMM (AVX-512 BW/VL/DQ): bf16 weights, f32 matmuls\n";
-  if (args->Has("routing")) {
-    auto policy = RoutingPolicy::Parse(args->Get("routing"));
-    if (!policy.ok()) return UsageError("embed", policy.status().message());
-    auto setup = (*model)->SetRouting(*policy, args->Get("cache-dir", DefaultCacheDir()));
-    if (!setup.ok()) return Fail("embed", setup.status().message());
-  }
-  if (args->Has("expert-dispatch")) {
-    const std::string d = args->Get("expert-dispatch");
-    if (d == "loop") (*model)->set_expert_dispatch(ExpertDispatch::kLoop);
-    else if (d == "batched") (*model)->set_expert_dispatch(ExpertDispatch::kBatched);
-    else if (d == "grouped") (*model)->set_expert_dispatch(ExpertDispatch::kGrouped);
-    else if (d == "packed") (*model)->set_expert_dispatch(ExpertDispatch::kPacked);
-    else if (d != "auto") return UsageError("embed", "--expert-dispatch: auto, loop, grouped, batched or packed");
-  }
-  std::unique_ptr<BpeTokenizer> tokenizer;
-  if (!args->Has("ids")) {
-    auto tok = LoadTokenizer(args->Get("tokenizer"), model_dir);
-    if (!tok.ok()) return Fail("embed", tok.status().message());
-    tokenizer = std::move(tok).value();
-    if (tokenizer->vocab_size() > (*model)->config().vocab_size)
-      return Fail("embed", "the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
-                               " ids but the model's vocabulary has " + std::to_string((*model)->config().vocab_size));
-  }
-  Embedder embedder(model->get(), tokenizer.get(), opts);
+  const Embedder& embedder = (*setup)->embedder();
 
   // Read and validate every input before printing anything.
   const auto lines = ReadLines(std::cin);

@@ -10,6 +10,7 @@
 #include "engine/analysis/moe_lens.h"
 #include "engine/kernels/runtime.h"
 #include "index/standardizer.h"
+#include "database/embedding_setup.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
@@ -71,6 +72,26 @@ std::vector<double> PairCosines(const std::vector<std::vector<float>>& rows) {
   return out;
 }
 
+// The setup alpha and lens embed with: --model, --routing (default learned),
+// --prompt (default prompteol, as the MoEE reference code), the last token,
+// --threads. InvalidArgument for a bad flag value.
+Result<std::unique_ptr<EmbeddingSetup>> SetupFromFlags(const Args& args, const std::string& cmd) {
+  EmbeddingConfig cfg;
+  cfg.model_dir = args.Get("model");
+  cfg.routing = args.Get("routing", "learned");
+  cfg.prompt = args.Get("prompt", "prompteol");
+  cfg.hs_pooling = cfg.rw_pooling = "last";
+  cfg.cache_dir = DefaultCacheDir();
+  MOEEDB_ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
+  cfg.threads = static_cast<int>(threads);
+  MOEEDB_RETURN_IF_ERROR(FindPrompt(cfg.prompt).status());
+  MOEEDB_RETURN_IF_ERROR(RoutingPolicy::Parse(cfg.routing).status());
+  auto setup = EmbeddingSetup::Load(cfg);
+  if (!setup.ok() && setup.status().code() == Status::Code::kInvalidArgument)
+    return Status::Internal(setup.status().message());  // a model problem, not a usage error
+  return setup;
+}
+
 }  // namespace
 
 int RunAlpha(const std::vector<std::string>& argv) {
@@ -92,10 +113,10 @@ int RunAlpha(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("alpha", args.status().message());
   if (!args->Has("model") || !args->Has("pairs")) return UsageError("alpha", "--model and --pairs are required");
-  auto threads = args->GetInt("threads", 0, 0, 1024);
-  if (!threads.ok()) return UsageError("alpha", threads.status().message());
-  EmbedderOptions opts;
-  if (Status st = ReadPromptFlag(*args, &opts.prompt); !st.ok()) return UsageError("alpha", st.message());
+  auto setup = SetupFromFlags(*args, "alpha");
+  if (!setup.ok()) return setup.status().code() == Status::Code::kInvalidArgument
+                              ? UsageError("alpha", setup.status().message())
+                              : Fail("alpha", setup.status().message());
   std::ifstream in(args->Get("pairs"));
   if (!in) return Fail("alpha", "cannot open " + args->Get("pairs"));
   std::vector<std::string> texts;
@@ -107,18 +128,7 @@ int RunAlpha(const std::vector<std::string>& argv) {
     texts.push_back(b);
   }
   if (texts.size() < 6) return Fail("alpha", "need at least 3 pairs");
-  SetComputeThreads(static_cast<int>(*threads));
-  auto model = MoeModel::LoadDir(args->Get("model"));
-  if (!model.ok()) return Fail("alpha", model.status().message());
-  if (args->Has("routing")) {
-    auto policy = RoutingPolicy::Parse(args->Get("routing"));
-    if (!policy.ok()) return UsageError("alpha", policy.status().message());
-    auto setup = (*model)->SetRouting(*policy, DefaultCacheDir());
-    if (!setup.ok()) return Fail("alpha", setup.status().message());
-  }
-  auto tok = LoadTokenizer("", args->Get("model"));
-  if (!tok.ok()) return Fail("alpha", tok.status().message());
-  auto embs = Embedder(model->get(), tok->get(), opts).EmbedTexts(texts);
+  auto embs = (*setup)->embedder().EmbedTexts(texts);
   if (!embs.ok()) return Fail("alpha", embs.status().message());
   std::vector<std::vector<float>> hs, rw;
   for (const auto& e : *embs) {
@@ -150,16 +160,11 @@ int RunLens(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, specs);
   if (!args.ok()) return UsageError("lens", args.status().message());
   if (!args->Has("model")) return UsageError("lens", "--model DIR is required");
-  auto threads = args->GetInt("threads", 0, 0, 1024);
-  if (!threads.ok()) return UsageError("lens", threads.status().message());
-  EmbedderOptions opts;
-  if (Status st = ReadPromptFlag(*args, &opts.prompt); !st.ok()) return UsageError("lens", st.message());
-  SetComputeThreads(static_cast<int>(*threads));
-  auto model = MoeModel::LoadDir(args->Get("model"));
-  if (!model.ok()) return Fail("lens", model.status().message());
-  auto tok = LoadTokenizer("", args->Get("model"));
-  if (!tok.ok()) return Fail("lens", tok.status().message());
-  Embedder embedder(model->get(), tok->get(), opts);
+  auto setup = SetupFromFlags(*args, "lens");
+  if (!setup.ok()) return setup.status().code() == Status::Code::kInvalidArgument
+                              ? UsageError("lens", setup.status().message())
+                              : Fail("lens", setup.status().message());
+  const Embedder& embedder = (*setup)->embedder();
   std::vector<std::vector<int32_t>> ids;
   const auto lines = ReadLines(std::cin);
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -171,7 +176,7 @@ int RunLens(const std::vector<std::string>& argv) {
   std::vector<double> sum;
   for (size_t start = 0; start < ids.size(); start += 32) {  // bounded batches
     std::vector<std::vector<int32_t>> chunk(ids.begin() + start, ids.begin() + std::min(ids.size(), start + 32));
-    auto cos = MoeLensCosines(**model, chunk);
+    auto cos = MoeLensCosines((*setup)->mutable_model(), chunk);
     if (!cos.ok()) return Fail("lens", cos.status().message());
     if (sum.empty()) sum.assign(cos->size(), 0.0);
     for (size_t l = 0; l < cos->size(); ++l) sum[l] += (*cos)[l] * static_cast<double>(chunk.size());

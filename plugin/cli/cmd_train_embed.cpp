@@ -227,6 +227,7 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"teacher-dim", "N", "dimensions of the teacher vectors (default 512)"},
       {"steps", "N", "schedule length (default 1100)"},
       {"minutes", "M", "stop this run after M minutes; run again to resume"},
+      {"stop-after", "N", "stop this run after N steps (a checkpoint is written); run again to resume"},
       {"seed", "S", "seed (default 0)"},
       {"threads", "N", "intra-op threads (default: libtorch's)"},
       {"freeze-lm", "", "train the pooler only; the language model stays as it is"},
@@ -275,7 +276,8 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
         args->ReadInt("pairs-per-step", 48, 0, 1 << 16, &o.pairs_per_step, &bad) &&
         args->ReadInt("scored-per-step", 32, 0, 1 << 16, &o.scored_per_step, &bad) &&
         args->ReadInt("teacher-per-step", 0, 0, 1 << 16, &o.teacher_per_step, &bad) &&
-        args->ReadInt("max-tokens", 64, 1, 1 << 16, &o.max_tokens, &bad)))
+        args->ReadInt("max-tokens", 64, 1, 1 << 16, &o.max_tokens, &bad) &&
+        args->ReadInt("stop-after", 0, 0, 1LL << 40, &o.stop_after, &bad)))
     return UsageError(cmd, bad.message());
   o.seed = static_cast<uint64_t>(seed);
   o.threads = static_cast<int>(threads);

@@ -338,7 +338,7 @@ HttpResponse QdrantRouter::Delete(const std::string& name, const json& j, bool w
       if (!page.ok()) return FromStatus(page.status());
       for (const auto& d : page->documents) {
         const json meta = json::parse(d.metadata_json);
-        if ((*parsed)->Matches(&meta)) ids.push_back(d.id);
+        if ((*parsed)->Matches(meta)) ids.push_back(d.id);
       }
       after = page->next_after;
     } while (!after.empty());
@@ -392,7 +392,7 @@ HttpResponse QdrantRouter::Scroll(const std::string& name, const json& j, bool c
   auto take = [&](const StoredDocument& d) {  // false once the page is full
     if (parsed) {
       const json meta = json::parse(d.metadata_json);
-      if (!parsed->Matches(&meta)) return true;
+      if (!parsed->Matches(meta)) return true;
     }
     if (count_only) return ++count, true;
     if (points.size() == *limit) {
