@@ -203,6 +203,9 @@ json StatsKey(const json& info) {
   json key = json::object();
   for (const char* k : {"model_fingerprint", "routing", "prompt", "hs_pooling", "rw_pooling", "rw_readout"})
     key[k] = info.contains(k) ? info[k] : json();
+  // A trained pooler's HS is used raw (standardizes_hs); files written when
+  // it was z-scored lack this and are recomputed.
+  if (key["hs_pooling"] == "trained") key["hs_standardized"] = false;
   return key;
 }
 
@@ -215,8 +218,9 @@ Result<std::pair<std::string, std::string>> EmbeddingSetup::ComputeCalibrationSt
     hs.insert(hs.end(), x.hs.begin(), x.hs.end());
     rw.insert(rw.end(), x.rw.begin(), x.rw.end());
   }
-  return std::make_pair(Standardizer::Fit(hs.data(), e.size(), dim_hs()).ToJson(),
-                        Standardizer::Fit(rw.data(), e.size(), dim_rw()).ToJson());
+  const Standardizer std_hs =
+      standardizes_hs() ? Standardizer::Fit(hs.data(), e.size(), dim_hs()) : Standardizer::Identity(dim_hs());
+  return std::make_pair(std_hs.ToJson(), Standardizer::Fit(rw.data(), e.size(), dim_rw()).ToJson());
 }
 
 Result<std::string> EmbeddingSetup::CalibrationFileJson() const {

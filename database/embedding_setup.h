@@ -71,6 +71,12 @@ class EmbeddingSetup {
   Result<std::string> CalibrationFileJson() const;
   static constexpr const char* kStandardizationFile = "standardization.json";
 
+  // Whether HS is z-scored before the cosine (by collections, with the
+  // calibration statistics, and by the harness): yes for the training-free
+  // poolings (method.md A.3); no for a trained pooler, whose output was
+  // trained for the raw cosine (z-scoring its 1024 dimensions with 64
+  // calibration texts only adds noise: docs/eval.md).
+  bool standardizes_hs() const { return config_.hs_pooling != "trained"; }
   // The ids the model sees for `text` (prompt applied, special tokens added).
   Result<std::vector<int32_t>> Tokenize(const std::string& text) const { return embedder_->Tokenize(text); }
   const Embedder& embedder() const { return *embedder_; }

@@ -87,7 +87,7 @@ Result<StsScores> ScoreSts(const EmbeddingSetup* setup, const std::vector<StsPai
                zrb = ZScoreBatches(rb, 128);
   for (size_t i = 0; i < pairs.size(); ++i) {
     s.hs.push_back(Cos(ha[i], hb[i]));
-    s.hs_z.push_back(Cos(zha[i], zhb[i]));
+    s.hs_z.push_back(setup->standardizes_hs() ? Cos(zha[i], zhb[i]) : s.hs.back());
     s.rw.push_back(Cos(zra[i], zrb[i]));
     s.concat.push_back(Cos(Concat(zha[i], zra[i]), Concat(zhb[i], zrb[i])));
   }

@@ -104,7 +104,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   // Bound the state a long run accumulates: at most 8 collections stay.
   if (r.method == "PUT" && res.status < 300) {
-    auto all = s->store->ListCollections();
+    auto all = s->db->ListCollections();
     if (!all.ok()) __builtin_trap();
     for (size_t i = 8; i < all->size(); ++i) s->api->Handle({"DELETE", "/collections/" + (*all)[i].name, {}, ""});
   }
