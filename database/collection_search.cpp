@@ -42,16 +42,14 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   std::shared_lock lock(mu_);
   // The filter lives for this call only: it may capture by reference.
   std::function<bool(uint64_t)> filter;
-  std::shared_ptr<const MetadataFilter> parsed_filter;
   std::unordered_map<uint64_t, json> parsed;
-  if (!o.filter_json.empty()) {
-    MOEEDB_ASSIGN_OR_RETURN(parsed_filter, MetadataFilter::Parse(o.filter_json));
+  if (o.filter) {
     filter = [&](uint64_t id) {
       auto it = metadata_.find(id);
       if (it == metadata_.end()) return false;
       auto p = parsed.find(id);
       if (p == parsed.end()) p = parsed.emplace(id, json::parse(it->second)).first;
-      return parsed_filter->Matches(p->second);
+      return o.filter->Matches(p->second);
     };
   }
   if (o.mode == QueryMode::kLexical || o.mode == QueryMode::kHybrid) return SearchLexicalOrHybrid(hs, rw, o, filter);

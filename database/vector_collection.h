@@ -29,6 +29,7 @@
 #include "index/dual_index.h"
 #include "index/fusion.h"
 #include "index/lexical_index.h"
+#include "index/metadata_filter.h"
 #include "storage/store.h"
 
 namespace moeedb {
@@ -70,7 +71,9 @@ struct SearchOptions {
   FusionKind fusion = kDefaultFusion;
   ScoreNorm norm = ScoreNorm::kMinMax;
   int rrf_k = 60;
-  std::string filter_json;     // empty: none
+  // Only documents whose metadata matches; null: all. Parsed at the edge
+  // (MetadataFilter::Parse), so a bad filter is refused before any search.
+  std::shared_ptr<const MetadataFilter> filter;
   bool exact = false;
 };
 

@@ -286,7 +286,7 @@ std::vector<std::string> LexicalIdsOf(const VectorCollection& c, const std::stri
   so.k = k;
   so.mode = QueryMode::kLexical;
   so.text = q;
-  so.filter_json = filter;
+  if (!filter.empty()) so.filter = MetadataFilter::Parse(filter).value();
   auto hits = c.Search(nullptr, nullptr, so);
   EXPECT_TRUE(hits.ok()) << hits.status().ToString();
   std::vector<std::string> ids;
@@ -340,7 +340,7 @@ TEST(LexicalCollection, FiltersApplyToLexicalHits) {
   SearchOptions hy;
   hy.mode = QueryMode::kHybrid;
   hy.text = "dog";
-  hy.filter_json = R"({"n": {"$lt": 5}})";
+  hy.filter = MetadataFilter::Parse(R"({"n": {"$lt": 5}})").value();
   auto q = Doc("q", "", 2);
   auto hits = c->Search(q.hs.data(), q.rw.data(), hy);
   ASSERT_TRUE(hits.ok());

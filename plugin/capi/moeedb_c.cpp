@@ -164,7 +164,7 @@ moeedb_status moeedb_search(moeedb_db* db, const char* collection, const char* q
     so.alpha = alpha;
     MOEEDB_ASSIGN_OR_RETURN(so.mode, ParseQueryMode(mode ? mode : "fused"));
     if (query) so.text = query;
-    if (filter_json) so.filter_json = filter_json;
+    if (filter_json) { MOEEDB_ASSIGN_OR_RETURN(so.filter, MetadataFilter::Parse(filter_json)); }
     return SearchInto(db, collection, query, so, out);
   });
 }
@@ -179,7 +179,7 @@ moeedb_status moeedb_search_hybrid(moeedb_db* db, const char* collection, const 
     so.beta = beta;
     if (fusion) { MOEEDB_ASSIGN_OR_RETURN(so.fusion, ParseFusionKind(fusion)); }
     if (query) so.text = query;
-    if (filter_json) so.filter_json = filter_json;
+    if (filter_json) { MOEEDB_ASSIGN_OR_RETURN(so.filter, MetadataFilter::Parse(filter_json)); }
     return SearchInto(db, collection, query, so, out);
   });
 }

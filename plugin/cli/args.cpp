@@ -1,40 +1,77 @@
 #include "plugin/cli/args.h"
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <cmath>
+#include <deque>
 
 namespace moeedb::cli {
 
+namespace {
+
+// moeedb has long options only, so a token with a single leading dash is a
+// value (a negative number, a text such as "-1 dB"); CLI11 would read it as
+// short options, so it is shielded with a marker byte for the parse and
+// unshielded in what comes out.
+constexpr char kShield = '\x01';
+
+std::string Shield(const std::string& s) {
+  return s.size() >= 2 && s[0] == '-' && s[1] != '-' ? kShield + s : s;
+}
+
+std::string Unshield(const std::string& s) { return !s.empty() && s[0] == kShield ? s.substr(1) : s; }
+
+}  // namespace
+
 Result<Args> Args::Parse(const std::vector<std::string>& argv, const std::vector<FlagSpec>& specs) {
-  Args a;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& s = argv[i];
-    if (s.size() < 3 || s.compare(0, 2, "--") != 0) {
-      a.positional_.push_back(s);
-      continue;
+  CLI::App app;
+  app.set_help_flag();  // each command prints its own HelpText
+  std::vector<std::string> values(specs.size());
+  std::deque<bool> flags(specs.size(), false);  // not vector<bool>: CLI11 binds a bool&
+  std::vector<CLI::Option*> options(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const FlagSpec& f = specs[i];
+    if (f.meta.empty()) {
+      options[i] = app.add_flag("--" + f.name, flags[i], f.help);
+    } else {
+      options[i] = app.add_option("--" + f.name, values[i], f.help)
+                       ->type_name(f.meta)
+                       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     }
-    std::string name = s.substr(2), value;
-    bool has_value = false;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    const FlagSpec* spec = nullptr;
-    for (const auto& f : specs)
-      if (f.name == name) spec = &f;
-    if (spec == nullptr) return Status::InvalidArgument("unknown option --" + name + " (see --help)");
-    if (spec->meta.empty()) {
-      if (has_value) return Status::InvalidArgument("option --" + name + " takes no value");
-      a.values_[name] = "1";
-      continue;
-    }
-    if (!has_value) {
-      if (i + 1 >= argv.size()) return Status::InvalidArgument("option --" + name + " needs a value " + spec->meta);
-      value = argv[++i];
-    }
-    a.values_[name] = value;
   }
+  std::vector<std::string> positional;
+  app.add_option("arguments", positional);
+  // CLI11 consumes its argument vector from the back.
+  std::vector<std::string> reversed;
+  for (auto it = argv.rbegin(); it != argv.rend(); ++it) reversed.push_back(Shield(*it));
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ExtrasError&) {
+    for (const auto& s : argv)
+      if (s.size() > 2 && s.compare(0, 2, "--") == 0) {
+        const std::string name = s.substr(2, s.find('=') - 2);
+        bool known = false;
+        for (const auto& f : specs) known |= f.name == name;
+        if (!known) return Status::InvalidArgument("unknown option --" + name + " (see --help)");
+      }
+    return Status::InvalidArgument("unexpected arguments (see --help)");
+  } catch (const CLI::ArgumentMismatch&) {
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (!specs[i].meta.empty() && options[i]->count() > 0 && options[i]->results().empty())
+        return Status::InvalidArgument("option --" + specs[i].name + " needs a value " + specs[i].meta);
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (!specs[i].meta.empty() && !argv.empty() && argv.back() == "--" + specs[i].name)
+        return Status::InvalidArgument("option --" + specs[i].name + " needs a value " + specs[i].meta);
+    return Status::InvalidArgument("an option is missing its value (see --help)");
+  } catch (const CLI::ParseError& e) {
+    return Status::InvalidArgument(std::string(e.what()) + " (see --help)");
+  }
+  Args a;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (options[i]->count() == 0 || (specs[i].meta.empty() && !flags[i])) continue;  // absent, or --flag=false
+    a.values_[specs[i].name] = specs[i].meta.empty() ? "1" : Unshield(values[i]);
+  }
+  for (const auto& p : positional) a.positional_.push_back(Unshield(p));
   return a;
 }
 

@@ -1,5 +1,7 @@
-// A small, strict flag parser for the CLI: --name value, --name=value and
-// boolean --flag; an unknown flag or a missing value is a usage error.
+// The CLI's flags: each command declares its flags as a table of FlagSpec,
+// parsed by CLI11 (--name value, --name=value, boolean --flag; the last of a
+// repeated flag wins; `--` ends the options); an unknown flag or a missing
+// value is a usage error. The table also gives the command's --help text.
 #pragma once
 
 #include <map>

@@ -220,7 +220,11 @@ int RunSearch(const std::vector<std::string>& argv) {
   SearchOptions so;
   so.k = static_cast<size_t>(*k);
   so.exact = args->Has("exact");
-  so.filter_json = args->Get("filter");
+  if (!args->Get("filter").empty()) {
+    auto filter = MetadataFilter::Parse(args->Get("filter"));
+    if (!filter.ok()) return UsageError("search", "--filter: " + filter.status().message());
+    so.filter = *std::move(filter);
+  }
   so.text = args->positional()[0];
   if (Status s = ReadSearchModeFlags(*args, &so); !s.ok()) return UsageError("search", s.message());
   auto db = OpenDb(*args, true);

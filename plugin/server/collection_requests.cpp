@@ -57,7 +57,9 @@ Result<SearchOptions> ParseSearchRequest(const json& j) {
       return Status::InvalidArgument("'rrf_k' must be an integer in [1, 100000]");
     so.rrf_k = j["rrf_k"].get<int>();
   }
-  if (j.contains("filter") && !j["filter"].is_null()) so.filter_json = j["filter"].dump();
+  if (j.contains("filter") && !j["filter"].is_null()) {
+    MOEEDB_ASSIGN_OR_RETURN(so.filter, MetadataFilter::Parse(j["filter"].dump()));
+  }
   if (j.contains("exact")) {
     if (!j["exact"].is_boolean()) return Status::InvalidArgument("'exact' must be true or false");
     so.exact = j["exact"].get<bool>();

@@ -434,7 +434,7 @@ Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Dense(VectorCollectio
   SearchOptions so;
   so.k = k;
   so.mode = use == "hs" ? QueryMode::kHs : use == "rw" ? QueryMode::kRw : QueryMode::kFused;
-  so.filter_json = filter;
+  if (!filter.empty()) { MOEEDB_ASSIGN_OR_RETURN(so.filter, MetadataFilter::Parse(filter)); }
   MOEEDB_ASSIGN_OR_RETURN(auto hits, c->Search(it->second.first.data(), it->second.second.data(), so));
   std::vector<Candidate> out;
   for (const auto& h : hits) out.push_back({h.id, h.score_hs, h.score_rw, h.score, h.metadata_json});
