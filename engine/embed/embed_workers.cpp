@@ -27,7 +27,8 @@ WorkerShare ShareComputeThreads(int workers, int threads) {
   return s;
 }
 
-EmbedWorkers::EmbedWorkers(const Embedder* embedder, int workers, int threads_per_worker) : embedder_(embedder) {
+EmbedWorkers::EmbedWorkers(const Embedder* embedder, int workers, int threads_per_worker)
+    : embedder_(embedder), caller_threads_(ComputeThreads()) {
   if (workers <= 1) return;
   for (int w = 0; w < workers; ++w)
     threads_.emplace_back([this, w, t = std::max(1, threads_per_worker)] { Work(w, t); });
@@ -50,6 +51,9 @@ double EmbedWorkers::busy_seconds() const {
 Result<std::vector<Embedding>> EmbedWorkers::Embed(const std::vector<std::vector<int32_t>>& ids) {
   std::lock_guard<std::mutex> call(call_mu_);
   if (threads_.empty() || ids.size() < 2) {
+    // One input is not split: it runs here on all the process's compute
+    // threads (this thread may never have been given a count).
+    if (!threads_.empty()) SetComputeThreads(caller_threads_);
     const auto t0 = std::chrono::steady_clock::now();
     auto out = EmbedIdsNoThrow(*embedder_, ids);
     std::lock_guard<std::mutex> lock(mu_);

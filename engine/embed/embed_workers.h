@@ -39,7 +39,9 @@ class EmbedWorkers {
  public:
   // `embedder` must outlive this object. workers <= 1: Embed runs on the
   // calling thread with the process's compute threads. Otherwise `workers`
-  // threads start, each with threads_per_worker compute threads (>= 1).
+  // threads start, each with threads_per_worker compute threads (>= 1); a
+  // call with a single input still runs on the calling thread, with the
+  // compute threads the constructing thread had.
   EmbedWorkers(const Embedder* embedder, int workers, int threads_per_worker);
   ~EmbedWorkers();
   EmbedWorkers(const EmbedWorkers&) = delete;
@@ -63,6 +65,7 @@ class EmbedWorkers {
   void Work(int w, int threads);
 
   const Embedder* embedder_;
+  const int caller_threads_;  // the constructing thread's compute threads: a single input's
   std::mutex call_mu_;  // one Embed at a time
   mutable std::mutex mu_;
   std::condition_variable start_cv_, done_cv_;

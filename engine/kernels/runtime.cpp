@@ -5,13 +5,21 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <mutex>
 
 namespace moeedb {
 
 void SetComputeThreads(int n) {
   if (n <= 0) n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (n <= 0) n = 1;
+  // ATen copies its process-wide count into a thread's OpenMP setting lazily,
+  // at the thread's first parallel op: pin this thread now, under a lock, or
+  // it would take whatever count another thread set last (the embedding
+  // workers set theirs to a share of the cores).
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
   at::set_num_threads(n);
+  at::internal::lazy_init_num_threads();
 }
 
 int ComputeThreads() { return at::get_num_threads(); }

@@ -55,7 +55,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
       {"cache-dir", "DIR", "where SSMoE spectral centroids are cached (default $MOEEDB_CACHE_DIR, else ~/.cache/moeedb)"},
       {"threads", "N", "compute threads (default: all cores)"},
       {"workers", "N", "model threads: each window is split into N parts of about equal tokens, embedded at once, "
-                       "each with threads/N compute threads (default 2 when there are 2 or more threads, else 1)"},
+                       "each with threads/N compute threads (default 2 when there are 2 or more threads, else 1; a window of one text runs on all threads)"},
       {"batch-tokens", "N", "padded tokens per forward pass (default 4096)"},
       {"jsonl", "", "inputs are JSON lines {\"text\": ...}"},
       {"ids", "", "inputs are space-separated token ids, used as they are (no prompt, no special tokens)"},
