@@ -1,6 +1,6 @@
 #include "index/dual_index.h"
 
-#include "base/simd.h"
+#include "index/exact_scan.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -10,7 +10,6 @@
 #include <faiss/index_io.h>
 #include <faiss/utils/distances.h>
 
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
@@ -98,55 +97,6 @@ Result<DualIndexSpec> DualIndexSpec::FromJson(const std::string& text) {
   }
 }
 
-// fp16 <-> fp32 for the compact row store. The F16C path is chosen at run
-// time; the portable one is exact for normal numbers, flushes subnormals.
-uint16_t FloatToF16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000;
-  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffff;
-  if (exp <= 0) return static_cast<uint16_t>(sign);
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);
-  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  if ((mant & 0x1fff) > 0x1000 || ((mant & 0x1fff) == 0x1000 && (h & 1))) ++h;  // round to nearest even
-  return static_cast<uint16_t>(h);
-}
-
-float F16ToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  uint32_t x;
-  if (exp == 0) x = sign;  // zero (subnormals flushed)
-  else if (exp == 31) x = sign | 0x7f800000 | (mant << 13);
-  else x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
-__attribute__((target("avx2,f16c,fma"))) float DotF16Avx2(const float* q, const uint16_t* row, size_t d) {
-  __m256 acc = _mm256_setzero_ps();
-  size_t j = 0;
-  for (; j + 8 <= d; j += 8) {
-    __m256 r = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)));
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), r, acc);
-  }
-  float s = Hsum8(acc);
-  for (; j < d; ++j) s += q[j] * F16ToFloat(row[j]);
-  return s;
-}
-
-float DotF16Portable(const float* q, const uint16_t* row, size_t d) {
-  float s = 0;
-  for (size_t j = 0; j < d; ++j) s += q[j] * F16ToFloat(row[j]);
-  return s;
-}
-
-float DotF16(const float* q, const uint16_t* row, size_t d) {
-  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return f16c ? DotF16Avx2(q, row, d) : DotF16Portable(q, row, d);
-}
-
 // One half: its standardized rows and, for ANN kinds, a Faiss index over them
 // (ids = row positions). An ANN half that needs training stays "pending"
 // (searched exactly) until min_train_rows rows exist.
@@ -166,13 +116,14 @@ struct DualIndex::SignalIndex {
     data16.resize(at + n * dim);
     for (size_t i = 0; i < n * dim; ++i) data16[at + i] = FloatToF16(src[i]);
   }
-  float Dot(const float* q, size_t row) const {
-    return fp16 ? DotF16(q, data16.data() + row * dim, dim) : faiss::fvec_inner_product(q, data.data() + row * dim, dim);
+  ScanRows scan_rows() const {
+    ScanRows r;
+    r.dim = dim;
+    if (fp16) r.f16 = data16.data();
+    else r.f32 = data.data();
+    return r;
   }
-  void Dots(const float* q, size_t n, float* out) const {
-    if (!fp16) { faiss::fvec_inner_products_ny(out, q, data.data(), dim, n); return; }
-    for (size_t p = 0; p < n; ++p) out[p] = DotF16(q, data16.data() + p * dim, dim);
-  }
+  float Dot(const float* q, size_t row) const { return DotRow(q, scan_rows(), row); }
   // Rows [from, to) as floats: a pointer into `data`, or decoded into *tmp.
   const float* Rows(size_t from, size_t to, std::vector<float>* tmp) const {
     if (!fp16) return data.data() + from * dim;
@@ -369,16 +320,14 @@ std::vector<size_t> DualIndex::SignalCandidates(const SignalIndex& h, const floa
     return out;
   }
   // Flat (or not yet trained) half: its exact top kk.
-  std::vector<float> ip(rows);
-  h.Dots(q, rows, ip.data());
+  ScanQuery sq;
+  sq.hs = q;
+  ScanOptions so;
+  so.k = kk;
+  so.keep = [&](size_t p) { return static_cast<bool>(alive_[p]); };
+  so.tie_before = [&](size_t a, size_t b) { return pos_to_id_[a] < pos_to_id_[b]; };
   std::vector<size_t> pos;
-  for (size_t p = 0; p < rows; ++p)
-    if (alive_[p]) pos.push_back(p);
-  const size_t take = std::min(kk, pos.size());
-  std::partial_sort(pos.begin(), pos.begin() + take, pos.end(), [&](size_t a, size_t b) {
-    return ip[a] != ip[b] ? ip[a] > ip[b] : pos_to_id_[a] < pos_to_id_[b];
-  });
-  pos.resize(take);
+  for (const ScanHit& hit : ScanTopK(h.scan_rows(), ScanRows{}, rows, sq, so)) pos.push_back(hit.row);
   return pos;
 }
 
@@ -399,17 +348,89 @@ Status DualIndex::StandardizeQuery(const float* hs, const float* rw, std::vector
   return Status::OK();
 }
 
-Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
+namespace {
+
+// The weights of a request's two cosines in its score.
+float WeightHs(const SearchRequest& r) { return r.mode == SearchMode::kRw ? 0.0f : 1.0f; }
+float WeightRw(const SearchRequest& r) {
+  return r.mode == SearchMode::kHs ? 0.0f : (r.mode == SearchMode::kRw ? 1.0f : r.alpha);
+}
+
+}  // namespace
+
+Status DualIndex::PrepareQuery(const SearchRequest& r, std::vector<float>* qh, std::vector<float>* qr) const {
   if (r.hs == nullptr && r.mode != SearchMode::kRw) return Status::InvalidArgument("search needs an HS query vector");
   if (r.rw == nullptr && r.mode != SearchMode::kHs) return Status::InvalidArgument("search needs an RW query vector");
   if (!std::isfinite(r.alpha)) return Status::InvalidArgument("alpha must be finite");
+  return StandardizeQuery(r.hs, r.rw, qh, qr);
+}
+
+bool DualIndex::ScansEveryRow(const SearchRequest& r) const {
+  const bool hs_ann = hs_->ann && r.mode != SearchMode::kRw;
+  const bool rw_ann = rw_->ann && r.mode != SearchMode::kHs;
+  return r.exact || (!hs_ann && !rw_ann);
+}
+
+std::vector<std::vector<Hit>> DualIndex::ScanExact(const std::vector<const SearchRequest*>& rs,
+                                                   const std::vector<std::vector<float>>& qh,
+                                                   const std::vector<std::vector<float>>& qr) const {
+  std::vector<ScanQuery> queries;
+  ScanOptions so;
+  so.k = 0;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    queries.push_back({qh[i].data(), qr[i].data(), WeightHs(*rs[i]), WeightRw(*rs[i])});
+    so.k = std::max(so.k, rs[i]->k);
+  }
+  // One filter at most: a batch shares its scan only between unfiltered requests.
+  const auto& filter = rs.size() == 1 ? rs[0]->filter : std::function<bool(uint64_t)>();
+  so.keep = [&](size_t p) { return alive_[p] && (!filter || filter(pos_to_id_[p])); };
+  so.tie_before = [&](size_t a, size_t b) { return pos_to_id_[a] < pos_to_id_[b]; };
+  if (filter) so.threads = 1;  // a caller's filter need not be thread-safe
+  const auto scanned = ScanTopKBatch(hs_->scan_rows(), rw_->scan_rows(), pos_to_id_.size(), queries, so);
+  std::vector<std::vector<Hit>> out(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    for (size_t j = 0; j < scanned[i].size() && j < rs[i]->k; ++j) {
+      const ScanHit& h = scanned[i][j];
+      Hit hit{pos_to_id_[h.row], h.score, h.score_hs, h.score_rw};
+      // Report both cosines whatever the mode: a half the mode skipped is
+      // computed for the k hits only.
+      if (queries[i].w_hs == 0.0f) hit.score_hs = hs_->Dot(qh[i].data(), h.row);
+      if (queries[i].w_rw == 0.0f) hit.score_rw = rw_->Dot(qr[i].data(), h.row);
+      out[i].push_back(hit);
+    }
+  }
+  return out;
+}
+
+Result<std::vector<std::vector<Hit>>> DualIndex::SearchBatch(const std::vector<SearchRequest>& rs) const {
+  std::vector<std::vector<Hit>> out(rs.size());
+  std::vector<size_t> shared;
+  std::vector<const SearchRequest*> scan;
+  std::vector<std::vector<float>> qh, qr;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    if (rs[i].filter || !ScansEveryRow(rs[i]) || rs[i].k == 0 || id_to_pos_.empty()) {
+      MOEEDB_ASSIGN_OR_RETURN(out[i], Search(rs[i]));
+      continue;
+    }
+    qh.emplace_back();
+    qr.emplace_back();
+    MOEEDB_RETURN_IF_ERROR(PrepareQuery(rs[i], &qh.back(), &qr.back()));
+    shared.push_back(i);
+    scan.push_back(&rs[i]);
+  }
+  if (scan.empty()) return out;
+  auto hits = ScanExact(scan, qh, qr);
+  for (size_t j = 0; j < shared.size(); ++j) out[shared[j]] = std::move(hits[j]);
+  return out;
+}
+
+Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
+  std::vector<float> qh, qr;
+  MOEEDB_RETURN_IF_ERROR(PrepareQuery(r, &qh, &qr));
   std::vector<Hit> hits;
   const size_t rows = pos_to_id_.size();
   if (r.k == 0 || id_to_pos_.empty()) return hits;
-  std::vector<float> qh, qr;
-  MOEEDB_RETURN_IF_ERROR(StandardizeQuery(r.hs, r.rw, &qh, &qr));
-  const float a_hs = r.mode == SearchMode::kRw ? 0.0f : 1.0f;
-  const float a_rw = r.mode == SearchMode::kHs ? 0.0f : (r.mode == SearchMode::kRw ? 1.0f : r.alpha);
+  const float a_hs = WeightHs(r), a_rw = WeightRw(r);
   auto score_of = [&](size_t p, float* sh, float* sr) {
     *sh = hs_->Dot(qh.data(), p);
     *sr = rw_->Dot(qr.data(), p);
@@ -429,35 +450,7 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
     hits.resize(take);
   };
 
-  const bool hs_ann = hs_->ann && r.mode != SearchMode::kRw;
-  const bool rw_ann = rw_->ann && r.mode != SearchMode::kHs;
-  if (r.exact || (!hs_ann && !rw_ann)) {
-    // Exact: two inner-product passes over every row, then top-k.
-    std::vector<float> ih(rows, 0.0f), ir(rows, 0.0f);
-    if (a_hs != 0.0f) hs_->Dots(qh.data(), rows, ih.data());
-    if (a_rw != 0.0f) rw_->Dots(qr.data(), rows, ir.data());
-    std::vector<Hit> all;
-    all.reserve(id_to_pos_.size());
-    for (size_t p = 0; p < rows; ++p) {
-      if (!alive_[p] || (r.filter && !r.filter(pos_to_id_[p]))) continue;
-      all.push_back(Hit{pos_to_id_[p], a_hs * ih[p] + a_rw * ir[p], ih[p], ir[p]});
-    }
-    const size_t take = std::min(r.k, all.size());
-    std::partial_sort(all.begin(), all.begin() + take, all.end(), better);
-    all.resize(take);
-    // Report both cosines whatever the mode: a half the mode skipped is
-    // computed for the k hits only.
-    if (a_hs == 0.0f || a_rw == 0.0f) {
-      for (auto& h : all) {
-        const size_t p = id_to_pos_.at(h.id);
-        float sh, sr;
-        (void)score_of(p, &sh, &sr);
-        h.score_hs = sh;
-        h.score_rw = sr;
-      }
-    }
-    return all;
-  }
+  if (ScansEveryRow(r)) return std::move(ScanExact({&r}, {qh}, {qr})[0]);
   // ANN: candidates from each half, union, exact re-scoring.
   size_t kk = std::max<size_t>(r.k * static_cast<size_t>(spec_.oversample), r.k);
   while (true) {

@@ -93,6 +93,9 @@ class DualIndex {
 
   // Hits by descending score, ties by ascending id; at most k.
   Result<std::vector<Hit>> Search(const SearchRequest& request) const;
+  // Search for each request, out[i] for requests[i]; the exact, unfiltered
+  // ones share one read of the rows (a queue of queries costs about one).
+  Result<std::vector<std::vector<Hit>>> SearchBatch(const std::vector<SearchRequest>& requests) const;
   // The exact cosines of the indexed ids among `ids` (in that order; absent
   // ids are left out), score = score_hs + alpha * score_rw. Hybrid search
   // re-scores the lexical index's candidates with this.
@@ -118,6 +121,15 @@ class DualIndex {
   // The standardized query halves (zeros for a null half); InvalidArgument
   // on a non-finite value.
   Status StandardizeQuery(const float* hs, const float* rw, std::vector<float>* qh, std::vector<float>* qr) const;
+  // A request's checks, then its standardized query halves.
+  Status PrepareQuery(const SearchRequest& r, std::vector<float>* qh, std::vector<float>* qr) const;
+  // Whether `r` is answered by scoring every row (exact, or no ANN half it uses).
+  bool ScansEveryRow(const SearchRequest& r) const;
+  // Exact hits for each request over one pass of the rows; a filter only
+  // when there is one request.
+  std::vector<std::vector<Hit>> ScanExact(const std::vector<const SearchRequest*>& rs,
+                                          const std::vector<std::vector<float>>& qh,
+                                          const std::vector<std::vector<float>>& qr) const;
   void Rebuild();
   std::vector<size_t> SignalCandidates(const SignalIndex& h, const float* q, size_t kk) const;
 
