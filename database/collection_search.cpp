@@ -15,7 +15,7 @@ namespace moeedb {
 
 using json = nlohmann::json;
 
-const double kDefaultBeta = 12.0;
+const double kDefaultBeta = 16.0;
 
 namespace {
 

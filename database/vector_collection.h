@@ -44,7 +44,7 @@ struct CollectionOptions {
 };
 
 // Hybrid search's defaults when a query names none: reciprocal rank fusion
-// with lexical weight 12, both chosen on the tuning half of Cranfield's
+// with lexical weight 16, both chosen on the tuning half of Cranfield's
 // queries with the default model (docs/eval.md). kDefaultBeta is defined in
 // collection_search.cpp.
 extern const double kDefaultBeta;

@@ -9,7 +9,8 @@
 #      teacher's vectors;
 #   2. stage 2, pairs: contrastive pairs, CoSENT on STS-B train, Banking77
 #      label pairs and continued distillation, from stage 1's folder;
-#   3. the calibration statistics of the shipped folder.
+#   3. stage 3, the same pairs again from stage 2's folder;
+#   4. the calibration statistics of the shipped folder.
 # Every stage checkpoints into its folder and resumes when run again; the
 # teacher's vectors resume too. Hours on 2 cores (MODEL_CARD.md has the times).
 #
@@ -54,8 +55,17 @@ $BIN train embed --model "$W/stage1-1200" --out "$W/stage2" \
   --token-pooling weighted --bidirectional --lexical-dim 512 \
   --steps 1000 --threads 2 --seed 0 --lr-lm 2e-4 --lr-pooler 3e-4 --scored-per-step 32
 
-# 3. The shipped folder.
+# 3. Pairs again, from stage 2 (a second warm-up and cosine schedule at
+#    lower peak rates, another seed, more teacher-only texts per step).
+$BIN train embed --model "$W/stage2" --out "$W/stage3" \
+  --pairs "$D/pairs/nli_triplets.tsv,$D/pairs/positive_pairs.tsv" --labeled "$D/eval/banking77/train.csv" \
+  --scored "$D/eval/stsb/stsb-en-train.csv" --validation "$D/eval/stsb/stsb-en-dev.csv" \
+  --teacher "$W/teacher/texts.txt,$W/teacher/vectors.f32" --teacher-per-step 48 \
+  --token-pooling weighted --bidirectional --lexical-dim 512 \
+  --steps 800 --threads 2 --seed 1 --lr-lm 1.5e-4 --lr-pooler 2e-4 --scored-per-step 32
+
+# 4. The shipped folder.
 mkdir -p "$OUT"
-cp "$W/stage2"/{config.json,model.safetensors,tokenizer.json,pooler.json,pooler.safetensors} "$OUT"/
-cp "$W/stage2"/embed_training_log.json "$W/stage2"/embed_*curve.png "$OUT"/
+cp "$W/stage3"/{config.json,model.safetensors,tokenizer.json,pooler.json,pooler.safetensors} "$OUT"/
+cp "$W/stage3"/embed_training_log.json "$W/stage3"/embed_*curve.png "$OUT"/
 $BIN model calibrate --model "$OUT"

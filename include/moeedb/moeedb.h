@@ -60,7 +60,7 @@ MOEEDB_API moeedb_status moeedb_delete(moeedb_db* db, const char* collection, si
 
 /* Search. mode: "fused" (score = cos_HS + alpha * cos_RW; NULL means fused),
  * "hs", "rw", "lexical" (BM25 over the texts; no embedding) or "hybrid" (the
- * three signals fused with the defaults: rrf, lexical weight 12);
+ * three signals fused with the defaults: rrf, lexical weight 16);
  * filter_json: a metadata filter object or NULL. On success *out holds the
  * hits, best first; free it with moeedb_hits_free. */
 MOEEDB_API moeedb_status moeedb_search(moeedb_db* db, const char* collection, const char* query, size_t k, float alpha,
