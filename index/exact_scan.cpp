@@ -82,14 +82,17 @@ __attribute__((target("avx2,f16c,fma"))) float DotF16Avx2(const float* q, const 
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f"))) float DotF32Avx512(const float* q, const float* r, size_t d) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  // Four accumulators: enough independent FMAs in flight to keep up with memory.
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
   size_t j = 0;
-  for (; j + 32 <= d; j += 32) {
+  for (; j + 64 <= d; j += 64) {
     a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), _mm512_loadu_ps(r + j), a0);
     a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 16), _mm512_loadu_ps(r + j + 16), a1);
+    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 32), _mm512_loadu_ps(r + j + 32), a2);
+    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 48), _mm512_loadu_ps(r + j + 48), a3);
   }
   for (; j + 16 <= d; j += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), _mm512_loadu_ps(r + j), a0);
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
   for (; j < d; ++j) s += q[j] * r[j];
   return s;
 }
