@@ -117,17 +117,20 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < count; ++i) ids[i] = first + i;
     return ids;
   };
+  auto request = [&](size_t q, bool exact) {
+    SearchRequest r;
+    r.hs = &qh[q * dh];
+    r.rw = &qr[q * dr];
+    r.k = k;
+    r.alpha = alpha;
+    r.exact = exact;
+    return r;
+  };
   auto search_all = [&](const DualIndex& index, bool exact, std::vector<std::set<uint64_t>>* found) {
     found->assign(nq, {});
     auto t = Clock::now();
     for (size_t q = 0; q < nq; ++q) {
-      SearchRequest r;
-      r.hs = &qh[q * dh];
-      r.rw = &qr[q * dr];
-      r.k = k;
-      r.alpha = alpha;
-      r.exact = exact;
-      auto hits = index.Search(r);
+      auto hits = index.Search(request(q, exact));
       for (const auto& h : *hits) (*found)[q].insert(h.id);
     }
     return Secs(t);
@@ -221,15 +224,7 @@ int main(int argc, char** argv) {
     t = Clock::now();
     for (size_t q0 = 0; q0 < nq; q0 += batch) {
       std::vector<SearchRequest> rs;
-      for (size_t q = q0; q < std::min(nq, q0 + batch); ++q) {
-        SearchRequest r;
-        r.hs = &qh[q * dh];
-        r.rw = &qr[q * dr];
-        r.k = k;
-        r.alpha = alpha;
-        r.exact = true;
-        rs.push_back(r);
-      }
+      for (size_t q = q0; q < std::min(nq, q0 + batch); ++q) rs.push_back(request(q, true));
       auto hits = (*exact)->SearchBatch(rs);
       for (size_t i = 0; i < rs.size(); ++i)
         for (const auto& h : (*hits)[i]) batched[q0 + i].insert(h.id);
