@@ -107,12 +107,8 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   MOEEDB_ASSIGN_OR_RETURN(s->tokenizer_, BpeTokenizer::FromFile(tok_path));
   if (s->tokenizer_->vocab_size() > s->model_->config().vocab_size)
     return Status::InvalidArgument("the tokenizer has more ids than the model's vocabulary");
-  if (config.expert_dispatch == "loop") s->model_->set_expert_dispatch(ExpertDispatch::kLoop);
-  else if (config.expert_dispatch == "batched") s->model_->set_expert_dispatch(ExpertDispatch::kBatched);
-  else if (config.expert_dispatch == "grouped") s->model_->set_expert_dispatch(ExpertDispatch::kGrouped);
-  else if (config.expert_dispatch == "packed") s->model_->set_expert_dispatch(ExpertDispatch::kPacked);
-  else if (config.expert_dispatch != "auto")
-    return Status::InvalidArgument("expert dispatch must be auto, loop, grouped, batched or packed");
+  MOEEDB_ASSIGN_OR_RETURN(ExpertDispatch dispatch, ParseExpertDispatch(config.expert_dispatch));
+  s->model_->set_expert_dispatch(dispatch);
   MOEEDB_ASSIGN_OR_RETURN(RoutingPolicy policy, RoutingPolicy::Parse(config.routing));
   MOEEDB_RETURN_IF_ERROR(s->model_->SetRouting(policy, config.cache_dir).status());
   s->routing_canonical_ = policy.ToString();
@@ -122,10 +118,7 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   eo.instruction = config.instruction;
   if (!config.rw_readout.empty()) {
     eo.rw_readout_default = false;
-    if (config.rw_readout == "logits") eo.rw_readout = RouterReadout::kLogits;
-    else if (config.rw_readout == "probs") eo.rw_readout = RouterReadout::kProbs;
-    else if (config.rw_readout == "log_probs") eo.rw_readout = RouterReadout::kLogProbs;
-    else return Status::InvalidArgument("the RW read-out must be logits, probs or log_probs");
+    MOEEDB_ASSIGN_OR_RETURN(eo.rw_readout, ParseRouterReadout(config.rw_readout));
   }
   if (!ParseHsPooling(s->config_.hs_pooling, &eo.hs_pooling))
     return Status::InvalidArgument("unknown HS pooling '" + s->config_.hs_pooling + "' (last, mean, layers-mean, trained)");

@@ -430,6 +430,7 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
   std::vector<Hit> hits;
   const size_t rows = pos_to_id_.size();
   if (r.k == 0 || id_to_pos_.empty()) return hits;
+  if (ScansEveryRow(r)) return std::move(ScanExact({&r}, {qh}, {qr})[0]);
   const float a_hs = WeightHs(r), a_rw = WeightRw(r);
   auto score_of = [&](size_t p, float* sh, float* sr) {
     *sh = hs_->Dot(qh.data(), p);
@@ -450,7 +451,6 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
     hits.resize(take);
   };
 
-  if (ScansEveryRow(r)) return std::move(ScanExact({&r}, {qh}, {qr})[0]);
   // ANN: candidates from each half, union, exact re-scoring.
   size_t kk = std::max<size_t>(r.k * static_cast<size_t>(spec_.oversample), r.k);
   while (true) {

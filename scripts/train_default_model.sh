@@ -46,23 +46,24 @@ cp models/moeedb-tiny-lm/tokenizer.json "$W/stage1-1200/"
 cp "$W/stage1/train_state/params.safetensors" "$W/stage1-1200/model.safetensors"
 cp "$W/stage1/train_state"/pooler.{json,safetensors} "$W/stage1-1200/"
 
+# Stages 2 and 3: contrastive pairs, Banking77 label pairs, CoSENT on STS-B
+# train and continued distillation, with a lexical channel in the pooler.
+#   train_pairs FROM_DIR OUT_DIR [schedule flags...]
+train_pairs() {
+  $BIN train embed --model "$1" --out "$2" \
+    --pairs "$D/pairs/nli_triplets.tsv,$D/pairs/positive_pairs.tsv" --labeled "$D/eval/banking77/train.csv" \
+    --scored "$D/eval/stsb/stsb-en-train.csv" --validation "$D/eval/stsb/stsb-en-dev.csv" \
+    --teacher "$W/teacher/texts.txt,$W/teacher/vectors.f32" \
+    --token-pooling weighted --bidirectional --lexical-dim 512 --threads 2 --scored-per-step 32 "${@:3}"
+}
+
 # 2. Pairs, from stage 1 (its pooler continued, with a new lexical channel;
 #    its bidirectional attention kept).
-$BIN train embed --model "$W/stage1-1200" --out "$W/stage2" \
-  --pairs "$D/pairs/nli_triplets.tsv,$D/pairs/positive_pairs.tsv" --labeled "$D/eval/banking77/train.csv" \
-  --scored "$D/eval/stsb/stsb-en-train.csv" --validation "$D/eval/stsb/stsb-en-dev.csv" \
-  --teacher "$W/teacher/texts.txt,$W/teacher/vectors.f32" --teacher-per-step 32 \
-  --token-pooling weighted --bidirectional --lexical-dim 512 \
-  --steps 1000 --threads 2 --seed 0 --lr-lm 2e-4 --lr-pooler 3e-4 --scored-per-step 32
+train_pairs "$W/stage1-1200" "$W/stage2" --teacher-per-step 32 --steps 1000 --seed 0 --lr-lm 2e-4 --lr-pooler 3e-4
 
 # 3. Pairs again, from stage 2 (a second warm-up and cosine schedule at
 #    lower peak rates, another seed, more teacher-only texts per step).
-$BIN train embed --model "$W/stage2" --out "$W/stage3" \
-  --pairs "$D/pairs/nli_triplets.tsv,$D/pairs/positive_pairs.tsv" --labeled "$D/eval/banking77/train.csv" \
-  --scored "$D/eval/stsb/stsb-en-train.csv" --validation "$D/eval/stsb/stsb-en-dev.csv" \
-  --teacher "$W/teacher/texts.txt,$W/teacher/vectors.f32" --teacher-per-step 48 \
-  --token-pooling weighted --bidirectional --lexical-dim 512 \
-  --steps 800 --threads 2 --seed 1 --lr-lm 1.5e-4 --lr-pooler 2e-4 --scored-per-step 32
+train_pairs "$W/stage2" "$W/stage3" --teacher-per-step 48 --steps 800 --seed 1 --lr-lm 1.5e-4 --lr-pooler 2e-4
 
 # 4. The shipped folder.
 mkdir -p "$OUT"

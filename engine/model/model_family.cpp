@@ -47,4 +47,10 @@ const char* RouterReadoutName(RouterReadout r) {
   return "?";
 }
 
+Result<RouterReadout> ParseRouterReadout(const std::string& name) {
+  for (RouterReadout r : {RouterReadout::kLogits, RouterReadout::kProbs, RouterReadout::kLogProbs})
+    if (name == RouterReadoutName(r)) return r;
+  return Status::InvalidArgument("the RW read-out must be logits, probs or log_probs");
+}
+
 }  // namespace moeedb

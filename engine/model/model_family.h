@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+
 namespace moeedb {
 
 // Where the query/key RMSNorm sits, if any.
@@ -59,5 +61,7 @@ const ModelFamily* FindFamily(const std::string& model_type);
 std::string SupportedModelTypes();
 
 const char* RouterReadoutName(RouterReadout r);
+// The inverse of RouterReadoutName; InvalidArgument for any other name.
+Result<RouterReadout> ParseRouterReadout(const std::string& name);
 
 }  // namespace moeedb

@@ -1,6 +1,10 @@
 // ExpertDispatch: how an MoE block runs its routed experts.
 #pragma once
 
+#include <string>
+
+#include "base/status.h"
+
 namespace moeedb {
 
 // How the routed experts are run. kLoop: one GEMM pair per active expert
@@ -24,5 +28,15 @@ namespace moeedb {
 // (the other paths make ~12 per active expert, which was most of a small
 // forward's MoE time; docs/perf.md). kAuto takes it wherever it can run.
 enum class ExpertDispatch { kAuto, kLoop, kBatched, kGrouped, kPacked };
+
+// "auto" | "loop" | "batched" | "grouped" | "packed"; InvalidArgument otherwise.
+inline Result<ExpertDispatch> ParseExpertDispatch(const std::string& name) {
+  if (name == "auto") return ExpertDispatch::kAuto;
+  if (name == "loop") return ExpertDispatch::kLoop;
+  if (name == "batched") return ExpertDispatch::kBatched;
+  if (name == "grouped") return ExpertDispatch::kGrouped;
+  if (name == "packed") return ExpertDispatch::kPacked;
+  return Status::InvalidArgument("expert dispatch must be auto, loop, grouped, batched or packed");
+}
 
 }  // namespace moeedb

@@ -83,8 +83,11 @@ Result<EvalReport> EvaluateClassify(const EvalInput& in, size_t k_in, float alph
     }
     sims["hs"] = at::mm(Normalised(hte, nullptr), Normalised(htr, nullptr).t());
     sims["rw"] = at::mm(Normalised(rte, &rtr), Normalised(rtr, &rtr).t());
-    const Matrix* fit_hs = in.setup->standardizes_hs() ? &htr : nullptr;
-    sims["fused"] = at::mm(Normalised(hte, fit_hs), Normalised(htr, fit_hs).t()) + alpha * sims["rw"];
+    // A trained pooler's HS is fused raw: the "hs" similarities already.
+    const at::Tensor fused_hs = in.setup->standardizes_hs()
+                                    ? at::mm(Normalised(hte, &htr), Normalised(htr, &htr).t())
+                                    : sims["hs"];
+    sims["fused"] = fused_hs + alpha * sims["rw"];
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   json out = {{"task", "classify"}, {"setup", SetupJson(in.setup)}, {"train", tr.size()}, {"test", te.size()},

@@ -56,9 +56,8 @@ Result<Args> Args::Parse(const std::vector<std::string>& argv, const std::vector
       }
     return Status::InvalidArgument("unexpected arguments (see --help)");
   } catch (const CLI::ArgumentMismatch&) {
-    for (size_t i = 0; i < specs.size(); ++i)
-      if (!specs[i].meta.empty() && options[i]->count() > 0 && options[i]->results().empty())
-        return Status::InvalidArgument("option --" + specs[i].name + " needs a value " + specs[i].meta);
+    // An option takes the next token as its value whatever it is, so only
+    // the last token can lack one.
     for (size_t i = 0; i < specs.size(); ++i)
       if (!specs[i].meta.empty() && !argv.empty() && argv.back() == "--" + specs[i].name)
         return Status::InvalidArgument("option --" + specs[i].name + " needs a value " + specs[i].meta);

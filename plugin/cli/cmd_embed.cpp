@@ -94,9 +94,8 @@ int RunEmbed(const std::vector<std::string>& argv) {
   if (!ParseRwPooling(args->Get("rw-pooling", defaults->rw_pooling), &rw_pooling))
     return UsageError("embed", "--rw-pooling: last or mean");
   const std::string rw = args->Get("rw"), dispatch = args->Get("expert-dispatch", "auto");
-  if (!rw.empty() && rw != "logits" && rw != "probs" && rw != "log_probs")
-    return UsageError("embed", "--rw must be logits, probs or log_probs");
-  if (dispatch != "auto" && dispatch != "loop" && dispatch != "batched" && dispatch != "grouped" && dispatch != "packed")
+  if (!rw.empty() && !ParseRouterReadout(rw).ok()) return UsageError("embed", "--rw must be logits, probs or log_probs");
+  if (!ParseExpertDispatch(dispatch).ok())
     return UsageError("embed", "--expert-dispatch: auto, loop, grouped, batched or packed");
   if (args->Has("routing"))
     if (auto policy = RoutingPolicy::Parse(args->Get("routing")); !policy.ok())
