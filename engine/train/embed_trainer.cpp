@@ -67,13 +67,16 @@ class Encoder {
 
   // Pooled vectors [n, out_dim] of the sentences `ids` (in that order), in
   // chunks of about chunk_tokens padded tokens, shortest first.
+  // With rw, also each sentence's router logits at its last token, every
+  // MoE layer's concatenated ([n, layers * experts]: the RW vector as the
+  // engine reads it with the "last" read-out).
   at::Tensor Encode(const std::vector<std::vector<int32_t>>& sentences, const std::vector<int32_t>& ids,
-                    bool grad, at::Tensor* aux) {
+                    bool grad, at::Tensor* aux, at::Tensor* rw = nullptr) {
     std::vector<size_t> order(ids.size());
     std::iota(order.begin(), order.end(), 0);
     auto len = [&](size_t i) { return std::min<int64_t>(static_cast<int64_t>(sentences[ids[i]].size()), o_.max_tokens); };
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return len(a) < len(b); });
-    std::vector<at::Tensor> parts;
+    std::vector<at::Tensor> parts, rw_parts;
     std::vector<int64_t> placed;
     at::Tensor aux_sum = at::zeros({}, at::kFloat);
     int64_t chunks = 0;
@@ -91,18 +94,21 @@ class Encoder {
         lengths[static_cast<size_t>(b)] = n;
         placed.push_back(static_cast<int64_t>(order[s + b]));
       }
-      parts.push_back(Pool(tok, at::tensor(lengths, at::kLong), grad, &aux_sum));
+      parts.push_back(Pool(tok, at::tensor(lengths, at::kLong), grad, &aux_sum, rw ? &rw_parts : nullptr));
       ++chunks;
       s = e;
     }
     std::vector<int64_t> row_of(placed.size());  // input i is row row_of[i] of the chunks' output
     for (size_t i = 0; i < placed.size(); ++i) row_of[static_cast<size_t>(placed[i])] = static_cast<int64_t>(i);
     if (aux) *aux = aux_sum / static_cast<double>(std::max<int64_t>(chunks, 1));
-    return at::cat(parts, 0).index_select(0, at::tensor(row_of, at::kLong));
+    const at::Tensor rows = at::tensor(row_of, at::kLong);
+    if (rw) *rw = at::cat(rw_parts, 0).index_select(0, rows);
+    return at::cat(parts, 0).index_select(0, rows);
   }
 
  private:
-  at::Tensor Pool(const at::Tensor& tok, const at::Tensor& lengths, bool grad, at::Tensor* aux_sum) {
+  at::Tensor Pool(const at::Tensor& tok, const at::Tensor& lengths, bool grad, at::Tensor* aux_sum,
+                  std::vector<at::Tensor>* rw_parts) {
     TrainForwardOptions fo;
     fo.lengths = lengths;
     fo.causal = o_.causal && c_.causal;
@@ -119,6 +125,11 @@ class Encoder {
       const at::Tensor& w = net_.P("model.norm.weight");
       for (const auto& x : f.layer_out) states.push_back(RmsNorm(x, w, c_.rms_norm_eps));
       if (o_.pooler.router_rows > 0) router_states = f.router_logits;
+      if (rw_parts) {
+        std::vector<at::Tensor> at_last;
+        for (const auto& z : f.router_logits) at_last.push_back(z.gather(1, last.expand({B, 1, z.size(2)})).squeeze(1));
+        rw_parts->push_back(at::cat(at_last, 1));
+      }
       if (grad && !o_.freeze_lm) *aux_sum = *aux_sum + f.aux;
     }
     // Pooling sits outside the model's no-grad scope: the token weights train with the pooler.
@@ -216,8 +227,10 @@ StepBatch DrawBatch(const EmbedTrainData& d, const std::vector<std::vector<int32
   return b;
 }
 
-// Spearman of cos(a, b) against the gold scores.
-double ValidationSpearman(Encoder& enc, const EmbedTrainData& d) {
+// Spearman of cos(a, b) against the gold scores: of the pooled vectors, and
+// (rw_spearman non-null) of the RW vectors standardised over the validation
+// sentences.
+double ValidationSpearman(Encoder& enc, const EmbedTrainData& d, double* rw_spearman = nullptr) {
   if (d.validation.empty()) return 0;
   at::NoGradGuard no_grad;
   std::vector<int32_t> ids;
@@ -225,11 +238,19 @@ double ValidationSpearman(Encoder& enc, const EmbedTrainData& d) {
     ids.push_back(p.a);
     ids.push_back(p.b);
   }
-  at::Tensor e = L2Normalize(enc.Encode(d.sentences, ids, false, nullptr));
-  at::Tensor cos = (e.slice(0, 0, e.size(0), 2) * e.slice(0, 1, e.size(0), 2)).sum(-1).to(at::kDouble).contiguous();
-  std::vector<double> pred(cos.data_ptr<double>(), cos.data_ptr<double>() + cos.numel()), gold;
+  std::vector<double> gold;
   for (const auto& p : d.validation) gold.push_back(p.score);
-  return Spearman(pred, gold);
+  auto spearman = [&](const at::Tensor& e) {
+    at::Tensor cos = (e.slice(0, 0, e.size(0), 2) * e.slice(0, 1, e.size(0), 2)).sum(-1).to(at::kDouble).contiguous();
+    return Spearman(std::vector<double>(cos.data_ptr<double>(), cos.data_ptr<double>() + cos.numel()), gold);
+  };
+  at::Tensor rw;
+  const at::Tensor e = L2Normalize(enc.Encode(d.sentences, ids, false, nullptr, rw_spearman ? &rw : nullptr));
+  if (rw_spearman) {
+    const at::Tensor centred = rw - rw.mean(0, true);
+    *rw_spearman = spearman(L2Normalize(centred / centred.std(0, false, true).clamp_min(1e-4)));
+  }
+  return spearman(e);
 }
 
 }  // namespace
@@ -265,6 +286,8 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
   if (!o.token_log_weight_init.empty() && (o.pooler.token_pooling != TokenPooling::kWeighted ||
                                            static_cast<int64_t>(o.token_log_weight_init.size()) != c.vocab_size))
     return Status::InvalidArgument("token_log_weight_init needs a weighted pooler and one value per vocabulary entry");
+  if (o.rw_weight < 0 || (o.rw_weight > 0 && o.freeze_lm))
+    return Status::InvalidArgument("rw_weight must be >= 0, and 0 when the language model is frozen");
   MOEEDB_RETURN_IF_ERROR(o.pooler.Validate());
   MOEEDB_RETURN_IF_ERROR(CheckData(data, c, o));
   auto log = [&](const std::string& line) {
@@ -279,7 +302,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
     Encoder enc(c, o);
     EmbedTrainResult result;
     const json run = {{"seed", o.seed},           {"steps", o.steps},       {"freeze_lm", o.freeze_lm},
-                      {"lr_lm", o.lr_lm},         {"lr_pooler", o.lr_pooler},
+                      {"lr_lm", o.lr_lm},         {"lr_pooler", o.lr_pooler}, {"rw_weight", o.rw_weight},
                       {"causal", o.causal},       {"pooler", json::parse(o.pooler.ToJson())},
                       {"pairs", data.pairs.size()}, {"scored", data.scored.size()},
                       {"sentences", data.sentences.size()}, {"model_config", c.json_text}};
@@ -354,9 +377,12 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
                                              {static_cast<int64_t>(data.teacher.size()) / tdim, tdim}, at::kFloat);
 
     if (!resume) {
-      result.initial_val_spearman = result.val_spearman = ValidationSpearman(enc, data);
+      double rw_spearman = 0;
+      result.initial_val_spearman = result.val_spearman =
+          ValidationSpearman(enc, data, o.rw_weight > 0 ? &rw_spearman : nullptr);
       state["initial_val_spearman"] = result.initial_val_spearman;
-      log("before training: validation Spearman " + Fmt("%.4f", result.initial_val_spearman));
+      log("before training: validation Spearman " + Fmt("%.4f", result.initial_val_spearman) +
+          (o.rw_weight > 0 ? ", RW " + Fmt("%.4f", rw_spearman) : std::string()));
     } else {
       log("resuming at step " + std::to_string(result.step) + " of " + std::to_string(o.steps));
     }
@@ -410,8 +436,8 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
         sb.push_back(slot(p.b));
       }
       for (int32_t s : b.extra) slot(s);  // distillation only
-      at::Tensor aux;
-      const at::Tensor pooled = enc.Encode(data.sentences, ids, true, &aux);
+      at::Tensor aux, rw;
+      const at::Tensor pooled = enc.Encode(data.sentences, ids, true, &aux, o.rw_weight > 0 ? &rw : nullptr);
       at::Tensor e = L2Normalize(pooled);
       // The teacher's vectors match the attention-pooled part; the lexical
       // channel (if any) joins the whole vector's similarity structure.
@@ -419,30 +445,40 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
       sentences_seen += static_cast<int64_t>(ids.size());
       at::Tensor loss = o.freeze_lm ? at::zeros({}, at::kFloat) : o.aux_loss_coef * aux;
       std::map<std::string, at::Tensor> parts;
-      if (!b.pairs.empty()) {
-        const int64_t P = static_cast<int64_t>(b.pairs.size()), C = static_cast<int64_t>(cand.size());
-        at::Tensor logits = at::matmul(e.index_select(0, at::tensor(anchor)), e.index_select(0, at::tensor(cand)).t()) /
-                            o.temperature;
-        at::Tensor mask = at::zeros({P, C}, at::kBool);
-        auto* m = mask.data_ptr<bool>();
-        for (int64_t i = 0; i < P; ++i)
-          for (int64_t j = 0; j < C; ++j) {
-            if (j == i) continue;
-            const bool same_group = j < P && b.pairs[i].group >= 0 && b.pairs[i].group == b.pairs[j].group;
-            const bool same_text = cand_sentence[j] == b.pairs[i].positive || cand_sentence[j] == b.pairs[i].anchor;
-            m[i * C + j] = same_group || same_text;
-          }
-        logits = logits.masked_fill(mask, -std::numeric_limits<float>::infinity());
-        parts["nce"] = at::cross_entropy_loss(logits, at::arange(P, at::kLong));
-      }
-      if (!b.scored.empty()) {
-        at::Tensor cos = (e.index_select(0, at::tensor(sa)) * e.index_select(0, at::tensor(sb))).sum(-1) * o.cosent_scale;
-        at::Tensor score = at::empty({static_cast<int64_t>(b.scored.size())}, at::kFloat);
-        for (size_t i = 0; i < b.scored.size(); ++i) score[static_cast<int64_t>(i)] = b.scored[i].score;
-        at::Tensor diff = cos.unsqueeze(0) - cos.unsqueeze(1);  // [i, j] = cos_j - cos_i
-        at::Tensor higher = score.unsqueeze(1) > score.unsqueeze(0);
-        at::Tensor terms = diff.masked_select(higher);
-        parts["cosent"] = at::logsumexp(at::cat({at::zeros({1}, at::kFloat), terms}), 0);
+      // InfoNCE over the pairs and CoSENT over the scored pairs, of unit vectors v.
+      auto contrastive = [&](const at::Tensor& v, const std::string& prefix, double weight) {
+        if (!b.pairs.empty()) {
+          const int64_t P = static_cast<int64_t>(b.pairs.size()), C = static_cast<int64_t>(cand.size());
+          at::Tensor logits =
+              at::matmul(v.index_select(0, at::tensor(anchor)), v.index_select(0, at::tensor(cand)).t()) / o.temperature;
+          at::Tensor mask = at::zeros({P, C}, at::kBool);
+          auto* m = mask.data_ptr<bool>();
+          for (int64_t i = 0; i < P; ++i)
+            for (int64_t j = 0; j < C; ++j) {
+              if (j == i) continue;
+              const bool same_group = j < P && b.pairs[i].group >= 0 && b.pairs[i].group == b.pairs[j].group;
+              const bool same_text = cand_sentence[j] == b.pairs[i].positive || cand_sentence[j] == b.pairs[i].anchor;
+              m[i * C + j] = same_group || same_text;
+            }
+          logits = logits.masked_fill(mask, -std::numeric_limits<float>::infinity());
+          parts[prefix + "nce"] = weight * at::cross_entropy_loss(logits, at::arange(P, at::kLong));
+        }
+        if (!b.scored.empty()) {
+          at::Tensor cos = (v.index_select(0, at::tensor(sa)) * v.index_select(0, at::tensor(sb))).sum(-1) * o.cosent_scale;
+          at::Tensor score = at::empty({static_cast<int64_t>(b.scored.size())}, at::kFloat);
+          for (size_t i = 0; i < b.scored.size(); ++i) score[static_cast<int64_t>(i)] = b.scored[i].score;
+          at::Tensor diff = cos.unsqueeze(0) - cos.unsqueeze(1);  // [i, j] = cos_j - cos_i
+          at::Tensor higher = score.unsqueeze(1) > score.unsqueeze(0);
+          at::Tensor terms = diff.masked_select(higher);
+          parts[prefix + "cosent"] = weight * at::logsumexp(at::cat({at::zeros({1}, at::kFloat), terms}), 0);
+        }
+      };
+      contrastive(e, "", 1.0);
+      // RW is searched after standardisation (the model's calibrated mean and
+      // spread per dimension); the step's own statistics stand in for them.
+      if (rw.defined()) {
+        const at::Tensor centred = rw - rw.mean(0, true).detach();
+        contrastive(L2Normalize(centred / centred.std(0, false, true).detach().clamp_min(1e-4)), "rw_", o.rw_weight);
       }
       if (teacher.defined()) {
         std::vector<int64_t> rows, trows;
@@ -486,9 +522,13 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
         window_n = 0;
       }
       if (result.step % o.eval_every == 0 || last) {
-        result.val_spearman = ValidationSpearman(enc, data);
-        state["history"].push_back({{"step", result.step}, {"val_spearman", result.val_spearman}});
-        log("step " + std::to_string(result.step) + " validation Spearman " + Fmt("%.4f", result.val_spearman));
+        double rw_spearman = 0;
+        result.val_spearman = ValidationSpearman(enc, data, o.rw_weight > 0 ? &rw_spearman : nullptr);
+        json h = {{"step", result.step}, {"val_spearman", result.val_spearman}};
+        if (o.rw_weight > 0) h["val_rw_spearman"] = rw_spearman;
+        state["history"].push_back(h);
+        log("step " + std::to_string(result.step) + " validation Spearman " + Fmt("%.4f", result.val_spearman) +
+            (o.rw_weight > 0 ? ", RW " + Fmt("%.4f", rw_spearman) : std::string()));
       }
       if (result.step % o.checkpoint_every == 0 || last || out_of_time) MOEEDB_RETURN_IF_ERROR(checkpoint());
       if (out_of_time && !last) {

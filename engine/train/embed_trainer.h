@@ -12,7 +12,8 @@
 //    exp(scale (cos_j - cos_i)));
 //  - distillation towards a teacher's vectors for the sentences that have
 //    one: 1 - cos(student, teacher) and the squared difference of the two
-//    in-batch cosine matrices.
+//    in-batch cosine matrices;
+//  - optionally, the contrastive terms again on the RW vector (rw_weight).
 // The model may be switched to bidirectional attention (causal = false), as
 // LLM2Vec does; the output folder then says so in config.json. A start
 // folder that ships a pooler of the same spec is continued (training in
@@ -77,6 +78,10 @@ struct EmbedTrainOptions {
   int64_t warmup_steps = 100;
   double temperature = 0.05, cosent_scale = 20.0;
   double distill_weight = 5.0, distill_matrix_weight = 20.0, aux_loss_coef = 0.01;
+  // Weight of the same InfoNCE and CoSENT terms on the RW vector (the router
+  // logits at the last token, standardised over the step): trains the
+  // routers to be a sentence vector of their own. 0: off. Needs !freeze_lm.
+  double rw_weight = 0;
   int64_t checkpoint_every = 200, eval_every = 250;
   int threads = 0;
   std::function<void(const std::string&)> log;

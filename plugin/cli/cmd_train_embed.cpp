@@ -246,6 +246,8 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"lr-lm", "X", "peak learning rate of the model (default 2e-4)"},
       {"lr-pooler", "X", "peak learning rate of the pooler (default 3e-4)"},
       {"max-tokens", "N", "cut sentences to N tokens (default 64)"},
+      {"rw-weight", "X", "weight of the contrastive terms on the RW vector (router logits at the last token), "
+                         "training the routers as a sentence vector too (default 0: off; not with --freeze-lm)"},
   };
   const char* cmd = "train embed";
   if (WantsHelp(argv)) {
@@ -287,9 +289,12 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
     if (args->Has("minutes")) o.minutes = std::stod(args->Get("minutes"));
     if (args->Has("lr-lm")) o.lr_lm = std::stod(args->Get("lr-lm"));
     if (args->Has("lr-pooler")) o.lr_pooler = std::stod(args->Get("lr-pooler"));
+    if (args->Has("rw-weight")) o.rw_weight = std::stod(args->Get("rw-weight"));
   } catch (const std::exception&) {
-    return UsageError(cmd, "--minutes, --lr-lm and --lr-pooler take numbers");
+    return UsageError(cmd, "--minutes, --lr-lm, --lr-pooler and --rw-weight take numbers");
   }
+  if (o.rw_weight < 0) return UsageError(cmd, "--rw-weight must be >= 0");
+  if (o.rw_weight > 0 && o.freeze_lm) return UsageError(cmd, "--rw-weight trains the routers: not with --freeze-lm");
   const std::string pooler_rw = args->Get("pooler-rw", "on");
   if (pooler_rw != "on" && pooler_rw != "off") return UsageError(cmd, "--pooler-rw takes on or off");
   auto token_pool = ParseTokenPooling(args->Get("token-pooling", "mean"));
