@@ -11,6 +11,8 @@
 // and prints one table. Children print one JSON line each:
 //   gemm        dense GEMM GFLOP/s (f32, bf16) for the forward's matmul shapes
 //   DTYPE:QUANT:ROUTING  tokens/s, forward GFLOP/s, peak RSS, weight bytes
+//   DTYPE:int8:ROUTING:widened  the same with the int8 GEMM off (MOEEDB_INT8_GEMM=off):
+//               int8 weights widened to the compute dtype before each matmul
 //   fidelity    int8 (and bf16) vs f32: mean cos(hs), cos(rw), same top-1 expert
 //   stream      StreamingEmbedder on mixed lengths vs fixed-length batches
 #include <ATen/ATen.h>
@@ -35,6 +37,8 @@
 #include "engine/model/model.h"
 #include "engine/io/random_checkpoint.h"
 #include "engine/model/routing_policy.h"
+#include "bench/cpu_flags.h"
+#include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/runtime.h"
 #include "engine/embed/streaming_embedder.h"
 #ifdef MOEEDB_HAVE_TOKENIZER
@@ -386,6 +390,12 @@ int main(int argc, char** argv) {
   }
   m::SetComputeThreads(static_cast<int>(IntFlag("threads", 2)));
   if (!child.empty()) {
+    if (child.size() > 8 && child.compare(child.size() - 8, 8, ":widened") == 0) {
+      setenv("MOEEDB_INT8_GEMM", "off", 1);  // read once, at the first matmul
+      json j = ChildConfig(child.substr(0, child.size() - 8));
+      std::printf("%s\n", j.dump().c_str());
+      return 0;
+    }
     json j = child == "gemm" ? ChildGemm() : child == "fidelity" ? ChildFidelity() : child == "stream" ? ChildStream()
                                                                                                        : ChildConfig(child);
     std::printf("%s\n", j.dump().c_str());
@@ -402,7 +412,10 @@ int main(int argc, char** argv) {
               static_cast<long long>(IntFlag("tokens", 256)),
               static_cast<long long>(IntFlag("batch-tokens", IntFlag("texts", 16) * IntFlag("tokens", 256))),
               static_cast<long long>(IntFlag("threads", 2)));
-  std::printf("CPU: fast bf16 GEMM (AVX-512 BW/VL/DQ): %s\n", m::CpuHasFastBf16Gemm() ? "yes" : "no (bf16 = bf16 storage, f32 compute)");
+  std::printf("CPU flags: %s\n", m::bench::CpuFlags().c_str());
+  std::printf("CPU: fast bf16 GEMM (AVX-512 BW/VL/DQ): %s; int8 GEMM: %s\n",
+              m::CpuHasFastBf16Gemm() ? "yes" : "no (bf16 = bf16 storage, f32 compute)",
+              m::Int8GemmAvailable() ? "VNNI (AVX512-VNNI)" : "none (int8 weights widened before each matmul)");
   std::fflush(stdout);
   json gemm = RunChild(exe, base, "gemm");
   for (auto& [name, g] : gemm.items())
@@ -412,8 +425,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   std::string list = Flag("configs",
-                          "f32:none:learned,f32:int8:learned,bf16:none:learned,bf16:int8:learned,"
-                          "f32:none:top1,f32:int8:top1,bf16:none:top1,bf16:int8:top1");
+                          "f32:none:learned,f32:int8:learned,f32:int8:learned:widened,bf16:none:learned,"
+                          "bf16:int8:learned,f32:none:top1,f32:int8:top1,bf16:none:top1,bf16:int8:top1");
   std::vector<json> rows;
   std::printf("\n%-20s %8s %10s %10s %9s %10s %10s %8s\n", "config", "computes", "tokens/s", "GFLOP/s", "of GEMM",
               "peak RSS", "weights", "load s");
@@ -446,13 +459,19 @@ int main(int argc, char** argv) {
                 ratio(std::string(d) + ":int8:top1", std::string(d) + ":int8:learned", "tokens_per_s"));
   }
   std::printf("  bf16 / f32 tokens/s (learned) = %.2f\n", ratio("bf16:none:learned", "f32:none:learned", "tokens_per_s"));
+  std::printf("  f32 compute, int8 / f32 tokens/s (learned) = %.2f (int8 GEMM: %s), %.2f (int8 widened to f32)\n",
+              ratio("f32:int8:learned", "f32:none:learned", "tokens_per_s"), m::Int8GemmAvailable() ? "VNNI" : "off",
+              ratio("f32:int8:learned:widened", "f32:none:learned", "tokens_per_s"));
   if (auto cfg = m::ModelConfig::FromFile(Flag("model") + "/config.json"); cfg.ok()) {
     // Attention, projections and the router cost the same in both modes, so
     // top-1 can be at most this much faster than top-k on these shapes.
     const int64_t T = IntFlag("tokens", 256);
+    const double ceiling = ForwardFlops(*cfg, 1, T, cfg->top_k) / ForwardFlops(*cfg, 1, T, 1);
     std::printf("  top-1 / top-%lld FLOP ratio at %lld tokens (the ceiling of the speed-up): %.2f\n",
-                static_cast<long long>(cfg->top_k), static_cast<long long>(T),
-                ForwardFlops(*cfg, 1, T, cfg->top_k) / ForwardFlops(*cfg, 1, T, 1));
+                static_cast<long long>(cfg->top_k), static_cast<long long>(T), ceiling);
+    for (const char* d : {"f32:none", "f32:int8", "bf16:none", "bf16:int8"})
+      std::printf("  %-9s top-1 tokens/s / (ceiling x top-%lld tokens/s) = %.2f\n", d, static_cast<long long>(cfg->top_k),
+                  ratio(std::string(d) + ":top1", std::string(d) + ":learned", "tokens_per_s") / ceiling);
   }
   std::fflush(stdout);
   if (Flag("fidelity", "1") == "1") {

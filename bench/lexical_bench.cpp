@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cpu_flags.h"
 #include "database/vector_collection.h"
 
 using namespace moeedb;
@@ -30,20 +31,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double Secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
-
-std::string CpuFlags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, out;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    for (std::string w; words >> w;)
-      if (w == "avx2" || w == "fma" || w == "f16c" || w.rfind("avx512", 0) == 0 || w == "amx_bf16")
-        out += (out.empty() ? "" : " ") + w;
-    break;
-  }
-  return out.empty() ? "(none of avx2/avx512)" : out;
-}
 
 // Pseudo-words: 2-4 syllables, distinct per rank.
 std::vector<std::string> Vocabulary(size_t n) {
@@ -102,7 +89,7 @@ int main(int argc, char** argv) {
   if (argc > 2) nq = std::strtoull(argv[2], nullptr, 10);
   setvbuf(stdout, nullptr, _IOLBF, 0);
   const size_t dh = 512, dr = 32, batch = 1000;
-  std::printf("lexical bench: CPU flags: %s\n", CpuFlags().c_str());
+  std::printf("lexical bench: CPU flags: %s\n", bench::CpuFlags().c_str());
   std::printf("documents of 8-30 words (Zipf 1.07 over 50000 words), HS %zu + RW %zu dims, flat dense indexes, "
               "%zu queries of 2-5 words, k=10, one thread\n", dh, dr, nq);
   Corpus corpus(50000);

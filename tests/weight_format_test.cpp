@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/embed/embedder.h"
+#include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/linear_weight.h"
 #include "engine/kernels/panel_gemm.h"
 #include "engine/model/model.h"
@@ -64,12 +65,18 @@ TEST(LinearWeightTest, EachFormatComputesXTimesWTransposed) {
   for (ComputeDtype d : {ComputeDtype::kF32, ComputeDtype::kBF16}) {
     LinearWeight q8 = LinearWeight::From(w, {d, WeightQuant::kInt8}, at::kCPU);
     EXPECT_TRUE(q8.quantized());
-    EXPECT_EQ(q8.nbytes(), 48 * 64 + 48 * 4);  // one byte per weight, one float scale per row
+    // One byte per weight, one float scale per row; the int8 GEMM's layout
+    // also keeps a column term per row (int8_gemm.h; 48 x 64 needs no padding).
+    EXPECT_EQ(q8.nbytes(), 48 * 64 + 48 * 4 * (q8.int8_gemm() ? 2 : 1));
+    EXPECT_EQ(q8.int8_gemm(), d == ComputeDtype::kF32 && Int8GemmAvailable());
+    EXPECT_TRUE(at::equal(q8.ToFloat(), LinearWeight::From(w, {ComputeDtype::kBF16, WeightQuant::kInt8}, at::kCPU).ToFloat()));
     at::Tensor y = q8.Apply(x.to(q8.compute_type())).to(at::kFloat);
-    // Independent reference: the quantised matrix written out by hand.
+    // Independent reference: the quantised matrix written out by hand, and
+    // where the GEMM runs in int8, each row of x quantised the same way.
     at::Tensor amax = w.abs().amax({1}, true);
     at::Tensor wq = (w / (amax / 127)).round().clamp(-127, 127) * (amax / 127);
-    at::Tensor want = at::linear(x, wq);
+    at::Tensor xs = x.abs().amax({1}, true) / 127;
+    at::Tensor want = at::linear(q8.int8_gemm() ? (x / xs).round() * xs : x, wq);
     EXPECT_LT(((y - want).norm() / want.norm()).item<double>(), d == ComputeDtype::kF32 ? 1e-5 : 1e-2);
     EXPECT_LT(((y - ref).norm() / ref.norm()).item<double>(), 2e-2);
   }
@@ -191,7 +198,9 @@ TEST_F(Formats, Int8AndBf16StayWithinTheFidelityBarOf100Sentences) {
       const int64_t f32_values = moe_layers * c->num_experts * 3 * c->expert_intermediate * c->hidden_size * 4;
       // f32 also keeps a packed copy of matrices of <= 1 MB for the few-row kernel (panel_gemm.h).
       EXPECT_EQ(f32.expert_bytes, f32_values * (PanelGemmAvailable() ? 2 : 1));
-      EXPECT_EQ(got.expert_bytes, f32_values / 4 + rows * 4);
+      // With the int8 GEMM, also an int32 column term per row (int8_gemm.h).
+      const bool int8_gemm = f.dtype == ComputeDtype::kF32 && Int8GemmAvailable();
+      EXPECT_EQ(got.expert_bytes, f32_values / 4 + rows * 4 * (int8_gemm ? 2 : 1));
       EXPECT_LT(got.weight_bytes, f32.weight_bytes / 2);
     }
   }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/panel_gemm.h"
 
 namespace moeedb {
@@ -11,6 +12,11 @@ namespace {
 
 at::ScalarType ComputeType(const WeightFormat& f, at::Device device) {
   return EffectiveComputeDtype(f, device.is_cuda()) == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
+}
+
+// int8 weights multiplied in int8: f32 compute on a CPU with VNNI.
+bool UsesInt8Gemm(const WeightFormat& f, at::ScalarType compute, at::Device device) {
+  return f.quant == WeightQuant::kInt8 && compute == at::kFloat && device.is_cpu() && Int8GemmAvailable();
 }
 
 at::ScalarType StoredType(const WeightFormat& f) {
@@ -31,7 +37,7 @@ void QuantizeInt8(const at::Tensor& w, at::Tensor* q, at::Tensor* scale) {
 // A packed copy for the few-row kernel (panel_gemm.h): f32 on the CPU, whole
 // 16-column panels, and small enough that doubling it costs little.
 bool LinearWeight::WantsPanels(int64_t in, int64_t out) const {
-  return w_.scalar_type() == at::kFloat && compute_ == at::kFloat && w_.device().is_cpu() && out % 16 == 0 &&
+  return w_.defined() && w_.scalar_type() == at::kFloat && compute_ == at::kFloat && w_.device().is_cpu() && out % 16 == 0 &&
          in * out * 4 <= kPanelMaxBytes && PanelGemmAvailable();
 }
 
@@ -39,9 +45,42 @@ bool LinearWeight::WantsPanels(int64_t in, int64_t out) const {
 // non-transposed right operand faster, which matters most for the few-row
 // GEMMs of experts in small batches (measured 10-70 % at 8-32 rows, one
 // thread; docs/perf.md).
+void LinearWeight::PackInt8(int64_t e, const at::Tensor& q) {
+  const at::Tensor t = q.t().contiguous();  // [in, out]
+  at::Tensor panels = int8_panels_.dim() == 2 ? int8_panels_.select(0, e) : int8_panels_;
+  at::Tensor terms = int8_terms_.dim() == 2 ? int8_terms_.select(0, e) : int8_terms_;
+  PackInt8Panels(t.data_ptr<int8_t>(), in_, out_, panels.data_ptr<int8_t>(), terms.data_ptr<int32_t>());
+}
+
+at::Tensor LinearWeight::Int8Values() const {
+  if (!int8_gemm()) return w_;
+  const int64_t E = int8_panels_.dim() == 2 ? int8_panels_.size(0) : 1;
+  at::Tensor out = at::empty({E, in_, out_}, at::kChar);
+  for (int64_t e = 0; e < E; ++e)
+    UnpackInt8Panels(int8_panels_.data_ptr<int8_t>() + e * Int8PanelBytes(in_, out_), in_, out_,
+                     out.data_ptr<int8_t>() + e * in_ * out_);
+  return int8_panels_.dim() == 2 ? out : out.select(0, 0);
+}
+
 LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format, at::Device device) {
   LinearWeight lw;
   lw.compute_ = ComputeType(format, device);
+  lw.out_ = w.size(-2);
+  lw.in_ = w.size(-1);
+  if (UsesInt8Gemm(format, lw.compute_, device)) {
+    at::Tensor q;
+    QuantizeInt8(w, &q, &lw.scale_);
+    const bool stack = w.dim() == 3;
+    const int64_t E = stack ? w.size(0) : 1;
+    lw.int8_panels_ = at::empty({E, Int8PanelBytes(lw.in_, lw.out_)}, at::kChar);
+    lw.int8_terms_ = at::empty({E, Int8ColumnTerms(lw.out_)}, at::kInt);
+    if (!stack) {
+      lw.int8_panels_ = lw.int8_panels_.select(0, 0);
+      lw.int8_terms_ = lw.int8_terms_.select(0, 0);
+    }
+    for (int64_t e = 0; e < E; ++e) lw.PackInt8(e, stack ? q.select(0, e) : q);
+    return lw;
+  }
   if (format.quant == WeightQuant::kInt8) {
     QuantizeInt8(w, &lw.w_, &lw.scale_);
     lw.w_ = lw.w_.transpose(-2, -1).contiguous().to(device);
@@ -64,8 +103,15 @@ LinearWeight LinearWeight::Stack(int64_t E, int64_t out, int64_t in, const Weigh
                                  at::Device device) {
   LinearWeight lw;
   lw.compute_ = ComputeType(format, device);
+  lw.in_ = in;
+  lw.out_ = out;
   const auto opts = at::TensorOptions().device(device);
-  lw.w_ = at::empty({E, in, out}, opts.dtype(StoredType(format)));
+  if (UsesInt8Gemm(format, lw.compute_, device)) {
+    lw.int8_panels_ = at::empty({E, Int8PanelBytes(in, out)}, at::kChar);
+    lw.int8_terms_ = at::empty({E, Int8ColumnTerms(out)}, at::kInt);
+  } else {
+    lw.w_ = at::empty({E, in, out}, opts.dtype(StoredType(format)));
+  }
   if (format.quant == WeightQuant::kInt8) lw.scale_ = at::empty({E, out}, opts.dtype(at::kFloat));
   if (lw.WantsPanels(in, out)) lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);
   return lw;
@@ -75,7 +121,8 @@ void LinearWeight::Set(int64_t e, const at::Tensor& w) {
   if (quantized()) {
     at::Tensor q, s;
     QuantizeInt8(w, &q, &s);
-    w_.select(0, e).copy_(q.t());
+    if (int8_gemm()) PackInt8(e, q);
+    else w_.select(0, e).copy_(q.t());
     scale_.select(0, e).copy_(s);
   } else {
     w_.select(0, e).copy_(w.t());
@@ -92,7 +139,13 @@ const float* LinearWeight::packed_panels(int64_t e) const {
 LinearWeight LinearWeight::Matrix(int64_t e) const {
   LinearWeight lw;
   lw.compute_ = compute_;
-  lw.w_ = w_.select(0, e);
+  lw.in_ = in_;
+  lw.out_ = out_;
+  if (w_.defined()) lw.w_ = w_.select(0, e);
+  if (int8_panels_.defined()) {
+    lw.int8_panels_ = int8_panels_.select(0, e);
+    lw.int8_terms_ = int8_terms_.select(0, e);
+  }
   if (scale_.defined()) lw.scale_ = scale_.select(0, e);
   if (panels_.defined()) lw.panels_ = panels_.select(0, e);
   return lw;
@@ -105,6 +158,19 @@ at::Tensor LinearWeight::Apply(const at::Tensor& x) const {
 }
 
 void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
+  if (int8_gemm()) {
+    const at::Tensor xc = x.stride(1) == 1 ? x : x.contiguous();
+    if (y.stride(1) == 1) {
+      Int8GemmF32(xc.size(0), out_, in_, xc.data_ptr<float>(), xc.stride(0), int8_panels_.data_ptr<int8_t>(),
+                  int8_terms_.data_ptr<int32_t>(), scale_.data_ptr<float>(), y.data_ptr<float>(), y.stride(0));
+    } else {
+      at::Tensor tmp = at::empty({xc.size(0), out_}, xc.options());
+      Int8GemmF32(xc.size(0), out_, in_, xc.data_ptr<float>(), xc.stride(0), int8_panels_.data_ptr<int8_t>(),
+                  int8_terms_.data_ptr<int32_t>(), scale_.data_ptr<float>(), tmp.data_ptr<float>(), out_);
+      y.copy_(tmp);
+    }
+    return;
+  }
   // Few rows of f32 against a small packed matrix: the packed kernel, which
   // skips BLAS's per-call packing of the weight (panel_gemm.h).
   if (panels_.defined() && x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat && x.stride(1) == 1 &&
@@ -125,18 +191,19 @@ void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
 }
 
 at::Tensor LinearWeight::ToFloat() const {
-  at::Tensor f = w_.to(at::kFloat);
+  at::Tensor f = Int8Values().to(at::kFloat);
   if (quantized()) f = f * scale_.unsqueeze(-2);
   return f.transpose(-2, -1).contiguous();
 }
 
 at::Tensor LinearWeight::Dense() const {
-  at::Tensor d = quantized() ? (w_.to(at::kFloat) * scale_.unsqueeze(-2)).to(compute_) : w_.to(compute_);
+  at::Tensor d = quantized() ? (Int8Values().to(at::kFloat) * scale_.unsqueeze(-2)).to(compute_) : w_.to(compute_);
   return d.transpose(-2, -1);
 }
 
 int64_t LinearWeight::nbytes() const {
   int64_t n = w_.defined() ? w_.numel() * static_cast<int64_t>(w_.element_size()) : 0;
+  if (int8_panels_.defined()) n += int8_panels_.numel() + int8_terms_.numel() * 4;
   if (scale_.defined()) n += scale_.numel() * 4;
   if (panels_.defined()) n += panels_.numel() * 4;
   return n;

@@ -2,8 +2,11 @@
 // (weight_format.h): f32 or bf16 values, or int8 with per-output-channel
 // scales. Matmuls run in the compute dtype (EffectiveComputeDtype); a stored
 // dtype that differs is widened one matrix at a time at matmul time (the
-// converted matrix is then hot in cache for its GEMM). One object may hold a stack of matrices ([E, out, in], the experts
-// of an MoE block); Matrix(e) is a view of one of them.
+// converted matrix is then hot in cache for its GEMM), except int8 with f32
+// compute on a CPU with VNNI: those weights are kept only in the int8 GEMM's
+// packed layout and multiplied in int8 (int8_gemm.h). One object may hold a
+// stack of matrices ([E, out, in], the experts of an MoE block); Matrix(e)
+// is a view of one of them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -26,14 +29,16 @@ class LinearWeight {
   // Stores the float matrix w [out, in] as matrix e of a Stack.
   void Set(int64_t e, const at::Tensor& w);
 
-  bool defined() const { return w_.defined(); }
+  bool defined() const { return w_.defined() || int8_panels_.defined(); }
   bool quantized() const { return scale_.defined(); }
+  // Whether Apply multiplies in int8 (VNNI panels) rather than widening.
+  bool int8_gemm() const { return int8_panels_.defined(); }
   at::ScalarType compute_type() const { return compute_; }
-  at::ScalarType stored_type() const { return w_.scalar_type(); }
+  at::ScalarType stored_type() const { return int8_gemm() ? at::kChar : w_.scalar_type(); }
   // Matrix e of a stack (a view sharing storage).
   LinearWeight Matrix(int64_t e) const;
-  int64_t out_features() const { return w_.size(-1); }
-  int64_t in_features() const { return w_.size(-2); }
+  int64_t out_features() const { return out_; }
+  int64_t in_features() const { return in_; }
 
   // x [N, in] in compute_type() -> [N, out] in compute_type(). A 2-D weight only.
   at::Tensor Apply(const at::Tensor& x) const;
@@ -52,13 +57,21 @@ class LinearWeight {
   int64_t nbytes() const;
 
  private:
-  at::Tensor w_;      // [.., in, out] (transposed): f32 or bf16 values, or int8
+  at::Tensor w_;      // [.., in, out] (transposed): f32 or bf16 values, or int8; undefined with int8_panels_
   at::Tensor scale_;  // [.., out] float32 when int8, else undefined
+  // int8 on a VNNI CPU with f32 compute: [.., Int8PanelBytes] int8 and
+  // [.., Int8ColumnTerms] int32 (int8_gemm.h), in place of w_.
+  at::Tensor int8_panels_, int8_terms_;
+  int64_t in_ = 0, out_ = 0;
   // f32 CPU matrices of at most kPanelMaxBytes, also packed for the few-row
   // kernel (panel_gemm.h): [.., out / 16, in, 16]; else undefined.
   at::Tensor panels_;
   static constexpr int64_t kPanelMaxBytes = 1 << 20;
   bool WantsPanels(int64_t in, int64_t out) const;
+  // Packs the int8 matrix q [out, in] as matrix e of int8_panels_.
+  void PackInt8(int64_t e, const at::Tensor& q);
+  // The int8 values [.., in, out], from w_ or unpacked from the panels.
+  at::Tensor Int8Values() const;
   at::ScalarType compute_ = at::kFloat;
 };
 

@@ -1,0 +1,211 @@
+#include "engine/kernels/int8_gemm.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace moeedb {
+
+namespace {
+
+constexpr int kRows = 6;    // rows of x per register tile
+constexpr int kPanels = 4;  // 16-column panels per register tile (6 x 4 accumulators)
+
+int64_t Groups(int64_t K) { return (K + 3) / 4; }
+int64_t Panels(int64_t N) { return (N + 15) / 16; }
+
+// Row x[0..K) as unsigned bytes q = round(x / s) + 128, padded with 128 (a
+// zero) to Kp; returns s = max|x| / 127 (0 for a zero row).
+float QuantizeRowPortable(const float* x, int64_t K, int64_t Kp, uint8_t* q) {
+  float amax = 0;
+  for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));
+  const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+  for (int64_t k = 0; k < K; ++k) q[k] = static_cast<uint8_t>(std::nearbyint(x[k] * inv) + 128);
+  std::memset(q + K, 128, static_cast<size_t>(Kp - K));
+  return amax / 127.0f;
+}
+
+#if defined(__x86_64__)
+
+__attribute__((target("avx512f,avx512bw"))) float QuantizeRowAvx512(const float* x, int64_t K, int64_t Kp, uint8_t* q) {
+  __m512 mx = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+  float amax = _mm512_reduce_max_ps(mx);
+  for (int64_t j = k; j < K; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i offset = _mm512_set1_epi32(128);
+  for (k = 0; k + 16 <= K; k += 16) {
+    const __m512i v = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), vinv)), offset);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k), _mm512_cvtusepi32_epi8(v));
+  }
+  for (; k < K; ++k) q[k] = static_cast<uint8_t>(std::nearbyint(x[k] * inv) + 128);
+  std::memset(q + K, 128, static_cast<size_t>(Kp - K));
+  return amax / 127.0f;
+}
+
+// y[0..R, 0..16C) = (sum_g xq[r][4g..4g+4) · panel_c[g]) - terms, times
+// sx[r] · scale[j]; the last panel writes `last_cols` (1..16) columns.
+template <int R, int C>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void Tile(int64_t G, const uint8_t* xq, int64_t ldq,
+                                                                 const int8_t* panel, int64_t panel_stride,
+                                                                 const int32_t* terms, const float* scale,
+                                                                 const float* sx, float* y, int64_t ldy, int last_cols) {
+  __m512i acc[R][C];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_si512();
+  for (int64_t g = 0; g < G; ++g) {
+    __m512i w[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) w[c] = _mm512_loadu_si512(panel + c * panel_stride + g * 64);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      int32_t four;
+      std::memcpy(&four, xq + r * ldq + 4 * g, 4);
+      const __m512i xb = _mm512_set1_epi32(four);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], xb, w[c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c) {
+    const __mmask16 mask = c == C - 1 ? static_cast<__mmask16>((1u << last_cols) - 1) : static_cast<__mmask16>(0xFFFF);
+    const __m512i t = _mm512_loadu_si512(terms + c * 16);
+    const __m512 sc = _mm512_maskz_loadu_ps(mask, scale + c * 16);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][c], t)), _mm512_set1_ps(sx[r]));
+      _mm512_mask_storeu_ps(y + r * ldy + c * 16, mask, _mm512_mul_ps(v, sc));
+    }
+  }
+}
+
+using TileFn = void (*)(int64_t, const uint8_t*, int64_t, const int8_t*, int64_t, const int32_t*, const float*,
+                        const float*, float*, int64_t, int);
+
+template <int R>
+constexpr TileFn TileFor(int c) {
+  return c == 1 ? &Tile<R, 1> : c == 2 ? &Tile<R, 2> : c == 3 ? &Tile<R, 3> : &Tile<R, 4>;
+}
+
+TileFn TileFor(int r, int c) {
+  switch (r) {
+    case 1: return TileFor<1>(c);
+    case 2: return TileFor<2>(c);
+    case 3: return TileFor<3>(c);
+    case 4: return TileFor<4>(c);
+    case 5: return TileFor<5>(c);
+    default: return TileFor<6>(c);
+  }
+}
+
+bool CpuHasAvx512Vnni() {
+  static const bool on = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni");
+  }();
+  return on;
+}
+
+#endif  // __x86_64__
+
+}  // namespace
+
+bool Int8GemmAvailable() {
+#if defined(__x86_64__)
+  static const bool on = [] {
+    const char* env = std::getenv("MOEEDB_INT8_GEMM");
+    return !(env != nullptr && std::string(env) == "off") && CpuHasAvx512Vnni();
+  }();
+  return on;
+#else
+  return false;
+#endif
+}
+
+int64_t Int8PanelBytes(int64_t K, int64_t N) { return Panels(N) * Groups(K) * 64; }
+int64_t Int8ColumnTerms(int64_t N) { return Panels(N) * 16; }
+
+void PackInt8Panels(const int8_t* w, int64_t K, int64_t N, int8_t* panels, int32_t* column_terms) {
+  const int64_t G = Groups(K), P = Panels(N);
+  std::memset(panels, 0, static_cast<size_t>(P * G * 64));
+  std::fill(column_terms, column_terms + P * 16, 0);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) {
+      const int8_t v = w[k * N + j];
+      panels[((j / 16) * G + k / 4) * 64 + (j % 16) * 4 + k % 4] = v;
+      column_terms[j] += 128 * v;
+    }
+}
+
+void UnpackInt8Panels(const int8_t* panels, int64_t K, int64_t N, int8_t* w) {
+  const int64_t G = Groups(K);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) w[k * N + j] = panels[((j / 16) * G + k / 4) * 64 + (j % 16) * 4 + k % 4];
+}
+
+void Int8GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* panels,
+                 const int32_t* column_terms, const float* scale, float* y, int64_t ldy) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t G = Groups(K), Kp = 4 * G, P = Panels(N);
+  std::vector<uint8_t> xq(static_cast<size_t>(M * Kp));
+  std::vector<float> sx(static_cast<size_t>(M));
+#if defined(__x86_64__)
+  const bool simd = Int8GemmAvailable();
+#else
+  const bool simd = false;
+#endif
+  at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
+    for (int64_t m = b; m < e; ++m) {
+#if defined(__x86_64__)
+      if (simd) {
+        sx[m] = QuantizeRowAvx512(x + m * ldx, K, Kp, xq.data() + m * Kp);
+        continue;
+      }
+#endif
+      sx[m] = QuantizeRowPortable(x + m * ldx, K, Kp, xq.data() + m * Kp);
+    }
+  });
+  if (!simd) {  // the same arithmetic, one product at a time
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t acc = 0;
+        for (int64_t k = 0; k < Kp; ++k)
+          acc += int64_t{xq[m * Kp + k]} * panels[((j / 16) * G + k / 4) * 64 + (j % 16) * 4 + k % 4];
+        y[m * ldy + j] = static_cast<float>(acc - column_terms[j]) * sx[m] * scale[j];
+      }
+    return;
+  }
+#if defined(__x86_64__)
+  // Column blocks of kPanels panels across the threads; each block's panels
+  // (K · 64 bytes) stay in L2 while every row tile of x passes them.
+  const int64_t blocks = (P + kPanels - 1) / kPanels;
+  at::parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t p0 = blk * kPanels;
+      const int c = static_cast<int>(std::min<int64_t>(kPanels, P - p0));
+      const int last_cols = p0 + c == P ? static_cast<int>(N - (P - 1) * 16) : 16;
+      for (int64_t m = 0; m < M; m += kRows) {
+        const int r = static_cast<int>(std::min<int64_t>(kRows, M - m));
+        TileFor(r, c)(G, xq.data() + m * Kp, Kp, panels + p0 * G * 64, G * 64, column_terms + p0 * 16, scale + p0 * 16,
+                      sx.data() + m, y + m * ldy + p0 * 16, ldy, last_cols);
+      }
+    }
+  });
+#endif
+}
+
+}  // namespace moeedb
