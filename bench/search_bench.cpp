@@ -4,17 +4,26 @@
 //     vectors (the baseline), and exact fused search, per query, and their ratio;
 //   - the exact scan against memory bandwidth (an OpenBLAS matrix-vector
 //     product over the same rows) and against the previous exact path (two
-//     Faiss passes), one query at a time and 16 queued queries per pass;
+//     Faiss passes), one query at a time, 16 queued queries per pass, and 16
+//     client threads at once through a SearchBatcher (as the server runs them);
 //   - per ANN index kind: build time, QPS and recall@10 against exact fused search.
 //   Each ANN index is compared with the exact fused search of the same index
-//   (same rows), so recall and the QPS ratio are like for like.
+//   (same rows), so recall and the QPS ratio are like for like;
+//   - for hnsw, the previous HNSW (Faiss IndexHNSWFlat, one per half, same M
+//     and efConstruction) against the engine's (hnswlib over int8 codes) on the
+//     first --faiss-rows documents: build time, and the fused search of each
+//     (same candidates per half, same exact re-scoring) against exact search.
 // Usage: search_bench [N=100000] [QUERIES=100] [KINDS=hnsw,ivf] [--sq8] [--fp16] [--nprobe=16]
+//                     [--ef-search=64] [--faiss-rows=20000]
 //   --sq8: 8-bit scalar-quantized ANN indexes; --fp16: fp16 rows for exact
 //   scoring (with both, 1M documents fit in ~10 GB). The flat [hs; rw]
-//   baseline runs when N <= 200000.
+//   baseline runs when N <= 200000; --faiss-rows=0 skips the Faiss HNSW one.
 #include <faiss/IndexFlat.h>
+#include <faiss/IndexHNSW.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cmath>
 #include <functional>
 #include <cstdio>
@@ -32,7 +41,10 @@
 #include <fstream>
 
 #include "index/dual_index.h"
+#include "bench/cpu_flags.h"
 #include "index/exact_scan.h"
+#include "index/hnsw_graph.h"
+#include "index/search_batcher.h"
 
 // OpenBLAS's matrix-vector product: the memory-bandwidth baseline.
 extern "C" void sgemv_(const char* trans, const int* m, const int* n, const float* alpha, const float* a, const int* lda,
@@ -43,32 +55,19 @@ using Clock = std::chrono::steady_clock;
 
 static double Secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
 
-static std::string CpuFlags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, out;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::stringstream ws(line);
-    std::string w;
-    while (ws >> w)
-      if (w == "avx2" || w == "fma" || w == "f16c" || w == "avx512f" || w == "avx512_bf16" || w == "avx512_vnni" ||
-          w == "avx_vnni")
-        out += (out.empty() ? "" : " ") + w;
-    break;
-  }
-  return out.empty() ? "(none of avx2/avx512)" : out;
-}
-
 int main(int argc, char** argv) {
   size_t n = 100000, nq = 100;
   std::string kinds = "hnsw,ivf";
   bool sq8 = false, fp16 = false;
-  int nprobe = 16;
+  int nprobe = 16, ef_search = 64;
+  size_t faiss_rows = 20000;
   std::vector<std::string> pos;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sq8") == 0) sq8 = true;
     else if (std::strcmp(argv[i], "--fp16") == 0) fp16 = true;
     else if (std::strncmp(argv[i], "--nprobe=", 9) == 0) nprobe = std::atoi(argv[i] + 9);
+    else if (std::strncmp(argv[i], "--ef-search=", 12) == 0) ef_search = std::atoi(argv[i] + 12);
+    else if (std::strncmp(argv[i], "--faiss-rows=", 13) == 0) faiss_rows = std::strtoull(argv[i] + 13, nullptr, 10);
     else pos.push_back(argv[i]);
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -77,7 +76,8 @@ int main(int argc, char** argv) {
   if (pos.size() > 2) kinds = pos[2];
   const size_t dh = 2048, dr = 1024, clusters = std::max<size_t>(10, n / 100), k = 10;
   const float alpha = 1.0f;
-  std::printf("search bench: CPU flags: %s; exact scan: %s\n", CpuFlags().c_str(), ScanSimdLevel());
+  std::printf("search bench: CPU flags: %s; exact scan: %s; HNSW distances: %s\n", bench::CpuFlags().c_str(),
+              ScanSimdLevel(), HnswGraph::SimdLevel());
   std::printf("search bench: %zu documents, hs %zu + rw %zu dims, %zu clusters, %zu queries, k=%zu, alpha=%.1f%s%s\n", n,
               dh, dr, clusters, nq, k, alpha, sq8 ? ", SQ8 indexes" : "", fp16 ? ", fp16 rows" : "");
 
@@ -233,6 +233,27 @@ int main(int argc, char** argv) {
     size_t same = 0;
     for (size_t q = 0; q < nq; ++q) same += batched[q] == truth[q];
 
+    // 16 client threads searching at once through a SearchBatcher, as the
+    // server's collections do: concurrent exact searches share passes.
+    SearchBatcher batcher;
+    std::vector<std::set<uint64_t>> concurrent(nq);
+    std::atomic<size_t> next_q{0};
+    t = Clock::now();
+    {
+      std::vector<std::thread> clients;
+      for (int c = 0; c < 16; ++c)
+        clients.emplace_back([&] {
+          for (size_t q = next_q++; q < nq; q = next_q++) {
+            auto hits = batcher.Search(**exact, request(q, true));
+            for (const auto& h : *hits) concurrent[q].insert(h.id);
+          }
+        });
+      for (auto& c : clients) c.join();
+    }
+    const double concurrent_s = Secs(t);
+    size_t same_concurrent = 0;
+    for (size_t q = 0; q < nq; ++q) same_concurrent += concurrent[q] == truth[q];
+
     std::printf("\n%-44s %10s %10s %10s\n", "exact path", "ms/query", "QPS", "GB/s");
     std::printf("%-44s %10.2f %10.1f %10.1f\n", "OpenBLAS sgemv over the rows (bandwidth)", 1e3 * gemv_s / nq, nq / gemv_s,
                 gb * nq / gemv_s);
@@ -242,11 +263,101 @@ int main(int argc, char** argv) {
                 gb * nq / exact_s);
     std::printf("%-44s %10.2f %10.1f %10.1f\n", "exact fused scan, 16 queued queries", 1e3 * batch_s / nq, nq / batch_s,
                 gb * nq / batch_s);
+    std::printf("%-44s %10.2f %10.1f %10.1f\n", "exact fused scan, 16 client threads (batcher)", 1e3 * concurrent_s / nq,
+                nq / concurrent_s, gb * nq / concurrent_s);
     std::printf("one query: %.2f of the sgemv rate; %.2fx the previous exact path\n", gemv_s / exact_s,
                 previous_s / exact_s);
     std::printf("16 queued: %.2fx the QPS of one at a time, %.2fx the previous exact path; same top-10 as one at a "
-                "time for %zu of %zu queries\n\n",
+                "time for %zu of %zu queries\n",
                 exact_s / batch_s, previous_s / batch_s, same, nq);
+    std::printf("16 client threads: %.2fx the QPS of one at a time, %.1f queries per pass (%llu passes); same top-10 "
+                "for %zu of %zu queries\n\n",
+                exact_s / concurrent_s, double(batcher.batched_requests()) / std::max<uint64_t>(1, batcher.batches()),
+                static_cast<unsigned long long>(batcher.batches()), same_concurrent, nq);
+  }
+
+  if (faiss_rows > 0 && !sq8 && kinds.find("hnsw") != std::string::npos) {
+    // The previous HNSW against the engine's, on the first faiss_rows documents.
+    const size_t m = std::min(faiss_rows, n);
+    DualIndexSpec spec = base;
+    spec.hs.kind = spec.rw.kind = IndexKind::kHnsw;
+    spec.hs.ef_search = spec.rw.ef_search = ef_search;
+    auto graph = DualIndex::Create(spec, Standardizer::Identity(dh), Standardizer::Identity(dr));
+    faiss::IndexHNSWFlat fh(dh, spec.hs.hnsw_m, faiss::METRIC_INNER_PRODUCT), fr(dr, spec.rw.hnsw_m, faiss::METRIC_INNER_PRODUCT);
+    fh.hnsw.efConstruction = fr.hnsw.efConstruction = spec.hs.ef_construction;
+    std::mt19937 rng(13);
+    std::vector<float> hs, rw;
+    make(rng, m, &hs, &rw);
+    std::vector<float> hn(m * dh), rn(m * dr);
+    const Standardizer sh = Standardizer::Identity(dh), sr = Standardizer::Identity(dr);
+    for (size_t i = 0; i < m; ++i) {
+      sh.Apply(&hs[i * dh], &hn[i * dh]);
+      sr.Apply(&rw[i * dr], &rn[i * dr]);
+    }
+    auto t = Clock::now();
+    if (!(*graph)->Add(ids_for(0, m), hs.data(), rw.data()).ok()) return 1;
+    const double graph_build = Secs(t);
+    t = Clock::now();
+    fh.add(m, hn.data());
+    fr.add(m, rn.data());
+    const double faiss_build = Secs(t);
+    // Fused search as DualIndex runs it: oversample * k candidates per half,
+    // the union re-scored exactly.
+    const size_t kk = 4 * k;
+    fh.hnsw.efSearch = fr.hnsw.efSearch = std::max<int>(ef_search, static_cast<int>(kk));
+    std::vector<std::set<uint64_t>> truth(nq), via_faiss(nq), via_graph(nq);
+    auto fused = [&](size_t q, const std::vector<faiss::Index::idx_t>& cands) {
+      std::vector<float> qhn(dh), qrn(dr);
+      sh.Apply(&qh[q * dh], qhn.data());
+      sr.Apply(&qr[q * dr], qrn.data());
+      std::vector<std::pair<float, uint64_t>> scored;
+      std::set<faiss::Index::idx_t> seen;
+      for (auto c : cands) {
+        if (c < 0 || !seen.insert(c).second) continue;
+        float s = 0;
+        for (size_t j = 0; j < dh; ++j) s += qhn[j] * hn[c * dh + j];
+        for (size_t j = 0; j < dr; ++j) s += alpha * qrn[j] * rn[c * dr + j];
+        scored.push_back({-s, static_cast<uint64_t>(c)});
+      }
+      std::sort(scored.begin(), scored.end());
+      std::set<uint64_t> out;
+      for (size_t i = 0; i < std::min(k, scored.size()); ++i) out.insert(scored[i].second);
+      return out;
+    };
+    auto ids_of = [&](size_t q, bool exact, std::set<uint64_t>* out) {
+      auto hits = (*graph)->Search(request(q, exact));  // kept alive while read
+      for (const auto& h : *hits) out->insert(h.id);
+    };
+    for (size_t q = 0; q < nq; ++q) ids_of(q, true, &truth[q]);
+    t = Clock::now();
+    for (size_t q = 0; q < nq; ++q) {
+      std::vector<float> qhn(dh), qrn(dr), d1(kk), d2(kk);
+      sh.Apply(&qh[q * dh], qhn.data());
+      sr.Apply(&qr[q * dr], qrn.data());
+      std::vector<faiss::Index::idx_t> l1(kk), l2(kk);
+      fh.search(1, qhn.data(), kk, d1.data(), l1.data());
+      fr.search(1, qrn.data(), kk, d2.data(), l2.data());
+      l1.insert(l1.end(), l2.begin(), l2.end());
+      via_faiss[q] = fused(q, l1);
+    }
+    const double faiss_s = Secs(t);
+    t = Clock::now();
+    for (size_t q = 0; q < nq; ++q) ids_of(q, false, &via_graph[q]);
+    const double graph_s = Secs(t);
+    auto recall = [&](const std::vector<std::set<uint64_t>>& got) {
+      double hit = 0;
+      for (size_t q = 0; q < nq; ++q)
+        for (uint64_t id : got[q]) hit += truth[q].count(id);
+      return hit / double(nq * k);
+    };
+    std::printf("HNSW on the first %zu documents (M %d, efConstruction %d, efSearch %d, %zu candidates per half):\n", m,
+                spec.hs.hnsw_m, spec.hs.ef_construction, ef_search, kk);
+    std::printf("%-40s %10s %10s %10s\n", "HNSW", "build s", "QPS", "recall@10");
+    std::printf("%-40s %10.1f %10.1f %10.3f\n", "previous: Faiss IndexHNSWFlat per half", faiss_build, nq / faiss_s,
+                recall(via_faiss));
+    std::printf("%-40s %10.1f %10.1f %10.3f\n", "engine: hnswlib over int8 codes", graph_build, nq / graph_s,
+                recall(via_graph));
+    std::printf("engine / previous: build %.2fx faster, %.2fx the QPS\n\n", faiss_build / graph_build, faiss_s / graph_s);
   }
 
   std::printf("%-14s %10s %12s %10s %10s %10s\n", "index", "build s", "exact QPS", "ANN QPS", "x exact", "recall@10");
@@ -259,6 +370,7 @@ int main(int argc, char** argv) {
     spec.hs.kind = spec.rw.kind = *parsed;
     spec.hs.sq8 = spec.rw.sq8 = sq8;
     spec.hs.nprobe = spec.rw.nprobe = nprobe;
+    spec.hs.ef_search = spec.rw.ef_search = ef_search;
     spec.min_train_rows = chunk;  // IVF / SQ8 train on the first chunk
     auto ann = DualIndex::Create(spec, Standardizer::Identity(dh), Standardizer::Identity(dr));
     auto t = Clock::now();

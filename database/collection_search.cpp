@@ -62,7 +62,7 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   req.mode = o.mode == QueryMode::kHs ? SearchMode::kHs : o.mode == QueryMode::kRw ? SearchMode::kRw : SearchMode::kFused;
   req.exact = o.exact;
   req.filter = filter;
-  MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, index_->Search(req));
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, batcher_.Search(*index_, req));
   std::vector<FusedCandidate> out;
   for (const Hit& h : hits) {
     FusedCandidate c{h.id, h.score_hs, h.score_rw, 0.0, h.score};

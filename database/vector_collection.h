@@ -30,6 +30,7 @@
 #include "index/fusion.h"
 #include "index/lexical_index.h"
 #include "index/metadata_filter.h"
+#include "index/search_batcher.h"
 #include "storage/store.h"
 
 namespace moeedb {
@@ -142,6 +143,7 @@ class VectorCollection {
   size_t dim_hs_ = 0, dim_rw_ = 0;
   float default_alpha_ = 1.0f;
   std::unique_ptr<DualIndex> index_;
+  mutable SearchBatcher batcher_;  // concurrent exact searches share a pass over the rows
   LexicalSpec lexical_spec_;
   std::unique_ptr<LexicalIndex> lexical_;
   mutable std::mutex lexical_mu_;  // Xapian objects are single-threaded

@@ -1,6 +1,7 @@
 #include "index/dual_index.h"
 
 #include "index/exact_scan.h"
+#include "index/hnsw_graph.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <unordered_set>
 
 namespace moeedb {
@@ -97,9 +99,11 @@ Result<DualIndexSpec> DualIndexSpec::FromJson(const std::string& text) {
   }
 }
 
-// One half: its standardized rows and, for ANN kinds, a Faiss index over them
-// (ids = row positions). An ANN half that needs training stays "pending"
-// (searched exactly) until min_train_rows rows exist.
+// One half: its standardized rows and, for ANN kinds, an index over them
+// (ids = row positions): an HnswGraph (int8 codes of the rows) for HNSW, a
+// Faiss index for IVF and 8-bit HNSW (and for HNSW snapshots Faiss wrote).
+// An ANN half that needs training stays "pending" (searched exactly) until
+// min_train_rows rows exist.
 struct DualIndex::SignalIndex {
   size_t dim = 0;
   SignalIndexSpec spec;
@@ -107,7 +111,8 @@ struct DualIndex::SignalIndex {
   std::vector<float> data;       // row-major, every row (dead ones included until a rebuild); f32 mode
   std::vector<uint16_t> data16;  // the same in fp16 mode
   std::unique_ptr<faiss::Index> ann;
-  size_t ann_rows = 0;      // rows [0, ann_rows) are in `ann`
+  std::unique_ptr<HnswGraph> graph;
+  size_t ann_rows = 0;      // rows [0, ann_rows) are in `ann` or `graph`
 
   size_t rows() const { return fp16 ? data16.size() / dim : data.size() / dim; }
   void Append(const float* src, size_t n) {
@@ -131,7 +136,9 @@ struct DualIndex::SignalIndex {
     for (size_t i = 0; i < tmp->size(); ++i) (*tmp)[i] = F16ToFloat(data16[from * dim + i]);
     return tmp->data();
   }
-  void Clear() { data.clear(); data16.clear(); ann.reset(); ann_rows = 0; }
+  void Clear() { data.clear(); data16.clear(); ann.reset(); graph.reset(); ann_rows = 0; }
+  bool HasAnn() const { return (ann || graph) && ann_rows > 0; }
+  bool UsesGraph() const { return spec.kind == IndexKind::kHnsw && !spec.sq8 && !ann; }
 
   bool NeedsTraining() const { return spec.kind == IndexKind::kIvf || spec.sq8; }
 
@@ -165,6 +172,13 @@ struct DualIndex::SignalIndex {
   void Sync(size_t rows, const std::vector<uint8_t>& alive, size_t min_train) {
     if (spec.kind == IndexKind::kFlat) return;
     std::vector<float> tmp;
+    if (UsesGraph()) {  // dead rows stay in the graph; candidates are filtered
+      if (!graph) graph = std::make_unique<HnswGraph>(dim, spec.hnsw_m, spec.ef_construction, spec.ef_search);
+      graph->Add(Rows(ann_rows, rows, &tmp), rows - ann_rows,
+                 static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+      ann_rows = rows;
+      return;
+    }
     if (!ann) {
       if (NeedsTraining() && rows < min_train) return;
       ann = MakeAnn(rows);
@@ -245,7 +259,7 @@ Status DualIndex::AddNormalized(const std::vector<uint64_t>& ids, const float* h
     hs_->Sync(pos_to_id_.size(), alive_, spec_.min_train_rows);
     rw_->Sync(pos_to_id_.size(), alive_, spec_.min_train_rows);
   } catch (const std::exception& e) {
-    return Status::Internal(std::string("faiss add failed: ") + e.what());
+    return Status::Internal(std::string("ANN index add failed: ") + e.what());
   }
   return Status::OK();
 }
@@ -303,6 +317,11 @@ std::vector<uint64_t> DualIndex::Ids() const {
 std::vector<size_t> DualIndex::SignalCandidates(const SignalIndex& h, const float* q, size_t kk) const {
   const size_t rows = pos_to_id_.size();
   std::vector<size_t> out;
+  if (h.graph && h.ann_rows > 0) {
+    out = h.graph->Search(q, kk);
+    for (size_t p = h.ann_rows; p < rows; ++p) out.push_back(p);
+    return out;
+  }
   if (h.ann && h.ann_rows > 0) {
     std::vector<float> dist(kk);
     std::vector<FaissId> labels(kk);
@@ -366,9 +385,18 @@ Status DualIndex::PrepareQuery(const SearchRequest& r, std::vector<float>* qh, s
 }
 
 bool DualIndex::ScansEveryRow(const SearchRequest& r) const {
-  const bool hs_ann = hs_->ann && r.mode != SearchMode::kRw;
-  const bool rw_ann = rw_->ann && r.mode != SearchMode::kHs;
+  const bool hs_ann = (hs_->ann || hs_->graph) && r.mode != SearchMode::kRw;
+  const bool rw_ann = (rw_->ann || rw_->graph) && r.mode != SearchMode::kHs;
   return r.exact || (!hs_ann && !rw_ann);
+}
+
+bool DualIndex::SharesScan(const SearchRequest& r) const {
+  return !r.filter && r.k > 0 && !id_to_pos_.empty() && ScansEveryRow(r);
+}
+
+Status DualIndex::CheckRequest(const SearchRequest& r) const {
+  std::vector<float> qh, qr;
+  return PrepareQuery(r, &qh, &qr);
 }
 
 std::vector<std::vector<Hit>> DualIndex::ScanExact(const std::vector<const SearchRequest*>& rs,
@@ -520,6 +548,11 @@ Status DualIndex::Save(const std::string& dir, uint64_t applied_seq) const {
     }
     if (hs_->ann) faiss::write_index(hs_->ann.get(), (tmp / "hs.faiss").c_str());
     if (rw_->ann) faiss::write_index(rw_->ann.get(), (tmp / "rw.faiss").c_str());
+    for (const SignalIndex* h : {hs_.get(), rw_.get()})
+      if (h->graph) {
+        Status st = h->graph->Save((tmp / (h == hs_.get() ? "hs.hnsw" : "rw.hnsw")).string());
+        if (!st.ok()) throw std::runtime_error(st.message());
+      }
     // Make the files durable, then publish by renames.
     for (const auto& f : fs::directory_iterator(tmp)) {
       FILE* fp = std::fopen(f.path().c_str(), "rb");
@@ -575,6 +608,13 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint6
         half->ann.reset(faiss::read_index((snap / file).c_str()));
         half->ann_rows = meta.at(key).get<size_t>();
       }
+    }
+    for (auto [half, file, key] : {std::tuple{d->hs_.get(), "hs.hnsw", "hs_ann_rows"}, std::tuple{d->rw_.get(), "rw.hnsw", "rw_ann_rows"}}) {
+      if (!fs::exists(snap / file)) continue;
+      MOEEDB_ASSIGN_OR_RETURN(half->graph, HnswGraph::Load((snap / file).string(), half->dim, half->spec.ef_search));
+      half->ann_rows = meta.at(key).get<size_t>();
+      if (half->graph->size() != half->ann_rows || half->ann_rows > d->pos_to_id_.size())
+        return Status::Corruption("index snapshot " + snap.string() + ": the HNSW graph does not match its rows");
     }
     *applied_seq = meta.at("applied_seq").get<uint64_t>();
     return d;

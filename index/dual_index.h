@@ -96,6 +96,11 @@ class DualIndex {
   // Search for each request, out[i] for requests[i]; the exact, unfiltered
   // ones share one read of the rows (a queue of queries costs about one).
   Result<std::vector<std::vector<Hit>>> SearchBatch(const std::vector<SearchRequest>& requests) const;
+  // Whether SearchBatch shares its pass over the rows with `r` (an exact or
+  // ANN-less, unfiltered search), and whether `r` is a valid request (what
+  // Search would refuse: missing or non-finite query halves, alpha).
+  bool SharesScan(const SearchRequest& r) const;
+  Status CheckRequest(const SearchRequest& r) const;
   // The exact cosines of the indexed ids among `ids` (in that order; absent
   // ids are left out), score = score_hs + alpha * score_rw. Hybrid search
   // re-scores the lexical index's candidates with this.
