@@ -250,7 +250,10 @@ TEST_F(ServerTest, EmbedQueueWithSeveralWorkersAnswersEachJobWithItsOwnTexts) {
       }
     const EmbedQueue::Stats st = queue.stats();
     EXPECT_EQ(st.texts, texts);
-    EXPECT_LE(st.batches, static_cast<uint64_t>(kSubmitters * kJobs));
+    // Every forward carries at least one text; a job's texts may be split
+    // across workers' shares, so forwards can outnumber jobs.
+    EXPECT_GE(st.batches, 1u);
+    EXPECT_LE(st.batches, static_cast<uint64_t>(texts));
     EXPECT_GT(st.busy_seconds, 0.0);
     EXPECT_EQ(st.depth, 0u);
 
