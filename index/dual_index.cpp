@@ -137,7 +137,7 @@ struct DualIndex::SignalIndex {
     return tmp->data();
   }
   void Clear() { data.clear(); data16.clear(); ann.reset(); graph.reset(); ann_rows = 0; }
-  bool HasAnn() const { return (ann || graph) && ann_rows > 0; }
+  bool HasIndex() const { return ann || graph; }
   bool UsesGraph() const { return spec.kind == IndexKind::kHnsw && !spec.sq8 && !ann; }
 
   bool NeedsTraining() const { return spec.kind == IndexKind::kIvf || spec.sq8; }
@@ -385,8 +385,8 @@ Status DualIndex::PrepareQuery(const SearchRequest& r, std::vector<float>* qh, s
 }
 
 bool DualIndex::ScansEveryRow(const SearchRequest& r) const {
-  const bool hs_ann = (hs_->ann || hs_->graph) && r.mode != SearchMode::kRw;
-  const bool rw_ann = (rw_->ann || rw_->graph) && r.mode != SearchMode::kHs;
+  const bool hs_ann = hs_->HasIndex() && r.mode != SearchMode::kRw;
+  const bool rw_ann = rw_->HasIndex() && r.mode != SearchMode::kHs;
   return r.exact || (!hs_ann && !rw_ann);
 }
 
@@ -436,7 +436,7 @@ Result<std::vector<std::vector<Hit>>> DualIndex::SearchBatch(const std::vector<S
   std::vector<const SearchRequest*> scan;
   std::vector<std::vector<float>> qh, qr;
   for (size_t i = 0; i < rs.size(); ++i) {
-    if (rs[i].filter || !ScansEveryRow(rs[i]) || rs[i].k == 0 || id_to_pos_.empty()) {
+    if (!SharesScan(rs[i])) {
       MOEEDB_ASSIGN_OR_RETURN(out[i], Search(rs[i]));
       continue;
     }
