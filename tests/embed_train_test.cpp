@@ -502,6 +502,72 @@ TEST_F(EmbedTrainer, TheRwTermTrainsTheRoutersAsASentenceVector) {
   EXPECT_EQ(TrainEmbedding(syn.data, o).status().code(), Status::Code::kInvalidArgument);
 }
 
+// The side terms train what the engine reads without the pooler: with
+// hs_pooling_weight, the training-free HS poolings (last, mean, layers-mean);
+// with rw_pooling mean, the token-averaged router logits. Each separates the
+// topics more than after the same run without the terms.
+TEST_F(EmbedTrainer, TheSideTermsTrainTheTrainingFreePoolings) {
+  const Synthetic syn = Synthetic::Make(8);
+  // Same-topic minus other-topic mean cosine of 20 held-out sentences, as
+  // the engine reads them (RW standardised over the 20, as search does).
+  auto separation = [&](const std::string& dir, HsPooling hs, bool rw_mean, bool read_rw) {
+    auto model = MoeModel::LoadDir(dir);
+    EXPECT_TRUE(model.ok());
+    std::vector<std::vector<int32_t>> ids(syn.data.sentences.begin() + 60, syn.data.sentences.begin() + 80);
+    ForwardOptions fo;
+    fo.hs_pooling = hs;
+    fo.rw_pooling = rw_mean ? RwPooling::kMean : RwPooling::kLast;
+    auto f = (*model)->Forward(ids, fo);
+    EXPECT_TRUE(f.ok());
+    at::Tensor v = read_rw ? f->router_logits.reshape({static_cast<int64_t>(ids.size()), -1}).to(at::kDouble)
+                           : f->hs.to(at::kDouble);
+    if (read_rw) {
+      v = v - v.mean(0, true);
+      v = v / v.std(0, false, true).clamp_min(1e-6);
+    }
+    v = v / v.norm(2, {1}, true);
+    at::Tensor cos = at::matmul(v, v.t());
+    double same = 0, other = 0;
+    int n_same = 0, n_other = 0;
+    for (int i = 0; i < 20; ++i)
+      for (int j = 0; j < 20; ++j) {
+        if (i == j) continue;
+        const double c = cos[i][j].item<double>();
+        if ((60 + i) % 4 == (60 + j) % 4) same += c, ++n_same;
+        else other += c, ++n_other;
+      }
+    return same / n_same - other / n_other;
+  };
+  const std::string plain = dir_ / "side0", trained = dir_ / "side1";
+  EmbedTrainOptions o = Options(plain);
+  o.steps = 40;
+  ASSERT_TRUE(TrainEmbedding(syn.data, o).ok());
+  o.out_dir = trained;
+  o.rw_weight = 1.0;
+  o.rw_pooling = RwPooling::kMean;
+  o.hs_pooling_weight = 1.0;
+  auto r = TrainEmbedding(syn.data, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto log = nlohmann::json::parse(test::ReadFile(trained + "/embed_training_log.json"));
+  for (const char* term : {"rw_nce", "last_nce", "mean_nce", "layers-mean_nce"}) {
+    bool logged = false;
+    for (const auto& h : log["history"]) logged = logged || h.contains(term);
+    EXPECT_TRUE(logged) << term;
+  }
+  for (HsPooling hs : {HsPooling::kLast, HsPooling::kMean, HsPooling::kLayersMean}) {
+    const double before = separation(plain, hs, false, false), after = separation(trained, hs, false, false);
+    std::printf("HS %s: separation %.3f -> %.3f\n", HsPoolingName(hs), before, after);
+    EXPECT_GT(after, before + 0.1) << HsPoolingName(hs);
+  }
+  const double before = separation(plain, HsPooling::kLast, true, true), after = separation(trained, HsPooling::kLast, true, true);
+  std::printf("RW mean: separation %.3f -> %.3f\n", before, after);
+  EXPECT_GT(after, before + 0.1);
+  o.out_dir = dir_ / "side-frozen";
+  o.rw_weight = 0;
+  o.freeze_lm = true;
+  EXPECT_EQ(TrainEmbedding(syn.data, o).status().code(), Status::Code::kInvalidArgument);
+}
+
 TEST_F(EmbedTrainer, TeacherOnlySentencesAreDrawnOnlyWhenAsked) {
   Synthetic plain = Synthetic::Make(8);
   Synthetic extra = plain;  // sentences 76..79: in no pair, only the teacher knows them

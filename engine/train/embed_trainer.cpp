@@ -40,6 +40,23 @@ std::string Fmt(const char* f, double a) {
 
 at::Tensor L2Normalize(const at::Tensor& x) { return x / x.norm(2, {-1}, true).clamp_min(1e-8); }
 
+// Vectors read beside the pooled one, as the engine reads them without the
+// pooler: "rw" (the router logits of every MoE layer, pooled over tokens as
+// rw_pooling says, concatenated) and the training-free HS poolings
+// "hs_last", "hs_mean" and "hs_layers-mean" (pooling.h).
+struct SideVectors {
+  bool rw = false, hs_poolings = false;  // which to read
+  RwPooling rw_pooling = RwPooling::kLast;
+  std::map<std::string, at::Tensor> vectors;
+};
+
+// RW is searched after standardisation (the model's calibrated mean and
+// spread per dimension); a batch's own statistics stand in for them.
+at::Tensor StandardizedUnit(const at::Tensor& rw) {
+  const at::Tensor centred = rw - rw.mean(0, true).detach();
+  return L2Normalize(centred / centred.std(0, false, true).detach().clamp_min(1e-4));
+}
+
 // The model, its pooler and how sentences become pooled vectors.
 class Encoder {
  public:
@@ -66,17 +83,16 @@ class Encoder {
   }
 
   // Pooled vectors [n, out_dim] of the sentences `ids` (in that order), in
-  // chunks of about chunk_tokens padded tokens, shortest first.
-  // With rw, also each sentence's router logits at its last token, every
-  // MoE layer's concatenated ([n, layers * experts]: the RW vector as the
-  // engine reads it with the "last" read-out).
+  // chunks of about chunk_tokens padded tokens, shortest first; with side,
+  // also the vectors it asks for, as the engine reads them without the pooler.
   at::Tensor Encode(const std::vector<std::vector<int32_t>>& sentences, const std::vector<int32_t>& ids,
-                    bool grad, at::Tensor* aux, at::Tensor* rw = nullptr) {
+                    bool grad, at::Tensor* aux, SideVectors* side = nullptr) {
     std::vector<size_t> order(ids.size());
     std::iota(order.begin(), order.end(), 0);
     auto len = [&](size_t i) { return std::min<int64_t>(static_cast<int64_t>(sentences[ids[i]].size()), o_.max_tokens); };
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return len(a) < len(b); });
-    std::vector<at::Tensor> parts, rw_parts;
+    std::vector<at::Tensor> parts;
+    std::map<std::string, std::vector<at::Tensor>> side_parts;
     std::vector<int64_t> placed;
     at::Tensor aux_sum = at::zeros({}, at::kFloat);
     int64_t chunks = 0;
@@ -94,7 +110,7 @@ class Encoder {
         lengths[static_cast<size_t>(b)] = n;
         placed.push_back(static_cast<int64_t>(order[s + b]));
       }
-      parts.push_back(Pool(tok, at::tensor(lengths, at::kLong), grad, &aux_sum, rw ? &rw_parts : nullptr));
+      parts.push_back(Pool(tok, at::tensor(lengths, at::kLong), grad, &aux_sum, side, &side_parts));
       ++chunks;
       s = e;
     }
@@ -102,13 +118,14 @@ class Encoder {
     for (size_t i = 0; i < placed.size(); ++i) row_of[static_cast<size_t>(placed[i])] = static_cast<int64_t>(i);
     if (aux) *aux = aux_sum / static_cast<double>(std::max<int64_t>(chunks, 1));
     const at::Tensor rows = at::tensor(row_of, at::kLong);
-    if (rw) *rw = at::cat(rw_parts, 0).index_select(0, rows);
+    if (side)
+      for (auto& [name, list] : side_parts) side->vectors[name] = at::cat(list, 0).index_select(0, rows);
     return at::cat(parts, 0).index_select(0, rows);
   }
 
  private:
   at::Tensor Pool(const at::Tensor& tok, const at::Tensor& lengths, bool grad, at::Tensor* aux_sum,
-                  std::vector<at::Tensor>* rw_parts) {
+                  const SideVectors* side, std::map<std::string, std::vector<at::Tensor>>* side_parts) {
     TrainForwardOptions fo;
     fo.lengths = lengths;
     fo.causal = o_.causal && c_.causal;
@@ -125,10 +142,19 @@ class Encoder {
       const at::Tensor& w = net_.P("model.norm.weight");
       for (const auto& x : f.layer_out) states.push_back(RmsNorm(x, w, c_.rms_norm_eps));
       if (o_.pooler.router_rows > 0) router_states = f.router_logits;
-      if (rw_parts) {
-        std::vector<at::Tensor> at_last;
-        for (const auto& z : f.router_logits) at_last.push_back(z.gather(1, last.expand({B, 1, z.size(2)})).squeeze(1));
-        rw_parts->push_back(at::cat(at_last, 1));
+      auto at_last = [&](const at::Tensor& v) { return v.gather(1, last.expand({B, 1, v.size(2)})).squeeze(1); };
+      auto mean = [&](const at::Tensor& v) { return (v * valid).sum(1) / lengths.to(at::kFloat).view({B, 1}); };
+      if (side != nullptr && side->rw) {
+        std::vector<at::Tensor> read;
+        for (const auto& z : f.router_logits) read.push_back(side->rw_pooling == RwPooling::kMean ? mean(z) : at_last(z));
+        (*side_parts)["rw"].push_back(at::cat(read, 1));
+      }
+      if (side != nullptr && side->hs_poolings) {  // states[0] is the embedding output, then each layer's
+        (*side_parts)["hs_last"].push_back(at_last(states.back()));
+        (*side_parts)["hs_mean"].push_back(mean(states.back()));
+        at::Tensor layers = states[1];
+        for (size_t l = 2; l < states.size(); ++l) layers = layers + states[l];
+        (*side_parts)["hs_layers-mean"].push_back(at_last(layers) / static_cast<double>(states.size() - 1));
       }
       if (grad && !o_.freeze_lm) *aux_sum = *aux_sum + f.aux;
     }
@@ -227,10 +253,11 @@ StepBatch DrawBatch(const EmbedTrainData& d, const std::vector<std::vector<int32
   return b;
 }
 
-// Spearman of cos(a, b) against the gold scores: of the pooled vectors, and
-// (rw_spearman non-null) of the RW vectors standardised over the validation
-// sentences.
-double ValidationSpearman(Encoder& enc, const EmbedTrainData& d, double* rw_spearman = nullptr) {
+// Spearman of cos(a, b) against the gold scores, of the pooled vectors, and
+// (side non-null) of each side vector in side->vectors (RW standardised over
+// the validation sentences).
+double ValidationSpearman(Encoder& enc, const EmbedTrainData& d, SideVectors* side = nullptr,
+                          std::map<std::string, double>* side_spearman = nullptr) {
   if (d.validation.empty()) return 0;
   at::NoGradGuard no_grad;
   std::vector<int32_t> ids;
@@ -244,12 +271,10 @@ double ValidationSpearman(Encoder& enc, const EmbedTrainData& d, double* rw_spea
     at::Tensor cos = (e.slice(0, 0, e.size(0), 2) * e.slice(0, 1, e.size(0), 2)).sum(-1).to(at::kDouble).contiguous();
     return Spearman(std::vector<double>(cos.data_ptr<double>(), cos.data_ptr<double>() + cos.numel()), gold);
   };
-  at::Tensor rw;
-  const at::Tensor e = L2Normalize(enc.Encode(d.sentences, ids, false, nullptr, rw_spearman ? &rw : nullptr));
-  if (rw_spearman) {
-    const at::Tensor centred = rw - rw.mean(0, true);
-    *rw_spearman = spearman(L2Normalize(centred / centred.std(0, false, true).clamp_min(1e-4)));
-  }
+  const at::Tensor e = L2Normalize(enc.Encode(d.sentences, ids, false, nullptr, side));
+  if (side != nullptr && side_spearman != nullptr)
+    for (const auto& [name, v] : side->vectors)
+      (*side_spearman)[name] = spearman(name == "rw" ? StandardizedUnit(v) : L2Normalize(v));
   return spearman(e);
 }
 
@@ -288,6 +313,8 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
     return Status::InvalidArgument("token_log_weight_init needs a weighted pooler and one value per vocabulary entry");
   if (o.rw_weight < 0 || (o.rw_weight > 0 && o.freeze_lm))
     return Status::InvalidArgument("rw_weight must be >= 0, and 0 when the language model is frozen");
+  if (o.hs_pooling_weight < 0 || (o.hs_pooling_weight > 0 && o.freeze_lm))
+    return Status::InvalidArgument("hs_pooling_weight must be >= 0, and 0 when the language model is frozen");
   MOEEDB_RETURN_IF_ERROR(o.pooler.Validate());
   MOEEDB_RETURN_IF_ERROR(CheckData(data, c, o));
   auto log = [&](const std::string& line) {
@@ -301,11 +328,14 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
   return CatchTrainingErrors<EmbedTrainResult>([&]() -> Result<EmbedTrainResult> {
     Encoder enc(c, o);
     EmbedTrainResult result;
-    const json run = {{"seed", o.seed},           {"steps", o.steps},       {"freeze_lm", o.freeze_lm},
+    json run = {{"seed", o.seed},           {"steps", o.steps},       {"freeze_lm", o.freeze_lm},
                       {"lr_lm", o.lr_lm},         {"lr_pooler", o.lr_pooler}, {"rw_weight", o.rw_weight},
                       {"causal", o.causal},       {"pooler", json::parse(o.pooler.ToJson())},
                       {"pairs", data.pairs.size()}, {"scored", data.scored.size()},
                       {"sentences", data.sentences.size()}, {"model_config", c.json_text}};
+    // Keys added later join only when set, so earlier states still resume.
+    if (o.rw_pooling != RwPooling::kLast) run["rw_pooling"] = RwPoolingName(o.rw_pooling);
+    if (o.hs_pooling_weight > 0) run["hs_pooling_weight"] = o.hs_pooling_weight;
     json state;
     const bool resume = state_dir.HasState();
     if (resume) {
@@ -376,13 +406,30 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
                              : at::from_blob(const_cast<float*>(data.teacher.data()),
                                              {static_cast<int64_t>(data.teacher.size()) / tdim, tdim}, at::kFloat);
 
+    // The side vectors a term trains are read in every step and watched on
+    // the validation pairs.
+    SideVectors side;
+    side.rw = o.rw_weight > 0;
+    side.hs_poolings = o.hs_pooling_weight > 0;
+    side.rw_pooling = o.rw_pooling;
+    const bool any_side = side.rw || side.hs_poolings;
+    auto validate = [&](json* h) {
+      std::map<std::string, double> side_spearman;
+      const double v = ValidationSpearman(enc, data, any_side ? &side : nullptr, &side_spearman);
+      std::string text = Fmt("%.4f", v);
+      for (const auto& [name, r] : side_spearman) {
+        text += ", " + name + " " + Fmt("%.4f", r);
+        (*h)["val_" + name + "_spearman"] = r;
+      }
+      side.vectors.clear();
+      return std::pair{v, text};
+    };
     if (!resume) {
-      double rw_spearman = 0;
-      result.initial_val_spearman = result.val_spearman =
-          ValidationSpearman(enc, data, o.rw_weight > 0 ? &rw_spearman : nullptr);
+      json h;
+      const auto [v, text] = validate(&h);
+      result.initial_val_spearman = result.val_spearman = v;
       state["initial_val_spearman"] = result.initial_val_spearman;
-      log("before training: validation Spearman " + Fmt("%.4f", result.initial_val_spearman) +
-          (o.rw_weight > 0 ? ", RW " + Fmt("%.4f", rw_spearman) : std::string()));
+      log("before training: validation Spearman " + text);
     } else {
       log("resuming at step " + std::to_string(result.step) + " of " + std::to_string(o.steps));
     }
@@ -436,8 +483,8 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
         sb.push_back(slot(p.b));
       }
       for (int32_t s : b.extra) slot(s);  // distillation only
-      at::Tensor aux, rw;
-      const at::Tensor pooled = enc.Encode(data.sentences, ids, true, &aux, o.rw_weight > 0 ? &rw : nullptr);
+      at::Tensor aux;
+      const at::Tensor pooled = enc.Encode(data.sentences, ids, true, &aux, any_side ? &side : nullptr);
       at::Tensor e = L2Normalize(pooled);
       // The teacher's vectors match the attention-pooled part; the lexical
       // channel (if any) joins the whole vector's similarity structure.
@@ -474,12 +521,13 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
         }
       };
       contrastive(e, "", 1.0);
-      // RW is searched after standardisation (the model's calibrated mean and
-      // spread per dimension); the step's own statistics stand in for them.
-      if (rw.defined()) {
-        const at::Tensor centred = rw - rw.mean(0, true).detach();
-        contrastive(L2Normalize(centred / centred.std(0, false, true).detach().clamp_min(1e-4)), "rw_", o.rw_weight);
+      for (const auto& [name, v] : side.vectors) {
+        if (name == "rw")
+          contrastive(StandardizedUnit(v), "rw_", o.rw_weight);
+        else
+          contrastive(L2Normalize(v), name.substr(3) + "_", o.hs_pooling_weight);
       }
+      side.vectors.clear();
       if (teacher.defined()) {
         std::vector<int64_t> rows, trows;
         for (size_t i = 0; i < ids.size(); ++i)
@@ -522,13 +570,12 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
         window_n = 0;
       }
       if (result.step % o.eval_every == 0 || last) {
-        double rw_spearman = 0;
-        result.val_spearman = ValidationSpearman(enc, data, o.rw_weight > 0 ? &rw_spearman : nullptr);
-        json h = {{"step", result.step}, {"val_spearman", result.val_spearman}};
-        if (o.rw_weight > 0) h["val_rw_spearman"] = rw_spearman;
+        json h = {{"step", result.step}};
+        const auto [v, text] = validate(&h);
+        result.val_spearman = v;
+        h["val_spearman"] = v;
         state["history"].push_back(h);
-        log("step " + std::to_string(result.step) + " validation Spearman " + Fmt("%.4f", result.val_spearman) +
-            (o.rw_weight > 0 ? ", RW " + Fmt("%.4f", rw_spearman) : std::string()));
+        log("step " + std::to_string(result.step) + " validation Spearman " + text);
       }
       if (result.step % o.checkpoint_every == 0 || last || out_of_time) MOEEDB_RETURN_IF_ERROR(checkpoint());
       if (out_of_time && !last) {

@@ -13,7 +13,10 @@
 //  - distillation towards a teacher's vectors for the sentences that have
 //    one: 1 - cos(student, teacher) and the squared difference of the two
 //    in-batch cosine matrices;
-//  - optionally, the contrastive terms again on the RW vector (rw_weight).
+//  - optionally, the contrastive terms again on the RW vector (rw_weight) and
+//    on the training-free HS poolings last, mean and layers-mean
+//    (hs_pooling_weight), so that what the engine reads without the pooler
+//    is a sentence vector too.
 // The model may be switched to bidirectional attention (causal = false), as
 // LLM2Vec does; the output folder then says so in config.json. A start
 // folder that ships a pooler of the same spec is continued (training in
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/model/pooling.h"
 #include "engine/model/trained_pooler.h"
 
 namespace moeedb {
@@ -79,9 +83,14 @@ struct EmbedTrainOptions {
   double temperature = 0.05, cosent_scale = 20.0;
   double distill_weight = 5.0, distill_matrix_weight = 20.0, aux_loss_coef = 0.01;
   // Weight of the same InfoNCE and CoSENT terms on the RW vector (the router
-  // logits at the last token, standardised over the step): trains the
-  // routers to be a sentence vector of their own. 0: off. Needs !freeze_lm.
+  // logits pooled over tokens as rw_pooling says, standardised over the
+  // step): trains the routers to be a sentence vector of their own. 0: off.
+  // Needs !freeze_lm.
   double rw_weight = 0;
+  RwPooling rw_pooling = RwPooling::kLast;
+  // Weight of the same terms on each training-free HS pooling (last, mean,
+  // layers-mean; pooling.h), cosine of the raw vectors. 0: off. Needs !freeze_lm.
+  double hs_pooling_weight = 0;
   int64_t checkpoint_every = 200, eval_every = 250;
   int threads = 0;
   std::function<void(const std::string&)> log;

@@ -246,8 +246,11 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"lr-lm", "X", "peak learning rate of the model (default 2e-4)"},
       {"lr-pooler", "X", "peak learning rate of the pooler (default 3e-4)"},
       {"max-tokens", "N", "cut sentences to N tokens (default 64)"},
-      {"rw-weight", "X", "weight of the contrastive terms on the RW vector (router logits at the last token), "
-                         "training the routers as a sentence vector too (default 0: off; not with --freeze-lm)"},
+      {"rw-weight", "X", "weight of the contrastive terms on the RW vector (router logits pooled as --rw-pooling "
+                         "says), training the routers as a sentence vector too (default 0: off; not with --freeze-lm)"},
+      {"rw-pooling", "last|mean", "how the RW term pools the router logits over tokens (default last)"},
+      {"hs-pooling-weight", "X", "weight of the contrastive terms on each training-free HS pooling (last, mean, "
+                                 "layers-mean), so they embed too (default 0: off; not with --freeze-lm)"},
   };
   const char* cmd = "train embed";
   if (WantsHelp(argv)) {
@@ -290,11 +293,16 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
     if (args->Has("lr-lm")) o.lr_lm = std::stod(args->Get("lr-lm"));
     if (args->Has("lr-pooler")) o.lr_pooler = std::stod(args->Get("lr-pooler"));
     if (args->Has("rw-weight")) o.rw_weight = std::stod(args->Get("rw-weight"));
+    if (args->Has("hs-pooling-weight")) o.hs_pooling_weight = std::stod(args->Get("hs-pooling-weight"));
   } catch (const std::exception&) {
-    return UsageError(cmd, "--minutes, --lr-lm, --lr-pooler and --rw-weight take numbers");
+    return UsageError(cmd, "--minutes, --lr-lm, --lr-pooler, --rw-weight and --hs-pooling-weight take numbers");
   }
-  if (o.rw_weight < 0) return UsageError(cmd, "--rw-weight must be >= 0");
-  if (o.rw_weight > 0 && o.freeze_lm) return UsageError(cmd, "--rw-weight trains the routers: not with --freeze-lm");
+  if (o.rw_weight < 0 || o.hs_pooling_weight < 0)
+    return UsageError(cmd, "--rw-weight and --hs-pooling-weight must be >= 0");
+  if ((o.rw_weight > 0 || o.hs_pooling_weight > 0) && o.freeze_lm)
+    return UsageError(cmd, "--rw-weight and --hs-pooling-weight train the model: not with --freeze-lm");
+  if (!ParseRwPooling(args->Get("rw-pooling", "last"), &o.rw_pooling))
+    return UsageError(cmd, "--rw-pooling takes last or mean");
   const std::string pooler_rw = args->Get("pooler-rw", "on");
   if (pooler_rw != "on" && pooler_rw != "off") return UsageError(cmd, "--pooler-rw takes on or off");
   auto token_pool = ParseTokenPooling(args->Get("token-pooling", "mean"));
