@@ -8,6 +8,7 @@
 #include "engine/embed/embedder.h"
 #include "engine/model/model.h"
 #include "engine/model/moe_block.h"
+#include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/panel_gemm.h"
 #include "engine/io/random_checkpoint.h"
 #include "engine/model/routing_policy.h"
@@ -167,6 +168,35 @@ TEST_F(TinyOlmoe, ExpertDispatchPathsAgree) {
     }
   }
   ASSERT_TRUE(model_->SetRouting(RoutingPolicy{}).ok());
+}
+
+// With int8 weights multiplied in int8 (VNNI CPUs), the packed dispatch runs
+// the experts through the int8 GEMM, one expert per thread; it computes what
+// the per-expert loop computes (the same quantised rows and products; only
+// the SwiGLU and combine code differ).
+TEST_F(TinyOlmoe, Int8ExpertsTakeThePackedPathAndAgreeWithTheLoop) {
+  LoadOptions lo;
+  lo.format = {ComputeDtype::kF32, WeightQuant::kInt8};
+  auto m = MoeModel::LoadDir(dir_->path(), lo);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  MoeModel* model = m->get();
+  EXPECT_EQ(model->MoeBlocks()[0]->has_int8_experts(), Int8GemmAvailable());
+  for (const char* spec : {"learned", "top1"}) {
+    auto policy = RoutingPolicy::Parse(spec);
+    ASSERT_TRUE(policy.ok());
+    ASSERT_TRUE(model->SetRouting(*policy).ok());
+    EmbedderOptions o;
+    o.batch_tokens = 1 << 20;
+    model->set_expert_dispatch(ExpertDispatch::kLoop);
+    auto loop = Embedder(model, tok_, o).EmbedTexts(kTexts);
+    model->set_expert_dispatch(ExpertDispatch::kPacked);
+    auto packed = Embedder(model, tok_, o).EmbedTexts(kTexts);
+    ASSERT_TRUE(loop.ok() && packed.ok());
+    for (size_t i = 0; i < kTexts.size(); ++i) {
+      EXPECT_LT(MaxDiff((*loop)[i].hs, (*packed)[i].hs), 1e-4) << spec << " " << i;
+      EXPECT_LT(MaxDiff((*loop)[i].rw, (*packed)[i].rw), 1e-4) << spec << " " << i;
+    }
+  }
 }
 
 TEST_F(TinyOlmoe, OutputsHaveTheMoeeShapesAndPromptTokens) {

@@ -202,6 +202,11 @@ TEST_F(Formats, Int8AndBf16StayWithinTheFidelityBarOf100Sentences) {
       const bool int8_gemm = f.dtype == ComputeDtype::kF32 && Int8GemmAvailable();
       EXPECT_EQ(got.expert_bytes, f32_values / 4 + rows * 4 * (int8_gemm ? 2 : 1));
       EXPECT_LT(got.weight_bytes, f32.weight_bytes / 2);
+      // The token embeddings the forward reads are one byte per value and a
+      // float scale per row too: at least 3/4 of their f32 bytes less outside
+      // the experts (the attention matrices shrink on top of that).
+      const int64_t V = c->vocab_size, H = c->hidden_size;
+      EXPECT_LE(got.weight_bytes - got.expert_bytes, f32.weight_bytes - f32.expert_bytes - (V * H * 3 - V * 4));
     }
   }
 }

@@ -151,6 +151,13 @@ LinearWeight LinearWeight::Matrix(int64_t e) const {
   return lw;
 }
 
+LinearWeight::Int8Operands LinearWeight::int8_operands(int64_t e) const {
+  if (!int8_gemm()) return {};
+  const bool stack = int8_panels_.dim() == 2;
+  auto row = [&](const at::Tensor& t) { return stack ? t.select(0, e) : t; };
+  return {row(int8_panels_).data_ptr<int8_t>(), row(int8_terms_).data_ptr<int32_t>(), row(scale_).data_ptr<float>()};
+}
+
 at::Tensor LinearWeight::Apply(const at::Tensor& x) const {
   at::Tensor y = at::empty({x.size(0), out_features()}, x.options());
   ApplyInto(y, x);

@@ -53,6 +53,14 @@ class LinearWeight {
   // Matrix e's packed copy ([out / 16, in, 16], panel_gemm.h), or null when
   // there is none (not f32 on the CPU, too large, or out not a multiple of 16).
   const float* packed_panels(int64_t e = 0) const;
+  // Matrix e's operands of Int8GemmF32 (int8_gemm.h), for kernels that call
+  // it themselves; all null unless int8_gemm().
+  struct Int8Operands {
+    const int8_t* panels = nullptr;
+    const int32_t* column_terms = nullptr;
+    const float* scale = nullptr;
+  };
+  Int8Operands int8_operands(int64_t e = 0) const;
   // Bytes held (values, scales and the packed copy of small matrices).
   int64_t nbytes() const;
 

@@ -79,7 +79,9 @@ MoeModel::~MoeModel() = default;
 
 int64_t MoeModel::WeightBytes() const {
   auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; };
-  int64_t n = bytes(embed_) + bytes(final_norm_) + (config_.tie_word_embeddings ? 0 : bytes(lm_head_));
+  // The token embeddings as the forward reads them; the LM head (logits) when it is a table of its own.
+  int64_t n = (embed_int8_.defined() ? bytes(embed_int8_) + bytes(embed_scale_) : bytes(embed_)) + bytes(final_norm_) +
+              (config_.tie_word_embeddings ? 0 : bytes(lm_head_));
   for (const auto& L : layers_) {
     n += bytes(L->in_norm) + bytes(L->post_norm) + L->wq.nbytes() + L->wk.nbytes() + L->wv.nbytes() + L->wo.nbytes();
     n += bytes(L->bq) + bytes(L->bk) + bytes(L->bv) + bytes(L->bo) + bytes(L->q_norm) + bytes(L->k_norm);
@@ -169,6 +171,26 @@ Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, cons
   auto visit = [&fp](const char* what, const at::Tensor& t) { FnvTensor(&fp, t, std::string_view(what) == "router"); };
   try {
     MOEEDB_ASSIGN_OR_RETURN(m->embed_, get("model.embed_tokens.weight"));
+    if (fmt.quant == WeightQuant::kInt8) {
+      // 8-bit token embeddings, symmetric per row: a lookup reads one row
+      // per token, but the kernel maps a fault's neighbouring pages too, so
+      // random rows of an f32 table soon make most of it resident. The f32
+      // rows stay mapped for the LM head (logits) only.
+      const int64_t V = m->embed_.size(0), H = m->embed_.size(1);
+      m->embed_int8_ = at::empty({V, H}, m->embed_.options().dtype(at::kChar));
+      m->embed_scale_ = at::empty({V}, m->embed_.options().dtype(at::kFloat));
+      for (int64_t r0 = 0; r0 < V; r0 += 4096) {
+        const int64_t n = std::min<int64_t>(4096, V - r0);
+        const at::Tensor rows = m->embed_.narrow(0, r0, n);
+        const at::Tensor scale = rows.abs().amax(1).div_(127.0).clamp_min_(1e-30);
+        m->embed_scale_.narrow(0, r0, n).copy_(scale);
+        m->embed_int8_.narrow(0, r0, n).copy_(rows.div(scale.unsqueeze(1)).round_().clamp_(-127, 127));
+      }
+      if (m->embed_.is_cpu()) {
+        MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, ckpt->Require("model.embed_tokens.weight"));
+        ReleasePages(*v);
+      }
+    }
     MOEEDB_ASSIGN_OR_RETURN(m->final_norm_, get("model.norm.weight"));
     if (c.tie_word_embeddings) {
       m->lm_head_ = m->embed_;
@@ -334,7 +356,11 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   at::Tensor sin = emb.sin().index_select(0, pos_idx).to(dev, at::kFloat).unsqueeze(1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
 
-  at::Tensor x = embed_.index_select(0, at::tensor(flat_ids, at::kLong).to(dev));  // [N, H]
+  const at::Tensor token_rows = at::tensor(flat_ids, at::kLong).to(dev);
+  at::Tensor x = embed_int8_.defined()  // [N, H] float32
+                     ? embed_int8_.index_select(0, token_rows).to(at::kFloat).mul_(
+                           embed_scale_.index_select(0, token_rows).unsqueeze(1))
+                     : embed_.index_select(0, token_rows);
   if (trained) pooler_rows.push_back(pool_for_pooler(norm(x, final_norm_)));
   // The last layer feeds nothing but the read-outs: when they are read at
   // the last token only (and nobody watches the other tokens), only the last

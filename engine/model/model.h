@@ -121,6 +121,7 @@ class MoeModel {
   std::unique_ptr<Checkpoint> checkpoint_;  // owns the mapping the weights point into
   std::unique_ptr<TrainedPooler> pooler_;
   at::Tensor embed_, final_norm_, lm_head_;
+  at::Tensor embed_int8_, embed_scale_;  // --quant int8: the token embeddings the forward reads, [V, H] and [V]
   at::Tensor inv_freq_;  // RoPE, double precision, on the CPU
   LoadOptions load_options_;
   ComputeDtype compute_dtype_ = ComputeDtype::kF32;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/panel_gemm.h"
 #include "engine/model/tensor_util.h"
 #include "engine/kernels/vector_exp.h"
@@ -176,7 +177,7 @@ void MoeBlock::AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Te
 
 bool MoeBlock::CanRunPacked(const at::Tensor& x) const {
   return x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous() &&
-         has_packed_experts();
+         (has_packed_experts() || has_int8_experts());
 }
 
 at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) const {
@@ -204,6 +205,17 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
   const float* xp = x.data_ptr<float>();
   at::Tensor ys = at::empty({P, H}, x.options());
   float* yp = ys.data_ptr<float>();
+  // c rows of a (leading dimension lda) times expert e's matrix w into y:
+  // in int8 where the weights multiply in int8, else the f32 panels.
+  const bool int8 = has_int8_experts();
+  auto gemm = [int8](const LinearWeight& w, int64_t e, int64_t c, const float* a, int64_t lda, float* y, int64_t ldy) {
+    if (int8) {
+      const LinearWeight::Int8Operands o = w.int8_operands(e);
+      Int8GemmF32(c, w.out_features(), w.in_features(), a, lda, o.panels, o.column_terms, o.scale, y, ldy);
+    } else {
+      PanelGemmF32(c, w.out_features(), w.in_features(), a, lda, w.packed_panels(e), y, ldy);
+    }
+  };
   // Per expert: gather its rows, gate/up GEMM, SwiGLU in place, down GEMM
   // into its rows of ys. Experts run in parallel; each owns its rows.
   at::parallel_for(0, E, 1, [&](int64_t e0, int64_t e1) {
@@ -215,12 +227,12 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
       gu.resize(static_cast<size_t>(c * I2));
       for (int64_t i = 0; i < c; ++i)
         std::memcpy(xs.data() + i * H, xp + token_of_row[static_cast<size_t>(s0 + i)] * H, H * sizeof(float));
-      PanelGemmF32(c, I2, H, xs.data(), H, gate_up_.packed_panels(e), gu.data(), I2);
+      gemm(gate_up_, e, c, xs.data(), H, gu.data(), I2);
       for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
         float* row = gu.data() + i * I2;
         SiluGluArray(row, row + I, row, I);
       }
-      PanelGemmF32(c, H, I, gu.data(), I2, down_.packed_panels(e), yp + s0 * H, H);
+      gemm(down_, e, c, gu.data(), I2, yp + s0 * H, H);
     }
   });
   // Each token: the weighted sum of its k expert outputs, in rank order.

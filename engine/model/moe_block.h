@@ -72,6 +72,9 @@ class MoeBlock {
   // Whether both expert matrices have packed copies, so that f32 CPU inputs
   // can take ExpertDispatch::kPacked.
   bool has_packed_experts() const { return gate_up_.packed_panels() != nullptr && down_.packed_panels() != nullptr; }
+  // Whether both expert matrices multiply in int8 (LinearWeight::int8_gemm),
+  // which kPacked also runs.
+  bool has_int8_experts() const { return gate_up_.int8_gemm() && down_.int8_gemm(); }
   // Bytes of expert weights held (values and scales).
   int64_t expert_nbytes() const { return gate_up_.nbytes() + down_.nbytes(); }
   // [E, H] centroids cbar_e for SSMoE routing.

@@ -22,8 +22,9 @@ namespace moeedb {
 // ones, so kAuto uses it only below MoeBlock::kGroupedMaxBytes of gathered
 // rows.
 // kPacked: for f32 on the CPU when both expert matrices have packed copies
-// (LinearWeight::packed_panels): the grouping, the gathers, both GEMMs (the
-// few-row kernel, panel_gemm.h), SwiGLU and the weighted combine as plain
+// (LinearWeight::packed_panels) or multiply in int8 (int8_gemm.h): the
+// grouping, the gathers, both GEMMs (the few-row kernel, panel_gemm.h, or
+// the int8 one, one expert per thread), SwiGLU and the weighted combine as plain
 // loops over raw rows, experts in parallel, with no ATen call per expert
 // (the other paths make ~12 per active expert, which was most of a small
 // forward's MoE time; docs/perf.md). kAuto takes it wherever it can run.

@@ -18,7 +18,9 @@ enum class ComputeDtype { kF32, kBF16 };
 // How expert, attention and dense-MLP weights are stored. kInt8: symmetric
 // per-output-channel scales (w ~= q * scale[row], q in [-127, 127]), turned
 // back into the compute dtype one matrix at a time at matmul time, the scale
-// applied to the matmul's output. Router, norms and embeddings stay f32.
+// applied to the matmul's output. The token embeddings are int8 too, with a
+// scale per row (a lookup widens its rows); router, norms and the LM head
+// stay f32.
 enum class WeightQuant { kNone, kInt8 };
 
 struct WeightFormat {
