@@ -53,11 +53,12 @@ run default-classify classify --model "$MODEL" --data "$DATA/banking77"
 run default-retrieval-tune retrieval --model "$MODEL" --data "$DATA/cranfield" --queries tune --tune
 run default-retrieval-test retrieval --model "$MODEL" --data "$DATA/cranfield" --queries test
 run tfidf-retrieval-test retrieval --baseline tfidf --data "$DATA/cranfield" --queries test
-# The default model with the training-free poolings instead of its trained pooler.
-for pooling in last mean; do
+# The default model with the training-free poolings instead of its trained
+# pooler, and with RW read at the last token instead of its default.
+for pooling in last mean layers-mean; do
   tasks "default-hs_$pooling" --model "$MODEL" --hs-pooling "$pooling"
 done
-run default-hs_layers-mean-sts sts --model "$MODEL" --hs-pooling layers-mean --data "$DATA/stsb"
+tasks default-rw_last --model "$MODEL" --rw-pooling last
 # The routing modes on the default model.
 for routing in ssmoe top1; do
   run "default-$routing-sts" sts --model "$MODEL" --routing "$routing" --data "$DATA/stsb"
@@ -66,10 +67,16 @@ done
 # its better setup) and random weights of the same shape.
 tasks lm-none --model "$LM" --prompt none
 tasks random-none --model "$RANDOM_MODEL" --prompt none
+# Random weights with each training-free pooling and the mean RW: what each
+# of the default's rows is compared with.
+for pooling in mean layers-mean; do
+  tasks "random-none-hs_$pooling" --model "$RANDOM_MODEL" --prompt none --hs-pooling "$pooling"
+done
+tasks random-none-rw_mean --model "$RANDOM_MODEL" --prompt none --rw-pooling mean
 for model in lm random; do
   dir="$LM"; [ "$model" = random ] && dir="$RANDOM_MODEL"
   run "$model-prompteol-sts" sts --model "$dir" --prompt prompteol --data "$DATA/stsb"
-  run "$model-none-hs_mean-sts" sts --model "$dir" --prompt none --hs-pooling mean --data "$DATA/stsb"
 done
+run lm-none-hs_mean-sts sts --model "$LM" --prompt none --hs-pooling mean --data "$DATA/stsb"
 node eval/tables.js "$OUT/results.jsonl" > "$OUT/tables.md"
 echo "results: $OUT/results.jsonl, tables: $OUT/tables.txt, $OUT/tables.md" >&2

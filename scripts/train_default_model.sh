@@ -10,7 +10,10 @@
 #   2. stage 2, pairs: contrastive pairs, CoSENT on STS-B train, Banking77
 #      label pairs and continued distillation, from stage 1's folder;
 #   3. stage 3, the same pairs again from stage 2's folder;
-#   4. the calibration statistics of the shipped folder.
+#   4. stage 4, side terms: the training-free poolings and the mean router
+#      logits trained as sentence vectors too, stage 3's own vectors the
+#      teacher;
+#   5. the calibration statistics of the shipped folder.
 # Every stage checkpoints into its folder and resumes when run again; the
 # teacher's vectors resume too. Hours on 2 cores (MODEL_CARD.md has the times).
 #
@@ -65,8 +68,26 @@ train_pairs "$W/stage1-1200" "$W/stage2" --teacher-per-step 32 --steps 1000 --se
 #    lower peak rates, another seed, more teacher-only texts per step).
 train_pairs "$W/stage2" "$W/stage3" --teacher-per-step 48 --steps 800 --seed 1 --lr-lm 1.5e-4 --lr-pooler 2e-4
 
-# 4. The shipped folder.
+# 4. Side terms, from stage 3: the same contrastive terms also on the
+#    training-free HS poolings (last, mean, layers-mean) and on the router
+#    logits averaged over tokens (RW, as embedding.json reads it), with
+#    stage 3's own vectors (the pooled part of HS) as the distillation
+#    teacher that holds its HS in place.
+mkdir -p "$W/self"
+head -n 108987 "$W/teacher/all.txt" > "$W/self/texts.txt"   # the training sentences
+if [ ! -s "$W/self/vectors.f32" ]; then
+  $BIN embed --model "$W/stage3" --prompt none --hs-pooling trained < "$W/self/texts.txt" |
+    node eval/teacher/self_vectors.js 512 "$W/self/vectors.f32.part"
+  mv "$W/self/vectors.f32.part" "$W/self/vectors.f32"
+fi
+$BIN train embed --model "$W/stage3" --out "$W/stage4" \
+  --pairs "$D/pairs/nli_triplets.tsv,$D/pairs/positive_pairs.tsv" --labeled "$D/eval/banking77/train.csv" \
+  --scored "$D/eval/stsb/stsb-en-train.csv" --validation "$D/eval/stsb/stsb-en-dev.csv" \
+  --teacher "$W/self/texts.txt,$W/self/vectors.f32" \
+  --token-pooling weighted --bidirectional --lexical-dim 512 --threads 2 --scored-per-step 32 \
+  --steps 400 --seed 2 --lr-lm 1e-4 --lr-pooler 1e-4 --rw-weight 0.3 --rw-pooling mean --hs-pooling-weight 0.2
+# 5. The shipped folder (its embedding.json, in git, reads RW as the mean).
 mkdir -p "$OUT"
-cp "$W/stage3"/{config.json,model.safetensors,tokenizer.json,pooler.json,pooler.safetensors} "$OUT"/
-cp "$W/stage3"/embed_training_log.json "$W/stage3"/embed_*curve.png "$OUT"/
+cp "$W/stage4"/{config.json,model.safetensors,tokenizer.json,pooler.json,pooler.safetensors} "$OUT"/
+cp "$W/stage4"/embed_training_log.json "$W/stage4"/embed_*curve.png "$OUT"/
 $BIN model calibrate --model "$OUT"
