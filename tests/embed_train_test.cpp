@@ -455,33 +455,43 @@ TEST_F(EmbedTrainer, FrozenLanguageModelKeepsItsWeights) {
   EXPECT_EQ((*model)->pooler()->spec().router_rows, 0);
 }
 
+// Same-topic minus other-topic mean cosine of the 20 held-out sentences
+// 60..79 of `syn`, as the engine in `dir` reads them with `fo`: HS, or
+// (read_rw) the router logits standardised over the 20, as search does.
+double TopicSeparation(const Synthetic& syn, const std::string& dir, const ForwardOptions& fo, bool read_rw) {
+  auto model = MoeModel::LoadDir(dir);
+  EXPECT_TRUE(model.ok());
+  if (!model.ok()) return 0;
+  std::vector<std::vector<int32_t>> ids(syn.data.sentences.begin() + 60, syn.data.sentences.begin() + 80);
+  auto f = (*model)->Forward(ids, fo);
+  EXPECT_TRUE(f.ok());
+  if (!f.ok()) return 0;
+  at::Tensor v = read_rw ? f->router_logits.reshape({static_cast<int64_t>(ids.size()), -1}).to(at::kDouble)
+                         : f->hs.to(at::kDouble);
+  if (read_rw) {
+    v = v - v.mean(0, true);
+    v = v / v.std(0, false, true).clamp_min(1e-6);
+  }
+  v = v / v.norm(2, {1}, true);
+  at::Tensor cos = at::matmul(v, v.t());
+  double same = 0, other = 0;
+  int n_same = 0, n_other = 0;
+  for (int i = 0; i < 20; ++i)
+    for (int j = 0; j < 20; ++j) {
+      if (i == j) continue;
+      const double c = cos[i][j].item<double>();
+      if ((60 + i) % 4 == (60 + j) % 4) same += c, ++n_same;
+      else other += c, ++n_other;
+    }
+  return same / n_same - other / n_other;
+}
+
 // The RW term trains the routers: after it, the engine's RW vectors (router
 // logits at the last token, standardised over the texts as search does)
 // separate the synthetic topics better than after the same run without it.
 TEST_F(EmbedTrainer, TheRwTermTrainsTheRoutersAsASentenceVector) {
   const Synthetic syn = Synthetic::Make(8);
-  auto separation = [&](const std::string& dir) {
-    auto model = MoeModel::LoadDir(dir);
-    EXPECT_TRUE(model.ok());
-    std::vector<std::vector<int32_t>> ids(syn.data.sentences.begin() + 60, syn.data.sentences.begin() + 80);
-    auto f = (*model)->Forward(ids, ForwardOptions{});
-    EXPECT_TRUE(f.ok());
-    at::Tensor rw = f->router_logits.reshape({static_cast<int64_t>(ids.size()), -1}).to(at::kDouble);
-    rw = rw - rw.mean(0, true);
-    rw = rw / rw.std(0, false, true).clamp_min(1e-6);
-    rw = rw / rw.norm(2, {1}, true);
-    at::Tensor cos = at::matmul(rw, rw.t());
-    double same = 0, other = 0;
-    int n_same = 0, n_other = 0;
-    for (int i = 0; i < 20; ++i)
-      for (int j = 0; j < 20; ++j) {
-        if (i == j) continue;
-        const double c = cos[i][j].item<double>();
-        if ((60 + i) % 4 == (60 + j) % 4) same += c, ++n_same;
-        else other += c, ++n_other;
-      }
-    return same / n_same - other / n_other;
-  };
+  auto separation = [&](const std::string& dir) { return TopicSeparation(syn, dir, ForwardOptions{}, true); };
   const std::string plain = dir_ / "rw0", trained = dir_ / "rw1";
   EmbedTrainOptions o = Options(plain);
   o.steps = 40;
@@ -508,35 +518,11 @@ TEST_F(EmbedTrainer, TheRwTermTrainsTheRoutersAsASentenceVector) {
 // topics more than after the same run without the terms.
 TEST_F(EmbedTrainer, TheSideTermsTrainTheTrainingFreePoolings) {
   const Synthetic syn = Synthetic::Make(8);
-  // Same-topic minus other-topic mean cosine of 20 held-out sentences, as
-  // the engine reads them (RW standardised over the 20, as search does).
   auto separation = [&](const std::string& dir, HsPooling hs, bool rw_mean, bool read_rw) {
-    auto model = MoeModel::LoadDir(dir);
-    EXPECT_TRUE(model.ok());
-    std::vector<std::vector<int32_t>> ids(syn.data.sentences.begin() + 60, syn.data.sentences.begin() + 80);
     ForwardOptions fo;
     fo.hs_pooling = hs;
     fo.rw_pooling = rw_mean ? RwPooling::kMean : RwPooling::kLast;
-    auto f = (*model)->Forward(ids, fo);
-    EXPECT_TRUE(f.ok());
-    at::Tensor v = read_rw ? f->router_logits.reshape({static_cast<int64_t>(ids.size()), -1}).to(at::kDouble)
-                           : f->hs.to(at::kDouble);
-    if (read_rw) {
-      v = v - v.mean(0, true);
-      v = v / v.std(0, false, true).clamp_min(1e-6);
-    }
-    v = v / v.norm(2, {1}, true);
-    at::Tensor cos = at::matmul(v, v.t());
-    double same = 0, other = 0;
-    int n_same = 0, n_other = 0;
-    for (int i = 0; i < 20; ++i)
-      for (int j = 0; j < 20; ++j) {
-        if (i == j) continue;
-        const double c = cos[i][j].item<double>();
-        if ((60 + i) % 4 == (60 + j) % 4) same += c, ++n_same;
-        else other += c, ++n_other;
-      }
-    return same / n_same - other / n_other;
+    return TopicSeparation(syn, dir, fo, read_rw);
   };
   const std::string plain = dir_ / "side0", trained = dir_ / "side1";
   EmbedTrainOptions o = Options(plain);

@@ -138,35 +138,44 @@ TEST_F(TinyOlmoe, EmbedWorkersGiveTheEmbedderVectorsInInputOrder) {
   }
 }
 
+// kTexts embedded in one forward with `model`'s experts run as `d` under the
+// routing `spec`.
+Result<std::vector<Embedding>> EmbedWithDispatch(MoeModel* model, const BpeTokenizer* tok, const char* spec,
+                                                 ExpertDispatch d) {
+  auto policy = RoutingPolicy::Parse(spec);
+  if (!policy.ok()) return policy.status();
+  if (auto set = model->SetRouting(*policy); !set.ok()) return set.status();
+  model->set_expert_dispatch(d);
+  EmbedderOptions o;
+  o.batch_tokens = 1 << 20;
+  return Embedder(model, tok, o).EmbedTexts(kTexts);
+}
+
+// hs and rw of every text within `tolerance` of the reference's.
+void ExpectSameVectors(const std::vector<Embedding>& want, const std::vector<Embedding>& got, double tolerance,
+                       const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_LT(MaxDiff(want[i].hs, got[i].hs), tolerance) << what << " " << i;
+    EXPECT_LT(MaxDiff(want[i].rw, got[i].rw), tolerance) << what << " " << i;
+  }
+}
+
 // The two ways of running the experts (per-expert GEMMs, padded batched
 // GEMMs) compute the same thing, for top-k and top-1 routing.
 TEST_F(TinyOlmoe, ExpertDispatchPathsAgree) {
   ASSERT_TRUE(model_->MoeBlocks()[0]->has_packed_experts() || !PanelGemmAvailable());
   for (const char* spec : {"learned", "top1"}) {
-    auto policy = RoutingPolicy::Parse(spec);
-    ASSERT_TRUE(policy.ok());
-    ASSERT_TRUE(model_->SetRouting(*policy).ok());
-    EmbedderOptions o;
-    o.batch_tokens = 1 << 20;
-    model_->set_expert_dispatch(ExpertDispatch::kLoop);
-    auto loop = Embedder(model_, tok_, o).EmbedTexts(kTexts);
-    model_->set_expert_dispatch(ExpertDispatch::kBatched);
-    auto batched = Embedder(model_, tok_, o).EmbedTexts(kTexts);
-    model_->set_expert_dispatch(ExpertDispatch::kGrouped);
-    auto grouped = Embedder(model_, tok_, o).EmbedTexts(kTexts);
-    model_->set_expert_dispatch(ExpertDispatch::kPacked);
-    auto packed = Embedder(model_, tok_, o).EmbedTexts(kTexts);
-    model_->set_expert_dispatch(ExpertDispatch::kAuto);
+    auto loop = EmbedWithDispatch(model_, tok_, spec, ExpertDispatch::kLoop);
+    auto batched = EmbedWithDispatch(model_, tok_, spec, ExpertDispatch::kBatched);
+    auto grouped = EmbedWithDispatch(model_, tok_, spec, ExpertDispatch::kGrouped);
+    auto packed = EmbedWithDispatch(model_, tok_, spec, ExpertDispatch::kPacked);
     ASSERT_TRUE(loop.ok() && batched.ok() && grouped.ok() && packed.ok());
-    for (size_t i = 0; i < kTexts.size(); ++i) {
-      EXPECT_LT(MaxDiff((*loop)[i].hs, (*packed)[i].hs), 1e-5) << spec << " " << i;
-      EXPECT_LT(MaxDiff((*loop)[i].rw, (*packed)[i].rw), 1e-5) << spec << " " << i;
-      EXPECT_LT(MaxDiff((*loop)[i].hs, (*batched)[i].hs), 1e-5) << spec << " " << i;
-      EXPECT_LT(MaxDiff((*loop)[i].rw, (*batched)[i].rw), 1e-5) << spec << " " << i;
-      EXPECT_LT(MaxDiff((*loop)[i].hs, (*grouped)[i].hs), 1e-5) << spec << " " << i;
-      EXPECT_LT(MaxDiff((*loop)[i].rw, (*grouped)[i].rw), 1e-5) << spec << " " << i;
-    }
+    ExpectSameVectors(*loop, *packed, 1e-5, std::string(spec) + " packed");
+    ExpectSameVectors(*loop, *batched, 1e-5, std::string(spec) + " batched");
+    ExpectSameVectors(*loop, *grouped, 1e-5, std::string(spec) + " grouped");
   }
+  model_->set_expert_dispatch(ExpertDispatch::kAuto);
   ASSERT_TRUE(model_->SetRouting(RoutingPolicy{}).ok());
 }
 
@@ -182,20 +191,10 @@ TEST_F(TinyOlmoe, Int8ExpertsTakeThePackedPathAndAgreeWithTheLoop) {
   MoeModel* model = m->get();
   EXPECT_EQ(model->MoeBlocks()[0]->has_int8_experts(), Int8GemmAvailable());
   for (const char* spec : {"learned", "top1"}) {
-    auto policy = RoutingPolicy::Parse(spec);
-    ASSERT_TRUE(policy.ok());
-    ASSERT_TRUE(model->SetRouting(*policy).ok());
-    EmbedderOptions o;
-    o.batch_tokens = 1 << 20;
-    model->set_expert_dispatch(ExpertDispatch::kLoop);
-    auto loop = Embedder(model, tok_, o).EmbedTexts(kTexts);
-    model->set_expert_dispatch(ExpertDispatch::kPacked);
-    auto packed = Embedder(model, tok_, o).EmbedTexts(kTexts);
+    auto loop = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kLoop);
+    auto packed = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kPacked);
     ASSERT_TRUE(loop.ok() && packed.ok());
-    for (size_t i = 0; i < kTexts.size(); ++i) {
-      EXPECT_LT(MaxDiff((*loop)[i].hs, (*packed)[i].hs), 1e-4) << spec << " " << i;
-      EXPECT_LT(MaxDiff((*loop)[i].rw, (*packed)[i].rw), 1e-4) << spec << " " << i;
-    }
+    ExpectSameVectors(*loop, *packed, 1e-4, std::string(spec) + " int8 packed");
   }
 }
 

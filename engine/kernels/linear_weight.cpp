@@ -153,9 +153,10 @@ LinearWeight LinearWeight::Matrix(int64_t e) const {
 
 LinearWeight::Int8Operands LinearWeight::int8_operands(int64_t e) const {
   if (!int8_gemm()) return {};
-  const bool stack = int8_panels_.dim() == 2;
-  auto row = [&](const at::Tensor& t) { return stack ? t.select(0, e) : t; };
-  return {row(int8_panels_).data_ptr<int8_t>(), row(int8_terms_).data_ptr<int32_t>(), row(scale_).data_ptr<float>()};
+  // Pointer arithmetic, as packed_panels: kernels call this per expert, in parallel.
+  const int64_t m = int8_panels_.dim() == 2 ? e : 0;
+  return {int8_panels_.data_ptr<int8_t>() + m * int8_panels_.size(-1),
+          int8_terms_.data_ptr<int32_t>() + m * int8_terms_.size(-1), scale_.data_ptr<float>() + m * out_};
 }
 
 at::Tensor LinearWeight::Apply(const at::Tensor& x) const {

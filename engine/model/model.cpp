@@ -10,6 +10,7 @@
 
 #include "engine/io/checkpoint_spec.h"
 #include "engine/model/moe_block.h"
+#include "engine/kernels/linear_weight.h"
 #include "engine/kernels/packed_attention.h"
 #include "engine/kernels/rms_norm.h"
 #include "engine/io/safetensors.h"
@@ -179,12 +180,12 @@ Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, cons
       const int64_t V = m->embed_.size(0), H = m->embed_.size(1);
       m->embed_int8_ = at::empty({V, H}, m->embed_.options().dtype(at::kChar));
       m->embed_scale_ = at::empty({V}, m->embed_.options().dtype(at::kFloat));
-      for (int64_t r0 = 0; r0 < V; r0 += 4096) {
+      for (int64_t r0 = 0; r0 < V; r0 += 4096) {  // a block of rows at a time: no f32 temporary of the whole table
         const int64_t n = std::min<int64_t>(4096, V - r0);
-        const at::Tensor rows = m->embed_.narrow(0, r0, n);
-        const at::Tensor scale = rows.abs().amax(1).div_(127.0).clamp_min_(1e-30);
+        at::Tensor q, scale;
+        QuantizeInt8(m->embed_.narrow(0, r0, n), &q, &scale);
+        m->embed_int8_.narrow(0, r0, n).copy_(q);
         m->embed_scale_.narrow(0, r0, n).copy_(scale);
-        m->embed_int8_.narrow(0, r0, n).copy_(rows.div(scale.unsqueeze(1)).round_().clamp_(-127, 127));
       }
       if (m->embed_.is_cpu()) {
         MOEEDB_ASSIGN_OR_RETURN(const TensorView* v, ckpt->Require("model.embed_tokens.weight"));
