@@ -4,10 +4,13 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/embed/embed_workers.h"
 #include "engine/embed/embedder.h"
 #include "engine/model/model.h"
 #include "engine/model/moe_block.h"
+#include "engine/kernels/bf16_gemm.h"
 #include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/panel_gemm.h"
 #include "engine/io/random_checkpoint.h"
@@ -73,6 +76,12 @@ const std::vector<std::string> kTexts = {
     "The quick brown fox jumps over the lazy dog; the dog does not react at all, being very lazy indeed.",
     "Stock markets fell sharply on Tuesday.",
 };
+
+double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) ab += a[i] * b[i], aa += a[i] * a[i], bb += b[i] * b[i];
+  return a.size() == b.size() && aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0;
+}
 
 double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
@@ -195,6 +204,30 @@ TEST_F(TinyOlmoe, Int8ExpertsTakeThePackedPathAndAgreeWithTheLoop) {
     auto packed = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kPacked);
     ASSERT_TRUE(loop.ok() && packed.ok());
     ExpectSameVectors(*loop, *packed, 1e-4, std::string(spec) + " int8 packed");
+  }
+}
+
+// With bf16 weights and compute on an AVX512-BF16 CPU the experts are kept
+// as bf16 panels and the packed dispatch runs them (bf16_gemm.h); against the
+// per-expert loop, which rounds each GEMM's output to bf16 where the packed
+// path keeps float32, they agree to bf16 precision. Elsewhere the experts
+// stay oneDNN's (or ATen's) and the packed dispatch is not taken.
+TEST_F(TinyOlmoe, Bf16ExpertsTakeThePackedPathAndAgreeWithTheLoop) {
+  LoadOptions lo;
+  lo.format = {ComputeDtype::kBF16, WeightQuant::kNone};
+  auto m = MoeModel::LoadDir(dir_->path(), lo);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  MoeModel* model = m->get();
+  const bool bf16_compute = model->compute_dtype() == ComputeDtype::kBF16;
+  EXPECT_EQ(model->MoeBlocks()[0]->has_bf16_experts(), bf16_compute && Bf16GemmAvailable());
+  for (const char* spec : {"learned", "top1"}) {
+    auto loop = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kLoop);
+    auto packed = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kPacked);
+    ASSERT_TRUE(loop.ok() && packed.ok());
+    for (size_t i = 0; i < loop->size(); ++i) {
+      EXPECT_GT(Cosine((*loop)[i].hs, (*packed)[i].hs), 0.999) << spec << " " << i;
+      EXPECT_GT(Cosine((*loop)[i].rw, (*packed)[i].rw), 0.999) << spec << " " << i;
+    }
   }
 }
 

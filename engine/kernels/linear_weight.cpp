@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "engine/kernels/bf16_gemm.h"
 #include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/panel_gemm.h"
 
@@ -17,6 +18,20 @@ at::ScalarType ComputeType(const WeightFormat& f, at::Device device) {
 // int8 weights multiplied in int8: f32 compute on a CPU with VNNI.
 bool UsesInt8Gemm(const WeightFormat& f, at::ScalarType compute, at::Device device) {
   return f.quant == WeightQuant::kInt8 && compute == at::kFloat && device.is_cpu() && Int8GemmAvailable();
+}
+
+// A stack of bf16 matrices (experts) multiplied by the bf16 panel kernel:
+// bf16 values and compute on a CPU with AVX512-BF16.
+bool UsesBf16Gemm(const WeightFormat& f, at::ScalarType compute, at::Device device, bool stack) {
+  return stack && f.quant == WeightQuant::kNone && f.dtype == ComputeDtype::kBF16 && compute == at::kBFloat16 &&
+         device.is_cpu() && Bf16GemmAvailable();
+}
+
+// Packs the [in, out] bf16 matrix t into `panels` (Bf16PanelElements entries).
+void PackBf16(const at::Tensor& t, at::Tensor panels) {
+  const at::Tensor c = t.to(at::kBFloat16).contiguous();
+  PackBf16Panels(reinterpret_cast<const uint16_t*>(c.data_ptr<at::BFloat16>()), c.size(0), c.size(1),
+                 reinterpret_cast<uint16_t*>(panels.data_ptr<at::BFloat16>()));
 }
 
 at::ScalarType StoredType(const WeightFormat& f) {
@@ -52,6 +67,15 @@ void LinearWeight::PackInt8(int64_t e, const at::Tensor& q) {
   PackInt8Panels(t.data_ptr<int8_t>(), in_, out_, panels.data_ptr<int8_t>(), terms.data_ptr<int32_t>());
 }
 
+at::Tensor LinearWeight::Values() const {
+  if (!bf16_gemm()) return w_;
+  const int64_t E = bf16_panels_.dim() == 2 ? bf16_panels_.size(0) : 1;
+  at::Tensor out = at::empty({E, in_, out_}, at::kBFloat16);
+  for (int64_t e = 0; e < E; ++e)
+    UnpackBf16Panels(bf16_panels(e), in_, out_, reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()) + e * in_ * out_);
+  return bf16_panels_.dim() == 2 ? out : out.select(0, 0);
+}
+
 at::Tensor LinearWeight::Int8Values() const {
   if (!int8_gemm()) return w_;
   const int64_t E = int8_panels_.dim() == 2 ? int8_panels_.size(0) : 1;
@@ -79,6 +103,12 @@ LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format,
       lw.int8_terms_ = lw.int8_terms_.select(0, 0);
     }
     for (int64_t e = 0; e < E; ++e) lw.PackInt8(e, stack ? q.select(0, e) : q);
+    return lw;
+  }
+  if (UsesBf16Gemm(format, lw.compute_, device, w.dim() == 3)) {
+    const int64_t E = w.size(0);
+    lw.bf16_panels_ = at::empty({E, Bf16PanelElements(lw.in_, lw.out_)}, at::kBFloat16);
+    for (int64_t e = 0; e < E; ++e) PackBf16(w.select(0, e).t(), lw.bf16_panels_.select(0, e));
     return lw;
   }
   if (format.quant == WeightQuant::kInt8) {
@@ -109,6 +139,8 @@ LinearWeight LinearWeight::Stack(int64_t E, int64_t out, int64_t in, const Weigh
   if (UsesInt8Gemm(format, lw.compute_, device)) {
     lw.int8_panels_ = at::empty({E, Int8PanelBytes(in, out)}, at::kChar);
     lw.int8_terms_ = at::empty({E, Int8ColumnTerms(out)}, at::kInt);
+  } else if (UsesBf16Gemm(format, lw.compute_, device, true)) {
+    lw.bf16_panels_ = at::empty({E, Bf16PanelElements(in, out)}, at::kBFloat16);
   } else {
     lw.w_ = at::empty({E, in, out}, opts.dtype(StoredType(format)));
   }
@@ -124,6 +156,8 @@ void LinearWeight::Set(int64_t e, const at::Tensor& w) {
     if (int8_gemm()) PackInt8(e, q);
     else w_.select(0, e).copy_(q.t());
     scale_.select(0, e).copy_(s);
+  } else if (bf16_gemm()) {
+    PackBf16(w.t(), bf16_panels_.select(0, e));
   } else {
     w_.select(0, e).copy_(w.t());
   }
@@ -146,6 +180,7 @@ LinearWeight LinearWeight::Matrix(int64_t e) const {
     lw.int8_panels_ = int8_panels_.select(0, e);
     lw.int8_terms_ = int8_terms_.select(0, e);
   }
+  if (bf16_panels_.defined()) lw.bf16_panels_ = bf16_panels_.select(0, e);
   if (scale_.defined()) lw.scale_ = scale_.select(0, e);
   if (panels_.defined()) lw.panels_ = panels_.select(0, e);
   return lw;
@@ -157,6 +192,12 @@ LinearWeight::Int8Operands LinearWeight::int8_operands(int64_t e) const {
   const int64_t m = int8_panels_.dim() == 2 ? e : 0;
   return {int8_panels_.data_ptr<int8_t>() + m * int8_panels_.size(-1),
           int8_terms_.data_ptr<int32_t>() + m * int8_terms_.size(-1), scale_.data_ptr<float>() + m * out_};
+}
+
+const uint16_t* LinearWeight::bf16_panels(int64_t e) const {
+  if (!bf16_gemm()) return nullptr;
+  const int64_t m = bf16_panels_.dim() == 2 ? e : 0;
+  return reinterpret_cast<const uint16_t*>(bf16_panels_.data_ptr<at::BFloat16>()) + m * bf16_panels_.size(-1);
 }
 
 at::Tensor LinearWeight::Apply(const at::Tensor& x) const {
@@ -179,6 +220,15 @@ void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
     }
     return;
   }
+  if (bf16_gemm()) {  // float32 rows in, float32 out; y keeps its own dtype
+    const at::Tensor xf = x.to(at::kFloat).contiguous();
+    const bool direct = y.scalar_type() == at::kFloat && y.stride(1) == 1;
+    at::Tensor out = direct ? y : at::empty({xf.size(0), out_}, xf.options());
+    Bf16GemmF32(xf.size(0), out_, in_, xf.data_ptr<float>(), xf.stride(0), bf16_panels(), out.data_ptr<float>(),
+                out.stride(0));
+    if (!direct) y.copy_(out);
+    return;
+  }
   // Few rows of f32 against a small packed matrix: the packed kernel, which
   // skips BLAS's per-call packing of the weight (panel_gemm.h).
   if (panels_.defined() && x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat && x.stride(1) == 1 &&
@@ -199,19 +249,20 @@ void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
 }
 
 at::Tensor LinearWeight::ToFloat() const {
-  at::Tensor f = Int8Values().to(at::kFloat);
+  at::Tensor f = (quantized() ? Int8Values() : Values()).to(at::kFloat);
   if (quantized()) f = f * scale_.unsqueeze(-2);
   return f.transpose(-2, -1).contiguous();
 }
 
 at::Tensor LinearWeight::Dense() const {
-  at::Tensor d = quantized() ? (Int8Values().to(at::kFloat) * scale_.unsqueeze(-2)).to(compute_) : w_.to(compute_);
+  at::Tensor d = quantized() ? (Int8Values().to(at::kFloat) * scale_.unsqueeze(-2)).to(compute_) : Values().to(compute_);
   return d.transpose(-2, -1);
 }
 
 int64_t LinearWeight::nbytes() const {
   int64_t n = w_.defined() ? w_.numel() * static_cast<int64_t>(w_.element_size()) : 0;
   if (int8_panels_.defined()) n += int8_panels_.numel() + int8_terms_.numel() * 4;
+  if (bf16_panels_.defined()) n += bf16_panels_.numel() * 2;
   if (scale_.defined()) n += scale_.numel() * 4;
   if (panels_.defined()) n += panels_.numel() * 4;
   return n;

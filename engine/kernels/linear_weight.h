@@ -4,9 +4,12 @@
 // dtype that differs is widened one matrix at a time at matmul time (the
 // converted matrix is then hot in cache for its GEMM), except int8 with f32
 // compute on a CPU with VNNI: those weights are kept only in the int8 GEMM's
-// packed layout and multiplied in int8 (int8_gemm.h). One object may hold a
-// stack of matrices ([E, out, in], the experts of an MoE block); Matrix(e)
-// is a view of one of them.
+// packed layout and multiplied in int8 (int8_gemm.h), and a stack of bf16
+// matrices (an MoE block's experts) with bf16 compute on a CPU with
+// AVX512-BF16, kept only in the bf16 GEMM's packed layout (bf16_gemm.h; the
+// single matrices keep oneDNN's GEMM, as fast at their row counts). One
+// object may hold a stack of matrices ([E, out, in], the experts of an MoE
+// block); Matrix(e) is a view of one of them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,12 +32,16 @@ class LinearWeight {
   // Stores the float matrix w [out, in] as matrix e of a Stack.
   void Set(int64_t e, const at::Tensor& w);
 
-  bool defined() const { return w_.defined() || int8_panels_.defined(); }
+  bool defined() const { return w_.defined() || int8_panels_.defined() || bf16_panels_.defined(); }
   bool quantized() const { return scale_.defined(); }
   // Whether Apply multiplies in int8 (VNNI panels) rather than widening.
   bool int8_gemm() const { return int8_panels_.defined(); }
+  // Whether the bf16 values are kept only in the bf16 GEMM's panels.
+  bool bf16_gemm() const { return bf16_panels_.defined(); }
   at::ScalarType compute_type() const { return compute_; }
-  at::ScalarType stored_type() const { return int8_gemm() ? at::kChar : w_.scalar_type(); }
+  at::ScalarType stored_type() const {
+    return int8_gemm() ? at::kChar : bf16_gemm() ? at::kBFloat16 : w_.scalar_type();
+  }
   // Matrix e of a stack (a view sharing storage).
   LinearWeight Matrix(int64_t e) const;
   int64_t out_features() const { return out_; }
@@ -61,6 +68,8 @@ class LinearWeight {
     const float* scale = nullptr;
   };
   Int8Operands int8_operands(int64_t e = 0) const;
+  // Matrix e's bf16 panels (Bf16GemmF32, bf16_gemm.h); null unless bf16_gemm().
+  const uint16_t* bf16_panels(int64_t e = 0) const;
   // Bytes held (values, scales and the packed copy of small matrices).
   int64_t nbytes() const;
 
@@ -70,6 +79,9 @@ class LinearWeight {
   // int8 on a VNNI CPU with f32 compute: [.., Int8PanelBytes] int8 and
   // [.., Int8ColumnTerms] int32 (int8_gemm.h), in place of w_.
   at::Tensor int8_panels_, int8_terms_;
+  // A bf16 stack on an AVX512-BF16 CPU with bf16 compute: [E, Bf16PanelElements]
+  // bf16 (bf16_gemm.h), in place of w_.
+  at::Tensor bf16_panels_;
   int64_t in_ = 0, out_ = 0;
   // f32 CPU matrices of at most kPanelMaxBytes, also packed for the few-row
   // kernel (panel_gemm.h): [.., out / 16, in, 16]; else undefined.
@@ -80,6 +92,8 @@ class LinearWeight {
   void PackInt8(int64_t e, const at::Tensor& q);
   // The int8 values [.., in, out], from w_ or unpacked from the panels.
   at::Tensor Int8Values() const;
+  // The unquantised values [.., in, out], from w_ or unpacked from the bf16 panels.
+  at::Tensor Values() const;
   at::ScalarType compute_ = at::kFloat;
 };
 

@@ -2,9 +2,13 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "engine/kernels/bf16_gemm.h"
 #include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/panel_gemm.h"
 #include "engine/model/tensor_util.h"
@@ -143,8 +147,8 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   const int64_t k = routing.experts.size(1);
 
   const at::Tensor xc = x.to(gate_up_.compute_type());
-  if ((dispatch_ == ExpertDispatch::kAuto || dispatch_ == ExpertDispatch::kPacked) && CanRunPacked(xc)) {
-    at::Tensor out = RunExpertsPacked(xc, routing);
+  if ((dispatch_ == ExpertDispatch::kAuto || dispatch_ == ExpertDispatch::kPacked) && CanRunPacked(x)) {
+    at::Tensor out = RunExpertsPacked(x, routing);
     AddSharedExpert(x, xc, &out);
     return out;
   }
@@ -177,7 +181,7 @@ void MoeBlock::AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Te
 
 bool MoeBlock::CanRunPacked(const at::Tensor& x) const {
   return x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous() &&
-         (has_packed_experts() || has_int8_experts());
+         (has_packed_experts() || has_int8_experts() || has_bf16_experts());
 }
 
 at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) const {
@@ -206,10 +210,14 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
   at::Tensor ys = at::empty({P, H}, x.options());
   float* yp = ys.data_ptr<float>();
   // c rows of a (leading dimension lda) times expert e's matrix w into y:
-  // in int8 where the weights multiply in int8, else the f32 panels.
-  const bool int8 = has_int8_experts();
-  auto gemm = [int8](const LinearWeight& w, int64_t e, int64_t c, const float* a, int64_t lda, float* y, int64_t ldy) {
-    if (int8) {
+  // in int8 where the weights multiply in int8, in bf16 where they are
+  // bf16 panels, else the f32 panels.
+  const bool int8 = has_int8_experts(), bf16 = has_bf16_experts();
+  auto gemm = [int8, bf16](const LinearWeight& w, int64_t e, int64_t c, const float* a, int64_t lda, float* y,
+                           int64_t ldy) {
+    if (bf16) {
+      Bf16GemmF32(c, w.out_features(), w.in_features(), a, lda, w.bf16_panels(e), y, ldy);
+    } else if (int8) {
       const LinearWeight::Int8Operands o = w.int8_operands(e);
       Int8GemmF32(c, w.out_features(), w.in_features(), a, lda, o.panels, o.column_terms, o.scale, y, ldy);
     } else {
@@ -217,22 +225,35 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
     }
   };
   // Per expert: gather its rows, gate/up GEMM, SwiGLU in place, down GEMM
-  // into its rows of ys. Experts run in parallel; each owns its rows.
-  at::parallel_for(0, E, 1, [&](int64_t e0, int64_t e1) {
-    std::vector<float> xs, gu;
-    for (int64_t e = e0; e < e1; ++e) {
-      const int64_t s0 = start[static_cast<size_t>(e)], c = start[static_cast<size_t>(e + 1)] - s0;
-      if (c == 0) continue;
-      xs.resize(static_cast<size_t>(c * H));
-      gu.resize(static_cast<size_t>(c * I2));
+  // into its rows of ys. Experts run in parallel; each owns its rows. The
+  // threads take the experts from a shared counter, busiest first: routing
+  // gives experts very different row counts, and a static split of the
+  // expert range left one thread idle while the other finished its half.
+  std::vector<int64_t> busiest;
+  for (int64_t e = 0; e < E; ++e)
+    if (start[static_cast<size_t>(e + 1)] > start[static_cast<size_t>(e)]) busiest.push_back(e);
+  auto rows = [&](int64_t e) { return start[static_cast<size_t>(e + 1)] - start[static_cast<size_t>(e)]; };
+  std::stable_sort(busiest.begin(), busiest.end(), [&](int64_t a, int64_t b) { return rows(a) > rows(b); });
+  std::atomic<size_t> next{0};
+  const int64_t workers = std::min<int64_t>(at::get_num_threads(), static_cast<int64_t>(busiest.size()));
+  const int64_t max_rows = busiest.empty() ? 0 : rows(busiest.front());
+  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+    // Scratch sized for the busiest expert, left uninitialised: every entry
+    // is written before it is read, and zero-filling it was a visible share
+    // of a forward's time.
+    std::unique_ptr<float[]> xs(new float[static_cast<size_t>(max_rows * H)]);
+    std::unique_ptr<float[]> gu(new float[static_cast<size_t>(max_rows * I2)]);
+    for (size_t slot = next++; slot < busiest.size(); slot = next++) {
+      const int64_t e = busiest[slot];
+      const int64_t s0 = start[static_cast<size_t>(e)], c = rows(e);
       for (int64_t i = 0; i < c; ++i)
-        std::memcpy(xs.data() + i * H, xp + token_of_row[static_cast<size_t>(s0 + i)] * H, H * sizeof(float));
-      gemm(gate_up_, e, c, xs.data(), H, gu.data(), I2);
+        std::memcpy(xs.get() + i * H, xp + token_of_row[static_cast<size_t>(s0 + i)] * H, H * sizeof(float));
+      gemm(gate_up_, e, c, xs.get(), H, gu.get(), I2);
       for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
-        float* row = gu.data() + i * I2;
+        float* row = gu.get() + i * I2;
         SiluGluArray(row, row + I, row, I);
       }
-      gemm(down_, e, c, gu.data(), I2, yp + s0 * H, H);
+      gemm(down_, e, c, gu.get(), I2, yp + s0 * H, H);
     }
   });
   // Each token: the weighted sum of its k expert outputs, in rank order.

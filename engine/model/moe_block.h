@@ -75,6 +75,9 @@ class MoeBlock {
   // Whether both expert matrices multiply in int8 (LinearWeight::int8_gemm),
   // which kPacked also runs.
   bool has_int8_experts() const { return gate_up_.int8_gemm() && down_.int8_gemm(); }
+  // Whether both expert matrices multiply with the bf16 panel kernel
+  // (LinearWeight::bf16_gemm), which kPacked also runs.
+  bool has_bf16_experts() const { return gate_up_.bf16_gemm() && down_.bf16_gemm(); }
   // Bytes of expert weights held (values and scales).
   int64_t expert_nbytes() const { return gate_up_.nbytes() + down_.nbytes(); }
   // [E, H] centroids cbar_e for SSMoE routing.
@@ -92,7 +95,8 @@ class MoeBlock {
   at::Tensor RunExpertsLoop(const at::Tensor& x, const Grouping& g) const;
   at::Tensor RunExpertsBatched(const at::Tensor& x, const Grouping& g) const;
   at::Tensor RunExpertsGrouped(const at::Tensor& x, const Grouping& g) const;
-  // ExpertDispatch::kPacked; x [N, H] float32 on the CPU, contiguous.
+  // ExpertDispatch::kPacked; x [N, H] float32 on the CPU, contiguous (the
+  // block's input, whatever the compute dtype: the kernels take f32 rows).
   bool CanRunPacked(const at::Tensor& x) const;
   // out += the shared expert's output (gated where the family gates it).
   void AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Tensor* out) const;

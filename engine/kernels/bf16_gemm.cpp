@@ -1,0 +1,199 @@
+#include "engine/kernels/bf16_gemm.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace moeedb {
+
+namespace {
+
+constexpr int kRows = 6;    // rows of x per register tile
+constexpr int kPanels = 4;  // 16-column panels per register tile (6 x 4 accumulators)
+
+int64_t Pairs(int64_t K) { return (K + 1) / 2; }
+int64_t Panels(int64_t N) { return (N + 15) / 16; }
+// Entry (k, j) of the packed weight. Panels come in blocks of kPanels (the
+// last block may hold fewer), interleaved per k pair: a register tile's
+// weights for one pair are one contiguous run of up to 256 bytes, one
+// stream for the prefetcher instead of kPanels streams G · 64 bytes apart.
+int64_t PanelIndex(int64_t G, int64_t P, int64_t k, int64_t j) {
+  const int64_t block = j / (16 * kPanels), p = (j / 16) % kPanels;
+  const int64_t in_block = std::min<int64_t>(kPanels, P - block * kPanels);
+  return block * kPanels * G * 32 + ((k / 2) * in_block + p) * 32 + (j % 16) * 2 + k % 2;
+}
+
+#if defined(__x86_64__)
+
+// Row x[0..K) as bf16 (round to nearest even), padded with zeros to Kp.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void RoundRowAvx512(const float* x, int64_t K, int64_t Kp,
+                                                                            uint16_t* q) {
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + k));
+    std::memcpy(q + k, &v, 32);
+  }
+  for (; k < K; ++k) q[k] = Bf16FromFloat(x[k]);
+  std::fill(q + K, q + Kp, uint16_t{0});
+}
+
+// y[0..R, 0..16C) = sum_g xq[r][2g..2g+2) · panel_c[g], the C panels of a
+// block interleaved per pair (PanelIndex); the last panel writes `last_cols`
+// (1..16) columns.
+template <int R, int C>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void Tile(int64_t G, const uint16_t* xq, int64_t ldq,
+                                                                 const uint16_t* block, float* y, int64_t ldy,
+                                                                 int last_cols) {
+  __m512 acc[R][C];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    __m512i w[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) w[c] = _mm512_loadu_si512(block + (g * C + c) * 32);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, xq + r * ldq + 2 * g, 4);
+      const __m512i xb = _mm512_set1_epi32(pair);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], (__m512bh)xb, (__m512bh)w[c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c) {
+    const __mmask16 mask = c == C - 1 ? static_cast<__mmask16>((1u << last_cols) - 1) : static_cast<__mmask16>(0xFFFF);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c * 16, mask, acc[r][c]);
+  }
+}
+
+using TileFn = void (*)(int64_t, const uint16_t*, int64_t, const uint16_t*, float*, int64_t, int);
+
+template <int R>
+constexpr TileFn TileFor(int c) {
+  return c == 1 ? &Tile<R, 1> : c == 2 ? &Tile<R, 2> : c == 3 ? &Tile<R, 3> : &Tile<R, 4>;
+}
+
+TileFn TileFor(int r, int c) {
+  switch (r) {
+    case 1: return TileFor<1>(c);
+    case 2: return TileFor<2>(c);
+    case 3: return TileFor<3>(c);
+    case 4: return TileFor<4>(c);
+    case 5: return TileFor<5>(c);
+    default: return TileFor<6>(c);
+  }
+}
+
+bool CpuHasAvx512Bf16() {
+  static const bool on = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512bf16");
+  }();
+  return on;
+}
+
+#endif  // __x86_64__
+
+}  // namespace
+
+uint16_t Bf16FromFloat(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float FloatFromBf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+bool Bf16GemmAvailable() {
+#if defined(__x86_64__)
+  static const bool on = [] {
+    const char* env = std::getenv("MOEEDB_BF16_GEMM");
+    return !(env != nullptr && std::string(env) == "off") && CpuHasAvx512Bf16();
+  }();
+  return on;
+#else
+  return false;
+#endif
+}
+
+int64_t Bf16PanelElements(int64_t K, int64_t N) { return Panels(N) * Pairs(K) * 32; }
+
+void PackBf16Panels(const uint16_t* w, int64_t K, int64_t N, uint16_t* panels) {
+  const int64_t G = Pairs(K), P = Panels(N);
+  std::fill(panels, panels + Bf16PanelElements(K, N), uint16_t{0});
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) panels[PanelIndex(G, P, k, j)] = w[k * N + j];
+}
+
+void UnpackBf16Panels(const uint16_t* panels, int64_t K, int64_t N, uint16_t* w) {
+  const int64_t G = Pairs(K), P = Panels(N);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) w[k * N + j] = panels[PanelIndex(G, P, k, j)];
+}
+
+void Bf16GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* panels, float* y,
+                 int64_t ldy) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t G = Pairs(K), Kp = 2 * G, P = Panels(N);
+#if defined(__x86_64__)
+  const bool simd = Bf16GemmAvailable();
+#else
+  const bool simd = false;
+#endif
+  if (!simd) {  // the same rounding of x, products summed in float one at a time
+    std::vector<float> xr(static_cast<size_t>(K));
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t k = 0; k < K; ++k) xr[k] = FloatFromBf16(Bf16FromFloat(x[m * ldx + k]));
+      for (int64_t j = 0; j < N; ++j) {
+        float acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += xr[k] * FloatFromBf16(panels[PanelIndex(G, P, k, j)]);
+        y[m * ldy + j] = acc;
+      }
+    }
+    return;
+  }
+#if defined(__x86_64__)
+  // Uninitialised: RoundRowAvx512 writes every entry.
+  std::unique_ptr<uint16_t[]> xq(new uint16_t[static_cast<size_t>(M * Kp)]);
+  at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
+    for (int64_t m = b; m < e; ++m) RoundRowAvx512(x + m * ldx, K, Kp, xq.get() + m * Kp);
+  });
+  // Column blocks of kPanels panels across the threads; each block's panels
+  // (K · 64 bytes) stay in L2 while every row tile of x passes them.
+  const int64_t blocks = (P + kPanels - 1) / kPanels;
+  at::parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t p0 = blk * kPanels;
+      const int c = static_cast<int>(std::min<int64_t>(kPanels, P - p0));
+      const int last_cols = p0 + c == P ? static_cast<int>(N - (P - 1) * 16) : 16;
+      for (int64_t m = 0; m < M; m += kRows) {
+        const int r = static_cast<int>(std::min<int64_t>(kRows, M - m));
+        TileFor(r, c)(G, xq.get() + m * Kp, Kp, panels + p0 * G * 32, y + m * ldy + p0 * 16, ldy, last_cols);
+      }
+    }
+  });
+#endif
+}
+
+}  // namespace moeedb
