@@ -13,15 +13,22 @@ MODEL="${1:-models/moeedb-tiny}"
 LM="${2:-models/moeedb-tiny-lm}"
 DATA="${3:-../shared/data/eval}"
 OUT="${4:-build/eval}"
-BIN=./build/moeedb
+BIN="${MOEEDB_BIN:-./build/moeedb}"  # MOEEDB_BIN: another build of the CLI
 [ -x "$BIN" ] || bash scripts/setup.sh
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
 : > "$OUT/tables.txt"
 
+# Random weights twice: with the language model's causal attention (beside
+# the LM's rows) and with the default's bidirectional attention (beside the
+# default's rows: the same architecture as the model it is compared with).
 RANDOM_MODEL="$OUT/random-model"
 if [ ! -f "$RANDOM_MODEL/model.safetensors" ]; then
   "$BIN" model init --config "$LM/config.json" --tokenizer "$LM/tokenizer.json" --seed 0 --out "$RANDOM_MODEL"
+fi
+RANDOM_BIDI="$OUT/random-model-bidirectional"
+if [ ! -f "$RANDOM_BIDI/model.safetensors" ]; then
+  "$BIN" model init --config "$MODEL/config.json" --tokenizer "$MODEL/tokenizer.json" --seed 0 --out "$RANDOM_BIDI"
 fi
 
 run() {  # label, then the eval arguments
@@ -73,6 +80,10 @@ for pooling in mean layers-mean; do
   tasks "random-none-hs_$pooling" --model "$RANDOM_MODEL" --prompt none --hs-pooling "$pooling"
 done
 tasks random-none-rw_mean --model "$RANDOM_MODEL" --prompt none --rw-pooling mean
+# Bidirectional random weights with each training-free pooling, RW as the mean.
+for pooling in last mean layers-mean; do
+  tasks "random-bidi-hs_$pooling" --model "$RANDOM_BIDI" --prompt none --hs-pooling "$pooling" --rw-pooling mean
+done
 for model in lm random; do
   dir="$LM"; [ "$model" = random ] && dir="$RANDOM_MODEL"
   run "$model-prompteol-sts" sts --model "$dir" --prompt prompteol --data "$DATA/stsb"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/model/model.h"
@@ -169,6 +170,43 @@ TEST_F(Pooling, MeanAndLayersMeanEqualTheTapsPooledByHand) {
   EXPECT_TRUE(at::allclose(one_last->hs, one_mean->hs, 1e-5, 1e-5));
   EXPECT_TRUE(at::allclose(one_last->router_logits, one_mean->router_logits, 1e-6, 1e-6));
   EXPECT_FALSE(at::allclose(one_last->hs, one_layers->hs, 1e-3, 1e-3));  // other layers do count
+}
+
+// Under bidirectional attention layers-mean reads each layer as the mean
+// over the text's tokens (every token has seen the whole text), as the
+// trained pooler does: checked against the taps pooled here.
+TEST_F(Pooling, LayersMeanAveragesTheTokensUnderBidirectionalAttention) {
+  test::TempDir bidi;
+  std::ifstream in(test::Data("configs/olmoe-tiny.json"));
+  json config = json::parse(in);
+  config["is_causal"] = false;
+  std::ofstream(bidi / "config.in.json") << config.dump();
+  RandomCheckpointOptions opt;
+  opt.seed = 11;
+  ASSERT_TRUE(WriteRandomCheckpoint(bidi / "config.in.json", "", bidi.path(), opt).ok());
+  auto model = MoeModel::LoadDir(bidi.path());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  ASSERT_FALSE(c.causal);
+  std::vector<at::Tensor> layer_out;
+  (*model)->set_tap([&](std::string_view name, int64_t, const at::Tensor& v) {
+    if (name == "layer_out") layer_out.push_back(v.clone());
+  });
+  ForwardOptions layers;
+  layers.hs_pooling = HsPooling::kLayersMean;
+  auto fl = (*model)->Forward({{5, 17, 300, 9, 42}, {7, 8}}, layers);
+  ASSERT_TRUE(fl.ok());
+  ASSERT_EQ(layer_out.size(), static_cast<size_t>(c.num_layers));
+  at::Tensor want0 = at::zeros({c.hidden_size}), want1 = at::zeros({c.hidden_size}), last0 = want0.clone();
+  for (const auto& lo : layer_out) {
+    const at::Tensor n = Norm(lo, c.rms_norm_eps);
+    want0 += n.narrow(0, 0, 5).mean(0) / static_cast<double>(c.num_layers);
+    want1 += n.narrow(0, 5, 2).mean(0) / static_cast<double>(c.num_layers);
+    last0 += n[4] / static_cast<double>(c.num_layers);
+  }
+  EXPECT_TRUE(at::allclose(fl->hs[0], want0, 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(fl->hs[1], want1, 1e-5, 1e-5));
+  EXPECT_FALSE(at::allclose(fl->hs[0], last0, 1e-3, 1e-3));  // not the last token's
 }
 
 // The eval commands on the CI subsets: deterministic and sane.

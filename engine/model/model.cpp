@@ -496,7 +496,10 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     if (tap_) tap_("layer_out", li, xo);
     if (trained) pooler_rows.push_back(pool_for_pooler(norm(xo, final_norm_)));
     if (options.hs_pooling == HsPooling::kLayersMean) {
-      at::Tensor n = norm(xo.index_select(0, last_idx), final_norm_);
+      // Each layer read as the trained pooler reads it: at the last token
+      // under causal attention, where it alone has seen the whole text;
+      // over all tokens under bidirectional attention, where every token has.
+      at::Tensor n = c.causal ? norm(xo.index_select(0, last_idx), final_norm_) : mean_over_tokens(norm(xo, final_norm_));
       layers_sum = layers_sum.defined() ? layers_sum + n : n;
     }
     return xo;

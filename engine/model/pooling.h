@@ -10,7 +10,8 @@ namespace moeedb {
 enum class HsPooling {
   kLast,        // final-normed hidden state of the last token (MoEE, PromptEOL)
   kMean,        // final-normed hidden states averaged over the text's tokens
-  kLayersMean,  // at the last token, the mean over decoder layers of final_norm(layer output)
+  kLayersMean,  // the mean over decoder layers of final_norm(layer output), each layer read at
+                //   the last token (causal attention) or averaged over tokens (bidirectional)
   kTrained,     // the model folder's trained pooler (trained_pooler.h) over every layer's states
 };
 enum class RwPooling {

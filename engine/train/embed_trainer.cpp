@@ -154,7 +154,9 @@ class Encoder {
         (*side_parts)["hs_mean"].push_back(mean(states.back()));
         at::Tensor layers = states[1];
         for (size_t l = 2; l < states.size(); ++l) layers = layers + states[l];
-        (*side_parts)["hs_layers-mean"].push_back(at_last(layers) / static_cast<double>(states.size() - 1));
+        // As MoeModel reads it (pooling.h): last token when causal, token mean when not.
+        (*side_parts)["hs_layers-mean"].push_back((fo.causal ? at_last(layers) : mean(layers)) /
+                                                  static_cast<double>(states.size() - 1));
       }
       if (grad && !o_.freeze_lm) *aux_sum = *aux_sum + f.aux;
     }
