@@ -13,6 +13,8 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/kernels/register_tiles.h"
+
 namespace moeedb {
 
 namespace {
@@ -179,19 +181,8 @@ void Bf16GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
   at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
     for (int64_t m = b; m < e; ++m) RoundRowAvx512(x + m * ldx, K, Kp, xq.get() + m * Kp);
   });
-  // Column blocks of kPanels panels across the threads; each block's panels
-  // (K · 64 bytes) stay in L2 while every row tile of x passes them.
-  const int64_t blocks = (P + kPanels - 1) / kPanels;
-  at::parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t blk = b; blk < e; ++blk) {
-      const int64_t p0 = blk * kPanels;
-      const int c = static_cast<int>(std::min<int64_t>(kPanels, P - p0));
-      const int last_cols = p0 + c == P ? static_cast<int>(N - (P - 1) * 16) : 16;
-      for (int64_t m = 0; m < M; m += kRows) {
-        const int r = static_cast<int>(std::min<int64_t>(kRows, M - m));
-        TileFor(r, c)(G, xq.get() + m * Kp, Kp, panels + p0 * G * 32, y + m * ldy + p0 * 16, ldy, last_cols);
-      }
-    }
+  ForEachRegisterTile<kRows, kPanels>(M, N, [&](int64_t m, int r, int64_t p0, int c, int last_cols) {
+    TileFor(r, c)(G, xq.get() + m * Kp, Kp, panels + p0 * G * 32, y + m * ldy + p0 * 16, ldy, last_cols);
   });
 #endif
 }

@@ -13,6 +13,8 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/kernels/register_tiles.h"
+
 namespace moeedb {
 
 namespace {
@@ -160,7 +162,7 @@ void UnpackInt8Panels(const int8_t* panels, int64_t K, int64_t N, int8_t* w) {
 void Int8GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* panels,
                  const int32_t* column_terms, const float* scale, float* y, int64_t ldy) {
   if (M <= 0 || N <= 0) return;
-  const int64_t G = Groups(K), Kp = 4 * G, P = Panels(N);
+  const int64_t G = Groups(K), Kp = 4 * G;
   std::vector<uint8_t> xq(static_cast<size_t>(M * Kp));
   std::vector<float> sx(static_cast<size_t>(M));
 #if defined(__x86_64__)
@@ -190,20 +192,9 @@ void Int8GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
     return;
   }
 #if defined(__x86_64__)
-  // Column blocks of kPanels panels across the threads; each block's panels
-  // (K · 64 bytes) stay in L2 while every row tile of x passes them.
-  const int64_t blocks = (P + kPanels - 1) / kPanels;
-  at::parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t blk = b; blk < e; ++blk) {
-      const int64_t p0 = blk * kPanels;
-      const int c = static_cast<int>(std::min<int64_t>(kPanels, P - p0));
-      const int last_cols = p0 + c == P ? static_cast<int>(N - (P - 1) * 16) : 16;
-      for (int64_t m = 0; m < M; m += kRows) {
-        const int r = static_cast<int>(std::min<int64_t>(kRows, M - m));
-        TileFor(r, c)(G, xq.data() + m * Kp, Kp, panels + p0 * G * 64, G * 64, column_terms + p0 * 16, scale + p0 * 16,
-                      sx.data() + m, y + m * ldy + p0 * 16, ldy, last_cols);
-      }
-    }
+  ForEachRegisterTile<kRows, kPanels>(M, N, [&](int64_t m, int r, int64_t p0, int c, int last_cols) {
+    TileFor(r, c)(G, xq.data() + m * Kp, Kp, panels + p0 * G * 64, G * 64, column_terms + p0 * 16, scale + p0 * 16,
+                  sx.data() + m, y + m * ldy + p0 * 16, ldy, last_cols);
   });
 #endif
 }

@@ -146,12 +146,12 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   if (router_logits != nullptr) *router_logits = routing.logits;
   const int64_t k = routing.experts.size(1);
 
-  const at::Tensor xc = x.to(gate_up_.compute_type());
   if ((dispatch_ == ExpertDispatch::kAuto || dispatch_ == ExpertDispatch::kPacked) && CanRunPacked(x)) {
-    at::Tensor out = RunExpertsPacked(x, routing);
-    AddSharedExpert(x, xc, &out);
+    at::Tensor out = RunExpertsPacked(x, routing);  // float32 rows in, whatever the compute dtype
+    if (shared_kind_ != SharedExpertKind::kNone) AddSharedExpert(x, x.to(gate_up_.compute_type()), &out);
     return out;
   }
+  const at::Tensor xc = x.to(gate_up_.compute_type());
 
   // Group the (token, slot) pairs by expert: a stable sort of the flat expert
   // ids gives, per expert, a contiguous run of the tokens routed to it.
