@@ -554,6 +554,60 @@ TEST_F(EmbedTrainer, TheSideTermsTrainTheTrainingFreePoolings) {
   EXPECT_EQ(TrainEmbedding(syn.data, o).status().code(), Status::Code::kInvalidArgument);
 }
 
+// Mean squared difference, off the diagonal, between the cosine matrices of
+// the held-out sentences 60..79 as the engine in `dir` reads them with
+// pooling `hs` and with its trained pooler.
+double GapToThePooler(const Synthetic& syn, const std::string& dir, HsPooling hs) {
+  auto model = MoeModel::LoadDir(dir);
+  EXPECT_TRUE(model.ok());
+  if (!model.ok()) return 0;
+  std::vector<std::vector<int32_t>> ids(syn.data.sentences.begin() + 60, syn.data.sentences.begin() + 80);
+  auto cosines = [&](HsPooling p) {
+    ForwardOptions fo;
+    fo.hs_pooling = p;
+    auto f = (*model)->Forward(ids, fo);
+    EXPECT_TRUE(f.ok());
+    at::Tensor v = f.ok() ? f->hs.to(at::kDouble) : at::eye(20, at::kDouble);
+    v = v / v.norm(2, {1}, true);
+    return at::matmul(v, v.t());
+  };
+  const at::Tensor a = cosines(hs), b = cosines(HsPooling::kTrained);
+  double sum = 0;
+  for (int i = 0; i < 20; ++i)
+    for (int j = 0; j < 20; ++j)
+      if (i != j) sum += std::pow(a[i][j].item<double>() - b[i][j].item<double>(), 2);
+  return sum / (20 * 19);
+}
+
+// side_match_weight pulls each training-free HS pooling's cosines towards
+// the pooled vector's: on held-out sentences, each pooling's cosine matrix
+// is nearer the trained pooler's than after the same run without the term.
+TEST_F(EmbedTrainer, TheMatchTermBringsThePoolingsSimilaritiesToThePoolers) {
+  const Synthetic syn = Synthetic::Make(8);
+  const std::string plain = dir_ / "match0", trained = dir_ / "match1";
+  EmbedTrainOptions o = Options(plain);
+  o.steps = 40;
+  ASSERT_TRUE(TrainEmbedding(syn.data, o).ok());
+  o.out_dir = trained;
+  o.side_match_weight = 20;
+  auto r = TrainEmbedding(syn.data, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto log = nlohmann::json::parse(test::ReadFile(trained + "/embed_training_log.json"));
+  for (const char* term : {"last_match", "mean_match", "layers-mean_match"}) {
+    bool logged = false;
+    for (const auto& h : log["history"]) logged = logged || h.contains(term);
+    EXPECT_TRUE(logged) << term;
+  }
+  for (HsPooling hs : {HsPooling::kLast, HsPooling::kMean, HsPooling::kLayersMean}) {
+    const double before = GapToThePooler(syn, plain, hs), after = GapToThePooler(syn, trained, hs);
+    std::printf("HS %s: squared cosine gap to the pooler %.4f -> %.4f\n", HsPoolingName(hs), before, after);
+    EXPECT_LT(after, 0.5 * before) << HsPoolingName(hs);
+  }
+  o.out_dir = dir_ / "match-frozen";
+  o.freeze_lm = true;
+  EXPECT_EQ(TrainEmbedding(syn.data, o).status().code(), Status::Code::kInvalidArgument);
+}
+
 TEST_F(EmbedTrainer, TeacherOnlySentencesAreDrawnOnlyWhenAsked) {
   Synthetic plain = Synthetic::Make(8);
   Synthetic extra = plain;  // sentences 76..79: in no pair, only the teacher knows them

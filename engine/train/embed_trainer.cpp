@@ -317,6 +317,8 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
     return Status::InvalidArgument("rw_weight must be >= 0, and 0 when the language model is frozen");
   if (o.hs_pooling_weight < 0 || (o.hs_pooling_weight > 0 && o.freeze_lm))
     return Status::InvalidArgument("hs_pooling_weight must be >= 0, and 0 when the language model is frozen");
+  if (o.side_match_weight < 0 || (o.side_match_weight > 0 && o.freeze_lm))
+    return Status::InvalidArgument("side_match_weight must be >= 0, and 0 when the language model is frozen");
   MOEEDB_RETURN_IF_ERROR(o.pooler.Validate());
   MOEEDB_RETURN_IF_ERROR(CheckData(data, c, o));
   auto log = [&](const std::string& line) {
@@ -338,6 +340,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
     // Keys added later join only when set, so earlier states still resume.
     if (o.rw_pooling != RwPooling::kLast) run["rw_pooling"] = RwPoolingName(o.rw_pooling);
     if (o.hs_pooling_weight > 0) run["hs_pooling_weight"] = o.hs_pooling_weight;
+    if (o.side_match_weight > 0) run["side_match_weight"] = o.side_match_weight;
     json state;
     const bool resume = state_dir.HasState();
     if (resume) {
@@ -412,7 +415,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
     // the validation pairs.
     SideVectors side;
     side.rw = o.rw_weight > 0;
-    side.hs_poolings = o.hs_pooling_weight > 0;
+    side.hs_poolings = o.hs_pooling_weight > 0 || o.side_match_weight > 0;
     side.rw_pooling = o.rw_pooling;
     const bool any_side = side.rw || side.hs_poolings;
     auto validate = [&](json* h) {
@@ -523,11 +526,16 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
         }
       };
       contrastive(e, "", 1.0);
+      const at::Tensor pooled_cos = o.side_match_weight > 0 ? at::matmul(e, e.t()).detach() : at::Tensor();
       for (const auto& [name, v] : side.vectors) {
-        if (name == "rw")
+        if (name == "rw") {
           contrastive(StandardizedUnit(v), "rw_", o.rw_weight);
-        else
-          contrastive(L2Normalize(v), name.substr(3) + "_", o.hs_pooling_weight);
+          continue;
+        }
+        const at::Tensor u = L2Normalize(v);
+        if (o.hs_pooling_weight > 0) contrastive(u, name.substr(3) + "_", o.hs_pooling_weight);
+        if (o.side_match_weight > 0)
+          parts[name.substr(3) + "_match"] = o.side_match_weight * (at::matmul(u, u.t()) - pooled_cos).pow(2).mean();
       }
       side.vectors.clear();
       if (teacher.defined()) {

@@ -16,7 +16,8 @@
 //  - optionally, the contrastive terms again on the RW vector (rw_weight) and
 //    on the training-free HS poolings last, mean and layers-mean
 //    (hs_pooling_weight), so that what the engine reads without the pooler
-//    is a sentence vector too.
+//    is a sentence vector too; and a term matching those poolings' in-batch
+//    similarities to the pooled vector's (side_match_weight).
 // The model may be switched to bidirectional attention (causal = false), as
 // LLM2Vec does; the output folder then says so in config.json. A start
 // folder that ships a pooler of the same spec is continued (training in
@@ -91,6 +92,12 @@ struct EmbedTrainOptions {
   // Weight of the same terms on each training-free HS pooling (last, mean,
   // layers-mean; pooling.h), cosine of the raw vectors. 0: off. Needs !freeze_lm.
   double hs_pooling_weight = 0;
+  // Weight of a term pulling each training-free HS pooling's in-batch cosine
+  // matrix towards the pooled vector's (held fixed; lexical channel
+  // included): the squared difference, as the distillation's matrix term.
+  // Carries what the pooler reads (word overlap, passages) into the vectors
+  // read without it. 0: off. Needs !freeze_lm.
+  double side_match_weight = 0;
   int64_t checkpoint_every = 200, eval_every = 250;
   int threads = 0;
   std::function<void(const std::string&)> log;

@@ -251,6 +251,8 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"rw-pooling", "last|mean", "how the RW term pools the router logits over tokens (default last)"},
       {"hs-pooling-weight", "X", "weight of the contrastive terms on each training-free HS pooling (last, mean, "
                                  "layers-mean), so they embed too (default 0: off; not with --freeze-lm)"},
+      {"side-match-weight", "X", "weight of a term matching each training-free HS pooling's in-batch cosines to the "
+                                 "pooled vector's (default 0: off; not with --freeze-lm)"},
   };
   const char* cmd = "train embed";
   if (WantsHelp(argv)) {
@@ -294,13 +296,14 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
     if (args->Has("lr-pooler")) o.lr_pooler = std::stod(args->Get("lr-pooler"));
     if (args->Has("rw-weight")) o.rw_weight = std::stod(args->Get("rw-weight"));
     if (args->Has("hs-pooling-weight")) o.hs_pooling_weight = std::stod(args->Get("hs-pooling-weight"));
+    if (args->Has("side-match-weight")) o.side_match_weight = std::stod(args->Get("side-match-weight"));
   } catch (const std::exception&) {
-    return UsageError(cmd, "--minutes, --lr-lm, --lr-pooler, --rw-weight and --hs-pooling-weight take numbers");
+    return UsageError(cmd, "--minutes, --lr-lm, --lr-pooler and the --*-weight options take numbers");
   }
-  if (o.rw_weight < 0 || o.hs_pooling_weight < 0)
-    return UsageError(cmd, "--rw-weight and --hs-pooling-weight must be >= 0");
-  if ((o.rw_weight > 0 || o.hs_pooling_weight > 0) && o.freeze_lm)
-    return UsageError(cmd, "--rw-weight and --hs-pooling-weight train the model: not with --freeze-lm");
+  if (o.rw_weight < 0 || o.hs_pooling_weight < 0 || o.side_match_weight < 0)
+    return UsageError(cmd, "--rw-weight, --hs-pooling-weight and --side-match-weight must be >= 0");
+  if ((o.rw_weight > 0 || o.hs_pooling_weight > 0 || o.side_match_weight > 0) && o.freeze_lm)
+    return UsageError(cmd, "--rw-weight, --hs-pooling-weight and --side-match-weight train the model: not with --freeze-lm");
   if (!ParseRwPooling(args->Get("rw-pooling", "last"), &o.rw_pooling))
     return UsageError(cmd, "--rw-pooling takes last or mean");
   const std::string pooler_rw = args->Get("pooler-rw", "on");
