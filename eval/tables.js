@@ -2,7 +2,7 @@
 // run, with its "label"): STS-B Spearman, Cranfield nDCG@10 / MRR@10 /
 // Recall@100 and Banking77 kNN accuracy, one row per label, in file order.
 //
-//   node eval/tables.js build/eval/results.jsonl
+//   node eval/tables.js build/eval-results/results.jsonl
 "use strict";
 const fs = require("fs");
 

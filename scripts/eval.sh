@@ -6,13 +6,13 @@
 # to OUT/tables.txt and the Spearman-vs-alpha plots to OUT/*.png.
 #
 #   scripts/eval.sh [MODEL_DIR] [LM_DIR] [EVAL_DATA_DIR] [OUT_DIR]
-#   defaults:       models/moeedb-tiny  models/moeedb-tiny-lm  ../shared/data/eval  build/eval
+#   defaults:       models/moeedb-tiny  models/moeedb-tiny-lm  ../shared/data/eval  build/eval-results
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-models/moeedb-tiny}"
 LM="${2:-models/moeedb-tiny-lm}"
 DATA="${3:-../shared/data/eval}"
-OUT="${4:-build/eval}"
+OUT="${4:-build/eval-results}"
 BIN="${MOEEDB_BIN:-./build/moeedb}"  # MOEEDB_BIN: another build of the CLI
 [ -x "$BIN" ] || bash scripts/setup.sh
 mkdir -p "$OUT"

@@ -25,9 +25,9 @@ const std::vector<FlagSpec>& CommonFlags() {
       {"baseline", "NAME", "tfidf: the lexical baseline instead of a model"},
       {"data", "DIR", "dataset folder"},
       {"routing", "MODE", "learned (default) | ssmoe[:c,k,sign] | top1[:weight]"},
-      {"prompt", "NAME", "prompt template (default prompteol)"},
-      {"hs-pooling", "P", "last (default) | mean | layers-mean"},
-      {"rw-pooling", "P", "last (default) | mean"},
+      {"prompt", "NAME", "prompt template (default: the model's, else prompteol)"},
+      {"hs-pooling", "P", "last | mean | layers-mean | trained (default: the model's)"},
+      {"rw-pooling", "P", "last | mean (default: the model's, else last)"},
       {"limit", "N", "use the first N items of each split (CI subsets)"},
       {"threads", "N", "compute threads (default: all cores)"},
   });

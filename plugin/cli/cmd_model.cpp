@@ -110,9 +110,9 @@ int RunCalibrate(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {
       {"model", "DIR", "model folder"},
       {"routing", "SPEC", "routing policy (default learned)"},
-      {"prompt", "NAME", "prompt template (default prompteol)"},
-      {"hs-pooling", "P", "last (default) | mean | layers-mean"},
-      {"rw-pooling", "P", "last (default) | mean"},
+      {"prompt", "NAME", "prompt template (default: the model's, else prompteol)"},
+      {"hs-pooling", "P", "last | mean | layers-mean | trained (default: the model's)"},
+      {"rw-pooling", "P", "last | mean (default: the model's, else last)"},
       {"out", "FILE", "where to write (default DIR/standardization.json)"},
   };
   if (WantsHelp(argv)) {
