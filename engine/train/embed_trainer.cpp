@@ -341,6 +341,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
     if (o.rw_pooling != RwPooling::kLast) run["rw_pooling"] = RwPoolingName(o.rw_pooling);
     if (o.hs_pooling_weight > 0) run["hs_pooling_weight"] = o.hs_pooling_weight;
     if (o.side_match_weight > 0) run["side_match_weight"] = o.side_match_weight;
+    if (o.side_match_target == EmbedTrainOptions::MatchTarget::kLexical) run["side_match_target"] = "lexical";
     json state;
     const bool resume = state_dir.HasState();
     if (resume) {
@@ -410,6 +411,25 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
                              ? at::Tensor()
                              : at::from_blob(const_cast<float*>(data.teacher.data()),
                                              {static_cast<int64_t>(data.teacher.size()) / tdim, tdim}, at::kFloat);
+
+    // TF-IDF rows of the step's texts (the lexical match target): idf over
+    // every training sentence, term counts of the first max_tokens tokens.
+    const bool lexical_target =
+        o.side_match_weight > 0 && o.side_match_target == EmbedTrainOptions::MatchTarget::kLexical;
+    std::vector<float> idf;
+    if (lexical_target)
+      for (float lw : LogIdfTokenWeights(data.sentences, c.vocab_size)) idf.push_back(std::exp(lw));
+    auto tfidf_cosines = [&](const std::vector<int32_t>& ids) {
+      at::Tensor t = at::zeros({static_cast<int64_t>(ids.size()), c.vocab_size}, at::kFloat);
+      float* tp = t.data_ptr<float>();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const auto& sent = data.sentences[ids[i]];
+        const size_t n = std::min<size_t>(sent.size(), static_cast<size_t>(o.max_tokens));
+        for (size_t k = 0; k < n; ++k) tp[i * c.vocab_size + sent[k]] += idf[sent[k]];
+      }
+      t = L2Normalize(t);
+      return at::matmul(t, t.t());
+    };
 
     // The side vectors a term trains are read in every step and watched on
     // the validation pairs.
@@ -526,7 +546,9 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
         }
       };
       contrastive(e, "", 1.0);
-      const at::Tensor pooled_cos = o.side_match_weight > 0 ? at::matmul(e, e.t()).detach() : at::Tensor();
+      const at::Tensor pooled_cos = o.side_match_weight == 0 ? at::Tensor()
+                                    : lexical_target         ? tfidf_cosines(ids)
+                                                             : at::matmul(e, e.t()).detach();
       for (const auto& [name, v] : side.vectors) {
         if (name == "rw") {
           contrastive(StandardizedUnit(v), "rw_", o.rw_weight);

@@ -98,6 +98,12 @@ struct EmbedTrainOptions {
   // Carries what the pooler reads (word overlap, passages) into the vectors
   // read without it. 0: off. Needs !freeze_lm.
   double side_match_weight = 0;
+  // What the match term pulls towards: the pooled vector's cosines, or
+  // (kLexical) the TF-IDF cosines of the texts' tokens (idf over all training
+  // sentences, texts cut at max_tokens as the model reads them): word
+  // overlap alone, which keyword-led retrieval rewards.
+  enum class MatchTarget { kPooled, kLexical };
+  MatchTarget side_match_target = MatchTarget::kPooled;
   int64_t checkpoint_every = 200, eval_every = 250;
   int threads = 0;
   std::function<void(const std::string&)> log;

@@ -253,6 +253,8 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
                                  "layers-mean), so they embed too (default 0: off; not with --freeze-lm)"},
       {"side-match-weight", "X", "weight of a term matching each training-free HS pooling's in-batch cosines to the "
                                  "pooled vector's (default 0: off; not with --freeze-lm)"},
+      {"side-match-target", "pooled|lexical", "what the match term pulls towards: the pooled vector's cosines "
+                                              "(default) or the texts' TF-IDF cosines"},
   };
   const char* cmd = "train embed";
   if (WantsHelp(argv)) {
@@ -304,6 +306,10 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
     return UsageError(cmd, "--rw-weight, --hs-pooling-weight and --side-match-weight must be >= 0");
   if ((o.rw_weight > 0 || o.hs_pooling_weight > 0 || o.side_match_weight > 0) && o.freeze_lm)
     return UsageError(cmd, "--rw-weight, --hs-pooling-weight and --side-match-weight train the model: not with --freeze-lm");
+  const std::string match_target = args->Get("side-match-target", "pooled");
+  if (match_target != "pooled" && match_target != "lexical")
+    return UsageError(cmd, "--side-match-target takes pooled or lexical");
+  if (match_target == "lexical") o.side_match_target = EmbedTrainOptions::MatchTarget::kLexical;
   if (!ParseRwPooling(args->Get("rw-pooling", "last"), &o.rw_pooling))
     return UsageError(cmd, "--rw-pooling takes last or mean");
   const std::string pooler_rw = args->Get("pooler-rw", "on");
