@@ -12,40 +12,16 @@
 // files, drawn with a seeded generator: the same arguments give the same file.
 // Output: a TSV with the header `text1 text2 source` (train embed --pairs).
 'use strict';
-const fs = require('fs');
 const path = require('path');
+const { readPairArgs, seededRandom, paragraphsOf, writePairs } = require('./text_pairs');
 
-const [out, maxPairsArg, seedArg, ...files] = process.argv.slice(2);
-if (!out || !maxPairsArg || !seedArg || files.length === 0) {
-  process.stderr.write('usage: node scripts/ict_pairs.js OUT.tsv MAX_PAIRS SEED FILE...\n');
-  process.exit(2);
-}
-const maxPairs = Number(maxPairsArg);
-if (!Number.isInteger(maxPairs) || maxPairs < 1) {
-  process.stderr.write('MAX_PAIRS must be a positive integer\n');
-  process.exit(2);
-}
-
-// mulberry32: a small seeded generator, so the output does not depend on Node's Math.random.
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const random = rng(Number(seedArg));
-const clean = (s) => s.replace(/[\t\r\n]+/g, ' ').replace(/\s+/g, ' ').trim();
+const { out, maxPairs, seed, files } = readPairArgs(process.argv.slice(2), 'node scripts/ict_pairs.js OUT.tsv MAX_PAIRS SEED FILE...');
+const random = seededRandom(seed);
 const words = (s) => s.split(' ').length;
 
 function pairsOf(file) {
   const found = [];
-  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
-    const para = clean(line);
-    if (para.length < 300 || para.length > 2000) continue;
+  for (const para of paragraphsOf(file)) {
     // A sentence ends at . ! or ? followed by a space and a capital or a quote.
     const sentences = para.split(/(?<=[.!?])\s+(?=[A-Z"“])/);
     if (sentences.length < 3) continue;
@@ -69,5 +45,4 @@ for (const file of files) {
     rows.push(`${all[i][0]}\t${all[i][1]}\tict-${path.basename(file, '.txt')}`);
   }
 }
-fs.writeFileSync(out, rows.slice(0, maxPairs + 1).join('\n') + '\n');
-process.stderr.write(`${rows.length - 1} pairs from ${files.length} files -> ${out}\n`);
+writePairs(out, rows, maxPairs, files.length);

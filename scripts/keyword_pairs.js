@@ -8,8 +8,8 @@
 //
 //   node scripts/keyword_pairs.js [--hard-negatives] OUT.tsv MAX_PAIRS SEED FILE...
 //
-// Paragraphs are lines of 300-2000 characters (as scripts/ict_pairs.js reads
-// them). Words are lower-cased runs of letters of 3 or more; a word is a
+// Paragraphs are lines of 300-2000 characters (read by text_pairs.js, as for
+// ict_pairs.js). Words are lower-cased runs of letters of 3 or more; a word is a
 // candidate when it occurs in at most 2 % of all paragraphs (the common ones
 // carry no topic). A query is 3-8 distinct candidates of its paragraph,
 // drawn without replacement with weight idf = ln(N / df). Pairs are spread
@@ -22,39 +22,17 @@
 // source`. In-batch negatives come from other books and differ in topic;
 // these differ in a word or two, which is what a one-domain collection asks.
 'use strict';
-const fs = require('fs');
 const path = require('path');
+const { readPairArgs, seededRandom, paragraphsOf, writePairs } = require('./text_pairs');
 
 const argv = process.argv.slice(2);
 const hardNegatives = argv[0] === '--hard-negatives';
-const [out, maxPairsArg, seedArg, ...files] = hardNegatives ? argv.slice(1) : argv;
-if (!out || !maxPairsArg || !seedArg || files.length === 0) {
-  process.stderr.write('usage: node scripts/keyword_pairs.js [--hard-negatives] OUT.tsv MAX_PAIRS SEED FILE...\n');
-  process.exit(2);
-}
-const maxPairs = Number(maxPairsArg);
-if (!Number.isInteger(maxPairs) || maxPairs < 1) {
-  process.stderr.write('MAX_PAIRS must be a positive integer\n');
-  process.exit(2);
-}
-
-// mulberry32, as in ict_pairs.js: output independent of Node's Math.random.
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const random = rng(Number(seedArg));
-const clean = (s) => s.replace(/[\t\r\n]+/g, ' ').replace(/\s+/g, ' ').trim();
+const { out, maxPairs, seed, files } = readPairArgs(hardNegatives ? argv.slice(1) : argv,
+  'node scripts/keyword_pairs.js [--hard-negatives] OUT.tsv MAX_PAIRS SEED FILE...');
+const random = seededRandom(seed);
 const wordsOf = (s) => s.toLowerCase().match(/[a-z]{3,}/g) || [];
 
-const paragraphs = files.map((file) =>
-  fs.readFileSync(file, 'utf8').split('\n').map(clean).filter((p) => p.length >= 300 && p.length <= 2000));
+const paragraphs = files.map(paragraphsOf);
 const df = new Map();
 let total = 0;
 for (const list of paragraphs)
@@ -112,5 +90,4 @@ files.forEach((file, f) => {
     rows.push(`${q}\t${all[i]}${neg}\tkeywords-${path.basename(file, '.txt')}`);
   }
 });
-fs.writeFileSync(out, rows.slice(0, maxPairs + 1).join('\n') + '\n');
-process.stderr.write(`${rows.length - 1} pairs from ${files.length} files -> ${out}\n`);
+writePairs(out, rows, maxPairs, files.length);
