@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <map>
 #include <random>
@@ -267,6 +268,9 @@ class EmbedTrainer : public ::testing::Test {
     return test::ReadFile(dir + "/pooler.safetensors") + test::ReadFile(dir + "/model.safetensors");
   }
   void TrainAndCheckEngine(TokenPooling pooling, int64_t lexical_dim = 0);
+  EmbedTrainOptions ExpectTheMatchTermHalvesTheGap(const Synthetic& syn, const std::string& name,
+                                                   EmbedTrainOptions::MatchTarget target,
+                                                   const std::function<at::Tensor(const std::string&)>& reference);
   test::TempDir dir_;
   std::string lm_;
 };
@@ -556,65 +560,26 @@ TEST_F(EmbedTrainer, TheSideTermsTrainTheTrainingFreePoolings) {
   EXPECT_EQ(TrainEmbedding(syn.data, o).status().code(), Status::Code::kInvalidArgument);
 }
 
-// Mean squared difference, off the diagonal, between the cosine matrices of
-// the held-out sentences 60..79 as the engine in `dir` reads them with
-// pooling `hs` and with its trained pooler.
-double GapToThePooler(const Synthetic& syn, const std::string& dir, HsPooling hs) {
+// Cosines [20, 20] (double) of the held-out sentences 60..79 of `syn` as the
+// engine in `dir` reads them with pooling `hs`.
+at::Tensor HeldOutCosines(const Synthetic& syn, const std::string& dir, HsPooling hs) {
   auto model = MoeModel::LoadDir(dir);
   EXPECT_TRUE(model.ok());
-  if (!model.ok()) return 0;
-  std::vector<std::vector<int32_t>> ids(syn.data.sentences.begin() + 60, syn.data.sentences.begin() + 80);
-  auto cosines = [&](HsPooling p) {
-    ForwardOptions fo;
-    fo.hs_pooling = p;
-    auto f = (*model)->Forward(ids, fo);
-    EXPECT_TRUE(f.ok());
-    at::Tensor v = f.ok() ? f->hs.to(at::kDouble) : at::eye(20, at::kDouble);
-    v = v / v.norm(2, {1}, true);
-    return at::matmul(v, v.t());
-  };
-  const at::Tensor a = cosines(hs), b = cosines(HsPooling::kTrained);
-  double sum = 0;
-  for (int i = 0; i < 20; ++i)
-    for (int j = 0; j < 20; ++j)
-      if (i != j) sum += std::pow(a[i][j].item<double>() - b[i][j].item<double>(), 2);
-  return sum / (20 * 19);
+  if (!model.ok()) return at::eye(20, at::kDouble);
+  ForwardOptions fo;
+  fo.hs_pooling = hs;
+  auto f = (*model)->Forward(std::vector<std::vector<int32_t>>(syn.data.sentences.begin() + 60,
+                                                               syn.data.sentences.begin() + 80), fo);
+  EXPECT_TRUE(f.ok());
+  if (!f.ok()) return at::eye(20, at::kDouble);
+  at::Tensor v = f->hs.to(at::kDouble);
+  v = v / v.norm(2, {1}, true);
+  return at::matmul(v, v.t());
 }
 
-// side_match_weight pulls each training-free HS pooling's cosines towards
-// the pooled vector's: on held-out sentences, each pooling's cosine matrix
-// is nearer the trained pooler's than after the same run without the term.
-TEST_F(EmbedTrainer, TheMatchTermBringsThePoolingsSimilaritiesToThePoolers) {
-  const Synthetic syn = Synthetic::Make(8);
-  const std::string plain = dir_ / "match0", trained = dir_ / "match1";
-  EmbedTrainOptions o = Options(plain);
-  o.steps = 40;
-  ASSERT_TRUE(TrainEmbedding(syn.data, o).ok());
-  o.out_dir = trained;
-  o.side_match_weight = 20;
-  auto r = TrainEmbedding(syn.data, o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  auto log = nlohmann::json::parse(test::ReadFile(trained + "/embed_training_log.json"));
-  for (const char* term : {"last_match", "mean_match", "layers-mean_match"}) {
-    bool logged = false;
-    for (const auto& h : log["history"]) logged = logged || h.contains(term);
-    EXPECT_TRUE(logged) << term;
-  }
-  for (HsPooling hs : {HsPooling::kLast, HsPooling::kMean, HsPooling::kLayersMean}) {
-    const double before = GapToThePooler(syn, plain, hs), after = GapToThePooler(syn, trained, hs);
-    std::printf("HS %s: squared cosine gap to the pooler %.4f -> %.4f\n", HsPoolingName(hs), before, after);
-    EXPECT_LT(after, 0.5 * before) << HsPoolingName(hs);
-  }
-  o.out_dir = dir_ / "match-frozen";
-  o.freeze_lm = true;
-  EXPECT_EQ(TrainEmbedding(syn.data, o).status().code(), Status::Code::kInvalidArgument);
-}
-
-// Mean squared difference, off the diagonal, between the cosine matrix of
-// the held-out sentences 60..79 as the engine in `dir` reads them with
-// pooling `hs` and their TF-IDF cosines, written out here: term counts
-// times idf = ln((1 + N) / (1 + df)) + 1 over all of `syn`'s sentences.
-double GapToTfidf(const Synthetic& syn, const std::string& dir, HsPooling hs) {
+// TF-IDF cosines [20, 20] of the same sentences, written out here: term
+// counts times idf = ln((1 + N) / (1 + df)) + 1 over all of `syn`'s sentences.
+at::Tensor HeldOutTfidfCosines(const Synthetic& syn) {
   const auto& all = syn.data.sentences;
   std::map<int32_t, int> df;
   for (const auto& s : all)
@@ -628,27 +593,71 @@ double GapToTfidf(const Synthetic& syn, const std::string& dir, HsPooling hs) {
     for (auto& [id, v] : r) v /= std::sqrt(norm);
     rows.push_back(r);
   }
-  auto model = MoeModel::LoadDir(dir);
-  EXPECT_TRUE(model.ok());
-  if (!model.ok()) return 0;
-  ForwardOptions fo;
-  fo.hs_pooling = hs;
-  auto f = (*model)->Forward(std::vector<std::vector<int32_t>>(all.begin() + 60, all.begin() + 80), fo);
-  EXPECT_TRUE(f.ok());
-  if (!f.ok()) return 0;
-  at::Tensor v = f->hs.to(at::kDouble);
-  v = v / v.norm(2, {1}, true);
-  const at::Tensor cos = at::matmul(v, v.t());
-  double sum = 0;
+  at::Tensor cos = at::zeros({20, 20}, at::kDouble);
   for (int i = 0; i < 20; ++i)
     for (int j = 0; j < 20; ++j) {
-      if (i == j) continue;
-      double lexical = 0;
+      double dot = 0;
       for (const auto& [id, x] : rows[i])
-        if (auto it = rows[j].find(id); it != rows[j].end()) lexical += x * it->second;
-      sum += std::pow(cos[i][j].item<double>() - lexical, 2);
+        if (auto it = rows[j].find(id); it != rows[j].end()) dot += x * it->second;
+      cos[i][j] = dot;
     }
+  return cos;
+}
+
+// Mean squared difference of two [20, 20] cosine matrices off the diagonal.
+double OffDiagonalGap(const at::Tensor& a, const at::Tensor& b) {
+  double sum = 0;
+  for (int i = 0; i < 20; ++i)
+    for (int j = 0; j < 20; ++j)
+      if (i != j) sum += std::pow(a[i][j].item<double>() - b[i][j].item<double>(), 2);
   return sum / (20 * 19);
+}
+
+// Trains the synthetic task without and then with the match term (weight 20,
+// `target`) and expects each training-free pooling's held-out cosines to
+// come at least twice as near reference(dir) with it. Returns the options of
+// the second run.
+EmbedTrainOptions EmbedTrainer::ExpectTheMatchTermHalvesTheGap(
+    const Synthetic& syn, const std::string& name, EmbedTrainOptions::MatchTarget target,
+    const std::function<at::Tensor(const std::string&)>& reference) {
+  const std::string plain = dir_ / (name + "0"), trained = dir_ / (name + "1");
+  EmbedTrainOptions o = Options(plain);
+  o.steps = 40;
+  EXPECT_TRUE(TrainEmbedding(syn.data, o).ok());
+  o.out_dir = trained;
+  o.side_match_weight = 20;
+  o.side_match_target = target;
+  auto r = TrainEmbedding(syn.data, o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return o;
+  const at::Tensor ref_plain = reference(plain), ref_trained = reference(trained);
+  for (HsPooling hs : {HsPooling::kLast, HsPooling::kMean, HsPooling::kLayersMean}) {
+    const double before = OffDiagonalGap(HeldOutCosines(syn, plain, hs), ref_plain),
+                 after = OffDiagonalGap(HeldOutCosines(syn, trained, hs), ref_trained);
+    std::printf("HS %s: squared cosine gap to the %s target %.4f -> %.4f\n", HsPoolingName(hs), name.c_str(), before,
+                after);
+    EXPECT_LT(after, 0.5 * before) << HsPoolingName(hs);
+  }
+  return o;
+}
+
+// side_match_weight pulls each training-free HS pooling's cosines towards
+// the pooled vector's: on held-out sentences, each pooling's cosine matrix
+// is nearer the trained pooler's than after the same run without the term.
+TEST_F(EmbedTrainer, TheMatchTermBringsThePoolingsSimilaritiesToThePoolers) {
+  const Synthetic syn = Synthetic::Make(8);
+  EmbedTrainOptions o = ExpectTheMatchTermHalvesTheGap(
+      syn, "pooled", EmbedTrainOptions::MatchTarget::kPooled,
+      [&](const std::string& dir) { return HeldOutCosines(syn, dir, HsPooling::kTrained); });
+  auto log = nlohmann::json::parse(test::ReadFile(o.out_dir + "/embed_training_log.json"));
+  for (const char* term : {"last_match", "mean_match", "layers-mean_match"}) {
+    bool logged = false;
+    for (const auto& h : log["history"]) logged = logged || h.contains(term);
+    EXPECT_TRUE(logged) << term;
+  }
+  o.out_dir = dir_ / "match-frozen";
+  o.freeze_lm = true;
+  EXPECT_EQ(TrainEmbedding(syn.data, o).status().code(), Status::Code::kInvalidArgument);
 }
 
 // With the lexical target the match term pulls each training-free pooling's
@@ -656,20 +665,9 @@ double GapToTfidf(const Synthetic& syn, const std::string& dir, HsPooling hs) {
 // each comes nearer them than after the same run without the term.
 TEST_F(EmbedTrainer, TheLexicalMatchTargetBringsThePoolingsToWordOverlap) {
   const Synthetic syn = Synthetic::Make(8);
-  const std::string plain = dir_ / "lexical0", trained = dir_ / "lexical1";
-  EmbedTrainOptions o = Options(plain);
-  o.steps = 40;
-  ASSERT_TRUE(TrainEmbedding(syn.data, o).ok());
-  o.out_dir = trained;
-  o.side_match_weight = 20;
-  o.side_match_target = EmbedTrainOptions::MatchTarget::kLexical;
-  auto r = TrainEmbedding(syn.data, o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  for (HsPooling hs : {HsPooling::kLast, HsPooling::kMean, HsPooling::kLayersMean}) {
-    const double before = GapToTfidf(syn, plain, hs), after = GapToTfidf(syn, trained, hs);
-    std::printf("HS %s: squared cosine gap to TF-IDF %.4f -> %.4f\n", HsPoolingName(hs), before, after);
-    EXPECT_LT(after, 0.5 * before) << HsPoolingName(hs);
-  }
+  const at::Tensor tfidf = HeldOutTfidfCosines(syn);
+  ExpectTheMatchTermHalvesTheGap(syn, "lexical", EmbedTrainOptions::MatchTarget::kLexical,
+                                 [&](const std::string&) { return tfidf; });
 }
 
 TEST_F(EmbedTrainer, TeacherOnlySentencesAreDrawnOnlyWhenAsked) {
