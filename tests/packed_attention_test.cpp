@@ -56,33 +56,38 @@ std::vector<double> ReferenceAttention(const PackedAttentionShape& s, const std:
   return out;
 }
 
-// Every query row (full layers) and each text's last row only (the last
-// layer), with GQA; head_dim 32 takes the AVX2 path where there is one, 12
-// the scalar one; lengths cover the 4-key and 8-score remainders.
+// Every query row, causal (full layers) and bidirectional (every query sees
+// its whole text), and each text's last row only (the last layer), with GQA;
+// head_dim 32 and 24 take the AVX2 paths where there are some (24: a half
+// vector pair in the value sums), 12 the scalar one; lengths cover the 4-key
+// and 8-score remainders, the 4-query tiles' leftovers and a text longer
+// than one 256-query block.
 TEST(PackedAttention, MatchesTheDefinitionInDouble) {
-  const std::vector<int64_t> lengths = {1, 5, 13, 40, 8, 3};
-  std::vector<int64_t> start, row_text, row_pos, last_text, last_pos;
+  const std::vector<int64_t> lengths = {1, 5, 13, 40, 8, 3, 260};
+  std::vector<int64_t> start, row_text, row_pos, row_end, last_text, last_pos;
   int64_t n = 0;
   for (size_t b = 0; b < lengths.size(); ++b) {
     start.push_back(n);
     for (int64_t t = 0; t < lengths[b]; ++t) {
       row_text.push_back(static_cast<int64_t>(b));
       row_pos.push_back(t);
+      row_end.push_back(lengths[b] - 1);
     }
     last_text.push_back(static_cast<int64_t>(b));
     last_pos.push_back(lengths[b] - 1);
     n += lengths[b];
   }
-  for (int64_t hd : {32, 12}) {
+  for (int64_t hd : {32, 24, 12}) {
     const PackedAttentionShape s{8, 2, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
     std::mt19937 rng(static_cast<uint32_t>(hd));
     std::normal_distribution<float> g(0.0f, 2.0f);  // large enough that softmaxes are peaked
     std::vector<float> k(static_cast<size_t>(n * s.kv_heads * hd)), v(k.size()), q(static_cast<size_t>(n * s.heads * hd));
     for (auto* t : {&k, &v, &q})
       for (float& x : *t) x = g(rng);
-    for (bool last_only : {false, true}) {
+    for (const char* mode : {"causal", "bidirectional", "last rows"}) {
+      const bool last_only = std::string(mode) == "last rows";
       const auto& qt = last_only ? last_text : row_text;
-      const auto& qp = last_only ? last_pos : row_pos;
+      const auto& qp = last_only ? last_pos : std::string(mode) == "causal" ? row_pos : row_end;
       // The last-only query rows are the texts' last rows of q.
       std::vector<float> qr;
       for (size_t r = 0; r < qt.size(); ++r) {
@@ -95,7 +100,7 @@ TEST(PackedAttention, MatchesTheDefinitionInDouble) {
       const std::vector<double> ref = ReferenceAttention(s, qr, k, v, qt, qp, start);
       double worst = 0;
       for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - ref[i]));
-      EXPECT_LT(worst, 2e-5) << "head_dim " << hd << (last_only ? ", last rows" : ", all rows");
+      EXPECT_LT(worst, 2e-5) << "head_dim " << hd << ", " << mode;
     }
   }
 }

@@ -89,7 +89,117 @@ __attribute__((target("avx2,fma"))) void AttendAvx2(const float* q, const float*
   }
 }
 
+constexpr int kTileQueries = 4;   // queries of one text and head scored together
+constexpr int64_t kBlockQueries = 256;  // queries per task (one transposed key block serves them)
+
+// kTileQueries queries (q rows q_ld apart, the same text and head) against
+// the first n8 keys, given transposed as kt [hd][kt_ld] (zero columns past
+// the text's keys); query i sees its first n[i] keys, n8 is the largest n[i]
+// rounded up to 8. v rows kv_ld apart; o rows o_ld apart. scores:
+// kTileQueries x n8.
+// Each key column loaded serves every query of the tile, and the scores come
+// out eight keys a vector with no lane reductions, which is what the
+// one-query kernel (AttendAvx2) spends most of its time on.
+__attribute__((target("avx2,fma"))) void AttendTileAvx2(const float* q, int64_t q_ld, const float* kt, int64_t kt_ld,
+                                                        int64_t n8, const float* v, int64_t kv_ld, const int64_t* n,
+                                                        int64_t hd, float scale, float* scores, float* o,
+                                                        int64_t o_ld) {
+  constexpr int R = kTileQueries;
+  // Scores, sixteen keys at a time (two vectors), then eight.
+  int64_t j = 0;
+  for (; j + 16 <= n8; j += 16) {
+    __m256 a[R][2];
+    for (int i = 0; i < R; ++i) a[i][0] = a[i][1] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; ++d) {
+      const __m256 k0 = _mm256_loadu_ps(kt + d * kt_ld + j), k1 = _mm256_loadu_ps(kt + d * kt_ld + j + 8);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        const __m256 qd = _mm256_broadcast_ss(q + i * q_ld + d);
+        a[i][0] = _mm256_fmadd_ps(qd, k0, a[i][0]);
+        a[i][1] = _mm256_fmadd_ps(qd, k1, a[i][1]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      _mm256_storeu_ps(scores + i * n8 + j, a[i][0]);
+      _mm256_storeu_ps(scores + i * n8 + j + 8, a[i][1]);
+    }
+  }
+  for (; j < n8; j += 8) {
+    __m256 a[R];
+    for (int i = 0; i < R; ++i) a[i] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; ++d) {
+      const __m256 k0 = _mm256_loadu_ps(kt + d * kt_ld + j);
+      for (int i = 0; i < R; ++i) a[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + i * q_ld + d), k0, a[i]);
+    }
+    for (int i = 0; i < R; ++i) _mm256_storeu_ps(scores + i * n8 + j, a[i]);
+  }
+  // Softmax per query over its own keys (the rest -inf, exp 0).
+  const __m256 sc = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int i = 0; i < R; ++i) {
+    float* s = scores + i * n8;
+    __m256 mv = ninf;
+    for (int64_t c = 0; c < n8; c += 8) {
+      const __m256 idx = _mm256_add_ps(_mm256_set1_ps(static_cast<float>(c)),
+                                       _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256 seen = _mm256_cmp_ps(idx, _mm256_set1_ps(static_cast<float>(n[i])), _CMP_LT_OQ);
+      const __m256 x = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(s + c), sc), seen);
+      _mm256_storeu_ps(s + c, x);
+      mv = _mm256_max_ps(mv, x);
+    }
+    const __m256 m = _mm256_set1_ps(Hmax8(mv));
+    __m256 sv = _mm256_setzero_ps();
+    for (int64_t c = 0; c < n8; c += 8) {
+      const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(s + c), m));
+      _mm256_storeu_ps(s + c, e);
+      sv = _mm256_add_ps(sv, e);
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / Hsum8(sv));
+    for (int64_t c = 0; c < n8; c += 8) _mm256_storeu_ps(s + c, _mm256_mul_ps(_mm256_loadu_ps(s + c), inv));
+  }
+  // Weighted sums of the values, sixteen dimensions at a time: each value
+  // vector loaded serves every query of the tile.
+  int64_t n_max = 0;
+  for (int i = 0; i < R; ++i) n_max = std::max(n_max, n[i]);
+  for (int64_t d = 0; d < hd; d += 16) {
+    const bool two = d + 16 <= hd;
+    __m256 a[R][2];
+    for (int i = 0; i < R; ++i) a[i][0] = a[i][1] = _mm256_setzero_ps();
+    for (int64_t jj = 0; jj < n_max; ++jj) {
+      const float* vj = v + jj * kv_ld + d;
+      const __m256 v0 = _mm256_loadu_ps(vj), v1 = two ? _mm256_loadu_ps(vj + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        const __m256 p = _mm256_broadcast_ss(scores + i * n8 + jj);
+        a[i][0] = _mm256_fmadd_ps(p, v0, a[i][0]);
+        a[i][1] = _mm256_fmadd_ps(p, v1, a[i][1]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      _mm256_storeu_ps(o + i * o_ld + d, a[i][0]);
+      if (two) _mm256_storeu_ps(o + i * o_ld + d + 8, a[i][1]);
+    }
+  }
+}
+
 #endif  // __x86_64__
+
+// A task: queries [begin, end) of one text (consecutive rows), one head.
+struct QueryBlock {
+  int64_t begin, end;
+};
+
+// Runs of consecutive query rows of the same text, cut into blocks of at
+// most kBlockQueries.
+std::vector<QueryBlock> QueryBlocks(const int64_t* q_text, int64_t n_queries) {
+  std::vector<QueryBlock> out;
+  for (int64_t r = 0; r < n_queries;) {
+    int64_t e = r + 1;
+    while (e < n_queries && e - r < kBlockQueries && q_text[e] == q_text[r]) ++e;
+    out.push_back({r, e});
+    r = e;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -100,25 +210,52 @@ void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64
 #if defined(__x86_64__)
   const bool vec = hd % 8 == 0 && CpuHasAvx2Fma();
 #endif
-  at::parallel_for(0, n_queries, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t n = q_pos[r] + 1;
-      if (static_cast<int64_t>(scores.size()) < n + 8) scores.resize(static_cast<size_t>(n + 8));
-      const float* kt = k + text_start[q_text[r]] * kv_ld;
-      const float* vt = v + text_start[q_text[r]] * kv_ld;
-      for (int64_t h = 0; h < nh; ++h) {
-        const float* qr = q + r * q_ld + h * hd;
-        const int64_t kvh = h / group;
-        float* o = out + (r * nh + h) * hd;
+  // One query row, one head: the tiled kernel's leftovers, and every row
+  // where it cannot run.
+  auto attend_one = [&](int64_t r, int64_t h, std::vector<float>& scores) {
+    const int64_t n = q_pos[r] + 1;
+    if (static_cast<int64_t>(scores.size()) < n + 8) scores.resize(static_cast<size_t>(n + 8));
+    const int64_t kvh = h / group, s = text_start[q_text[r]];
+    const float* qr = q + r * q_ld + h * hd;
+    const float *kt = k + s * kv_ld + kvh * hd, *vt = v + s * kv_ld + kvh * hd;
+    float* o = out + (r * nh + h) * hd;
 #if defined(__x86_64__)
-        if (vec) {
-          AttendAvx2(qr, kt + kvh * hd, vt + kvh * hd, kv_ld, n, hd, shape.scale, scores.data(), o);
-          continue;
-        }
+    if (vec) return AttendAvx2(qr, kt, vt, kv_ld, n, hd, shape.scale, scores.data(), o);
 #endif
-        AttendScalar(qr, kt + kvh * hd, vt + kvh * hd, kv_ld, n, hd, shape.scale, scores.data(), o);
+    AttendScalar(qr, kt, vt, kv_ld, n, hd, shape.scale, scores.data(), o);
+  };
+  const std::vector<QueryBlock> blocks = QueryBlocks(q_text, n_queries);
+  const int64_t tasks = static_cast<int64_t>(blocks.size()) * nh;
+  at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores, kt;
+    for (int64_t t = begin; t < end; ++t) {
+      const QueryBlock& b = blocks[static_cast<size_t>(t / nh)];
+      const int64_t h = t % nh;
+      int64_t r = b.begin;
+#if defined(__x86_64__)
+      if (vec && b.end - b.begin >= kTileQueries) {
+        // The block's keys for this head, transposed: [hd][kt_ld], eight
+        // keys at a time (eight contiguous writes per row of kt).
+        int64_t n_max = 0;
+        for (int64_t i = b.begin; i < b.end; ++i) n_max = std::max(n_max, q_pos[i] + 1);
+        const int64_t kt_ld = (n_max + 7) / 8 * 8, kvh = h / group, s = text_start[q_text[b.begin]];
+        kt.resize(static_cast<size_t>(hd * kt_ld));
+        for (int64_t j0 = 0; j0 < kt_ld; j0 += 8)
+          for (int64_t d = 0; d < hd; ++d) {
+            float* dst = kt.data() + d * kt_ld + j0;
+            for (int64_t j = 0; j < 8; ++j) dst[j] = j0 + j < n_max ? k[(s + j0 + j) * kv_ld + kvh * hd + d] : 0.0f;
+          }
+        if (static_cast<int64_t>(scores.size()) < kTileQueries * kt_ld)
+          scores.resize(static_cast<size_t>(kTileQueries * kt_ld));
+        for (; r + kTileQueries <= b.end; r += kTileQueries) {
+          int64_t n[kTileQueries], tile_n = 0;
+          for (int i = 0; i < kTileQueries; ++i) tile_n = std::max(tile_n, n[i] = q_pos[r + i] + 1);
+          AttendTileAvx2(q + r * q_ld + h * hd, q_ld, kt.data(), kt_ld, (tile_n + 7) / 8 * 8, v + s * kv_ld + kvh * hd,
+                         kv_ld, n, hd, shape.scale, scores.data(), out + (r * nh + h) * hd, nh * hd);
+        }
       }
+#endif
+      for (; r < b.end; ++r) attend_one(r, h, scores);
     }
   });
 }
