@@ -1,7 +1,11 @@
-// The CPU's SIMD flags that decide which kernels run (from /proc/cpuinfo):
-// every benchmark prints them beside its figures.
+// The CPU's SIMD flags that decide which kernels run (from /proc/cpuinfo),
+// and the kernel OpenBLAS picked: every benchmark prints them beside its
+// figures.
 #pragma once
 
+#include <dlfcn.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,6 +24,20 @@ inline std::string CpuFlags() {
     break;
   }
   return out.empty() ? "(none of avx2/avx512)" : out;
+}
+
+// The core OpenBLAS runs its kernels for, as it names it, and
+// OPENBLAS_CORETYPE when the environment forces one (some machines set it to
+// an older core than the CPU's, e.g. Haswell on an AVX-512 CPU: the f32 GEMM
+// baselines and every f32 matmul then run AVX2 kernels). Looked up at run
+// time: OpenBLAS is loaded by libtorch or Faiss, not linked by the bench.
+inline std::string BlasCore() {
+  using CoreName = char* (*)();
+  auto core = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  std::string out = core != nullptr ? std::string("OpenBLAS ") + core() : "OpenBLAS not loaded";
+  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr && *forced != '\0')
+    out += std::string(" (OPENBLAS_CORETYPE=") + forced + " in the environment)";
+  return out;
 }
 
 }  // namespace moeedb::bench

@@ -453,6 +453,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(IntFlag("batch-tokens", IntFlag("texts", 16) * IntFlag("tokens", 256))),
               static_cast<long long>(IntFlag("threads", 2)));
   std::printf("CPU flags: %s\n", m::bench::CpuFlags().c_str());
+  std::printf("BLAS: %s\n", m::bench::BlasCore().c_str());
   std::printf("CPU: fast bf16 GEMM (AVX-512 BW/VL/DQ): %s; int8 GEMM: %s\n",
               m::CpuHasFastBf16Gemm() ? "yes" : "no (bf16 = bf16 storage, f32 compute)",
               m::Int8GemmAvailable() ? "VNNI (AVX512-VNNI)" : "none (int8 weights widened before each matmul)");
@@ -479,6 +480,7 @@ int main(int argc, char** argv) {
   std::map<std::string, json> by;
   while (std::getline(ls, what, ',')) {
     json r = RunChild(exe, base, what);
+    if (!r.contains("compute_dtype")) Die("--configs: '" + what + "' is not a DTYPE:QUANT:ROUTING configuration");
     const std::string dt = r["compute_dtype"].get<std::string>();  // what the matmuls ran in
     const bool top1 = what.find("top1") != std::string::npos;
     const double ref = gemm[dt][top1 ? "top1_shapes_gflops" : "topk_shapes_gflops"].get<double>();

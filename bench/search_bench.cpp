@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   const float alpha = 1.0f;
   std::printf("search bench: CPU flags: %s; exact scan: %s; HNSW distances: %s\n", bench::CpuFlags().c_str(),
               ScanSimdLevel(), HnswGraph::SimdLevel());
+  std::printf("search bench: BLAS (the bandwidth baseline's matrix-vector product): %s\n", bench::BlasCore().c_str());
   std::printf("search bench: %zu documents, hs %zu + rw %zu dims, %zu clusters, %zu queries, k=%zu, alpha=%.1f%s%s\n", n,
               dh, dr, clusters, nq, k, alpha, sq8 ? ", SQ8 indexes" : "", fp16 ? ", fp16 rows" : "");
 

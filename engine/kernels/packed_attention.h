@@ -27,8 +27,9 @@ struct PackedAttentionShape {
 // j = 0 .. q_pos[r], s = text_start[q_text[r]]: the query sees its own text's
 // keys up to its own position (causal). q rows are [heads, head_dim] floats,
 // `q_ld` apart; k and v rows are [kv_heads, head_dim], `kv_ld` apart; out
-// rows are [heads * head_dim], contiguous. Runs on the process's compute
-// threads (at::parallel_for over query rows).
+// rows are [heads * head_dim], contiguous. A bidirectional query passes its
+// text's last position as q_pos. Runs on the process's compute threads
+// (at::parallel_for over (head, block of one text's consecutive query rows)).
 void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64_t q_ld, const float* k,
                         const float* v, int64_t kv_ld, const int64_t* q_text, const int64_t* q_pos,
                         int64_t n_queries, const int64_t* text_start, float* out);
