@@ -42,6 +42,21 @@ void AttendScalar(const float* q, const float* k, const float* v, int64_t kv_ld,
 
 #if defined(__x86_64__)
 
+// s[0..n8) (n8 a multiple of 8; masked entries -inf) -> exp(s - max s) in
+// place; returns 1 / the sum, the factor that makes them a softmax.
+__attribute__((target("avx2,fma"))) float ExpShiftedAvx2(float* s, int64_t n8) {
+  __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < n8; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + i));
+  const __m256 m = _mm256_set1_ps(Hmax8(mv));
+  __m256 sv = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n8; i += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), m));
+    _mm256_storeu_ps(s + i, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  return 1.0f / Hsum8(sv);
+}
+
 // AttendScalar for head_dim a multiple of 8: four keys' dot products at a
 // time (independent FMA chains), the exponentials eight at a time.
 __attribute__((target("avx2,fma"))) void AttendAvx2(const float* q, const float* k, const float* v, int64_t kv_ld,
@@ -70,16 +85,7 @@ __attribute__((target("avx2,fma"))) void AttendAvx2(const float* q, const float*
   // Pad to a multiple of 8 with -inf: exp gives exactly 0 there.
   const int64_t n8 = (n + 7) / 8 * 8;
   for (int64_t i = n; i < n8; ++i) scores[i] = -std::numeric_limits<float>::infinity();
-  __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int64_t i = 0; i < n8; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(scores + i));
-  const __m256 m = _mm256_set1_ps(Hmax8(mv));
-  __m256 sv = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n8; i += 8) {
-    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + i), m));
-    _mm256_storeu_ps(scores + i, e);
-    sv = _mm256_add_ps(sv, e);
-  }
-  const float inv = 1.0f / Hsum8(sv);
+  const float inv = ExpShiftedAvx2(scores, n8);
   for (int64_t d = 0; d < hd; d += 8) _mm256_storeu_ps(o + d, _mm256_setzero_ps());
   for (j = 0; j < n; ++j) {
     const __m256 p = _mm256_set1_ps(scores[j] * inv);
@@ -137,23 +143,13 @@ __attribute__((target("avx2,fma"))) void AttendTileAvx2(const float* q, int64_t 
   const __m256 sc = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   for (int i = 0; i < R; ++i) {
     float* s = scores + i * n8;
-    __m256 mv = ninf;
     for (int64_t c = 0; c < n8; c += 8) {
       const __m256 idx = _mm256_add_ps(_mm256_set1_ps(static_cast<float>(c)),
                                        _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7));
       const __m256 seen = _mm256_cmp_ps(idx, _mm256_set1_ps(static_cast<float>(n[i])), _CMP_LT_OQ);
-      const __m256 x = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(s + c), sc), seen);
-      _mm256_storeu_ps(s + c, x);
-      mv = _mm256_max_ps(mv, x);
+      _mm256_storeu_ps(s + c, _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(s + c), sc), seen));
     }
-    const __m256 m = _mm256_set1_ps(Hmax8(mv));
-    __m256 sv = _mm256_setzero_ps();
-    for (int64_t c = 0; c < n8; c += 8) {
-      const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(s + c), m));
-      _mm256_storeu_ps(s + c, e);
-      sv = _mm256_add_ps(sv, e);
-    }
-    const __m256 inv = _mm256_set1_ps(1.0f / Hsum8(sv));
+    const __m256 inv = _mm256_set1_ps(ExpShiftedAvx2(s, n8));
     for (int64_t c = 0; c < n8; c += 8) _mm256_storeu_ps(s + c, _mm256_mul_ps(_mm256_loadu_ps(s + c), inv));
   }
   // Weighted sums of the values, sixteen dimensions at a time: each value
