@@ -14,6 +14,8 @@
 //   DTYPE:QUANT:ROUTING  tokens/s, forward GFLOP/s, peak RSS, weight bytes
 //   DTYPE:int8:ROUTING:widened  the same with the int8 GEMM off (MOEEDB_INT8_GEMM=off):
 //               int8 weights widened to the compute dtype before each matmul
+//   DTYPE:int8:ROUTING:avx2  the same with the AVX2 int8 kernel (MOEEDB_INT8_GEMM=avx2):
+//               what a CPU without VNNI runs
 //   fidelity    int8 (and bf16) vs f32: mean cos(hs), cos(rw), same top-1 expert
 //   stream      StreamingEmbedder on mixed lengths vs fixed-length batches
 #include <ATen/ATen.h>
@@ -430,12 +432,13 @@ int main(int argc, char** argv) {
   }
   m::SetComputeThreads(static_cast<int>(IntFlag("threads", 2)));
   if (!child.empty()) {
-    if (child.size() > 8 && child.compare(child.size() - 8, 8, ":widened") == 0) {
-      setenv("MOEEDB_INT8_GEMM", "off", 1);  // read once, at the first matmul
-      json j = ChildConfig(child.substr(0, child.size() - 8));
-      std::printf("%s\n", j.dump().c_str());
-      return 0;
-    }
+    for (const auto& [suffix, kernel] : {std::pair<std::string, const char*>{":widened", "off"}, {":avx2", "avx2"}})
+      if (child.size() > suffix.size() && child.compare(child.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        setenv("MOEEDB_INT8_GEMM", kernel, 1);  // read once, at the first matmul
+        json j = ChildConfig(child.substr(0, child.size() - suffix.size()));
+        std::printf("%s\n", j.dump().c_str());
+        return 0;
+      }
     json j = child == "gemm" ? ChildGemm() : child == "fidelity" ? ChildFidelity() : child == "stream" ? ChildStream()
                                                                                                        : ChildConfig(child);
     std::printf("%s\n", j.dump().c_str());
@@ -456,7 +459,8 @@ int main(int argc, char** argv) {
   std::printf("BLAS: %s\n", m::bench::BlasCore().c_str());
   std::printf("CPU: fast bf16 GEMM (AVX-512 BW/VL/DQ): %s; int8 GEMM: %s\n",
               m::CpuHasFastBf16Gemm() ? "yes" : "no (bf16 = bf16 storage, f32 compute)",
-              m::Int8GemmAvailable() ? "VNNI (AVX512-VNNI)" : "none (int8 weights widened before each matmul)");
+              m::Int8GemmAvailable() ? m::Int8GemmKernelName(m::Int8GemmKernelInUse())
+                                     : "none (int8 weights widened before each matmul)");
   std::fflush(stdout);
   json gemm = RunChild(exe, base, "gemm");
   for (auto& [name, g] : gemm.items()) {
@@ -470,7 +474,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   std::string list = Flag("configs",
-                          "f32:none:learned,f32:int8:learned,f32:int8:learned:widened,bf16:none:learned,"
+                          "f32:none:learned,f32:int8:learned,f32:int8:learned:avx2,f32:int8:learned:widened,bf16:none:learned,"
                           "bf16:int8:learned,f32:none:top1,f32:int8:top1,bf16:none:top1,bf16:int8:top1");
   std::vector<json> rows;
   std::printf("\n%-20s %8s %10s %10s %9s %10s %10s %8s\n", "config", "computes", "tokens/s", "GFLOP/s", "of GEMM",
@@ -505,8 +509,11 @@ int main(int argc, char** argv) {
                 ratio(std::string(d) + ":int8:top1", std::string(d) + ":int8:learned", "tokens_per_s"));
   }
   std::printf("  bf16 / f32 tokens/s (learned) = %.2f\n", ratio("bf16:none:learned", "f32:none:learned", "tokens_per_s"));
-  std::printf("  f32 compute, int8 / f32 tokens/s (learned) = %.2f (int8 GEMM: %s), %.2f (int8 widened to f32)\n",
-              ratio("f32:int8:learned", "f32:none:learned", "tokens_per_s"), m::Int8GemmAvailable() ? "VNNI" : "off",
+  std::printf("  f32 compute, int8 / f32 tokens/s (learned) = %.2f (int8 GEMM: %s), %.2f (AVX2 int8 kernel, as "
+              "without VNNI), %.2f (int8 widened to f32)\n",
+              ratio("f32:int8:learned", "f32:none:learned", "tokens_per_s"),
+              m::Int8GemmKernelName(m::Int8GemmKernelInUse()),
+              ratio("f32:int8:learned:avx2", "f32:none:learned", "tokens_per_s"),
               ratio("f32:int8:learned:widened", "f32:none:learned", "tokens_per_s"));
   if (auto cfg = m::ModelConfig::FromFile(Flag("model") + "/config.json"); cfg.ok()) {
     // Attention, projections and the router cost the same in both modes, so

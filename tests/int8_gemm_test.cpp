@@ -1,6 +1,7 @@
-// The VNNI int8 GEMM against a plain loop written here, which quantises each
+// The int8 GEMM's kernels (AVX512-VNNI, AVX2, the portable loop: each one
+// this CPU runs) against a plain loop written here, which quantises each
 // row of x itself (round(x / s), s = max|x| / 127) and multiplies in
-// integers: the kernel must give the same integer sums, so the results agree
+// integers: each kernel must give the same integer sums, so the results agree
 // to float rounding (every row-tile and column-panel remainder, K not a
 // multiple of 4, N not a multiple of 16, wide leading dimensions, a zero
 // row). Also: packing round-trips, and against the float product the
@@ -16,7 +17,22 @@
 namespace moeedb {
 namespace {
 
-TEST(Int8Gemm, MatchesAPlainIntegerLoop) {
+std::vector<Int8GemmKernel> KernelsThisCpuRuns() {
+  std::vector<Int8GemmKernel> out;
+  for (auto k : {Int8GemmKernel::kNone, Int8GemmKernel::kAvx2, Int8GemmKernel::kAvx512Vnni})
+    if (Int8GemmKernelRuns(k)) out.push_back(k);
+  return out;
+}
+
+TEST(Int8Gemm, KernelInUseIsOneThisCpuRuns) {
+  EXPECT_TRUE(Int8GemmKernelRuns(Int8GemmKernelInUse()));
+  EXPECT_EQ(Int8GemmAvailable(), Int8GemmKernelInUse() != Int8GemmKernel::kNone);
+}
+
+class Int8GemmKernels : public ::testing::TestWithParam<Int8GemmKernel> {};
+
+TEST_P(Int8GemmKernels, MatchesAPlainIntegerLoop) {
+  const Int8GemmKernel kernel = GetParam();
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1, 1);
   std::uniform_int_distribution<int> wi(-127, 127);
@@ -36,7 +52,7 @@ TEST(Int8Gemm, MatchesAPlainIntegerLoop) {
         PackInt8Panels(w.data(), K, N, panels.data(), terms.data());
         UnpackInt8Panels(panels.data(), K, N, back.data());
         ASSERT_EQ(back, w);
-        Int8GemmF32(M, N, K, x.data(), ldx, panels.data(), terms.data(), scale.data(), y.data(), ldy);
+        Int8GemmF32(kernel, M, N, K, x.data(), ldx, panels.data(), terms.data(), scale.data(), y.data(), ldy);
         for (int64_t m = 0; m < M; ++m) {
           double amax = 0;
           for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(double(x[m * ldx + k])));
@@ -55,7 +71,7 @@ TEST(Int8Gemm, MatchesAPlainIntegerLoop) {
   EXPECT_EQ(checked, 7 * 5 * 5);
 }
 
-TEST(Int8Gemm, StaysCloseToTheFloatProduct) {
+TEST_P(Int8GemmKernels, StaysCloseToTheFloatProduct) {
   // Per-row int8 activations and per-column int8 weights: the relative
   // error of a 512-long dot product is about 1 %, far below the spread of
   // the products themselves.
@@ -74,7 +90,7 @@ TEST(Int8Gemm, StaysCloseToTheFloatProduct) {
     for (int64_t k = 0; k < K; ++k) w[k * N + n] = static_cast<int8_t>(std::nearbyint(wf[k * N + n] / scale[n]));
   }
   PackInt8Panels(w.data(), K, N, panels.data(), terms.data());
-  Int8GemmF32(M, N, K, x.data(), K, panels.data(), terms.data(), scale.data(), y.data(), N);
+  Int8GemmF32(GetParam(), M, N, K, x.data(), K, panels.data(), terms.data(), scale.data(), y.data(), N);
   double err = 0, norm = 0;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
@@ -85,6 +101,13 @@ TEST(Int8Gemm, StaysCloseToTheFloatProduct) {
     }
   EXPECT_LT(std::sqrt(err / norm), 0.03);
 }
+
+INSTANTIATE_TEST_SUITE_P(EachKernelThisCpuRuns, Int8GemmKernels, ::testing::ValuesIn(KernelsThisCpuRuns()),
+                         [](const auto& info) {
+                           std::string name = Int8GemmKernelName(info.param);
+                           for (char& ch : name) ch = ch == '-' ? '_' : ch;
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace moeedb

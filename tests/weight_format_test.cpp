@@ -68,7 +68,8 @@ TEST(LinearWeightTest, EachFormatComputesXTimesWTransposed) {
     // One byte per weight, one float scale per row; the int8 GEMM's layout
     // also keeps a column term per row (int8_gemm.h; 48 x 64 needs no padding).
     EXPECT_EQ(q8.nbytes(), 48 * 64 + 48 * 4 * (q8.int8_gemm() ? 2 : 1));
-    EXPECT_EQ(q8.int8_gemm(), d == ComputeDtype::kF32 && Int8GemmAvailable());
+    // Multiplied in int8 wherever the CPU has an int8 kernel, whatever the compute dtype.
+    EXPECT_EQ(q8.int8_gemm(), Int8GemmAvailable());
     EXPECT_TRUE(at::equal(q8.ToFloat(), LinearWeight::From(w, {ComputeDtype::kBF16, WeightQuant::kInt8}, at::kCPU).ToFloat()));
     at::Tensor y = q8.Apply(x.to(q8.compute_type())).to(at::kFloat);
     // Independent reference: the quantised matrix written out by hand, and
@@ -199,7 +200,7 @@ TEST_F(Formats, Int8AndBf16StayWithinTheFidelityBarOf100Sentences) {
       // f32 also keeps a packed copy of matrices of <= 1 MB for the few-row kernel (panel_gemm.h).
       EXPECT_EQ(f32.expert_bytes, f32_values * (PanelGemmAvailable() ? 2 : 1));
       // With the int8 GEMM, also an int32 column term per row (int8_gemm.h).
-      const bool int8_gemm = f.dtype == ComputeDtype::kF32 && Int8GemmAvailable();
+      const bool int8_gemm = Int8GemmAvailable();
       EXPECT_EQ(got.expert_bytes, f32_values / 4 + rows * 4 * (int8_gemm ? 2 : 1));
       EXPECT_LT(got.weight_bytes, f32.weight_bytes / 2);
       // The token embeddings the forward reads are one byte per value and a

@@ -113,6 +113,92 @@ TileFn TileFor(int r, int c) {
   }
 }
 
+// Row x[0..K) as signed 16-bit q = round(x / s), padded with 0 to Kp;
+// returns s = max|x| / 127 (0 for a zero row). The same integers as the
+// unsigned bytes above, less the offset.
+__attribute__((target("avx2,fma"))) float QuantizeRowAvx2(const float* x, int64_t K, int64_t Kp, int16_t* q) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 mx = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
+  float lanes[8];
+  _mm256_storeu_ps(lanes, mx);
+  float amax = 0;
+  for (float v : lanes) amax = std::max(amax, v);
+  for (int64_t j = k; j < K; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+  const __m256 vinv = _mm256_set1_ps(inv);
+  for (k = 0; k + 8 <= K; k += 8) {
+    const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k), vinv));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k),
+                     _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+  }
+  for (; k < K; ++k) q[k] = static_cast<int16_t>(std::nearbyint(x[k] * inv));
+  std::fill(q + K, q + Kp, int16_t{0});
+  return amax / 127.0f;
+}
+
+// The same product on AVX2 without VNNI, one 16-column panel a tile: each
+// 16-byte quarter of a panel group (4 columns x 4 rows of w) is widened to
+// 16-bit and multiplied by the row's 4 values with vpmaddwd (16 products
+// an instruction, exact: |x|, |w| <= 127), giving 2 partial sums per column
+// that are added at the end. x is signed here, so no column terms.
+// A mask of the first n (0..8) 32-bit lanes.
+__attribute__((target("avx2"))) inline __m256i FirstLanesAvx2(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <int R>
+__attribute__((target("avx2,fma"))) void TileAvx2(int64_t G, const int16_t* xq, int64_t ldq, const int8_t* panel,
+                                                  const float* scale, const float* sx, float* y, int64_t ldy,
+                                                  int last_cols) {
+  __m256i acc[R][4];
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) acc[r][q] = _mm256_setzero_si256();
+  for (int64_t g = 0; g < G; ++g) {
+    __m256i xb[R];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) {
+      int64_t four;
+      std::memcpy(&four, xq + r * ldq + 4 * g, 8);
+      xb[r] = _mm256_set1_epi64x(four);
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + g * 64 + q * 16)));
+#pragma GCC unroll 3
+      for (int r = 0; r < R; ++r) acc[r][q] = _mm256_add_epi32(acc[r][q], _mm256_madd_epi16(xb[r], w));
+    }
+  }
+  // acc[r][q] holds columns 4q..4q+3 as (k 0-1, k 2-3) pairs; hadd sums the
+  // pairs ([c0 c1 c4 c5 | c2 c3 c6 c7] for q = 0, 1) and the permute orders them.
+  const __m256i mask_lo = FirstLanesAvx2(std::min(last_cols, 8)), mask_hi = FirstLanesAvx2(std::max(last_cols - 8, 0));
+  const __m256 sc_lo = _mm256_maskload_ps(scale, mask_lo), sc_hi = _mm256_maskload_ps(scale + 8, mask_hi);
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r) {
+    const __m256 s = _mm256_set1_ps(sx[r]);
+    const __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
+    const __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2], acc[r][3]), 0xD8);
+    _mm256_maskstore_ps(y + r * ldy, mask_lo, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), s), sc_lo));
+    _mm256_maskstore_ps(y + r * ldy + 8, mask_hi, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(hi), s), sc_hi));
+  }
+}
+
+using TileAvx2Fn = void (*)(int64_t, const int16_t*, int64_t, const int8_t*, const float*, const float*, float*,
+                            int64_t, int);
+
+TileAvx2Fn TileAvx2For(int r) { return r == 1 ? &TileAvx2<1> : r == 2 ? &TileAvx2<2> : &TileAvx2<3>; }
+
+bool CpuHasAvx2() {
+  static const bool on = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return on;
+}
+
 bool CpuHasAvx512Vnni() {
   static const bool on = [] {
     __builtin_cpu_init();
@@ -126,16 +212,38 @@ bool CpuHasAvx512Vnni() {
 
 }  // namespace
 
-bool Int8GemmAvailable() {
+bool Int8GemmKernelRuns(Int8GemmKernel k) {
 #if defined(__x86_64__)
-  static const bool on = [] {
-    const char* env = std::getenv("MOEEDB_INT8_GEMM");
-    return !(env != nullptr && std::string(env) == "off") && CpuHasAvx512Vnni();
-  }();
-  return on;
-#else
-  return false;
+  switch (k) {
+    case Int8GemmKernel::kAvx512Vnni: return CpuHasAvx512Vnni();
+    case Int8GemmKernel::kAvx2: return CpuHasAvx2();
+    case Int8GemmKernel::kNone: return true;
+  }
 #endif
+  return k == Int8GemmKernel::kNone;
+}
+
+Int8GemmKernel Int8GemmKernelInUse() {
+  static const Int8GemmKernel k = [] {
+    const char* env = std::getenv("MOEEDB_INT8_GEMM");
+    const std::string want = env == nullptr ? "" : env;
+    if (want == "off") return Int8GemmKernel::kNone;
+    if (want != "avx2" && Int8GemmKernelRuns(Int8GemmKernel::kAvx512Vnni)) return Int8GemmKernel::kAvx512Vnni;
+    if (Int8GemmKernelRuns(Int8GemmKernel::kAvx2)) return Int8GemmKernel::kAvx2;
+    return Int8GemmKernel::kNone;
+  }();
+  return k;
+}
+
+bool Int8GemmAvailable() { return Int8GemmKernelInUse() != Int8GemmKernel::kNone; }
+
+const char* Int8GemmKernelName(Int8GemmKernel k) {
+  switch (k) {
+    case Int8GemmKernel::kAvx512Vnni: return "avx512-vnni";
+    case Int8GemmKernel::kAvx2: return "avx2";
+    case Int8GemmKernel::kNone: break;
+  }
+  return "none";
 }
 
 int64_t Int8PanelBytes(int64_t K, int64_t N) { return Panels(N) * Groups(K) * 64; }
@@ -161,15 +269,31 @@ void UnpackInt8Panels(const int8_t* panels, int64_t K, int64_t N, int8_t* w) {
 
 void Int8GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* panels,
                  const int32_t* column_terms, const float* scale, float* y, int64_t ldy) {
+  Int8GemmF32(Int8GemmKernelInUse(), M, N, K, x, ldx, panels, column_terms, scale, y, ldy);
+}
+
+void Int8GemmF32(Int8GemmKernel kernel, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx,
+                 const int8_t* panels, const int32_t* column_terms, const float* scale, float* y, int64_t ldy) {
   if (M <= 0 || N <= 0) return;
   const int64_t G = Groups(K), Kp = 4 * G;
+  if (!Int8GemmKernelRuns(kernel)) kernel = Int8GemmKernel::kNone;
+#if defined(__x86_64__)
+  if (kernel == Int8GemmKernel::kAvx2) {
+    std::vector<int16_t> xq(static_cast<size_t>(M * Kp));
+    std::vector<float> sx(static_cast<size_t>(M));
+    at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
+      for (int64_t m = b; m < e; ++m) sx[m] = QuantizeRowAvx2(x + m * ldx, K, Kp, xq.data() + m * Kp);
+    });
+    ForEachRegisterTile<3, 1>(M, N, [&](int64_t m, int r, int64_t p0, int, int last_cols) {
+      TileAvx2For(r)(G, xq.data() + m * Kp, Kp, panels + p0 * G * 64, scale + p0 * 16, sx.data() + m,
+                     y + m * ldy + p0 * 16, ldy, last_cols);
+    });
+    return;
+  }
+#endif
   std::vector<uint8_t> xq(static_cast<size_t>(M * Kp));
   std::vector<float> sx(static_cast<size_t>(M));
-#if defined(__x86_64__)
-  const bool simd = Int8GemmAvailable();
-#else
-  const bool simd = false;
-#endif
+  const bool simd = kernel == Int8GemmKernel::kAvx512Vnni;
   at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
     for (int64_t m = b; m < e; ++m) {
 #if defined(__x86_64__)

@@ -1,6 +1,8 @@
 // Int8Gemm: y = x · w for int8 weights with per-output-channel scales,
-// multiplied in int8 with VNNI (AVX512-VNNI's vpdpbusd: 64 int8 products a
-// instruction against 16 float FMAs), for CPUs that have it.
+// multiplied in integers: with VNNI (AVX512-VNNI's vpdpbusd: 64 int8 products
+// an instruction against 16 float FMAs) where the CPU has it, else with AVX2
+// (vpmaddwd on the bytes widened to 16 bits: 16 products an instruction,
+// against 8 float FMAs, and half the bytes of f32 weights to read).
 //
 // x is quantised per row (symmetric, s = max|x| / 127) and offset to
 // unsigned (q + 128: vpdpbusd multiplies unsigned by signed bytes); the
@@ -14,9 +16,17 @@
 
 namespace moeedb {
 
-// True where the kernel can run: x86-64 with AVX512-VNNI (and BW), unless
-// MOEEDB_INT8_GEMM=off (benchmarks compare both paths with it).
-bool Int8GemmAvailable();
+enum class Int8GemmKernel { kNone, kAvx2, kAvx512Vnni };
+
+// The kernel this process uses: AVX512-VNNI (with BW) where the CPU has it,
+// else AVX2 (with FMA), else none (callers widen the weights instead).
+// MOEEDB_INT8_GEMM=off picks none, =avx2 the AVX2 kernel on a VNNI CPU
+// (benchmarks compare the paths with it). Read once.
+Int8GemmKernel Int8GemmKernelInUse();
+bool Int8GemmAvailable();  // Int8GemmKernelInUse() != kNone
+// Whether this CPU can run kernel k (kNone: always).
+bool Int8GemmKernelRuns(Int8GemmKernel k);
+const char* Int8GemmKernelName(Int8GemmKernel k);
 
 // Bytes of the packed weight and entries of its column terms for w[K, N].
 int64_t Int8PanelBytes(int64_t K, int64_t N);
@@ -34,5 +44,9 @@ void UnpackInt8Panels(const int8_t* panels, int64_t K, int64_t N, int8_t* w);
 // overwritten. Splits the columns over the compute threads.
 void Int8GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const int8_t* panels,
                  const int32_t* column_terms, const float* scale, float* y, int64_t ldy);
+// The same with a chosen kernel (tests; one this CPU cannot run, or kNone,
+// takes the portable loop, which gives the same integer sums).
+void Int8GemmF32(Int8GemmKernel kernel, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx,
+                 const int8_t* panels, const int32_t* column_terms, const float* scale, float* y, int64_t ldy);
 
 }  // namespace moeedb

@@ -15,9 +15,13 @@ at::ScalarType ComputeType(const WeightFormat& f, at::Device device) {
   return EffectiveComputeDtype(f, device.is_cuda()) == ComputeDtype::kBF16 ? at::kBFloat16 : at::kFloat;
 }
 
-// int8 weights multiplied in int8: f32 compute on a CPU with VNNI.
+// int8 weights multiplied in int8 on a CPU with an int8 kernel, whatever
+// the compute dtype: the kernel takes float32 rows and beats both the f32
+// and the bf16 GEMM, where widening the weights before each matmul would
+// only add a pass over them.
 bool UsesInt8Gemm(const WeightFormat& f, at::ScalarType compute, at::Device device) {
-  return f.quant == WeightQuant::kInt8 && compute == at::kFloat && device.is_cpu() && Int8GemmAvailable();
+  return f.quant == WeightQuant::kInt8 && (compute == at::kFloat || compute == at::kBFloat16) && device.is_cpu() &&
+         Int8GemmAvailable();
 }
 
 // A stack of bf16 matrices (experts) multiplied by the bf16 panel kernel:
@@ -207,9 +211,11 @@ at::Tensor LinearWeight::Apply(const at::Tensor& x) const {
 }
 
 void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
-  if (int8_gemm()) {
-    const at::Tensor xc = x.stride(1) == 1 ? x : x.contiguous();
-    if (y.stride(1) == 1) {
+  if (int8_gemm()) {  // float32 rows in, float32 out; y keeps its own dtype
+    const at::Tensor xc = x.scalar_type() != at::kFloat ? x.to(at::kFloat).contiguous()
+                          : x.stride(1) == 1             ? x
+                                                         : x.contiguous();
+    if (y.scalar_type() == at::kFloat && y.stride(1) == 1) {
       Int8GemmF32(xc.size(0), out_, in_, xc.data_ptr<float>(), xc.stride(0), int8_panels_.data_ptr<int8_t>(),
                   int8_terms_.data_ptr<int32_t>(), scale_.data_ptr<float>(), y.data_ptr<float>(), y.stride(0));
     } else {

@@ -2,9 +2,10 @@
 // (weight_format.h): f32 or bf16 values, or int8 with per-output-channel
 // scales. Matmuls run in the compute dtype (EffectiveComputeDtype); a stored
 // dtype that differs is widened one matrix at a time at matmul time (the
-// converted matrix is then hot in cache for its GEMM), except int8 with f32
-// compute on a CPU with VNNI: those weights are kept only in the int8 GEMM's
-// packed layout and multiplied in int8 (int8_gemm.h), and a stack of bf16
+// converted matrix is then hot in cache for its GEMM), except int8 on a CPU
+// with an int8 kernel (VNNI or AVX2), whatever the compute dtype: those
+// weights are kept only in the int8 GEMM's packed layout and multiplied in
+// int8 (int8_gemm.h), and a stack of bf16
 // matrices (an MoE block's experts) with bf16 compute on a CPU with
 // AVX512-BF16, kept only in the bf16 GEMM's packed layout (bf16_gemm.h; the
 // single matrices keep oneDNN's GEMM, as fast at their row counts). One
@@ -34,7 +35,7 @@ class LinearWeight {
 
   bool defined() const { return w_.defined() || int8_panels_.defined() || bf16_panels_.defined(); }
   bool quantized() const { return scale_.defined(); }
-  // Whether Apply multiplies in int8 (VNNI panels) rather than widening.
+  // Whether Apply multiplies in int8 (the int8 GEMM's panels) rather than widening.
   bool int8_gemm() const { return int8_panels_.defined(); }
   // Whether the bf16 values are kept only in the bf16 GEMM's panels.
   bool bf16_gemm() const { return bf16_panels_.defined(); }
@@ -76,7 +77,7 @@ class LinearWeight {
  private:
   at::Tensor w_;      // [.., in, out] (transposed): f32 or bf16 values, or int8; undefined with int8_panels_
   at::Tensor scale_;  // [.., out] float32 when int8, else undefined
-  // int8 on a VNNI CPU with f32 compute: [.., Int8PanelBytes] int8 and
+  // int8 on a CPU with an int8 kernel: [.., Int8PanelBytes] int8 and
   // [.., Int8ColumnTerms] int32 (int8_gemm.h), in place of w_.
   at::Tensor int8_panels_, int8_terms_;
   // A bf16 stack on an AVX512-BF16 CPU with bf16 compute: [E, Bf16PanelElements]
