@@ -24,10 +24,10 @@ bool UsesInt8Gemm(const WeightFormat& f, at::ScalarType compute, at::Device devi
          Int8GemmAvailable();
 }
 
-// A stack of bf16 matrices (experts) multiplied by the bf16 panel kernel:
-// bf16 values and compute on a CPU with AVX512-BF16.
-bool UsesBf16Gemm(const WeightFormat& f, at::ScalarType compute, at::Device device, bool stack) {
-  return stack && f.quant == WeightQuant::kNone && f.dtype == ComputeDtype::kBF16 && compute == at::kBFloat16 &&
+// bf16 matrices (one, or a stack: experts) multiplied by the bf16 panel
+// kernel: bf16 values and compute on a CPU with AVX512-BF16.
+bool UsesBf16Gemm(const WeightFormat& f, at::ScalarType compute, at::Device device) {
+  return f.quant == WeightQuant::kNone && f.dtype == ComputeDtype::kBF16 && compute == at::kBFloat16 &&
          device.is_cpu() && Bf16GemmAvailable();
 }
 
@@ -109,10 +109,12 @@ LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format,
     for (int64_t e = 0; e < E; ++e) lw.PackInt8(e, stack ? q.select(0, e) : q);
     return lw;
   }
-  if (UsesBf16Gemm(format, lw.compute_, device, w.dim() == 3)) {
-    const int64_t E = w.size(0);
+  if (UsesBf16Gemm(format, lw.compute_, device)) {
+    const bool stack = w.dim() == 3;
+    const int64_t E = stack ? w.size(0) : 1;
     lw.bf16_panels_ = at::empty({E, Bf16PanelElements(lw.in_, lw.out_)}, at::kBFloat16);
-    for (int64_t e = 0; e < E; ++e) PackBf16(w.select(0, e).t(), lw.bf16_panels_.select(0, e));
+    for (int64_t e = 0; e < E; ++e) PackBf16((stack ? w.select(0, e) : w).t(), lw.bf16_panels_.select(0, e));
+    if (!stack) lw.bf16_panels_ = lw.bf16_panels_.select(0, 0);
     return lw;
   }
   if (format.quant == WeightQuant::kInt8) {
@@ -143,7 +145,7 @@ LinearWeight LinearWeight::Stack(int64_t E, int64_t out, int64_t in, const Weigh
   if (UsesInt8Gemm(format, lw.compute_, device)) {
     lw.int8_panels_ = at::empty({E, Int8PanelBytes(in, out)}, at::kChar);
     lw.int8_terms_ = at::empty({E, Int8ColumnTerms(out)}, at::kInt);
-  } else if (UsesBf16Gemm(format, lw.compute_, device, true)) {
+  } else if (UsesBf16Gemm(format, lw.compute_, device)) {
     lw.bf16_panels_ = at::empty({E, Bf16PanelElements(in, out)}, at::kBFloat16);
   } else {
     lw.w_ = at::empty({E, in, out}, opts.dtype(StoredType(format)));
