@@ -192,5 +192,42 @@ TEST(PackedAttention, ForwardsMatchTheGridPath) {
   }
 }
 
+// bf16 compute on the CPU attends on the packed rows too (in float32, the
+// rows widened): against the grid path's bf16 batched matmuls the vectors
+// agree to bf16 rounding.
+TEST(PackedAttention, Bf16ForwardsStayCloseToTheGridPath) {
+  test::TempDir dir;
+  RandomCheckpointOptions opt;
+  opt.seed = 11;
+  ASSERT_TRUE(WriteRandomCheckpoint(test::Data("configs/olmoe-tiny.json"), test::Data("tokenizers/olmoe/tokenizer.json"),
+                                    dir.path(), opt)
+                  .ok());
+  LoadOptions lo;
+  lo.format.dtype = ComputeDtype::kBF16;
+  auto model = MoeModel::LoadDir(dir.path(), lo);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const int32_t vocab = static_cast<int32_t>((*model)->config().vocab_size);
+  std::mt19937 rng(6);
+  std::vector<std::vector<int32_t>> ids;
+  for (int len : {9, 1, 30, 14}) {
+    ids.emplace_back(static_cast<size_t>(len));
+    for (auto& id : ids.back()) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  }
+  (*model)->set_attention_kernel(MoeModel::AttentionKernel::kGrid);
+  auto grid = (*model)->Forward(ids, {});
+  (*model)->set_attention_kernel(MoeModel::AttentionKernel::kAuto);
+  auto packed = (*model)->Forward(ids, {});
+  ASSERT_TRUE(grid.ok() && packed.ok());
+  auto min_cos = [](const at::Tensor& a, const at::Tensor& b) {
+    const at::Tensor x = a.to(at::kDouble), y = b.to(at::kDouble);
+    return ((x * y).sum(-1) / (x.norm(2, -1) * y.norm(2, -1))).min().item<double>();
+  };
+  // Another path ran (float32 scores, not bf16 ones)...
+  EXPECT_FALSE(at::equal(packed->hs, grid->hs));
+  // ... to the same vectors, up to bf16 rounding.
+  EXPECT_GT(min_cos(packed->hs, grid->hs), 0.999);
+  EXPECT_GT(min_cos(packed->router_logits, grid->router_logits), 0.999);
+}
+
 }  // namespace
 }  // namespace moeedb

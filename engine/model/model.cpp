@@ -333,9 +333,10 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     return mean_over_tokens(v);
   };
 
-  // f32 on the CPU: attention straight on the packed rows, no grid, no mask.
-  const bool packed_attention =
-      attention_kernel_ == AttentionKernel::kAuto && cdt == at::kFloat && dev.is_cpu();
+  // On the CPU: attention straight on the packed rows, no grid, no mask; in
+  // float32 whatever the compute dtype (bf16 rows are widened).
+  const bool packed_attention = attention_kernel_ == AttentionKernel::kAuto &&
+                                (cdt == at::kFloat || cdt == at::kBFloat16) && dev.is_cpu();
   // Additive mask [B, 1, T, T] for the grid path: causal, and padded keys hidden.
   at::Tensor lengths = at::tensor(out.lengths, at::kLong);
   at::Tensor pos = at::arange(T, at::kLong);
@@ -415,7 +416,8 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   const PackedAttentionShape attention_shape{nh, nkv, hd, static_cast<float>(scale)};
   auto attend_packed = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const int64_t* q_text,
                            const int64_t* q_pos) {
-    const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    const at::Tensor qc = q.to(at::kFloat).contiguous(), kc = k.to(at::kFloat).contiguous(),
+                     vc = v.to(at::kFloat).contiguous();
     at::Tensor o = at::empty({qc.size(0), nh * hd}, qc.options());
     PackedAttentionF32(attention_shape, qc.data_ptr<float>(), nh * hd, kc.data_ptr<float>(), vc.data_ptr<float>(),
                        nkv * hd, q_text, q_pos, qc.size(0), text_start.data(), o.data_ptr<float>());

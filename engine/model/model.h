@@ -102,7 +102,7 @@ class MoeModel {
   // tests and benchmarks force one).
   void set_expert_dispatch(ExpertDispatch d);
   // How attention runs: kAuto (the default) takes packed rows
-  // (packed_attention.h) for f32 on the CPU and [B, T] grids with batched
+  // (packed_attention.h; in float32) for f32 and bf16 on the CPU and [B, T] grids with batched
   // GEMMs elsewhere; kGrid forces the grid path (tests compare the two).
   enum class AttentionKernel { kAuto, kGrid };
   void set_attention_kernel(AttentionKernel a) { attention_kernel_ = a; }
