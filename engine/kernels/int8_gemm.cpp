@@ -138,16 +138,16 @@ __attribute__((target("avx2,fma"))) float QuantizeRowAvx2(const float* x, int64_
   return amax / 127.0f;
 }
 
-// The same product on AVX2 without VNNI, one 16-column panel a tile: each
-// 16-byte quarter of a panel group (4 columns x 4 rows of w) is widened to
-// 16-bit and multiplied by the row's 4 values with vpmaddwd (16 products
-// an instruction, exact: |x|, |w| <= 127), giving 2 partial sums per column
-// that are added at the end. x is signed here, so no column terms.
 // A mask of the first n (0..8) 32-bit lanes.
 __attribute__((target("avx2"))) inline __m256i FirstLanesAvx2(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// The same product on AVX2 without VNNI, one 16-column panel a tile: each
+// 16-byte quarter of a panel group (4 columns x 4 rows of w) is widened to
+// 16-bit and multiplied by the row's 4 values with vpmaddwd (16 products
+// an instruction, exact: |x|, |w| <= 127), giving 2 partial sums per column
+// that are added at the end. x is signed here, so no column terms.
 template <int R>
 __attribute__((target("avx2,fma"))) void TileAvx2(int64_t G, const int16_t* xq, int64_t ldq, const int8_t* panel,
                                                   const float* scale, const float* sx, float* y, int64_t ldy,

@@ -421,9 +421,9 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     at::Tensor o = at::empty({qc.size(0), nh * hd}, qc.options());
     PackedAttentionF32(attention_shape, qc.data_ptr<float>(), nh * hd, kc.data_ptr<float>(), vc.data_ptr<float>(),
                        nkv * hd, q_text, q_pos, qc.size(0), text_start.data(), o.data_ptr<float>());
-    return o;
+    return o.to(q.scalar_type());  // the compute dtype, as the output projection expects
   };
-  // Attention on the [B, T] grid (the path for bf16 and CUDA): every token's
+  // Attention on the [B, T] grid (the path for CUDA): every token's
   // query, causal or bidirectional, scores in row chunks of about
   // kAttentionScoreBytes (the [B, nh, T, T] scores of a whole batch would be
   // the largest activations of the forward: 134 MB for 16 x 256 tokens, 16
