@@ -421,7 +421,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     at::Tensor o = at::empty({qc.size(0), nh * hd}, qc.options());
     PackedAttentionF32(attention_shape, qc.data_ptr<float>(), nh * hd, kc.data_ptr<float>(), vc.data_ptr<float>(),
                        nkv * hd, q_text, q_pos, qc.size(0), text_start.data(), o.data_ptr<float>());
-    return o.to(q.scalar_type());  // the compute dtype, as the output projection expects
+    return o;
   };
   // Attention on the [B, T] grid (the path for CUDA): every token's
   // query, causal or bidirectional, scores in row chunks of about
@@ -476,6 +476,9 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     } else {
       attn = last_only ? attend_grid_last(q_rows, k_rows, v_rows) : attend_grid_all(q_rows, k_rows, v_rows);
     }
+    // Packed attention gives float32 rows: the int8 and bf16 panel kernels
+    // take them as they are, other matmuls want the compute dtype.
+    if (attn.scalar_type() != cdt && !L.wo.int8_gemm() && !L.wo.bf16_gemm()) attn = attn.to(cdt);
     at::Tensor attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat);
     attn.reset();
     at::Tensor xo = (last_only ? x_in.index_select(0, last_idx) : x_in) + attn_out;
