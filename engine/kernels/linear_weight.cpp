@@ -245,15 +245,22 @@ void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
                  panels_.data_ptr<float>(), y.data_ptr<float>(), y.stride(0));
     return;
   }
+  // BLAS in the compute dtype: rows of another dtype (float32 from the packed
+  // attention under bf16 compute) are converted, and y keeps its own dtype,
+  // as on the panel kernels' paths above.
+  const at::Tensor xc = x.scalar_type() == compute_ ? x : x.to(compute_);
+  const bool direct = y.scalar_type() == compute_;
+  at::Tensor out = direct ? y : at::empty({xc.size(0), out_}, xc.options());
   if (w_.scalar_type() == compute_) {
-    at::mm_out(y, x, w_);
-    return;
+    at::mm_out(out, xc, w_);
+  } else {
+    // Widen to the compute dtype and put the int8 scale on the output: one
+    // conversion pass over the weight, one multiply over the output, and the
+    // GEMM runs in the compute dtype's fast path.
+    at::mm_out(out, xc, w_.to(compute_));
+    if (quantized()) out.mul_(scale_);
   }
-  // Widen to the compute dtype and put the int8 scale on the output: one
-  // conversion pass over the weight, one multiply over the output, and the
-  // GEMM runs in the compute dtype's fast path.
-  at::mm_out(y, x, w_.to(compute_));
-  if (quantized()) y.mul_(scale_);
+  if (!direct) y.copy_(out);
 }
 
 at::Tensor LinearWeight::ToFloat() const {

@@ -46,10 +46,13 @@ class LinearWeight {
   int64_t out_features() const { return out_; }
   int64_t in_features() const { return in_; }
 
-  // x [N, in] in compute_type() -> [N, out] in compute_type(). A 2-D weight only.
+  // x [N, in] -> [N, out] in x's dtype, multiplied in compute_type() (x of
+  // another dtype is converted; the int8 and bf16 panel kernels take float32
+  // rows). A 2-D weight only.
   at::Tensor Apply(const at::Tensor& x) const;
-  // Like Apply, into y (a contiguous [N, out] tensor of compute_type(), e.g. a
-  // row range of a larger buffer), with no allocation for unquantised weights.
+  // Like Apply, into y (a contiguous [N, out] tensor, e.g. a row range of a
+  // larger buffer; it keeps its dtype), with no allocation for unquantised
+  // weights when x and y are in compute_type().
   void ApplyInto(at::Tensor y, const at::Tensor& x) const;
   // The weights as float32 [.., out, in] (dequantised for int8), contiguous:
   // for the spectral router and tests.

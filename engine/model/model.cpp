@@ -476,9 +476,6 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     } else {
       attn = last_only ? attend_grid_last(q_rows, k_rows, v_rows) : attend_grid_all(q_rows, k_rows, v_rows);
     }
-    // Packed attention gives float32 rows: the int8 and bf16 panel kernels
-    // take them as they are, other matmuls want the compute dtype.
-    if (attn.scalar_type() != cdt && !L.wo.int8_gemm() && !L.wo.bf16_gemm()) attn = attn.to(cdt);
     at::Tensor attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat);
     attn.reset();
     at::Tensor xo = (last_only ? x_in.index_select(0, last_idx) : x_in) + attn_out;
