@@ -36,6 +36,18 @@ float QuantizeRowPortable(const float* x, int64_t K, int64_t Kp, uint8_t* q) {
   return amax / 127.0f;
 }
 
+// Every row of x[M, K] quantised by quantize_row into xq (Kp entries a row),
+// its scale into sx; the rows split over the compute threads.
+template <typename Q>
+void QuantizeRows(int64_t M, int64_t K, int64_t Kp, const float* x, int64_t ldx,
+                  float (*quantize_row)(const float*, int64_t, int64_t, Q*), std::vector<Q>* xq, std::vector<float>* sx) {
+  xq->resize(static_cast<size_t>(M * Kp));
+  sx->resize(static_cast<size_t>(M));
+  at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
+    for (int64_t m = b; m < e; ++m) (*sx)[m] = quantize_row(x + m * ldx, K, Kp, xq->data() + m * Kp);
+  });
+}
+
 #if defined(__x86_64__)
 
 __attribute__((target("avx512f,avx512bw"))) float QuantizeRowAvx512(const float* x, int64_t K, int64_t Kp, uint8_t* q) {
@@ -279,11 +291,9 @@ void Int8GemmF32(Int8GemmKernel kernel, int64_t M, int64_t N, int64_t K, const f
   if (!Int8GemmKernelRuns(kernel)) kernel = Int8GemmKernel::kNone;
 #if defined(__x86_64__)
   if (kernel == Int8GemmKernel::kAvx2) {
-    std::vector<int16_t> xq(static_cast<size_t>(M * Kp));
-    std::vector<float> sx(static_cast<size_t>(M));
-    at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
-      for (int64_t m = b; m < e; ++m) sx[m] = QuantizeRowAvx2(x + m * ldx, K, Kp, xq.data() + m * Kp);
-    });
+    std::vector<int16_t> xq;
+    std::vector<float> sx;
+    QuantizeRows(M, K, Kp, x, ldx, &QuantizeRowAvx2, &xq, &sx);
     ForEachRegisterTile<3, 1>(M, N, [&](int64_t m, int r, int64_t p0, int, int last_cols) {
       TileAvx2For(r)(G, xq.data() + m * Kp, Kp, panels + p0 * G * 64, scale + p0 * 16, sx.data() + m,
                      y + m * ldy + p0 * 16, ldy, last_cols);
@@ -291,20 +301,14 @@ void Int8GemmF32(Int8GemmKernel kernel, int64_t M, int64_t N, int64_t K, const f
     return;
   }
 #endif
-  std::vector<uint8_t> xq(static_cast<size_t>(M * Kp));
-  std::vector<float> sx(static_cast<size_t>(M));
   const bool simd = kernel == Int8GemmKernel::kAvx512Vnni;
-  at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
-    for (int64_t m = b; m < e; ++m) {
+  std::vector<uint8_t> xq;
+  std::vector<float> sx;
 #if defined(__x86_64__)
-      if (simd) {
-        sx[m] = QuantizeRowAvx512(x + m * ldx, K, Kp, xq.data() + m * Kp);
-        continue;
-      }
+  QuantizeRows(M, K, Kp, x, ldx, simd ? &QuantizeRowAvx512 : &QuantizeRowPortable, &xq, &sx);
+#else
+  QuantizeRows(M, K, Kp, x, ldx, &QuantizeRowPortable, &xq, &sx);
 #endif
-      sx[m] = QuantizeRowPortable(x + m * ldx, K, Kp, xq.data() + m * Kp);
-    }
-  });
   if (!simd) {  // the same arithmetic, one product at a time
     for (int64_t m = 0; m < M; ++m)
       for (int64_t j = 0; j < N; ++j) {
