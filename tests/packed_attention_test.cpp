@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -57,12 +58,28 @@ std::vector<double> ReferenceAttention(const PackedAttentionShape& s, const std:
 }
 
 // Every query row, causal (full layers) and bidirectional (every query sees
-// its whole text), and each text's last row only (the last layer), with GQA;
-// head_dim 32 and 24 take the AVX2 paths where there are some (24: a half
-// vector pair in the value sums), 12 the scalar one; lengths cover the 4-key
-// and 8-score remainders, the 4-query tiles' leftovers and a text longer
-// than one 256-query block.
-TEST(PackedAttention, MatchesTheDefinitionInDouble) {
+// its whole text), and each text's last row only (the last layer), with GQA,
+// once per kernel this CPU runs. head_dim 64 and 32 take the AVX-512 tiles
+// where they run, 48 too with a single vector in its last value sums; 24 the
+// AVX2 paths (a half vector pair in the value sums), 12 the scalar one;
+// lengths cover the 4-key and 8/16-score remainders, the 8- and 4-query
+// tiles' leftovers and a text longer than one 256-query block.
+std::vector<AttentionKernel> KernelsThisCpuRuns() {
+  std::vector<AttentionKernel> out;
+  for (auto k : {AttentionKernel::kScalar, AttentionKernel::kAvx2, AttentionKernel::kAvx512})
+    if (AttentionKernelRuns(k)) out.push_back(k);
+  return out;
+}
+
+TEST(PackedAttention, KernelInUseIsTheWidestThisCpuRuns) {
+  const char* cap = std::getenv("MOEEDB_ATTENTION_KERNEL");
+  if (cap == nullptr) EXPECT_EQ(AttentionKernelInUse(), KernelsThisCpuRuns().back());
+  else EXPECT_STREQ(AttentionKernelName(AttentionKernelInUse()), cap);
+}
+
+class PackedAttentionKernels : public ::testing::TestWithParam<AttentionKernel> {};
+
+TEST_P(PackedAttentionKernels, MatchesTheDefinitionInDouble) {
   const std::vector<int64_t> lengths = {1, 5, 13, 40, 8, 3, 260};
   std::vector<int64_t> start, row_text, row_pos, row_end, last_text, last_pos;
   int64_t n = 0;
@@ -77,7 +94,7 @@ TEST(PackedAttention, MatchesTheDefinitionInDouble) {
     last_pos.push_back(lengths[b] - 1);
     n += lengths[b];
   }
-  for (int64_t hd : {32, 24, 12}) {
+  for (int64_t hd : {64, 48, 32, 24, 12}) {
     const PackedAttentionShape s{8, 2, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
     std::mt19937 rng(static_cast<uint32_t>(hd));
     std::normal_distribution<float> g(0.0f, 2.0f);  // large enough that softmaxes are peaked
@@ -95,8 +112,8 @@ TEST(PackedAttention, MatchesTheDefinitionInDouble) {
         qr.insert(qr.end(), q.begin() + row * s.heads * hd, q.begin() + (row + 1) * s.heads * hd);
       }
       std::vector<float> out(qt.size() * static_cast<size_t>(s.heads * hd), std::nanf(""));
-      PackedAttentionF32(s, qr.data(), s.heads * hd, k.data(), v.data(), s.kv_heads * hd, qt.data(), qp.data(),
-                         static_cast<int64_t>(qt.size()), start.data(), out.data());
+      PackedAttentionF32(GetParam(), s, qr.data(), s.heads * hd, k.data(), v.data(), s.kv_heads * hd, qt.data(),
+                         qp.data(), static_cast<int64_t>(qt.size()), start.data(), out.data());
       const std::vector<double> ref = ReferenceAttention(s, qr, k, v, qt, qp, start);
       double worst = 0;
       for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - ref[i]));
@@ -104,6 +121,11 @@ TEST(PackedAttention, MatchesTheDefinitionInDouble) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(EachKernelThisCpuRuns, PackedAttentionKernels, ::testing::ValuesIn(KernelsThisCpuRuns()),
+                         [](const ::testing::TestParamInfo<AttentionKernel>& i) {
+                           return std::string(AttentionKernelName(i.param));
+                         });
 
 TEST(PackedAttention, ExponentialIsAccurateAndZeroBelowTheFloatRange) {
   std::vector<float> x;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "engine/kernels/vector_exp.h"
@@ -177,6 +179,91 @@ __attribute__((target("avx2,fma"))) void AttendTileAvx2(const float* q, int64_t 
   }
 }
 
+constexpr int kTileQueries512 = 8;  // the AVX-512 tile: 16 accumulators of 32
+
+// AttendTileAvx2 with 16-float vectors and eight queries a tile: n16 (the
+// largest n[i] rounded up to 16) keys, kt columns past the text's keys zero,
+// head_dim a multiple of 16. Each key vector loaded serves eight queries
+// (two loads and eight broadcasts per sixteen FMAs).
+__attribute__((target("avx512f,avx2,fma"))) void AttendTileAvx512(const float* q, int64_t q_ld, const float* kt,
+                                                                 int64_t kt_ld, int64_t n16, const float* v,
+                                                                 int64_t kv_ld, const int64_t* n, int64_t hd,
+                                                                 float scale, float* scores, float* o, int64_t o_ld) {
+  constexpr int R = kTileQueries512;
+  int64_t j = 0;
+  for (; j + 32 <= n16; j += 32) {
+    __m512 a[R][2];
+    for (int i = 0; i < R; ++i) a[i][0] = a[i][1] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; ++d) {
+      const __m512 k0 = _mm512_loadu_ps(kt + d * kt_ld + j), k1 = _mm512_loadu_ps(kt + d * kt_ld + j + 16);
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const __m512 qd = _mm512_set1_ps(q[i * q_ld + d]);
+        a[i][0] = _mm512_fmadd_ps(qd, k0, a[i][0]);
+        a[i][1] = _mm512_fmadd_ps(qd, k1, a[i][1]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      _mm512_storeu_ps(scores + i * n16 + j, a[i][0]);
+      _mm512_storeu_ps(scores + i * n16 + j + 16, a[i][1]);
+    }
+  }
+  for (; j < n16; j += 16) {
+    __m512 a[R];
+    for (int i = 0; i < R; ++i) a[i] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; ++d) {
+      const __m512 k0 = _mm512_loadu_ps(kt + d * kt_ld + j);
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i * q_ld + d]), k0, a[i]);
+    }
+    for (int i = 0; i < R; ++i) _mm512_storeu_ps(scores + i * n16 + j, a[i]);
+  }
+  // Softmax per query over its own keys (the rest -inf, exp 0).
+  const __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512 lane = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int i = 0; i < R; ++i) {
+    float* s = scores + i * n16;
+    const __m512 ni = _mm512_set1_ps(static_cast<float>(n[i]));
+    for (int64_t c = 0; c < n16; c += 16) {
+      const __mmask16 seen =
+          _mm512_cmp_ps_mask(_mm512_add_ps(_mm512_set1_ps(static_cast<float>(c)), lane), ni, _CMP_LT_OQ);
+      _mm512_storeu_ps(s + c, _mm512_mask_mul_ps(ninf, seen, _mm512_loadu_ps(s + c), sc));
+    }
+    const __m512 inv = _mm512_set1_ps(ExpShiftedAvx2(s, n16));
+    for (int64_t c = 0; c < n16; c += 16) _mm512_storeu_ps(s + c, _mm512_mul_ps(_mm512_loadu_ps(s + c), inv));
+  }
+  // Weighted sums of the values, 32 dimensions at a time.
+  int64_t n_max = 0;
+  for (int i = 0; i < R; ++i) n_max = std::max(n_max, n[i]);
+  for (int64_t d = 0; d < hd; d += 32) {
+    const bool two = d + 32 <= hd;
+    __m512 a[R][2];
+    for (int i = 0; i < R; ++i) a[i][0] = a[i][1] = _mm512_setzero_ps();
+    for (int64_t jj = 0; jj < n_max; ++jj) {
+      const float* vj = v + jj * kv_ld + d;
+      const __m512 v0 = _mm512_loadu_ps(vj), v1 = two ? _mm512_loadu_ps(vj + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const __m512 p = _mm512_set1_ps(scores[i * n16 + jj]);
+        a[i][0] = _mm512_fmadd_ps(p, v0, a[i][0]);
+        a[i][1] = _mm512_fmadd_ps(p, v1, a[i][1]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      _mm512_storeu_ps(o + i * o_ld + d, a[i][0]);
+      if (two) _mm512_storeu_ps(o + i * o_ld + d + 16, a[i][1]);
+    }
+  }
+}
+
+bool CpuHasAvx512F() {
+  static const bool on = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && CpuHasAvx2Fma();
+  }();
+  return on;
+}
+
 #endif  // __x86_64__
 
 // A task: queries [begin, end) of one text (consecutive rows), one head.
@@ -199,12 +286,53 @@ std::vector<QueryBlock> QueryBlocks(const int64_t* q_text, int64_t n_queries) {
 
 }  // namespace
 
+AttentionKernel AttentionKernelInUse() {
+  static const AttentionKernel k = [] {
+    const char* env = std::getenv("MOEEDB_ATTENTION_KERNEL");
+    const std::string want = env != nullptr ? env : "";
+    for (AttentionKernel c : {AttentionKernel::kAvx512, AttentionKernel::kAvx2})
+      if (AttentionKernelRuns(c) && (want.empty() || want == AttentionKernelName(c))) return c;
+    return AttentionKernel::kScalar;
+  }();
+  return k;
+}
+
+bool AttentionKernelRuns(AttentionKernel k) {
+#if defined(__x86_64__)
+  switch (k) {
+    case AttentionKernel::kScalar: return true;
+    case AttentionKernel::kAvx2: return CpuHasAvx2Fma();
+    case AttentionKernel::kAvx512: return CpuHasAvx512F();
+  }
+  return false;
+#else
+  return k == AttentionKernel::kScalar;
+#endif
+}
+
+const char* AttentionKernelName(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::kScalar: return "scalar";
+    case AttentionKernel::kAvx2: return "avx2";
+    case AttentionKernel::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
 void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64_t q_ld, const float* k,
                         const float* v, int64_t kv_ld, const int64_t* q_text, const int64_t* q_pos,
                         int64_t n_queries, const int64_t* text_start, float* out) {
+  PackedAttentionF32(AttentionKernelInUse(), shape, q, q_ld, k, v, kv_ld, q_text, q_pos, n_queries, text_start, out);
+}
+
+void PackedAttentionF32(AttentionKernel kernel, const PackedAttentionShape& shape, const float* q, int64_t q_ld,
+                        const float* k, const float* v, int64_t kv_ld, const int64_t* q_text, const int64_t* q_pos,
+                        int64_t n_queries, const int64_t* text_start, float* out) {
   const int64_t nh = shape.heads, hd = shape.head_dim, group = shape.heads / shape.kv_heads;
+  if (!AttentionKernelRuns(kernel)) kernel = AttentionKernel::kScalar;
 #if defined(__x86_64__)
-  const bool vec = hd % 8 == 0 && CpuHasAvx2Fma();
+  const bool vec = hd % 8 == 0 && kernel != AttentionKernel::kScalar;
+  const bool wide = hd % 16 == 0 && kernel == AttentionKernel::kAvx512;
 #endif
   // One query row, one head: the tiled kernel's leftovers, and every row
   // where it cannot run.
@@ -234,15 +362,22 @@ void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64
         // keys at a time (eight contiguous writes per row of kt).
         int64_t n_max = 0;
         for (int64_t i = b.begin; i < b.end; ++i) n_max = std::max(n_max, q_pos[i] + 1);
-        const int64_t kt_ld = (n_max + 7) / 8 * 8, kvh = h / group, s = text_start[q_text[b.begin]];
+        const int64_t kt_ld = (n_max + 15) / 16 * 16, kvh = h / group, s = text_start[q_text[b.begin]];
         kt.resize(static_cast<size_t>(hd * kt_ld));
         for (int64_t j0 = 0; j0 < kt_ld; j0 += 8)
           for (int64_t d = 0; d < hd; ++d) {
             float* dst = kt.data() + d * kt_ld + j0;
             for (int64_t j = 0; j < 8; ++j) dst[j] = j0 + j < n_max ? k[(s + j0 + j) * kv_ld + kvh * hd + d] : 0.0f;
           }
-        if (static_cast<int64_t>(scores.size()) < kTileQueries * kt_ld)
-          scores.resize(static_cast<size_t>(kTileQueries * kt_ld));
+        if (static_cast<int64_t>(scores.size()) < kTileQueries512 * kt_ld)
+          scores.resize(static_cast<size_t>(kTileQueries512 * kt_ld));
+        for (; wide && r + kTileQueries512 <= b.end; r += kTileQueries512) {
+          int64_t n[kTileQueries512], tile_n = 0;
+          for (int i = 0; i < kTileQueries512; ++i) tile_n = std::max(tile_n, n[i] = q_pos[r + i] + 1);
+          AttendTileAvx512(q + r * q_ld + h * hd, q_ld, kt.data(), kt_ld, (tile_n + 15) / 16 * 16,
+                           v + s * kv_ld + kvh * hd, kv_ld, n, hd, shape.scale, scores.data(),
+                           out + (r * nh + h) * hd, nh * hd);
+        }
         for (; r + kTileQueries <= b.end; r += kTileQueries) {
           int64_t n[kTileQueries], tile_n = 0;
           for (int i = 0; i < kTileQueries; ++i) tile_n = std::max(tile_n, n[i] = q_pos[r + i] + 1);

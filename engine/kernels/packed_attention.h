@@ -30,8 +30,21 @@ struct PackedAttentionShape {
 // rows are [heads * head_dim], contiguous. A bidirectional query passes its
 // text's last position as q_pos. Runs on the process's compute threads
 // (at::parallel_for over (head, block of one text's consecutive query rows)).
+// The vector kernels, chosen at run time: AVX-512 (eight queries a tile,
+// head_dim a multiple of 16), else AVX2/FMA (four queries, head_dim a
+// multiple of 8), else scalar loops; each falls back to the next where the
+// head_dim does not fit. MOEEDB_ATTENTION_KERNEL=avx2|scalar caps the choice.
+enum class AttentionKernel { kScalar, kAvx2, kAvx512 };
+AttentionKernel AttentionKernelInUse();
+bool AttentionKernelRuns(AttentionKernel k);  // whether this CPU has what k needs
+const char* AttentionKernelName(AttentionKernel k);
+
 void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64_t q_ld, const float* k,
                         const float* v, int64_t kv_ld, const int64_t* q_text, const int64_t* q_pos,
+                        int64_t n_queries, const int64_t* text_start, float* out);
+// The same on a given kernel (a kernel the CPU cannot run: scalar).
+void PackedAttentionF32(AttentionKernel kernel, const PackedAttentionShape& shape, const float* q, int64_t q_ld,
+                        const float* k, const float* v, int64_t kv_ld, const int64_t* q_text, const int64_t* q_pos,
                         int64_t n_queries, const int64_t* text_start, float* out);
 
 }  // namespace moeedb
