@@ -56,7 +56,12 @@ Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, 
   MOEEDB_ASSIGN_OR_RETURN(at::Tensor router, Load2D(ckpt, router_names, {E, H}));
   if (visit) visit("router", router);
   b.router_ = router.to(device);
-  b.router64_ = b.router_.to(at::kDouble);
+  if (device.is_cpu()) {
+    const at::Tensor rc = b.router_.contiguous();
+    b.router_kernel_ = RouterKernel(rc.data_ptr<float>(), E, H);
+  } else {
+    b.router64_ = b.router_.to(at::kDouble);
+  }
 
   if (ckpt.Find(prefix + "experts.gate_up_proj") != nullptr) {
     // Packed layout: read from the mapping, stored transposed (LinearWeight).
@@ -117,20 +122,39 @@ Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, 
 
 MoeBlock::Routing MoeBlock::Route(const at::Tensor& x, const RoutingPolicy& policy) const {
   Routing r;
-  // The router in float64, rounded once: each expert's logit and probability
-  // then do not depend on which other experts the layer has (a float32 GEMM
-  // and softmax round differently with the expert count), so a pruned model
-  // routes exactly as the original did. E * H multiply-adds per token.
-  at::Tensor logits = at::linear(x.to(at::kDouble), router64_);  // [N, E]
-  r.logits = logits.to(at::kFloat);
-  at::Tensor probs = at::softmax(logits, -1).to(at::kFloat);
-  if (policy.kind == RoutingPolicy::Kind::kSsmoe) {
+  const bool top1 = policy.kind == RoutingPolicy::Kind::kTop1;
+  const bool ssmoe = policy.kind == RoutingPolicy::Kind::kSsmoe;
+  const int64_t k = top1 ? 1 : spec_.top_k;
+  // Each expert's logit and probability must not depend on which other
+  // experts the layer has, so that a pruned model routes exactly as the
+  // original did. On the CPU, RouterKernel computes each logit the same way
+  // whatever the expert count and picks the experts of exact arithmetic; on
+  // other devices the router runs in float64, rounded once. The softmax runs
+  // in float64 either way.
+  const bool kernel = router_kernel_.experts() > 0 && x.is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2;
+  at::Tensor xc, probs;
+  if (kernel) {
+    xc = x.contiguous();
+    r.logits = at::empty({x.size(0), spec_.num_experts}, x.options());
+    router_kernel_.Logits(xc.data_ptr<float>(), x.size(0), r.logits.data_ptr<float>());
+    probs = at::softmax(r.logits.to(at::kDouble), -1).to(at::kFloat);
+  } else {
+    at::Tensor logits = at::linear(x.to(at::kDouble), router64_.defined() ? router64_ : router_.to(at::kDouble));
+    r.logits = logits.to(at::kFloat);
+    probs = at::softmax(logits, -1).to(at::kFloat);
+  }
+  if (ssmoe) {
     TORCH_CHECK(spectral_.defined(), "SSMoE routing needs the spectral centroids");
     // Mixed in probability space, each term softmaxed on its own (method.md C.1).
     probs = (1.0 - policy.c) * probs + policy.c * at::softmax(at::linear(x, spectral_), -1, at::kFloat);
+    std::tie(r.weights, r.experts) = probs.topk(k, -1);
+  } else if (kernel) {
+    r.experts = at::empty({x.size(0), k}, x.options().dtype(at::kLong));
+    router_kernel_.TopK(xc.data_ptr<float>(), r.logits.data_ptr<float>(), x.size(0), k, r.experts.data_ptr<int64_t>());
+    r.weights = probs.gather(1, r.experts);
+  } else {
+    std::tie(r.weights, r.experts) = probs.topk(k, -1);
   }
-  const bool top1 = policy.kind == RoutingPolicy::Kind::kTop1;
-  std::tie(r.weights, r.experts) = probs.topk(top1 ? 1 : spec_.top_k, -1);
   if (top1) {
     if (policy.top1_weight == RoutingPolicy::Top1Weight::kOne) r.weights = at::ones_like(r.weights);
   } else if (spec_.renormalize) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/kernels/linear_weight.h"
+#include "engine/kernels/router_kernel.h"
 #include "engine/model/model_family.h"
 #include "engine/model/moe_dispatch.h"
 #include "engine/model/routing_policy.h"
@@ -105,7 +106,8 @@ class MoeBlock {
   MoeBlockSpec spec_;
   SharedExpertKind shared_kind_ = SharedExpertKind::kNone;
   at::Tensor router_;        // [E, H] float32
-  at::Tensor router64_;      // the same in float64, what Route computes with
+  RouterKernel router_kernel_;  // what Route computes with on the CPU
+  at::Tensor router64_;      // router_ in float64, what Route computes with elsewhere
   LinearWeight gate_up_;     // [E, 2I, H]: every expert's gate rows, then up rows
   LinearWeight down_;        // [E, H, I]
   ExpertDispatch dispatch_ = ExpertDispatch::kAuto;
