@@ -38,6 +38,9 @@ class LinearWeight {
   // Whether the bf16 values are kept only in the bf16 GEMM's panels.
   bool bf16_gemm() const { return bf16_panels_.defined(); }
   at::ScalarType compute_type() const { return compute_; }
+  // Whether Apply multiplies float32 rows as they are, whatever the compute
+  // dtype (the int8 and bf16 panel kernels quantise or round rows themselves).
+  bool takes_float_rows() const { return int8_gemm() || bf16_gemm() || compute_ == at::kFloat; }
   at::ScalarType stored_type() const {
     return int8_gemm() ? at::kChar : bf16_gemm() ? at::kBFloat16 : w_.scalar_type();
   }

@@ -12,6 +12,7 @@
 #include "engine/model/moe_block.h"
 #include "engine/kernels/linear_weight.h"
 #include "engine/kernels/packed_attention.h"
+#include "engine/kernels/rotary.h"
 #include "engine/kernels/rms_norm.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/spectral_router.h"
@@ -376,7 +377,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   // projected, normed, clipped, split into heads and rotated, in the compute
   // dtype. q [q_rows, nh, hd]; k, v [B, nh, T, hd] on the grid (GQA heads
   // repeated).
-  auto attention_heads = [&](const Layer& L, const at::Tensor& h, const at::Tensor& q_rows) {
+  auto attention_heads = [&](const Layer& L, const at::Tensor& h, const at::Tensor& q_rows, at::ScalarType adt) {
     const bool all_queries = !q_rows.defined();
     at::Tensor q = AddBias(L.wq.Apply(all_queries ? h : h.index_select(0, q_rows)), L.bq).to(at::kFloat);
     at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat);
@@ -398,8 +399,12 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     }
     const at::Tensor q_cos = all_queries ? cos : cos.index_select(0, q_rows);
     const at::Tensor q_sin = all_queries ? sin : sin.index_select(0, q_rows);
-    q = (q * q_cos + RotateHalf(q) * q_sin).to(cdt);
-    k = (k * cos + RotateHalf(k) * sin).to(cdt);
+    q = q.contiguous();
+    k = k.contiguous();
+    if (!RotaryInPlace(q, q_cos, q_sin)) q = q * q_cos + RotateHalf(q) * q_sin;
+    if (!RotaryInPlace(k, cos, sin)) k = k * cos + RotateHalf(k) * sin;
+    q = q.to(adt);
+    k = k.to(adt);
     return std::array<at::Tensor, 3>{q, k, v};  // q [Nq, nh, hd], k [N, nkv, hd], v [N, nkv * hd]
   };
   // k [N, nkv, hd] and v [N, nkv * hd] -> [B, nh, T, hd] each, on the grid.
@@ -465,8 +470,14 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   // then [B, H], the last tokens' rows, and the router read-out is theirs.
   auto decoder_layer = [&](int64_t li, const at::Tensor& x_in, bool last_only) {
     const Layer& L = *layers_[li];
-    at::Tensor h = norm(x_in, L.in_norm).to(cdt);
-    auto [q_rows, k_rows, v_rows] = attention_heads(L, h, last_only ? last_idx : at::Tensor());
+    // The attention's rows stay float32 where its kernels take float32 rows
+    // whatever the compute dtype (packed attention; the projections on the
+    // int8 or bf16 panel kernels): no round trips through bf16 between them.
+    const bool float_rows = packed_attention && L.wq.takes_float_rows() && L.wk.takes_float_rows() &&
+                            L.wv.takes_float_rows() && L.wo.takes_float_rows();
+    const at::ScalarType adt = float_rows ? at::kFloat : cdt;
+    at::Tensor h = norm(x_in, L.in_norm).to(adt);
+    auto [q_rows, k_rows, v_rows] = attention_heads(L, h, last_only ? last_idx : at::Tensor(), adt);
     h.reset();
     at::Tensor attn;  // [query rows, nh * hd]
     if (packed_attention) {
