@@ -15,6 +15,12 @@
 #include <immintrin.h>
 #endif
 
+// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_ps() operands
+// as maybe uninitialised once inlined (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace moeedb {
 
 namespace {
@@ -181,6 +187,20 @@ __attribute__((target("avx2,fma"))) void AttendTileAvx2(const float* q, int64_t 
 
 constexpr int kTileQueries512 = 8;  // the AVX-512 tile: 16 accumulators of 32
 
+// ExpShiftedAvx2 sixteen a vector (n16 a multiple of 16).
+__attribute__((target("avx512f"))) float ExpShiftedAvx512(float* s, int64_t n16) {
+  __m512 mv = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < n16; i += 16) mv = _mm512_max_ps(mv, _mm512_loadu_ps(s + i));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+  __m512 sv = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n16; i += 16) {
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(s + i), m));
+    _mm512_storeu_ps(s + i, e);
+    sv = _mm512_add_ps(sv, e);
+  }
+  return 1.0f / _mm512_reduce_add_ps(sv);
+}
+
 // AttendTileAvx2 with 16-float vectors and eight queries a tile: n16 (the
 // largest n[i] rounded up to 16) keys, kt columns past the text's keys zero,
 // head_dim a multiple of 16. Each key vector loaded serves eight queries
@@ -229,7 +249,7 @@ __attribute__((target("avx512f,avx2,fma"))) void AttendTileAvx512(const float* q
           _mm512_cmp_ps_mask(_mm512_add_ps(_mm512_set1_ps(static_cast<float>(c)), lane), ni, _CMP_LT_OQ);
       _mm512_storeu_ps(s + c, _mm512_mask_mul_ps(ninf, seen, _mm512_loadu_ps(s + c), sc));
     }
-    const __m512 inv = _mm512_set1_ps(ExpShiftedAvx2(s, n16));
+    const __m512 inv = _mm512_set1_ps(ExpShiftedAvx512(s, n16));
     for (int64_t c = 0; c < n16; c += 16) _mm512_storeu_ps(s + c, _mm512_mul_ps(_mm512_loadu_ps(s + c), inv));
   }
   // Weighted sums of the values, 32 dimensions at a time.

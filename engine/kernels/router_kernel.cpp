@@ -196,35 +196,53 @@ int64_t RouterKernel::TopK(const float* x, const float* z, int64_t n, int64_t k,
   // (Higham, Accuracy and Stability of Numerical Algorithms, 3.1; an FMA
   // chain rounds once a step). The factor covers the norms' own rounding.
   const double u = std::ldexp(1.0, -24), gamma = H * u / (1.0 - H * u) * (1.0 + 1e-6);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   std::atomic<int64_t> redone{0};
   at::parallel_for(0, n, 64, [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> idx(static_cast<size_t>(E));
     std::vector<double> exact(static_cast<size_t>(E));
+    std::vector<char> chosen(static_cast<size_t>(E));
     for (int64_t i = r0; i < r1; ++i) {
       const float* zi = z + i * E;
       const float* xi = x + i * H;
       auto key = [&](int64_t e) {  // NaN ranks last
         const float v = zi[e];
-        return std::isnan(v) ? -std::numeric_limits<double>::infinity() : static_cast<double>(v);
+        return std::isnan(v) ? -kInf : static_cast<double>(v);
       };
       auto by_z = [&](int64_t a, int64_t b) {
         const double ka = key(a), kb = key(b);
         return ka > kb || (ka == kb && a < b);
       };
-      std::iota(idx.begin(), idx.end(), 0);
-      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), by_z);
+      // The k first by z: insertion into idx[0, k), kept ordered (k is small;
+      // most experts fail the first comparison).
+      int64_t m = 0;
+      for (int64_t e = 0; e < E; ++e) {
+        if (m == k && !by_z(e, idx[static_cast<size_t>(k - 1)])) continue;
+        int64_t p = m < k ? m++ : k - 1;
+        for (; p > 0 && by_z(e, idx[static_cast<size_t>(p - 1)]); --p) idx[static_cast<size_t>(p)] = idx[static_cast<size_t>(p - 1)];
+        idx[static_cast<size_t>(p)] = e;
+      }
       bool decided = true;
       if (k < E) {
-        double xx = 0;
-        for (int64_t h = 0; h < H; ++h) xx += static_cast<double>(xi[h]) * xi[h];
-        const double scale = gamma * std::sqrt(xx);
-        double low = std::numeric_limits<double>::infinity(), high = -low;
-        for (int64_t j = 0; j < E; ++j) {
-          const int64_t e = idx[static_cast<size_t>(j)];
-          const double slack = scale * norm_[static_cast<size_t>(e)];
-          if (j < k) low = std::min(low, key(e) - slack);
-          else high = std::max(high, key(e) + slack);
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;  // |x|^2, four chains
+        int64_t h = 0;
+        for (; h + 4 <= H; h += 4) {
+          s0 += static_cast<double>(xi[h]) * xi[h];
+          s1 += static_cast<double>(xi[h + 1]) * xi[h + 1];
+          s2 += static_cast<double>(xi[h + 2]) * xi[h + 2];
+          s3 += static_cast<double>(xi[h + 3]) * xi[h + 3];
         }
+        for (; h < H; ++h) s0 += static_cast<double>(xi[h]) * xi[h];
+        const double scale = gamma * std::sqrt((s0 + s1) + (s2 + s3));
+        std::fill(chosen.begin(), chosen.end(), 0);
+        double low = kInf, high = -kInf;
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t e = idx[static_cast<size_t>(j)];
+          chosen[static_cast<size_t>(e)] = 1;
+          low = std::min(low, key(e) - scale * norm_[static_cast<size_t>(e)]);
+        }
+        for (int64_t e = 0; e < E; ++e)
+          if (!chosen[static_cast<size_t>(e)]) high = std::max(high, key(e) + scale * norm_[static_cast<size_t>(e)]);
         decided = low > high;  // false for NaN or an infinite logit too
       }
       if (!decided) {
@@ -237,8 +255,8 @@ int64_t RouterKernel::TopK(const float* x, const float* z, int64_t n, int64_t k,
         std::iota(idx.begin(), idx.end(), 0);
         std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
           double ka = exact[static_cast<size_t>(a)], kb = exact[static_cast<size_t>(b)];
-          if (std::isnan(ka)) ka = -std::numeric_limits<double>::infinity();
-          if (std::isnan(kb)) kb = -std::numeric_limits<double>::infinity();
+          if (std::isnan(ka)) ka = -kInf;
+          if (std::isnan(kb)) kb = -kInf;
           return ka > kb || (ka == kb && a < b);
         });
         std::sort(idx.begin(), idx.begin() + k, by_z);

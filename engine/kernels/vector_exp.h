@@ -42,6 +42,28 @@ __attribute__((target("avx2,fma"))) inline __m256 Exp8(__m256 x) {
   return _mm256_andnot_ps(zero_below, y);
 }
 
+// Exp8 on sixteen lanes (the same polynomial and range reduction), for the
+// AVX-512 kernels; tests/packed_attention_test.cpp checks it through the
+// AVX-512 attention against a double-precision softmax.
+__attribute__((target("avx512f"))) inline __m512 Exp16(__m512 x) {
+  const __mmask16 zero_below = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)), _mm512_set1_ps(-88.3762626647949f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), x);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~zero_below), y);
+}
+
 #endif  // __x86_64__
 
 }  // namespace moeedb
