@@ -4,7 +4,7 @@
 //   embed_throughput --model DIR [--threads 2] [--texts 16] [--tokens 256] [--batch-tokens N]
 //                    [--fidelity-texts FILE] [--configs LIST] [--stream-texts 64]
 //                    [--device cpu|cuda] [--fidelity 0|1] [--stream-dtype f32|bf16]
-//                    [--repeats 3]  (timed forwards per configuration; the best counts)
+//                    [--repeats 6]  (timed forwards per configuration; the best counts)
 //                    [--init-config CONFIG.json]  (writes a random checkpoint to --model DIR if absent)
 //
 // The parent runs every measurement in a child process (itself, re-executed
@@ -14,8 +14,9 @@
 //   DTYPE:QUANT:ROUTING  tokens/s, forward GFLOP/s, peak RSS, weight bytes
 //   DTYPE:int8:ROUTING:widened  the same with the int8 GEMM off (MOEEDB_INT8_GEMM=off):
 //               int8 weights widened to the compute dtype before each matmul
-//   DTYPE:int8:ROUTING:avx2  the same with the AVX2 int8 kernel (MOEEDB_INT8_GEMM=avx2):
-//               what a CPU without VNNI runs
+//   DTYPE:QUANT:ROUTING:avx2  the same with every kernel capped at AVX2 (the
+//               int8, rows, attention and router kernels; no bf16 panel kernel):
+//               what a CPU without AVX-512 or VNNI runs
 //   fidelity    int8 (and bf16) vs f32: mean cos(hs), cos(rw), same top-1 expert
 //   stream      StreamingEmbedder on mixed lengths vs fixed-length batches
 #include <ATen/ATen.h>
@@ -44,6 +45,7 @@
 #include "engine/model/routing_policy.h"
 #include "bench/cpu_flags.h"
 #include "engine/kernels/int8_gemm.h"
+#include "engine/kernels/packed_attention.h"
 #include "engine/kernels/runtime.h"
 #include "engine/embed/streaming_embedder.h"
 #ifdef MOEEDB_HAVE_TOKENIZER
@@ -243,7 +245,7 @@ json ChildConfig(const std::string& what) {
   // trials: a ratio of the two then compares like with like on a host whose
   // speed drifts from second to second.
   double secs = 1e30;
-  for (int64_t rep = 0; rep < std::max<int64_t>(1, IntFlag("repeats", 3)); ++rep) {
+  for (int64_t rep = 0; rep < std::max<int64_t>(1, IntFlag("repeats", 6)); ++rep) {
     const auto t0 = Clock::now();
     auto r = emb.EmbedIds(ids);
     secs = std::min(secs, Seconds(t0));
@@ -435,6 +437,12 @@ int main(int argc, char** argv) {
     for (const auto& [suffix, kernel] : {std::pair<std::string, const char*>{":widened", "off"}, {":avx2", "avx2"}})
       if (child.size() > suffix.size() && child.compare(child.size() - suffix.size(), suffix.size(), suffix) == 0) {
         setenv("MOEEDB_INT8_GEMM", kernel, 1);  // read once, at the first matmul
+        if (suffix == ":avx2") {  // every kernel as on a CPU with AVX2 and no AVX-512
+          setenv("MOEEDB_ATTENTION_KERNEL", "avx2", 1);
+          setenv("MOEEDB_ROWS_GEMM", "avx2", 1);
+          setenv("MOEEDB_ROUTER_KERNEL", "avx2", 1);
+          setenv("MOEEDB_BF16_GEMM", "off", 1);
+        }
         json j = ChildConfig(child.substr(0, child.size() - suffix.size()));
         std::printf("%s\n", j.dump().c_str());
         return 0;
@@ -457,10 +465,11 @@ int main(int argc, char** argv) {
               static_cast<long long>(IntFlag("threads", 2)));
   std::printf("CPU flags: %s\n", m::bench::CpuFlags().c_str());
   std::printf("BLAS: %s\n", m::bench::BlasCore().c_str());
-  std::printf("CPU: fast bf16 GEMM (AVX-512 BW/VL/DQ): %s; int8 GEMM: %s\n",
+  std::printf("CPU: fast bf16 GEMM (AVX-512 BW/VL/DQ): %s; int8 GEMM: %s; attention kernel: %s\n",
               m::CpuHasFastBf16Gemm() ? "yes" : "no (bf16 = bf16 storage, f32 compute)",
               m::Int8GemmAvailable() ? m::Int8GemmKernelName(m::Int8GemmKernelInUse())
-                                     : "none (int8 weights widened before each matmul)");
+                                     : "none (int8 weights widened before each matmul)",
+              m::AttentionKernelName(m::AttentionKernelInUse()));
   std::fflush(stdout);
   json gemm = RunChild(exe, base, "gemm");
   for (auto& [name, g] : gemm.items()) {
@@ -474,7 +483,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   std::string list = Flag("configs",
-                          "f32:none:learned,f32:int8:learned,f32:int8:learned:avx2,f32:int8:learned:widened,bf16:none:learned,"
+                          "f32:none:learned,f32:none:learned:avx2,f32:int8:learned,f32:int8:learned:avx2,"
+                          "f32:int8:learned:widened,bf16:none:learned,"
                           "bf16:int8:learned,f32:none:top1,f32:int8:top1,bf16:none:top1,bf16:int8:top1");
   std::vector<json> rows;
   std::printf("\n%-20s %8s %10s %10s %9s %10s %10s %8s\n", "config", "computes", "tokens/s", "GFLOP/s", "of GEMM",
@@ -509,11 +519,11 @@ int main(int argc, char** argv) {
                 ratio(std::string(d) + ":int8:top1", std::string(d) + ":int8:learned", "tokens_per_s"));
   }
   std::printf("  bf16 / f32 tokens/s (learned) = %.2f\n", ratio("bf16:none:learned", "f32:none:learned", "tokens_per_s"));
-  std::printf("  f32 compute, int8 / f32 tokens/s (learned) = %.2f (int8 GEMM: %s), %.2f (AVX2 int8 kernel, as "
-              "without VNNI), %.2f (int8 widened to f32)\n",
+  std::printf("  f32 compute, int8 / f32 tokens/s (learned) = %.2f (int8 GEMM: %s), %.2f (every kernel AVX2 only, "
+              "as on a CPU without AVX-512 or VNNI), %.2f (int8 widened to f32)\n",
               ratio("f32:int8:learned", "f32:none:learned", "tokens_per_s"),
               m::Int8GemmKernelName(m::Int8GemmKernelInUse()),
-              ratio("f32:int8:learned:avx2", "f32:none:learned", "tokens_per_s"),
+              ratio("f32:int8:learned:avx2", "f32:none:learned:avx2", "tokens_per_s"),
               ratio("f32:int8:learned:widened", "f32:none:learned", "tokens_per_s"));
   if (auto cfg = m::ModelConfig::FromFile(Flag("model") + "/config.json"); cfg.ok()) {
     // Attention, projections and the router cost the same in both modes, so

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/embed/embed_workers.h"
 #include "engine/embed/embedder.h"
@@ -186,6 +188,34 @@ TEST_F(TinyOlmoe, ExpertDispatchPathsAgree) {
   }
   model_->set_expert_dispatch(ExpertDispatch::kAuto);
   ASSERT_TRUE(model_->SetRouting(RoutingPolicy{}).ok());
+}
+
+// Float32 experts too large for a packed copy (here 2 MB of gate/up rows
+// each) run on the rows kernel in place (RowsGemmF32): the packed dispatch
+// takes them where the CPU has AVX2, and computes what the per-expert loop
+// (BLAS) computes.
+TEST_F(TinyOlmoe, LargeFloatExpertsRunInPlaceAndAgreeWithTheLoop) {
+  test::TempDir dir;
+  std::ifstream in(test::Data("configs/olmoe-tiny.json"));
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["intermediate_size"] = 4096;
+  const std::string config = dir.path() + "/wide.json";
+  std::ofstream(config) << cfg.dump();
+  RandomCheckpointOptions opt;
+  opt.seed = 11;
+  opt.stddev = 0.05;
+  ASSERT_TRUE(WriteRandomCheckpoint(config, test::Data("tokenizers/olmoe/tokenizer.json"), dir.path() + "/m", opt).ok());
+  auto m = MoeModel::LoadDir(dir.path() + "/m");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  MoeModel* model = m->get();
+  EXPECT_FALSE(model->MoeBlocks()[0]->has_packed_experts());
+  EXPECT_EQ(model->MoeBlocks()[0]->has_float_row_experts(), RowsGemmAvailable());
+  for (const char* spec : {"learned", "top1"}) {
+    auto loop = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kLoop);
+    auto packed = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kPacked);
+    ASSERT_TRUE(loop.ok() && packed.ok());
+    ExpectSameVectors(*loop, *packed, 1e-4, std::string(spec) + " rows kernel");
+  }
 }
 
 // With int8 weights multiplied in int8 (VNNI CPUs), the packed dispatch runs

@@ -49,6 +49,44 @@ TEST(PanelGemm, MatchesAPlainLoop) {
   EXPECT_EQ(checked, 90);
 }
 
+// The rows kernel reads an unpacked [K, N] matrix in place, once per path
+// the CPU runs: every 8- and 6-row tile remainder, N with and without a last
+// 16 columns past the 32-column tiles, wide leading dimensions everywhere.
+class RowsGemmPaths : public ::testing::TestWithParam<RowsGemmPath> {};
+
+std::vector<RowsGemmPath> RowsPathsThisCpuRuns() {
+  std::vector<RowsGemmPath> out;
+  if (RowsGemmAvailable()) out.push_back(RowsGemmPath::kAvx2);
+  if (RowsGemmAvailable() && __builtin_cpu_supports("avx512f")) out.push_back(RowsGemmPath::kAvx512);
+  return out;
+}
+
+TEST_P(RowsGemmPaths, MatchesAPlainLoop) {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t M : {1, 2, 5, 6, 7, 8, 9, 15, 16, 17, 40})
+    for (int64_t N : {16, 32, 48, 96})
+      for (int64_t K : {1, 7, 64}) {
+        const int64_t ldx = K + 3, ldy = N + 2, ldw = N + 5;
+        std::vector<float> x(M * ldx), w(K * ldw), y(M * ldy, 42.0f);
+        for (auto& v : x) v = u(rng);
+        for (auto& v : w) v = u(rng);
+        RowsGemmF32(GetParam(), M, N, K, x.data(), ldx, w.data(), ldw, y.data(), ldy);
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t n = 0; n < N; ++n) {
+            double ref = 0;
+            for (int64_t k = 0; k < K; ++k) ref += static_cast<double>(x[m * ldx + k]) * w[k * ldw + n];
+            ASSERT_NEAR(y[m * ldy + n], ref, 1e-5 * (1 + std::sqrt(static_cast<double>(K))))
+                << "M " << M << " N " << N << " K " << K << " at " << m << "," << n;
+          }
+          for (int64_t n = N; n < ldy; ++n) ASSERT_EQ(y[m * ldy + n], 42.0f) << "wrote past row " << m;
+        }
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(EachPathThisCpuRuns, RowsGemmPaths, ::testing::ValuesIn(RowsPathsThisCpuRuns()),
+                         [](const auto& info) { return info.param == RowsGemmPath::kAvx512 ? "avx512" : "avx2"; });
+
 // Row counts up to PanelGemmMaxRows take the packed path, larger ones at::mm
 // (with one thread every count is packed; with two, more than 32 rows are
 // not); both must give x W^T.

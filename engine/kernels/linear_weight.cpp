@@ -176,6 +176,13 @@ const float* LinearWeight::packed_panels(int64_t e) const {
   return panels_.data_ptr<float>() + (panels_.dim() == 4 ? e * in_features() * out_features() : 0);
 }
 
+const float* LinearWeight::float_rows(int64_t e) const {
+  if (!w_.defined() || w_.scalar_type() != at::kFloat || !w_.device().is_cpu() || !w_.is_contiguous() ||
+      quantized())
+    return nullptr;
+  return w_.data_ptr<float>() + (w_.dim() == 3 ? e * in_ * out_ : 0);
+}
+
 LinearWeight LinearWeight::Matrix(int64_t e) const {
   LinearWeight lw;
   lw.compute_ = compute_;
@@ -243,6 +250,15 @@ void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
       y.stride(1) == 1 && x.size(0) <= PanelGemmMaxRows(in_features(), at::get_num_threads())) {
     PanelGemmF32(x.size(0), out_features(), in_features(), x.data_ptr<float>(), x.stride(0),
                  panels_.data_ptr<float>(), y.data_ptr<float>(), y.stride(0));
+    return;
+  }
+  // Float32 values on a CPU with AVX-512: the rows kernel on w in place, on
+  // every thread (OpenBLAS may run AVX2 kernels there: docs/perf.md).
+  if (w_.dim() == 2 && out_ % 16 == 0 && RowsGemmAvailable() && RowsGemmPathInUse() == RowsGemmPath::kAvx512 &&
+      float_rows() != nullptr && x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat &&
+      x.stride(1) == 1 && y.stride(1) == 1) {
+    RowsGemmF32Parallel(x.size(0), out_, in_, x.data_ptr<float>(), x.stride(0), float_rows(), out_,
+                        y.data_ptr<float>(), y.stride(0));
     return;
   }
   // BLAS in the compute dtype: rows of another dtype (float32 from the packed

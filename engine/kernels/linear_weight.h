@@ -65,6 +65,9 @@ class LinearWeight {
   // Matrix e's packed copy ([out / 16, in, 16], panel_gemm.h), or null when
   // there is none (not f32 on the CPU, too large, or out not a multiple of 16).
   const float* packed_panels(int64_t e = 0) const;
+  // Matrix e's float32 values as stored, row-major [in, out] (RowsGemmF32,
+  // panel_gemm.h), or null when they are not float32 values on the CPU.
+  const float* float_rows(int64_t e = 0) const;
   // Matrix e's operands of Int8GemmF32 (int8_gemm.h), for kernels that call
   // it themselves; all null unless int8_gemm().
   struct Int8Operands {

@@ -1,5 +1,7 @@
 #include "engine/kernels/panel_gemm.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -20,15 +22,17 @@ namespace {
 
 // y[0..R, 0..16] = x[0..R, 0..K] · panel[K][16]: R (<= 6) rows, the 12
 // accumulators in registers, the panel read once per tile.
+// Row k of the panel is panel + k * ks (16 when packed, the row length of an
+// unpacked [K, N] matrix otherwise).
 template <int R>
-__attribute__((target("avx2,fma"))) void Tile(int64_t K, const float* x, int64_t ldx, const float* panel, float* y,
-                                              int64_t ldy) {
+__attribute__((target("avx2,fma"))) void Tile(int64_t K, const float* x, int64_t ldx, const float* panel, int64_t ks,
+                                              float* y, int64_t ldy) {
   __m256 acc0[R], acc1[R];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
-    const __m256 w0 = _mm256_loadu_ps(panel + k * 16);
-    const __m256 w1 = _mm256_loadu_ps(panel + k * 16 + 8);
+    const __m256 w0 = _mm256_loadu_ps(panel + k * ks);
+    const __m256 w1 = _mm256_loadu_ps(panel + k * ks + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m256 xb = _mm256_broadcast_ss(x + r * ldx + k);
@@ -41,6 +45,75 @@ __attribute__((target("avx2,fma"))) void Tile(int64_t K, const float* x, int64_t
     _mm256_storeu_ps(y + r * ldy, acc0[r]);
     _mm256_storeu_ps(y + r * ldy + 8, acc1[r]);
   }
+}
+
+// y[0..R, 0..32] = x[0..R, 0..K] · w[K][32] (row k at w + k * ldw): R (<= 8)
+// rows, 16 accumulators of sixteen floats.
+template <int R>
+__attribute__((target("avx512f"))) void Tile512(int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw,
+                                                float* y, int64_t ldy) {
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 w0 = _mm512_loadu_ps(w + k * ldw);
+    const __m512 w1 = _mm512_loadu_ps(w + k * ldw + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 xb = _mm512_set1_ps(x[r * ldx + k]);
+      acc0[r] = _mm512_fmadd_ps(xb, w0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(xb, w1, acc1[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(y + r * ldy, acc0[r]);
+    _mm512_storeu_ps(y + r * ldy + 16, acc1[r]);
+  }
+}
+
+// Every row tile of x against one 16-column panel.
+void PanelColumns(int64_t M, int64_t K, const float* x, int64_t ldx, const float* panel, int64_t ks, float* y,
+                  int64_t ldy) {
+  int64_t m = 0;
+  for (; m + 6 <= M; m += 6) Tile<6>(K, x + m * ldx, ldx, panel, ks, y + m * ldy, ldy);
+  const float* xm = x + m * ldx;
+  float* ym = y + m * ldy;
+  switch (M - m) {
+    case 5: Tile<5>(K, xm, ldx, panel, ks, ym, ldy); break;
+    case 4: Tile<4>(K, xm, ldx, panel, ks, ym, ldy); break;
+    case 3: Tile<3>(K, xm, ldx, panel, ks, ym, ldy); break;
+    case 2: Tile<2>(K, xm, ldx, panel, ks, ym, ldy); break;
+    case 1: Tile<1>(K, xm, ldx, panel, ks, ym, ldy); break;
+    default: break;
+  }
+}
+
+// Every row tile of x against 32 columns of an unpacked matrix.
+void Columns512(int64_t M, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw, float* y,
+                int64_t ldy) {
+  int64_t m = 0;
+  for (; m + 8 <= M; m += 8) Tile512<8>(K, x + m * ldx, ldx, w, ldw, y + m * ldy, ldy);
+  const float* xm = x + m * ldx;
+  float* ym = y + m * ldy;
+  switch (M - m) {
+    case 7: Tile512<7>(K, xm, ldx, w, ldw, ym, ldy); break;
+    case 6: Tile512<6>(K, xm, ldx, w, ldw, ym, ldy); break;
+    case 5: Tile512<5>(K, xm, ldx, w, ldw, ym, ldy); break;
+    case 4: Tile512<4>(K, xm, ldx, w, ldw, ym, ldy); break;
+    case 3: Tile512<3>(K, xm, ldx, w, ldw, ym, ldy); break;
+    case 2: Tile512<2>(K, xm, ldx, w, ldw, ym, ldy); break;
+    case 1: Tile512<1>(K, xm, ldx, w, ldw, ym, ldy); break;
+    default: break;
+  }
+}
+
+bool CpuHasAvx512F() {
+  static const bool on = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return on;
 }
 
 #endif  // __x86_64__
@@ -71,24 +144,56 @@ void PackPanels(const float* w, int64_t K, int64_t N, float* panels) {
 void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels, float* y,
                   int64_t ldy) {
 #if defined(__x86_64__)
-  for (int64_t p = 0; p < N / 16; ++p) {
-    const float* panel = panels + p * K * 16;
-    float* yp = y + p * 16;
-    int64_t m = 0;
-    for (; m + 6 <= M; m += 6) Tile<6>(K, x + m * ldx, ldx, panel, yp + m * ldy, ldy);
-    const float* xm = x + m * ldx;
-    float* ym = yp + m * ldy;
-    switch (M - m) {
-      case 5: Tile<5>(K, xm, ldx, panel, ym, ldy); break;
-      case 4: Tile<4>(K, xm, ldx, panel, ym, ldy); break;
-      case 3: Tile<3>(K, xm, ldx, panel, ym, ldy); break;
-      case 2: Tile<2>(K, xm, ldx, panel, ym, ldy); break;
-      case 1: Tile<1>(K, xm, ldx, panel, ym, ldy); break;
-      default: break;
-    }
-  }
+  for (int64_t p = 0; p < N / 16; ++p) PanelColumns(M, K, x, ldx, panels + p * K * 16, 16, y + p * 16, ldy);
 #else
   (void)M, (void)N, (void)K, (void)x, (void)ldx, (void)panels, (void)y, (void)ldy;
+#endif
+}
+
+RowsGemmPath RowsGemmPathInUse() {
+#if defined(__x86_64__)
+  static const RowsGemmPath p = [] {
+    const char* env = std::getenv("MOEEDB_ROWS_GEMM");
+    const bool cap = env != nullptr && std::string(env) == "avx2";
+    return CpuHasAvx512F() && !cap ? RowsGemmPath::kAvx512 : RowsGemmPath::kAvx2;
+  }();
+  return p;
+#else
+  return RowsGemmPath::kAvx2;
+#endif
+}
+
+bool RowsGemmAvailable() { return CpuHasAvx2Fma(); }
+
+void RowsGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw, float* y,
+                 int64_t ldy) {
+  RowsGemmF32(RowsGemmPathInUse(), M, N, K, x, ldx, w, ldw, y, ldy);
+}
+
+void RowsGemmF32Parallel(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw,
+                         float* y, int64_t ldy) {
+  // Blocks of 128 rows x 128 columns: a block's 32-column strips of w
+  // (K x 32 floats) stay in L2 across its row tiles.
+  constexpr int64_t kRows = 128, kCols = 128;
+  const int64_t rb = (M + kRows - 1) / kRows, cb = (N + kCols - 1) / kCols;
+  at::parallel_for(0, rb * cb, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = (t / cb) * kRows, c0 = (t % cb) * kCols;
+      RowsGemmF32(std::min(kRows, M - r0), std::min(kCols, N - c0), K, x + r0 * ldx, ldx, w + c0, ldw,
+                  y + r0 * ldy + c0, ldy);
+    }
+  });
+}
+
+void RowsGemmF32(RowsGemmPath path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w,
+                 int64_t ldw, float* y, int64_t ldy) {
+#if defined(__x86_64__)
+  int64_t c = 0;
+  if (path == RowsGemmPath::kAvx512 && CpuHasAvx512F())
+    for (; c + 32 <= N; c += 32) Columns512(M, K, x, ldx, w + c, ldw, y + c, ldy);
+  for (; c + 16 <= N; c += 16) PanelColumns(M, K, x, ldx, w + c, ldw, y + c, ldy);
+#else
+  (void)path, (void)M, (void)N, (void)K, (void)x, (void)ldx, (void)w, (void)ldw, (void)y, (void)ldy;
 #endif
 }
 

@@ -34,4 +34,23 @@ void PackPanels(const float* w, int64_t K, int64_t N, float* panels);
 void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels, float* y,
                   int64_t ldy);
 
+// y[M, N] = x[M, K] · w for w unpacked, row-major [K, N] with leading
+// dimension ldw (N a multiple of 16): the same kernel reading w's rows in
+// place, 32 columns a tile with AVX-512 where the CPU has it (else, and for
+// a last 16 columns, the 16-column AVX2 tile). For large matrices, where a
+// packed copy would double the memory: MoE experts of a few rows each, where
+// BLAS's per-call packing of the weight costs as much as the product.
+// Requires RowsGemmAvailable(). One thread.
+enum class RowsGemmPath { kAvx2, kAvx512 };
+RowsGemmPath RowsGemmPathInUse();  // AVX-512 where the CPU has it; MOEEDB_ROWS_GEMM=avx2 caps it
+bool RowsGemmAvailable();          // x86-64 with AVX2 and FMA
+void RowsGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw, float* y,
+                 int64_t ldy);
+// RowsGemmF32 on the compute threads (blocks of rows and columns).
+void RowsGemmF32Parallel(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw,
+                         float* y, int64_t ldy);
+// The same on a given path (AVX-512 on a CPU without it: AVX2).
+void RowsGemmF32(RowsGemmPath path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w,
+                 int64_t ldw, float* y, int64_t ldy);
+
 }  // namespace moeedb

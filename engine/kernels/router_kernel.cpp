@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <limits>
 #include <numeric>
 
@@ -164,7 +166,12 @@ const char* RouterKernel::PathName(Path p) {
 }
 
 void RouterKernel::Logits(const float* x, int64_t n, float* z) const {
-  static const Path best = PathRuns(Path::kAvx512) ? Path::kAvx512 : PathRuns(Path::kAvx2) ? Path::kAvx2 : Path::kScalar;
+  static const Path best = [] {
+    const char* env = std::getenv("MOEEDB_ROUTER_KERNEL");  // avx2|scalar: cap the path (benchmarks)
+    const std::string cap = env != nullptr ? env : "";
+    if (cap != "avx2" && cap != "scalar" && PathRuns(Path::kAvx512)) return Path::kAvx512;
+    return cap != "scalar" && PathRuns(Path::kAvx2) ? Path::kAvx2 : Path::kScalar;
+  }();
   Logits(best, x, n, z);
 }
 

@@ -30,7 +30,7 @@ class RouterKernel {
   // z [n, experts] = x [n, hidden] · wᵀ, rows contiguous: z[i][e] is
   // fma(x[i][H-1], w[e][H-1], ... fma(x[i][1], w[e][1], fma(x[i][0], w[e][0], 0))).
   // Runs on the compute threads, with the widest of the vector paths below
-  // that the CPU runs.
+  // that the CPU runs (MOEEDB_ROUTER_KERNEL=avx2|scalar caps it).
   void Logits(const float* x, int64_t n, float* z) const;
   // The same on a given path (one the CPU cannot run: scalar); every path
   // gives the same floats.

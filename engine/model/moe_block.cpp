@@ -170,7 +170,15 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   if (router_logits != nullptr) *router_logits = routing.logits;
   const int64_t k = routing.experts.size(1);
 
-  if ((dispatch_ == ExpertDispatch::kAuto || dispatch_ == ExpertDispatch::kPacked) && CanRunPacked(x)) {
+  // Float32 experts without a packed copy go to the rows kernel where it
+  // beats BLAS: always with AVX-512; with AVX2 alone (the same instruction
+  // set as OpenBLAS's kernel) for few rows per expert only, where BLAS's
+  // per-call packing of the weight dominates.
+  const bool rows_kernel_wins = !has_float_row_experts() || has_packed_experts() || has_int8_experts() ||
+                                has_bf16_experts() || RowsGemmPathInUse() == RowsGemmPath::kAvx512 ||
+                                x.size(0) * k <= 32 * E;
+  if ((dispatch_ == ExpertDispatch::kPacked || (dispatch_ == ExpertDispatch::kAuto && rows_kernel_wins)) &&
+      CanRunPacked(x)) {
     at::Tensor out = RunExpertsPacked(x, routing);  // float32 rows in, whatever the compute dtype
     if (shared_kind_ != SharedExpertKind::kNone) AddSharedExpert(x, x.to(gate_up_.compute_type()), &out);
     return out;
@@ -203,9 +211,14 @@ void MoeBlock::AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Te
   out->add_(s);
 }
 
+bool MoeBlock::has_float_row_experts() const {
+  return RowsGemmAvailable() && gate_up_.float_rows() != nullptr && down_.float_rows() != nullptr &&
+         gate_up_.out_features() % 16 == 0 && down_.out_features() % 16 == 0;
+}
+
 bool MoeBlock::CanRunPacked(const at::Tensor& x) const {
   return x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous() &&
-         (has_packed_experts() || has_int8_experts() || has_bf16_experts());
+         (has_packed_experts() || has_int8_experts() || has_bf16_experts() || has_float_row_experts());
 }
 
 at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) const {
@@ -236,16 +249,18 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
   // c rows of a (leading dimension lda) times expert e's matrix w into y:
   // in int8 where the weights multiply in int8, in bf16 where they are
   // bf16 panels, else the f32 panels.
-  const bool int8 = has_int8_experts(), bf16 = has_bf16_experts();
-  auto gemm = [int8, bf16](const LinearWeight& w, int64_t e, int64_t c, const float* a, int64_t lda, float* y,
-                           int64_t ldy) {
+  const bool int8 = has_int8_experts(), bf16 = has_bf16_experts(), packed = has_packed_experts();
+  auto gemm = [int8, bf16, packed](const LinearWeight& w, int64_t e, int64_t c, const float* a, int64_t lda, float* y,
+                                   int64_t ldy) {
     if (bf16) {
       Bf16GemmF32(c, w.out_features(), w.in_features(), a, lda, w.bf16_panels(e), y, ldy);
     } else if (int8) {
       const LinearWeight::Int8Operands o = w.int8_operands(e);
       Int8GemmF32(c, w.out_features(), w.in_features(), a, lda, o.panels, o.column_terms, o.scale, y, ldy);
-    } else {
+    } else if (packed) {
       PanelGemmF32(c, w.out_features(), w.in_features(), a, lda, w.packed_panels(e), y, ldy);
+    } else {
+      RowsGemmF32(c, w.out_features(), w.in_features(), a, lda, w.float_rows(e), w.out_features(), y, ldy);
     }
   };
   // Per expert: gather its rows, gate/up GEMM, SwiGLU in place, down GEMM

@@ -73,6 +73,10 @@ class MoeBlock {
   // Whether both expert matrices have packed copies, so that f32 CPU inputs
   // can take ExpertDispatch::kPacked.
   bool has_packed_experts() const { return gate_up_.packed_panels() != nullptr && down_.packed_panels() != nullptr; }
+  // Whether both expert matrices are float32 values on the CPU that the
+  // rows kernel (RowsGemmF32, panel_gemm.h) can multiply in place, which
+  // kPacked also runs.
+  bool has_float_row_experts() const;
   // Whether both expert matrices multiply in int8 (LinearWeight::int8_gemm),
   // which kPacked also runs.
   bool has_int8_experts() const { return gate_up_.int8_gemm() && down_.int8_gemm(); }
