@@ -170,14 +170,14 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   if (router_logits != nullptr) *router_logits = routing.logits;
   const int64_t k = routing.experts.size(1);
 
-  // Float32 experts without a packed copy go to the rows kernel where it
-  // beats BLAS: always with AVX-512; with AVX2 alone (the same instruction
-  // set as OpenBLAS's kernel) for few rows per expert only, where BLAS's
-  // per-call packing of the weight dominates.
-  const bool rows_kernel_wins = !has_float_row_experts() || has_packed_experts() || has_int8_experts() ||
-                                has_bf16_experts() || RowsGemmPathInUse() == RowsGemmPath::kAvx512 ||
-                                x.size(0) * k <= 32 * E;
-  if ((dispatch_ == ExpertDispatch::kPacked || (dispatch_ == ExpertDispatch::kAuto && rows_kernel_wins)) &&
+  // Float32 experts without a packed copy run packed on the rows kernel
+  // where it beats BLAS: always with AVX-512; with AVX2 alone (the
+  // instruction set of OpenBLAS's kernel here) only at few rows per expert,
+  // where BLAS's per-call packing of the weight dominates.
+  const bool rows_kernel_only =
+      has_float_row_experts() && !has_packed_experts() && !has_int8_experts() && !has_bf16_experts();
+  const bool blas_wins = rows_kernel_only && RowsGemmPathInUse() != RowsGemmPath::kAvx512 && x.size(0) * k > 32 * E;
+  if ((dispatch_ == ExpertDispatch::kPacked || (dispatch_ == ExpertDispatch::kAuto && !blas_wins)) &&
       CanRunPacked(x)) {
     at::Tensor out = RunExpertsPacked(x, routing);  // float32 rows in, whatever the compute dtype
     if (shared_kind_ != SharedExpertKind::kNone) AddSharedExpert(x, x.to(gate_up_.compute_type()), &out);
@@ -248,7 +248,8 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
   float* yp = ys.data_ptr<float>();
   // c rows of a (leading dimension lda) times expert e's matrix w into y:
   // in int8 where the weights multiply in int8, in bf16 where they are
-  // bf16 panels, else the f32 panels.
+  // bf16 panels, else on the f32 panels or, without them, on the f32
+  // weights in place.
   const bool int8 = has_int8_experts(), bf16 = has_bf16_experts(), packed = has_packed_experts();
   auto gemm = [int8, bf16, packed](const LinearWeight& w, int64_t e, int64_t c, const float* a, int64_t lda, float* y,
                                    int64_t ldy) {
