@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/kernels/linear_weight.h"
+#include "engine/kernels/vector_exp.h"
 
 namespace moeedb {
 namespace {
@@ -57,7 +58,7 @@ class RowsGemmPaths : public ::testing::TestWithParam<RowsGemmPath> {};
 std::vector<RowsGemmPath> RowsPathsThisCpuRuns() {
   std::vector<RowsGemmPath> out;
   if (RowsGemmAvailable()) out.push_back(RowsGemmPath::kAvx2);
-  if (RowsGemmAvailable() && __builtin_cpu_supports("avx512f")) out.push_back(RowsGemmPath::kAvx512);
+  if (RowsGemmAvailable() && CpuHasAvx512F()) out.push_back(RowsGemmPath::kAvx512);
   return out;
 }
 

@@ -276,13 +276,6 @@ __attribute__((target("avx512f,avx2,fma"))) void AttendTileAvx512(const float* q
   }
 }
 
-bool CpuHasAvx512F() {
-  static const bool on = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && CpuHasAvx2Fma();
-  }();
-  return on;
-}
 
 #endif  // __x86_64__
 

@@ -108,13 +108,6 @@ void Columns512(int64_t M, int64_t K, const float* x, int64_t ldx, const float* 
   }
 }
 
-bool CpuHasAvx512F() {
-  static const bool on = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return on;
-}
 
 #endif  // __x86_64__
 

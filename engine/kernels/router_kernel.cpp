@@ -141,14 +141,10 @@ RouterKernel::RouterKernel(const float* w, int64_t experts, int64_t hidden)
 
 bool RouterKernel::PathRuns(Path p) {
 #if defined(__x86_64__)
-  static const bool avx512 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
   switch (p) {
     case Path::kScalar: return true;
     case Path::kAvx2: return CpuHasAvx2Fma();
-    case Path::kAvx512: return avx512;
+    case Path::kAvx512: return CpuHasAvx512F();
   }
   return false;
 #else

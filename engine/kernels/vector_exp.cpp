@@ -16,6 +16,18 @@ bool CpuHasAvx2Fma() {
 #endif
 }
 
+bool CpuHasAvx512F() {
+#if defined(__x86_64__)
+  static const bool on = [] {
+    __builtin_cpu_init();
+    return CpuHasAvx2Fma() && __builtin_cpu_supports("avx512f");
+  }();
+  return on;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 #if defined(__x86_64__)

@@ -11,6 +11,8 @@ namespace moeedb {
 
 // True on x86-64 CPUs with AVX2 and FMA (the vector paths' requirement).
 bool CpuHasAvx2Fma();
+// True on x86-64 CPUs with AVX-512 F as well (the 16-lane paths).
+bool CpuHasAvx512F();
 
 // y[i] = exp(x[i]) as the kernels compute it (Exp8 where AVX2 is available,
 // else std::exp), 0 below -87 either way; n may be anything.
