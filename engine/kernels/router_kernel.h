@@ -7,10 +7,11 @@
 // which experts a token goes to. Here every logit is one fused multiply-add
 // chain over the hidden dimension in order: the same float for any number of
 // tokens, experts or threads, on every kernel (the vector lanes run the scalar
-// chain). Why not float64 (what routing ran in before): a float64 GEMM runs at
-// a quarter of the float32 rate or less, and the router was ~7 % of a top-1
-// forward. The choice of experts stays that of exact arithmetic: a row whose
-// float32 logits leave it open under their rounding bound is redone in double.
+// chain). Why not float64 throughout: a float64 GEMM runs at a quarter of the
+// float32 rate or less, which top-1 routing (a smaller forward, the same
+// router) feels. The choice of experts is still that of exact arithmetic: a
+// row whose float32 logits leave it open under their rounding bound is
+// redone in double.
 #pragma once
 
 #include <cstdint>
