@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
               m::CpuHasFastBf16Gemm() ? "yes" : "no (bf16 = bf16 storage, f32 compute)",
               m::Int8GemmAvailable() ? m::Int8GemmKernelName(m::Int8GemmKernelInUse())
                                      : "none (int8 weights widened before each matmul)",
-              m::AttentionKernelName(m::AttentionKernelInUse()));
+              m::SimdLevelName(m::AttentionKernelInUse()));
   std::fflush(stdout);
   json gemm = RunChild(exe, base, "gemm");
   for (auto& [name, g] : gemm.items()) {

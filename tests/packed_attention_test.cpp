@@ -64,20 +64,20 @@ std::vector<double> ReferenceAttention(const PackedAttentionShape& s, const std:
 // AVX2 paths (a half vector pair in the value sums), 12 the scalar one;
 // lengths cover the 4-key and 8/16-score remainders, the 8- and 4-query
 // tiles' leftovers and a text longer than one 256-query block.
-std::vector<AttentionKernel> KernelsThisCpuRuns() {
-  std::vector<AttentionKernel> out;
-  for (auto k : {AttentionKernel::kScalar, AttentionKernel::kAvx2, AttentionKernel::kAvx512})
-    if (AttentionKernelRuns(k)) out.push_back(k);
+std::vector<SimdLevel> KernelsThisCpuRuns() {
+  std::vector<SimdLevel> out;
+  for (auto k : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512})
+    if (SimdLevelRuns(k)) out.push_back(k);
   return out;
 }
 
 TEST(PackedAttention, KernelInUseIsTheWidestThisCpuRuns) {
   const char* cap = std::getenv("MOEEDB_ATTENTION_KERNEL");
   if (cap == nullptr) EXPECT_EQ(AttentionKernelInUse(), KernelsThisCpuRuns().back());
-  else EXPECT_STREQ(AttentionKernelName(AttentionKernelInUse()), cap);
+  else EXPECT_STREQ(SimdLevelName(AttentionKernelInUse()), cap);
 }
 
-class PackedAttentionKernels : public ::testing::TestWithParam<AttentionKernel> {};
+class PackedAttentionKernels : public ::testing::TestWithParam<SimdLevel> {};
 
 TEST_P(PackedAttentionKernels, MatchesTheDefinitionInDouble) {
   const std::vector<int64_t> lengths = {1, 5, 13, 40, 8, 3, 260};
@@ -123,8 +123,8 @@ TEST_P(PackedAttentionKernels, MatchesTheDefinitionInDouble) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EachKernelThisCpuRuns, PackedAttentionKernels, ::testing::ValuesIn(KernelsThisCpuRuns()),
-                         [](const ::testing::TestParamInfo<AttentionKernel>& i) {
-                           return std::string(AttentionKernelName(i.param));
+                         [](const ::testing::TestParamInfo<SimdLevel>& i) {
+                           return std::string(SimdLevelName(i.param));
                          });
 
 TEST(PackedAttention, ExponentialIsAccurateAndZeroBelowTheFloatRange) {

@@ -53,12 +53,12 @@ TEST(PanelGemm, MatchesAPlainLoop) {
 // The rows kernel reads an unpacked [K, N] matrix in place, once per path
 // the CPU runs: every 8- and 6-row tile remainder, N with and without a last
 // 16 columns past the 32-column tiles, wide leading dimensions everywhere.
-class RowsGemmPaths : public ::testing::TestWithParam<RowsGemmPath> {};
+class RowsGemmPaths : public ::testing::TestWithParam<SimdLevel> {};
 
-std::vector<RowsGemmPath> RowsPathsThisCpuRuns() {
-  std::vector<RowsGemmPath> out;
-  if (RowsGemmAvailable()) out.push_back(RowsGemmPath::kAvx2);
-  if (RowsGemmAvailable() && CpuHasAvx512F()) out.push_back(RowsGemmPath::kAvx512);
+std::vector<SimdLevel> RowsPathsThisCpuRuns() {
+  std::vector<SimdLevel> out;
+  if (RowsGemmAvailable()) out.push_back(SimdLevel::kAvx2);
+  if (RowsGemmAvailable() && CpuHasAvx512F()) out.push_back(SimdLevel::kAvx512);
   return out;
 }
 
@@ -86,7 +86,7 @@ TEST_P(RowsGemmPaths, MatchesAPlainLoop) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EachPathThisCpuRuns, RowsGemmPaths, ::testing::ValuesIn(RowsPathsThisCpuRuns()),
-                         [](const auto& info) { return info.param == RowsGemmPath::kAvx512 ? "avx512" : "avx2"; });
+                         [](const auto& info) { return std::string(SimdLevelName(info.param)); });
 
 // Row counts up to PanelGemmMaxRows take the packed path, larger ones at::mm
 // (with one thread every count is packed; with two, more than 32 rows are

@@ -32,14 +32,14 @@ float ChainLogit(const float* x, const float* w, int64_t H) {
   return s;
 }
 
-std::vector<RouterKernel::Path> PathsThisCpuRuns() {
-  std::vector<RouterKernel::Path> out;
-  for (auto p : {RouterKernel::Path::kScalar, RouterKernel::Path::kAvx2, RouterKernel::Path::kAvx512})
-    if (RouterKernel::PathRuns(p)) out.push_back(p);
+std::vector<SimdLevel> PathsThisCpuRuns() {
+  std::vector<SimdLevel> out;
+  for (auto p : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512})
+    if (SimdLevelRuns(p)) out.push_back(p);
   return out;
 }
 
-class RouterKernelPaths : public ::testing::TestWithParam<RouterKernel::Path> {};
+class RouterKernelPaths : public ::testing::TestWithParam<SimdLevel> {};
 
 // Expert counts below, at and past a vector, a 64-expert chunk and its tail;
 // row counts that leave 1-3 rows past the 4-row tiles; a hidden size that is
@@ -62,7 +62,7 @@ TEST_P(RouterKernelPaths, EqualsTheFmaChainBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EachPathThisCpuRuns, RouterKernelPaths, ::testing::ValuesIn(PathsThisCpuRuns()),
-                         [](const auto& info) { return std::string(RouterKernel::PathName(info.param)); });
+                         [](const auto& info) { return std::string(SimdLevelName(info.param)); });
 
 TEST(RouterKernel, LogitsDoNotDependOnTheExpertCount) {
   const int64_t H = 256, E = 64, N = 37;

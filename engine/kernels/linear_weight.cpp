@@ -254,7 +254,7 @@ void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
   }
   // Float32 values on a CPU with AVX-512: the rows kernel on w in place, on
   // every thread (OpenBLAS may run AVX2 kernels there: docs/perf.md).
-  if (w_.dim() == 2 && out_ % 16 == 0 && RowsGemmAvailable() && RowsGemmPathInUse() == RowsGemmPath::kAvx512 &&
+  if (w_.dim() == 2 && out_ % 16 == 0 && RowsGemmAvailable() && RowsGemmPathInUse() == SimdLevel::kAvx512 &&
       float_rows() != nullptr && x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat &&
       x.stride(1) == 1 && y.stride(1) == 1) {
     RowsGemmF32Parallel(x.size(0), out_, in_, x.data_ptr<float>(), x.stride(0), float_rows(), out_,

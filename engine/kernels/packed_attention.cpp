@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "engine/kernels/vector_exp.h"
@@ -299,37 +297,9 @@ std::vector<QueryBlock> QueryBlocks(const int64_t* q_text, int64_t n_queries) {
 
 }  // namespace
 
-AttentionKernel AttentionKernelInUse() {
-  static const AttentionKernel k = [] {
-    const char* env = std::getenv("MOEEDB_ATTENTION_KERNEL");
-    const std::string want = env != nullptr ? env : "";
-    for (AttentionKernel c : {AttentionKernel::kAvx512, AttentionKernel::kAvx2})
-      if (AttentionKernelRuns(c) && (want.empty() || want == AttentionKernelName(c))) return c;
-    return AttentionKernel::kScalar;
-  }();
+SimdLevel AttentionKernelInUse() {
+  static const SimdLevel k = WidestSimdLevel("MOEEDB_ATTENTION_KERNEL");
   return k;
-}
-
-bool AttentionKernelRuns(AttentionKernel k) {
-#if defined(__x86_64__)
-  switch (k) {
-    case AttentionKernel::kScalar: return true;
-    case AttentionKernel::kAvx2: return CpuHasAvx2Fma();
-    case AttentionKernel::kAvx512: return CpuHasAvx512F();
-  }
-  return false;
-#else
-  return k == AttentionKernel::kScalar;
-#endif
-}
-
-const char* AttentionKernelName(AttentionKernel k) {
-  switch (k) {
-    case AttentionKernel::kScalar: return "scalar";
-    case AttentionKernel::kAvx2: return "avx2";
-    case AttentionKernel::kAvx512: return "avx512";
-  }
-  return "?";
 }
 
 void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64_t q_ld, const float* k,
@@ -338,14 +308,14 @@ void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64
   PackedAttentionF32(AttentionKernelInUse(), shape, q, q_ld, k, v, kv_ld, q_text, q_pos, n_queries, text_start, out);
 }
 
-void PackedAttentionF32(AttentionKernel kernel, const PackedAttentionShape& shape, const float* q, int64_t q_ld,
+void PackedAttentionF32(SimdLevel kernel, const PackedAttentionShape& shape, const float* q, int64_t q_ld,
                         const float* k, const float* v, int64_t kv_ld, const int64_t* q_text, const int64_t* q_pos,
                         int64_t n_queries, const int64_t* text_start, float* out) {
   const int64_t nh = shape.heads, hd = shape.head_dim, group = shape.heads / shape.kv_heads;
-  if (!AttentionKernelRuns(kernel)) kernel = AttentionKernel::kScalar;
+  if (!SimdLevelRuns(kernel)) kernel = SimdLevel::kScalar;
 #if defined(__x86_64__)
-  const bool vec = hd % 8 == 0 && kernel != AttentionKernel::kScalar;
-  const bool wide = hd % 16 == 0 && kernel == AttentionKernel::kAvx512;
+  const bool vec = hd % 8 == 0 && kernel != SimdLevel::kScalar;
+  const bool wide = hd % 16 == 0 && kernel == SimdLevel::kAvx512;
 #endif
   // One query row, one head: the tiled kernel's leftovers, and every row
   // where it cannot run.

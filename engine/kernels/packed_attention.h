@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "engine/kernels/vector_exp.h"
+
 namespace moeedb {
 
 struct PackedAttentionShape {
@@ -34,16 +36,13 @@ struct PackedAttentionShape {
 // head_dim a multiple of 16), else AVX2/FMA (four queries, head_dim a
 // multiple of 8), else scalar loops; each falls back to the next where the
 // head_dim does not fit. MOEEDB_ATTENTION_KERNEL=avx2|scalar caps the choice.
-enum class AttentionKernel { kScalar, kAvx2, kAvx512 };
-AttentionKernel AttentionKernelInUse();
-bool AttentionKernelRuns(AttentionKernel k);  // whether this CPU has what k needs
-const char* AttentionKernelName(AttentionKernel k);
+SimdLevel AttentionKernelInUse();
 
 void PackedAttentionF32(const PackedAttentionShape& shape, const float* q, int64_t q_ld, const float* k,
                         const float* v, int64_t kv_ld, const int64_t* q_text, const int64_t* q_pos,
                         int64_t n_queries, const int64_t* text_start, float* out);
 // The same on a given kernel (a kernel the CPU cannot run: scalar).
-void PackedAttentionF32(AttentionKernel kernel, const PackedAttentionShape& shape, const float* q, int64_t q_ld,
+void PackedAttentionF32(SimdLevel kernel, const PackedAttentionShape& shape, const float* q, int64_t q_ld,
                         const float* k, const float* v, int64_t kv_ld, const int64_t* q_text, const int64_t* q_pos,
                         int64_t n_queries, const int64_t* text_start, float* out);
 

@@ -143,17 +143,9 @@ void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, 
 #endif
 }
 
-RowsGemmPath RowsGemmPathInUse() {
-#if defined(__x86_64__)
-  static const RowsGemmPath p = [] {
-    const char* env = std::getenv("MOEEDB_ROWS_GEMM");
-    const bool cap = env != nullptr && std::string(env) == "avx2";
-    return CpuHasAvx512F() && !cap ? RowsGemmPath::kAvx512 : RowsGemmPath::kAvx2;
-  }();
+SimdLevel RowsGemmPathInUse() {
+  static const SimdLevel p = WidestSimdLevel("MOEEDB_ROWS_GEMM");
   return p;
-#else
-  return RowsGemmPath::kAvx2;
-#endif
 }
 
 bool RowsGemmAvailable() { return CpuHasAvx2Fma(); }
@@ -178,11 +170,11 @@ void RowsGemmF32Parallel(int64_t M, int64_t N, int64_t K, const float* x, int64_
   });
 }
 
-void RowsGemmF32(RowsGemmPath path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w,
+void RowsGemmF32(SimdLevel path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w,
                  int64_t ldw, float* y, int64_t ldy) {
 #if defined(__x86_64__)
   int64_t c = 0;
-  if (path == RowsGemmPath::kAvx512 && CpuHasAvx512F())
+  if (path == SimdLevel::kAvx512 && CpuHasAvx512F())
     for (; c + 32 <= N; c += 32) Columns512(M, K, x, ldx, w + c, ldw, y + c, ldy);
   for (; c + 16 <= N; c += 16) PanelColumns(M, K, x, ldx, w + c, ldw, y + c, ldy);
 #else

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "engine/kernels/vector_exp.h"
+
 namespace moeedb {
 
 // True where the kernel can run (x86-64 with AVX2 and FMA; not when
@@ -41,16 +43,17 @@ void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, 
 // packed copy would double the memory: MoE experts of a few rows each, where
 // BLAS's per-call packing of the weight costs as much as the product.
 // Requires RowsGemmAvailable(). One thread.
-enum class RowsGemmPath { kAvx2, kAvx512 };
-RowsGemmPath RowsGemmPathInUse();  // AVX-512 where the CPU has it; MOEEDB_ROWS_GEMM=avx2 caps it
+// The path in use: AVX-512 where the CPU has it, else AVX2
+// (MOEEDB_ROWS_GEMM=avx2 caps it).
+SimdLevel RowsGemmPathInUse();
 bool RowsGemmAvailable();          // x86-64 with AVX2 and FMA
 void RowsGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw, float* y,
                  int64_t ldy);
 // RowsGemmF32 on the compute threads (blocks of rows and columns).
 void RowsGemmF32Parallel(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw,
                          float* y, int64_t ldy);
-// The same on a given path (AVX-512 on a CPU without it: AVX2).
-void RowsGemmF32(RowsGemmPath path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w,
+// The same on a given path (anything but AVX-512 on a CPU with it: AVX2).
+void RowsGemmF32(SimdLevel path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w,
                  int64_t ldw, float* y, int64_t ldy);
 
 }  // namespace moeedb

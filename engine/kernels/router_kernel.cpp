@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <string>
 #include <limits>
 #include <numeric>
 
@@ -95,8 +93,8 @@ TileFn Avx2For(int v) {
 }
 
 // Tile function for r rows (1..4) and v vectors of experts.
-TileFn TileFor(RouterKernel::Path path, int r, int v) {
-  if (path == RouterKernel::Path::kAvx512) {
+TileFn TileFor(SimdLevel path, int r, int v) {
+  if (path == SimdLevel::kAvx512) {
     switch (r) {
       case 1: return Avx512For<1>(v);
       case 2: return Avx512For<2>(v);
@@ -139,48 +137,21 @@ RouterKernel::RouterKernel(const float* w, int64_t experts, int64_t hidden)
   }
 }
 
-bool RouterKernel::PathRuns(Path p) {
-#if defined(__x86_64__)
-  switch (p) {
-    case Path::kScalar: return true;
-    case Path::kAvx2: return CpuHasAvx2Fma();
-    case Path::kAvx512: return CpuHasAvx512F();
-  }
-  return false;
-#else
-  return p == Path::kScalar;
-#endif
-}
-
-const char* RouterKernel::PathName(Path p) {
-  switch (p) {
-    case Path::kScalar: return "scalar";
-    case Path::kAvx2: return "avx2";
-    case Path::kAvx512: return "avx512";
-  }
-  return "?";
-}
-
 void RouterKernel::Logits(const float* x, int64_t n, float* z) const {
-  static const Path best = [] {
-    const char* env = std::getenv("MOEEDB_ROUTER_KERNEL");  // avx2|scalar: cap the path (benchmarks)
-    const std::string cap = env != nullptr ? env : "";
-    if (cap != "avx2" && cap != "scalar" && PathRuns(Path::kAvx512)) return Path::kAvx512;
-    return cap != "scalar" && PathRuns(Path::kAvx2) ? Path::kAvx2 : Path::kScalar;
-  }();
+  static const SimdLevel best = WidestSimdLevel("MOEEDB_ROUTER_KERNEL");
   Logits(best, x, n, z);
 }
 
-void RouterKernel::Logits(Path path, const float* x, int64_t n, float* z) const {
-  if (!PathRuns(path)) path = Path::kScalar;
+void RouterKernel::Logits(SimdLevel path, const float* x, int64_t n, float* z) const {
+  if (!SimdLevelRuns(path)) path = SimdLevel::kScalar;
   const int64_t H = hidden_, E = experts_, P = padded_;
   constexpr int64_t kRows = 4;
   at::parallel_for(0, (n + kRows - 1) / kRows, 4, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t i = b * kRows, rows = std::min(kRows, n - i);
 #if defined(__x86_64__)
-      if (path != Path::kScalar) {
-        const int64_t lanes = path == Path::kAvx512 ? 16 : 8, chunk = path == Path::kAvx512 ? 64 : 16;
+      if (path != SimdLevel::kScalar) {
+        const int64_t lanes = path == SimdLevel::kAvx512 ? 16 : 8, chunk = path == SimdLevel::kAvx512 ? 64 : 16;
         for (int64_t c0 = 0; c0 < E; c0 += chunk) {
           const int v = static_cast<int>(std::min(chunk, (E - c0 + lanes - 1) / lanes * lanes) / lanes);
           TileFor(path, static_cast<int>(rows), v)(x + i * H, H, wt_.data(), P, E, c0, z + i * E);

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/kernels/vector_exp.h"
+
 namespace moeedb {
 
 class RouterKernel {
@@ -35,10 +37,7 @@ class RouterKernel {
   void Logits(const float* x, int64_t n, float* z) const;
   // The same on a given path (one the CPU cannot run: scalar); every path
   // gives the same floats.
-  enum class Path { kScalar, kAvx2, kAvx512 };
-  static bool PathRuns(Path p);
-  static const char* PathName(Path p);
-  void Logits(Path path, const float* x, int64_t n, float* z) const;
+  void Logits(SimdLevel path, const float* x, int64_t n, float* z) const;
 
   // For each row i, the k experts with the largest exact x[i] · w[e] (ties:
   // the lower index), written to experts[i * k ..] ordered by z[i][e]

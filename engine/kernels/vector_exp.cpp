@@ -1,6 +1,8 @@
 #include "engine/kernels/vector_exp.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 namespace moeedb {
 
@@ -26,6 +28,35 @@ bool CpuHasAvx512F() {
 #else
   return false;
 #endif
+}
+
+bool SimdLevelRuns(SimdLevel s) {
+  switch (s) {
+    case SimdLevel::kScalar: return true;
+    case SimdLevel::kAvx2: return CpuHasAvx2Fma();
+    case SimdLevel::kAvx512: return CpuHasAvx512F();
+  }
+  return false;
+}
+
+const char* SimdLevelName(SimdLevel s) {
+  switch (s) {
+    case SimdLevel::kScalar: return "scalar";
+    case SimdLevel::kAvx2: return "avx2";
+    case SimdLevel::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+SimdLevel WidestSimdLevel(const char* cap_env) {
+  const char* env = std::getenv(cap_env);
+  const std::string cap = env != nullptr ? env : "";
+  SimdLevel top = SimdLevel::kAvx512;
+  for (SimdLevel s : {SimdLevel::kAvx2, SimdLevel::kScalar})
+    if (cap == SimdLevelName(s)) top = s;
+  for (SimdLevel s : {SimdLevel::kAvx512, SimdLevel::kAvx2})
+    if (s <= top && SimdLevelRuns(s)) return s;
+  return SimdLevel::kScalar;
 }
 
 namespace {

@@ -14,6 +14,15 @@ bool CpuHasAvx2Fma();
 // True on x86-64 CPUs with AVX-512 F as well (the 16-lane paths).
 bool CpuHasAvx512F();
 
+// The instruction sets the CPU kernels choose between at run time.
+enum class SimdLevel { kScalar, kAvx2, kAvx512 };
+bool SimdLevelRuns(SimdLevel s);         // whether this CPU has what s needs
+const char* SimdLevelName(SimdLevel s);  // "scalar", "avx2", "avx512"
+// The widest level this CPU runs, at most the one the environment variable
+// `cap_env` names (benchmarks and tests use it to take an AVX2-only CPU's
+// paths); unset or any other value: no cap. Read on every call.
+SimdLevel WidestSimdLevel(const char* cap_env);
+
 // y[i] = exp(x[i]) as the kernels compute it (Exp8 where AVX2 is available,
 // else std::exp), 0 below -87 either way; n may be anything.
 void ExpArray(const float* x, float* y, int64_t n);

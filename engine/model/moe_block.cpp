@@ -176,7 +176,7 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   // where BLAS's per-call packing of the weight dominates.
   const bool rows_kernel_only =
       has_float_row_experts() && !has_packed_experts() && !has_int8_experts() && !has_bf16_experts();
-  const bool blas_wins = rows_kernel_only && RowsGemmPathInUse() != RowsGemmPath::kAvx512 && x.size(0) * k > 32 * E;
+  const bool blas_wins = rows_kernel_only && RowsGemmPathInUse() != SimdLevel::kAvx512 && x.size(0) * k > 32 * E;
   if ((dispatch_ == ExpertDispatch::kPacked || (dispatch_ == ExpertDispatch::kAuto && !blas_wins)) &&
       CanRunPacked(x)) {
     at::Tensor out = RunExpertsPacked(x, routing);  // float32 rows in, whatever the compute dtype
