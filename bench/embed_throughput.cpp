@@ -96,8 +96,8 @@ std::vector<std::vector<int32_t>> RandomIds(int64_t n, const std::vector<int64_t
 
 std::unique_ptr<m::MoeModel> Load(const std::string& dtype, const std::string& quant, double* seconds = nullptr) {
   m::LoadOptions o;
-  auto d = m::ParseComputeDtype(dtype);
-  auto q = m::ParseWeightQuant(quant);
+  auto d = m::kComputeDtypes.Parse(dtype);
+  auto q = m::kWeightQuants.Parse(quant);
   if (!d.ok() || !q.ok()) Die("bad format " + dtype + ":" + quant);
   o.format = {*d, *q};
   o.device = Flag("device", "cpu");
@@ -260,7 +260,7 @@ json ChildConfig(const std::string& what) {
   j["peak_rss_bytes"] = PeakRssBytes();
   j["rss_after_load_bytes"] = rss_loaded;
   j["peak_rss_during_load_bytes"] = peak_loaded;
-  j["compute_dtype"] = m::ComputeDtypeName(model->compute_dtype());
+  j["compute_dtype"] = m::kComputeDtypes.Name(model->compute_dtype());
   j["weight_bytes"] = model->WeightBytes();
   j["load_seconds"] = load_s;
   return j;

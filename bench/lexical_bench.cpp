@@ -1,4 +1,4 @@
-// bench/lexical: the lexical (BM25, Xapian) index of a collection and the
+// bench/lexical_bench: the lexical (BM25, Xapian) index of a collection and the
 // cost of hybrid search over dense search, on synthetic short documents
 // (8-30 words from a Zipfian vocabulary of 50,000 pseudo-words) with random
 // clustered vectors shaped like the default model's (HS 512, RW 32). For
@@ -160,11 +160,11 @@ int main(int argc, char** argv) {
     for (const Row& row : rows) {
       std::vector<double> ms;
       for (size_t q = 0; q < nq; ++q) {
-        SearchOptions so;
+        SearchSpec so;
         so.k = 10;
         so.mode = row.mode;
         so.fusion = row.fusion;
-        so.text = qtext[q];
+        so.query = qtext[q];
         so.exact = true;
         const auto t0 = Clock::now();
         auto hits = colls[1]->Search(qhs[q].data(), qrw[q].data(), so);

@@ -1,4 +1,4 @@
-// bench/search: fused search over synthetic clustered vectors shaped like
+// bench/search_bench: fused search over synthetic clustered vectors shaped like
 // OLMoE's (hs 2048, rw 1024). Prints, in one run:
 //   - one Faiss flat inner-product search over the concatenated [hs; rw]
 //     vectors (the baseline), and exact fused search, per query, and their ratio;
@@ -365,7 +365,7 @@ int main(int argc, char** argv) {
   std::stringstream ks(kinds);
   std::string kind;
   while (std::getline(ks, kind, ',')) {
-    auto parsed = ParseIndexKind(kind);
+    auto parsed = kIndexKinds.Parse(kind);
     if (!parsed.ok()) { std::fprintf(stderr, "%s\n", parsed.status().message().c_str()); return 2; }
     DualIndexSpec spec = base;
     spec.hs.kind = spec.rw.kind = *parsed;

@@ -15,8 +15,6 @@ namespace moeedb {
 
 using json = nlohmann::json;
 
-const double kDefaultBeta = 16.0;
-
 namespace {
 
 // Candidates each signal proposes in hybrid mode: oversample * k, and at
@@ -25,19 +23,8 @@ constexpr size_t kMinHybridCandidates = 100;
 
 }  // namespace
 
-FusionOptions FusionOf(const SearchOptions& o, float default_alpha) {
-  FusionOptions fo;
-  fo.kind = o.fusion;
-  fo.norm = o.norm;
-  fo.w_hs = o.w_hs;
-  fo.w_rw = o.alpha.value_or(default_alpha);
-  fo.w_lex = o.beta.value_or(kDefaultBeta);
-  fo.rrf_k = o.rrf_k;
-  return fo;
-}
-
-Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const float* rw, const SearchOptions& o) const {
-  if (o.k > 10000) return Status::InvalidArgument("k must be at most 10000");
+Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const float* rw, const SearchSpec& o) const {
+  if (o.k > kMaxSearchK) return Status::InvalidArgument("k must be at most " + std::to_string(kMaxSearchK));
   if (o.alpha && !std::isfinite(*o.alpha)) return Status::InvalidArgument("alpha must be finite");
   std::shared_lock lock(mu_);
   // The filter lives for this call only: it may capture by reference.
@@ -59,7 +46,7 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   req.rw = rw;
   req.k = o.k;
   req.alpha = o.alpha.value_or(default_alpha_);
-  req.mode = o.mode == QueryMode::kHs ? SearchMode::kHs : o.mode == QueryMode::kRw ? SearchMode::kRw : SearchMode::kFused;
+  req.mode = o.mode;
   req.exact = o.exact;
   req.filter = filter;
   MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, batcher_.Search(*index_, req));
@@ -72,30 +59,30 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
     out.push_back(c);
   }
   // The lexical score is reported beside the dense ones when the query has a text.
-  if (lexical_ && !o.text.empty() && !out.empty()) {
+  if (lexical_ && !o.query.empty() && !out.empty()) {
     std::vector<uint64_t> ids;
     for (const auto& c : out) ids.push_back(c.id);
     std::lock_guard lex(lexical_mu_);
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<double> s, lexical_->Score(o.text, ids));
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<double> s, lexical_->Score(o.query, ids));
     for (size_t i = 0; i < out.size(); ++i) out[i].lex = s[i];
   }
   return ToSearchHits(out);
 }
 
 Result<std::vector<SearchHit>> VectorCollection::SearchLexicalOrHybrid(const float* hs, const float* rw,
-                                                                       const SearchOptions& o,
+                                                                       const SearchSpec& o,
                                                                        const std::function<bool(uint64_t)>& filter) const {
   if (!lexical_)
     return Status::InvalidArgument("collection '" + name_ + "' has no lexical index (it was created with lexical off" +
                                    std::string(lexical_spec_.enabled ? "" : " or before lexical search existed") +
-                                   "): " + QueryModeName(o.mode) + " search needs one");
-  if (o.text.empty()) return Status::InvalidArgument(std::string(QueryModeName(o.mode)) + " search needs the query text");
+                                   "): " + kQueryModes.Name(o.mode) + " search needs one");
+  if (o.query.empty()) return Status::InvalidArgument(std::string(kQueryModes.Name(o.mode)) + " search needs the query text");
   const float alpha = o.alpha.value_or(default_alpha_);
   std::vector<FusedCandidate> cands;
   if (o.mode == QueryMode::kLexical) {
     {
       std::lock_guard lex(lexical_mu_);
-      MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(o.text, o.k, filter));
+      MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(o.query, o.k, filter));
       for (const auto& h : hits) {
         cands.push_back(FusedCandidate{h.id, 0.0, 0.0, h.score, h.score});
         cands.back().part_lex = h.score;
@@ -128,8 +115,8 @@ Result<std::vector<SearchHit>> VectorCollection::SearchLexicalOrHybrid(const flo
     if (fresh) cands.push_back(FusedCandidate{id}), has_dense.push_back(false), has_lex.push_back(false);
     return it->second;
   };
-  for (SearchMode m : {SearchMode::kHs, SearchMode::kRw}) {
-    if ((m == SearchMode::kHs ? fo.w_hs : fo.w_rw) == 0) continue;
+  for (QueryMode m : {QueryMode::kHs, QueryMode::kRw}) {
+    if ((m == QueryMode::kHs ? fo.w_hs : fo.w_rw) == 0) continue;
     SearchRequest req;
     req.hs = hs;
     req.rw = rw;
@@ -145,7 +132,7 @@ Result<std::vector<SearchHit>> VectorCollection::SearchLexicalOrHybrid(const flo
   }
   std::lock_guard lex(lexical_mu_);
   if (fo.w_lex > 0) {
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(o.text, kk, filter));
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(o.query, kk, filter));
     for (const auto& h : hits) {
       const size_t i = add(h.id);
       cands[i].lex = h.score, has_lex[i] = true;
@@ -161,7 +148,7 @@ Result<std::vector<SearchHit>> VectorCollection::SearchLexicalOrHybrid(const flo
     for (const Hit& h : dense) cands[at[h.id]].hs = h.score_hs, cands[at[h.id]].rw = h.score_rw;
   }
   if (!need_lex.empty()) {
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<double> s, lexical_->Score(o.text, need_lex));
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<double> s, lexical_->Score(o.query, need_lex));
     for (size_t i = 0; i < need_lex.size(); ++i) cands[at[need_lex[i]]].lex = s[i];
   }
   Fuse(fo, &cands);

@@ -161,11 +161,11 @@ Result<WriteResult> Database::Upsert(const std::string& name, std::vector<Stored
   return c->Upsert(docs, sync);
 }
 
-Result<std::vector<SearchHit>> Database::Search(const std::string& name, const SearchOptions& options) {
+Result<std::vector<SearchHit>> Database::Search(const std::string& name, const SearchSpec& options) {
   MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
   if (options.mode == QueryMode::kLexical) return c->Search(nullptr, nullptr, options);
   MOEEDB_ASSIGN_OR_RETURN(const EmbeddingSetup* setup, SetupOf(name));
-  MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, EmbedWith(*setup, {options.text}, EmbedPurpose::kQuery));
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, EmbedWith(*setup, {options.query}, EmbedPurpose::kQuery));
   return c->Search(e[0].hs.data(), e[0].rw.data(), options);
 }
 

@@ -83,7 +83,7 @@ class Database {
   Result<WriteResult> Upsert(const std::string& name, std::vector<StoredDocument> docs, bool sync = true);
   // Searches `name`; embeds options.text with its setup first unless the
   // mode is lexical (no model runs then).
-  Result<std::vector<SearchHit>> Search(const std::string& name, const SearchOptions& options);
+  Result<std::vector<SearchHit>> Search(const std::string& name, const SearchSpec& options);
 
   // Snapshots the indexes of every open collection; the first error, if any.
   Status SaveIndexes();

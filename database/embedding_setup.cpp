@@ -94,8 +94,8 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   s->default_alpha_ = defaults.alpha;
   SetComputeThreads(config.threads);
   LoadOptions load;
-  MOEEDB_ASSIGN_OR_RETURN(load.format.dtype, ParseComputeDtype(config.dtype));
-  MOEEDB_ASSIGN_OR_RETURN(load.format.quant, ParseWeightQuant(config.quant));
+  MOEEDB_ASSIGN_OR_RETURN(load.format.dtype, kComputeDtypes.Parse(config.dtype));
+  MOEEDB_ASSIGN_OR_RETURN(load.format.quant, kWeightQuants.Parse(config.quant));
   load.device = config.device;
   MOEEDB_ASSIGN_OR_RETURN(s->model_, MoeModel::LoadDir(s->config_.model_dir, load));
   const std::string tok_path = config.tokenizer_path.empty()
@@ -107,7 +107,7 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
   MOEEDB_ASSIGN_OR_RETURN(s->tokenizer_, BpeTokenizer::FromFile(tok_path));
   if (s->tokenizer_->vocab_size() > s->model_->config().vocab_size)
     return Status::InvalidArgument("the tokenizer has more ids than the model's vocabulary");
-  MOEEDB_ASSIGN_OR_RETURN(ExpertDispatch dispatch, ParseExpertDispatch(config.expert_dispatch));
+  MOEEDB_ASSIGN_OR_RETURN(ExpertDispatch dispatch, kExpertDispatches.Parse(config.expert_dispatch));
   s->model_->set_expert_dispatch(dispatch);
   MOEEDB_ASSIGN_OR_RETURN(RoutingPolicy policy, RoutingPolicy::Parse(config.routing));
   MOEEDB_RETURN_IF_ERROR(s->model_->SetRouting(policy, config.cache_dir).status());
@@ -120,10 +120,8 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConf
     eo.rw_readout_default = false;
     MOEEDB_ASSIGN_OR_RETURN(eo.rw_readout, ParseRouterReadout(config.rw_readout));
   }
-  if (!ParseHsPooling(s->config_.hs_pooling, &eo.hs_pooling))
-    return Status::InvalidArgument("unknown HS pooling '" + s->config_.hs_pooling + "' (last, mean, layers-mean, trained)");
-  if (!ParseRwPooling(s->config_.rw_pooling, &eo.rw_pooling))
-    return Status::InvalidArgument("unknown RW pooling '" + s->config_.rw_pooling + "' (last, mean)");
+  MOEEDB_ASSIGN_OR_RETURN(eo.hs_pooling, kHsPoolings.Parse(s->config_.hs_pooling));
+  MOEEDB_ASSIGN_OR_RETURN(eo.rw_pooling, kRwPoolings.Parse(s->config_.rw_pooling));
   MOEEDB_RETURN_IF_ERROR(s->model_->CheckHsPooling(eo.hs_pooling));  // at load, not at the first embed
   s->embedder_ = std::make_unique<Embedder>(s->model_.get(), s->tokenizer_.get(), eo);
   const WorkerShare share = ShareComputeThreads(config.workers, ComputeThreads());

@@ -21,12 +21,12 @@ namespace moeedb {
 struct EmbeddingConfig {
   std::string model_dir;
   std::string routing = "learned";
-  // Empty: what the model folder asks for (engine/model_defaults.h); Load
+  // Empty: what the model folder asks for (engine/model/model_defaults.h); Load
   // resolves them, so config() always holds concrete names.
   std::string prompt;
-  std::string hs_pooling;  // last | mean | layers-mean | trained (engine/pooling.h)
+  std::string hs_pooling;  // last | mean | layers-mean | trained (engine/model/pooling.h)
   std::string rw_pooling;  // last | mean
-  std::string dtype = "f32";    // compute dtype: f32 | bf16 (engine/weight_format.h)
+  std::string dtype = "f32";    // compute dtype: f32 | bf16 (engine/model/weight_format.h)
   std::string quant = "none";   // weight storage: none | int8
   std::string device = "cpu";   // cpu | cuda[:N]
   int threads = 0;

@@ -31,6 +31,7 @@
 #include "index/lexical_index.h"
 #include "index/metadata_filter.h"
 #include "index/search_batcher.h"
+#include "database/spec/search_spec.h"
 #include "storage/store.h"
 
 namespace moeedb {
@@ -44,13 +45,6 @@ struct CollectionOptions {
   LexicalSpec lexical{true};           // BM25 over the texts (hybrid and lexical search)
 };
 
-// Hybrid search's defaults when a query names none: reciprocal rank fusion
-// with lexical weight 16, both chosen on the tuning half of Cranfield's
-// queries with the default model (docs/eval.md). kDefaultBeta is defined in
-// collection_search.cpp.
-extern const double kDefaultBeta;
-inline constexpr FusionKind kDefaultFusion = FusionKind::kRrf;
-
 struct SearchHit {
   std::string id;
   float score = 0;                          // what the ranking used
@@ -61,26 +55,6 @@ struct SearchHit {
   float part_hs = 0, part_rw = 0, part_lex = 0;
   std::string text, metadata_json;
 };
-
-struct SearchOptions {
-  size_t k = 10;
-  QueryMode mode = QueryMode::kFused;
-  std::optional<float> alpha;  // RW weight; default: the collection's
-  std::string text;            // the query's text: lexical and hybrid modes
-  std::optional<double> beta;  // lexical weight in hybrid mode; default kDefaultBeta
-  double w_hs = 1.0;           // HS weight in hybrid mode
-  FusionKind fusion = kDefaultFusion;
-  ScoreNorm norm = ScoreNorm::kMinMax;
-  int rrf_k = 60;
-  // Only documents whose metadata matches; null: all. Parsed at the edge
-  // (MetadataFilter::Parse), so a bad filter is refused before any search.
-  std::shared_ptr<const MetadataFilter> filter;
-  bool exact = false;
-};
-
-// The fusion a hybrid search with `o` runs: its weights, with alpha falling
-// back to `default_alpha` and beta to kDefaultBeta.
-FusionOptions FusionOf(const SearchOptions& o, float default_alpha);
 
 class VectorCollection {
  public:
@@ -103,9 +77,9 @@ class VectorCollection {
   Result<std::optional<StoredDocument>> Get(const std::string& id) const;
   // A page of documents in id order (Store::ListDocuments).
   Result<DocumentPage> List(const std::string& after, size_t limit) const;
-  // Dense modes need hs and rw; lexical needs options.text (the vectors,
+  // Dense modes need hs and rw; lexical needs options.query (the vectors,
   // when given, fill in score_hs/score_rw); hybrid needs all three.
-  Result<std::vector<SearchHit>> Search(const float* hs, const float* rw, const SearchOptions& options) const;
+  Result<std::vector<SearchHit>> Search(const float* hs, const float* rw, const SearchSpec& options) const;
 
   // Commit the lexical index, snapshot the dense one, trim the op log they cover.
   Status SaveIndex();
@@ -134,7 +108,7 @@ class VectorCollection {
   Status ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs);
   // Catches the lexical index up from the op log, or rebuilds it.
   Status OpenLexical(const CollectionRecord& rec);
-  Result<std::vector<SearchHit>> SearchLexicalOrHybrid(const float* hs, const float* rw, const SearchOptions& o,
+  Result<std::vector<SearchHit>> SearchLexicalOrHybrid(const float* hs, const float* rw, const SearchSpec& o,
                                                        const std::function<bool(uint64_t)>& filter) const;
   Result<std::vector<SearchHit>> ToSearchHits(const std::vector<FusedCandidate>& hits) const;
 

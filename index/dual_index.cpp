@@ -27,39 +27,16 @@ namespace fs = std::filesystem;
 using FaissId = faiss::Index::idx_t;  // Faiss 1.7.3 keeps idx_t inside Index
 using json = nlohmann::json;
 
-Result<IndexKind> ParseIndexKind(const std::string& n) {
-  if (n == "flat") return IndexKind::kFlat;
-  if (n == "hnsw") return IndexKind::kHnsw;
-  if (n == "ivf") return IndexKind::kIvf;
-  return Status::InvalidArgument("unknown index kind '" + n + "' (flat, hnsw, ivf)");
-}
-
-const char* IndexKindName(IndexKind k) {
-  switch (k) {
-    case IndexKind::kFlat: return "flat";
-    case IndexKind::kHnsw: return "hnsw";
-    case IndexKind::kIvf: return "ivf";
-  }
-  return "?";
-}
-
-Result<SearchMode> ParseSearchMode(const std::string& n) {
-  if (n == "fused") return SearchMode::kFused;
-  if (n == "hs") return SearchMode::kHs;
-  if (n == "rw") return SearchMode::kRw;
-  return Status::InvalidArgument("unknown mode '" + n + "' (fused, hs, rw)");
-}
-
 namespace {
 
 json SignalSpecToJson(const SignalIndexSpec& h) {
-  return {{"kind", IndexKindName(h.kind)}, {"sq8", h.sq8}, {"hnsw_m", h.hnsw_m}, {"ef_construction", h.ef_construction},
+  return {{"kind", kIndexKinds.Name(h.kind)}, {"sq8", h.sq8}, {"hnsw_m", h.hnsw_m}, {"ef_construction", h.ef_construction},
           {"ef_search", h.ef_search}, {"ivf_nlist", h.ivf_nlist}, {"nprobe", h.nprobe}};
 }
 
 Result<SignalIndexSpec> SignalSpecFromJson(const json& j) {
   SignalIndexSpec h;
-  MOEEDB_ASSIGN_OR_RETURN(h.kind, ParseIndexKind(j.value("kind", "flat")));
+  MOEEDB_ASSIGN_OR_RETURN(h.kind, kIndexKinds.Parse(j.value("kind", "flat")));
   h.sq8 = j.value("sq8", false);
   h.hnsw_m = j.value("hnsw_m", 32);
   h.ef_construction = j.value("ef_construction", 80);
@@ -370,23 +347,25 @@ Status DualIndex::StandardizeQuery(const float* hs, const float* rw, std::vector
 namespace {
 
 // The weights of a request's two cosines in its score.
-float WeightHs(const SearchRequest& r) { return r.mode == SearchMode::kRw ? 0.0f : 1.0f; }
+float WeightHs(const SearchRequest& r) { return r.mode == QueryMode::kRw ? 0.0f : 1.0f; }
 float WeightRw(const SearchRequest& r) {
-  return r.mode == SearchMode::kHs ? 0.0f : (r.mode == SearchMode::kRw ? 1.0f : r.alpha);
+  return r.mode == QueryMode::kHs ? 0.0f : (r.mode == QueryMode::kRw ? 1.0f : r.alpha);
 }
 
 }  // namespace
 
 Status DualIndex::PrepareQuery(const SearchRequest& r, std::vector<float>* qh, std::vector<float>* qr) const {
-  if (r.hs == nullptr && r.mode != SearchMode::kRw) return Status::InvalidArgument("search needs an HS query vector");
-  if (r.rw == nullptr && r.mode != SearchMode::kHs) return Status::InvalidArgument("search needs an RW query vector");
+  if (!IsDenseMode(r.mode))
+    return Status::InvalidArgument(std::string("the dense index has no ") + kQueryModes.Name(r.mode) + " search");
+  if (r.hs == nullptr && r.mode != QueryMode::kRw) return Status::InvalidArgument("search needs an HS query vector");
+  if (r.rw == nullptr && r.mode != QueryMode::kHs) return Status::InvalidArgument("search needs an RW query vector");
   if (!std::isfinite(r.alpha)) return Status::InvalidArgument("alpha must be finite");
   return StandardizeQuery(r.hs, r.rw, qh, qr);
 }
 
 bool DualIndex::ScansEveryRow(const SearchRequest& r) const {
-  const bool hs_ann = hs_->HasIndex() && r.mode != SearchMode::kRw;
-  const bool rw_ann = rw_->HasIndex() && r.mode != SearchMode::kHs;
+  const bool hs_ann = hs_->HasIndex() && r.mode != QueryMode::kRw;
+  const bool rw_ann = rw_->HasIndex() && r.mode != QueryMode::kHs;
   return r.exact || (!hs_ann && !rw_ann);
 }
 
@@ -488,8 +467,8 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
       for (size_t p : ps)
         if (p < rows && alive_[p] && seen.insert(p).second && (!r.filter || r.filter(pos_to_id_[p]))) cands.push_back(p);
     };
-    if (r.mode != SearchMode::kRw) take(SignalCandidates(*hs_, qh.data(), std::min(kk, rows)));
-    if (r.mode != SearchMode::kHs) take(SignalCandidates(*rw_, qr.data(), std::min(kk, rows)));
+    if (r.mode != QueryMode::kRw) take(SignalCandidates(*hs_, qh.data(), std::min(kk, rows)));
+    if (r.mode != QueryMode::kHs) take(SignalCandidates(*rw_, qr.data(), std::min(kk, rows)));
     if (cands.size() >= r.k || kk >= rows) {
       finish(cands);
       return hits;

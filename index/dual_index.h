@@ -26,7 +26,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/enum_table.h"
 #include "base/status.h"
+#include "index/query_mode.h"
 #include "index/standardizer.h"
 
 namespace faiss {
@@ -36,8 +38,8 @@ struct Index;
 namespace moeedb {
 
 enum class IndexKind { kFlat, kHnsw, kIvf };
-Result<IndexKind> ParseIndexKind(const std::string& name);  // "flat" | "hnsw" | "ivf"
-const char* IndexKindName(IndexKind kind);
+inline constexpr EnumTable<IndexKind, 3> kIndexKinds{
+    "index kind", {{{IndexKind::kFlat, "flat"}, {IndexKind::kHnsw, "hnsw"}, {IndexKind::kIvf, "ivf"}}}};
 
 struct SignalIndexSpec {
   IndexKind kind = IndexKind::kFlat;
@@ -60,15 +62,12 @@ struct DualIndexSpec {
   static Result<DualIndexSpec> FromJson(const std::string& json_text);
 };
 
-enum class SearchMode { kFused, kHs, kRw };
-Result<SearchMode> ParseSearchMode(const std::string& name);
-
 struct SearchRequest {
   const float* hs = nullptr;  // raw query vectors (standardized inside)
   const float* rw = nullptr;
   size_t k = 10;
   float alpha = 1.0f;
-  SearchMode mode = SearchMode::kFused;
+  QueryMode mode = QueryMode::kFused;  // fused, hs or rw: the dense modes
   bool exact = false;                         // force the exact path
   std::function<bool(uint64_t id)> filter;    // empty: every document
 };

@@ -6,47 +6,12 @@
 
 namespace moeedb {
 
-Result<QueryMode> ParseQueryMode(const std::string& n) {
-  if (n == "fused") return QueryMode::kFused;
-  if (n == "hs") return QueryMode::kHs;
-  if (n == "rw") return QueryMode::kRw;
-  if (n == "lexical") return QueryMode::kLexical;
-  if (n == "hybrid") return QueryMode::kHybrid;
-  return Status::InvalidArgument("unknown search mode '" + n + "' (fused, hs, rw, lexical or hybrid)");
-}
-
-const char* QueryModeName(QueryMode m) {
-  switch (m) {
-    case QueryMode::kFused: return "fused";
-    case QueryMode::kHs: return "hs";
-    case QueryMode::kRw: return "rw";
-    case QueryMode::kLexical: return "lexical";
-    case QueryMode::kHybrid: return "hybrid";
-  }
-  return "?";
-}
-
-Result<FusionKind> ParseFusionKind(const std::string& n) {
-  if (n == "weighted") return FusionKind::kWeighted;
-  if (n == "rrf") return FusionKind::kRrf;
-  return Status::InvalidArgument("unknown fusion '" + n + "' (weighted or rrf)");
-}
-
-const char* FusionKindName(FusionKind k) { return k == FusionKind::kRrf ? "rrf" : "weighted"; }
-
-Result<ScoreNorm> ParseScoreNorm(const std::string& n) {
-  if (n == "minmax") return ScoreNorm::kMinMax;
-  if (n == "zscore") return ScoreNorm::kZScore;
-  return Status::InvalidArgument("unknown score normalisation '" + n + "' (minmax or zscore)");
-}
-
-const char* ScoreNormName(ScoreNorm n) { return n == ScoreNorm::kZScore ? "zscore" : "minmax"; }
-
 Status FusionOptions::Validate() const {
   for (double w : {w_hs, w_rw, w_lex})
     if (!std::isfinite(w) || w < 0) return Status::InvalidArgument("fusion weights must be finite and >= 0");
   if (w_hs == 0 && w_rw == 0 && w_lex == 0) return Status::InvalidArgument("at least one fusion weight must be positive");
-  if (rrf_k < 1 || rrf_k > 100000) return Status::InvalidArgument("rrf k must be in [1, 100000]");
+  if (rrf_k < kMinRrfK || rrf_k > kMaxRrfK)
+    return Status::InvalidArgument("rrf k must be in [" + std::to_string(kMinRrfK) + ", " + std::to_string(kMaxRrfK) + "]");
   return Status::OK();
 }
 

@@ -21,23 +21,22 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_table.h"
 #include "base/status.h"
+#include "index/query_mode.h"
 
 namespace moeedb {
 
-// What a collection search ranks by: the dense MoEE sum (fused), one dense
-// signal alone, BM25 alone, or all three fused (hybrid).
-enum class QueryMode { kFused, kHs, kRw, kLexical, kHybrid };
-Result<QueryMode> ParseQueryMode(const std::string& name);  // fused | hs | rw | lexical | hybrid
-const char* QueryModeName(QueryMode mode);
-
 enum class FusionKind { kWeighted, kRrf };
-Result<FusionKind> ParseFusionKind(const std::string& name);  // weighted | rrf
-const char* FusionKindName(FusionKind kind);
+inline constexpr EnumTable<FusionKind, 2> kFusionKinds{"fusion",
+                                                       {{{FusionKind::kWeighted, "weighted"}, {FusionKind::kRrf, "rrf"}}}};
 
 enum class ScoreNorm { kMinMax, kZScore };
-Result<ScoreNorm> ParseScoreNorm(const std::string& name);  // minmax | zscore
-const char* ScoreNormName(ScoreNorm norm);
+inline constexpr EnumTable<ScoreNorm, 2> kScoreNorms{"score normalisation",
+                                                     {{{ScoreNorm::kMinMax, "minmax"}, {ScoreNorm::kZScore, "zscore"}}}};
+
+// rrf k's range: 1/(k + rank) needs k >= 1; beyond 100000 every rank weighs the same.
+inline constexpr int kMinRrfK = 1, kMaxRrfK = 100000;
 
 struct FusionOptions {
   FusionKind kind = FusionKind::kWeighted;
@@ -45,7 +44,7 @@ struct FusionOptions {
   double w_hs = 1.0, w_rw = 1.0, w_lex = 1.0;  // w_rw is the query's alpha, w_lex its beta
   int rrf_k = 60;
   // InvalidArgument for a negative or non-finite weight, every weight 0, or
-  // rrf_k outside [1, 100000].
+  // rrf_k outside [kMinRrfK, kMaxRrfK].
   Status Validate() const;
 };
 

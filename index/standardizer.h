@@ -1,6 +1,6 @@
 // Standardizer: per-feature z-score with stored statistics, then L2
 // normalisation, so that an inner product is the cosine of the z-scored
-// vectors (design.md, method.md A.3). The statistics are fixed per
+// vectors (docs/method.md A.3). The statistics are fixed per
 // collection, so a vector's image is a pure function of the vector.
 #pragma once
 

@@ -73,6 +73,21 @@ int main(int argc, char** argv) {
   CHECK(moeedb_search_hybrid(db, "c", "onion", 10, 0.5f, -1.0f, NULL, NULL, &hits) == MOEEDB_INVALID_ARGUMENT);
   CHECK(moeedb_search_hybrid(db, "c", "onion", 10, 0.5f, 1.0f, "borda", NULL, &hits) == MOEEDB_INVALID_ARGUMENT);
   CHECK(moeedb_search(db, "nope", "x", 10, 1.0f, NULL, NULL, &hits) == MOEEDB_NOT_FOUND);
+  /* Every search setting through a JSON spec: the same hits as the hybrid call above. */
+  CHECK(moeedb_search_json(db, "c", "{\"query\": \"onion slicing\", \"mode\": \"hybrid\", \"alpha\": 0.5, "
+                                    "\"beta\": 2, \"fusion\": \"rrf\", \"rrf_k\": 60, \"k\": 2}", &hits) == MOEEDB_OK);
+  CHECK(moeedb_hits_count(hits) == 2 && strcmp(moeedb_hit_id(hits, 0), "d2") == 0);
+  moeedb_hits_free(hits);
+  CHECK(moeedb_search_json(db, "c", "{\"query\": \"x\", \"k\": 0}", &hits) == MOEEDB_INVALID_ARGUMENT);
+  CHECK(strstr(moeedb_last_error(), "'k'") != NULL);
+  CHECK(moeedb_search_json(db, "c", "not json", &hits) == MOEEDB_INVALID_ARGUMENT);
+  /* A collection from a JSON spec: lexical off, so lexical search is refused by name. */
+  CHECK(moeedb_create_collection_json(db, "plain", "{\"lexical\": false, \"alpha\": 0.5}") == MOEEDB_OK);
+  CHECK(moeedb_create_collection_json(db, "plain", "{}") == MOEEDB_INVALID_ARGUMENT);
+  CHECK(moeedb_create_collection_json(db, "odd", "{\"index_hs\": \"lsh\"}") == MOEEDB_INVALID_ARGUMENT);
+  CHECK(moeedb_upsert(db, "plain", 3, ids, texts, meta) == MOEEDB_OK);
+  CHECK(moeedb_search(db, "plain", "onion", 10, 1.0f, "lexical", NULL, &hits) == MOEEDB_INVALID_ARGUMENT);
+  CHECK(strstr(moeedb_last_error(), "no lexical index") != NULL);
 
   size_t deleted = 0;
   CHECK(moeedb_delete(db, "c", 1, &ids[1], &deleted) == MOEEDB_OK && deleted == 1);

@@ -157,7 +157,7 @@ TEST_F(Cli, EmbedWeightFormatsMatchTheLibraryAndStayCloseToF32) {
     auto r = test::Run({test::Binary(), "embed", "--model", model(), "--dtype", dtype, "--quant", quant}, input);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     LoadOptions o;
-    o.format = {*ParseComputeDtype(dtype), *ParseWeightQuant(quant)};
+    o.format = {*kComputeDtypes.Parse(dtype), *kWeightQuants.Parse(quant)};
     auto m = MoeModel::LoadDir(model(), o);
     auto tok = BpeTokenizer::FromFile(model() + "/tokenizer.json");
     ASSERT_TRUE(m.ok() && tok.ok());

@@ -122,7 +122,7 @@ TEST(Collection, ExactFusedSearchEqualsBruteForce) {
             ref.push_back({mode == QueryMode::kFused ? a + alpha * b : mode == QueryMode::kHs ? a : b, i});
           }
           std::stable_sort(ref.begin(), ref.end(), [](auto& x, auto& y) { return x.first > y.first; });
-          SearchOptions so;
+          SearchSpec so;
           so.k = k;
           so.alpha = alpha;
           so.mode = mode;
@@ -157,9 +157,9 @@ TEST(Collection, AnnFusedSearchFindsTheExactNeighbours) {
       q.rw.erase(q.rw.begin(), q.rw.begin() + 2000);
       double recall = 0;
       for (size_t i = 0; i < 20; ++i) {
-        SearchOptions ann;
+        SearchSpec ann;
         ann.k = 10;
-        SearchOptions ex = ann;
+        SearchSpec ex = ann;
         ex.exact = true;
         auto a = (*c)->Search(q.hs[i].data(), q.rw[i].data(), ann);
         auto e = (*c)->Search(q.hs[i].data(), q.rw[i].data(), ex);
@@ -168,7 +168,7 @@ TEST(Collection, AnnFusedSearchFindsTheExactNeighbours) {
         for (const auto& h : *e) truth.insert(h.id);
         for (const auto& h : *a) recall += truth.count(h.id) / 200.0;
       }
-      EXPECT_GE(recall, 0.9) << IndexKindName(kind) << (sq8 ? "+sq8" : "");
+      EXPECT_GE(recall, 0.9) << kIndexKinds.Name(kind) << (sq8 ? "+sq8" : "");
     }
   }
 }
@@ -191,21 +191,21 @@ TEST(Collection, DeletedDocumentsAreNeverReturned) {
     for (size_t i = 0; i < 400; i += 4) {  // the deleted document's own vectors as the query
       for (auto mode : {QueryMode::kFused, QueryMode::kHs, QueryMode::kRw}) {
         for (bool exact : {false, true}) {
-          SearchOptions so;
+          SearchSpec so;
           so.k = 20;
           so.mode = mode;
           so.exact = exact;
           auto hits = (*c)->Search(d.hs[i].data(), d.rw[i].data(), so);
           ASSERT_TRUE(hits.ok());
           EXPECT_EQ(hits->size(), 20u);
-          for (const auto& h : *hits) EXPECT_NE(std::stoul(h.id.substr(1)) % 4, 0u) << IndexKindName(kind);
+          for (const auto& h : *hits) EXPECT_NE(std::stoul(h.id.substr(1)) % 4, 0u) << kIndexKinds.Name(kind);
         }
       }
       if (i > 40) break;
     }
     // Re-adding a deleted id works and is found first for its own vectors.
     ASSERT_TRUE((*c)->Upsert(Docs(d, 8, 9)).ok());
-    SearchOptions so;
+    SearchSpec so;
     so.k = 1;
     auto hits = (*c)->Search(d.hs[8].data(), d.rw[8].data(), so);
     ASSERT_TRUE(hits.ok());
@@ -232,7 +232,7 @@ TEST(Collection, HnswRebuildsAfterTheTombstoneThreshold) {
   ASSERT_TRUE((*c)->Delete(gone).ok());
   EXPECT_EQ((*c)->index_rebuilds(), 1u);  // 120 / 500 > 0.2
   EXPECT_EQ((*c)->size(), 380u);
-  SearchOptions so;
+  SearchSpec so;
   so.k = 50;
   for (size_t i = 0; i < 120; i += 7) {
     auto hits = (*c)->Search(d.hs[i].data(), d.rw[i].data(), so);
@@ -267,7 +267,7 @@ TEST(Collection, SnapshotReplayAndRebuildGiveTheSameIndex) {
   EXPECT_TRUE((*c)->opened_from_snapshot());
   EXPECT_EQ((*c)->replayed_ops(), 2u);
   EXPECT_EQ((*c)->size(), 298u);
-  SearchOptions so;
+  SearchSpec so;
   so.k = 10;
   so.exact = true;
   auto a = (*c)->Search(d.hs[7].data(), d.rw[7].data(), so);
@@ -291,7 +291,7 @@ TEST(Collection, MetadataFilters) {
   ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 100)).ok());
   auto check = [&](const std::string& filter, const std::function<bool(size_t)>& expect, size_t count) {
     for (bool exact : {false, true}) {
-      SearchOptions so;
+      SearchSpec so;
       so.k = 100;
       auto parsed = MetadataFilter::Parse(filter);
       ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -367,7 +367,7 @@ TEST(Collection, Fp16RowsScoreLikeF32AndSurviveASnapshot) {
   auto reopened = VectorCollection::Open(env.store.get(), "b");
   ASSERT_TRUE(reopened.ok());
   EXPECT_TRUE((*reopened)->opened_from_snapshot());
-  SearchOptions so;
+  SearchSpec so;
   so.k = 300;
   so.exact = true;
   auto x = (*ca)->Search(d.hs[1].data(), d.rw[1].data(), so);

@@ -3,7 +3,7 @@
 // reopens the database and checks: every acknowledged document is stored
 // with its exact vectors and is in both indexes (found first for its own
 // vectors); no batch is stored in part; no id outside what was written
-// exists; ids are unique; and the docs/hs/rw records and the index hold the
+// exists; ids are unique; and the docs, hs and rw records and the index hold the
 // same id sets, and so does the lexical (BM25) index, which finds each
 // acknowledged document by its number.
 #include <gtest/gtest.h>
@@ -130,16 +130,16 @@ TEST(CrashSafety, AcknowledgedWritesSurviveSigkill) {
         EXPECT_EQ((*d)->hs, crash::VecOf(k, crash::kDimHs, 1));
         EXPECT_EQ((*d)->rw, crash::VecOf(k, crash::kDimRw, 2));
         if (++checked % 11 != 0) continue;
-        SearchOptions lex;
+        SearchSpec lex;
         lex.k = 1;
         lex.mode = QueryMode::kLexical;
-        lex.text = std::to_string(k);  // every text is "doc <k>": the number is its one rare word
+        lex.query = std::to_string(k);  // every text is "doc <k>": the number is its one rare word
         auto lhits = (*coll)->Search(nullptr, nullptr, lex);
         ASSERT_TRUE(lhits.ok()) << lhits.status().ToString();
         ASSERT_EQ(lhits->size(), 1u);
         EXPECT_EQ((*lhits)[0].id, crash::IdOf(k));
         for (auto mode : {QueryMode::kHs, QueryMode::kRw}) {  // each index on its own (rw: HNSW)
-          SearchOptions so;
+          SearchSpec so;
           so.k = 1;
           so.mode = mode;
           auto hits = (*coll)->Search((*d)->hs.data(), (*d)->rw.data(), so);

@@ -548,8 +548,8 @@ TEST_F(EmbedTrainer, TheSideTermsTrainTheTrainingFreePoolings) {
   }
   for (HsPooling hs : {HsPooling::kLast, HsPooling::kMean, HsPooling::kLayersMean}) {
     const double before = separation(plain, hs, false, false), after = separation(trained, hs, false, false);
-    std::printf("HS %s: separation %.3f -> %.3f\n", HsPoolingName(hs), before, after);
-    EXPECT_GT(after, before + 0.1) << HsPoolingName(hs);
+    std::printf("HS %s: separation %.3f -> %.3f\n", kHsPoolings.Name(hs), before, after);
+    EXPECT_GT(after, before + 0.1) << kHsPoolings.Name(hs);
   }
   const double before = separation(plain, HsPooling::kLast, true, true), after = separation(trained, HsPooling::kLast, true, true);
   std::printf("RW mean: separation %.3f -> %.3f\n", before, after);
@@ -634,9 +634,9 @@ EmbedTrainOptions EmbedTrainer::ExpectTheMatchTermHalvesTheGap(
   for (HsPooling hs : {HsPooling::kLast, HsPooling::kMean, HsPooling::kLayersMean}) {
     const double before = OffDiagonalGap(HeldOutCosines(syn, plain, hs), ref_plain),
                  after = OffDiagonalGap(HeldOutCosines(syn, trained, hs), ref_trained);
-    std::printf("HS %s: squared cosine gap to the %s target %.4f -> %.4f\n", HsPoolingName(hs), name.c_str(), before,
+    std::printf("HS %s: squared cosine gap to the %s target %.4f -> %.4f\n", kHsPoolings.Name(hs), name.c_str(), before,
                 after);
-    EXPECT_LT(after, 0.5 * before) << HsPoolingName(hs);
+    EXPECT_LT(after, 0.5 * before) << kHsPoolings.Name(hs);
   }
   return o;
 }

@@ -148,7 +148,7 @@ TEST(ExactScan, DualIndexSearchBatchEqualsSearchForEachRequest) {
   ASSERT_EQ((*index)->Remove({1000, 1005, 2999}), 3u);
   const Rows q = MakeRows(6, 48, 16, 22);
   std::vector<SearchRequest> rs(6);
-  const SearchMode modes[] = {SearchMode::kFused, SearchMode::kHs, SearchMode::kRw};
+  const QueryMode modes[] = {QueryMode::kFused, QueryMode::kHs, QueryMode::kRw};
   for (size_t i = 0; i < rs.size(); ++i) {
     rs[i].hs = q.hs.data() + i * 48;
     rs[i].rw = q.rw.data() + i * 16;

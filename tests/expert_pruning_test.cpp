@@ -218,8 +218,8 @@ TEST_F(Pruning, ThePoolersRouterProjectionKeepsTheKeptColumnsPerLayer) {
       EXPECT_TRUE(at::equal(cut[static_cast<int64_t>(l)].select(1, static_cast<int64_t>(j)), full.select(1, keep[l][j])));
   // The pruned model loads with its pooler and embeds; so does int8 and SSMoE routing on it.
   LoadOptions q8;
-  ASSERT_TRUE(ParseWeightQuant("int8").ok());
-  q8.format.quant = *ParseWeightQuant("int8");
+  ASSERT_TRUE(kWeightQuants.Parse("int8").ok());
+  q8.format.quant = *kWeightQuants.Parse("int8");
   for (const LoadOptions& lo : {LoadOptions{}, q8}) {
     auto m = MoeModel::LoadDir(dir_ / "p", lo);
     ASSERT_TRUE(m.ok()) << m.status().ToString();

@@ -251,9 +251,9 @@ TEST(Fusion, BadOptionsAreRefused) {
   EXPECT_FALSE(o.Validate().ok());
   o.w_rw = std::nan("");
   EXPECT_FALSE(o.Validate().ok());
-  EXPECT_FALSE(ParseFusionKind("borda").ok());
-  EXPECT_FALSE(ParseScoreNorm("l2").ok());
-  EXPECT_FALSE(ParseQueryMode("sparse").ok());
+  EXPECT_FALSE(kFusionKinds.Parse("borda").ok());
+  EXPECT_FALSE(kScoreNorms.Parse("l2").ok());
+  EXPECT_FALSE(kQueryModes.Parse("sparse").ok());
 }
 
 // ---- collections ------------------------------------------------------------
@@ -282,10 +282,10 @@ std::unique_ptr<VectorCollection> MakeCollection(Store* store, bool lexical = tr
 
 std::vector<std::string> LexicalIdsOf(const VectorCollection& c, const std::string& q, size_t k = 10,
                                       const std::string& filter = "") {
-  SearchOptions so;
+  SearchSpec so;
   so.k = k;
   so.mode = QueryMode::kLexical;
-  so.text = q;
+  so.query = q;
   if (!filter.empty()) so.filter = MetadataFilter::Parse(filter).value();
   auto hits = c.Search(nullptr, nullptr, so);
   EXPECT_TRUE(hits.ok()) << hits.status().ToString();
@@ -311,10 +311,10 @@ TEST(LexicalCollection, UpsertsAndDeletesNeverLeaveStaleHits) {
   // Delete: gone from lexical and hybrid results alike.
   ASSERT_TRUE(c->Delete({"d7"}).ok());
   EXPECT_TRUE(LexicalIdsOf(*c, "parrot").empty());
-  SearchOptions hy;
+  SearchSpec hy;
   hy.k = 20;
   hy.mode = QueryMode::kHybrid;
-  hy.text = "parrot sailors";
+  hy.query = "parrot sailors";
   auto q = Doc("q", "", 7);
   auto hits = c->Search(q.hs.data(), q.rw.data(), hy);
   ASSERT_TRUE(hits.ok()) << hits.status().ToString();
@@ -337,9 +337,9 @@ TEST(LexicalCollection, FiltersApplyToLexicalHits) {
   EXPECT_NE(std::find(all.begin(), all.end(), "d2"), all.end());
   EXPECT_EQ(std::find(some.begin(), some.end(), "d2"), some.end());
   EXPECT_FALSE(some.empty());
-  SearchOptions hy;
+  SearchSpec hy;
   hy.mode = QueryMode::kHybrid;
-  hy.text = "dog";
+  hy.query = "dog";
   hy.filter = MetadataFilter::Parse(R"({"n": {"$lt": 5}})").value();
   auto q = Doc("q", "", 2);
   auto hits = c->Search(q.hs.data(), q.rw.data(), hy);
@@ -357,7 +357,7 @@ TEST(LexicalCollection, HybridRescoresEveryCandidateOnEverySignal) {
   for (size_t i = 0; i < kCorpus.size(); ++i) docs.push_back(Doc("d" + std::to_string(i), kCorpus[i], i));
   ASSERT_TRUE(c->Upsert(docs).ok());
   auto q = Doc("q", "", 5);
-  SearchOptions dense;
+  SearchSpec dense;
   dense.k = kCorpus.size();
   dense.mode = QueryMode::kHs;
   dense.exact = true;
@@ -373,10 +373,10 @@ TEST(LexicalCollection, HybridRescoresEveryCandidateOnEverySignal) {
   const std::string text = "supersonic pressure";
   const auto bm25 = ReferenceBm25(terms, (*ix)->Terms(text), 1.2, 0.75);
   for (FusionKind f : {FusionKind::kWeighted, FusionKind::kRrf}) {
-    SearchOptions hy;
+    SearchSpec hy;
     hy.k = kCorpus.size();
     hy.mode = QueryMode::kHybrid;
-    hy.text = text;
+    hy.query = text;
     hy.fusion = f;
     hy.beta = 1.5;
     auto hits = c->Search(q.hs.data(), q.rw.data(), hy);
@@ -393,7 +393,7 @@ TEST(LexicalCollection, HybridRescoresEveryCandidateOnEverySignal) {
     for (const auto& h : *hits) EXPECT_NEAR(h.part_hs + h.part_rw + h.part_lex, h.score, 1e-6) << h.id;
   }
   // Dense modes: fused parts are score_hs and alpha * score_rw; hs/rw put the score on their signal.
-  SearchOptions fused;
+  SearchSpec fused;
   fused.k = 5;
   fused.alpha = 0.7f;
   fused.exact = true;
@@ -421,10 +421,10 @@ TEST(LexicalCollection, HybridRescoresEveryCandidateOnEverySignal) {
   fo.w_rw = c->default_alpha();
   fo.w_lex = 1.5;
   Fuse(fo, &ref);
-  SearchOptions hy;
+  SearchSpec hy;
   hy.k = 5;
   hy.mode = QueryMode::kHybrid;
-  hy.text = text;
+  hy.query = text;
   hy.beta = 1.5;
   hy.fusion = FusionKind::kWeighted;
   auto top = c->Search(q.hs.data(), q.rw.data(), hy);
@@ -491,15 +491,15 @@ TEST(LexicalCollection, CollectionsRecordedBeforeLexicalOpenWithItOff) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_FALSE((*c)->has_lexical());
   auto q = Doc("q", "", 1);
-  SearchOptions dense;
+  SearchSpec dense;
   auto hits = (*c)->Search(q.hs.data(), q.rw.data(), dense);
   ASSERT_TRUE(hits.ok());
   ASSERT_EQ(hits->size(), 1u);
   EXPECT_EQ((*hits)[0].id, "a");
   for (QueryMode m : {QueryMode::kLexical, QueryMode::kHybrid}) {
-    SearchOptions so;
+    SearchSpec so;
     so.mode = m;
-    so.text = "old";
+    so.query = "old";
     auto r = (*c)->Search(q.hs.data(), q.rw.data(), so);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
@@ -514,15 +514,15 @@ TEST(LexicalCollection, BadQueriesAreClearErrors) {
   auto c = MakeCollection(store->get());
   ASSERT_TRUE(c->Upsert({Doc("a", "some words", 1)}).ok());
   auto q = Doc("q", "", 1);
-  auto expect_bad = [&](SearchOptions so, const std::string& needle, const float* hs, const float* rw) {
+  auto expect_bad = [&](SearchSpec so, const std::string& needle, const float* hs, const float* rw) {
     auto r = c->Search(hs, rw, so);
     ASSERT_FALSE(r.ok()) << needle;
     EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
   };
-  SearchOptions so;
+  SearchSpec so;
   so.mode = QueryMode::kHybrid;
-  so.text = "words";
+  so.query = "words";
   so.beta = -1;
   expect_bad(so, "weights", q.hs.data(), q.rw.data());
   so.beta = 1;
@@ -530,9 +530,9 @@ TEST(LexicalCollection, BadQueriesAreClearErrors) {
   expect_bad(so, "rrf k", q.hs.data(), q.rw.data());
   so.rrf_k = 60;
   expect_bad(so, "vectors", nullptr, nullptr);
-  so.text.clear();
+  so.query.clear();
   expect_bad(so, "query text", q.hs.data(), q.rw.data());
-  SearchOptions lex;
+  SearchSpec lex;
   lex.mode = QueryMode::kLexical;
   expect_bad(lex, "query text", nullptr, nullptr);
   // A collection created with lexical off.
@@ -542,7 +542,7 @@ TEST(LexicalCollection, BadQueriesAreClearErrors) {
   off.lexical.enabled = false;
   auto plain = VectorCollection::Create(store->get(), "plain", off);
   ASSERT_TRUE(plain.ok());
-  lex.text = "words";
+  lex.query = "words";
   auto r = (*plain)->Search(nullptr, nullptr, lex);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("no lexical index"), std::string::npos);

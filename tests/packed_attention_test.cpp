@@ -1,4 +1,4 @@
-// Packed attention (engine/packed_attention.h): the kernel against a plain
+// Packed attention (engine/kernels/packed_attention.h): the kernel against a plain
 // double-precision loop written here, its exponential (vector_exp.h) and
 // SwiGLU against std::exp, and
 // whole forwards with it against the grid path (batched GEMMs over a padded,

@@ -1,4 +1,4 @@
-// RmsNormFast (engine/rms_norm.h) against RMSNorm computed in double here, on
+// RmsNormFast (engine/kernels/rms_norm.h) against RMSNorm computed in double here, on
 // row lengths that cover its 16-wide, 8-wide and scalar parts, a per-head
 // view, and the inputs it hands to ATen's formula.
 #include "engine/kernels/rms_norm.h"

@@ -92,9 +92,9 @@ TEST(LinearWeightTest, EachFormatComputesXTimesWTransposed) {
 }
 
 TEST(LoadOptionsTest, BadValuesAreClearErrors) {
-  EXPECT_FALSE(ParseComputeDtype("fp8").ok());
-  EXPECT_NE(ParseComputeDtype("fp8").status().message().find("f32 or bf16"), std::string::npos);
-  EXPECT_FALSE(ParseWeightQuant("int4").ok());
+  EXPECT_FALSE(kComputeDtypes.Parse("fp8").ok());
+  EXPECT_NE(kComputeDtypes.Parse("fp8").status().message().find("f32 or bf16"), std::string::npos);
+  EXPECT_FALSE(kWeightQuants.Parse("int4").ok());
   LoadOptions o;
   o.device = "tpu";
   auto m = MoeModel::LoadDir(test::DataDir() + "/../../models/moeedb-tiny", o);

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "base/enum_table.h"
 #include "base/status.h"
 
 namespace moeedb {
@@ -30,14 +31,11 @@ namespace moeedb {
 // forward's MoE time; docs/perf.md). kAuto takes it wherever it can run.
 enum class ExpertDispatch { kAuto, kLoop, kBatched, kGrouped, kPacked };
 
-// "auto" | "loop" | "batched" | "grouped" | "packed"; InvalidArgument otherwise.
-inline Result<ExpertDispatch> ParseExpertDispatch(const std::string& name) {
-  if (name == "auto") return ExpertDispatch::kAuto;
-  if (name == "loop") return ExpertDispatch::kLoop;
-  if (name == "batched") return ExpertDispatch::kBatched;
-  if (name == "grouped") return ExpertDispatch::kGrouped;
-  if (name == "packed") return ExpertDispatch::kPacked;
-  return Status::InvalidArgument("expert dispatch must be auto, loop, grouped, batched or packed");
-}
+inline constexpr EnumTable<ExpertDispatch, 5> kExpertDispatches{"expert dispatch",
+                                                                 {{{ExpertDispatch::kAuto, "auto"},
+                                                                   {ExpertDispatch::kLoop, "loop"},
+                                                                   {ExpertDispatch::kGrouped, "grouped"},
+                                                                   {ExpertDispatch::kBatched, "batched"},
+                                                                   {ExpertDispatch::kPacked, "packed"}}}};
 
 }  // namespace moeedb

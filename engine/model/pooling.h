@@ -1,7 +1,7 @@
 // Pooling of a text's token vectors into its HS and RW embeddings.
 #pragma once
 
-#include <string>
+#include "base/enum_table.h"
 
 namespace moeedb {
 
@@ -18,10 +18,11 @@ enum class RwPooling {
   kLast,  // router logits of the last token
   kMean,  // router logits averaged over the text's tokens
 };
-const char* HsPoolingName(HsPooling p);
-const char* RwPoolingName(RwPooling p);
-// "last" | "mean" | "layers-mean" | "trained" (HS), "last" | "mean" (RW); false if unknown.
-bool ParseHsPooling(const std::string& name, HsPooling* out);
-bool ParseRwPooling(const std::string& name, RwPooling* out);
+inline constexpr EnumTable<HsPooling, 4> kHsPoolings{"HS pooling",
+                                                     {{{HsPooling::kLast, "last"},
+                                                       {HsPooling::kMean, "mean"},
+                                                       {HsPooling::kLayersMean, "layers-mean"},
+                                                       {HsPooling::kTrained, "trained"}}}};
+inline constexpr EnumTable<RwPooling, 2> kRwPoolings{"RW pooling", {{{RwPooling::kLast, "last"}, {RwPooling::kMean, "mean"}}}};
 
 }  // namespace moeedb

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "base/enum_table.h"
 #include "base/status.h"
 
 namespace moeedb {
@@ -33,10 +34,13 @@ struct LoadOptions {
   std::string device = "cpu";  // "cpu", "cuda" or "cuda:N" (needs a CUDA-enabled libtorch)
 };
 
-const char* ComputeDtypeName(ComputeDtype d);  // "f32" | "bf16"
-const char* WeightQuantName(WeightQuant q);    // "none" | "int8"
-Result<ComputeDtype> ParseComputeDtype(const std::string& name);
-Result<WeightQuant> ParseWeightQuant(const std::string& name);
+inline constexpr EnumTable<ComputeDtype, 4> kComputeDtypes{"dtype",
+                                                           {{{ComputeDtype::kF32, "f32"},
+                                                             {ComputeDtype::kBF16, "bf16"},
+                                                             {ComputeDtype::kF32, "float32", true},
+                                                             {ComputeDtype::kBF16, "bfloat16", true}}}};
+inline constexpr EnumTable<WeightQuant, 2> kWeightQuants{"quantization",
+                                                         {{{WeightQuant::kNone, "none"}, {WeightQuant::kInt8, "int8"}}}};
 // "f32", "bf16", "f32+int8", "bf16+int8".
 std::string WeightFormatName(const WeightFormat& f);
 // Whether this CPU runs libtorch's bf16 GEMM fast (oneDNN: AVX-512 BW, VL and DQ).

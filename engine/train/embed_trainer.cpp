@@ -338,7 +338,7 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
                       {"pairs", data.pairs.size()}, {"scored", data.scored.size()},
                       {"sentences", data.sentences.size()}, {"model_config", c.json_text}};
     // Keys added later join only when set, so earlier states still resume.
-    if (o.rw_pooling != RwPooling::kLast) run["rw_pooling"] = RwPoolingName(o.rw_pooling);
+    if (o.rw_pooling != RwPooling::kLast) run["rw_pooling"] = kRwPoolings.Name(o.rw_pooling);
     if (o.hs_pooling_weight > 0) run["hs_pooling_weight"] = o.hs_pooling_weight;
     if (o.side_match_weight > 0) run["side_match_weight"] = o.side_match_weight;
     if (o.side_match_target == EmbedTrainOptions::MatchTarget::kLexical) run["side_match_target"] = "lexical";

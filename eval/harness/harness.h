@@ -40,7 +40,7 @@ Result<EvalReport> EvaluateSts(const EvalInput& in, const std::string& plot = ""
 
 struct RetrievalOptions {
   std::string queries = "all";  // all | tune (the even-numbered half) | test (the odd-numbered half)
-  SearchOptions hybrid;         // alpha, beta, fusion, norm, rrf_k of the hybrid runs
+  SearchSpec hybrid;         // alpha, beta, fusion, norm, rrf_k of the hybrid runs
   bool tune = false;            // also a grid of hybrid settings
   std::string scratch_dir;      // an empty folder for the collection's database
 };
@@ -52,7 +52,7 @@ Result<EvalReport> EvaluateRetrieval(const EvalInput& in, const RetrievalOptions
 // The search settings a retrieval evaluation compares: the dense modes,
 // BM25 alone, for each fusion every pair of signals and all three; with
 // `tune`, also a grid of lexical weights and normalisations.
-std::vector<std::pair<std::string, SearchOptions>> RetrievalMethods(const SearchOptions& base, bool tune);
+std::vector<std::pair<std::string, SearchSpec>> RetrievalMethods(const SearchSpec& base, bool tune);
 
 // Banking77 (train.csv, test.csv): kNN accuracy (k neighbours) of the test
 // texts against the training texts by HS (raw), RW and the fused similarity

@@ -15,11 +15,11 @@ namespace moeedb::eval {
 using namespace harness;
 using json = nlohmann::json;
 
-std::vector<std::pair<std::string, SearchOptions>> RetrievalMethods(const SearchOptions& base, bool tune) {
-  std::vector<std::pair<std::string, SearchOptions>> out;
+std::vector<std::pair<std::string, SearchSpec>> RetrievalMethods(const SearchSpec& base, bool tune) {
+  std::vector<std::pair<std::string, SearchSpec>> out;
   auto with = [&](const std::string& name, QueryMode mode, double w_hs, std::optional<float> alpha, double beta,
-                  FusionKind f, ScoreNorm n) {
-    SearchOptions so = base;
+                  std::optional<FusionKind> f, std::optional<ScoreNorm> n) {
+    SearchSpec so = base;
     so.mode = mode;
     so.w_hs = w_hs;
     if (alpha) so.alpha = alpha;
@@ -33,7 +33,7 @@ std::vector<std::pair<std::string, SearchOptions>> RetrievalMethods(const Search
                             std::pair{"fused", QueryMode::kFused}, std::pair{"lexical", QueryMode::kLexical}})
     with(name, mode, 1, base.alpha, beta, base.fusion, base.norm);
   for (FusionKind f : {FusionKind::kWeighted, FusionKind::kRrf}) {
-    const std::string tag = std::string(FusionKindName(f)) + ":";
+    const std::string tag = std::string(kFusionKinds.Name(f)) + ":";
     with(tag + "hs+rw", QueryMode::kHybrid, 1, base.alpha, 0, f, base.norm);
     with(tag + "hs+lex", QueryMode::kHybrid, 1, 0.0f, beta, f, base.norm);
     with(tag + "rw+lex", QueryMode::kHybrid, 0, base.alpha, beta, f, base.norm);
@@ -44,7 +44,7 @@ std::vector<std::pair<std::string, SearchOptions>> RetrievalMethods(const Search
       char bs[16];
       std::snprintf(bs, sizeof(bs), "%g", b);
       for (ScoreNorm n : {ScoreNorm::kMinMax, ScoreNorm::kZScore})
-        with(std::string("tune:") + ScoreNormName(n) + ":beta=" + bs, QueryMode::kHybrid, 1, base.alpha, b,
+        with(std::string("tune:") + kScoreNorms.Name(n) + ":beta=" + bs, QueryMode::kHybrid, 1, base.alpha, b,
              FusionKind::kWeighted, n);
       with(std::string("tune:rrf:beta=") + bs, QueryMode::kHybrid, 1, base.alpha, b, FusionKind::kRrf, base.norm);
     }
@@ -53,7 +53,7 @@ std::vector<std::pair<std::string, SearchOptions>> RetrievalMethods(const Search
 }
 
 Result<EvalReport> EvaluateRetrieval(const EvalInput& in, const RetrievalOptions& o_) {
-  const SearchOptions& hybrid_flags = o_.hybrid;
+  const SearchSpec& hybrid_flags = o_.hybrid;
   const float alpha = hybrid_flags.alpha.value_or(in.setup ? static_cast<float>(in.setup->default_alpha()) : 1.0f);
   const std::string& which = o_.queries;
   if (which != "all" && which != "tune" && which != "test") return Status::InvalidArgument("queries must be all, tune or test");
@@ -111,8 +111,8 @@ Result<EvalReport> EvaluateRetrieval(const EvalInput& in, const RetrievalOptions
     MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> qe, in.setup->Embed(qtexts));
     for (const auto& [name, so] : RetrievalMethods(hybrid_flags, o_.tune)) {
       for (size_t i = 0; i < queries.size(); ++i) {
-        SearchOptions q = so;
-        q.text = set->queries[queries[i]];
+        SearchSpec q = so;
+        q.query = set->queries[queries[i]];
         auto hits = coll->Search(qe[i].hs.data(), qe[i].rw.data(), q);
         if (!hits.ok()) return Status::Internal(name + ": " + hits.status().message());
         std::vector<std::string> r;
@@ -124,7 +124,7 @@ Result<EvalReport> EvaluateRetrieval(const EvalInput& in, const RetrievalOptions
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   json out = {{"task", "retrieval"}, {"setup", SetupJson(in.setup)}, {"queries", queries.size()}, {"query_set", which},
               {"documents", docs.size()}, {"alpha", alpha}, {"beta", hybrid_flags.beta.value_or(kDefaultBeta)},
-              {"norm", ScoreNormName(hybrid_flags.norm)}, {"seconds", secs}};
+              {"norm", kScoreNorms.Name(hybrid_flags.norm.value_or(kDefaultNorm))}, {"seconds", secs}};
   std::ostringstream table;
   table << "Cranfield (" << queries.size() << " queries, " << docs.size() << " documents) — " << in.label
         << "\n  method              nDCG@10  MRR@10  Recall@100\n";

@@ -35,7 +35,8 @@ typedef struct moeedb_hits moeedb_hits;
 MOEEDB_API const char* moeedb_last_error(void);
 
 /* Opens (creating if needed) the database at db_path, embedding with the
- * HuggingFace model folder model_dir (learned routing, PromptEOL prompt).
+ * model folder model_dir (a HuggingFace folder or a moeedb model) with learned
+ * routing and the folder's own prompt and poolings (`moeedb model info`).
  * threads <= 0: all cores. On success *out is a handle to moeedb_close. */
 MOEEDB_API moeedb_status moeedb_open(const char* db_path, const char* model_dir, int threads, moeedb_db** out);
 MOEEDB_API void moeedb_close(moeedb_db* db);
@@ -72,6 +73,25 @@ MOEEDB_API moeedb_status moeedb_search(moeedb_db* db, const char* collection, co
 MOEEDB_API moeedb_status moeedb_search_hybrid(moeedb_db* db, const char* collection, const char* query, size_t k,
                                    float alpha, float beta, const char* fusion, const char* filter_json,
                                    moeedb_hits** out);
+
+/* Search with a spec in JSON: the collections API's search body,
+ * {"query", "k", "mode", "alpha", "beta", "w_hs", "fusion", "norm", "rrf_k",
+ * "filter", "exact"} (docs/server.md; absent fields take their defaults).
+ * Every search setting is reachable this way. */
+MOEEDB_API moeedb_status moeedb_search_json(moeedb_db* db, const char* collection, const char* spec_json,
+                                            moeedb_hits** out);
+
+/* Creates `collection`, embedded with the served model, with the settings of
+ * a JSON spec: {"index_hs", "index_rw", "sq8", "alpha", "lexical",
+ * "language", "bm25_k1", "bm25_b"} (or the collections API's nested "index"
+ * and "lexical" forms). MOEEDB_INVALID_ARGUMENT when it exists already. */
+MOEEDB_API moeedb_status moeedb_create_collection_json(moeedb_db* db, const char* collection, const char* spec_json);
+
+/* The spec a JSON text reads as, written back as JSON (the fields that are
+ * set), or the error any front end gives for it. kind: "search" or
+ * "collection". On success *out holds a string to free with moeedb_free. */
+MOEEDB_API moeedb_status moeedb_spec_json(const char* kind, const char* spec_json, char** out);
+MOEEDB_API void moeedb_free(void* p);
 
 MOEEDB_API size_t moeedb_hits_count(const moeedb_hits* hits);
 /* Accessors for hit i < count; strings live as long as `hits`. */

@@ -2,7 +2,10 @@
 // no exception crosses extern "C".
 #include "moeedb/moeedb.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -10,6 +13,8 @@
 
 #include "database/database.h"
 #include "database/embedding_setup.h"
+#include "database/spec/collection_spec.h"
+#include "database/spec/search_spec.h"
 #include "database/vector_collection.h"
 
 using namespace moeedb;
@@ -54,6 +59,15 @@ moeedb_status Guard(F&& f) {
     g_last_error = "internal error";
     return MOEEDB_INTERNAL;
   }
+}
+
+using json = nlohmann::json;
+
+// A JSON object's text, parsed; InvalidArgument otherwise.
+Result<json> ParseObject(const char* text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("the spec must be a JSON object");
+  return j;
 }
 
 // The collection (created with the served setup when `create` and absent);
@@ -145,7 +159,7 @@ moeedb_status moeedb_delete(moeedb_db* db, const char* collection, size_t n, con
 
 namespace {
 
-Status SearchInto(moeedb_db* db, const char* collection, const char* query, const SearchOptions& so, moeedb_hits** out) {
+Status SearchInto(moeedb_db* db, const char* collection, const char* query, const SearchSpec& so, moeedb_hits** out) {
   if (db == nullptr || collection == nullptr || query == nullptr || out == nullptr) return Status::InvalidArgument("NULL argument");
   *out = nullptr;
   MOEEDB_RETURN_IF_ERROR(GetCollection(db, collection, false).status());
@@ -159,12 +173,12 @@ Status SearchInto(moeedb_db* db, const char* collection, const char* query, cons
 moeedb_status moeedb_search(moeedb_db* db, const char* collection, const char* query, size_t k, float alpha,
                             const char* mode, const char* filter_json, moeedb_hits** out) {
   return Guard([&]() -> Status {
-    SearchOptions so;
+    SearchSpec so;
     so.k = k;
     so.alpha = alpha;
-    MOEEDB_ASSIGN_OR_RETURN(so.mode, ParseQueryMode(mode ? mode : "fused"));
-    if (query) so.text = query;
-    if (filter_json) { MOEEDB_ASSIGN_OR_RETURN(so.filter, MetadataFilter::Parse(filter_json)); }
+    MOEEDB_ASSIGN_OR_RETURN(so.mode, kQueryModes.Parse(mode ? mode : "fused"));
+    if (query) so.query = query;
+    if (filter_json) MOEEDB_RETURN_IF_ERROR(so.SetFilter(filter_json));
     return SearchInto(db, collection, query, so, out);
   });
 }
@@ -172,17 +186,60 @@ moeedb_status moeedb_search(moeedb_db* db, const char* collection, const char* q
 moeedb_status moeedb_search_hybrid(moeedb_db* db, const char* collection, const char* query, size_t k, float alpha,
                                    float beta, const char* fusion, const char* filter_json, moeedb_hits** out) {
   return Guard([&]() -> Status {
-    SearchOptions so;
+    SearchSpec so;
     so.k = k;
     so.mode = QueryMode::kHybrid;
     so.alpha = alpha;
     so.beta = beta;
-    if (fusion) { MOEEDB_ASSIGN_OR_RETURN(so.fusion, ParseFusionKind(fusion)); }
-    if (query) so.text = query;
-    if (filter_json) { MOEEDB_ASSIGN_OR_RETURN(so.filter, MetadataFilter::Parse(filter_json)); }
+    if (fusion) { MOEEDB_ASSIGN_OR_RETURN(so.fusion, kFusionKinds.Parse(fusion)); }
+    if (query) so.query = query;
+    if (filter_json) MOEEDB_RETURN_IF_ERROR(so.SetFilter(filter_json));
+    MOEEDB_RETURN_IF_ERROR(so.Check(spec::Spelling::kJson));
     return SearchInto(db, collection, query, so, out);
   });
 }
+
+moeedb_status moeedb_search_json(moeedb_db* db, const char* collection, const char* spec_json, moeedb_hits** out) {
+  return Guard([&]() -> Status {
+    if (spec_json == nullptr) return Status::InvalidArgument("NULL argument");
+    MOEEDB_ASSIGN_OR_RETURN(json body, ParseObject(spec_json));
+    MOEEDB_ASSIGN_OR_RETURN(SearchSpec so, SearchSpecFromJson(body));
+    return SearchInto(db, collection, so.query.c_str(), so, out);
+  });
+}
+
+moeedb_status moeedb_create_collection_json(moeedb_db* db, const char* collection, const char* spec_json) {
+  return Guard([&]() -> Status {
+    if (db == nullptr || collection == nullptr || spec_json == nullptr) return Status::InvalidArgument("NULL argument");
+    MOEEDB_ASSIGN_OR_RETURN(json body, ParseObject(spec_json));
+    MOEEDB_ASSIGN_OR_RETURN(CollectionSpec spec, CollectionSpecFromJson(body));
+    MOEEDB_ASSIGN_OR_RETURN(CollectionOptions o, db->db->NewCollectionOptions(*db->setup));
+    spec.ApplyTo(&o);
+    return db->db->CreateCollection(collection, o).status();
+  });
+}
+
+moeedb_status moeedb_spec_json(const char* kind, const char* spec_json, char** out) {
+  return Guard([&]() -> Status {
+    if (kind == nullptr || spec_json == nullptr || out == nullptr) return Status::InvalidArgument("NULL argument");
+    *out = nullptr;
+    MOEEDB_ASSIGN_OR_RETURN(json body, ParseObject(spec_json));
+    json written;
+    if (std::strcmp(kind, "search") == 0) {
+      MOEEDB_ASSIGN_OR_RETURN(SearchSpec s, SearchSpecFromJson(body));
+      written = SearchSpecToJson(s);
+    } else if (std::strcmp(kind, "collection") == 0) {
+      MOEEDB_ASSIGN_OR_RETURN(CollectionSpec s, CollectionSpecFromJson(body));
+      written = CollectionSpecToJson(s);
+    } else {
+      return Status::InvalidArgument("unknown spec kind '" + std::string(kind).substr(0, 40) + "' (search or collection)");
+    }
+    *out = strdup(written.dump().c_str());
+    return *out ? Status::OK() : Status::ResourceExhausted("out of memory");
+  });
+}
+
+void moeedb_free(void* p) { std::free(p); }
 
 size_t moeedb_hits_count(const moeedb_hits* h) { return h ? h->hits.size() : 0; }
 const char* moeedb_hit_id(const moeedb_hits* h, size_t i) { return h && i < h->hits.size() ? h->hits[i].id.c_str() : nullptr; }

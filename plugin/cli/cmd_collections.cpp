@@ -11,8 +11,9 @@
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
-#include "plugin/cli/search_flags.h"
+#include "plugin/cli/spec_flags.h"
 #include "database/document_line.h"
+#include "database/spec/collection_spec.h"
 #include "database/database.h"
 #include "database/embedding_setup.h"
 #include "database/search_hit_json.h"
@@ -87,16 +88,13 @@ int RunIngest(const std::vector<std::string>& argv) {
       {"prompt", "NAME", "prompt for a new collection (default: the model's)"},
       {"hs-pooling", "P", "HS pooling for a new collection: last | mean | layers-mean | trained (default: the model's)"},
       {"rw-pooling", "P", "RW pooling for a new collection: last (default) | mean"},
-      {"index-hs", "KIND", "HS index for a new collection: flat | hnsw | ivf (default flat)"},
-      {"index-rw", "KIND", "RW index for a new collection: flat | hnsw | ivf (default flat)"},
-      {"sq8", "", "8-bit scalar quantization of the ANN indexes (new collection)"},
-      {"alpha", "X", "default alpha of a new collection (default: the model's, else 1.0)"},
       {"batch", "N", "documents per atomic, synced write (default 32)"},
       {"threads", "N", "compute threads (default: all cores)"},
       {"workers", "N", "model threads: each batch is split into N parts embedded at once, each with threads/N "
                        "compute threads (default 2 when there are 2 or more threads, else 1)"},
   });
-  for (auto& f : LexicalFlagSpecs()) specs.push_back(f);
+  // A new collection's settings (ignored for an existing one).
+  specs = Concat(specs, SpecFlags(CollectionFields()));
   if (WantsHelp(argv)) {
     std::cout << HelpText("ingest --db DIR --collection NAME [--model DIR] [options] FILE.jsonl",
                           "Embeds and stores JSONL documents {\"id\": \"...\", \"text\": \"...\", \"metadata\": {...}}.\n"
@@ -112,6 +110,9 @@ int RunIngest(const std::vector<std::string>& argv) {
   auto batch = args->GetInt("batch", 32, 1, 100000);
   auto threads = args->GetInt("threads", 0, 0, 1024);
   if (!batch.ok() || !threads.ok()) return UsageError("ingest", (!batch.ok() ? batch : threads).status().message());
+  CollectionSpec spec;
+  if (Status s = ReadSpecFlags(*args, CollectionFields(), &spec); !s.ok()) return UsageError("ingest", s.message());
+  if (Status s = spec.Check(spec::Spelling::kFlag); !s.ok()) return UsageError("ingest", s.message());
 
   // 1. Validate every line.
   std::ifstream in(args->positional()[0]);
@@ -149,18 +150,7 @@ int RunIngest(const std::vector<std::string>& argv) {
     if (!setup.ok()) return Fail("ingest", setup.status().message());
     auto o = (*db)->NewCollectionOptions(**setup);
     if (!o.ok()) return Fail("ingest", o.status().message());
-    for (auto [flag, half] : {std::pair{"index-hs", &o->index.hs}, std::pair{"index-rw", &o->index.rw}}) {
-      auto kind = ParseIndexKind(args->Get(flag, "flat"));
-      if (!kind.ok()) return UsageError("ingest", kind.status().message());
-      half->kind = *kind;
-      half->sq8 = args->Has("sq8");
-    }
-    if (args->Has("alpha")) {
-      try { o->default_alpha = std::stof(args->Get("alpha")); } catch (...) { return UsageError("ingest", "--alpha needs a number"); }
-    }
-    auto lexical = LexicalSpecFromFlags(*args);
-    if (!lexical.ok()) return UsageError("ingest", lexical.status().message());
-    o->lexical = *lexical;
+    spec.ApplyTo(&*o);
     coll = (*db)->CreateCollection(name, *o);
     if (!coll.ok()) return Fail("ingest", coll.status().message());
     std::cerr << "created collection '" << name << "' (" << (*setup)->model().config().Summary() << ")\n";
@@ -193,14 +183,11 @@ int RunIngest(const std::vector<std::string>& argv) {
 int RunSearch(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> specs = WithWeightFormatFlags({
       kDbFlag, kCollFlag,
-      {"k", "N", "number of hits (default 10)"},
-      {"filter", "JSON", "metadata filter, e.g. '{\"lang\": \"en\", \"year\": {\"$gte\": 2000}}'"},
-      {"exact", "", "exact search (no ANN)"},
       {"model", "DIR", "model folder (default: the collection's)"},
       {"format", "F", "json (default) | text (one readable line per hit)"},
       {"threads", "N", "compute threads"},
   });
-  for (auto& f : SearchModeFlagSpecs()) specs.push_back(f);
+  specs = Concat(specs, SpecFlags(SearchFields(), {.skip = {"query"}}));  // the query is the argument
   if (WantsHelp(argv)) {
     std::cout << HelpText("search --db DIR --collection NAME [options] \"query text\"",
                           "Embeds the query like the collection's documents and ranks by cos_HS + alpha * cos_RW\n"
@@ -215,18 +202,10 @@ int RunSearch(const std::vector<std::string>& argv) {
   if (!args.ok()) return UsageError("search", args.status().message());
   if (args->positional().size() != 1) return UsageError("search", "give exactly one query text");
   if (!args->Has("collection")) return UsageError("search", "--collection NAME is required");
-  auto k = args->GetInt("k", 10, 1, 10000);
-  if (!k.ok()) return UsageError("search", k.status().message());
-  SearchOptions so;
-  so.k = static_cast<size_t>(*k);
-  so.exact = args->Has("exact");
-  if (!args->Get("filter").empty()) {
-    auto filter = MetadataFilter::Parse(args->Get("filter"));
-    if (!filter.ok()) return UsageError("search", "--filter: " + filter.status().message());
-    so.filter = *std::move(filter);
-  }
-  so.text = args->positional()[0];
-  if (Status s = ReadSearchModeFlags(*args, &so); !s.ok()) return UsageError("search", s.message());
+  SearchSpec so;
+  so.query = args->positional()[0];
+  if (Status s = ReadSpecFlags(*args, SearchFields(), &so); !s.ok()) return UsageError("search", s.message());
+  if (Status s = so.Check(spec::Spelling::kFlag); !s.ok()) return UsageError("search", s.message());
   auto db = OpenDb(*args, true);
   if (!db.ok()) return Fail("search", db.status().message());
   auto coll = (*db)->OpenCollection(args->Get("collection"));

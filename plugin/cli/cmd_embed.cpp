@@ -85,18 +85,15 @@ int RunEmbed(const std::vector<std::string>& argv) {
   if (!workers.ok()) return UsageError("embed", workers.status().message());
 
   // Flags checked here (a usage error), then the one typed setup.
-  HsPooling hs_pooling;
-  RwPooling rw_pooling;
   if (auto prompt = FindPrompt(args->Get("prompt", defaults->prompt)); !prompt.ok())
     return UsageError("embed", prompt.status().message());
-  if (!ParseHsPooling(args->Get("hs-pooling", defaults->hs_pooling), &hs_pooling))
-    return UsageError("embed", "--hs-pooling: last, mean, layers-mean or trained");
-  if (!ParseRwPooling(args->Get("rw-pooling", defaults->rw_pooling), &rw_pooling))
-    return UsageError("embed", "--rw-pooling: last or mean");
+  auto hs_pooling = kHsPoolings.Parse(args->Get("hs-pooling", defaults->hs_pooling));
+  if (!hs_pooling.ok()) return UsageError("embed", "--hs-pooling: " + hs_pooling.status().message());
+  auto rw_pooling = kRwPoolings.Parse(args->Get("rw-pooling", defaults->rw_pooling));
+  if (!rw_pooling.ok()) return UsageError("embed", "--rw-pooling: " + rw_pooling.status().message());
   const std::string rw = args->Get("rw"), dispatch = args->Get("expert-dispatch", "auto");
   if (!rw.empty() && !ParseRouterReadout(rw).ok()) return UsageError("embed", "--rw must be logits, probs or log_probs");
-  if (!ParseExpertDispatch(dispatch).ok())
-    return UsageError("embed", "--expert-dispatch: auto, loop, grouped, batched or packed");
+  if (auto d = kExpertDispatches.Parse(dispatch); !d.ok()) return UsageError("embed", "--expert-dispatch: " + d.status().message());
   if (args->Has("routing"))
     if (auto policy = RoutingPolicy::Parse(args->Get("routing")); !policy.ok())
       return UsageError("embed", policy.status().message());

@@ -11,7 +11,7 @@
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
-#include "plugin/cli/search_flags.h"
+#include "plugin/cli/spec_flags.h"
 
 namespace moeedb::cli {
 
@@ -93,8 +93,8 @@ int RunEvalSts(const std::vector<std::string>& argv) {
 
 int RunEvalRetrieval(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> specs = CommonFlags();
-  for (auto& f : SearchModeFlagSpecs())
-    if (f.name != "mode") specs.push_back(f);
+  // The weights and fusion of the hybrid runs (eval runs every mode).
+  specs = Concat(specs, SpecFlags(SearchFields(), {.only = {"alpha", "beta", "w_hs", "fusion", "norm", "rrf_k"}}));
   specs.push_back({"queries", "SET", "all (default) | tune (the even-numbered half) | test (the odd-numbered half)"});
   specs.push_back({"tune", "", "also a grid of hybrid settings (lexical weight, normalisation, rrf)"});
   if (WantsHelp(argv)) {
@@ -112,7 +112,7 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
   eval::RetrievalOptions o;
   o.hybrid.k = 100;
   o.hybrid.exact = true;
-  if (Status s = ReadFusionFlags(*args, &o.hybrid); !s.ok()) return UsageError("eval retrieval", s.message());
+  if (Status s = ReadSpecFlags(*args, SearchFields(), &o.hybrid); !s.ok()) return UsageError("eval retrieval", s.message());
   if (!o.hybrid.alpha) o.hybrid.alpha = c->setup ? static_cast<float>(c->setup->default_alpha()) : 1.0f;
   o.queries = args->Get("queries", "all");
   if (o.queries != "all" && o.queries != "tune" && o.queries != "test")

@@ -66,7 +66,7 @@ int RunModelPrune(const std::vector<std::string>& argv) {
                           "Writes a HuggingFace model folder with fewer routed experts in every MoE layer: router rows\n"
                           "and expert tensors removed together, config.json's expert count updated (and what was kept\n"
                           "recorded), tokenizer, defaults and pooler carried over. Shared experts and dense layers stay.\n"
-                          "Rules (engine/expert_pruning.h): usage = most routed probability mass on --calib; spectral =\n"
+                          "Rules (engine/analysis/expert_pruning.h): usage = most routed probability mass on --calib; spectral =\n"
                           "moeedb's own cover of the SSMoE spectral centroids; usage+spectral = that cover weighted by\n"
                           "usage; random = the ablation baseline. RW of the pruned model has fewer dimensions.",
                           specs);

@@ -310,8 +310,9 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   if (match_target != "pooled" && match_target != "lexical")
     return UsageError(cmd, "--side-match-target takes pooled or lexical");
   if (match_target == "lexical") o.side_match_target = EmbedTrainOptions::MatchTarget::kLexical;
-  if (!ParseRwPooling(args->Get("rw-pooling", "last"), &o.rw_pooling))
-    return UsageError(cmd, "--rw-pooling takes last or mean");
+  auto rw_pooling = kRwPoolings.Parse(args->Get("rw-pooling", "last"));
+  if (!rw_pooling.ok()) return UsageError(cmd, "--rw-pooling: " + rw_pooling.status().message());
+  o.rw_pooling = *rw_pooling;
   const std::string pooler_rw = args->Get("pooler-rw", "on");
   if (pooler_rw != "on" && pooler_rw != "off") return UsageError(cmd, "--pooler-rw takes on or off");
   auto token_pool = ParseTokenPooling(args->Get("token-pooling", "mean"));

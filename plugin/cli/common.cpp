@@ -94,8 +94,8 @@ std::vector<FlagSpec> WithWeightFormatFlags(std::vector<FlagSpec> specs) {
 
 Result<LoadOptions> LoadOptionsFromFlags(const Args& args) {
   LoadOptions o;
-  MOEEDB_ASSIGN_OR_RETURN(o.format.dtype, ParseComputeDtype(args.Get("dtype", "f32")));
-  MOEEDB_ASSIGN_OR_RETURN(o.format.quant, ParseWeightQuant(args.Get("quant", "none")));
+  MOEEDB_ASSIGN_OR_RETURN(o.format.dtype, kComputeDtypes.Parse(args.Get("dtype", "f32")));
+  MOEEDB_ASSIGN_OR_RETURN(o.format.quant, kWeightQuants.Parse(args.Get("quant", "none")));
   o.device = args.Get("device", "cpu");
   return o;
 }

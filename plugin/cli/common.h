@@ -30,7 +30,7 @@ Status ReadPromptFlag(const Args& args, PromptTemplate* prompt);
 EmbeddingConfig EmbeddingConfigFromFlags(const Args& args);
 
 // --dtype, --quant and --device: the weight-format flags of every command
-// that loads a model (engine/weight_format.h).
+// that loads a model (engine/model/weight_format.h).
 std::vector<FlagSpec> WeightFormatFlagSpecs();
 // `specs` followed by WeightFormatFlagSpecs().
 std::vector<FlagSpec> WithWeightFormatFlags(std::vector<FlagSpec> specs);

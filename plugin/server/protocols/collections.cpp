@@ -2,7 +2,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "plugin/server/collection_requests.h"
+#include "database/spec/collection_spec.h"
 #include "plugin/server/protocols/router.h"
 #include "database/search_hit_json.h"
 
@@ -83,8 +83,10 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
                                    [&] { auto p = RoutingPolicy::Parse((*j)["routing"].get<std::string>());
                                          return !p.ok() || p->ToString() != routing; }()))
       return NativeBadRequest("this server embeds with routing " + routing + "; a collection must use it");
+    auto spec = CollectionSpecFromJson(*j);
+    if (!spec.ok()) return NativeBadRequest(spec.status().message());
     CollectionOptions o = core_->NewCollectionOptions();
-    if (Status s = ParseCollectionRequest(*j, &o); !s.ok()) return NativeBadRequest(s.message());
+    spec->ApplyTo(&o);
     if (store->GetCollection(name).ok())
       return NativeError(409, "collection '" + name + "' already exists", "invalid_request_error", "conflict");
     auto c = core_->CreateCollection(name, o);
@@ -183,7 +185,7 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
   const auto t0 = std::chrono::steady_clock::now();
   auto j = ObjectBody(body);
   if (!j) return NativeBadRequest("the body must be a JSON object");
-  auto so = ParseSearchRequest(*j);
+  auto so = SearchSpecFromJson(*j);
   if (!so.ok()) return NativeBadRequest(so.status().message());
   auto c = core_->OpenCollection(name);
   if (!c.ok()) return NativeFromStatus(c.status());

@@ -360,7 +360,7 @@ HttpResponse QdrantRouter::Scroll(const std::string& name, const json& j, bool c
     return FromStatus(s);
   if (j.contains("order_by") && !j["order_by"].is_null())
     return QdrantError(400, "Bad request: order_by is not supported; points come in id order (bytes of the id's decimal or UUID form)");
-  auto limit = Count(j, "limit", 10, 10000);
+  auto limit = Count(j, "limit", 10, kMaxSearchK);
   if (!limit.ok()) return FromStatus(limit.status());
   if (!count_only && *limit == 0) return QdrantError(400, "Bad request: 'limit' must be at least 1");
   auto filter = FilterOf(j);
@@ -431,7 +431,7 @@ Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Dense(VectorCollectio
     MOEEDB_ASSIGN_OR_RETURN(auto e, core_->EmbedQuery(c->name(), text));
     it = cache->emplace(text, std::make_pair(std::move(e[0].hs), std::move(e[0].rw))).first;
   }
-  SearchOptions so;
+  SearchSpec so;
   so.k = k;
   so.mode = use == "hs" ? QueryMode::kHs : use == "rw" ? QueryMode::kRw : QueryMode::kFused;
   if (!filter.empty()) { MOEEDB_ASSIGN_OR_RETURN(so.filter, MetadataFilter::Parse(filter)); }
@@ -448,8 +448,8 @@ HttpResponse QdrantRouter::Query(const std::string& name, const json& j, Clock::
       !s.ok())
     return FromStatus(s);
   if (j.contains("lookup_from") && !j["lookup_from"].is_null()) return QdrantError(400, "Bad request: lookup_from is not supported");
-  auto limit = Count(j, "limit", 10, 10000);
-  auto offset = Count(j, "offset", 0, 10000);
+  auto limit = Count(j, "limit", 10, kMaxSearchK);
+  auto offset = Count(j, "offset", 0, kMaxSearchK);
   if (!limit.ok()) return FromStatus(limit.status());
   if (!offset.ok()) return FromStatus(offset.status());
   auto filter = FilterOf(j);
@@ -490,7 +490,7 @@ HttpResponse QdrantRouter::Query(const std::string& name, const json& j, Clock::
       auto text = DocumentText(p.contains("query") ? p["query"] : json(nullptr));
       if (!text.ok()) return FromStatus(text.status());
       const std::string pu = p.contains("using") && p["using"].is_string() ? p["using"].get<std::string>() : "";
-      auto pl = Count(p, "limit", 10, 10000);
+      auto pl = Count(p, "limit", 10, kMaxSearchK);
       if (!pl.ok()) return FromStatus(pl.status());
       auto pf = FilterOf(p);
       if (!pf.ok()) return FromStatus(pf.status());

@@ -1,0 +1,90 @@
+#include "database/spec/collection_spec.h"
+
+namespace moeedb {
+
+using json = nlohmann::json;
+using namespace spec;
+
+namespace {
+
+FieldTable<CollectionSpec> MakeCollectionFields() {
+  FieldTable<CollectionSpec> t;
+  t.push_back(Enum("index_hs", &CollectionSpec::index_hs, kIndexKinds, "KIND", "HS index: flat | hnsw | ivf"));
+  t.push_back(Enum("index_rw", &CollectionSpec::index_rw, kIndexKinds, "KIND", "RW index: flat | hnsw | ivf"));
+  t.push_back(Boolean("sq8", &CollectionSpec::sq8, "8-bit scalar quantization of the ANN indexes"));
+  t.push_back(Number("alpha", &CollectionSpec::alpha, -HUGE_VAL, HUGE_VAL, "X", "default alpha of the collection's searches",
+                     "the model's, else 1.0"));
+  Field<CollectionSpec> lexical = Boolean("lexical", &CollectionSpec::lexical,
+                                          "BM25 index over the texts, for lexical and hybrid search");
+  lexical.meta = "on|off";  // a value on the command line: the index is on unless turned off
+  lexical.get = [](const CollectionSpec& s) { return json(s.lexical); };
+  t.push_back(std::move(lexical));
+  t.push_back(String("language", &CollectionSpec::language, "NAME", "stemmer of the lexical index (a Snowball name, or none)"));
+  t.push_back(Number("bm25_k1", &CollectionSpec::bm25_k1, 0, HUGE_VAL, "X", "BM25 k1"));
+  t.push_back(Number("bm25_b", &CollectionSpec::bm25_b, 0, 1, "X", "BM25 b"));
+  return t;
+}
+
+}  // namespace
+
+const FieldTable<CollectionSpec>& CollectionFields() {
+  static const FieldTable<CollectionSpec> kTable = MakeCollectionFields();
+  return kTable;
+}
+
+LexicalSpec CollectionSpec::Lexical() const {
+  LexicalSpec l;
+  l.enabled = lexical;
+  l.language = language;
+  l.k1 = bm25_k1;
+  l.b = bm25_b;
+  return l;
+}
+
+Status CollectionSpec::Check(Spelling spelling) const {
+  Status s = Lexical().Validate();
+  if (!s.ok()) return Status::InvalidArgument(FieldLabel("language", spelling) + ": " + s.message());
+  return Status::OK();
+}
+
+void CollectionSpec::ApplyTo(CollectionOptions* o) const {
+  o->index.hs.kind = index_hs;
+  o->index.rw.kind = index_rw;
+  o->index.hs.sq8 = o->index.rw.sq8 = sq8;
+  if (alpha) o->default_alpha = *alpha;
+  o->lexical = Lexical();
+}
+
+Result<CollectionSpec> CollectionSpecFromJson(const json& body) {
+  if (!body.is_object()) return Status::InvalidArgument("the collection's settings must be a JSON object");
+  json flat = body;
+  if (body.contains("index")) {
+    const json& ix = body["index"];
+    if (!ix.is_object()) return Status::InvalidArgument("'index' must be an object {\"hs\": kind, \"rw\": kind, \"sq8\": bool}");
+    for (auto it = ix.begin(); it != ix.end(); ++it) {
+      if (it.key() != "hs" && it.key() != "rw" && it.key() != "sq8")
+        return Status::InvalidArgument("unknown field 'index." + it.key().substr(0, 80) + "' (hs, rw, sq8)");
+      flat[it.key() == "sq8" ? "sq8" : "index_" + it.key()] = it.value();
+    }
+    flat.erase("index");
+  }
+  if (body.contains("lexical") && body["lexical"].is_object()) {
+    const json& l = body["lexical"];
+    flat["lexical"] = l.value("enabled", json(true));
+    for (auto it = l.begin(); it != l.end(); ++it) {
+      static const std::pair<const char*, const char*> kNested[] = {{"language", "language"}, {"k1", "bm25_k1"}, {"b", "bm25_b"}};
+      bool known = it.key() == "enabled";
+      for (auto [from, to] : kNested)
+        if (it.key() == from) flat[to] = it.value(), known = true;
+      if (!known) return Status::InvalidArgument("unknown field 'lexical." + it.key().substr(0, 80) + "' (language, k1, b)");
+    }
+  }
+  CollectionSpec s;
+  MOEEDB_RETURN_IF_ERROR(ReadJson(CollectionFields(), flat, /*refuse_unknown=*/false, &s));
+  MOEEDB_RETURN_IF_ERROR(s.Check(Spelling::kJson));
+  return s;
+}
+
+json CollectionSpecToJson(const CollectionSpec& s) { return WriteJson(CollectionFields(), s); }
+
+}  // namespace moeedb

@@ -1,0 +1,47 @@
+// CollectionSpec: the settings a user chooses for a new collection (its
+// index kinds, default alpha and lexical index), as the CLI's ingest flags,
+// the collections API's PUT body and the C API's JSON give them. The
+// embedding setup's part (model, routing, prompt, poolings) is the
+// EmbeddingSpec's; dims and calibration statistics follow from the setup.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "database/spec/field_table.h"
+#include "database/vector_collection.h"
+#include "index/dual_index.h"
+#include "index/lexical_index.h"
+
+namespace moeedb {
+
+struct CollectionSpec {
+  IndexKind index_hs = IndexKind::kFlat;
+  IndexKind index_rw = IndexKind::kFlat;
+  bool sq8 = false;            // 8-bit scalar quantization of the ANN indexes
+  std::optional<float> alpha;  // the collection's default alpha; unset: the model's
+  bool lexical = true;         // BM25 over the texts (lexical and hybrid search)
+  std::string language = LexicalSpec{}.language;
+  double bm25_k1 = LexicalSpec{}.k1;
+  double bm25_b = LexicalSpec{}.b;
+
+  // The lexical settings as the index takes them.
+  LexicalSpec Lexical() const;
+  // The rules the table cannot say alone: a stemmer Xapian knows.
+  Status Check(spec::Spelling spelling) const;
+  // Into a new collection's options, whose dims, statistics, recorded info
+  // and model alpha the embedding setup filled in.
+  void ApplyTo(CollectionOptions* options) const;
+};
+
+// index_hs, index_rw, sq8, alpha, lexical, language, bm25_k1, bm25_b.
+const spec::FieldTable<CollectionSpec>& CollectionFields();
+// A JSON body into a checked spec. Besides the table's flat fields it reads
+// the nested forms the collections API has always taken: "index": {"hs",
+// "rw", "sq8"} and "lexical": true | false | {"language", "k1", "b"}.
+// Unknown keys are ignored (the server reads "routing" itself).
+Result<CollectionSpec> CollectionSpecFromJson(const nlohmann::json& body);
+// The set fields, flat: CollectionSpecFromJson reads it back equal.
+nlohmann::json CollectionSpecToJson(const CollectionSpec& spec);
+
+}  // namespace moeedb

@@ -1,0 +1,71 @@
+// SearchSpec: one search of a collection, as every front end describes it
+// (the CLI's search flags, the collections API's body, the C API's JSON,
+// the Qdrant and other adapters, a search forwarded between nodes). Its
+// field table (SearchFields) is the only place its names, ranges, defaults
+// and help live; docs/layout.md lists which fields each front end carries.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "database/spec/field_table.h"
+#include "index/fusion.h"
+#include "index/metadata_filter.h"
+#include "index/query_mode.h"
+
+namespace moeedb {
+
+// The most hits one search returns.
+inline constexpr size_t kMaxSearchK = 10000;
+// Hybrid search's defaults when a query names none: reciprocal rank fusion
+// with lexical weight 16, both chosen on the tuning half of Cranfield's
+// queries with the default model (docs/eval.md); HS weight 1, rrf k 60,
+// min-max normalisation for weighted fusion.
+inline constexpr double kDefaultBeta = 16.0;
+inline constexpr double kDefaultWHs = 1.0;
+inline constexpr FusionKind kDefaultFusion = FusionKind::kRrf;
+inline constexpr ScoreNorm kDefaultNorm = ScoreNorm::kMinMax;
+inline constexpr int kDefaultRrfK = 60;
+
+struct SearchSpec {
+  std::string query;  // the query's text (embedded for the dense signals; BM25's words)
+  size_t k = 10;
+  QueryMode mode = QueryMode::kFused;
+  std::optional<float> alpha;  // RW weight; unset: the collection's
+  // Hybrid only; unset: the defaults above.
+  std::optional<double> beta;   // lexical weight
+  std::optional<double> w_hs;   // HS weight
+  std::optional<FusionKind> fusion;
+  std::optional<ScoreNorm> norm;  // weighted fusion's normalisation
+  std::optional<int> rrf_k;       // rrf fusion's k in 1/(k + rank)
+  // Only documents whose metadata matches; empty: all. Set through the
+  // table (or SetFilter), which parses it once, so a bad filter is refused
+  // before any search.
+  std::string filter_json;
+  std::shared_ptr<const MetadataFilter> filter;
+  bool exact = false;  // the exact path, not the ANN indexes
+
+  // Parses `filter_json` ("" or "null" clears it); InvalidArgument naming the bad part.
+  Status SetFilter(const std::string& filter_json);
+  // The rules between fields: the hybrid-only fields only with mode hybrid;
+  // in hybrid mode, weights that are >= 0 and not all 0. Errors name the
+  // fields as `spelling` does.
+  Status Check(spec::Spelling spelling) const;
+};
+
+// The field table: query, k, mode, alpha, beta, w_hs, fusion, norm, rrf_k, filter, exact.
+const spec::FieldTable<SearchSpec>& SearchFields();
+// A JSON body into a checked spec (unknown keys ignored, as the collections API
+// always has: clients add their own); the query must be a string.
+Result<SearchSpec> SearchSpecFromJson(const nlohmann::json& body);
+// The spec as JSON (set fields only): SearchSpecFromJson reads it back equal.
+nlohmann::json SearchSpecToJson(const SearchSpec& spec);
+
+// The fusion a hybrid search with `s` runs: its weights, alpha falling back
+// to `default_alpha` and the others to the defaults above.
+FusionOptions FusionOf(const SearchSpec& s, float default_alpha);
+
+}  // namespace moeedb
