@@ -41,7 +41,7 @@
 #include "engine/embed/embedder.h"
 #include "engine/kernels/bf16_gemm.h"
 #include "engine/model/model.h"
-#include "engine/io/random_checkpoint.h"
+#include "engine/model/random_checkpoint.h"
 #include "engine/model/routing_policy.h"
 #include "bench/cpu_flags.h"
 #include "engine/kernels/int8_gemm.h"

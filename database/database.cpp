@@ -11,20 +11,22 @@ namespace moeedb {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-Result<EmbeddingConfig> RecordedSetup(const std::string& info_json) {
+Result<EmbeddingSpec> RecordedSetup(const std::string& info_json) {
   const json info = json::parse(info_json, nullptr, false);
   if (info.is_discarded() || !info.is_object()) return Status::Corruption("collection info is damaged");
   auto field = [&](const char* key, const char* fallback) {
     return info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string(fallback);
   };
-  EmbeddingConfig c;
+  EmbeddingSpec c;
   // Collections recorded before prompts and poolings were selectable used
-  // PromptEOL and the last token.
+  // the MoEE reference setup, which is what a model folder without
+  // embedding.json asks for.
+  const EmbeddingDefaults reference;
   c.model_dir = field("model_dir", "");
-  c.routing = field("routing", "learned");
-  c.prompt = field("prompt", "prompteol");
-  c.hs_pooling = field("hs_pooling", "last");
-  c.rw_pooling = field("rw_pooling", "last");
+  c.routing = field("routing", c.routing.c_str());
+  c.prompt = field("prompt", reference.prompt.c_str());
+  c.hs_pooling = field("hs_pooling", reference.hs_pooling.c_str());
+  c.rw_pooling = field("rw_pooling", reference.rw_pooling.c_str());
   return c;
 }
 
@@ -32,7 +34,7 @@ namespace {
 
 // A setup's identity: its recorded fields, resolved (absolute model folder,
 // the model's defaults filled in, the routing spelled canonically).
-std::string SetupKey(const EmbeddingConfig& c) {
+std::string SetupKey(const EmbeddingSpec& c) {
   return json{c.model_dir, c.routing, c.prompt, c.hs_pooling, c.rw_pooling}.dump();
 }
 
@@ -86,14 +88,14 @@ Status Database::DropCollection(const std::string& name) {
   return VectorCollection::Drop(store_.get(), name);
 }
 
-Result<const EmbeddingSetup*> Database::LoadSetup(const EmbeddingConfig& config) {
+Result<const EmbeddingSetup*> Database::LoadSetup(const EmbeddingSpec& config) {
   std::lock_guard<std::mutex> lock(mu_);
   return LoadSetupLocked(config);
 }
 
-Result<const EmbeddingSetup*> Database::LoadSetupLocked(const EmbeddingConfig& recorded) {
+Result<const EmbeddingSetup*> Database::LoadSetupLocked(const EmbeddingSpec& recorded) {
   if (recorded.model_dir.empty()) return Status::InvalidArgument("no model folder: pass --model DIR");
-  EmbeddingConfig c = options_.compute;
+  EmbeddingSpec c = options_.compute;
   c.model_dir = fs::absolute(recorded.model_dir).lexically_normal().string();
   c.routing = recorded.routing;
   c.prompt = recorded.prompt;
@@ -119,14 +121,14 @@ Result<const EmbeddingSetup*> Database::LoadSetupLocked(const EmbeddingConfig& r
 
 void Database::AddSetup(const EmbeddingSetup* setup) {
   std::lock_guard<std::mutex> lock(mu_);
-  EmbeddingConfig c = setup->config();
+  EmbeddingSpec c = setup->config();
   c.routing = setup->routing();
   setups_[SetupKey(c)] = setup;
 }
 
 Result<const EmbeddingSetup*> Database::SetupOf(const std::string& name) {
   MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
-  MOEEDB_ASSIGN_OR_RETURN(EmbeddingConfig recorded, RecordedSetup(c->info_json()));
+  MOEEDB_ASSIGN_OR_RETURN(EmbeddingSpec recorded, RecordedSetup(c->info_json()));
   if (!options_.model_override.empty()) recorded.model_dir = options_.model_override;
   if (recorded.model_dir.empty())
     return Status::InvalidArgument("collection '" + name + "' has no recorded model: pass --model DIR");

@@ -33,7 +33,7 @@ struct DatabaseOptions {
   // How this process computes (dtype, quant, device, threads, workers, batch
   // tokens, SSMoE cache): used for every setup loaded. Its recorded fields
   // (model folder, routing, prompt, poolings) are ignored: each collection's own count.
-  EmbeddingConfig compute;
+  EmbeddingSpec compute;
   // A model folder to use instead of every collection's recorded one (the
   // CLI's --model); the collection's recorded weights must match it.
   std::string model_override;
@@ -71,7 +71,7 @@ class Database {
   // The setup for `config`'s recorded fields (model folder, routing, prompt,
   // poolings; empty ones resolved from the model folder) with this
   // database's compute options: loaded once, shared when equal.
-  Result<const EmbeddingSetup*> LoadSetup(const EmbeddingConfig& config);
+  Result<const EmbeddingSetup*> LoadSetup(const EmbeddingSpec& config);
   // The setup collection `name` was built with (checked against its record).
   Result<const EmbeddingSetup*> SetupOf(const std::string& name);
   // Registers a setup the caller loaded (it must outlive the database): the
@@ -91,7 +91,7 @@ class Database {
 
  private:
   explicit Database(DatabaseOptions options) : options_(std::move(options)) {}
-  Result<const EmbeddingSetup*> LoadSetupLocked(const EmbeddingConfig& config);
+  Result<const EmbeddingSetup*> LoadSetupLocked(const EmbeddingSpec& config);
   Result<std::vector<Embedding>> EmbedWith(const EmbeddingSetup& setup, const std::vector<std::string>& texts,
                                            EmbedPurpose purpose);
 
@@ -105,7 +105,7 @@ class Database {
 };
 
 // The recorded fields of a collection's info (model folder, routing, prompt,
-// poolings) as an EmbeddingConfig; Corruption when the info is damaged.
-Result<EmbeddingConfig> RecordedSetup(const std::string& info_json);
+// poolings) as an EmbeddingSpec; Corruption when the info is damaged.
+Result<EmbeddingSpec> RecordedSetup(const std::string& info_json);
 
 }  // namespace moeedb

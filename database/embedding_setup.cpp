@@ -83,7 +83,7 @@ const std::vector<std::string>& CalibrationTexts() {
   return kTexts;
 }
 
-Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingConfig& config) {
+Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingSpec& config) {
   std::unique_ptr<EmbeddingSetup> s(new EmbeddingSetup());
   s->config_ = config;
   s->config_.model_dir = fs::absolute(config.model_dir).lexically_normal().string();
@@ -170,9 +170,12 @@ Status EmbeddingSetup::CheckMatches(const std::string& info_text) const {
   std::string diffs;
   for (const char* key : {"experts", "model_fingerprint", "routing", "prompt", "hs_pooling", "rw_pooling", "rw_readout",
                           "dim_hs", "dim_rw"}) {
-    // Collections made before pooling was selectable pooled the last token.
-    const bool pooling = std::string(key).find("pooling") != std::string::npos;
-    const json wanted = want.contains(key) ? want[key] : pooling ? json("last") : json();
+    // Collections made before pooling was selectable used the reference poolings.
+    const std::string k = key;
+    const json wanted = want.contains(key)      ? want[key]
+                        : k == "hs_pooling"     ? json(EmbeddingDefaults{}.hs_pooling)
+                        : k == "rw_pooling"     ? json(EmbeddingDefaults{}.rw_pooling)
+                                                : json();
     if (!wanted.is_null() && wanted != have[key])
       diffs += std::string(diffs.empty() ? "" : "; ") + key + ": collection " + wanted.dump() + ", now " + have[key].dump();
   }

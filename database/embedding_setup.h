@@ -14,41 +14,14 @@
 #include "engine/model/model.h"
 #include "base/status.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
+#include "database/spec/embedding_spec.h"
 #include "database/vector_collection.h"
 
 namespace moeedb {
 
-struct EmbeddingConfig {
-  std::string model_dir;
-  std::string routing = "learned";
-  // Empty: what the model folder asks for (engine/model/model_defaults.h); Load
-  // resolves them, so config() always holds concrete names.
-  std::string prompt;
-  std::string hs_pooling;  // last | mean | layers-mean | trained (engine/model/pooling.h)
-  std::string rw_pooling;  // last | mean
-  std::string dtype = "f32";    // compute dtype: f32 | bf16 (engine/model/weight_format.h)
-  std::string quant = "none";   // weight storage: none | int8
-  std::string device = "cpu";   // cpu | cuda[:N]
-  int threads = 0;
-  // Embed() splits its texts across this many EmbedWorkers, each with
-  // threads / workers compute threads; 0: 2 when there are 2 or more compute
-  // threads, else 1.
-  int workers = 1;
-  int64_t batch_tokens = 4096;
-  std::string cache_dir;  // SSMoE centroid cache
-  // Process-local choices (not recorded with collections): a GritLM-style
-  // instruction before every text, the RW read-out ("": the family's;
-  // logits | probs | log_probs), a tokenizer.json instead of the model's,
-  // how experts run (auto | loop | grouped | batched | packed).
-  std::string instruction;
-  std::string rw_readout;
-  std::string tokenizer_path;
-  std::string expert_dispatch = "auto";
-};
-
 class EmbeddingSetup {
  public:
-  static Result<std::unique_ptr<EmbeddingSetup>> Load(const EmbeddingConfig& config);
+  static Result<std::unique_ptr<EmbeddingSetup>> Load(const EmbeddingSpec& config);
 
   // {"model_dir", "model_fingerprint", "model_type", "routing", "prompt", "rw_readout", "dim_hs", "dim_rw"}
   std::string InfoJson() const;
@@ -81,7 +54,7 @@ class EmbeddingSetup {
   Result<std::vector<int32_t>> Tokenize(const std::string& text) const { return embedder_->Tokenize(text); }
   const Embedder& embedder() const { return *embedder_; }
   const BpeTokenizer& tokenizer() const { return *tokenizer_; }
-  const EmbeddingConfig& config() const { return config_; }
+  const EmbeddingSpec& config() const { return config_; }
   // The default alpha of a new collection: the model folder's (model_defaults.h).
   double default_alpha() const { return default_alpha_; }
   const std::string& routing() const { return routing_canonical_; }
@@ -95,7 +68,7 @@ class EmbeddingSetup {
  private:
   EmbeddingSetup() = default;
   Result<std::pair<std::string, std::string>> ComputeCalibrationStats() const;
-  EmbeddingConfig config_;
+  EmbeddingSpec config_;
   std::unique_ptr<MoeModel> model_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
   std::unique_ptr<Embedder> embedder_;

@@ -35,14 +35,16 @@ enum class ScoreNorm { kMinMax, kZScore };
 inline constexpr EnumTable<ScoreNorm, 2> kScoreNorms{"score normalisation",
                                                      {{{ScoreNorm::kMinMax, "minmax"}, {ScoreNorm::kZScore, "zscore"}}}};
 
-// rrf k's range: 1/(k + rank) needs k >= 1; beyond 100000 every rank weighs the same.
+// rrf k's range (1/(k + rank) needs k >= 1; beyond 100000 every rank weighs
+// about the same) and its default, the value of the RRF paper.
 inline constexpr int kMinRrfK = 1, kMaxRrfK = 100000;
+inline constexpr int kDefaultRrfK = 60;
 
 struct FusionOptions {
   FusionKind kind = FusionKind::kWeighted;
   ScoreNorm norm = ScoreNorm::kMinMax;
   double w_hs = 1.0, w_rw = 1.0, w_lex = 1.0;  // w_rw is the query's alpha, w_lex its beta
-  int rrf_k = 60;
+  int rrf_k = kDefaultRrfK;
   // InvalidArgument for a negative or non-finite weight, every weight 0, or
   // rrf_k outside [kMinRrfK, kMaxRrfK].
   Status Validate() const;

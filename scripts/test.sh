@@ -3,8 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --tests
-# The tree itself: every path the comments and docs cite exists.
-node scripts/check_paths.mjs
+# The tree itself: cited paths exist, each default and limit is written once.
+node scripts/check_tree.mjs
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 # End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
 # and the web console in Debian's Chromium (playwright-core).

@@ -82,7 +82,8 @@ class Store {
   Status UpdateSpec(const std::string& name, const std::string& spec_json);
 
   // Inserts or replaces documents, atomically: all or nothing. Ids must be
-  // non-empty and distinct within the batch; vectors must have the given dims.
+  // non-empty and distinct within the batch; vectors are stored as given
+  // (their dims are the collection's to check).
   Result<WriteResult> Upsert(const std::string& collection, const std::vector<StoredDocument>& docs, bool sync);
   // Deletes documents by external id, atomically; absent ids are counted, not errors.
   Result<WriteResult> Delete(const std::string& collection, const std::vector<std::string>& ids, bool sync);

@@ -66,8 +66,10 @@ Status FieldRule::Check(const json& v, std::string_view label) const {
     case FieldType::kString: ok = v.is_string() && (!non_empty || !v.get<std::string>().empty()); break;
     case FieldType::kObject: ok = v.is_object(); break;
     case FieldType::kEnum:
-      if (v.is_string())
+      if (v.is_string()) {
         for (const auto& name : values) ok |= name == v.get<std::string>();
+        for (const auto& name : aliases) ok |= name == v.get<std::string>();
+      }
       break;
   }
   if (ok) return Status::OK();

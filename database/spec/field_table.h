@@ -42,9 +42,10 @@ struct FieldRule {
   FieldType type = FieldType::kString;
   double min = -HUGE_VAL, max = HUGE_VAL;  // kInteger, kNumber (inclusive)
   std::vector<std::string> values;          // kEnum: the allowed names
+  std::vector<std::string> aliases;         // kEnum: names also accepted, never listed
   bool non_empty = false;                   // kString
 
-  // "an integer in [1, 10000]", "a finite number >= 0", "one of rrf, weighted", ...
+  // "an integer in [1, 64]", "a finite number >= 0", "one of rrf, weighted", ...
   std::string Describe() const;
   // OK when `v` satisfies the rule; else InvalidArgument "<label> must be <Describe()>".
   Status Check(const json& v, std::string_view label) const;
@@ -113,32 +114,34 @@ void Assign(M* m, V v) {
 }
 }  // namespace internal
 
-// An integer member (any integer type, or an optional of one) in [min, max].
-template <typename Spec, typename M>
-Field<Spec> Integer(const char* name, M Spec::*member, double min, double max, const char* meta, const char* help,
-                    const char* default_text = nullptr) {
-  auto f = internal::Make<Spec>(name, meta, help, FieldType::kInteger, min, max);
-  f.get = [member](const Spec& s) { return internal::Get(s.*member); };
+namespace internal {
+// A numeric member (or an optional of one) read from JSON as `Wire`.
+template <typename Wire, typename Spec, typename M>
+Field<Spec> Numeric(FieldType type, const char* name, M Spec::*member, double min, double max, const char* meta,
+                    const char* help, const char* default_text) {
+  auto f = Make<Spec>(name, meta, help, type, min, max);
+  f.get = [member](const Spec& s) { return Get(s.*member); };
   f.set = [member](Spec* s, const json& v) {
-    internal::Assign(&(s->*member), v.get<int64_t>());
+    Assign(&(s->*member), v.get<Wire>());
     return Status::OK();
   };
   f.default_text = default_text;
   return f;
+}
+}  // namespace internal
+
+// An integer member (any integer type, or an optional of one) in [min, max].
+template <typename Spec, typename M>
+Field<Spec> Integer(const char* name, M Spec::*member, double min, double max, const char* meta, const char* help,
+                    const char* default_text = nullptr) {
+  return internal::Numeric<int64_t>(FieldType::kInteger, name, member, min, max, meta, help, default_text);
 }
 
 // A finite number member (float, double, or an optional of one) in [min, max].
 template <typename Spec, typename M>
 Field<Spec> Number(const char* name, M Spec::*member, double min, double max, const char* meta, const char* help,
                    const char* default_text = nullptr) {
-  auto f = internal::Make<Spec>(name, meta, help, FieldType::kNumber, min, max);
-  f.get = [member](const Spec& s) { return internal::Get(s.*member); };
-  f.set = [member](Spec* s, const json& v) {
-    internal::Assign(&(s->*member), v.get<double>());
-    return Status::OK();
-  };
-  f.default_text = default_text;
-  return f;
+  return internal::Numeric<double>(FieldType::kNumber, name, member, min, max, meta, help, default_text);
 }
 
 // A boolean member; on the command line a bare --flag.
@@ -184,6 +187,19 @@ Field<Spec> Enum(const char* name, M Spec::*member, const EnumTable<E, N>& table
     return Status::OK();
   };
   f.default_text = default_text;
+  return f;
+}
+
+// A string member that holds one of an EnumTable's names ("" when unset:
+// the value comes from elsewhere, `default_text` says where).
+template <typename Spec, typename E, size_t N>
+Field<Spec> Choice(const char* name, std::string Spec::*member, const EnumTable<E, N>& table, const char* meta,
+                   const char* help, const char* default_text = nullptr) {
+  auto f = String(name, member, meta, help, default_text);
+  f.rule.type = FieldType::kEnum;
+  f.rule.values = table.Names();
+  for (const auto& e : table.entries)
+    if (e.alias) f.rule.aliases.emplace_back(e.name);
   return f;
 }
 

@@ -22,13 +22,12 @@ namespace moeedb {
 inline constexpr size_t kMaxSearchK = 10000;
 // Hybrid search's defaults when a query names none: reciprocal rank fusion
 // with lexical weight 16, both chosen on the tuning half of Cranfield's
-// queries with the default model (docs/eval.md); HS weight 1, rrf k 60,
-// min-max normalisation for weighted fusion.
+// queries with the default model (docs/eval.md); HS weight 1, min-max
+// normalisation for weighted fusion (rrf k: index/fusion.h).
 inline constexpr double kDefaultBeta = 16.0;
 inline constexpr double kDefaultWHs = 1.0;
 inline constexpr FusionKind kDefaultFusion = FusionKind::kRrf;
 inline constexpr ScoreNorm kDefaultNorm = ScoreNorm::kMinMax;
-inline constexpr int kDefaultRrfK = 60;
 
 struct SearchSpec {
   std::string query;  // the query's text (embedded for the dense signals; BM25's words)

@@ -13,13 +13,13 @@
 #include <sstream>
 
 #include "base/atomic_file.h"
-#include "engine/io/checkpoint_spec.h"
+#include "engine/model/checkpoint_spec.h"
 #include "engine/model/model.h"
 #include "engine/model/moe_block.h"
 #include "engine/model/model_family.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/spectral_router.h"
-#include "engine/model/tensor_util.h"
+#include "engine/kernels/tensor_ops.h"
 #include "engine/model/trained_pooler.h"
 
 namespace moeedb {

@@ -4,7 +4,7 @@
 
 #include "engine/model/model.h"
 #include "engine/model/moe_block.h"
-#include "engine/model/tensor_util.h"
+#include "engine/kernels/tensor_ops.h"
 
 namespace moeedb {
 

@@ -1,11 +1,11 @@
-// TensorFromView (declared in engine/model/tensor_util.h): a safetensors
+// TensorFromView (declared in engine/kernels/tensor_ops.h): a safetensors
 // view as a float32 tensor, zero-copy where the mapping allows.
 #include <ATen/ATen.h>
 
 #include <cstring>
 
 #include "engine/io/safetensors.h"
-#include "engine/model/tensor_util.h"
+#include "engine/io/tensor_from_view.h"
 
 namespace moeedb {
 

@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "engine/model/weight_format.h"
+#include "engine/kernels/weight_format.h"
 
 namespace moeedb {
 

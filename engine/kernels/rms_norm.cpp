@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "engine/model/tensor_util.h"
+#include "engine/kernels/tensor_ops.h"
 #include "engine/kernels/vector_exp.h"
 
 namespace moeedb {

@@ -54,7 +54,7 @@ __attribute__((target("avx2,fma"))) inline __m256 Exp8(__m256 x) {
 }
 
 // Exp8 on sixteen lanes (the same polynomial and range reduction), for the
-// AVX-512 kernels; tests/packed_attention_test.cpp checks it through the
+// AVX-512 kernels; tests/engine/packed_attention_test.cpp checks it through the
 // AVX-512 attention against a double-precision softmax.
 __attribute__((target("avx512f"))) inline __m512 Exp16(__m512 x) {
   const __mmask16 zero_below = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);

@@ -21,7 +21,7 @@
 #include "engine/model/pooling.h"
 #include "engine/model/routing_policy.h"
 #include "base/status.h"
-#include "engine/model/weight_format.h"
+#include "engine/kernels/weight_format.h"
 
 namespace moeedb {
 

@@ -11,7 +11,8 @@
 #include "engine/kernels/bf16_gemm.h"
 #include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/panel_gemm.h"
-#include "engine/model/tensor_util.h"
+#include "engine/io/tensor_from_view.h"
+#include "engine/kernels/tensor_ops.h"
 #include "engine/kernels/vector_exp.h"
 
 namespace moeedb {

@@ -11,7 +11,8 @@
 
 #include "base/atomic_file.h"
 #include "engine/io/safetensors.h"
-#include "engine/model/tensor_util.h"
+#include "engine/io/tensor_from_view.h"
+#include "engine/kernels/tensor_ops.h"
 
 namespace moeedb {
 

@@ -18,9 +18,9 @@
 #include <unordered_map>
 
 #include "base/atomic_file.h"
-#include "engine/io/checkpoint_spec.h"
+#include "engine/model/checkpoint_spec.h"
 #include "engine/model/model.h"
-#include "engine/model/tensor_util.h"
+#include "engine/kernels/tensor_ops.h"
 #include "engine/train/train_net.h"
 #include "engine/train/train_state.h"
 

@@ -6,7 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/model/tensor_util.h"
+#include "engine/io/tensor_from_view.h"
+#include "engine/kernels/tensor_ops.h"
 
 namespace moeedb {
 

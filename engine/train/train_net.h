@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/io/checkpoint_spec.h"
+#include "engine/model/checkpoint_spec.h"
 #include "engine/model/model_config.h"
 #include "engine/io/safetensors.h"
 #include "base/status.h"

@@ -97,7 +97,7 @@ moeedb_status moeedb_open(const char* db_path, const char* model_dir, int thread
     DatabaseOptions o;
     o.compute.threads = threads;
     MOEEDB_ASSIGN_OR_RETURN(db->db, Database::Open(db_path, std::move(o)));
-    EmbeddingConfig cfg;
+    EmbeddingSpec cfg;
     cfg.model_dir = model_dir;
     MOEEDB_ASSIGN_OR_RETURN(db->setup, db->db->LoadSetup(cfg));
     *out = db.release();

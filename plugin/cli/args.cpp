@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <deque>
+#include <iostream>
 
 namespace moeedb::cli {
 
@@ -125,6 +126,34 @@ std::string HelpText(const std::string& usage, const std::string& summary, const
   }
   s += "  --help                  this text\n";
   return s;
+}
+
+int Fail(const std::string& cmd, const std::string& message) {
+  std::cerr << "moeedb " << cmd << ": " << message << std::endl;
+  return 1;
+}
+
+int UsageError(const std::string& cmd, const std::string& message) {
+  std::cerr << "moeedb " << cmd << ": " << message << "\n(run 'moeedb " << cmd << " --help')" << std::endl;
+  return 2;
+}
+
+bool WantsHelp(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
+std::optional<int> ParseCommand(const CommandSpec& command, const std::vector<std::string>& argv,
+                                std::optional<Args>* args) {
+  if (WantsHelp(argv)) {
+    std::cout << HelpText(command.usage, command.summary, command.flags);
+    return 0;
+  }
+  auto parsed = Args::Parse(argv, command.flags);
+  if (!parsed.ok()) return UsageError(command.name, parsed.status().message());
+  *args = std::move(parsed).value();
+  return std::nullopt;
 }
 
 }  // namespace moeedb::cli

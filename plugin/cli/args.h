@@ -44,4 +44,22 @@ class Args {
 // "Usage: moeedb <usage>\n\n<summary>\n\nOptions:\n  --flag META  help\n"
 std::string HelpText(const std::string& usage, const std::string& summary, const std::vector<FlagSpec>& specs);
 
+// Prints "moeedb <cmd>: <message>" to stderr and returns 1 (the exit code of an error).
+int Fail(const std::string& cmd, const std::string& message);
+// Prints a usage error pointing at the command's --help and returns 2.
+int UsageError(const std::string& cmd, const std::string& message);
+bool WantsHelp(const std::vector<std::string>& args);
+
+// What a command says about itself: its name in messages ("model calibrate"),
+// its usage line, a summary and its flags. --help and usage errors come from it.
+struct CommandSpec {
+  std::string name, usage, summary;
+  std::vector<FlagSpec> flags;
+};
+// Parses a command's argv: std::nullopt with *args set when the command is
+// to run; otherwise the exit code, after printing the help (0) or the usage
+// error (2).
+std::optional<int> ParseCommand(const CommandSpec& command, const std::vector<std::string>& argv,
+                                std::optional<Args>* args);
+
 }  // namespace moeedb::cli

@@ -36,12 +36,9 @@ Result<std::unique_ptr<Database>> OpenDb(const Args& args, bool must_exist) {
   const std::string db = args.Get("db");
   if (db.empty()) return Status::InvalidArgument("--db DIR is required");
   DatabaseOptions o;
-  ReadWeightFormatFlags(args, &o.compute);
+  MOEEDB_RETURN_IF_ERROR(ReadSpecFlags(args, EmbeddingFields(), &o.compute, {.only = {"dtype", "quant", "device", "threads", "workers"}}));
+  if (!args.Has("workers")) o.compute.workers = 0;  // 0: the default share of the threads
   o.compute.cache_dir = DefaultCacheDir();
-  MOEEDB_ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0, 0, 1024));
-  MOEEDB_ASSIGN_OR_RETURN(int64_t workers, args.GetInt("workers", 0, 1, 64));
-  o.compute.threads = static_cast<int>(threads);
-  o.compute.workers = static_cast<int>(workers);
   o.model_override = args.Get("model");
   o.must_exist = must_exist;
   return Database::Open(db, std::move(o));
@@ -81,30 +78,18 @@ class Progress {
 }  // namespace
 
 int RunIngest(const std::vector<std::string>& argv) {
-  std::vector<FlagSpec> specs = WithWeightFormatFlags({
-      kDbFlag, kCollFlag,
-      {"model", "DIR", "model folder of a new collection (default: the embedded default model; must match an existing one)"},
-      {"routing", "SPEC", "routing policy for a new collection (default learned)"},
-      {"prompt", "NAME", "prompt for a new collection (default: the model's)"},
-      {"hs-pooling", "P", "HS pooling for a new collection: last | mean | layers-mean | trained (default: the model's)"},
-      {"rw-pooling", "P", "RW pooling for a new collection: last (default) | mean"},
-      {"batch", "N", "documents per atomic, synced write (default 32)"},
-      {"threads", "N", "compute threads (default: all cores)"},
-      {"workers", "N", "model threads: each batch is split into N parts embedded at once, each with threads/N "
-                       "compute threads (default 2 when there are 2 or more threads, else 1)"},
-  });
-  // A new collection's settings (ignored for an existing one).
+  // A new collection's embedding setup and settings (an existing one keeps
+  // what it recorded: --model must then hold the same weights).
+  std::vector<FlagSpec> specs = Concat({kDbFlag, kCollFlag, {"batch", "N", "documents per atomic, synced write (default 32)"}},
+                                       EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling", "dtype",
+                                                       "quant", "device", "threads", "workers"}));
   specs = Concat(specs, SpecFlags(CollectionFields()));
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("ingest --db DIR --collection NAME [--model DIR] [options] FILE.jsonl",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"ingest", "ingest --db DIR --collection NAME [--model DIR] [options] FILE.jsonl",
                           "Embeds and stores JSONL documents {\"id\": \"...\", \"text\": \"...\", \"metadata\": {...}}.\n"
                           "The whole file is validated first: bad lines are reported with their numbers and nothing\n"
-                          "is stored. Each batch is one atomic, synced write; an existing id is replaced.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("ingest", args.status().message());
+                          "is stored. Each batch is one atomic, synced write; an existing id is replaced.", specs}, argv, &args))
+    return *exit;
   if (args->positional().size() != 1) return UsageError("ingest", "give exactly one FILE.jsonl");
   if (!args->Has("collection")) return UsageError("ingest", "--collection NAME is required");
   auto batch = args->GetInt("batch", 32, 1, 100000);
@@ -146,7 +131,9 @@ int RunIngest(const std::vector<std::string>& argv) {
   if (!coll.ok() && coll.status().code() == Status::Code::kNotFound) {
     if (ModelDirFlag(*args).empty())
       return UsageError("ingest", "collection '" + name + "' does not exist and no default model was found: pass --model DIR");
-    auto setup = (*db)->LoadSetup(EmbeddingConfigFromFlags(*args));
+    auto cfg = EmbeddingSpecFromFlags(*args);
+    if (!cfg.ok()) return UsageError("ingest", cfg.status().message());
+    auto setup = (*db)->LoadSetup(*cfg);
     if (!setup.ok()) return Fail("ingest", setup.status().message());
     auto o = (*db)->NewCollectionOptions(**setup);
     if (!o.ok()) return Fail("ingest", o.status().message());
@@ -181,25 +168,17 @@ int RunIngest(const std::vector<std::string>& argv) {
 }
 
 int RunSearch(const std::vector<std::string>& argv) {
-  std::vector<FlagSpec> specs = WithWeightFormatFlags({
-      kDbFlag, kCollFlag,
-      {"model", "DIR", "model folder (default: the collection's)"},
-      {"format", "F", "json (default) | text (one readable line per hit)"},
-      {"threads", "N", "compute threads"},
-  });
+  std::vector<FlagSpec> specs = Concat({kDbFlag, kCollFlag, {"format", "F", "json (default) | text (one readable line per hit)"}},
+                                       EmbeddingFlags({"model", "dtype", "quant", "device", "threads"}));
   specs = Concat(specs, SpecFlags(SearchFields(), {.skip = {"query"}}));  // the query is the argument
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("search --db DIR --collection NAME [options] \"query text\"",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"search", "search --db DIR --collection NAME [options] \"query text\"",
                           "Embeds the query like the collection's documents and ranks by cos_HS + alpha * cos_RW\n"
                           "(--mode fused), by BM25 over the texts (--mode lexical: no embedding), or by all three\n"
                           "signals fused (--mode hybrid). Prints {\"hits\": [{\"id\", \"score\", \"score_hs\",\n"
                           "\"score_rw\", \"score_lex\", \"parts\", \"text\", \"metadata\"}]}; parts: each signal's share\n"
-                          "of score.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("search", args.status().message());
+                          "of score.", specs}, argv, &args))
+    return *exit;
   if (args->positional().size() != 1) return UsageError("search", "give exactly one query text");
   if (!args->Has("collection")) return UsageError("search", "--collection NAME is required");
   SearchSpec so;
@@ -251,12 +230,9 @@ int RunSearch(const std::vector<std::string>& argv) {
 
 int RunGet(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {kDbFlag, kCollFlag, {"vectors", "", "include the raw hs and rw vectors"}};
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("get --db DIR --collection NAME ID...", "Prints the stored documents as JSON lines.", specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("get", args.status().message());
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"get", "get --db DIR --collection NAME ID...", "Prints the stored documents as JSON lines.", specs}, argv, &args))
+    return *exit;
   if (args->positional().empty() || !args->Has("collection")) return UsageError("get", "--collection NAME and ids are required");
   auto db = OpenDb(*args, true);
   if (!db.ok()) return Fail("get", db.status().message());
@@ -282,12 +258,9 @@ int RunGet(const std::vector<std::string>& argv) {
 
 int RunDelete(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {kDbFlag, kCollFlag};
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("delete --db DIR --collection NAME ID...", "Deletes documents (one atomic, synced write).", specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("delete", args.status().message());
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"delete", "delete --db DIR --collection NAME ID...", "Deletes documents (one atomic, synced write).", specs}, argv, &args))
+    return *exit;
   if (args->positional().empty() || !args->Has("collection")) return UsageError("delete", "--collection NAME and ids are required");
   auto db = OpenDb(*args, true);
   if (!db.ok()) return Fail("delete", db.status().message());
@@ -301,13 +274,15 @@ int RunDelete(const std::vector<std::string>& argv) {
 
 int RunCollections(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {kDbFlag};
-  if (WantsHelp(argv) || argv.empty()) {
-    std::cout << HelpText("collections list|info NAME|drop NAME --db DIR", "Lists, describes or drops collections.", specs);
+  const CommandSpec command{"collections", "collections list|info NAME|drop NAME --db DIR",
+                            "Lists, describes or drops collections.", specs};
+  if (argv.empty() || WantsHelp(argv)) {
+    std::cout << HelpText(command.usage, command.summary, command.flags);
     return argv.empty() ? 2 : 0;
   }
   const std::string sub = argv[0];
-  auto args = Args::Parse(std::vector<std::string>(argv.begin() + 1, argv.end()), specs);
-  if (!args.ok()) return UsageError("collections", args.status().message());
+  std::optional<Args> args;
+  if (auto exit = ParseCommand(command, std::vector<std::string>(argv.begin() + 1, argv.end()), &args)) return *exit;
   auto db = OpenDb(*args, true);
   if (!db.ok()) return Fail("collections", db.status().message());
   if (sub == "list") {
@@ -340,15 +315,11 @@ int RunCollections(const std::vector<std::string>& argv) {
 
 int RunCheckpoint(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {kDbFlag, {"out", "DIR", "backup folder (must not exist)"}};
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("checkpoint --db DIR --out DIR",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"checkpoint", "checkpoint --db DIR --out DIR",
                           "Writes a consistent copy of the database (RocksDB checkpoint: hard links where possible).\n"
-                          "Indexes are derived: the copy rebuilds them on first open.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("checkpoint", args.status().message());
+                          "Indexes are derived: the copy rebuilds them on first open.", specs}, argv, &args))
+    return *exit;
   if (!args->Has("out")) return UsageError("checkpoint", "--out DIR is required");
   auto db = OpenDb(*args, true);
   if (!db.ok()) return Fail("checkpoint", db.status().message());

@@ -42,71 +42,41 @@ Result<std::vector<int32_t>> ParseIds(const std::string& line) {
 }  // namespace
 
 int RunEmbed(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = WithWeightFormatFlags({
-      {"model", "DIR", "HuggingFace model folder (config.json, *.safetensors, tokenizer.json); default: the embedded default model"},
-      {"tokenizer", "FILE", "tokenizer.json to use instead of the model's"},
-      {"prompt", "NAME", "prompt template: " + PromptNames() + " (default: the model's, else prompteol)"},
-      {"instruction", "TEXT", "GritLM-style instruction placed before the text (default: none)"},
-      {"rw", "KIND", "RW read-out: logits | probs | log_probs (default: the family's, logits; probs for DeepSeek)"},
-      {"hs-pooling", "P", "HS pooling: last | mean | layers-mean | trained (default: the model's; trained when it ships a pooler)"},
-      {"expert-dispatch", "D", "how experts run: auto (default) | loop | grouped | batched | packed (benchmarks)"},
-      {"rw-pooling", "P", "RW pooling: last (default) | mean"},
-      {"routing", "SPEC", "learned | ssmoe[:c=0.5,k=50,sign=canonical|reference] | top1[:weight=raw|one] (default learned)"},
-      {"cache-dir", "DIR", "where SSMoE spectral centroids are cached (default $MOEEDB_CACHE_DIR, else ~/.cache/moeedb)"},
-      {"threads", "N", "compute threads (default: all cores)"},
-      {"workers", "N", "model threads: each window is split into N parts of about equal tokens, embedded at once, "
-                       "each with threads/N compute threads (default 2 when there are 2 or more threads, else 1; a window of one text runs on all threads)"},
-      {"batch-tokens", "N", "padded tokens per forward pass (default 4096)"},
-      {"jsonl", "", "inputs are JSON lines {\"text\": ...}"},
-      {"ids", "", "inputs are space-separated token ids, used as they are (no prompt, no special tokens)"},
-      {"stats", "", "print texts/s and tokens/s (tokenizing and embedding, model load excluded) to stderr"},
-  });
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("embed --model DIR [options] < texts.txt",
+  const std::vector<FlagSpec> specs = Concat(
+      EmbeddingFlags({"model", "tokenizer", "prompt", "instruction", "hs_pooling", "rw_pooling", "routing",
+                      "expert_dispatch", "cache_dir", "dtype", "quant", "device", "threads", "workers", "batch_tokens"}),
+      {
+          {"rw", "KIND", "RW read-out: logits | probs | log_probs (default: the family's, logits; probs for DeepSeek)"},
+          {"jsonl", "", "inputs are JSON lines {\"text\": ...}"},
+          {"ids", "", "inputs are space-separated token ids, used as they are (no prompt, no special tokens)"},
+          {"stats", "", "print texts/s and tokens/s (tokenizing and embedding, model load excluded) to stderr"},
+      });
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"embed", "embed --model DIR [options] < texts.txt",
                           "Embeds one input per stdin line and prints one JSON line per input, in input order:\n"
                           "{\"hs\":[...],\"rw\":[...],\"tokens\":N}. hs is the final-normed hidden state of the last\n"
-                          "token; rw the router read-out of every MoE layer at the last token, in layer order.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("embed", args.status().message());
+                          "token; rw the router read-out of every MoE layer at the last token, in layer order.", specs}, argv, &args))
+    return *exit;
   if (!args->positional().empty()) return UsageError("embed", "unexpected argument '" + args->positional()[0] + "'");
   const std::string model_dir = ModelDirFlag(*args);
   if (model_dir.empty()) return UsageError("embed", "no default model was found: pass --model DIR");
   auto defaults = ModelEmbeddingDefaults(model_dir);
   if (!defaults.ok()) return Fail("embed", defaults.status().message());
   if (args->Has("jsonl") && args->Has("ids")) return UsageError("embed", "--jsonl and --ids exclude each other");
-  auto threads = args->GetInt("threads", 0, 0, 1024);
-  if (!threads.ok()) return UsageError("embed", threads.status().message());
-  auto batch_tokens = args->GetInt("batch-tokens", 4096, 1, 1 << 24);
-  if (!batch_tokens.ok()) return UsageError("embed", batch_tokens.status().message());
-  auto workers = args->GetInt("workers", 0, 1, 64);
-  if (!workers.ok()) return UsageError("embed", workers.status().message());
-
-  // Flags checked here (a usage error), then the one typed setup.
+  auto spec = EmbeddingSpecFromFlags(*args);
+  if (!spec.ok()) return UsageError("embed", spec.status().message());
+  EmbeddingSpec cfg = *spec;
+  if (!args->Has("workers")) cfg.workers = 0;  // 0: the default share of the threads
+  // The model folder's own defaults, checked now (a usage error) rather than at load.
   if (auto prompt = FindPrompt(args->Get("prompt", defaults->prompt)); !prompt.ok())
     return UsageError("embed", prompt.status().message());
-  auto hs_pooling = kHsPoolings.Parse(args->Get("hs-pooling", defaults->hs_pooling));
-  if (!hs_pooling.ok()) return UsageError("embed", "--hs-pooling: " + hs_pooling.status().message());
-  auto rw_pooling = kRwPoolings.Parse(args->Get("rw-pooling", defaults->rw_pooling));
-  if (!rw_pooling.ok()) return UsageError("embed", "--rw-pooling: " + rw_pooling.status().message());
-  const std::string rw = args->Get("rw"), dispatch = args->Get("expert-dispatch", "auto");
-  if (!rw.empty() && !ParseRouterReadout(rw).ok()) return UsageError("embed", "--rw must be logits, probs or log_probs");
-  if (auto d = kExpertDispatches.Parse(dispatch); !d.ok()) return UsageError("embed", "--expert-dispatch: " + d.status().message());
-  if (args->Has("routing"))
-    if (auto policy = RoutingPolicy::Parse(args->Get("routing")); !policy.ok())
-      return UsageError("embed", policy.status().message());
-  if (auto load = LoadOptionsFromFlags(*args); !load.ok()) return UsageError("embed", load.status().message());
-  EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
-  cfg.cache_dir = args->Get("cache-dir", DefaultCacheDir());
-  cfg.threads = static_cast<int>(*threads);
-  cfg.workers = static_cast<int>(*workers);
-  cfg.batch_tokens = *batch_tokens;
-  cfg.instruction = args->Get("instruction");
-  cfg.rw_readout = rw;
-  cfg.tokenizer_path = args->Get("tokenizer");
-  cfg.expert_dispatch = dispatch;
+  if (auto p = kHsPoolings.Parse(args->Get("hs-pooling", defaults->hs_pooling)); !p.ok())
+    return UsageError("embed", "--hs-pooling: " + p.status().message());
+  if (auto p = kRwPoolings.Parse(args->Get("rw-pooling", defaults->rw_pooling)); !p.ok())
+    return UsageError("embed", "--rw-pooling: " + p.status().message());
+  cfg.rw_readout = args->Get("rw");
+  if (!cfg.rw_readout.empty() && !ParseRouterReadout(cfg.rw_readout).ok())
+    return UsageError("embed", "--rw must be logits, probs or log_probs");
   auto setup = EmbeddingSetup::Load(cfg);
   if (!setup.ok()) return Fail("embed", setup.status().message());
   if (std::string w = BlasWarning(); !w.empty()) std::cerr << w << "\n";
@@ -148,7 +118,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
   const size_t n_inputs = inputs.size();
   // Two one-threaded forwards of half a window each ran ~1.3x faster than
   // one two-threaded forward of all of it here (docs/perf.md).
-  const WorkerShare share = ShareComputeThreads(static_cast<int>(*workers), ComputeThreads());
+  const WorkerShare share = ShareComputeThreads(cfg.workers, ComputeThreads());
   StreamingOptions sopt;
   sopt.workers = share.workers;
   sopt.threads_per_worker = share.threads_per_worker;

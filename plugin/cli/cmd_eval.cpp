@@ -20,17 +20,11 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<FlagSpec>& CommonFlags() {
-  static const std::vector<FlagSpec> flags = WithWeightFormatFlags({
-      {"model", "DIR", "model folder (or --baseline tfidf)"},
-      {"baseline", "NAME", "tfidf: the lexical baseline instead of a model"},
-      {"data", "DIR", "dataset folder"},
-      {"routing", "MODE", "learned (default) | ssmoe[:c,k,sign] | top1[:weight]"},
-      {"prompt", "NAME", "prompt template (default: the model's, else prompteol)"},
-      {"hs-pooling", "P", "last | mean | layers-mean | trained (default: the model's)"},
-      {"rw-pooling", "P", "last | mean (default: the model's, else last)"},
-      {"limit", "N", "use the first N items of each split (CI subsets)"},
-      {"threads", "N", "compute threads (default: all cores)"},
-  });
+  static const std::vector<FlagSpec> flags =
+      Concat({{"baseline", "NAME", "tfidf: the lexical baseline instead of --model"},
+              {"data", "DIR", "dataset folder"},
+              {"limit", "N", "use the first N items of each split (CI subsets)"}},
+             EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling", "dtype", "quant", "device", "threads"}));
   return flags;
 }
 
@@ -54,9 +48,7 @@ Result<Common> ParseCommon(const Args& args) {
     return c;
   }
   if (ModelDirFlag(args).empty()) return Status::InvalidArgument("no default model was found: pass --model DIR (or --baseline tfidf)");
-  MOEEDB_ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
-  EmbeddingConfig cfg = EmbeddingConfigFromFlags(args);
-  cfg.threads = static_cast<int>(threads);
+  MOEEDB_ASSIGN_OR_RETURN(EmbeddingSpec cfg, EmbeddingSpecFromFlags(args));
   MOEEDB_ASSIGN_OR_RETURN(c.setup, EmbeddingSetup::Load(cfg));
   c.method_label = fs::path(c.setup->config().model_dir).filename().string() + " (routing " + c.setup->routing() +
                    ", prompt " + c.setup->config().prompt + ", hs " + c.setup->config().hs_pooling + ", rw " +
@@ -76,16 +68,12 @@ int Print(const std::string& cmd, const Result<eval::EvalReport>& r) {
 int RunEvalSts(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> specs = CommonFlags();
   specs.push_back({"plot", "FILE", "write Spearman against alpha (dev: blue, test: red) as a PNG"});
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("eval sts (--model DIR | --baseline tfidf) --data STSB_DIR [--plot FILE.png]",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"eval sts", "eval sts (--model DIR | --baseline tfidf) --data STSB_DIR [--plot FILE.png]",
                           "STS-B (stsb-en-dev.csv, stsb-en-test.csv): Spearman x100 on test for HS, RW, concat, "
                           "and cos_HS + alpha cos_RW with alpha = 1, alpha chosen on dev (grid 0..3 step 0.05) and "
-                          "the label-free alpha (chosen on the unlabeled test pairs).",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("eval sts", args.status().message());
+                          "the label-free alpha (chosen on the unlabeled test pairs).", specs}, argv, &args))
+    return *exit;
   auto c = ParseCommon(*args);
   if (!c.ok()) return Fail("eval sts", c.status().message());
   return Print("eval sts", eval::EvaluateSts(Input(*c), args->Get("plot")));
@@ -97,16 +85,12 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
   specs = Concat(specs, SpecFlags(SearchFields(), {.only = {"alpha", "beta", "w_hs", "fusion", "norm", "rrf_k"}}));
   specs.push_back({"queries", "SET", "all (default) | tune (the even-numbered half) | test (the odd-numbered half)"});
   specs.push_back({"tune", "", "also a grid of hybrid settings (lexical weight, normalisation, rrf)"});
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("eval retrieval (--model DIR | --baseline tfidf) --data CRANFIELD_DIR",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"eval retrieval", "eval retrieval (--model DIR | --baseline tfidf) --data CRANFIELD_DIR",
                           "Cranfield: the documents go into a real collection (temporary database), each query is "
                           "searched with modes hs, rw and fused; prints nDCG@10 (graded), MRR@10 and Recall@100. "
-                          "With --limit N: the first N queries, over their judged documents plus the first 200.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("eval retrieval", args.status().message());
+                          "With --limit N: the first N queries, over their judged documents plus the first 200.", specs}, argv, &args))
+    return *exit;
   auto c = ParseCommon(*args);
   if (!c.ok()) return Fail("eval retrieval", c.status().message());
   eval::RetrievalOptions o;
@@ -127,16 +111,12 @@ int RunEvalClassify(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> specs = CommonFlags();
   specs.push_back({"k", "N", "neighbours (default 10)"});
   specs.push_back({"alpha", "X", "alpha of the fused similarity (default: the model's, else 1)"});
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("eval classify (--model DIR | --baseline tfidf) --data BANKING77_DIR [--k 10]",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"eval classify", "eval classify (--model DIR | --baseline tfidf) --data BANKING77_DIR [--k 10]",
                           "Banking77 (train.csv, test.csv): kNN accuracy of test texts against the training texts, "
                           "by HS (raw), RW and fused similarity (z-scores fitted on train). --limit N takes every "
-                          "(rows/N)-th row of each split, so all labels stay represented.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("eval classify", args.status().message());
+                          "(rows/N)-th row of each split, so all labels stay represented.", specs}, argv, &args))
+    return *exit;
   auto c = ParseCommon(*args);
   if (!c.ok()) return Fail("eval classify", c.status().message());
   auto k = args->GetInt("k", 10, 1, 1000);

@@ -61,19 +61,15 @@ int RunModelPrune(const std::vector<std::string>& argv) {
       {"max-texts", "N", "calibration lines read at most (default 2000)"},
       {"threads", "N", "compute threads (default: all cores)"},
   };
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("model prune --model DIR --keep F|N --by RULE [--calib FILE] --out DIR",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"model prune", "model prune --model DIR --keep F|N --by RULE [--calib FILE] --out DIR",
                           "Writes a HuggingFace model folder with fewer routed experts in every MoE layer: router rows\n"
                           "and expert tensors removed together, config.json's expert count updated (and what was kept\n"
                           "recorded), tokenizer, defaults and pooler carried over. Shared experts and dense layers stay.\n"
                           "Rules (engine/analysis/expert_pruning.h): usage = most routed probability mass on --calib; spectral =\n"
                           "moeedb's own cover of the SSMoE spectral centroids; usage+spectral = that cover weighted by\n"
-                          "usage; random = the ablation baseline. RW of the pruned model has fewer dimensions.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("model prune", args.status().message());
+                          "usage; random = the ablation baseline. RW of the pruned model has fewer dimensions.", specs}, argv, &args))
+    return *exit;
   if (!args->Has("out")) return UsageError("model prune", "--out DIR is required");
   const std::string model_dir = ModelDirFlag(*args);
   if (model_dir.empty()) return UsageError("model prune", "no default model was found: pass --model DIR");
@@ -158,18 +154,14 @@ int RunLensSpecialise(const std::vector<std::string>& argv) {
       {"max-texts", "N", "lines read per domain at most (default 500)"},
       {"threads", "N", "compute threads (default: all cores)"},
   };
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("lens specialise --model DIR --texts DOMAIN=FILE [DOMAIN=FILE...] [--out DIR]",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"lens specialise", "lens specialise --model DIR --texts DOMAIN=FILE [DOMAIN=FILE...] [--out DIR]",
                           "MoE Lens's specialisation (method.md D): per MoE layer and expert, the share of each\n"
                           "domain's tokens whose top-k holds the expert, and its ratio to the uniform baseline k/E.\n"
                           "Prints the JSON; with --out also writes it and a heat map per layer (rows: experts 0..E-1\n"
                           "top to bottom; columns: the domains in the order given; white = the baseline, red = more,\n"
-                          "blue = less, full colour at 2x and 0x).",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("lens specialise", args.status().message());
+                          "blue = less, full colour at 2x and 0x).", specs}, argv, &args))
+    return *exit;
   std::vector<std::string> pairs = args->positional();
   if (args->Has("texts")) pairs.insert(pairs.begin(), args->Get("texts"));
   if (pairs.empty()) return UsageError("lens specialise", "give at least one --texts DOMAIN=FILE");

@@ -7,7 +7,7 @@
 #include "engine/model/model.h"
 #include "engine/model/model_defaults.h"
 #include "engine/model/trained_pooler.h"
-#include "engine/io/random_checkpoint.h"
+#include "engine/model/random_checkpoint.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
@@ -27,15 +27,11 @@ int RunInit(const std::vector<std::string>& argv) {
       {"layout", "L", "per-expert | packed expert tensors (default per-expert)"},
       {"std", "X", "weight standard deviation (default: the config's initializer_range, else 0.02)"},
   };
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("model init --config CONFIG.json --tokenizer tokenizer.json --seed N --out DIR",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"model init", "model init --config CONFIG.json --tokenizer tokenizer.json --seed N --out DIR",
                           "Writes config.json, model.safetensors and tokenizer.json in HuggingFace layout, with\n"
-                          "random weights (normal, std from the config; norms 1), deterministic in the seed.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("model init", args.status().message());
+                          "random weights (normal, std from the config; norms 1), deterministic in the seed.", specs}, argv, &args))
+    return *exit;
   if (!args->Has("config") || !args->Has("out")) return UsageError("model init", "--config and --out are required");
   auto seed = args->GetInt("seed", 0, 0, (1LL << 62));
   if (!seed.ok()) return UsageError("model init", seed.status().message());
@@ -76,15 +72,11 @@ int RunInit(const std::vector<std::string>& argv) {
 
 int RunInfo(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {{"model", "DIR", "model folder (default: the embedded default model)"}};
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("model info [--model DIR]",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"model info", "model info [--model DIR]",
                           "Loads a model folder (all tensors checked) and describes it: its folder, architecture, "
-                          "trained pooler and the embedding settings it uses by default.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("model info", args.status().message());
+                          "trained pooler and the embedding settings it uses by default.", specs}, argv, &args))
+    return *exit;
   const std::string dir = ModelDirFlag(*args);
   if (dir.empty()) return UsageError("model info", "no default model was found: pass --model DIR");
   auto model = MoeModel::LoadDir(dir);
@@ -115,18 +107,16 @@ int RunCalibrate(const std::vector<std::string>& argv) {
       {"rw-pooling", "P", "last | mean (default: the model's, else last)"},
       {"out", "FILE", "where to write (default DIR/standardization.json)"},
   };
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("model calibrate --model DIR [--routing SPEC] [--prompt NAME] [--out FILE]",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"model calibrate", "model calibrate --model DIR [--routing SPEC] [--prompt NAME] [--out FILE]",
                           "Fits the per-feature HS and RW statistics collections z-score with (64 fixed calibration "
                           "texts) and writes them with the setup they belong to. New collections with that exact "
-                          "setup read them instead of recomputing.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("model calibrate", args.status().message());
+                          "setup read them instead of recomputing.", specs}, argv, &args))
+    return *exit;
   if (ModelDirFlag(*args).empty()) return UsageError("model calibrate", "no default model was found: pass --model DIR");
-  const EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
+  auto spec = EmbeddingSpecFromFlags(*args);
+  if (!spec.ok()) return UsageError("model calibrate", spec.status().message());
+  const EmbeddingSpec& cfg = *spec;
   auto setup = EmbeddingSetup::Load(cfg);
   if (!setup.ok()) return Fail("model calibrate", setup.status().message());
   auto text = (*setup)->CalibrationFileJson();

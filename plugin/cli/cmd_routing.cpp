@@ -7,6 +7,7 @@
 #include "engine/analysis/alpha.h"
 #include "engine/embed/embedder.h"
 #include "engine/model/model.h"
+#include "engine/model/model_defaults.h"
 #include "engine/analysis/moe_lens.h"
 #include "engine/kernels/runtime.h"
 #include "index/standardizer.h"
@@ -72,20 +73,17 @@ std::vector<double> PairCosines(const std::vector<std::vector<float>>& rows) {
   return out;
 }
 
-// The setup alpha and lens embed with: --model, --routing (default learned),
-// --prompt (default prompteol, as the MoEE reference code), the last token,
-// --threads. InvalidArgument for a bad flag value.
+// The setup alpha and lens embed with: --model, --routing, --prompt (default:
+// the MoEE reference's, as every pooling here), --threads. InvalidArgument
+// for a bad flag value.
 Result<std::unique_ptr<EmbeddingSetup>> SetupFromFlags(const Args& args, const std::string& cmd) {
-  EmbeddingConfig cfg;
-  cfg.model_dir = args.Get("model");
-  cfg.routing = args.Get("routing", "learned");
-  cfg.prompt = args.Get("prompt", "prompteol");
-  cfg.hs_pooling = cfg.rw_pooling = "last";
+  const EmbeddingDefaults reference;
+  EmbeddingSpec cfg;
+  cfg.prompt = reference.prompt;
+  cfg.hs_pooling = reference.hs_pooling;
+  cfg.rw_pooling = reference.rw_pooling;
+  MOEEDB_RETURN_IF_ERROR(ReadSpecFlags(args, EmbeddingFields(), &cfg, {.only = {"model", "routing", "prompt", "threads"}}));
   cfg.cache_dir = DefaultCacheDir();
-  MOEEDB_ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
-  cfg.threads = static_cast<int>(threads);
-  MOEEDB_RETURN_IF_ERROR(FindPrompt(cfg.prompt).status());
-  MOEEDB_RETURN_IF_ERROR(RoutingPolicy::Parse(cfg.routing).status());
   auto setup = EmbeddingSetup::Load(cfg);
   if (!setup.ok() && setup.status().code() == Status::Code::kInvalidArgument)
     return Status::Internal(setup.status().message());  // a model problem, not a usage error
@@ -102,16 +100,12 @@ int RunAlpha(const std::vector<std::string>& argv) {
       {"prompt", "NAME", "prompt template (default prompteol)"},
       {"threads", "N", "compute threads (default: all cores)"},
   };
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("alpha --model DIR --pairs FILE",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"alpha", "alpha --model DIR --pairs FILE",
                           "Chooses alpha in [0, 3] (step 0.05) for score = cos_HS + alpha * cos_RW without labels:\n"
                           "the alpha maximising Spearman(s_f, s_HS) + Spearman(s_f, s_RW) over the pairs, with HS\n"
-                          "and RW z-scored per feature over the pairs' texts. Prints one JSON object.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("alpha", args.status().message());
+                          "and RW z-scored per feature over the pairs' texts. Prints one JSON object.", specs}, argv, &args))
+    return *exit;
   if (!args->Has("model") || !args->Has("pairs")) return UsageError("alpha", "--model and --pairs are required");
   auto setup = SetupFromFlags(*args, "alpha");
   if (!setup.ok()) return setup.status().code() == Status::Code::kInvalidArgument
@@ -149,16 +143,12 @@ int RunLens(const std::vector<std::string>& argv) {
       {"prompt", "NAME", "prompt template (default prompteol)"},
       {"threads", "N", "compute threads (default: all cores)"},
   };
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("lens --model DIR < texts.txt",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"lens", "lens --model DIR < texts.txt",
                           "MoE Lens: for every MoE layer, the mean cosine over the texts between the top-1 output\n"
                           "E_top1(u) + u and the top-k output sum g_i (E_i(u) + u) / sum g_i at the last token\n"
-                          "(shared experts excluded). Prints one JSON line per layer.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("lens", args.status().message());
+                          "(shared experts excluded). Prints one JSON line per layer.", specs}, argv, &args))
+    return *exit;
   if (!args->Has("model")) return UsageError("lens", "--model DIR is required");
   auto setup = SetupFromFlags(*args, "lens");
   if (!setup.ok()) return setup.status().code() == Status::Code::kInvalidArgument

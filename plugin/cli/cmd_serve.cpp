@@ -50,15 +50,15 @@ namespace {
 // folder, routing, prompt, poolings), so a database made by the CLI is served
 // as it is. Every collection is embedded with its own recorded setup whatever
 // this one is.
-Status AdoptRecordedSetup(Database& db, const Args& args, EmbeddingConfig* cfg) {
+Status AdoptRecordedSetup(Database& db, const Args& args, EmbeddingSpec* cfg) {
   MOEEDB_ASSIGN_OR_RETURN(auto records, db.ListCollections());
   if (records.empty()) return Status::OK();
   MOEEDB_ASSIGN_OR_RETURN(std::string info, VectorCollection::RecordedInfo(records[0]));
-  MOEEDB_ASSIGN_OR_RETURN(EmbeddingConfig recorded, RecordedSetup(info));
-  const std::pair<const char*, std::string EmbeddingConfig::*> fields[] = {
-      {"model", &EmbeddingConfig::model_dir}, {"routing", &EmbeddingConfig::routing},
-      {"prompt", &EmbeddingConfig::prompt},   {"hs-pooling", &EmbeddingConfig::hs_pooling},
-      {"rw-pooling", &EmbeddingConfig::rw_pooling}};
+  MOEEDB_ASSIGN_OR_RETURN(EmbeddingSpec recorded, RecordedSetup(info));
+  const std::pair<const char*, std::string EmbeddingSpec::*> fields[] = {
+      {"model", &EmbeddingSpec::model_dir}, {"routing", &EmbeddingSpec::routing},
+      {"prompt", &EmbeddingSpec::prompt},   {"hs-pooling", &EmbeddingSpec::hs_pooling},
+      {"rw-pooling", &EmbeddingSpec::rw_pooling}};
   for (const auto& [flag, field] : fields)
     if (!args.Has(flag) && !(recorded.*field).empty()) cfg->*field = recorded.*field;
   return Status::OK();
@@ -67,16 +67,13 @@ Status AdoptRecordedSetup(Database& db, const Args& args, EmbeddingConfig* cfg) 
 }  // namespace
 
 int RunServe(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = WithWeightFormatFlags({
-      {"db", "DIR", "database folder (created if needed)"},
-      {"model", "DIR", "model folder to serve (default: the one the database's collections recorded, else the embedded default model)"},
+  const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "routing", "prompt", "dtype", "quant", "device"}), {
+      {"db", "DIR", "database folder (created if needed); without --model, the model its collections recorded"},
       {"host", "ADDR", "listen address (default 127.0.0.1)"},
       {"port", "N", "listen port (default 8080; 0 = any free port, printed on start)"},
       {"api-key", "KEY", "require 'Authorization: Bearer KEY' on every route but /health"},
       {"api-key-file", "F", "read the API key from a file (first line)"},
       {"served-model-name", "NAME", "model id clients use (default: the model folder's name)"},
-      {"routing", "SPEC", "routing policy (default learned)"},
-      {"prompt", "NAME", "prompt template (default: the model's)"},
       {"threads", "N", "compute threads (default: all cores)"},
       {"max-body-bytes", "N", "request body limit (default 2000000)"},
       {"max-inputs", "N", "inputs per /v1/embeddings request (default 2048)"},
@@ -91,16 +88,12 @@ int RunServe(const std::vector<std::string>& argv) {
       {"workers", "N", "model workers: each takes its share of the queued texts when free and embeds them "
                        "with threads/N compute threads (default 2)"},
   });
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("serve --db DIR --model DIR [options]",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"serve", "serve --db DIR --model DIR [options]",
                           "Serves OpenAI POST /v1/embeddings, TEI POST /embed, the collections API, /health, /info\n"
                           "and /metrics (docs in README.md). SIGTERM/SIGINT: stop accepting, finish in-flight\n"
-                          "requests, snapshot the indexes, exit 0.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("serve", args.status().message());
+                          "requests, snapshot the indexes, exit 0.", specs}, argv, &args))
+    return *exit;
   if (!args->Has("db")) return UsageError("serve", "--db DIR is required");
   if (ModelDirFlag(*args).empty()) return UsageError("serve", "no default model was found: pass --model DIR");
   ReexecWithPassiveOpenMp(argv);
@@ -142,7 +135,7 @@ int RunServe(const std::vector<std::string>& argv) {
   qo.threads_per_worker = *workers > 1 ? std::max(1, compute_threads / static_cast<int>(*workers)) : 0;
   EmbedQueues queues(qo);
   DatabaseOptions dbo;
-  ReadWeightFormatFlags(*args, &dbo.compute);
+  if (Status s = ReadWeightFormatFlags(*args, &dbo.compute); !s.ok()) return UsageError("serve", s.message());
   dbo.compute.cache_dir = DefaultCacheDir();
   dbo.compute.threads = static_cast<int>(*threads);
   // A round (all waiting requests, up to --batch-tokens) runs as forward
@@ -152,7 +145,9 @@ int RunServe(const std::vector<std::string>& argv) {
   dbo.embed = QueuedEmbedFunction(ao, &queues);
   auto db = Database::Open(args->Get("db"), std::move(dbo));
   if (!db.ok()) return Fail("serve", db.status().message());
-  EmbeddingConfig cfg = EmbeddingConfigFromFlags(*args);
+  auto spec = EmbeddingSpecFromFlags(*args);
+  if (!spec.ok()) return UsageError("serve", spec.status().message());
+  EmbeddingSpec cfg = *spec;
   if (Status st = AdoptRecordedSetup(**db, *args, &cfg); !st.ok()) return Fail("serve", st.message());
   ao.served_model_name = args->Get("served-model-name", std::filesystem::path(cfg.model_dir).lexically_normal().filename().string());
   if (ao.served_model_name.empty()) ao.served_model_name = "moeedb";

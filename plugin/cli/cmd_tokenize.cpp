@@ -13,15 +13,11 @@ int RunTokenize(const std::vector<std::string>& argv) {
       {"tokenizer", "FILE", "a tokenizer.json (instead of --model)"},
       {"no-special", "", "skip the post-processor (no BOS/EOS)"},
   };
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("tokenize (--model DIR | --tokenizer FILE) [--no-special] < texts.txt",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"tokenize", "tokenize (--model DIR | --tokenizer FILE) [--no-special] < texts.txt",
                           "Reads one text per line from stdin and prints one line of space-separated token ids "
-                          "per input line, in order.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("tokenize", args.status().message());
+                          "per input line, in order.", specs}, argv, &args))
+    return *exit;
   if (!args->positional().empty()) return UsageError("tokenize", "unexpected argument '" + args->positional()[0] + "'");
   auto tok = LoadTokenizer(args->Get("tokenizer"), args->Get("model"));
   if (!tok.ok()) return Fail("tokenize", tok.status().message());

@@ -118,16 +118,12 @@ int RunTrainTokenizer(const std::vector<std::string>& argv) {
       {"min-frequency", "N", "never merge a pair seen fewer times (default 2)"},
       {"out", "FILE", "tokenizer.json to write"},
   };
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("train tokenizer --corpus FILES --out tokenizer.json [--vocab 8192]",
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"train tokenizer", "train tokenizer --corpus FILES --out tokenizer.json [--vocab 8192]",
                           "Trains a byte-level BPE (GPT-2 regex, NFC) on the corpus and writes a HuggingFace "
                           "tokenizer.json. Special tokens: <|endoftext|> (id 0), <|padding|> (id 1). CSV and TSV "
-                          "files contribute their fields that contain a space.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("train tokenizer", args.status().message());
+                          "files contribute their fields that contain a space.", specs}, argv, &args))
+    return *exit;
   const auto files = CorpusFiles(*args);
   if (files.empty()) return UsageError("train tokenizer", "--corpus is required");
   if (!args->Has("out")) return UsageError("train tokenizer", "--out is required");
@@ -178,18 +174,13 @@ int RunTrainModel(const std::vector<std::string>& argv) {
       {"val-every", "N", "documents: every N-th goes to validation (default 50)"},
       {"eval-every", "N", "steps between validation perplexities (default 500)"},
   };
-  if (WantsHelp(argv)) {
-    std::cout << HelpText(
-        "train model --config C.json --tokenizer tokenizer.json --corpus FILES --out DIR [--minutes M | --steps N] "
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({"train model", "train model --config C.json --tokenizer tokenizer.json --corpus FILES --out DIR [--minutes M | --steps N] "
         "[--seed S]",
         "Trains an MoE language model from scratch (next-token loss + load-balancing loss, AdamW, warm-up + cosine, "
         "gradient clipping) and writes a HuggingFace model folder the engine loads. Checkpoints every 200 steps; "
-        "running the same command again resumes. Every N-th document is held out for validation perplexity.",
-        specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError("train model", args.status().message());
+        "running the same command again resumes. Every N-th document is held out for validation perplexity.", specs}, argv, &args))
+    return *exit;
   for (const char* req : {"config", "tokenizer", "out"})
     if (!args->Has(req)) return UsageError("train model", std::string("--") + req + " is required");
   const auto files = CorpusFiles(*args);

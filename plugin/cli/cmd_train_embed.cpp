@@ -19,6 +19,7 @@
 #include "eval/png_plot.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
+#include "engine/model/model_defaults.h"
 #include "plugin/cli/common.h"
 
 namespace moeedb::cli {
@@ -257,17 +258,13 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
                                               "(default) or the texts' TF-IDF cosines"},
   };
   const char* cmd = "train embed";
-  if (WantsHelp(argv)) {
-    std::cout << HelpText("train embed --model DIR --out DIR [--pairs FILES] [--scored FILE] [--labeled FILE] "
+  std::optional<Args> args;
+  if (auto exit = ParseCommand({cmd, "train embed --model DIR --out DIR [--pairs FILES] [--scored FILE] [--labeled FILE] "
                           "[--teacher TEXTS,VECTORS] [--freeze-lm] [--steps N]",
                           "Trains a multi-layer cross-attention pooler (and, unless --freeze-lm, the whole model) "
                           "with InfoNCE on pairs, CoSENT on scored pairs and distillation towards teacher vectors. "
-                          "Checkpoints every 200 steps; running the same command again resumes.",
-                          specs);
-    return 0;
-  }
-  auto args = Args::Parse(argv, specs);
-  if (!args.ok()) return UsageError(cmd, args.status().message());
+                          "Checkpoints every 200 steps; running the same command again resumes.", specs}, argv, &args))
+    return *exit;
   for (const char* req : {"model", "out"})
     if (!args->Has(req)) return UsageError(cmd, std::string("--") + req + " is required");
   EmbedTrainOptions o;
@@ -310,7 +307,7 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   if (match_target != "pooled" && match_target != "lexical")
     return UsageError(cmd, "--side-match-target takes pooled or lexical");
   if (match_target == "lexical") o.side_match_target = EmbedTrainOptions::MatchTarget::kLexical;
-  auto rw_pooling = kRwPoolings.Parse(args->Get("rw-pooling", "last"));
+  auto rw_pooling = kRwPoolings.Parse(args->Get("rw-pooling", EmbeddingDefaults{}.rw_pooling));
   if (!rw_pooling.ok()) return UsageError(cmd, "--rw-pooling: " + rw_pooling.status().message());
   o.rw_pooling = *rw_pooling;
   const std::string pooler_rw = args->Get("pooler-rw", "on");

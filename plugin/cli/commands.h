@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "plugin/cli/args.h"  // Fail, UsageError, ParseCommand
+
 namespace moeedb::cli {
 
 int RunTokenize(const std::vector<std::string>& args);
@@ -24,11 +26,5 @@ int RunServe(const std::vector<std::string>& args);
 int RunTrain(const std::vector<std::string>& args);  // train tokenizer | train model | train embed
 int RunTrainEmbed(const std::vector<std::string>& args);
 int RunEval(const std::vector<std::string>& args);   // eval sts | retrieval | classify
-
-// Prints "moeedb <cmd>: <message>" to stderr and returns 1.
-int Fail(const std::string& cmd, const std::string& message);
-// Prints a usage error and returns 2.
-int UsageError(const std::string& cmd, const std::string& message);
-bool WantsHelp(const std::vector<std::string>& args);
 
 }  // namespace moeedb::cli

@@ -61,42 +61,35 @@ void AppendFloat(std::string* out, float v) {
   out->append(buf, p);
 }
 
-EmbeddingConfig EmbeddingConfigFromFlags(const Args& args) {
-  EmbeddingConfig cfg;
+Result<EmbeddingSpec> EmbeddingSpecFromFlags(const Args& args) {
+  EmbeddingSpec cfg;
+  MOEEDB_RETURN_IF_ERROR(ReadEmbeddingFlags(args, &cfg));
   cfg.model_dir = ModelDirFlag(args);
-  cfg.routing = args.Get("routing", cfg.routing);
-  cfg.prompt = args.Get("prompt", cfg.prompt);
-  cfg.hs_pooling = args.Get("hs-pooling", cfg.hs_pooling);
-  cfg.rw_pooling = args.Get("rw-pooling", cfg.rw_pooling);
-  ReadWeightFormatFlags(args, &cfg);
-  cfg.cache_dir = DefaultCacheDir();
+  if (!args.Has("cache-dir")) cfg.cache_dir = DefaultCacheDir();
   return cfg;
 }
 
-void ReadWeightFormatFlags(const Args& args, EmbeddingConfig* cfg) {
-  cfg->dtype = args.Get("dtype", cfg->dtype);
-  cfg->quant = args.Get("quant", cfg->quant);
-  cfg->device = args.Get("device", cfg->device);
-}
-
-std::vector<FlagSpec> WeightFormatFlagSpecs() {
-  return {
-      {"dtype", "D", "compute dtype of the matmuls: f32 (default) | bf16 (fast where the CPU has BF16)"},
-      {"quant", "Q", "weight storage: none (default) | int8 (per-channel int8 experts and attention, ~1/4 memory)"},
-      {"device", "DEV", "cpu (default) | cuda | cuda:N (needs a CUDA build)"},
-  };
+std::vector<FlagSpec> EmbeddingFlags(const std::vector<std::string>& fields) {
+  return SpecFlags(EmbeddingFields(), {.only = fields});
 }
 
 std::vector<FlagSpec> WithWeightFormatFlags(std::vector<FlagSpec> specs) {
-  for (auto& f : WeightFormatFlagSpecs()) specs.push_back(std::move(f));
-  return specs;
+  return Concat(std::move(specs), EmbeddingFlags(kWeightFormatFields));
+}
+
+Status ReadEmbeddingFlags(const Args& args, EmbeddingSpec* cfg) { return ReadSpecFlags(args, EmbeddingFields(), cfg); }
+
+Status ReadWeightFormatFlags(const Args& args, EmbeddingSpec* cfg) {
+  return ReadSpecFlags(args, EmbeddingFields(), cfg, {.only = kWeightFormatFields});
 }
 
 Result<LoadOptions> LoadOptionsFromFlags(const Args& args) {
+  EmbeddingSpec cfg;
+  MOEEDB_RETURN_IF_ERROR(ReadWeightFormatFlags(args, &cfg));
   LoadOptions o;
-  MOEEDB_ASSIGN_OR_RETURN(o.format.dtype, kComputeDtypes.Parse(args.Get("dtype", "f32")));
-  MOEEDB_ASSIGN_OR_RETURN(o.format.quant, kWeightQuants.Parse(args.Get("quant", "none")));
-  o.device = args.Get("device", "cpu");
+  MOEEDB_ASSIGN_OR_RETURN(o.format.dtype, kComputeDtypes.Parse(cfg.dtype));
+  MOEEDB_ASSIGN_OR_RETURN(o.format.quant, kWeightQuants.Parse(cfg.quant));
+  o.device = cfg.device;
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "plugin/cli/args.h"
+#include "plugin/cli/spec_flags.h"
 #include "database/embedding_setup.h"
 
 namespace moeedb::cli {
@@ -24,20 +25,23 @@ std::vector<std::string> ReadLines(std::istream& in);
 Status ReadPromptFlag(const Args& args, PromptTemplate* prompt);
 
 // The embedding setup named by --model, --routing, --prompt, --hs-pooling,
-// --rw-pooling, --dtype, --quant and --device (EmbeddingConfig's defaults
-// for absent flags; values are checked by EmbeddingSetup::Load), with the
+// --rw-pooling, --dtype, --quant and --device (the spec's defaults for
+// absent flags; the embedded default model without --model), with the
 // default SSMoE cache folder. Threads and batch sizes are the caller's.
-EmbeddingConfig EmbeddingConfigFromFlags(const Args& args);
+// InvalidArgument naming the option for a value the spec's table refuses.
+Result<EmbeddingSpec> EmbeddingSpecFromFlags(const Args& args);
 
-// --dtype, --quant and --device: the weight-format flags of every command
-// that loads a model (engine/model/weight_format.h).
-std::vector<FlagSpec> WeightFormatFlagSpecs();
-// `specs` followed by WeightFormatFlagSpecs().
+// The flags of these EmbeddingSpec fields (EmbeddingFields()).
+std::vector<FlagSpec> EmbeddingFlags(const std::vector<std::string>& fields);
+// `specs` followed by the weight-format flags (--dtype, --quant, --device)
+// of every command that loads a model.
 std::vector<FlagSpec> WithWeightFormatFlags(std::vector<FlagSpec> specs);
-// Those flags into *cfg (its values kept for absent flags; checked by
-// EmbeddingSetup::Load).
-void ReadWeightFormatFlags(const Args& args, EmbeddingConfig* cfg);
-// Those flags as load options; unknown values are InvalidArgument.
+// The EmbeddingSpec fields among the flags into *cfg (its values kept for
+// absent flags); InvalidArgument naming the option.
+Status ReadEmbeddingFlags(const Args& args, EmbeddingSpec* cfg);
+// The weight-format flags alone into *cfg (a database's compute options).
+Status ReadWeightFormatFlags(const Args& args, EmbeddingSpec* cfg);
+// The weight-format flags as load options.
 Result<LoadOptions> LoadOptionsFromFlags(const Args& args);
 
 // The embedded default model's folder: $MOEEDB_MODEL if set, else the first

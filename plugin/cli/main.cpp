@@ -10,25 +10,6 @@
 
 #include "plugin/cli/commands.h"
 
-namespace moeedb::cli {
-
-int Fail(const std::string& cmd, const std::string& message) {
-  std::cerr << "moeedb " << cmd << ": " << message << std::endl;
-  return 1;
-}
-
-int UsageError(const std::string& cmd, const std::string& message) {
-  std::cerr << "moeedb " << cmd << ": " << message << "\n(run 'moeedb " << cmd << " --help')" << std::endl;
-  return 2;
-}
-
-bool WantsHelp(const std::vector<std::string>& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") return true;
-  return false;
-}
-
-}  // namespace moeedb::cli
 
 namespace {
 

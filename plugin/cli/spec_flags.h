@@ -35,11 +35,19 @@ std::vector<FlagSpec> SpecFlags(const spec::FieldTable<Spec>& table, const Field
 // The table's flags present in `args` into *spec (the others keep their
 // values); InvalidArgument naming the option.
 template <typename Spec>
-Status ReadSpecFlags(const Args& args, const spec::FieldTable<Spec>& table, Spec* out) {
+Status ReadSpecFlags(const Args& args, const spec::FieldTable<Spec>& table, Spec* out, const FieldPick& pick = {}) {
+  auto picked = [&](const std::string& flag) {
+    for (const auto& s : pick.skip)
+      if (spec::FlagName(s) == flag) return false;
+    if (pick.only.empty()) return true;
+    for (const auto& o : pick.only)
+      if (spec::FlagName(o) == flag) return true;
+    return false;
+  };
   return spec::ReadFlags(
       table,
       [&](const std::string& flag) -> std::optional<std::string> {
-        if (!args.Has(flag)) return std::nullopt;
+        if (!args.Has(flag) || !picked(flag)) return std::nullopt;
         return args.Get(flag);
       },
       out);

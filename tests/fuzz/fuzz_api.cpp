@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "engine/io/random_checkpoint.h"
+#include "engine/model/random_checkpoint.h"
 #include "plugin/server/api.h"
 #include "plugin/server/embed_queues.h"
 #include "database/database.h"
@@ -44,7 +44,7 @@ Served* Serve() {
              .ok())
       __builtin_trap();
     auto* s = new Served;
-    moeedb::EmbeddingConfig cfg;
+    moeedb::EmbeddingSpec cfg;
     cfg.model_dir = dir / "model";
     cfg.threads = 1;
     auto setup = moeedb::EmbeddingSetup::Load(cfg);

@@ -79,7 +79,7 @@ HttpResponse TeiRouter::Info() const {
   return Json({{"model_id", o.served_model_name},
                {"model_sha", nullptr},
                {"model_dtype", "float32"},
-               {"model_type", {{"embedding", {{"pooling", s.config().hs_pooling.empty() ? "last" : s.config().hs_pooling}}}}},
+               {"model_type", {{"embedding", {{"pooling", s.config().hs_pooling}}}}},
                {"prompts", prompt.empty() || prompt == "none" ? json(nullptr) : json{{prompt, prompt}}},
                {"default_prompt_name", prompt.empty() || prompt == "none" ? json(nullptr) : json(prompt)},
                {"default_prompt", nullptr},

@@ -1,0 +1,26 @@
+#include "engine/kernels/weight_format.h"
+
+namespace moeedb {
+
+bool CpuHasFastBf16Gemm() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
+
+ComputeDtype EffectiveComputeDtype(const WeightFormat& f, bool cuda) {
+  if (f.dtype == ComputeDtype::kBF16 && (cuda || CpuHasFastBf16Gemm())) return ComputeDtype::kBF16;
+  return ComputeDtype::kF32;
+}
+
+std::string WeightFormatName(const WeightFormat& f) {
+  std::string s = kComputeDtypes.Name(f.dtype);
+  if (f.quant == WeightQuant::kInt8) s += "+int8";
+  return s;
+}
+
+}  // namespace moeedb

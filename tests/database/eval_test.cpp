@@ -1,0 +1,317 @@
+// The evaluation harness: metrics against hand-derived values, TF-IDF, the
+// CSV and Cranfield readers, the PNG encoder (checked by decoding it here),
+// the pooling modes against the model's own intermediate taps, and the eval
+// commands end to end on the CI subsets (deterministic, sane).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/model/model.h"
+#include "engine/model/random_checkpoint.h"
+#include "eval/datasets.h"
+#include "eval/metrics.h"
+#include "eval/png_plot.h"
+#include "eval/tfidf.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+using nlohmann::json;
+
+TEST(EvalMetrics, MatchHandDerivedValues) {
+  const std::map<std::string, int> gains = {{"a", 3}, {"b", 1}, {"c", 2}};
+  // Ranking: x, a, b. DCG = (2^3-1)/log2(3) + (2^1-1)/log2(4) = 7/1.58496 + 0.5.
+  // Ideal: a, c, b = 7/1 + 3/log2(3) + 1/2.
+  const double dcg = 7 / std::log2(3.0) + 0.5, idcg = 7 + 3 / std::log2(3.0) + 0.5;
+  EXPECT_NEAR(eval::NdcgAt({"x", "a", "b"}, gains, 10), dcg / idcg, 1e-12);
+  EXPECT_NEAR(eval::NdcgAt({"a", "c", "b"}, gains, 10), 1.0, 1e-12);
+  EXPECT_NEAR(eval::NdcgAt({"x", "a"}, gains, 1), 0.0, 1e-12);
+  EXPECT_DOUBLE_EQ(eval::MrrAt({"x", "y", "c"}, gains, 10), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(eval::MrrAt({"x", "y", "c"}, gains, 2), 0.0);
+  EXPECT_DOUBLE_EQ(eval::RecallAt({"c", "x", "a"}, gains, 100), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(eval::RecallAt({"c"}, {}, 100), 0.0);
+  // Votes: label 1 twice, label 2 twice; label 2's similarities sum higher.
+  EXPECT_EQ(eval::KnnVote({{0.9f, 1}, {0.85f, 2}, {0.8f, 2}, {0.1f, 1}}, 4), 2);
+  EXPECT_EQ(eval::KnnVote({{0.9f, 1}, {0.85f, 2}, {0.8f, 2}, {0.1f, 1}}, 1), 1);
+  EXPECT_EQ(eval::KnnVote({{0.5f, 3}, {0.4f, 4}, {0.4f, 4}}, 3), 4);
+}
+
+TEST(EvalTfIdf, WeightsAndCosines) {
+  // 3 documents; "cat" in 2 of them: idf = ln(4/3) + 1; "dog" in 1: ln(4/2) + 1.
+  eval::TfIdf t({"the cat", "the cat sat", "a dog"});
+  auto v = t.Vector("cat cat dog");
+  ASSERT_EQ(v.size(), 2u);
+  const double wc = (1 + std::log(2.0)) * (std::log(4.0 / 3) + 1), wd = std::log(2.0) + 1;
+  EXPECT_NEAR(v[0].second, wc / std::hypot(wc, wd), 1e-6);
+  EXPECT_NEAR(v[1].second, wd / std::hypot(wc, wd), 1e-6);
+  EXPECT_NEAR(eval::TfIdf::Cosine(t.Vector("The Cat!"), t.Vector("the cat")), 1.0, 1e-6);
+  EXPECT_NEAR(eval::TfIdf::Cosine(t.Vector("cat"), t.Vector("dog")), 0.0, 1e-9);
+  EXPECT_EQ(eval::TfIdf::Terms("It's 3D-printing, OK?"), (std::vector<std::string>{"it", "s", "3d", "printing", "ok"}));
+}
+
+TEST(EvalDatasets, CsvQuotingAndReaders) {
+  test::TempDir dir;
+  test::WriteFile(dir / "a.csv", "x,\"a, b\",\"say \"\"hi\"\"\"\r\n\"two\nlines\",,3\nlast,row,1");
+  auto rows = eval::ReadCsv(dir / "a.csv");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0], (std::vector<std::string>{"x", "a, b", "say \"hi\""}));
+  EXPECT_EQ((*rows)[1], (std::vector<std::string>{"two\nlines", "", "3"}));
+  EXPECT_EQ((*rows)[2], (std::vector<std::string>{"last", "row", "1"}));
+  test::WriteFile(dir / "bad.csv", "a,\"unterminated\n");
+  EXPECT_FALSE(eval::ReadCsv(dir / "bad.csv").ok());
+  test::WriteFile(dir / "sts.csv", "a,b,not-a-number\n");
+  EXPECT_FALSE(eval::LoadSts(dir / "sts.csv").ok());
+
+  auto sts = eval::LoadSts(test::Data("eval/stsb/stsb-en-test.csv"));
+  ASSERT_TRUE(sts.ok());
+  EXPECT_EQ(sts->size(), 200u);
+  auto cran = eval::LoadCranfield(test::Data("eval/cranfield"));
+  ASSERT_TRUE(cran.ok()) << cran.status().ToString();
+  EXPECT_EQ(cran->queries.size(), 10u);
+  EXPECT_EQ(cran->doc_ids.size(), 252u);
+  // Query 1's judgments (cranqrel "1 184 2"): code 2 is gain 3.
+  EXPECT_EQ(cran->qrels[0].at("184"), 3);
+  EXPECT_EQ(cran->doc_ids[0], "1");
+  EXPECT_EQ(cran->doc_texts[0].rfind("experimental investigation of the aerodynamics of a wing in a slipstream", 0), 0u);
+}
+
+TEST(EvalPng, DecodesBackToThePixels) {
+  const int w = 3, h = 2;
+  std::vector<unsigned char> rgb(w * h * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<unsigned char>(i * 13);
+  const std::string png = eval::EncodePng(rgb, w, h);
+  ASSERT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  // The IEND chunk and its CRC are a fixed, well-known byte string.
+  EXPECT_EQ(png.substr(png.size() - 12), std::string("\0\0\0\0IEND\xAE\x42\x60\x82", 12));
+  // IDAT: zlib header, one stored block, then the filtered scanlines.
+  const size_t idat = png.find("IDAT");
+  ASSERT_NE(idat, std::string::npos);
+  const std::string z = png.substr(idat + 4);
+  EXPECT_EQ(static_cast<unsigned char>(z[0]), 0x78);
+  EXPECT_EQ(z[2], 1);  // final stored block
+  const size_t len = static_cast<unsigned char>(z[3]) | (static_cast<unsigned char>(z[4]) << 8);
+  ASSERT_EQ(len, static_cast<size_t>(h * (1 + w * 3)));
+  for (int y = 0; y < h; ++y) {
+    EXPECT_EQ(z[7 + y * (1 + w * 3)], 0);  // filter type
+    for (int i = 0; i < w * 3; ++i)
+      EXPECT_EQ(static_cast<unsigned char>(z[7 + y * (1 + w * 3) + 1 + i]), rgb[y * w * 3 + i]);
+  }
+  test::TempDir dir;
+  EXPECT_TRUE(eval::WriteLinePlotPng(dir / "p.png", {{{0, 1, 2}, {0.1, 0.5, 0.3}, 255, 0, 0}}).ok());
+  EXPECT_FALSE(eval::WriteLinePlotPng(dir / "q.png", {}).ok());
+}
+
+// Pooling modes, checked against the model's own per-layer taps pooled here.
+class Pooling : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    RandomCheckpointOptions opt;
+    opt.seed = 11;
+    ASSERT_TRUE(WriteRandomCheckpoint(test::Data("configs/olmoe-tiny.json"), "", dir_->path(), opt).ok());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static test::TempDir* dir_;
+};
+test::TempDir* Pooling::dir_ = nullptr;
+
+at::Tensor Norm(const at::Tensor& x, double eps) { return x * at::rsqrt(x.pow(2).mean({-1}, true) + eps); }
+
+TEST_F(Pooling, MeanAndLayersMeanEqualTheTapsPooledByHand) {
+  auto model = MoeModel::LoadDir(dir_->path());
+  ASSERT_TRUE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  const std::vector<std::vector<int32_t>> ids = {{5, 17, 300, 9, 42}, {7, 8}};
+  std::vector<at::Tensor> layer_out, router;
+  (*model)->set_tap([&](std::string_view name, int64_t, const at::Tensor& v) {
+    if (name == "layer_out") layer_out.push_back(v.clone());
+    if (name == "router_logits") router.push_back(v.clone());
+  });
+  ForwardOptions mean, layers;
+  mean.hs_pooling = HsPooling::kMean;
+  mean.rw_pooling = RwPooling::kMean;
+  layers.hs_pooling = HsPooling::kLayersMean;
+  auto fm = (*model)->Forward(ids, mean);
+  ASSERT_TRUE(fm.ok());
+  ASSERT_EQ(layer_out.size(), static_cast<size_t>(c.num_layers));
+  // Real tokens are row-major: row 0 = 0..4, row 1 = 5..6. Norm weights are 1 (random init).
+  const double eps = c.rms_norm_eps;
+  at::Tensor last = Norm(layer_out.back(), eps);
+  EXPECT_TRUE(at::allclose(fm->hs[0], last.narrow(0, 0, 5).mean(0), 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(fm->hs[1], last.narrow(0, 5, 2).mean(0), 1e-5, 1e-5));
+  for (size_t l = 0; l < router.size(); ++l) {
+    EXPECT_TRUE(at::allclose(fm->router_logits[0][l], router[l].narrow(0, 0, 5).mean(0), 1e-5, 1e-5));
+    EXPECT_TRUE(at::allclose(fm->router_logits[1][l], router[l].narrow(0, 5, 2).mean(0), 1e-5, 1e-5));
+  }
+  layer_out.clear();
+  router.clear();
+  auto fl = (*model)->Forward(ids, layers);
+  ASSERT_TRUE(fl.ok());
+  at::Tensor want0 = at::zeros({c.hidden_size}), want1 = at::zeros({c.hidden_size});
+  for (const auto& lo : layer_out) {
+    want0 += Norm(lo[4], eps) / static_cast<double>(c.num_layers);
+    want1 += Norm(lo[6], eps) / static_cast<double>(c.num_layers);
+  }
+  EXPECT_TRUE(at::allclose(fl->hs[0], want0, 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(fl->hs[1], want1, 1e-5, 1e-5));
+  // The short row alone gives the same pooled vectors as inside the padded batch.
+  auto alone = (*model)->Forward({ids[1]}, mean);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_TRUE(at::allclose(alone->hs[0], fm->hs[1], 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(alone->router_logits[0], fm->router_logits[1], 1e-5, 1e-5));
+  // With one token every pooling is the last token's.
+  auto one_last = (*model)->Forward({{99}}), one_mean = (*model)->Forward({{99}}, mean),
+       one_layers = (*model)->Forward({{99}}, layers);
+  EXPECT_TRUE(at::allclose(one_last->hs, one_mean->hs, 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(one_last->router_logits, one_mean->router_logits, 1e-6, 1e-6));
+  EXPECT_FALSE(at::allclose(one_last->hs, one_layers->hs, 1e-3, 1e-3));  // other layers do count
+}
+
+// Under bidirectional attention layers-mean reads each layer as the mean
+// over the text's tokens (every token has seen the whole text), as the
+// trained pooler does: checked against the taps pooled here.
+TEST_F(Pooling, LayersMeanAveragesTheTokensUnderBidirectionalAttention) {
+  test::TempDir bidi;
+  std::ifstream in(test::Data("configs/olmoe-tiny.json"));
+  json config = json::parse(in);
+  config["is_causal"] = false;
+  std::ofstream(bidi / "config.in.json") << config.dump();
+  RandomCheckpointOptions opt;
+  opt.seed = 11;
+  ASSERT_TRUE(WriteRandomCheckpoint(bidi / "config.in.json", "", bidi.path(), opt).ok());
+  auto model = MoeModel::LoadDir(bidi.path());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  ASSERT_FALSE(c.causal);
+  std::vector<at::Tensor> layer_out;
+  (*model)->set_tap([&](std::string_view name, int64_t, const at::Tensor& v) {
+    if (name == "layer_out") layer_out.push_back(v.clone());
+  });
+  ForwardOptions layers;
+  layers.hs_pooling = HsPooling::kLayersMean;
+  auto fl = (*model)->Forward({{5, 17, 300, 9, 42}, {7, 8}}, layers);
+  ASSERT_TRUE(fl.ok());
+  ASSERT_EQ(layer_out.size(), static_cast<size_t>(c.num_layers));
+  at::Tensor want0 = at::zeros({c.hidden_size}), want1 = at::zeros({c.hidden_size}), last0 = want0.clone();
+  for (const auto& lo : layer_out) {
+    const at::Tensor n = Norm(lo, c.rms_norm_eps);
+    want0 += n.narrow(0, 0, 5).mean(0) / static_cast<double>(c.num_layers);
+    want1 += n.narrow(0, 5, 2).mean(0) / static_cast<double>(c.num_layers);
+    last0 += n[4] / static_cast<double>(c.num_layers);
+  }
+  EXPECT_TRUE(at::allclose(fl->hs[0], want0, 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(fl->hs[1], want1, 1e-5, 1e-5));
+  EXPECT_FALSE(at::allclose(fl->hs[0], last0, 1e-3, 1e-3));  // not the last token's
+}
+
+// The eval commands on the CI subsets: deterministic and sane.
+json RunEval(const std::vector<std::string>& args) {
+  std::vector<std::string> a = {test::Binary(), "eval"};
+  a.insert(a.end(), args.begin(), args.end());
+  auto r = test::Run(a);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out;
+  if (!j.is_discarded()) j.erase("seconds");
+  return j;
+}
+
+class EvalCommands : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    auto r = test::Run({test::Binary(), "model", "init", "--config", test::Data("configs/olmoe-tiny.json"), "--tokenizer",
+                        test::Data("tokenizers/olmoe/tokenizer.json"), "--seed", "5", "--out", dir_->path()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static test::TempDir* dir_;
+};
+test::TempDir* EvalCommands::dir_ = nullptr;
+
+TEST_F(EvalCommands, StsIsDeterministicAndReportsEveryMethod) {
+  const std::vector<std::string> args = {"sts", "--model", dir_->path(), "--data", test::Data("eval/stsb"),
+                                         "--limit", "60", "--threads", "1", "--plot", dir_->path() + "/sts.png"};
+  const json a = RunEval(args), b = RunEval(args);
+  EXPECT_EQ(a, b);
+  for (const char* m : {"hs", "rw", "concat", "sum_alpha1", "sum_alpha_dev", "sum_alpha_labelfree"}) {
+    ASSERT_TRUE(a["spearman"].contains(m)) << m;
+    EXPECT_LE(std::abs(a["spearman"][m].get<double>()), 100.0);
+  }
+  EXPECT_EQ(a["pairs_test"], 60);
+  EXPECT_EQ(test::ReadFile(dir_->path() + "/sts.png").substr(1, 3), "PNG");
+  // The dev-chosen alpha's test score is the curve's value at that alpha.
+  const auto& curve = a["curve"];
+  const double alpha = a["alpha_dev"];
+  const size_t i = static_cast<size_t>(std::lround(alpha * 20));
+  EXPECT_DOUBLE_EQ(curve["test"][i].get<double>(), a["spearman"]["sum_alpha_dev"].get<double>());
+  // TF-IDF on STS-B is a well-known, clearly positive baseline.
+  const json t = RunEval({"sts", "--baseline", "tfidf", "--data", test::Data("eval/stsb"), "--limit", "60"});
+  EXPECT_GT(t["spearman"]["tfidf"].get<double>(), 30.0);
+}
+
+TEST_F(EvalCommands, RetrievalAndClassifyRunThroughAndAreDeterministic) {
+  const std::vector<std::string> r = {"retrieval", "--model", dir_->path(), "--data", test::Data("eval/cranfield"),
+                                      "--limit", "3", "--threads", "1"};
+  const json a = RunEval(r), b = RunEval(r);
+  EXPECT_EQ(a, b);
+  for (const char* m : {"hs", "rw", "fused"}) {
+    const double ndcg = a["metrics"][m]["ndcg@10"];
+    EXPECT_GE(ndcg, 0.0);
+    EXPECT_LE(ndcg, 100.0);
+  }
+  const json tf = RunEval({"retrieval", "--baseline", "tfidf", "--data", test::Data("eval/cranfield")});
+  EXPECT_GT(tf["metrics"]["tfidf"]["ndcg@10"].get<double>(), 20.0);  // lexical overlap works on Cranfield
+  const std::vector<std::string> k = {"classify", "--model", dir_->path(), "--data", test::Data("eval/banking77"),
+                                      "--limit", "150", "--threads", "1"};
+  const json c = RunEval(k), d = RunEval(k);
+  EXPECT_EQ(c, d);
+  EXPECT_EQ(c["test"], 150);
+  const json ct = RunEval({"classify", "--baseline", "tfidf", "--data", test::Data("eval/banking77")});
+  EXPECT_GT(ct["accuracy"]["tfidf"].get<double>(), 100.0 / 77 * 3);  // far above chance
+  // Bad input: a clear error and a non-zero exit.
+  auto bad = test::Run({test::Binary(), "eval", "sts", "--model", dir_->path(), "--data", "/nonexistent"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("/nonexistent"), std::string::npos);
+  auto usage = test::Run({test::Binary(), "eval", "sts", "--baseline", "bm25", "--data", test::Data("eval/stsb")});
+  EXPECT_NE(usage.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace moeedb
+
+namespace moeedb {
+namespace {
+
+// The shipped default model, in its default setup (no flags: its trained
+// pooler, prompt and alpha), on the STS-B CI subset: every score (HS, RW,
+// concat, the fused sum) beats a random-weight model of the same shape and
+// tokenizer, and the fused sum beats the language model it was trained from
+// (the training-free MoEE setup). docs/eval.md has the full-set tables.
+TEST(ShippedModel, BeatsRandomWeightsAndItsLanguageModelOnTheStsSubset) {
+  const std::string shipped = test::DataDir() + "/../../models/moeedb-tiny";
+  const std::string lm = test::DataDir() + "/../../models/moeedb-tiny-lm";
+  test::TempDir random;
+  auto r = test::Run({test::Binary(), "model", "init", "--config", lm + "/config.json", "--tokenizer",
+                      lm + "/tokenizer.json", "--seed", "0", "--out", random.path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto eval = [&](const std::vector<std::string>& model) {
+    std::vector<std::string> args = {"sts", "--data", test::Data("eval/stsb"), "--threads", "2"};
+    args.insert(args.end(), model.begin(), model.end());
+    return RunEval(args);
+  };
+  const json trained = eval({"--model", shipped}), untrained = eval({"--model", random.path(), "--prompt", "none"}),
+             before = eval({"--model", lm, "--prompt", "none"});
+  EXPECT_EQ(trained["setup"]["hs_pooling"], "trained");
+  for (const char* m : {"hs", "rw", "concat", "sum_alpha1", "sum_alpha_model"})
+    EXPECT_GT(trained["spearman"][m].get<double>(), untrained["spearman"][m].get<double>() + 3.0) << m;
+  EXPECT_GT(trained["spearman"]["sum_alpha_model"].get<double>(), before["spearman"]["sum_alpha1"].get<double>() + 10.0);
+}
+
+}  // namespace
+}  // namespace moeedb

@@ -1,0 +1,167 @@
+// The dual index on its own (index/dual_index.h): exact fused, HS and RW
+// search against cosines computed here in double from the raw vectors and
+// a standardizer fitted here; Score; removal; a snapshot that loads back to
+// the same answers; the requests it refuses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "index/dual_index.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+constexpr size_t kDh = 12, kDr = 8, kRows = 300;
+
+struct Rows {
+  std::vector<float> hs, rw;
+};
+
+Rows RandomRows(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.f, 1.f);
+  Rows r;
+  for (size_t i = 0; i < n * kDh; ++i) r.hs.push_back(g(rng) + 0.5f);
+  for (size_t i = 0; i < n * kDr; ++i) r.rw.push_back(g(rng) * 2.f - 1.f);
+  return r;
+}
+
+// Mean and unbiased std per feature, in double: the z-score the index must apply.
+struct Z {
+  std::vector<double> mean, sd;
+};
+Z FitZ(const std::vector<float>& rows, size_t dim) {
+  const size_t n = rows.size() / dim;
+  Z z{std::vector<double>(dim), std::vector<double>(dim)};
+  for (size_t j = 0; j < dim; ++j) {
+    double m = 0, v = 0;
+    for (size_t i = 0; i < n; ++i) m += rows[i * dim + j];
+    m /= static_cast<double>(n);
+    for (size_t i = 0; i < n; ++i) v += (rows[i * dim + j] - m) * (rows[i * dim + j] - m);
+    z.mean[j] = m, z.sd[j] = std::sqrt(v / static_cast<double>(n - 1));
+  }
+  return z;
+}
+double Cos(const float* a, const float* b, size_t dim, const Z& z) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t j = 0; j < dim; ++j) {
+    const double x = (a[j] - z.mean[j]) / (z.sd[j] + 1e-8), y = (b[j] - z.mean[j]) / (z.sd[j] + 1e-8);
+    ab += x * y, aa += x * x, bb += y * y;
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+class DualIndexTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rows_ = RandomRows(kRows, 7);
+    zh_ = FitZ(rows_.hs, kDh);
+    zr_ = FitZ(rows_.rw, kDr);
+    DualIndexSpec spec;
+    spec.dim_hs = kDh, spec.dim_rw = kDr;
+    auto ix = DualIndex::Create(spec, Standardizer::Fit(rows_.hs.data(), kRows, kDh),
+                                Standardizer::Fit(rows_.rw.data(), kRows, kDr));
+    ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+    index_ = std::move(ix).value();
+    for (size_t i = 0; i < kRows; ++i) ids_.push_back(1000 + i * 3);
+    ASSERT_TRUE(index_->Add(ids_, rows_.hs.data(), rows_.rw.data()).ok());
+  }
+  // The exact top k by the reference cosines.
+  std::vector<std::pair<uint64_t, double>> Expected(const float* qh, const float* qr, QueryMode mode, float alpha,
+                                                    size_t k, const std::vector<bool>* alive = nullptr) const {
+    std::vector<std::pair<uint64_t, double>> all;
+    for (size_t i = 0; i < kRows; ++i) {
+      if (alive && !(*alive)[i]) continue;
+      const double h = Cos(qh, &rows_.hs[i * kDh], kDh, zh_), r = Cos(qr, &rows_.rw[i * kDr], kDr, zr_);
+      all.push_back({ids_[i], mode == QueryMode::kHs ? h : mode == QueryMode::kRw ? r : h + alpha * r});
+    }
+    std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+    all.resize(std::min(k, all.size()));
+    return all;
+  }
+  Rows rows_;
+  Z zh_, zr_;
+  std::vector<uint64_t> ids_;
+  std::unique_ptr<DualIndex> index_;
+};
+
+TEST_F(DualIndexTest, ExactSearchEqualsTheReferenceCosinesInEveryDenseMode) {
+  const Rows q = RandomRows(5, 99);
+  for (QueryMode mode : {QueryMode::kFused, QueryMode::kHs, QueryMode::kRw})
+    for (size_t qi = 0; qi < 5; ++qi) {
+      SearchRequest r;
+      r.hs = &q.hs[qi * kDh], r.rw = &q.rw[qi * kDr];
+      r.k = 10, r.alpha = 0.7f, r.mode = mode, r.exact = true;
+      auto hits = index_->Search(r);
+      ASSERT_TRUE(hits.ok()) << hits.status().ToString();
+      const auto want = Expected(r.hs, r.rw, mode, r.alpha, 10);
+      ASSERT_EQ(hits->size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ((*hits)[i].id, want[i].first) << kQueryModes.Name(mode) << " rank " << i;
+        EXPECT_NEAR((*hits)[i].score, want[i].second, 1e-4);
+      }
+    }
+}
+
+TEST_F(DualIndexTest, ScoreRemoveAndSnapshot) {
+  const Rows q = RandomRows(1, 5);
+  auto scored = index_->Score(q.hs.data(), q.rw.data(), 2.0f, {ids_[3], 424242, ids_[0]});
+  ASSERT_TRUE(scored.ok());
+  ASSERT_EQ(scored->size(), 2u);  // the unknown id is left out
+  EXPECT_EQ((*scored)[0].id, ids_[3]);
+  EXPECT_NEAR((*scored)[0].score_hs, Cos(q.hs.data(), &rows_.hs[3 * kDh], kDh, zh_), 1e-4);
+  EXPECT_NEAR((*scored)[0].score, (*scored)[0].score_hs + 2.0f * (*scored)[0].score_rw, 1e-5);
+  // Removal: the removed ids never come back, the rest rank as before.
+  std::vector<bool> alive(kRows, true);
+  std::vector<uint64_t> gone;
+  for (size_t i = 0; i < kRows; i += 4) gone.push_back(ids_[i]), alive[i] = false;
+  EXPECT_EQ(index_->Remove(gone), gone.size());
+  EXPECT_EQ(index_->Remove({gone[0]}), 0u);
+  EXPECT_EQ(index_->size(), kRows - gone.size());
+  SearchRequest r;
+  r.hs = q.hs.data(), r.rw = q.rw.data(), r.k = 20, r.alpha = 1.0f, r.exact = true;
+  auto before = index_->Search(r);
+  ASSERT_TRUE(before.ok());
+  const auto want = Expected(r.hs, r.rw, QueryMode::kFused, 1.0f, 20, &alive);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ((*before)[i].id, want[i].first);
+  // A snapshot loads back to the same answers and the sequence it recorded.
+  test::TempDir dir;
+  ASSERT_TRUE(index_->Save(dir / "snap", 17).ok());
+  uint64_t seq = 0;
+  auto loaded = DualIndex::Load(dir / "snap", &seq);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(seq, 17u);
+  auto after = (*loaded)->Search(r);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), before->size());
+  for (size_t i = 0; i < after->size(); ++i) {
+    EXPECT_EQ((*after)[i].id, (*before)[i].id);
+    EXPECT_FLOAT_EQ((*after)[i].score, (*before)[i].score);
+  }
+  EXPECT_EQ(DualIndex::Load(dir / "none", &seq).status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(DualIndexTest, RefusesBadRequestsAndRows) {
+  const Rows q = RandomRows(1, 3);
+  SearchRequest r;
+  r.hs = q.hs.data(), r.rw = q.rw.data();
+  r.mode = QueryMode::kHybrid;  // not a dense mode
+  EXPECT_EQ(index_->Search(r).status().code(), Status::Code::kInvalidArgument);
+  r.mode = QueryMode::kFused;
+  r.alpha = NAN;
+  EXPECT_FALSE(index_->Search(r).ok());
+  r.alpha = 1, r.rw = nullptr;
+  EXPECT_FALSE(index_->Search(r).ok());
+  r.mode = QueryMode::kHs;  // HS alone needs no RW half
+  EXPECT_TRUE(index_->Search(r).ok());
+  std::vector<float> nan_hs(kDh, NAN), rw(kDr, 1.f);
+  EXPECT_FALSE(index_->Add({1}, nan_hs.data(), rw.data()).ok());
+  EXPECT_FALSE(index_->Add({ids_[0]}, rows_.hs.data(), rows_.rw.data()).ok());  // an id already there
+  EXPECT_EQ(index_->size(), kRows);
+}
+
+}  // namespace
+}  // namespace moeedb

@@ -1,0 +1,182 @@
+// The collections API through Api::Handle: create, upsert, get, delete,
+// dense, lexical and hybrid search, filters, and the 4xx answers to bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/plugin/server_fixture.h"
+
+namespace moeedb {
+namespace {
+
+using json = nlohmann::json;
+using servertest::ServerTest;
+
+TEST_F(ServerTest, CollectionsApi) {
+  EXPECT_EQ(Call("PUT", "/collections/docs", R"({"index": {"rw": "hnsw"}, "alpha": 0.5})").status, 201);
+  EXPECT_EQ(Call("PUT", "/collections/docs", "{}").status, 409);
+  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"routing": "top1"})").status, 400);
+  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"index": {"hs": "annoy"}})").status, 400);
+  json docs = {{"documents", {{{"id", "a"}, {"text", "A man is playing a flute."}, {"metadata", {{"lang", "en"}}}},
+                              {{"id", "b"}, {"text", "Stock markets fell sharply."}, {"metadata", {{"lang", "fr"}}}},
+                              {{"id", "c"}, {"text", "A woman slices an onion."}}}},
+               {"wait", true}};
+  auto r = Call("POST", "/collections/docs/documents", docs.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["upserted"], 3);
+  r = Call("POST", "/collections/docs/search", R"({"query": "Stock markets fell sharply.", "k": 2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["hits"][0]["id"], "b");
+  r = Call("POST", "/collections/docs/search", R"({"query": "Stock markets fell sharply.", "filter": {"lang": "en"}})");
+  ASSERT_EQ(Body(r)["hits"].size(), 1u);
+  EXPECT_EQ(Body(r)["hits"][0]["id"], "a");
+  EXPECT_EQ(Body(Call("GET", "/collections/docs/documents/a"))["metadata"]["lang"], "en");
+  EXPECT_EQ(Call("DELETE", "/collections/docs/documents/a").status, 200);
+  EXPECT_EQ(Call("GET", "/collections/docs/documents/a").status, 404);
+  EXPECT_EQ(Call("DELETE", "/collections/docs/documents/a").status, 404);
+  EXPECT_EQ(Body(Call("GET", "/collections/docs"))["documents"], 2);
+  EXPECT_EQ(Body(Call("GET", "/collections"))["collections"].size(), 1u);
+  // Bad input changes nothing.
+  EXPECT_EQ(Call("POST", "/collections/docs/documents", R"({"documents": [{"id": "z", "text": 3}]})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/docs/documents", R"({"documents": [{"id": "", "text": "x"}]})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/docs/search", R"({"query": "x", "k": 0})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/docs/search", R"({"query": "x", "mode": "both"})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/docs/search", R"({"query": "x", "filter": {"n": {"$near": 1}}})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/nope/search", R"({"query": "x"})").status, 404);
+  EXPECT_EQ(Body(Call("GET", "/collections/docs"))["documents"], 2);
+  EXPECT_EQ(Call("DELETE", "/collections/docs").status, 200);
+  EXPECT_EQ(Call("GET", "/collections/docs").status, 404);
+}
+
+TEST_F(ServerTest, LexicalAndHybridSearch) {
+  ASSERT_EQ(Call("PUT", "/collections/h", R"({"lexical": {"language": "english", "k1": 1.5, "b": 0.6}})").status, 201);
+  EXPECT_EQ(Body(Call("GET", "/collections/h"))["spec"]["lexical"]["k1"], 1.5);
+  json docs = {{"documents", {{{"id", "a"}, {"text", "The supersonic wind tunnel started."}, {"metadata", {{"n", 1}}}},
+                              {{"id", "b"}, {"text", "Dogs running in the snow."}, {"metadata", {{"n", 2}}}},
+                              {{"id", "c"}, {"text", "A dog sleeps by the fire."}, {"metadata", {{"n", 3}}}}}}};
+  ASSERT_EQ(Call("POST", "/collections/h/documents", docs.dump()).status, 200);
+  auto r = Call("POST", "/collections/h/search", R"({"query": "running dogs", "mode": "lexical"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto hits = Body(r)["hits"];
+  ASSERT_EQ(hits.size(), 2u);  // "wind tunnel" shares no word with the query
+  EXPECT_EQ(hits[0]["id"], "b");
+  EXPECT_GT(hits[0]["score_lex"].get<double>(), hits[1]["score_lex"].get<double>());
+  EXPECT_EQ(hits[0]["score"], hits[0]["score_lex"]);
+  for (const char* fusion : {"weighted", "rrf"}) {
+    json q = {{"query", "running dogs"}, {"mode", "hybrid"}, {"beta", 2.0}, {"fusion", fusion}, {"k", 3}};
+    r = Call("POST", "/collections/h/search", q.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    hits = Body(r)["hits"];
+    ASSERT_EQ(hits.size(), 3u);
+    for (const auto& h : hits)
+      for (const char* f : {"score", "score_hs", "score_rw", "score_lex"}) EXPECT_TRUE(h.contains(f)) << f;
+  }
+  r = Call("POST", "/collections/h/search", R"({"query": "dog", "mode": "hybrid", "filter": {"n": {"$gte": 3}}})");
+  ASSERT_EQ(r.status, 200);
+  ASSERT_EQ(Body(r)["hits"].size(), 1u);
+  EXPECT_EQ(Body(r)["hits"][0]["id"], "c");
+  // An update replaces the words the lexical index finds.
+  ASSERT_EQ(Call("POST", "/collections/h/documents", R"({"documents": [{"id": "b", "text": "A parrot talks."}]})").status, 200);
+  r = Call("POST", "/collections/h/search", R"({"query": "running", "mode": "lexical"})");
+  EXPECT_TRUE(Body(r)["hits"].empty()) << r.body;
+  // Bad input: 400 with the protocol's error shape.
+  for (const char* bad : {R"({"query": "x", "mode": "hybrid", "fusion": "borda"})",
+                          R"({"query": "x", "mode": "hybrid", "beta": -1})",
+                          R"({"query": "x", "mode": "hybrid", "rrf_k": 0})",
+                          R"({"query": "x", "mode": "hybrid", "norm": "l2"})",
+                          R"({"query": "x", "beta": 1})",
+                          R"({"query": "x", "mode": "hybrid", "w_hs": 0, "alpha": 0, "beta": 0})"}) {
+    r = Call("POST", "/collections/h/search", bad);
+    EXPECT_EQ(r.status, 400) << bad << " " << r.body;
+    EXPECT_TRUE(Body(r)["error"].contains("message")) << r.body;
+  }
+  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"lexical": {"language": "klingon"}})").status, 400);
+  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"lexical": "yes"})").status, 400);
+  ASSERT_EQ(Call("PUT", "/collections/plain", R"({"lexical": false})").status, 201);
+  r = Call("POST", "/collections/plain/search", R"({"query": "x", "mode": "lexical"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("no lexical index"), std::string::npos) << r.body;
+  EXPECT_EQ(Call("DELETE", "/collections/h").status, 200);
+  EXPECT_EQ(Call("PUT", "/collections/h", "{}").status, 201);  // the lexical folder went with the old one
+  r = Call("POST", "/collections/h/search", R"({"query": "dog", "mode": "lexical"})");
+  EXPECT_TRUE(Body(r)["hits"].empty()) << r.body;
+}
+
+TEST_F(ServerTest, DocumentsArePagedInIdOrder) {
+  ASSERT_EQ(Call("PUT", "/collections/p", "{}").status, 201);
+  json docs = {{"documents", json::array()}};
+  std::vector<std::string> ids;
+  for (int i = 0; i < 7; ++i) {
+    ids.push_back("doc-" + std::to_string(i * 3 % 7));
+    docs["documents"].push_back({{"id", ids.back()}, {"text", "text number " + std::to_string(i)}, {"metadata", {{"i", i}}}});
+  }
+  ASSERT_EQ(Call("POST", "/collections/p/documents", docs.dump()).status, 200);
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> seen;
+  std::string after;
+  for (int page = 0; page < 10; ++page) {
+    auto r = Call("GET", "/collections/p/documents?limit=3" + (after.empty() ? "" : "&after=" + after));
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = Body(r);
+    EXPECT_EQ(j["total"], 7);
+    for (const auto& d : j["documents"]) {
+      seen.push_back(d["id"]);
+      EXPECT_TRUE(d["text"].get<std::string>().starts_with("text number"));
+      EXPECT_TRUE(d["metadata"].contains("i"));
+    }
+    if (j["next_after"].is_null()) break;
+    after = j["next_after"];
+  }
+  EXPECT_EQ(seen, ids);
+  // Default page size, %-encoded cursors, and the 4xx answers.
+  EXPECT_EQ(Body(Call("GET", "/collections/p/documents"))["documents"].size(), 7u);
+  EXPECT_EQ(Body(Call("GET", "/collections/p/documents?after=doc%2D5"))["documents"].size(), 1u);
+  for (const char* bad : {"limit=0", "limit=1001", "limit=abc", "limit=", "offset=3"})
+    EXPECT_EQ(Call("GET", std::string("/collections/p/documents?") + bad).status, 400) << bad;
+  EXPECT_EQ(Call("GET", "/collections/nope/documents").status, 404);
+  EXPECT_EQ(Call("DELETE", "/collections/p/documents").status, 405);
+}
+
+TEST_F(ServerTest, HitsCarryEachSignalsShareOfTheScore) {
+  ASSERT_EQ(Call("PUT", "/collections/s", R"({"alpha": 0.25})").status, 201);
+  json docs = {{"documents", {{{"id", "a"}, {"text", "A dog runs in the snow."}},
+                              {{"id", "b"}, {"text", "Markets fell sharply on Monday."}},
+                              {{"id", "c"}, {"text", "A dog sleeps by the fire."}}}}};
+  ASSERT_EQ(Call("POST", "/collections/s/documents", docs.dump()).status, 200);
+  auto r = Call("POST", "/collections/s/search", R"({"query": "dog in the snow"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json body;  // the loops iterate its member: a temporary's would be destroyed first
+  for (const auto& h : (body = Body(r))["hits"]) {
+    EXPECT_DOUBLE_EQ(h["parts"]["hs"].get<double>(), h["score_hs"].get<double>());
+    EXPECT_NEAR(h["parts"]["rw"].get<double>(), 0.25 * h["score_rw"].get<double>(), 1e-6);
+    EXPECT_EQ(h["parts"]["lex"].get<double>(), 0.0);
+  }
+  r = Call("POST", "/collections/s/search", R"({"query": "dog in the snow", "mode": "hybrid", "fusion": "rrf"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (const auto& h : (body = Body(r))["hits"]) {
+    const json& p = h["parts"];
+    EXPECT_NEAR(p["hs"].get<double>() + p["rw"].get<double>() + p["lex"].get<double>(), h["score"].get<double>(), 1e-6);
+    EXPECT_LE(p["hs"].get<double>(), 1.0 / 61 + 1e-7);  // w_hs / (60 + rank), rank >= 1
+  }
+}
+
+TEST_F(ServerTest, ConsoleFilesAreServed) {
+  auto r = Call("GET", "/console");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(r.body.find("<script src=\"/console/console.js\">"), std::string::npos);
+  EXPECT_EQ(Call("GET", "/console/").body, r.body);
+  r = Call("GET", "/console/console.js");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/javascript; charset=utf-8");
+  EXPECT_NE(r.body.find("Authorization"), std::string::npos);
+  EXPECT_EQ(Call("GET", "/console/console.css").content_type, "text/css; charset=utf-8");
+  EXPECT_EQ(Call("GET", "/console/nope.js").status, 404);
+  EXPECT_EQ(Call("GET", "/console/../api.h").status, 404);
+  EXPECT_EQ(Call("POST", "/console").status, 405);
+}
+
+}  // namespace
+}  // namespace moeedb

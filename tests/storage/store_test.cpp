@@ -1,0 +1,169 @@
+// The store on its own (storage/store.h): the key layout its header
+// documents, read back with RocksDB itself; atomic batches (a bad document
+// stores nothing, counters and op log included); replacement and deletion
+// in the op log; paging from one snapshot; a checkpoint that opens with the
+// same contents.
+#include <gtest/gtest.h>
+
+#include <rocksdb/db.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "storage/store.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+using json = nlohmann::json;
+
+StoredDocument Doc(const std::string& id, float x, size_t dh = 3, size_t dr = 2) {
+  return {id, "text of " + id, json{{"id", id}}.dump(), std::vector<float>(dh, x), std::vector<float>(dr, -x)};
+}
+
+std::string BigEndian(uint64_t v, int bytes) {
+  std::string s(bytes, '\0');
+  for (int i = bytes - 1; i >= 0; --i, v >>= 8) s[i] = static_cast<char>(v & 0xff);
+  return s;
+}
+
+TEST(StoreTest, KeysAreLaidOutAsDocumented) {
+  test::TempDir dir;
+  uint32_t coll_id = 0;
+  {
+    auto store = Store::Open(dir / "db");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto c = (*store)->CreateCollection("books", R"({"dim_hs": 3, "dim_rw": 2})");
+    ASSERT_TRUE(c.ok());
+    coll_id = c->id;
+    ASSERT_TRUE((*store)->Upsert("books", {Doc("b", 1), Doc("a", 2)}, true).ok());
+  }
+  // Read the families with RocksDB directly.
+  std::vector<std::string> families;
+  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir / "db", &families).ok());
+  for (const char* f : {"meta", "ids", "docs", "hs", "rw", "ops"})
+    EXPECT_NE(std::find(families.begin(), families.end(), f), families.end()) << f;
+  std::vector<rocksdb::ColumnFamilyDescriptor> desc;
+  for (const auto& f : families) desc.emplace_back(f, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), dir / "db", desc, &handles, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  auto family = [&](const std::string& name) {
+    return handles[std::find(families.begin(), families.end(), name) - families.begin()];
+  };
+  auto get = [&](const std::string& cf, const std::string& key) {
+    std::string v;
+    return db->Get(rocksdb::ReadOptions(), family(cf), key, &v).ok() ? std::optional<std::string>(v) : std::nullopt;
+  };
+  const std::string coll = BigEndian(coll_id, 4);
+  auto meta = get("meta", "c/books");
+  ASSERT_TRUE(meta.has_value());
+  // Internal ids are given in input order: "b" is 1, "a" is 2, both ways.
+  EXPECT_EQ(get("ids", coll + "e" + "b"), BigEndian(1, 8));
+  EXPECT_EQ(get("ids", coll + "i" + BigEndian(2, 8)), "a");
+  auto doc = get("docs", coll + BigEndian(2, 8));
+  ASSERT_TRUE(doc.has_value());
+  EXPECT_EQ(json::parse(*doc)["text"], "text of a");
+  auto hs = get("hs", coll + BigEndian(2, 8));
+  ASSERT_TRUE(hs.has_value());
+  ASSERT_EQ(hs->size(), 3 * sizeof(float));
+  float first = 0;
+  std::memcpy(&first, hs->data(), sizeof(float));
+  EXPECT_EQ(first, 2.0f);
+  EXPECT_TRUE(get("ops", coll + BigEndian(1, 8)).has_value());
+  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+}
+
+TEST(StoreTest, ABatchIsAllOrNothing) {
+  test::TempDir dir;
+  auto store = Store::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateCollection("c", R"({"dim_hs": 3, "dim_rw": 2})").ok());
+  ASSERT_TRUE((*store)->Upsert("c", {Doc("x", 1)}, true).ok());
+  const CollectionRecord before = *(*store)->GetCollection("c");
+  // An empty id, a repeated id: each refuses the whole batch.
+  for (auto batch : {std::vector<StoredDocument>{Doc("y", 1), Doc("", 1)},
+                     std::vector<StoredDocument>{Doc("y", 1), Doc("y", 2)}}) {
+    EXPECT_FALSE((*store)->Upsert("c", batch, true).ok());
+    const CollectionRecord after = *(*store)->GetCollection("c");
+    EXPECT_EQ(after.count, before.count);
+    EXPECT_EQ(after.last_op, before.last_op);
+    EXPECT_EQ(after.next_internal, before.next_internal);
+    EXPECT_FALSE((*(*store)->Get("c", "y")).has_value());
+  }
+  EXPECT_EQ((*store)->Upsert("nope", {Doc("y", 1)}, true).status().code(), Status::Code::kNotFound);
+}
+
+TEST(StoreTest, ReplacementsAndDeletesGoToTheOpLogInOrder) {
+  test::TempDir dir;
+  auto store = Store::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateCollection("c", R"({"dim_hs": 3, "dim_rw": 2})").ok());
+  auto w1 = (*store)->Upsert("c", {Doc("a", 1), Doc("b", 2)}, true);
+  auto w2 = (*store)->Upsert("c", {Doc("a", 3)}, true);  // a replacement: new internal id, old one removed
+  auto w3 = (*store)->Delete("c", {"b", "missing"}, true);
+  ASSERT_TRUE(w1.ok() && w2.ok() && w3.ok());
+  EXPECT_EQ(w2->removed, w1->added.size() ? std::vector<uint64_t>{w1->added[0]} : std::vector<uint64_t>{});
+  EXPECT_EQ(w3->not_found, 1u);
+  std::vector<OpRecord> ops;
+  ASSERT_TRUE((*store)->ReadOps("c", 0, [&](const OpRecord& op) { ops.push_back(op); }).ok());
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].seq, w1->seq);
+  EXPECT_EQ(ops[1].seq, w2->seq);
+  EXPECT_EQ(ops[2].seq, w3->seq);
+  EXPECT_LT(ops[0].seq, ops[1].seq);
+  EXPECT_EQ(ops[1].added, w2->added);
+  EXPECT_EQ(ops[1].removed, w2->removed);
+  EXPECT_EQ(ops[2].removed, std::vector<uint64_t>{w1->added[1]});
+  auto a = (*store)->Get("c", "a");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((**a).hs[0], 3.0f);
+  EXPECT_EQ((*store)->GetCollection("c")->count, 1u);
+  ASSERT_TRUE((*store)->TrimOps("c", w2->seq).ok());
+  ops.clear();
+  ASSERT_TRUE((*store)->ReadOps("c", 0, [&](const OpRecord& op) { ops.push_back(op); }).ok());
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].seq, w3->seq);
+}
+
+TEST(StoreTest, PagesAndACheckpointSeeOneConsistentState) {
+  test::TempDir dir;
+  auto store = Store::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateCollection("c", R"({"dim_hs": 3, "dim_rw": 2})").ok());
+  std::vector<StoredDocument> docs;
+  for (int i = 0; i < 25; ++i) docs.push_back(Doc("d" + std::to_string(100 + i), static_cast<float>(i)));
+  ASSERT_TRUE((*store)->Upsert("c", docs, true).ok());
+  std::vector<std::string> seen;
+  std::string after;
+  do {
+    auto page = (*store)->ListDocuments("c", after, 10);
+    ASSERT_TRUE(page.ok());
+    for (const auto& d : page->documents) seen.push_back(d.id);
+    after = page->next_after;
+  } while (!after.empty());
+  ASSERT_EQ(seen.size(), 25u);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  ASSERT_TRUE((*store)->Checkpoint(dir / "copy").ok());
+  EXPECT_FALSE((*store)->Checkpoint(dir / "copy").ok());  // the folder must not exist
+  ASSERT_TRUE((*store)->Delete("c", {"d100"}, true).ok());  // after the checkpoint: not in the copy
+  auto copy = Store::Open(dir / "copy");
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ((*copy)->GetCollection("c")->count, 25u);
+  EXPECT_TRUE((*(*copy)->Get("c", "d100")).has_value());
+  size_t scanned = 0;
+  ASSERT_TRUE((*copy)->ScanVectors("c", [&](uint64_t, const float* hs, size_t dh, const float*, size_t dr, const std::string&) {
+    EXPECT_EQ(dh, 3u);
+    EXPECT_EQ(dr, 2u);
+    EXPECT_TRUE(std::isfinite(hs[0]));
+    ++scanned;
+  }).ok());
+  EXPECT_EQ(scanned, 25u);
+}
+
+}  // namespace
+}  // namespace moeedb
