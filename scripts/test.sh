@@ -6,6 +6,8 @@ bash scripts/setup.sh --tests
 # The tree itself: cited paths exist, each default and limit is written once.
 node scripts/check_tree.mjs
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
+# docs/cli.md lists every flag as the commands' --help prints it.
+node scripts/cli_flags.mjs --check
 # End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
 # and the web console in Debian's Chromium (playwright-core).
 (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error && MOEEDB_BIN="$PWD/../../build/moeedb" npm test)
