@@ -1,6 +1,7 @@
-// A line chart written as a PNG with no image library: RGB pixels drawn
-// here, stored in the PNG as uncompressed deflate blocks (valid zlib, CRC32
-// and Adler-32 computed here). Enough for the harness's Spearman-vs-alpha plot.
+// Line charts and images as PNG files, encoded by libpng (deflate at level 9,
+// no row filters: plots are flat colour). The chart draws its axes with
+// numbered ticks and the axis titles in a built-in 5x7 bitmap font, so a
+// loss curve or a Spearman-vs-alpha plot reads on its own.
 #pragma once
 
 #include <string>
@@ -15,12 +16,21 @@ struct PlotSeries {
   unsigned char r = 0, g = 0, b = 0;  // line colour
 };
 
-// Axes span the data (y padded by 5 %); light grid lines at 5 ticks; a dot
-// marks each series' maximum. No text: the caller prints the legend.
-Status WriteLinePlotPng(const std::string& path, const std::vector<PlotSeries>& series, int width = 640,
-                        int height = 400);
+// The chart's words: axis titles and a title above the plot. The font has
+// digits, lower-case letters, space and . , - + : ( ) / = ; other characters
+// are drawn as spaces.
+struct PlotLabels {
+  std::string title, x, y;
+};
 
-// PNG bytes of an RGB image (row-major, 3 bytes per pixel).
-std::string EncodePng(const std::vector<unsigned char>& rgb, int width, int height);
+// Axes span the data (y padded by 5 %), with 5 numbered ticks and light
+// grid lines; a dot marks each series' maximum. The caller names the
+// series' colours in its own output.
+Status WriteLinePlotPng(const std::string& path, const std::vector<PlotSeries>& series, const PlotLabels& labels = {},
+                        int width = 640, int height = 400);
+
+// PNG bytes of an RGB image (row-major, 3 bytes per pixel); InvalidArgument
+// for a size that does not match, Internal if libpng fails.
+Result<std::string> EncodePng(const std::vector<unsigned char>& rgb, int width, int height);
 
 }  // namespace moeedb::eval

@@ -158,7 +158,7 @@ Result<EvalReport> EvaluateSts(const EvalInput& in, const std::string& plot) {
           << "\n";
     if (!plot.empty()) {
       PlotSeries d{grid, dev_curve, 40, 90, 200}, t{grid, test_curve, 210, 40, 40};
-      MOEEDB_RETURN_IF_ERROR(WriteLinePlotPng(plot, {d, t}));
+      MOEEDB_RETURN_IF_ERROR(WriteLinePlotPng(plot, {d, t}, {"sts-b spearman by alpha (blue dev, red test)", "alpha", "spearman"}));
       table << "  plot: " << plot << " (x: alpha 0..3; y: Spearman; blue dev, red test)\n";
     }
   }

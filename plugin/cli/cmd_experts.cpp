@@ -231,7 +231,9 @@ int RunLensSpecialise(const std::vector<std::string>& argv) {
               rgb[px] = R, rgb[px + 1] = G, rgb[px + 2] = B;
             }
         }
-      std::ofstream(dir / ("layer-" + std::to_string(m) + ".png"), std::ios::binary) << eval::EncodePng(rgb, W, H);
+      auto png = eval::EncodePng(rgb, W, H);
+      if (!png.ok()) return Fail("lens specialise", png.status().message());
+      std::ofstream(dir / ("layer-" + std::to_string(m) + ".png"), std::ios::binary) << *png;
     }
     std::cerr << "wrote " << (dir / "specialisation.json").string() << " and " << L << " heat maps" << std::endl;
   }

@@ -107,7 +107,8 @@ Status PlotLossCurve(const std::string& out_dir) {
       val.y.push_back(h["val_loss"].get<double>());
     }
   }
-  return eval::WriteLinePlotPng((fs::path(out_dir) / "loss_curve.png").string(), {train, val});
+  return eval::WriteLinePlotPng((fs::path(out_dir) / "loss_curve.png").string(), {train, val},
+                                {"language model loss (blue train, red validation)", "step", "loss"});
 }
 
 int RunTrainTokenizer(const std::vector<std::string>& argv) {

@@ -210,8 +210,10 @@ Status PlotEmbedCurves(const std::string& out_dir) {
       val.y.push_back(h["val_spearman"].get<double>());
     }
   }
-  MOEEDB_RETURN_IF_ERROR(eval::WriteLinePlotPng((fs::path(out_dir) / "embed_loss_curve.png").string(), {loss}));
-  return eval::WriteLinePlotPng((fs::path(out_dir) / "embed_validation_curve.png").string(), {val});
+  MOEEDB_RETURN_IF_ERROR(eval::WriteLinePlotPng((fs::path(out_dir) / "embed_loss_curve.png").string(), {loss},
+                                                {"embedding training loss", "step", "loss"}));
+  return eval::WriteLinePlotPng((fs::path(out_dir) / "embed_validation_curve.png").string(), {val},
+                                {"validation spearman", "step", "spearman"});
 }
 
 }  // namespace

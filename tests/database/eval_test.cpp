@@ -4,6 +4,7 @@
 // commands end to end on the CI subsets (deterministic, sane).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cmath>
 #include <fstream>
@@ -80,29 +81,71 @@ TEST(EvalDatasets, CsvQuotingAndReaders) {
   EXPECT_EQ(cran->doc_texts[0].rfind("experimental investigation of the aerodynamics of a wing in a slipstream", 0), 0u);
 }
 
-TEST(EvalPng, DecodesBackToThePixels) {
-  const int w = 3, h = 2;
-  std::vector<unsigned char> rgb(w * h * 3);
-  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<unsigned char>(i * 13);
-  const std::string png = eval::EncodePng(rgb, w, h);
-  ASSERT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
-  // The IEND chunk and its CRC are a fixed, well-known byte string.
-  EXPECT_EQ(png.substr(png.size() - 12), std::string("\0\0\0\0IEND\xAE\x42\x60\x82", 12));
-  // IDAT: zlib header, one stored block, then the filtered scanlines.
-  const size_t idat = png.find("IDAT");
-  ASSERT_NE(idat, std::string::npos);
-  const std::string z = png.substr(idat + 4);
-  EXPECT_EQ(static_cast<unsigned char>(z[0]), 0x78);
-  EXPECT_EQ(z[2], 1);  // final stored block
-  const size_t len = static_cast<unsigned char>(z[3]) | (static_cast<unsigned char>(z[4]) << 8);
-  ASSERT_EQ(len, static_cast<size_t>(h * (1 + w * 3)));
-  for (int y = 0; y < h; ++y) {
-    EXPECT_EQ(z[7 + y * (1 + w * 3)], 0);  // filter type
-    for (int i = 0; i < w * 3; ++i)
-      EXPECT_EQ(static_cast<unsigned char>(z[7 + y * (1 + w * 3) + 1 + i]), rgb[y * w * 3 + i]);
+// The PNG's chunks walked and its image data inflated with zlib here (not
+// libpng), then compared with the pixels: IHDR says 8-bit RGB, every row has
+// filter 0, and the bytes are the image's.
+uint32_t ReadBe32(const std::string& s, size_t at) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(s[at + i]);
+  return v;
+}
+std::string InflatedIdat(const std::string& png, uint32_t* width, uint32_t* height) {
+  std::string z;
+  for (size_t at = 8; at + 12 <= png.size();) {
+    const uint32_t len = ReadBe32(png, at);
+    const std::string type = png.substr(at + 4, 4);
+    if (type == "IHDR") {
+      *width = ReadBe32(png, at + 8), *height = ReadBe32(png, at + 12);
+      EXPECT_EQ(png[at + 16], 8);  // bit depth
+      EXPECT_EQ(png[at + 17], 2);  // RGB
+    }
+    if (type == "IDAT") z += png.substr(at + 8, len);
+    const uLong crc = crc32(0, reinterpret_cast<const Bytef*>(png.data() + at + 4), len + 4);
+    EXPECT_EQ(crc, ReadBe32(png, at + 8 + len)) << type;
+    at += 12 + len;
   }
+  uLongf n = static_cast<uLongf>(*width) * *height * 3 + *height;
+  std::string raw(n, '\0');
+  EXPECT_EQ(uncompress(reinterpret_cast<Bytef*>(raw.data()), &n, reinterpret_cast<const Bytef*>(z.data()), z.size()), Z_OK);
+  raw.resize(n);
+  return raw;
+}
+
+TEST(EvalPng, DecodesBackToThePixels) {
+  const int w = 37, h = 11;
+  std::vector<unsigned char> rgb(w * h * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<unsigned char>((i * 13) ^ (i >> 3));
+  auto png = eval::EncodePng(rgb, w, h);
+  ASSERT_TRUE(png.ok());
+  ASSERT_EQ(png->substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  uint32_t width = 0, height = 0;
+  const std::string raw = InflatedIdat(*png, &width, &height);
+  ASSERT_EQ(width, static_cast<uint32_t>(w));
+  ASSERT_EQ(height, static_cast<uint32_t>(h));
+  ASSERT_EQ(raw.size(), static_cast<size_t>(h * (1 + w * 3)));
+  for (int y = 0; y < h; ++y) {
+    EXPECT_EQ(raw[y * (1 + w * 3)], 0);  // filter type: none
+    for (int i = 0; i < w * 3; ++i)
+      ASSERT_EQ(static_cast<unsigned char>(raw[y * (1 + w * 3) + 1 + i]), rgb[y * w * 3 + i]) << y << " " << i;
+  }
+  EXPECT_FALSE(eval::EncodePng(rgb, w + 1, h).ok());
+}
+
+TEST(EvalPng, APlotIsCompressedAndCarriesItsLabels) {
   test::TempDir dir;
-  EXPECT_TRUE(eval::WriteLinePlotPng(dir / "p.png", {{{0, 1, 2}, {0.1, 0.5, 0.3}, 255, 0, 0}}).ok());
+  const eval::PlotSeries s{{0, 1, 2, 3}, {0.1, 0.5, 0.3, 0.4}, 255, 0, 0};
+  ASSERT_TRUE(eval::WriteLinePlotPng(dir / "p.png", {s}).ok());
+  ASSERT_TRUE(eval::WriteLinePlotPng(dir / "l.png", {s}, {"title", "step", "loss"}).ok());
+  const std::string plain = test::ReadFile(dir / "p.png"), labelled = test::ReadFile(dir / "l.png");
+  // Compressed: a 640 x 400 chart is far below its 768 KB of pixels.
+  EXPECT_LT(plain.size(), 40000u);
+  uint32_t w = 0, h = 0;
+  const std::string a = InflatedIdat(plain, &w, &h), b = InflatedIdat(labelled, &w, &h);
+  EXPECT_EQ(w, 640u);
+  // The labels are drawn: dark pixels where the unlabelled chart has none.
+  size_t more_ink = 0;
+  for (size_t i = 0; i < a.size(); ++i) more_ink += static_cast<unsigned char>(b[i]) < 100 && static_cast<unsigned char>(a[i]) >= 100;
+  EXPECT_GT(more_ink, 100u);
   EXPECT_FALSE(eval::WriteLinePlotPng(dir / "q.png", {}).ok());
 }
 
