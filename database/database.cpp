@@ -52,6 +52,14 @@ Database::~Database() { (void)SaveIndexes(); }
 
 Result<std::vector<CollectionRecord>> Database::ListCollections() const { return store_->ListCollections(); }
 
+Result<CollectionRecord> Database::GetCollection(const std::string& name) const { return store_->GetCollection(name); }
+
+Result<std::optional<StoredDocument>> Database::GetDocument(const std::string& collection, const std::string& id) const {
+  return store_->Get(collection, id);
+}
+
+Status Database::Checkpoint(const std::string& dir) const { return store_->Checkpoint(dir); }
+
 Result<VectorCollection*> Database::OpenCollection(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = collections_.find(name);

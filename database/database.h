@@ -54,6 +54,15 @@ class Database {
 
   // Every collection, in name order.
   Result<std::vector<CollectionRecord>> ListCollections() const;
+  // The collection's record (its document count and recorded spec) without
+  // opening its indexes; NotFound when it does not exist.
+  Result<CollectionRecord> GetCollection(const std::string& name) const;
+  // A stored document with its vectors, read without opening the
+  // collection's indexes; std::nullopt when absent, NotFound without the collection.
+  Result<std::optional<StoredDocument>> GetDocument(const std::string& collection, const std::string& id) const;
+  // A consistent on-disk copy of the whole database in `dir` (must not
+  // exist); the copy rebuilds its indexes on first open.
+  Status Checkpoint(const std::string& dir) const;
   // The collection, opened on first use and kept open; NotFound when it does
   // not exist; InvalidArgument when its recorded setup cannot be loaded as
   // recorded (another model under the overriding folder).

@@ -238,7 +238,7 @@ int RunGet(const std::vector<std::string>& argv) {
   if (!db.ok()) return Fail("get", db.status().message());
   int missing = 0;
   for (const auto& id : args->positional()) {
-    auto d = (*db)->store()->Get(args->Get("collection"), id);
+    auto d = (*db)->GetDocument(args->Get("collection"), id);
     if (!d.ok()) return Fail("get", d.status().message());
     if (!d->has_value()) {
       std::cerr << "moeedb get: no document '" << id << "'\n";
@@ -296,7 +296,7 @@ int RunCollections(const std::vector<std::string>& argv) {
   if (args->positional().size() != 1) return UsageError("collections", sub + " needs a collection NAME");
   const std::string name = args->positional()[0];
   if (sub == "info") {
-    auto c = (*db)->store()->GetCollection(name);
+    auto c = (*db)->GetCollection(name);
     if (!c.ok()) return Fail("collections", c.status().message());
     json spec = json::parse(c->spec_json);
     spec.erase("std_hs");
@@ -323,7 +323,7 @@ int RunCheckpoint(const std::vector<std::string>& argv) {
   if (!args->Has("out")) return UsageError("checkpoint", "--out DIR is required");
   auto db = OpenDb(*args, true);
   if (!db.ok()) return Fail("checkpoint", db.status().message());
-  Status s = (*db)->store()->Checkpoint(args->Get("out"));
+  Status s = (*db)->Checkpoint(args->Get("out"));
   if (!s.ok()) return Fail("checkpoint", s.message());
   std::cout << json{{"checkpoint", args->Get("out")}}.dump() << std::endl;
   return 0;

@@ -59,7 +59,6 @@ class ServerCore {
   const EmbeddingSetup& setup() const { return *setup_; }
   EmbedQueues& queues() { return *queues_; }
   Database& db() { return *db_; }
-  Store* store() { return db_->store(); }
 
   // TokenizeWithLimit with the served setup and the server's token limit.
   Result<std::vector<std::vector<int32_t>>> TokenizeTexts(const std::vector<std::string>& texts, bool allow_truncate,
@@ -81,6 +80,8 @@ class ServerCore {
   // The database's collections (database.h); a new one is embedded with
   // the served setup: NewCollectionOptions() is what it records.
   Result<VectorCollection*> OpenCollection(const std::string& name) { return db_->OpenCollection(name); }
+  Result<std::vector<CollectionRecord>> ListCollections() const { return db_->ListCollections(); }
+  Result<CollectionRecord> GetCollection(const std::string& name) const { return db_->GetCollection(name); }
   Result<VectorCollection*> CreateCollection(const std::string& name, const CollectionOptions& options) {
     return db_->CreateCollection(name, options);
   }

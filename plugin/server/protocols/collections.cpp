@@ -43,7 +43,7 @@ HttpResponse CollectionsRouter::Handle(const RouteRequest& req, std::string* rou
   if (parts.size() == 1) {
     *route = "/collections";
     if (m != "GET") return NativeError(405, "use GET", "invalid_request_error");
-    auto all = core_->store()->ListCollections();
+    auto all = core_->ListCollections();
     if (!all.ok()) return NativeFromStatus(all.status());
     json out = json::array();
     for (const auto& c : *all) out.push_back({{"name", c.name}, {"documents", c.count}});
@@ -74,7 +74,6 @@ HttpResponse CollectionsRouter::Handle(const RouteRequest& req, std::string* rou
 }
 
 HttpResponse CollectionsRouter::Collection(const std::string& m, const std::string& name, const std::string& body) {
-  Store* store = core_->store();
   if (m == "PUT") {
     auto j = ObjectBody(body);
     if (!j) return NativeBadRequest("the body must be a JSON object");
@@ -87,14 +86,14 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
     if (!spec.ok()) return NativeBadRequest(spec.status().message());
     CollectionOptions o = core_->NewCollectionOptions();
     spec->ApplyTo(&o);
-    if (store->GetCollection(name).ok())
+    if (core_->GetCollection(name).ok())
       return NativeError(409, "collection '" + name + "' already exists", "invalid_request_error", "conflict");
     auto c = core_->CreateCollection(name, o);
     if (!c.ok()) return NativeFromStatus(c.status());
     return JsonResponse({{"name", name}, {"created", true}}, 201);
   }
   if (m == "GET") {
-    auto c = store->GetCollection(name);
+    auto c = core_->GetCollection(name);
     if (!c.ok()) return NativeFromStatus(c.status());
     json spec = json::parse(c->spec_json);
     spec.erase("std_hs");

@@ -109,7 +109,7 @@ HttpResponse QdrantRouter::Handle(const RouteRequest& req, std::string* route) {
   if (p.size() == 2) {
     *route = "/qdrant/collections";
     if (m != "GET") return QdrantError(405, "use GET");
-    auto all = core_->store()->ListCollections();
+    auto all = core_->ListCollections();
     if (!all.ok()) return FromStatus(all.status());
     json list = json::array();
     for (const auto& c : *all) list.push_back({{"name", c.name}});
@@ -123,7 +123,7 @@ HttpResponse QdrantRouter::Handle(const RouteRequest& req, std::string* route) {
   if (p.size() == 4 && p[3] == "exists") {
     *route = "/qdrant/collections/{name}/exists";
     if (m != "GET") return QdrantError(405, "use GET");
-    return Ok({{"exists", core_->store()->GetCollection(name).ok()}}, t0);
+    return Ok({{"exists", core_->GetCollection(name).ok()}}, t0);
   }
   if (p[3] != "points") {
     *route = "unknown";
@@ -169,7 +169,7 @@ HttpResponse QdrantRouter::Collection(const std::string& m, const std::string& n
                                       Clock::time_point t0) {
   const EmbeddingSetup& s = core_->setup();
   if (m == "GET") {
-    auto rec = core_->store()->GetCollection(name);
+    auto rec = core_->GetCollection(name);
     if (!rec.ok()) return QdrantError(404, "Not found: Collection `" + name + "` doesn't exist!");
     auto c = core_->OpenCollection(name);
     if (!c.ok()) return FromStatus(c.status());
@@ -180,7 +180,7 @@ HttpResponse QdrantRouter::Collection(const std::string& m, const std::string& n
                {"config", {{"params", {{"vectors", vectors}}}}}, {"payload_schema", json::object()}}, t0);
   }
   if (m == "DELETE") {
-    if (!core_->store()->GetCollection(name).ok()) return Ok(false, t0);
+    if (!core_->GetCollection(name).ok()) return Ok(false, t0);
     Status st = core_->DropCollection(name);
     if (!st.ok()) return FromStatus(st);
     return Ok(true, t0);
@@ -209,7 +209,7 @@ HttpResponse QdrantRouter::Collection(const std::string& m, const std::string& n
         return QdrantError(400, "Bad request: vector '" + it.key() + "' must use distance Cosine");
     }
   }
-  if (core_->store()->GetCollection(name).ok())
+  if (core_->GetCollection(name).ok())
     return QdrantError(409, "Wrong input: Collection `" + name + "` already exists!");
   CollectionOptions o = core_->NewCollectionOptions();
   o.lexical = LexicalSpec{true};
