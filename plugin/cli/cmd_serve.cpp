@@ -71,6 +71,8 @@ int RunServe(const std::vector<std::string>& argv) {
       {"db", "DIR", "database folder (created if needed); without --model, the model its collections recorded"},
       {"host", "ADDR", "listen address (default 127.0.0.1)"},
       {"port", "N", "listen port (default 8080; 0 = any free port, printed on start)"},
+      {"qdrant-port", "N", "also serve the Qdrant REST API at the root of this port, as Qdrant does on 6333 "
+                           "(0 = any free port, printed on start; default: only under /qdrant on --port)"},
       {"api-key", "KEY", "require 'Authorization: Bearer KEY' on every route but /health"},
       {"api-key-file", "F", "read the API key from a file (first line)"},
       {"served-model-name", "NAME", "model id clients use (default: the model folder's name)"},
@@ -98,6 +100,7 @@ int RunServe(const std::vector<std::string>& argv) {
   if (ModelDirFlag(*args).empty()) return UsageError("serve", "no default model was found: pass --model DIR");
   ReexecWithPassiveOpenMp(argv);
   auto port = args->GetInt("port", 8080, 0, 65535);
+  auto qdrant_port = args->GetInt("qdrant-port", -1, 0, 65535);
   auto threads = args->GetInt("threads", 0, 0, 1024);
   auto body = args->GetInt("max-body-bytes", 2000000, 1024, 1LL << 31);
   auto inputs = args->GetInt("max-inputs", 2048, 1, 1 << 20);
@@ -109,7 +112,7 @@ int RunServe(const std::vector<std::string>& argv) {
   auto workers = args->GetInt("workers", 2, 1, 64);
   auto idle = args->GetInt("idle-timeout", 30, 1, 86400);
   auto request_timeout = args->GetInt("request-timeout", 60, 1, 86400);
-  for (auto* r : {&port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns, &forward_tokens, &workers,
+  for (auto* r : {&port, &qdrant_port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns, &forward_tokens, &workers,
                   &idle, &request_timeout})
     if (!r->ok()) return UsageError("serve", r->status().message());
 
@@ -172,6 +175,16 @@ int RunServe(const std::vector<std::string>& argv) {
   so.max_connections = static_cast<size_t>(*conns);
   so.idle_timeout_s = static_cast<int>(*idle);
   so.request_timeout_s = static_cast<int>(*request_timeout);
+  // The Qdrant listener first, so its line comes before "listening on".
+  std::unique_ptr<HttpServer> qdrant;
+  if (*qdrant_port >= 0) {
+    HttpServerOptions qo = so;
+    qo.port = static_cast<int>(*qdrant_port);
+    qo.path_prefix = "/qdrant";
+    qdrant = std::make_unique<HttpServer>(qo, &api);
+    if (Status qs = qdrant->Start(); !qs.ok()) return Fail("serve", "--qdrant-port: " + qs.message());
+    std::cout << "qdrant REST API on http://" << qo.host << ":" << qdrant->port() << std::endl;
+  }
   HttpServer server(so, &api);
   Status st = server.Start();
   if (!st.ok()) return Fail("serve", st.message());
@@ -181,6 +194,7 @@ int RunServe(const std::vector<std::string>& argv) {
   int sig = 0;
   sigwait(&sigs, &sig);
   std::cerr << "moeedb serve: signal " << sig << ", shutting down\n";
+  if (qdrant) qdrant->Stop();
   server.Stop();
   Status saved = api.SaveIndexes();
   if (!saved.ok()) std::cerr << "moeedb serve: " << saved.message() << "\n";

@@ -172,6 +172,12 @@ HttpResponse Api::Route(const HttpRequest& req, std::string* route) {
     *route = "/console";
     return Console(m, parts);
   }
+  // Qdrant's probes answer without the API key, as Qdrant's do (orchestrators send none).
+  if (parts.size() == 2 && parts[0] == "qdrant" && (parts[1] == "healthz" || parts[1] == "livez" || parts[1] == "readyz")) {
+    *route = "/qdrant/" + parts[1];
+    if (m != "GET" && m != "HEAD") return NativeError(405, "use GET", "invalid_request_error");
+    return {200, "text/plain; charset=utf-8", parts[1] + " check passed"};
+  }
   ProtocolRouter* owner = nullptr;
   for (auto& r : routers_)
     if (r->Owns(parts)) {

@@ -142,7 +142,7 @@ void HttpServer::Serve(int fd) {
         const auto& req = parser.get();
         HttpRequest r;
         r.method = std::string(req.method_string());
-        r.target = std::string(req.target());
+        r.target = options_.path_prefix + std::string(req.target());
         for (const auto& f : req) {
           std::string name(f.name_string());
           for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

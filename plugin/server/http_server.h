@@ -29,6 +29,9 @@ struct HttpServerOptions {
   size_t max_connections = 256;
   int idle_timeout_s = 30;          // a connection silent this long is closed
   int request_timeout_s = 60;       // a request not fully received this long after the last answer: closed
+  // Put before every request's path: "/qdrant" serves the Qdrant REST API
+  // at the root of this listener's port, as Qdrant does (--qdrant-port).
+  std::string path_prefix;
 };
 
 class HttpServer {

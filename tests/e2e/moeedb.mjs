@@ -31,7 +31,9 @@ export function startServer(args) {
     server.stdout.on('data', (d) => {
       buf += d;
       const m = buf.match(/listening on (http:\/\/\S+)/);
-      if (m) { clearTimeout(timer); resolve({ server, base: m[1] }); }
+      // With --qdrant-port, the Qdrant listener's line comes first.
+      const q = buf.match(/qdrant REST API on (http:\/\/\S+)/);
+      if (m) { clearTimeout(timer); resolve({ server, base: m[1], qdrant: q ? q[1] : undefined }); }
     });
     server.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
   });
