@@ -29,15 +29,13 @@ declare -A SOURCES=(
 )
 EXTRA_tokenizer=(-DMOEEDB_TEST_DATA_DIR="\"$PWD/tests/data\"" $(pkg-config --libs icu-uc icu-i18n))
 
-# The api harness: server sources (as plugin/server/CMakeLists.txt lists
-# them) instrumented; the libraries after `-o moeedb` in build/'s link line,
+# The api harness: the server library's sources (every .cpp of plugin/server
+# and its protocols) instrumented; the libraries after `-o moeedb` in build/'s link line,
 # less the server library itself.
 build_api() {
   [ -f build/build.ninja ] || { echo "fuzz api: needs the regular build (scripts/setup.sh)"; return 1; }
   ninja -C build moeedb > /dev/null
-  local server_src=(plugin/server/{api,server_core,collection_requests,embed_queue,embed_queues,http_server}.cpp
-                    plugin/server/protocols/{router,openai,tei,collections,ollama,weaviate,qdrant,qdrant_wire}.cpp
-                    build/plugin/server/console_assets.cpp)
+  local server_src=(plugin/server/*.cpp plugin/server/protocols/*.cpp build/plugin/server/console_assets.cpp)
   local libs
   libs=$(ninja -C build -t commands moeedb | tail -1 | sed 's/.* -o moeedb //' | tr ' ' '\n' |
          grep -v -e '^$' -e '^&&$' -e '^:$' -e 'libmoeedb_server.a' | sed 's/"//g' | sed 's|^\([a-z].*\.a\)$|build/\1|' | tr '\n' ' ')
