@@ -48,7 +48,7 @@ FieldTable<EmbeddingSpec> MakeEmbeddingFields() {
   t.push_back(Integer("threads", &EmbeddingSpec::threads, 0, 1024, "N", "compute threads (0: all cores)"));
   t.push_back(Integer("workers", &EmbeddingSpec::workers, 0, 64, "N",
                       "model threads: each batch is split into N parts embedded at once, each with threads/N compute "
-                      "threads (0: 2 when there are 2 or more threads, else 1)"));
+                      "threads (0: 2 when there are 2 or more compute threads, else 1)"));
   t.push_back(Integer("batch_tokens", &EmbeddingSpec::batch_tokens, 1, 1 << 24, "N", "padded tokens per forward pass"));
   t.push_back(String("instruction", &EmbeddingSpec::instruction, "TEXT",
                      "GritLM-style instruction placed before every text", "none"));

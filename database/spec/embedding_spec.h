@@ -28,8 +28,9 @@ struct EmbeddingSpec {
   int threads = 0;             // 0: all cores
   // Embed() splits its texts across this many EmbedWorkers, each with
   // threads / workers compute threads; 0: 2 when there are 2 or more compute
-  // threads, else 1.
-  int workers = 1;
+  // threads, else 1 (two one-threaded forwards beat one two-threaded one on
+  // two cores: docs/perf.md).
+  int workers = 0;
   int64_t batch_tokens = EmbedderOptions{}.batch_tokens;  // padded tokens per forward pass
   std::string cache_dir;        // SSMoE centroid cache
   // Process-local choices (not recorded with collections): a GritLM-style

@@ -37,7 +37,6 @@ Result<std::unique_ptr<Database>> OpenDb(const Args& args, bool must_exist) {
   if (db.empty()) return Status::InvalidArgument("--db DIR is required");
   DatabaseOptions o;
   MOEEDB_RETURN_IF_ERROR(ReadSpecFlags(args, EmbeddingFields(), &o.compute, {.only = {"dtype", "quant", "device", "threads", "workers"}}));
-  if (!args.Has("workers")) o.compute.workers = 0;  // 0: the default share of the threads
   o.compute.cache_dir = DefaultCacheDir();
   o.model_override = args.Get("model");
   o.must_exist = must_exist;

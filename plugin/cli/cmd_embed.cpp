@@ -66,7 +66,6 @@ int RunEmbed(const std::vector<std::string>& argv) {
   auto spec = EmbeddingSpecFromFlags(*args);
   if (!spec.ok()) return UsageError("embed", spec.status().message());
   EmbeddingSpec cfg = *spec;
-  if (!args->Has("workers")) cfg.workers = 0;  // 0: the default share of the threads
   // The model folder's own defaults, checked now (a usage error) rather than at load.
   if (auto prompt = FindPrompt(args->Get("prompt", defaults->prompt)); !prompt.ok())
     return UsageError("embed", prompt.status().message());

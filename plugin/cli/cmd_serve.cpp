@@ -141,6 +141,7 @@ int RunServe(const std::vector<std::string>& argv) {
   if (Status s = ReadWeightFormatFlags(*args, &dbo.compute); !s.ok()) return UsageError("serve", s.message());
   dbo.compute.cache_dir = DefaultCacheDir();
   dbo.compute.threads = static_cast<int>(*threads);
+  dbo.compute.workers = 1;  // the queue's workers (--workers) split the rounds; a setup's own would idle
   // A round (all waiting requests, up to --batch-tokens) runs as forward
   // passes of --forward-tokens padded tokens: large forwards are slower per
   // token here (measured: 16384 is ~20 % slower than 4096 on 2 cores).
