@@ -46,8 +46,7 @@ struct EmbeddingSpec {
 // model, routing, prompt, hs_pooling, rw_pooling, dtype, quant, device,
 // threads, workers, batch_tokens, instruction, tokenizer, expert_dispatch, cache_dir.
 const spec::FieldTable<EmbeddingSpec>& EmbeddingFields();
-// The recorded fields (model, routing, prompt, poolings) and the weight format.
-inline const std::vector<std::string> kRecordedEmbeddingFields = {"model", "routing", "prompt", "hs_pooling", "rw_pooling"};
+// The weight format's fields: what every command that loads a model takes.
 inline const std::vector<std::string> kWeightFormatFields = {"dtype", "quant", "device"};
 
 }  // namespace moeedb

@@ -73,24 +73,10 @@ std::vector<FlagSpec> EmbeddingFlags(const std::vector<std::string>& fields) {
   return SpecFlags(EmbeddingFields(), {.only = fields});
 }
 
-std::vector<FlagSpec> WithWeightFormatFlags(std::vector<FlagSpec> specs) {
-  return Concat(std::move(specs), EmbeddingFlags(kWeightFormatFields));
-}
-
 Status ReadEmbeddingFlags(const Args& args, EmbeddingSpec* cfg) { return ReadSpecFlags(args, EmbeddingFields(), cfg); }
 
 Status ReadWeightFormatFlags(const Args& args, EmbeddingSpec* cfg) {
   return ReadSpecFlags(args, EmbeddingFields(), cfg, {.only = kWeightFormatFields});
-}
-
-Result<LoadOptions> LoadOptionsFromFlags(const Args& args) {
-  EmbeddingSpec cfg;
-  MOEEDB_RETURN_IF_ERROR(ReadWeightFormatFlags(args, &cfg));
-  LoadOptions o;
-  MOEEDB_ASSIGN_OR_RETURN(o.format.dtype, kComputeDtypes.Parse(cfg.dtype));
-  MOEEDB_ASSIGN_OR_RETURN(o.format.quant, kWeightQuants.Parse(cfg.quant));
-  o.device = cfg.device;
-  return o;
 }
 
 TempDirGuard::TempDirGuard() {

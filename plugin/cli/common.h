@@ -33,16 +33,11 @@ Result<EmbeddingSpec> EmbeddingSpecFromFlags(const Args& args);
 
 // The flags of these EmbeddingSpec fields (EmbeddingFields()).
 std::vector<FlagSpec> EmbeddingFlags(const std::vector<std::string>& fields);
-// `specs` followed by the weight-format flags (--dtype, --quant, --device)
-// of every command that loads a model.
-std::vector<FlagSpec> WithWeightFormatFlags(std::vector<FlagSpec> specs);
 // The EmbeddingSpec fields among the flags into *cfg (its values kept for
 // absent flags); InvalidArgument naming the option.
 Status ReadEmbeddingFlags(const Args& args, EmbeddingSpec* cfg);
 // The weight-format flags alone into *cfg (a database's compute options).
 Status ReadWeightFormatFlags(const Args& args, EmbeddingSpec* cfg);
-// The weight-format flags as load options.
-Result<LoadOptions> LoadOptionsFromFlags(const Args& args);
 
 // The embedded default model's folder: $MOEEDB_MODEL if set, else the first
 // of <exe>/../models/moeedb-tiny (a build tree), <exe>/models/moeedb-tiny and
