@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "database/client_vectors.h"
 #include "database/embedding_setup.h"
 #include "database/vector_collection.h"
 #include "storage/store.h"
@@ -81,7 +82,8 @@ class Database {
   // poolings; empty ones resolved from the model folder) with this
   // database's compute options: loaded once, shared when equal.
   Result<const EmbeddingSetup*> LoadSetup(const EmbeddingSpec& config);
-  // The setup collection `name` was built with (checked against its record).
+  // The setup collection `name` was built with (checked against its record);
+  // InvalidArgument for a collection of plain client vectors (no model).
   Result<const EmbeddingSetup*> SetupOf(const std::string& name);
   // Registers a setup the caller loaded (it must outlive the database): the
   // collections that recorded its fields share it rather than load their own.
@@ -93,6 +95,10 @@ class Database {
   // Searches `name`; embeds options.text with its setup first unless the
   // mode is lexical (no model runs then).
   Result<std::vector<SearchHit>> Search(const std::string& name, const SearchSpec& options);
+  // Searches `name` by a client's vectors (client_vectors.h) in their mode;
+  // options.mode hybrid adds the lexical signal of options.query. Scores are
+  // the collection's (ClientScore gives what the client sees).
+  Result<std::vector<SearchHit>> SearchVectors(const std::string& name, const VectorQuery& query, SearchSpec options);
 
   // Snapshots the indexes of every open collection; the first error, if any.
   Status SaveIndexes();

@@ -32,6 +32,8 @@
 #include "index/metadata_filter.h"
 #include "index/search_batcher.h"
 #include "database/spec/search_spec.h"
+#include "database/vector_schema.h"
+#include "index/standardizer.h"
 #include "storage/store.h"
 
 namespace moeedb {
@@ -90,6 +92,11 @@ class VectorCollection {
   size_t dim_rw() const { return dim_rw_; }
   float default_alpha() const { return default_alpha_; }
   const std::string& info_json() const { return info_json_; }
+  // How clients' own vectors map onto the stored ones (client_vectors.h).
+  const VectorSchema& schema() const { return schema_; }
+  // The statistics the index standardizes each half with.
+  const Standardizer& standardizer_hs() const { return std_hs_; }
+  const Standardizer& standardizer_rw() const { return std_rw_; }
   std::string spec_json() const { return spec_json_; }
   // Internal ids in the index (sorted): for consistency checks.
   std::vector<uint64_t> IndexedIds() const;
@@ -116,6 +123,8 @@ class VectorCollection {
   std::string name_, index_dir_, spec_json_, info_json_;
   size_t dim_hs_ = 0, dim_rw_ = 0;
   float default_alpha_ = 1.0f;
+  VectorSchema schema_;
+  Standardizer std_hs_, std_rw_;
   std::unique_ptr<DualIndex> index_;
   mutable SearchBatcher batcher_;  // concurrent exact searches share a pass over the rows
   LexicalSpec lexical_spec_;

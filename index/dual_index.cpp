@@ -141,6 +141,9 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, 
   if (spec.dim_hs == 0 || spec.dim_rw == 0) return Status::InvalidArgument("index dimensions must be positive");
   if (hs.dim() != spec.dim_hs || rw.dim() != spec.dim_rw)
     return Status::InvalidArgument("standardizer dimensions do not match the index spec");
+  // The ANN indexes and their int8 codes assume unit rows.
+  if ((!hs.normalizes() && spec.hs.kind != IndexKind::kFlat) || (!rw.normalizes() && spec.rw.kind != IndexKind::kFlat))
+    return Status::InvalidArgument("an hnsw or ivf index needs unit vectors: Dot and Euclid collections are flat");
   std::unique_ptr<DualIndex> d(new DualIndex());
   d->spec_ = spec;
   d->std_hs_ = std::move(hs);

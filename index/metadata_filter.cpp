@@ -11,24 +11,62 @@ namespace {
 
 struct Condition {
   std::string field;
-  std::string op;  // $eq $ne $gt $gte $lt $lte $in
+  std::string op;  // $eq $ne $gt $gte $lt $lte $in $nin $contains $empty
   json value;
 };
+
+// The field's value: the key itself, else a dotted path through nested
+// objects; nullptr when absent.
+const json* Lookup(const json& meta, const std::string& field) {
+  auto it = meta.find(field);
+  if (it != meta.end()) return &*it;
+  const json* at = &meta;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = field.find('.', start);
+    if (!at->is_object()) return nullptr;
+    auto next = at->find(field.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (next == at->end()) return nullptr;
+    at = &*next;
+    if (dot == std::string::npos) return at;
+    start = dot + 1;
+  }
+}
+
+// Equality, where a list matches when any element does.
+bool Equal(const json& v, const json& x) {
+  if (v == x) return true;
+  if (v.is_array() && !x.is_array())
+    for (const auto& e : v)
+      if (e == x) return true;
+  return false;
+}
+
+bool InList(const json& v, const json& list) {
+  for (const auto& x : list)
+    if (Equal(v, x)) return true;
+  return false;
+}
 
 bool Comparable(const json& a, const json& b) {
   return (a.is_number() && b.is_number()) || (a.is_string() && b.is_string());
 }
 
 bool Test(const Condition& c, const json& meta) {
-  auto it = meta.find(c.field);
-  if (it == meta.end()) return c.op == "$ne";
-  const json& v = *it;
-  if (c.op == "$eq") return v == c.value;
-  if (c.op == "$ne") return v != c.value;
-  if (c.op == "$in") {
-    for (const auto& x : c.value)
-      if (v == x) return true;
-    return false;
+  const json* found = Lookup(meta, c.field);
+  if (c.op == "$empty") {
+    const bool empty = !found || found->is_null() || (found->is_array() && found->empty());
+    return empty == c.value.get<bool>();
+  }
+  if (!found) return c.op == "$ne" || c.op == "$nin";
+  const json& v = *found;
+  if (c.op == "$eq") return Equal(v, c.value);
+  if (c.op == "$ne") return !Equal(v, c.value);
+  if (c.op == "$in") return InList(v, c.value);
+  if (c.op == "$nin") return !InList(v, c.value);
+  if (c.op == "$contains") {
+    if (v.is_string() && c.value.is_string()) return v.get<std::string>().find(c.value.get<std::string>()) != std::string::npos;
+    return v.is_array() && Equal(v, c.value);
   }
   if (!Comparable(v, c.value)) return false;
   if (c.op == "$gt") return v > c.value;
@@ -105,14 +143,19 @@ Result<std::shared_ptr<const JsonFilter>> ParseObject(const json& j, int depth) 
       if (v.empty()) return Status::InvalidArgument("filter field '" + field + "': empty condition");
       for (auto op = v.begin(); op != v.end(); ++op) {
         const std::string& name = op.key();
-        if (name == "$in") {
-          if (!op.value().is_array()) return Status::InvalidArgument("filter field '" + field + "': $in needs a list");
+        if (name == "$in" || name == "$nin") {
+          if (!op.value().is_array()) return Status::InvalidArgument("filter field '" + field + "': " + name + " needs a list");
+        } else if (name == "$empty") {
+          if (!op.value().is_boolean()) return Status::InvalidArgument("filter field '" + field + "': $empty needs true or false");
+        } else if (name == "$contains") {
+          if (op.value().is_object() || op.value().is_array() || op.value().is_null())
+            return Status::InvalidArgument("filter field '" + field + "': $contains needs a string, number or boolean");
         } else if (name == "$gt" || name == "$gte" || name == "$lt" || name == "$lte") {
           if (!op.value().is_number() && !op.value().is_string())
             return Status::InvalidArgument("filter field '" + field + "': " + name + " needs a number or a string");
         } else if (name != "$eq" && name != "$ne") {
           return Status::InvalidArgument("filter field '" + field + "': unknown operator '" + name +
-                                         "' (use $eq $ne $gt $gte $lt $lte $in)");
+                                         "' (use $eq $ne $gt $gte $lt $lte $in $nin $contains $empty)");
         }
         conds.push_back({field, name, op.value()});
       }

@@ -12,6 +12,12 @@ Standardizer Standardizer::Identity(size_t dim) {
   return s;
 }
 
+Standardizer Standardizer::Raw(size_t dim) {
+  Standardizer s = Identity(dim);
+  s.normalize_ = false;
+  return s;
+}
+
 Standardizer Standardizer::Fit(const float* rows, size_t n, size_t dim) {
   if (n < 2) return Identity(dim);
   Standardizer s;
@@ -39,14 +45,20 @@ void Standardizer::Apply(const float* in, float* out) const {
     out[j] = (in[j] - mean_[j]) * inv_std_[j];
     norm += static_cast<double>(out[j]) * out[j];
   }
-  if (norm > 0) {
+  if (normalize_ && norm > 0) {
     const float inv = static_cast<float>(1.0 / std::sqrt(norm));
     for (size_t j = 0; j < d; ++j) out[j] *= inv;
   }
 }
 
+void Standardizer::Invert(const float* image, float* out) const {
+  for (size_t j = 0; j < mean_.size(); ++j) out[j] = image[j] / inv_std_[j] + mean_[j];
+}
+
 std::string Standardizer::ToJson() const {
-  return nlohmann::json{{"mean", mean_}, {"inv_std", inv_std_}}.dump();
+  nlohmann::json j{{"mean", mean_}, {"inv_std", inv_std_}};
+  if (!normalize_) j["normalize"] = false;
+  return j.dump();
 }
 
 Result<Standardizer> Standardizer::FromJson(const std::string& text) {
@@ -55,6 +67,7 @@ Result<Standardizer> Standardizer::FromJson(const std::string& text) {
     Standardizer s;
     s.mean_ = j.at("mean").get<std::vector<float>>();
     s.inv_std_ = j.at("inv_std").get<std::vector<float>>();
+    s.normalize_ = j.value("normalize", true);
     if (s.mean_.size() != s.inv_std_.size()) return Status::Corruption("standardizer: mean and inv_std sizes differ");
     return s;
   } catch (const std::exception& e) {

@@ -22,6 +22,15 @@ FieldTable<CollectionSpec> MakeCollectionFields() {
   t.push_back(String("language", &CollectionSpec::language, "NAME", "stemmer of the lexical index (a Snowball name, or none)"));
   t.push_back(Number("bm25_k1", &CollectionSpec::bm25_k1, 0, HUGE_VAL, "X", "BM25 k1"));
   t.push_back(Number("bm25_b", &CollectionSpec::bm25_b, 0, 1, "X", "BM25 b"));
+  t.push_back(Integer("vector_size", &CollectionSpec::vector_size, 1, 65536, "N",
+                      "size of the client's own vectors: the model's fused size takes its fused vector, any other "
+                      "makes a plain vector collection (no model)",
+                      "the model's named hs and rw"));
+  t.push_back(Enum("distance", &CollectionSpec::distance, kDistances, "NAME",
+                   "how a plain collection compares vectors: Cosine | Dot | Euclid"));
+  t.push_back(String("text_key", &CollectionSpec::text_key, "KEY",
+                     "payload field holding a point's text for the lexical index",
+                     "content, then _node_content's text"));
   return t;
 }
 
@@ -45,6 +54,16 @@ Status CollectionSpec::Check(Spelling spelling) const {
   Status s = Lexical().Validate();
   if (!s.ok()) return Status::InvalidArgument(FieldLabel("language", spelling) + ": " + s.message());
   return Status::OK();
+}
+
+VectorSchema CollectionSpec::Schema(size_t fused_size) const {
+  VectorSchema s;
+  s.text_key = text_key;
+  if (!vector_size) return s;
+  s.size = static_cast<size_t>(*vector_size);
+  s.distance = distance;
+  s.kind = s.size == fused_size && distance == Distance::kCosine ? VectorKind::kFused : VectorKind::kPlain;
+  return s;
 }
 
 void CollectionSpec::ApplyTo(CollectionOptions* o) const {

@@ -1,5 +1,6 @@
 // CollectionSpec: the settings a user chooses for a new collection (its
-// index kinds, default alpha and lexical index), as the CLI's ingest flags,
+// index kinds, default alpha, lexical index and, for vectors the client
+// brings, their size and distance), as the CLI's ingest flags,
 // the collections API's PUT body and the C API's JSON give them. The
 // embedding setup's part (model, routing, prompt, poolings) is the
 // EmbeddingSpec's; dims and calibration statistics follow from the setup.
@@ -10,6 +11,7 @@
 
 #include "database/spec/field_table.h"
 #include "database/vector_collection.h"
+#include "database/vector_schema.h"
 #include "index/dual_index.h"
 #include "index/lexical_index.h"
 
@@ -24,6 +26,15 @@ struct CollectionSpec {
   std::string language = LexicalSpec{}.language;
   double bm25_k1 = LexicalSpec{}.k1;
   double bm25_b = LexicalSpec{}.b;
+  // The client's own vectors (vector_schema.h): unset, the served model's
+  // named hs and rw; its fused size with Cosine, that fused vector; any
+  // other, a plain collection compared by `distance`.
+  std::optional<int64_t> vector_size;
+  Distance distance = Distance::kCosine;
+  std::string text_key;        // payload field holding a point's text; "": content, then _node_content
+
+  // The vector schema a collection of a model with this fused size records.
+  VectorSchema Schema(size_t fused_size) const;
 
   // The lexical settings as the index takes them.
   LexicalSpec Lexical() const;
@@ -34,7 +45,8 @@ struct CollectionSpec {
   void ApplyTo(CollectionOptions* options) const;
 };
 
-// index_hs, index_rw, sq8, alpha, lexical, language, bm25_k1, bm25_b.
+// index_hs, index_rw, sq8, alpha, lexical, language, bm25_k1, bm25_b,
+// vector_size, distance, text_key.
 const spec::FieldTable<CollectionSpec>& CollectionFields();
 // A JSON body into a checked spec. Besides the table's flat fields it reads
 // the nested forms the collections API has always taken: "index": {"hs",

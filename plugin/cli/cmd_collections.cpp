@@ -82,7 +82,9 @@ int RunIngest(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> specs = Concat({kDbFlag, kCollFlag, {"batch", "N", "documents per atomic, synced write (default 32)"}},
                                        EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling", "dtype",
                                                        "quant", "device", "threads", "workers"}));
-  specs = Concat(specs, SpecFlags(CollectionFields()));
+  // ingest embeds texts: the client-vector settings belong to the server's APIs.
+  const FieldPick ingest_fields{.skip = {"vector_size", "distance", "text_key"}};
+  specs = Concat(specs, SpecFlags(CollectionFields(), ingest_fields));
   std::optional<Args> args;
   if (auto exit = ParseCommand({"ingest", "ingest --db DIR --collection NAME [--model DIR] [options] FILE.jsonl",
                           "Embeds and stores JSONL documents {\"id\": \"...\", \"text\": \"...\", \"metadata\": {...}}.\n"
@@ -95,7 +97,7 @@ int RunIngest(const std::vector<std::string>& argv) {
   auto threads = args->GetInt("threads", 0, 0, 1024);
   if (!batch.ok() || !threads.ok()) return UsageError("ingest", (!batch.ok() ? batch : threads).status().message());
   CollectionSpec spec;
-  if (Status s = ReadSpecFlags(*args, CollectionFields(), &spec); !s.ok()) return UsageError("ingest", s.message());
+  if (Status s = ReadSpecFlags(*args, CollectionFields(), &spec, ingest_fields); !s.ok()) return UsageError("ingest", s.message());
   if (Status s = spec.Check(spec::Spelling::kFlag); !s.ok()) return UsageError("ingest", s.message());
 
   // 1. Validate every line.

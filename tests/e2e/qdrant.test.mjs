@@ -68,10 +68,13 @@ test('collections: version, create with named vectors hs and rw, exists, get, li
   assert.ok((await client.getCollections()).collections.some((c) => c.name === 'notes'));
   // moeedb's own API sees the same collection.
   assert.equal((await api('/collections/notes')).status, 200);
-  // Another model's dimension, a single unnamed vector, an existing name: Qdrant-shaped 4xx.
+  // Another model's dimension, an unnamed vector of no size or an unknown
+  // distance, an existing name: Qdrant-shaped 4xx.
   for (const [name, vectors, status] of [
     ['bad1', { hs: { size: 7, distance: 'Cosine' } }, 400],
-    ['bad2', { size: dims.hs, distance: 'Cosine' }, 400],
+    ['bad2', { size: 0, distance: 'Cosine' }, 400],
+    ['bad4', { size: 8, distance: 'Manhattan' }, 400],
+    ['bad5', { size: 8 }, 400],
     ['bad3', { hs: { size: dims.hs, distance: 'Dot' } }, 400],
     ['notes', { hs: { size: dims.hs, distance: 'Cosine' } }, 409],
   ]) {
@@ -186,7 +189,7 @@ test('filters (must, should, must_not), scroll, count, delete', async () => {
     { query: [0.1, 0.2] },
     { prefetch: [{ query: doc(query), using: 'hs' }], query: { fusion: 'max' } },
     { prefetch: [{ query: doc(query), using: 'hs' }], query: { formula: { sum: ['$score[3]'] } } },
-    { query: doc(query), filter: { must: [{ key: 'a.b', match: { value: 1 } }] } },
+    { query: doc(query), filter: { must: [{ key: 'a[].b', match: { value: 1 } }] } },
     { query: doc(query), filter: { must: [{ has_id: [1] }] } },
   ]) {
     await assert.rejects(client.query('notes', bad), (e) => e.status === 400 && typeof e.data.status.error === 'string', JSON.stringify(bad));

@@ -84,7 +84,18 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
       return NativeBadRequest("this server embeds with routing " + routing + "; a collection must use it");
     auto spec = CollectionSpecFromJson(*j);
     if (!spec.ok()) return NativeBadRequest(spec.status().message());
-    CollectionOptions o = core_->NewCollectionOptions();
+    const VectorSchema schema = spec->Schema(core_->dim_fused());
+    CollectionOptions o;
+    if (schema.kind == VectorKind::kPlain) {
+      auto plain = PlainCollectionOptions(schema);
+      if (!plain.ok()) return NativeFromStatus(plain.status());
+      o = std::move(plain).value();
+    } else {
+      o = core_->NewCollectionOptions();
+    }
+    auto info = schema.RecordIn(o.info_json);
+    if (!info.ok()) return NativeFromStatus(info.status());
+    o.info_json = std::move(info).value();
     spec->ApplyTo(&o);
     if (core_->GetCollection(name).ok())
       return NativeError(409, "collection '" + name + "' already exists", "invalid_request_error", "conflict");
@@ -108,6 +119,32 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
   return NativeError(405, "use PUT, GET or DELETE", "invalid_request_error");
 }
 
+// A document's or a search's "vector": numbers (one unnamed vector: the
+// served model's fused vector, or a plain collection's), or {"hs": [...],
+// "rw": [...]} (either alone for a search).
+Result<ClientVector> ClientVectorOf(const json& v) {
+  auto floats = [](const json& a, const std::string& what) -> Result<std::vector<float>> {
+    if (!a.is_array() || a.empty()) return Status::InvalidArgument(what + " must be a non-empty array of numbers");
+    std::vector<float> out;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_number()) return Status::InvalidArgument(what + " component " + std::to_string(i) + " is not a number");
+      out.push_back(a[i].get<float>());
+    }
+    return out;
+  };
+  ClientVector cv;
+  if (v.is_array()) {
+    MOEEDB_ASSIGN_OR_RETURN(cv.unnamed, floats(v, "'vector'"));
+    return cv;
+  }
+  if (!v.is_object()) return Status::InvalidArgument("'vector' must be an array of numbers or {\"hs\": [...], \"rw\": [...]}");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() != "hs" && it.key() != "rw") return Status::InvalidArgument("unknown vector '" + it.key().substr(0, 80) + "' (hs, rw)");
+    MOEEDB_ASSIGN_OR_RETURN((it.key() == "hs" ? cv.hs : cv.rw), floats(it.value(), "'vector." + it.key() + "'"));
+  }
+  return cv;
+}
+
 HttpResponse CollectionsRouter::Upsert(const std::string& name, const std::string& body) {
   auto parsed = ObjectBody(body);
   if (!parsed) return NativeBadRequest("the body must be a JSON object");
@@ -117,15 +154,25 @@ HttpResponse CollectionsRouter::Upsert(const std::string& name, const std::strin
   if (j["documents"].size() > opt.max_documents)
     return NativeError(413, "too many documents in one request (max " + std::to_string(opt.max_documents) + ")", "invalid_request_error");
   const bool wait = !j.contains("wait") || (j["wait"].is_boolean() && j["wait"].get<bool>());
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return NativeFromStatus(c.status());
   std::vector<StoredDocument> docs;
   for (size_t i = 0; i < j["documents"].size(); ++i) {
     const json& d = j["documents"][i];
     const std::string where = "document " + std::to_string(i) + ": ";
     if (!d.is_object()) return NativeBadRequest(where + "must be an object");
     if (!d.contains("id") || !d["id"].is_string() || d["id"].get<std::string>().empty()) return NativeBadRequest(where + "'id' must be a non-empty string");
-    if (!d.contains("text") || !d["text"].is_string()) return NativeBadRequest(where + "'text' must be a string");
+    const bool has_vector = d.contains("vector") && !d["vector"].is_null();
+    // With the client's own vector the text is optional (it feeds the lexical index).
+    if (d.contains("text") ? !d["text"].is_string() : !has_vector) return NativeBadRequest(where + "'text' must be a string");
     if (d.contains("metadata") && !d["metadata"].is_object()) return NativeBadRequest(where + "'metadata' must be an object");
-    docs.push_back({d["id"].get<std::string>(), d["text"].get<std::string>(), d.value("metadata", json::object()).dump(), {}, {}});
+    StoredDocument doc{d["id"].get<std::string>(), d.value("text", ""), d.value("metadata", json::object()).dump(), {}, {}};
+    if (has_vector) {
+      auto v = ClientVectorOf(d["vector"]);
+      if (!v.ok()) return NativeBadRequest(where + v.status().message());
+      if (Status st = ToStoredVectors(**c, *v, &doc); !st.ok()) return NativeBadRequest(where + st.message());
+    }
+    docs.push_back(std::move(doc));
   }
   if (docs.empty()) return NativeBadRequest("'documents' is empty");
   const size_t n = docs.size();
@@ -184,14 +231,42 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
   const auto t0 = std::chrono::steady_clock::now();
   auto j = ObjectBody(body);
   if (!j) return NativeBadRequest("the body must be a JSON object");
-  auto so = SearchSpecFromJson(*j);
+  // The client's own query vector, beside the spec (the spec says how to search, not what with).
+  json request = *j;
+  std::optional<ClientVector> vector;
+  std::string use;
+  if (request.contains("vector") && !request["vector"].is_null()) {
+    auto v = ClientVectorOf(request["vector"]);
+    if (!v.ok()) return NativeBadRequest(v.status().message());
+    vector = std::move(v).value();
+    if (request.contains("using") && !request["using"].is_string()) return NativeBadRequest("'using' must be \"hs\" or \"rw\"");
+    use = request.value("using", "");
+    if (!request.contains("query")) request["query"] = "";
+  }
+  request.erase("vector");
+  request.erase("using");
+  auto so = SearchSpecFromJson(request);
   if (!so.ok()) return NativeBadRequest(so.status().message());
   auto c = core_->OpenCollection(name);
   if (!c.ok()) return NativeFromStatus(c.status());
-  auto hits = core_->db().Search(name, *so);  // the query embedded with the collection's setup (none if lexical)
+  Result<std::vector<SearchHit>> hits = Status::OK();
+  std::optional<VectorQuery> vq;
+  if (vector) {
+    auto q = ToVectorQuery(**c, *vector, use);
+    if (!q.ok()) return NativeBadRequest(q.status().message());
+    vq = std::move(q).value();
+    hits = core_->db().SearchVectors(name, *vq, *so);
+  } else {
+    hits = core_->db().Search(name, *so);  // the query embedded with the collection's setup (none if lexical)
+  }
   if (!hits.ok()) return NativeFromStatus(hits.status());
   json out = json::array();
-  for (const auto& h : *hits) out.push_back(SearchHitJson(h, (*c)->has_lexical()));
+  for (const auto& h : *hits) {
+    json hit = SearchHitJson(h, (*c)->has_lexical());
+    // A plain Euclid collection ranks by (|q|^2 - d^2)/2: report the distance too.
+    if (vq && !HigherIsBetter(**c)) hit["distance"] = ClientScore(**c, *vq, h.score);
+    out.push_back(std::move(hit));
+  }
   return JsonResponse({{"hits", out}, {"took_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}});
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 
 namespace moeedb::qdrant {
@@ -42,14 +43,23 @@ json QdrantId(const std::string& id) {
 static Result<json> TranslateCondition(const json& c, int depth) {
   if (!c.is_object()) return Bad("a filter condition must be an object");
   if (c.contains("must") || c.contains("should") || c.contains("must_not")) return TranslateFilter(c, depth + 1);
+  for (const char* k : {"is_empty", "is_null"}) {
+    if (!c.contains(k)) continue;
+    const json& e = c[k];
+    if (!e.is_object() || !e.contains("key") || !e["key"].is_string())
+      return Bad(std::string("'") + k + "' must be {\"key\": a payload field}");
+    const std::string key = e["key"].get<std::string>();
+    if (std::string(k) == "is_empty") return json{{key, {{"$empty", true}}}};
+    return json{{key, {{"$eq", nullptr}}}};
+  }
   if (!c.contains("key") || !c["key"].is_string()) {
-    for (const char* k : {"has_id", "is_empty", "is_null", "nested", "has_vector"})
+    for (const char* k : {"has_id", "nested", "has_vector"})
       if (c.contains(k)) return Bad(std::string("the '") + k + "' condition is not supported by moeedb");
     return Bad("a filter condition needs a 'key' (a payload field)");
   }
   const std::string key = c["key"].get<std::string>();
-  if (key.empty() || key.find_first_of(".[") != std::string::npos)
-    return Bad("payload key '" + key + "': moeedb filters top-level payload fields only");
+  if (key.empty() || key.find('[') != std::string::npos)
+    return Bad("payload key '" + key + "': moeedb filters payload fields and dotted paths into objects (a.b), not arrays (a[])");
   if (c.contains("match")) {
     const json& m = c["match"];
     if (!m.is_object()) return Bad("'match' must be an object");
@@ -60,7 +70,8 @@ static Result<json> TranslateCondition(const json& c, int depth) {
     }
     if (m.contains("any") && m["any"].is_array()) return json{{key, {{"$in", m["any"]}}}};
     if (m.contains("except") && m["except"].is_array()) return json{{"$not", {{key, {{"$in", m["except"]}}}}}};
-    return Bad("'match' must be {\"value\"}, {\"any\": [...]} or {\"except\": [...]} (full-text match is not supported)");
+    if (m.contains("text") && m["text"].is_string()) return json{{key, {{"$contains", m["text"]}}}};
+    return Bad("'match' must be {\"value\"}, {\"any\": [...]}, {\"except\": [...]} or {\"text\": \"...\"}");
   }
   if (c.contains("range")) {
     const json& r = c["range"];
@@ -126,6 +137,64 @@ Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max
   const uint64_t v = j[key].get<uint64_t>();
   if (v > max) return Bad(std::string("'") + key + "' must be at most " + std::to_string(max));
   return static_cast<size_t>(v);
+}
+
+Result<std::vector<float>> Floats(const json& a, const std::string& what) {
+  if (!a.is_array()) return Bad(what + " must be an array of numbers");
+  std::vector<float> v;
+  v.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].is_number()) return Bad(what + " component " + std::to_string(i) + " is not a number (NaN and infinity are refused)");
+    const double x = a[i].get<double>();
+    if (!std::isfinite(static_cast<float>(x))) return Bad(what + " component " + std::to_string(i) + " is beyond float range");
+    v.push_back(static_cast<float>(x));
+  }
+  if (v.empty()) return Bad(what + " is empty");
+  return v;
+}
+
+Result<PayloadSelector> PayloadSelector::Parse(const json& w, bool fallback) {
+  PayloadSelector s;
+  auto keys = [](const json& list, std::vector<std::string>* out) -> Status {
+    if (!list.is_array()) return Bad("'with_payload' lists must be arrays of keys");
+    for (const auto& k : list) {
+      if (!k.is_string()) return Bad("'with_payload' keys must be strings");
+      out->push_back(k.get<std::string>());
+    }
+    return Status::OK();
+  };
+  if (w.is_null()) {
+    s.none_ = !fallback;
+  } else if (w.is_boolean()) {
+    s.none_ = !w.get<bool>();
+  } else if (w.is_array()) {
+    s.all_ = false;
+    MOEEDB_RETURN_IF_ERROR(keys(w, &s.include_));
+  } else if (w.is_object() && (w.contains("include") || w.contains("exclude")) && w.size() == 1) {
+    if (w.contains("include")) {
+      s.all_ = false;
+      MOEEDB_RETURN_IF_ERROR(keys(w["include"], &s.include_));
+    } else {
+      MOEEDB_RETURN_IF_ERROR(keys(w["exclude"], &s.exclude_));
+    }
+  } else {
+    return Bad("'with_payload' is true, false, a list of keys, {\"include\": [...]} or {\"exclude\": [...]}");
+  }
+  return s;
+}
+
+json PayloadSelector::Apply(const json& payload) const {
+  if (none_) return nullptr;
+  if (!payload.is_object()) return json::object();
+  json out = json::object();
+  if (all_) {
+    out = payload;
+    for (const auto& k : exclude_) out.erase(k);
+    return out;
+  }
+  for (const auto& k : include_)
+    if (payload.contains(k)) out[k] = payload[k];
+  return out;
 }
 
 // A formula over the prefetches' scores: numbers, "$score" / "$score[i]",

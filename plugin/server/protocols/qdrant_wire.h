@@ -33,6 +33,21 @@ Result<std::string> FilterOf(const json& j);
 Status RefuseUnknown(const json& j, std::initializer_list<const char*> known, const std::string& what);
 // j[key] as a count in [0, max], `fallback` when absent or null.
 Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max);
+// A vector of numbers as floats; InvalidArgument naming `what` for anything
+// else (null, a string, a number beyond float range).
+Result<std::vector<float>> Floats(const json& a, const std::string& what);
+// What `with_payload` keeps of a payload: true (all), false (none: null),
+// a list of keys, or {"include": [...]} / {"exclude": [...]}.
+class PayloadSelector {
+ public:
+  static Result<PayloadSelector> Parse(const json& with_payload, bool fallback);
+  json Apply(const json& payload) const;
+
+ private:
+  bool all_ = true, none_ = false;
+  std::vector<std::string> include_, exclude_;
+};
+
 // A score formula over the prefetches' scores: numbers, "$score" /
 // "$score[i]", {"sum": [...]}, {"mult": [...]}, {"neg": x},
 // {"div": {"left", "right", "by_zero_default"}}; nesting to 32 levels.

@@ -1,0 +1,70 @@
+// Client vectors: a point's or a query's own vectors as a client gives them
+// (Qdrant's unnamed or named vectors, Chroma's embeddings, the collections
+// API's "vector"), mapped onto a collection's raw HS and RW vectors by its
+// VectorSchema (vector_schema.h), and back.
+//
+// A fused vector [u_hs; u_rw] is kept as the raw vectors whose standardized
+// images are u_hs/|u_hs| and u_rw/|u_rw| (Standardizer::Invert), so a point
+// or query given fused scores exactly as if moeedb had embedded its text:
+// cos_HS + alpha * cos_RW with the collection's alpha.
+//
+// A plain vector x is kept as HS = x and a one-component RW: 0 for Cosine
+// and Dot, -|x|^2/2 for Euclid. A query q searches with RW = [1] and
+// alpha 1 (Euclid) so the dual index's fused inner product is
+// q.x - |x|^2/2 = (|q|^2 - d^2)/2: the Euclidean ranking, with no metric of
+// the index's own; ClientScore turns it back into the distance d.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "database/vector_collection.h"
+
+namespace moeedb {
+
+struct ClientVector {
+  std::vector<float> unnamed;  // one unnamed vector
+  std::vector<float> hs, rw;   // named vectors (a query may give one of them)
+  bool empty() const { return unnamed.empty() && hs.empty() && rw.empty(); }
+};
+
+// The options of a new collection of the client's own vectors (`schema`
+// plain): no model, no statistics, a flat index, lexical on.
+Result<CollectionOptions> PlainCollectionOptions(const VectorSchema& schema);
+
+// Fills doc->hs and doc->rw from `v`; InvalidArgument (the sizes this
+// collection takes, a non-finite component) and nothing changed otherwise.
+Status ToStoredVectors(const VectorCollection& c, const ClientVector& v, StoredDocument* doc);
+// What a client reads back for a stored point: the unnamed vector (fused:
+// the two standardized halves; plain: x) or, for a model collection, hs and rw.
+ClientVector FromStoredVectors(const VectorCollection& c, const StoredDocument& doc);
+
+// A search by a client's vector: the raw query halves and the mode that
+// scores them.
+struct VectorQuery {
+  std::vector<float> hs, rw;
+  QueryMode mode = QueryMode::kFused;
+  double norm2 = 0;  // |q|^2 of a plain query (Euclid distances)
+};
+// `use` names the vector searched: "" (the unnamed one, or fused), "hs" or
+// "rw"; InvalidArgument for a size or name this collection does not take.
+Result<VectorQuery> ToVectorQuery(const VectorCollection& c, const ClientVector& v, const std::string& use);
+// The score a client sees for a hit's score: a plain Euclid collection
+// reports the distance (smaller is nearer); every other, the score itself.
+double ClientScore(const VectorCollection& c, const VectorQuery& q, double score);
+// Whether a larger client score is better (false for Euclid distances).
+bool HigherIsBetter(const VectorCollection& c);
+
+// The similarity between two stored points that a search by one of them
+// would rank the other with (MMR's diversity term): cos_HS + alpha * cos_RW
+// for model vectors, the cosine, dot product or -distance for plain ones.
+double PointSimilarity(const VectorCollection& c, const StoredDocument& a, const StoredDocument& b, float alpha);
+
+// A point's text from its payload: the string under the schema's text key,
+// or by default "content", else the "text" of the JSON string
+// "_node_content"; "" when there is none.
+std::string PayloadText(const VectorSchema& schema, const nlohmann::json& payload);
+
+}  // namespace moeedb

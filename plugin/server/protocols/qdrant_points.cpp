@@ -1,0 +1,290 @@
+// Qdrant's REST API (qdrant_router.h): the point routes.
+#include <set>
+
+#include "index/metadata_filter.h"
+#include "plugin/server/protocols/qdrant_router.h"
+
+namespace moeedb::qdrant {
+
+namespace {
+
+// A point's "vector" as the client gave it: a Document (text), numbers, or
+// named vectors each a Document or numbers.
+struct PointVector {
+  std::string text;     // a Document's
+  ClientVector numbers;  // the client's own
+};
+
+}  // namespace
+
+Result<std::string> QdrantRouter::DocumentText(const json& d) const {
+  const json& doc = d.is_object() && d.contains("nearest") ? d["nearest"] : d;
+  if (!doc.is_object() || !doc.contains("text") || !doc["text"].is_string())
+    return Bad("expected a Document {\"text\": \"...\", \"model\": \"" + core_->options().served_model_name +
+               "\"} or a vector of numbers");
+  if (doc.contains("model") && !doc["model"].is_null() && doc["model"] != core_->options().served_model_name)
+    return Bad("model " + doc["model"].dump().substr(0, 80) + " is not served here; this server embeds with '" +
+               core_->options().served_model_name + "'");
+  const std::string text = doc["text"].get<std::string>();
+  const std::string problem = TextProblem(text);
+  if (!problem.empty()) return Bad("the Document's text " + problem);
+  return text;
+}
+
+json QdrantRouter::VectorJson(const VectorCollection& c, const StoredDocument& d) const {
+  ClientVector v = FromStoredVectors(c, d);
+  if (!v.unnamed.empty()) return v.unnamed;
+  return {{"hs", v.hs}, {"rw", v.rw}};
+}
+
+json QdrantRouter::PointJson(VectorCollection* c, const std::string& id, double score, const std::string& metadata_json,
+                             const PayloadSelector& payload, bool vectors, bool scored) const {
+  json p = {{"id", QdrantId(id)}, {"version", 0}};
+  if (scored) p["score"] = score;
+  p["payload"] = payload.Apply(json::parse(metadata_json, nullptr, false));
+  p["vector"] = nullptr;
+  if (vectors) {
+    auto d = c->Get(id);
+    if (d.ok() && d->has_value()) p["vector"] = VectorJson(*c, **d);
+  }
+  return p;
+}
+
+HttpResponse QdrantRouter::Upsert(const Call& call) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"points", "batch", "shard_key", "update_filter"}, "an upsert"); !s.ok()) return FromStatus(s);
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  // The batch form {"ids", "vectors", "payloads"} as points.
+  json points = j.contains("points") ? j["points"] : json();
+  if (j.contains("batch")) {
+    const json& b = j["batch"];
+    if (!b.is_object() || !b.contains("ids") || !b["ids"].is_array() || !b.contains("vectors") || !b["vectors"].is_array() ||
+        b["ids"].size() != b["vectors"].size())
+      return QdrantError(400, "Bad request: 'batch' needs 'ids' and 'vectors' of one length");
+    points = json::array();
+    for (size_t i = 0; i < b["ids"].size(); ++i) {
+      json p = {{"id", b["ids"][i]}, {"vector", b["vectors"][i]}};
+      if (b.contains("payloads") && b["payloads"].is_array() && i < b["payloads"].size()) p["payload"] = b["payloads"][i];
+      points.push_back(std::move(p));
+    }
+  }
+  if (!points.is_array() || points.empty()) return QdrantError(400, "Bad request: 'points' must be a non-empty array");
+  if (points.size() > core_->options().max_documents)
+    return QdrantError(400, "Bad request: too many points in one request (max " + std::to_string(core_->options().max_documents) + ")");
+  std::vector<StoredDocument> docs;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const json& pt = points[i];
+    const std::string where = "point " + std::to_string(i) + ": ";
+    auto fail = [&](const std::string& m) { return QdrantError(400, "Bad request: " + where + m); };
+    if (!pt.is_object()) return fail("must be an object");
+    for (auto it = pt.begin(); it != pt.end(); ++it)
+      if (it.key() != "id" && it.key() != "vector" && it.key() != "payload")
+        return fail("unknown field '" + it.key().substr(0, 80) + "'");
+    if (!pt.contains("id")) return fail("'id' is required");
+    auto id = PointId(pt["id"]);
+    if (!id.ok()) return fail(id.status().message());
+    if (!seen.insert(*id).second) return fail("id " + *id + " appears twice");
+    if (!pt.contains("vector")) return fail("'vector' is required (numbers or a Document)");
+    if (pt.contains("payload") && !pt["payload"].is_null() && !pt["payload"].is_object()) return fail("'payload' must be an object");
+    const json payload = pt.contains("payload") && pt["payload"].is_object() ? pt["payload"] : json::object();
+    const json& v = pt["vector"];
+    PointVector pv;
+    if (v.is_array()) {
+      auto f = Floats(v, "the vector");
+      if (!f.ok()) return fail(f.status().message());
+      pv.numbers.unnamed = std::move(f).value();
+    } else if (v.is_object() && !v.contains("text")) {
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (it.key() != "hs" && it.key() != "rw") return fail("unknown vector '" + it.key().substr(0, 80) + "'; the vectors are hs and rw");
+        if (it.value().is_array()) {
+          auto f = Floats(it.value(), "vector '" + it.key() + "'");
+          if (!f.ok()) return fail(f.status().message());
+          (it.key() == "hs" ? pv.numbers.hs : pv.numbers.rw) = std::move(f).value();
+          continue;
+        }
+        auto t = DocumentText(it.value());
+        if (!t.ok()) return fail(t.status().message());
+        if (!pv.text.empty() && *t != pv.text) return fail("hs and rw come from one forward pass: give both the same text");
+        pv.text = *t;
+      }
+      if (!pv.text.empty() && !pv.numbers.empty()) return fail("give hs and rw both as numbers or both as the same Document");
+    } else {
+      auto t = DocumentText(v);
+      if (!t.ok()) return fail(t.status().message());
+      pv.text = *t;
+    }
+    StoredDocument doc{*id, pv.text, payload.dump(), {}, {}};
+    if (!pv.numbers.empty()) {
+      if (Status s = ToStoredVectors(**c, pv.numbers, &doc); !s.ok()) return fail(s.message());
+      doc.text = PayloadText((*c)->schema(), payload);
+    }
+    docs.push_back(std::move(doc));
+  }
+  const size_t n = docs.size();
+  auto w = core_->db().Upsert(call.name(), std::move(docs), call.wait);  // Documents embedded with the collection's setup
+  if (!w.ok()) return FromStatus(w.status());
+  core_->CountStored(n);
+  return Ok({{"operation_id", w->seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
+}
+
+HttpResponse QdrantRouter::Retrieve(const Call& call) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"ids", "with_payload", "with_vector", "shard_key", "consistency"}, "a points request"); !s.ok())
+    return FromStatus(s);
+  if (!j.contains("ids") || !j["ids"].is_array()) return QdrantError(400, "Bad request: 'ids' must be an array");
+  auto payload = PayloadSelector::Parse(j.value("with_payload", json(true)), true);
+  if (!payload.ok()) return FromStatus(payload.status());
+  const bool vectors = j.contains("with_vector") && j["with_vector"].is_boolean() && j["with_vector"].get<bool>();
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  json out = json::array();
+  for (const auto& raw : j["ids"]) {
+    auto id = PointId(raw);
+    if (!id.ok()) return FromStatus(id.status());
+    auto d = (*c)->Get(*id);
+    if (!d.ok()) return FromStatus(d.status());
+    if (!d->has_value()) continue;
+    json p = {{"id", QdrantId(*id)}, {"payload", payload->Apply(json::parse((*d)->metadata_json))}};
+    p["vector"] = vectors ? VectorJson(**c, **d) : json(nullptr);
+    out.push_back(std::move(p));
+  }
+  return Ok(out, call.t0);
+}
+
+HttpResponse QdrantRouter::GetPoint(const Call& call) {
+  const std::string& raw = call.args.at(1);
+  json id = json(raw);
+  if (!raw.empty() && raw.size() <= 19 && std::all_of(raw.begin(), raw.end(), ::isdigit)) id = std::stoull(raw);
+  auto pid = PointId(id);
+  if (!pid.ok()) return FromStatus(pid.status());
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  auto d = (*c)->Get(*pid);
+  if (!d.ok()) return FromStatus(d.status());
+  if (!d->has_value()) return QdrantError(404, "Not found: no point with id " + raw.substr(0, 80));
+  return Ok({{"id", QdrantId(*pid)}, {"payload", json::parse((*d)->metadata_json)}, {"vector", VectorJson(**c, **d)}}, call.t0);
+}
+
+namespace {
+
+// Every stored id whose payload matches `filter` (moeedb filter text).
+Result<std::vector<std::string>> MatchingIds(VectorCollection* c, const std::string& filter) {
+  MOEEDB_ASSIGN_OR_RETURN(auto parsed, MetadataFilter::Parse(filter.empty() ? "{}" : filter));
+  std::vector<std::string> ids;
+  std::string after;
+  do {
+    MOEEDB_ASSIGN_OR_RETURN(DocumentPage page, c->List(after, 1000));
+    for (const auto& d : page.documents)
+      if (parsed->Matches(json::parse(d.metadata_json))) ids.push_back(d.id);
+    after = page.next_after;
+  } while (!after.empty());
+  return ids;
+}
+
+}  // namespace
+
+HttpResponse QdrantRouter::Delete(const Call& call) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"points", "filter", "shard_key"}, "a delete"); !s.ok()) return FromStatus(s);
+  if (j.contains("points") == j.contains("filter")) return QdrantError(400, "Bad request: give either 'points' (ids) or 'filter'");
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  std::vector<std::string> ids;
+  if (j.contains("points")) {
+    if (!j["points"].is_array()) return QdrantError(400, "Bad request: 'points' must be an array of ids");
+    for (const auto& raw : j["points"]) {
+      auto id = PointId(raw);
+      if (!id.ok()) return FromStatus(id.status());
+      ids.push_back(*id);
+    }
+  } else {
+    auto filter = FilterOf(j);
+    if (!filter.ok()) return FromStatus(filter.status());
+    auto matching = MatchingIds(*c, *filter);
+    if (!matching.ok()) return FromStatus(matching.status());
+    ids = std::move(matching).value();
+  }
+  uint64_t seq = 0;
+  if (!ids.empty()) {
+    auto w = (*c)->Delete(ids, call.wait);
+    if (!w.ok()) return FromStatus(w.status());
+    seq = w->seq;
+  }
+  return Ok({{"operation_id", seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
+}
+
+HttpResponse QdrantRouter::Count(const Call& call) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"filter", "exact", "shard_key"}, "a count"); !s.ok()) return FromStatus(s);
+  auto filter = FilterOf(j);
+  if (!filter.ok()) return FromStatus(filter.status());
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  if (filter->empty()) return Ok({{"count", (*c)->size()}}, call.t0);
+  auto matching = MatchingIds(*c, *filter);
+  if (!matching.ok()) return FromStatus(matching.status());
+  return Ok({{"count", matching->size()}}, call.t0);
+}
+
+HttpResponse QdrantRouter::Scroll(const Call& call) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"filter", "limit", "offset", "with_payload", "with_vector", "order_by", "shard_key", "consistency"},
+                               "a scroll");
+      !s.ok())
+    return FromStatus(s);
+  if (j.contains("order_by") && !j["order_by"].is_null())
+    return QdrantError(400, "Bad request: order_by is not supported; points come in id order (bytes of the id's decimal or UUID form)");
+  auto limit = qdrant::Count(j, "limit", 10, kMaxSearchK);
+  if (!limit.ok()) return FromStatus(limit.status());
+  if (*limit == 0) return QdrantError(400, "Bad request: 'limit' must be at least 1");
+  auto filter = FilterOf(j);
+  if (!filter.ok()) return FromStatus(filter.status());
+  std::shared_ptr<const MetadataFilter> parsed;
+  if (!filter->empty()) {
+    auto f = MetadataFilter::Parse(*filter);
+    if (!f.ok()) return FromStatus(f.status());
+    parsed = *f;
+  }
+  auto payload = PayloadSelector::Parse(j.value("with_payload", json(true)), true);
+  if (!payload.ok()) return FromStatus(payload.status());
+  const bool vectors = j.contains("with_vector") && j["with_vector"].is_boolean() && j["with_vector"].get<bool>();
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  // `offset` is the first point of the page: it, then the ids after it.
+  std::string after;
+  std::vector<StoredDocument> first;
+  if (j.contains("offset") && !j["offset"].is_null()) {
+    auto id = PointId(j["offset"]);
+    if (!id.ok()) return FromStatus(id.status());
+    auto got = (*c)->Get(*id);
+    if (!got.ok()) return FromStatus(got.status());
+    if (got->has_value()) first.push_back(std::move(**got));
+    after = *id;
+  }
+  json points = json::array();
+  json next = nullptr;
+  auto take = [&](const StoredDocument& d) {  // false once the page is full
+    if (parsed && !parsed->Matches(json::parse(d.metadata_json))) return true;
+    if (points.size() == *limit) {
+      next = QdrantId(d.id);
+      return false;
+    }
+    points.push_back(PointJson(*c, d.id, 0, d.metadata_json, *payload, vectors, false));
+    return true;
+  };
+  bool more = true;
+  for (const auto& d : first) more = take(d);
+  while (more) {
+    auto page = (*c)->List(after, 500);
+    if (!page.ok()) return FromStatus(page.status());
+    for (const auto& d : page->documents)
+      if (!(more = take(d))) break;
+    after = page->next_after;
+    if (after.empty()) break;
+  }
+  return Ok({{"points", points}, {"next_page_offset", next}}, call.t0);
+}
+
+}  // namespace moeedb::qdrant
