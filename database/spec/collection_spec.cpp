@@ -1,5 +1,7 @@
 #include "database/spec/collection_spec.h"
 
+#include "database/client_vectors.h"
+
 namespace moeedb {
 
 using json = nlohmann::json;
@@ -72,6 +74,15 @@ void CollectionSpec::ApplyTo(CollectionOptions* o) const {
   o->index.hs.sq8 = o->index.rw.sq8 = sq8;
   if (alpha) o->default_alpha = *alpha;
   o->lexical = Lexical();
+}
+
+Result<CollectionOptions> CollectionSpec::NewOptions(const CollectionOptions& model) const {
+  const VectorSchema schema = Schema(model.dim_hs + model.dim_rw);
+  CollectionOptions o = model;
+  if (schema.kind == VectorKind::kPlain) { MOEEDB_ASSIGN_OR_RETURN(o, PlainCollectionOptions(schema)); }
+  MOEEDB_ASSIGN_OR_RETURN(o.info_json, schema.RecordIn(o.info_json));
+  ApplyTo(&o);
+  return o;
 }
 
 Result<CollectionSpec> CollectionSpecFromJson(const json& body) {

@@ -43,6 +43,10 @@ struct CollectionSpec {
   // Into a new collection's options, whose dims, statistics, recorded info
   // and model alpha the embedding setup filled in.
   void ApplyTo(CollectionOptions* options) const;
+  // A new collection's options: `model`'s (what the embedding setup fills
+  // in) with the vector schema recorded, or a plain collection's when
+  // vector_size asks for one; then ApplyTo.
+  Result<CollectionOptions> NewOptions(const CollectionOptions& model) const;
 };
 
 // index_hs, index_rw, sq8, alpha, lexical, language, bm25_k1, bm25_b,

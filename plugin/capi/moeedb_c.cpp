@@ -213,8 +213,8 @@ moeedb_status moeedb_create_collection_json(moeedb_db* db, const char* collectio
     if (db == nullptr || collection == nullptr || spec_json == nullptr) return Status::InvalidArgument("NULL argument");
     MOEEDB_ASSIGN_OR_RETURN(json body, ParseObject(spec_json));
     MOEEDB_ASSIGN_OR_RETURN(CollectionSpec spec, CollectionSpecFromJson(body));
-    MOEEDB_ASSIGN_OR_RETURN(CollectionOptions o, db->db->NewCollectionOptions(*db->setup));
-    spec.ApplyTo(&o);
+    MOEEDB_ASSIGN_OR_RETURN(CollectionOptions model, db->db->NewCollectionOptions(*db->setup));
+    MOEEDB_ASSIGN_OR_RETURN(CollectionOptions o, spec.NewOptions(model));
     return db->db->CreateCollection(collection, o).status();
   });
 }

@@ -136,9 +136,10 @@ int RunIngest(const std::vector<std::string>& argv) {
     if (!cfg.ok()) return UsageError("ingest", cfg.status().message());
     auto setup = (*db)->LoadSetup(*cfg);
     if (!setup.ok()) return Fail("ingest", setup.status().message());
-    auto o = (*db)->NewCollectionOptions(**setup);
+    auto model = (*db)->NewCollectionOptions(**setup);
+    if (!model.ok()) return Fail("ingest", model.status().message());
+    auto o = spec.NewOptions(*model);
     if (!o.ok()) return Fail("ingest", o.status().message());
-    spec.ApplyTo(&*o);
     coll = (*db)->CreateCollection(name, *o);
     if (!coll.ok()) return Fail("ingest", coll.status().message());
     std::cerr << "created collection '" << name << "' (" << (*setup)->model().config().Summary() << ")\n";

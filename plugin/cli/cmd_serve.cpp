@@ -73,6 +73,8 @@ int RunServe(const std::vector<std::string>& argv) {
       {"port", "N", "listen port (default 8080; 0 = any free port, printed on start)"},
       {"qdrant-port", "N", "also serve the Qdrant REST API at the root of this port, as Qdrant does on 6333 "
                            "(0 = any free port, printed on start; default: only under /qdrant on --port)"},
+      {"chroma-port", "N", "also serve Chroma's API (/api/v2) on this port, as Chroma does on 8000 "
+                           "(0 = any free port, printed on start; default: only on --port)"},
       {"api-key", "KEY", "require 'Authorization: Bearer KEY' on every route but /health"},
       {"api-key-file", "F", "read the API key from a file (first line)"},
       {"served-model-name", "NAME", "model id clients use (default: the model folder's name)"},
@@ -101,6 +103,7 @@ int RunServe(const std::vector<std::string>& argv) {
   ReexecWithPassiveOpenMp(argv);
   auto port = args->GetInt("port", 8080, 0, 65535);
   auto qdrant_port = args->GetInt("qdrant-port", -1, 0, 65535);
+  auto chroma_port = args->GetInt("chroma-port", -1, 0, 65535);
   auto threads = args->GetInt("threads", 0, 0, 1024);
   auto body = args->GetInt("max-body-bytes", 2000000, 1024, 1LL << 31);
   auto inputs = args->GetInt("max-inputs", 2048, 1, 1 << 20);
@@ -112,7 +115,7 @@ int RunServe(const std::vector<std::string>& argv) {
   auto workers = args->GetInt("workers", 2, 1, 64);
   auto idle = args->GetInt("idle-timeout", 30, 1, 86400);
   auto request_timeout = args->GetInt("request-timeout", 60, 1, 86400);
-  for (auto* r : {&port, &qdrant_port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns, &forward_tokens, &workers,
+  for (auto* r : {&port, &qdrant_port, &chroma_port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns, &forward_tokens, &workers,
                   &idle, &request_timeout})
     if (!r->ok()) return UsageError("serve", r->status().message());
 
@@ -186,6 +189,14 @@ int RunServe(const std::vector<std::string>& argv) {
     if (Status qs = qdrant->Start(); !qs.ok()) return Fail("serve", "--qdrant-port: " + qs.message());
     std::cout << "qdrant REST API on http://" << qo.host << ":" << qdrant->port() << std::endl;
   }
+  std::unique_ptr<HttpServer> chroma;
+  if (*chroma_port >= 0) {
+    HttpServerOptions co = so;
+    co.port = static_cast<int>(*chroma_port);
+    chroma = std::make_unique<HttpServer>(co, &api);
+    if (Status cs = chroma->Start(); !cs.ok()) return Fail("serve", "--chroma-port: " + cs.message());
+    std::cout << "chroma API on http://" << co.host << ":" << chroma->port() << std::endl;
+  }
   HttpServer server(so, &api);
   Status st = server.Start();
   if (!st.ok()) return Fail("serve", st.message());
@@ -196,6 +207,7 @@ int RunServe(const std::vector<std::string>& argv) {
   sigwait(&sigs, &sig);
   std::cerr << "moeedb serve: signal " << sig << ", shutting down\n";
   if (qdrant) qdrant->Stop();
+  if (chroma) chroma->Stop();
   server.Stop();
   Status saved = api.SaveIndexes();
   if (!saved.ok()) std::cerr << "moeedb serve: " << saved.message() << "\n";

@@ -82,6 +82,7 @@ Api::Api(ApiOptions options, Database* db, const EmbeddingSetup* served, EmbedQu
   routers_.push_back(NewOpenAiRouter(&core_));
   routers_.push_back(NewTeiRouter(&core_));
   routers_.push_back(NewCollectionsRouter(&core_));
+  routers_.push_back(NewChromaRouter(&core_));  // /api/v2 before Ollama's /api
   routers_.push_back(NewOllamaRouter(&core_));
   routers_.push_back(NewWeaviateRouter(&core_));
   routers_.push_back(NewQdrantRouter(&core_));
@@ -186,11 +187,14 @@ HttpResponse Api::Route(const HttpRequest& req, std::string* route) {
     }
   const std::string& key = core_.options().api_key;
   if (!key.empty()) {
+    // Bearer (most), Qdrant's api-key, Chroma's x-chroma-token.
     auto bearer = req.headers.find("authorization");
     auto plain = req.headers.find("api-key");
-    const bool given = bearer != req.headers.end() || plain != req.headers.end();
+    auto chroma = req.headers.find("x-chroma-token");
+    const bool given = bearer != req.headers.end() || plain != req.headers.end() || chroma != req.headers.end();
     const bool good = (bearer != req.headers.end() && bearer->second == "Bearer " + key) ||
-                      (plain != req.headers.end() && plain->second == key);
+                      (plain != req.headers.end() && plain->second == key) ||
+                      (chroma != req.headers.end() && chroma->second == key);
     if (!good) {
       *route = "auth";
       const std::string message = given ? "invalid API key" : "missing API key (Authorization: Bearer ...)";

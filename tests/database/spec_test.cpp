@@ -45,7 +45,10 @@ json Members(const CollectionSpec& s) {
           {"lexical", s.lexical},
           {"language", s.language},
           {"bm25_k1", s.bm25_k1},
-          {"bm25_b", s.bm25_b}};
+          {"bm25_b", s.bm25_b},
+          {"vector_size", s.vector_size ? json(*s.vector_size) : json(nullptr)},
+          {"distance", kDistances.Name(s.distance)},
+          {"text_key", s.text_key}};
 }
 
 // A search with every field away from its default.
@@ -75,6 +78,9 @@ CollectionSpec FullCollection() {
   c.language = "french";
   c.bm25_k1 = 0.9;
   c.bm25_b = 0.5;
+  c.vector_size = 384;
+  c.distance = Distance::kEuclid;
+  c.text_key = "body";
   return c;
 }
 
@@ -206,7 +212,8 @@ TEST(CollectionSpecTest, EveryFieldRoundTripsThroughJsonAndTheCommandLine) {
   // The collections API's nested forms read as the same spec.
   auto nested = CollectionSpecFromJson({{"index", {{"hs", "hnsw"}, {"rw", "ivf"}, {"sq8", true}}},
                                         {"alpha", 0.25},
-                                        {"lexical", {{"enabled", false}, {"language", "french"}, {"k1", 0.9}, {"b", 0.5}}}});
+                                        {"lexical", {{"enabled", false}, {"language", "french"}, {"k1", 0.9}, {"b", 0.5}}},
+                                        {"vector_size", 384}, {"distance", "Euclid"}, {"text_key", "body"}});
   ASSERT_TRUE(nested.ok()) << nested.status().message();
   EXPECT_EQ(Members(*nested), Members(full));
   // ApplyTo puts every field where the collection reads it.
@@ -220,6 +227,27 @@ TEST(CollectionSpecTest, EveryFieldRoundTripsThroughJsonAndTheCommandLine) {
   EXPECT_EQ(o.lexical.language, "french");
   EXPECT_EQ(o.lexical.k1, 0.9);
   EXPECT_EQ(o.lexical.b, 0.5);
+  // NewOptions: the vector schema from vector_size and distance.
+  CollectionOptions model;
+  model.dim_hs = 12;
+  model.dim_rw = 6;
+  model.info_json = R"({"model_dir": "m"})";
+  auto plain = full.NewOptions(model);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->dim_hs, 384u);
+  EXPECT_EQ(plain->dim_rw, 1u);
+  EXPECT_EQ(VectorSchema::FromInfo(plain->info_json)->kind, VectorKind::kPlain);
+  EXPECT_EQ(VectorSchema::FromInfo(plain->info_json)->text_key, "body");
+  CollectionSpec fused;
+  fused.vector_size = 18;
+  auto f = fused.NewOptions(model);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->dim_hs, 12u);
+  EXPECT_EQ(VectorSchema::FromInfo(f->info_json)->kind, VectorKind::kFused);
+  EXPECT_EQ(json::parse(f->info_json)["model_dir"], "m");
+  fused.distance = Distance::kDot;  // the fused size compared by Dot: the client's own plain vectors
+  EXPECT_EQ(VectorSchema::FromInfo(fused.NewOptions(model)->info_json)->kind, VectorKind::kPlain);
+  EXPECT_EQ(VectorSchema::FromInfo(CollectionSpec{}.NewOptions(model)->info_json)->kind, VectorKind::kModel);
 }
 
 TEST(CollectionSpecTest, BadSettingsNameTheFieldInEachFrontEnd) {

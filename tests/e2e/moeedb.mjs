@@ -33,7 +33,8 @@ export function startServer(args) {
       const m = buf.match(/listening on (http:\/\/\S+)/);
       // With --qdrant-port, the Qdrant listener's line comes first.
       const q = buf.match(/qdrant REST API on (http:\/\/\S+)/);
-      if (m) { clearTimeout(timer); resolve({ server, base: m[1], qdrant: q ? q[1] : undefined }); }
+      const c = buf.match(/chroma API on (http:\/\/\S+)/);
+      if (m) { clearTimeout(timer); resolve({ server, base: m[1], qdrant: q ? q[1] : undefined, chroma: c ? c[1] : undefined }); }
     });
     server.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
   });

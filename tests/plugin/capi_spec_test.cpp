@@ -45,7 +45,8 @@ TEST(CApiSpec, EverySearchFieldRoundTrips) {
 
 TEST(CApiSpec, EveryCollectionFieldRoundTrips) {
   const json full = {{"index_hs", "hnsw"}, {"index_rw", "ivf"}, {"sq8", true}, {"alpha", 0.25},
-                     {"lexical", false}, {"language", "french"}, {"bm25_k1", 0.9}, {"bm25_b", 0.5}};
+                     {"lexical", false}, {"language", "french"}, {"bm25_k1", 0.9}, {"bm25_b", 0.5},
+                     {"vector_size", 384}, {"distance", "Euclid"}, {"text_key", "body"}};
   for (const auto& f : CollectionFields()) ASSERT_TRUE(full.contains(f.name)) << "the test misses field " << f.name;
   auto [st, text] = ThroughC("collection", full);
   ASSERT_EQ(st, MOEEDB_OK) << text;

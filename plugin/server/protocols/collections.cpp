@@ -84,22 +84,11 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
       return NativeBadRequest("this server embeds with routing " + routing + "; a collection must use it");
     auto spec = CollectionSpecFromJson(*j);
     if (!spec.ok()) return NativeBadRequest(spec.status().message());
-    const VectorSchema schema = spec->Schema(core_->dim_fused());
-    CollectionOptions o;
-    if (schema.kind == VectorKind::kPlain) {
-      auto plain = PlainCollectionOptions(schema);
-      if (!plain.ok()) return NativeFromStatus(plain.status());
-      o = std::move(plain).value();
-    } else {
-      o = core_->NewCollectionOptions();
-    }
-    auto info = schema.RecordIn(o.info_json);
-    if (!info.ok()) return NativeFromStatus(info.status());
-    o.info_json = std::move(info).value();
-    spec->ApplyTo(&o);
+    auto o = spec->NewOptions(core_->NewCollectionOptions());
+    if (!o.ok()) return NativeFromStatus(o.status());
     if (core_->GetCollection(name).ok())
       return NativeError(409, "collection '" + name + "' already exists", "invalid_request_error", "conflict");
-    auto c = core_->CreateCollection(name, o);
+    auto c = core_->CreateCollection(name, *o);
     if (!c.ok()) return NativeFromStatus(c.status());
     return JsonResponse({{"name", name}, {"created", true}}, 201);
   }

@@ -53,6 +53,7 @@ std::unique_ptr<ProtocolRouter> NewCollectionsRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewOllamaRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewWeaviateRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewQdrantRouter(ServerCore* core);
+std::unique_ptr<ProtocolRouter> NewChromaRouter(ServerCore* core);
 
 // moeedb's own error shape, which OpenAI's clients read too:
 // {"error": {"message", "type", "code"}}.

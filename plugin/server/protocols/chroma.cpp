@@ -1,0 +1,595 @@
+// Chroma's HTTP API (v2) as the `chromadb` 3.x client calls it, under
+// /api/v2 on the main port (it does not clash with Ollama's /api/...) and
+// on `--chroma-port`. One tenant and database: default_tenant /
+// default_database. A Chroma collection is a moeedb collection:
+//   - its embeddings are the client's own (client_vectors.h): the served
+//     model's fused size makes a fused collection (searched by cos_HS +
+//     alpha * cos_RW, as a text search would be), any other size a plain
+//     one; records given without embeddings in a collection of the served
+//     model are embedded by moeedb;
+//   - its documents are the texts (the lexical index reads them), its
+//     metadatas the metadata;
+//   - its id, metadata and configuration are recorded in the collection's
+//     info ("chroma"); a collection made through another API gets an id
+//     derived from its name and store id.
+// A collection is created fused; if its first embeddings have another size
+// it is made again, empty, as a plain collection of that size (Chroma fixes a
+// collection's dimension at its first add the same way).
+//
+// Distances as Chroma reports them, by the collection's space
+// (configuration_json.hnsw.space or metadata "hnsw:space"; default l2):
+// plain: l2 the squared Euclidean distance, cosine 1 - cos, ip 1 - dot;
+// fused, with s = cos_HS + alpha * cos_RW: l2 2(1 + alpha) - 2s, cosine
+// 1 - s / (1 + alpha), ip 1 - s, which at alpha 1 are exactly what Chroma
+// computes on the fused vectors. Errors are Chroma's {"error", "message"}.
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <re2/re2.h>
+#include <regex>
+#include <set>
+
+#include "index/metadata_filter.h"
+#include "plugin/server/protocols/router.h"
+
+namespace moeedb {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kTenant = "default_tenant";
+constexpr const char* kDatabase = "default_database";
+constexpr size_t kMaxRegex = 256;
+
+HttpResponse ChromaError(int status, const std::string& message) {
+  const char* kind = status == 404 ? "NotFoundError" : status == 409 ? "UniqueConstraintError"
+                     : status == 401 ? "AuthError" : status >= 500 ? "InternalError" : "InvalidArgumentError";
+  return {status, "application/json", json{{"error", kind}, {"message", message}}.dump()};
+}
+
+HttpResponse FromStatus(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kInvalidArgument:
+    case Status::Code::kNotSupported: return ChromaError(400, s.message());
+    case Status::Code::kNotFound: return ChromaError(404, s.message());
+    case Status::Code::kResourceExhausted: return ChromaError(429, s.message());
+    default: return ChromaError(500, s.message());
+  }
+}
+
+// A stable id for a collection made without one: FNV-1a of its name and store id.
+std::string DerivedId(const std::string& name, uint32_t store_id) {
+  auto fnv = [&](uint64_t h) {
+    for (char c : name + "#" + std::to_string(store_id)) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    return h;
+  };
+  const uint64_t a = fnv(14695981039346656037ull), b = fnv(a ^ 0x9e3779b97f4a7c15ull);
+  char out[37];
+  std::snprintf(out, sizeof out, "%08x-%04x-4%03x-8%03x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                static_cast<unsigned>((b >> 48) & 0xfff), static_cast<unsigned long long>(b & 0xffffffffffffull));
+  return out;
+}
+
+std::string NewId() {
+  static std::mt19937_64 rng(std::random_device{}());
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  return DerivedId(std::to_string(rng()), static_cast<uint32_t>(rng()));
+}
+
+enum class Space { kL2, kCosine, kIp };
+
+// where_document over a text: $contains, $not_contains, $regex, $not_regex, $and, $or.
+using TextTest = std::function<bool(const std::string&)>;
+Result<TextTest> DocumentTest(const json& w, int depth) {
+  if (depth > 32) return Status::InvalidArgument("where_document nests deeper than 32 levels");
+  if (!w.is_object() || w.size() != 1)
+    return Status::InvalidArgument("where_document must be one operator: $contains, $not_contains, $regex, $not_regex, $and, $or");
+  const std::string op = w.begin().key();
+  const json& v = w.begin().value();
+  if (op == "$and" || op == "$or") {
+    if (!v.is_array() || v.empty()) return Status::InvalidArgument("where_document " + op + " needs a non-empty list");
+    std::vector<TextTest> parts;
+    for (const auto& x : v) {
+      MOEEDB_ASSIGN_OR_RETURN(TextTest t, DocumentTest(x, depth + 1));
+      parts.push_back(std::move(t));
+    }
+    const bool all = op == "$and";
+    return TextTest([parts, all](const std::string& s) {
+      for (const auto& p : parts)
+        if (p(s) != all) return !all;
+      return all;
+    });
+  }
+  if (!v.is_string()) return Status::InvalidArgument("where_document " + op + " needs a string");
+  const std::string arg = v.get<std::string>();
+  if (op == "$contains" || op == "$not_contains") {
+    const bool want = op == "$contains";
+    return TextTest([arg, want](const std::string& s) { return (s.find(arg) != std::string::npos) == want; });
+  }
+  if (op == "$regex" || op == "$not_regex") {
+    if (arg.size() > kMaxRegex) return Status::InvalidArgument("where_document regex longer than 256 characters");
+    RE2::Options options;
+    options.set_log_errors(false);
+    auto re = std::make_shared<RE2>(arg, options);
+    if (!re->ok()) return Status::InvalidArgument("where_document " + op + ": bad regex: " + re->error());
+    const bool want = op == "$regex";
+    return TextTest([re, want](const std::string& s) { return RE2::PartialMatch(s, *re) == want; });
+  }
+  return Status::InvalidArgument("unknown where_document operator '" + op.substr(0, 40) + "'");
+}
+
+struct Found {
+  std::string name, id;
+  json metadata, configuration;
+  VectorCollection* c = nullptr;
+};
+
+class ChromaRouter final : public ProtocolRouter {
+ public:
+  explicit ChromaRouter(ServerCore* core) : core_(core) {}
+  bool Owns(const std::vector<std::string>& parts) const override {
+    return parts.size() >= 2 && parts[0] == "api" && parts[1] == "v2";
+  }
+  HttpResponse Error(int status, const std::string& message) const override { return ChromaError(status, message); }
+  HttpResponse Handle(const RouteRequest& req, std::string* route) override;
+
+ private:
+  HttpResponse Collections(const std::string& m, const std::vector<std::string>& p, const RouteRequest& req, std::string* route);
+  HttpResponse Records(const std::string& what, Found& f, const json& body);
+  // The collection named or with the id `key`; NotFound otherwise.
+  Result<Found> Find(const std::string& key);
+  json CollectionJson(const Found& f) const;
+  Space SpaceOf(const Found& f) const;
+  HttpResponse Create(const json& body);
+  HttpResponse Write(Found& f, const json& body, const std::string& how);
+  HttpResponse Get(Found& f, const json& body);
+  HttpResponse Query(Found& f, const json& body);
+  HttpResponse Delete(Found& f, const json& body);
+  // The ids matching where / where_document (all when neither), in id order.
+  Result<std::vector<StoredDocument>> Matching(Found& f, const json& body);
+  // Make an empty collection again as a plain one of `size` (its first add).
+  Status Retype(Found& f, size_t size);
+
+  ServerCore* core_;
+};
+
+Result<Found> ChromaRouter::Find(const std::string& key) {
+  MOEEDB_ASSIGN_OR_RETURN(auto all, core_->ListCollections());
+  for (const auto& rec : all) {
+    MOEEDB_ASSIGN_OR_RETURN(std::string info_text, VectorCollection::RecordedInfo(rec));
+    const json info = json::parse(info_text, nullptr, false);
+    const json chroma = info.is_object() && info.contains("chroma") ? info["chroma"] : json::object();
+    const std::string id = chroma.contains("id") && chroma["id"].is_string() ? chroma["id"].get<std::string>() : DerivedId(rec.name, rec.id);
+    if (rec.name != key && id != key) continue;
+    Found f{rec.name, id, chroma.value("metadata", json(nullptr)), chroma.value("configuration", json::object()), nullptr};
+    MOEEDB_ASSIGN_OR_RETURN(f.c, core_->OpenCollection(rec.name));
+    return f;
+  }
+  return Status::NotFound("Collection [" + key.substr(0, 120) + "] does not exist");
+}
+
+Space ChromaRouter::SpaceOf(const Found& f) const {
+  std::string s = "l2";
+  if (f.configuration.is_object() && f.configuration.contains("hnsw") && f.configuration["hnsw"].is_object() &&
+      f.configuration["hnsw"].contains("space") && f.configuration["hnsw"]["space"].is_string())
+    s = f.configuration["hnsw"]["space"].get<std::string>();
+  else if (f.metadata.is_object() && f.metadata.contains("hnsw:space") && f.metadata["hnsw:space"].is_string())
+    s = f.metadata["hnsw:space"].get<std::string>();
+  return s == "cosine" ? Space::kCosine : s == "ip" ? Space::kIp : Space::kL2;
+}
+
+json ChromaRouter::CollectionJson(const Found& f) const {
+  const char* names[] = {"l2", "cosine", "ip"};
+  json config = f.configuration.is_object() ? f.configuration : json::object();
+  if (!config.contains("hnsw") || !config["hnsw"].is_object()) config["hnsw"] = json::object();
+  config["hnsw"]["space"] = names[static_cast<int>(SpaceOf(f))];
+  if (!config.contains("embedding_function")) config["embedding_function"] = nullptr;
+  const VectorSchema& s = f.c->schema();
+  json dim = s.kind == VectorKind::kPlain ? json(s.size) : json(f.c->dim_hs() + f.c->dim_rw());
+  return {{"id", f.id}, {"name", f.name}, {"configuration_json", config}, {"metadata", f.metadata},
+          {"tenant", kTenant}, {"database", kDatabase}, {"log_position", 0}, {"version", 0}, {"dimension", dim},
+          {"schema", nullptr}};
+}
+
+HttpResponse ChromaRouter::Handle(const RouteRequest& req, std::string* route) {
+  const std::vector<std::string> p(req.parts.begin() + 2, req.parts.end());  // after /api/v2
+  const std::string& m = req.method();
+  auto one = [&](const char* name, const char* method) { return p.size() == 1 && p[0] == name && m == method; };
+  *route = "/api/v2/" + (p.empty() ? std::string() : p[0]);
+  if (one("heartbeat", "GET")) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch());
+    return JsonResponse({{"nanosecond heartbeat", ns.count()}});
+  }
+  if (one("version", "GET")) return JsonResponse("1.0.0");
+  if (one("healthcheck", "GET")) return JsonResponse({{"is_executor_ready", true}, {"is_log_client_ready", true}});
+  if (one("pre-flight-checks", "GET"))
+    return JsonResponse({{"max_batch_size", core_->options().max_documents}, {"supports_base64_encoding", false}});
+  if (p.size() == 2 && p[0] == "auth" && p[1] == "identity" && m == "GET")
+    return JsonResponse({{"user_id", ""}, {"tenant", kTenant}, {"databases", {kDatabase}}});
+  if (p.size() >= 2 && p[0] == "tenants") {
+    if (p[1] != kTenant) return ChromaError(404, "Tenant [" + p[1].substr(0, 80) + "] not found: moeedb serves default_tenant");
+    if (p.size() == 2 && m == "GET") return JsonResponse({{"name", kTenant}});
+    if (p.size() >= 4 && p[2] == "databases") {
+      if (p[3] != kDatabase) return ChromaError(404, "Database [" + p[3].substr(0, 80) + "] not found: moeedb serves default_database");
+      if (p.size() == 4 && m == "GET") return JsonResponse({{"id", DerivedId(kDatabase, 0)}, {"name", kDatabase}, {"tenant", kTenant}});
+      if (p.size() >= 5) return Collections(m, std::vector<std::string>(p.begin() + 4, p.end()), req, route);
+    }
+  }
+  *route = "unknown";
+  return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
+}
+
+HttpResponse ChromaRouter::Collections(const std::string& m, const std::vector<std::string>& p, const RouteRequest& req,
+                                       std::string* route) {
+  std::optional<json> body = json::object();
+  if (!req.body().empty()) body = ParseJson(req.body());
+  if (!body || !body->is_object()) return ChromaError(400, "the body must be a JSON object");
+  if (p.size() == 1 && p[0] == "collections_count") {
+    *route = "/api/v2/.../collections_count";
+    auto all = core_->ListCollections();
+    if (!all.ok()) return FromStatus(all.status());
+    return JsonResponse(all->size());
+  }
+  if (p[0] != "collections") return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
+  if (p.size() == 1) {
+    *route = "/api/v2/.../collections";
+    if (m == "POST") return Create(*body);
+    if (m != "GET") return ChromaError(405, "use GET or POST");
+    auto all = core_->ListCollections();
+    if (!all.ok()) return FromStatus(all.status());
+    size_t limit = all->size(), offset = 0;
+    for (auto [key, out] : {std::pair{"limit", &limit}, std::pair{"offset", &offset}})
+      if (req.query.count(key)) {
+        char* end = nullptr;
+        const long v = std::strtol(req.query.at(key).c_str(), &end, 10);
+        if (*end != '\0' || v < 0) return ChromaError(400, std::string("'") + key + "' must be a non-negative integer");
+        *out = static_cast<size_t>(v);
+      }
+    json out = json::array();
+    for (size_t i = offset; i < all->size() && out.size() < limit; ++i) {
+      auto f = Find((*all)[i].name);
+      if (f.ok()) out.push_back(CollectionJson(*f));
+    }
+    return JsonResponse(out);
+  }
+  auto f = Find(p[1]);
+  if (!f.ok()) {
+    *route = "/api/v2/.../collections/{id}";
+    return FromStatus(f.status());
+  }
+  if (p.size() == 2) {
+    *route = "/api/v2/.../collections/{id}";
+    if (m == "GET") return JsonResponse(CollectionJson(*f));
+    if (m == "DELETE") {
+      Status s = core_->DropCollection(f->name);
+      if (!s.ok()) return FromStatus(s);
+      return JsonResponse(json::object());
+    }
+    return ChromaError(405, "use GET or DELETE (moeedb does not rename or modify collections)");
+  }
+  *route = "/api/v2/.../collections/{id}/" + p[2];
+  if (p.size() == 3 && p[2] == "count" && m == "GET") return JsonResponse(f->c->size());
+  if (p.size() == 3 && m == "POST") return Records(p[2], *f, *body);
+  return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
+}
+
+HttpResponse ChromaRouter::Create(const json& body) {
+  if (!body.contains("name") || !body["name"].is_string()) return ChromaError(400, "'name' must be a string");
+  const std::string name = body["name"].get<std::string>();
+  static const std::regex kName("^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$");
+  if (!std::regex_match(name, kName))
+    return ChromaError(400, "Expected a name of 3-512 characters from [a-zA-Z0-9._-], starting and ending with [a-zA-Z0-9]");
+  if (body.contains("metadata") && !body["metadata"].is_null() && !body["metadata"].is_object())
+    return ChromaError(400, "'metadata' must be an object");
+  if (body.contains("configuration") && !body["configuration"].is_null() && !body["configuration"].is_object())
+    return ChromaError(400, "'configuration' must be an object");
+  const bool get_or_create = body.value("get_or_create", false);
+  if (core_->GetCollection(name).ok()) {
+    if (!get_or_create) return ChromaError(409, "Collection [" + name + "] already exists");
+    auto f = Find(name);
+    if (!f.ok()) return FromStatus(f.status());
+    return JsonResponse(CollectionJson(*f));
+  }
+  json chroma = {{"id", NewId()}, {"metadata", body.value("metadata", json(nullptr))},
+                 {"configuration", body.value("configuration", json::object())}};
+  if (chroma["configuration"].is_null()) chroma["configuration"] = json::object();
+  const json space = chroma["configuration"].contains("hnsw") && chroma["configuration"]["hnsw"].is_object()
+                         ? chroma["configuration"]["hnsw"].value("space", json("l2")) : json("l2");
+  if (space != "l2" && space != "cosine" && space != "ip") return ChromaError(400, "hnsw.space must be l2, cosine or ip");
+  CollectionOptions o = core_->NewCollectionOptions();
+  VectorSchema schema;
+  schema.kind = VectorKind::kFused;
+  json info = json::parse(schema.RecordIn(o.info_json).value());
+  info["chroma"] = chroma;
+  o.info_json = info.dump();
+  o.lexical = LexicalSpec{true};
+  auto c = core_->CreateCollection(name, o);
+  if (!c.ok()) return FromStatus(c.status());
+  auto f = Find(name);
+  if (!f.ok()) return FromStatus(f.status());
+  return JsonResponse(CollectionJson(*f));
+}
+
+Status ChromaRouter::Retype(Found& f, size_t size) {
+  const std::string& info_text = f.c->info_json();
+  json chroma = json::parse(info_text)["chroma"];
+  VectorSchema schema;
+  schema.kind = VectorKind::kPlain;
+  schema.size = size;
+  const Space space = SpaceOf(f);
+  schema.distance = space == Space::kL2 ? Distance::kEuclid : space == Space::kCosine ? Distance::kCosine : Distance::kDot;
+  MOEEDB_ASSIGN_OR_RETURN(CollectionOptions o, PlainCollectionOptions(schema));
+  json info = json::parse(o.info_json);
+  info["chroma"] = chroma;
+  o.info_json = info.dump();
+  MOEEDB_RETURN_IF_ERROR(core_->DropCollection(f.name));
+  MOEEDB_ASSIGN_OR_RETURN(f.c, core_->CreateCollection(f.name, o));
+  return Status::OK();
+}
+
+HttpResponse ChromaRouter::Records(const std::string& what, Found& f, const json& body) {
+  if (what == "add" || what == "upsert" || what == "update") return Write(f, body, what);
+  if (what == "get") return Get(f, body);
+  if (what == "query") return Query(f, body);
+  if (what == "delete") return Delete(f, body);
+  return ChromaError(404, "no record route '" + what.substr(0, 40) + "'");
+}
+
+HttpResponse ChromaRouter::Write(Found& f, const json& body, const std::string& how) {
+  for (auto it = body.begin(); it != body.end(); ++it)
+    if (it.key() != "ids" && it.key() != "embeddings" && it.key() != "documents" && it.key() != "metadatas" && it.key() != "uris")
+      return ChromaError(400, "unknown field '" + it.key().substr(0, 80) + "'");
+  if (!body.contains("ids") || !body["ids"].is_array() || body["ids"].empty()) return ChromaError(400, "'ids' must be a non-empty list");
+  const json& ids = body["ids"];
+  const size_t n = ids.size();
+  if (n > core_->options().max_documents)
+    return ChromaError(400, "batch of " + std::to_string(n) + " records is over max_batch_size " + std::to_string(core_->options().max_documents));
+  auto column = [&](const char* key) -> Result<json> {
+    if (!body.contains(key) || body[key].is_null()) return json();
+    if (!body[key].is_array() || body[key].size() != n)
+      return Status::InvalidArgument(std::string("'") + key + "' must be a list as long as 'ids'");
+    return body[key];
+  };
+  auto embeddings = column("embeddings"), documents = column("documents"), metadatas = column("metadatas");
+  for (auto* c : {&embeddings, &documents, &metadatas})
+    if (!c->ok()) return FromStatus(c->status());
+  if (body.contains("uris") && !body["uris"].is_null()) return ChromaError(400, "uris are not supported by moeedb");
+  if (how != "update" && embeddings->is_null() && documents->is_null())
+    return ChromaError(400, "give 'embeddings' or 'documents' for each record");
+  // The first embeddings of a new collection fix its kind.
+  if (!embeddings->is_null() && f.c->size() == 0 && f.c->schema().kind != VectorKind::kPlain && (*embeddings)[0].is_array() &&
+      (*embeddings)[0].size() != f.c->dim_hs() + f.c->dim_rw() && !(*embeddings)[0].empty())
+    if (Status s = Retype(f, (*embeddings)[0].size()); !s.ok()) return FromStatus(s);
+  std::vector<StoredDocument> docs;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string where = "record " + std::to_string(i) + ": ";
+    if (!ids[i].is_string() || ids[i].get<std::string>().empty()) return ChromaError(400, where + "ids must be non-empty strings");
+    const std::string id = ids[i].get<std::string>();
+    if (!seen.insert(id).second) return ChromaError(400, "Expected IDs to be unique, found duplicates of: " + id.substr(0, 80));
+    auto old = f.c->Get(id);
+    if (!old.ok()) return FromStatus(old.status());
+    if (how == "add" && old->has_value()) continue;    // add never overwrites
+    if (how == "update" && !old->has_value()) continue;  // update touches existing records only
+    StoredDocument d = old->has_value() ? std::move(**old) : StoredDocument{id, "", "{}", {}, {}};
+    if (!documents->is_null() && !(*documents)[i].is_null()) {
+      if (!(*documents)[i].is_string()) return ChromaError(400, where + "documents must be strings");
+      d.text = (*documents)[i].get<std::string>();
+      if (embeddings->is_null()) d.hs.clear(), d.rw.clear();  // moeedb embeds the new text
+    }
+    if (!metadatas->is_null() && !(*metadatas)[i].is_null()) {
+      const json& md = (*metadatas)[i];
+      if (!md.is_object()) return ChromaError(400, where + "metadatas must be objects");
+      json merged = old->has_value() && how != "add" ? json::parse(d.metadata_json) : json::object();
+      for (auto it = md.begin(); it != md.end(); ++it) {
+        if (it.value().is_null()) merged.erase(it.key());  // Chroma: a null value removes the key
+        else if (it.value().is_object()) return ChromaError(400, where + "metadata values must be strings, numbers, booleans or lists");
+        else merged[it.key()] = it.value();
+      }
+      d.metadata_json = merged.dump();
+    }
+    if (!embeddings->is_null() && !(*embeddings)[i].is_null()) {
+      ClientVector v;
+      const json& e = (*embeddings)[i];
+      if (!e.is_array() || e.empty()) return ChromaError(400, where + "an embedding must be a list of numbers");
+      for (size_t j = 0; j < e.size(); ++j) {
+        if (!e[j].is_number()) return ChromaError(400, where + "embedding component " + std::to_string(j) + " is not a number");
+        v.unnamed.push_back(e[j].get<float>());
+      }
+      if (Status s = ToStoredVectors(*f.c, v, &d); !s.ok()) return ChromaError(400, where + s.message());
+    } else if (d.hs.empty() && f.c->schema().kind == VectorKind::kPlain) {
+      return ChromaError(400, where + "this collection holds the client's own embeddings: give 'embeddings'");
+    }
+    docs.push_back(std::move(d));
+  }
+  if (!docs.empty()) {
+    auto w = core_->db().Upsert(f.name, std::move(docs), true);  // records without vectors embedded by moeedb
+    if (!w.ok()) return FromStatus(w.status());
+    core_->CountStored(w->added.size());
+  }
+  return JsonResponse(json::object());
+}
+
+Result<std::vector<StoredDocument>> ChromaRouter::Matching(Found& f, const json& body) {
+  std::shared_ptr<const MetadataFilter> where;
+  TextTest text;
+  if (body.contains("where") && !body["where"].is_null() && !(body["where"].is_object() && body["where"].empty())) {
+    MOEEDB_ASSIGN_OR_RETURN(where, MetadataFilter::Parse(body["where"].dump()));
+  }
+  if (body.contains("where_document") && !body["where_document"].is_null() &&
+      !(body["where_document"].is_object() && body["where_document"].empty())) {
+    MOEEDB_ASSIGN_OR_RETURN(text, DocumentTest(body["where_document"], 0));
+  }
+  std::vector<StoredDocument> out;
+  if (body.contains("ids") && !body["ids"].is_null()) {
+    if (!body["ids"].is_array()) return Status::InvalidArgument("'ids' must be a list of strings");
+    for (const auto& id : body["ids"]) {
+      if (!id.is_string()) return Status::InvalidArgument("'ids' must be a list of strings");
+      MOEEDB_ASSIGN_OR_RETURN(auto d, f.c->Get(id.get<std::string>()));
+      if (d && (!where || where->Matches(json::parse(d->metadata_json))) && (!text || text(d->text))) out.push_back(std::move(*d));
+    }
+    return out;
+  }
+  std::string after;
+  do {
+    MOEEDB_ASSIGN_OR_RETURN(DocumentPage page, f.c->List(after, 1000));
+    for (auto& d : page.documents)
+      if ((!where || where->Matches(json::parse(d.metadata_json))) && (!text || text(d.text))) out.push_back(std::move(d));
+    after = page.next_after;
+  } while (!after.empty());
+  return out;
+}
+
+namespace {
+
+// What `include` asks for; InvalidArgument for an unknown item.
+Result<std::set<std::string>> Include(const json& body, std::set<std::string> fallback) {
+  if (!body.contains("include") || body["include"].is_null()) return fallback;
+  if (!body["include"].is_array()) return Status::InvalidArgument("'include' must be a list");
+  std::set<std::string> out;
+  for (const auto& x : body["include"]) {
+    static const std::set<std::string> kKnown = {"documents", "embeddings", "metadatas", "distances", "uris"};
+    if (!x.is_string() || !kKnown.count(x.get<std::string>()))
+      return Status::InvalidArgument("'include' items are documents, embeddings, metadatas, distances, uris");
+    out.insert(x.get<std::string>());
+  }
+  return out;
+}
+
+json MetadataOut(const std::string& metadata_json) {
+  json m = json::parse(metadata_json, nullptr, false);
+  return m.is_object() && !m.empty() ? m : json(nullptr);
+}
+
+}  // namespace
+
+HttpResponse ChromaRouter::Get(Found& f, const json& body) {
+  auto include = Include(body, {"documents", "metadatas"});
+  if (!include.ok()) return FromStatus(include.status());
+  auto docs = Matching(f, body);
+  if (!docs.ok()) return FromStatus(docs.status());
+  size_t offset = 0, limit = docs->size();
+  if (body.contains("offset") && !body["offset"].is_null()) {
+    if (!body["offset"].is_number_unsigned()) return ChromaError(400, "'offset' must be a non-negative integer");
+    offset = body["offset"].get<size_t>();
+  }
+  if (body.contains("limit") && !body["limit"].is_null()) {
+    if (!body["limit"].is_number_unsigned()) return ChromaError(400, "'limit' must be a non-negative integer");
+    limit = body["limit"].get<size_t>();
+  }
+  json ids = json::array(), documents = json::array(), metadatas = json::array(), embeddings = json::array();
+  for (size_t i = offset; i < docs->size() && ids.size() < limit; ++i) {
+    const StoredDocument& d = (*docs)[i];
+    ids.push_back(d.id);
+    documents.push_back(d.text.empty() ? json(nullptr) : json(d.text));
+    metadatas.push_back(MetadataOut(d.metadata_json));
+    if (include->count("embeddings")) {
+      auto full = f.c->Get(d.id);
+      if (full.ok() && full->has_value()) embeddings.push_back(FromStoredVectors(*f.c, **full).unnamed);
+    }
+  }
+  json out = {{"ids", ids}, {"include", *include}, {"uris", nullptr}, {"data", nullptr}};
+  out["documents"] = include->count("documents") ? documents : json(nullptr);
+  out["metadatas"] = include->count("metadatas") ? metadatas : json(nullptr);
+  out["embeddings"] = include->count("embeddings") ? embeddings : json(nullptr);
+  return JsonResponse(out);
+}
+
+HttpResponse ChromaRouter::Query(Found& f, const json& body) {
+  auto include = Include(body, {"documents", "metadatas", "distances"});
+  if (!include.ok()) return FromStatus(include.status());
+  if (!body.contains("query_embeddings") || !body["query_embeddings"].is_array() || body["query_embeddings"].empty())
+    return ChromaError(400, "'query_embeddings' must be a non-empty list of embeddings");
+  size_t n_results = 10;
+  if (body.contains("n_results") && !body["n_results"].is_null()) {
+    if (!body["n_results"].is_number_unsigned() || body["n_results"].get<size_t>() > kMaxSearchK)
+      return ChromaError(400, "'n_results' must be an integer in [0, " + std::to_string(kMaxSearchK) + "]");
+    n_results = body["n_results"].get<size_t>();
+  }
+  // where_document and ids restrict by text and id, which the index's filter
+  // does not see: the query then ranks every record and keeps the matching ones.
+  const bool narrowed = (body.contains("where_document") && !body["where_document"].is_null() && !body["where_document"].empty()) ||
+                        (body.contains("ids") && !body["ids"].is_null());
+  std::set<std::string> allowed;
+  if (narrowed) {
+    auto m = Matching(f, body);
+    if (!m.ok()) return FromStatus(m.status());
+    for (const auto& d : *m) allowed.insert(d.id);
+  }
+  SearchSpec so;
+  so.k = narrowed ? f.c->size() : n_results;
+  if (body.contains("where") && !body["where"].is_null() && !(body["where"].is_object() && body["where"].empty())) {
+    auto parsed = MetadataFilter::Parse(body["where"].dump());
+    if (!parsed.ok()) return FromStatus(parsed.status());
+    so.filter = *parsed;
+  }
+  const Space space = SpaceOf(f);
+  const bool plain = f.c->schema().kind == VectorKind::kPlain;
+  const double alpha = f.c->default_alpha();
+  json ids = json::array(), distances = json::array(), documents = json::array(), metadatas = json::array(),
+       embeddings = json::array();
+  for (const auto& e : body["query_embeddings"]) {
+    ClientVector v;
+    if (!e.is_array() || e.empty()) return ChromaError(400, "a query embedding must be a list of numbers");
+    for (const auto& x : e) {
+      if (!x.is_number()) return ChromaError(400, "query embedding components must be numbers");
+      v.unnamed.push_back(x.get<float>());
+    }
+    auto q = ToVectorQuery(*f.c, v, "");
+    if (!q.ok()) return FromStatus(q.status());
+    auto hits = core_->db().SearchVectors(f.name, *q, so);
+    if (!hits.ok()) return FromStatus(hits.status());
+    json qi = json::array(), qd = json::array(), qdoc = json::array(), qm = json::array(), qe = json::array();
+    for (const auto& h : *hits) {
+      if (narrowed && !allowed.count(h.id)) continue;
+      if (qi.size() == n_results) break;
+      const double s = ClientScore(*f.c, *q, h.score);
+      double distance;
+      if (plain) distance = space == Space::kL2 ? s * s : 1 - s;
+      else distance = space == Space::kL2 ? 2 * (1 + alpha) - 2 * s : space == Space::kCosine ? 1 - s / (1 + alpha) : 1 - s;
+      qi.push_back(h.id);
+      qd.push_back(distance);
+      qdoc.push_back(h.text.empty() ? json(nullptr) : json(h.text));
+      qm.push_back(MetadataOut(h.metadata_json));
+      if (include->count("embeddings")) {
+        auto full = f.c->Get(h.id);
+        if (full.ok() && full->has_value()) qe.push_back(FromStoredVectors(*f.c, **full).unnamed);
+      }
+    }
+    ids.push_back(qi), distances.push_back(qd), documents.push_back(qdoc), metadatas.push_back(qm), embeddings.push_back(qe);
+  }
+  json out = {{"ids", ids}, {"include", *include}, {"uris", nullptr}, {"data", nullptr}};
+  out["distances"] = include->count("distances") ? distances : json(nullptr);
+  out["documents"] = include->count("documents") ? documents : json(nullptr);
+  out["metadatas"] = include->count("metadatas") ? metadatas : json(nullptr);
+  out["embeddings"] = include->count("embeddings") ? embeddings : json(nullptr);
+  return JsonResponse(out);
+}
+
+HttpResponse ChromaRouter::Delete(Found& f, const json& body) {
+  const bool any = (body.contains("ids") && !body["ids"].is_null()) || (body.contains("where") && !body["where"].is_null()) ||
+                   (body.contains("where_document") && !body["where_document"].is_null());
+  if (!any) return ChromaError(400, "give 'ids', 'where' or 'where_document' (moeedb does not delete a whole collection this way)");
+  auto docs = Matching(f, body);
+  if (!docs.ok()) return FromStatus(docs.status());
+  size_t limit = docs->size();
+  if (body.contains("limit") && body["limit"].is_number_unsigned()) limit = std::min(limit, body["limit"].get<size_t>());
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < limit; ++i) ids.push_back((*docs)[i].id);
+  size_t deleted = 0;
+  if (!ids.empty()) {
+    auto w = f.c->Delete(ids, true);
+    if (!w.ok()) return FromStatus(w.status());
+    deleted = w->removed.size();
+  }
+  return JsonResponse({{"deleted", deleted}});
+}
+
+}  // namespace
+
+std::unique_ptr<ProtocolRouter> NewChromaRouter(ServerCore* core) { return std::make_unique<ChromaRouter>(core); }
+
+}  // namespace moeedb
