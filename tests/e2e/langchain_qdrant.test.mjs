@@ -211,6 +211,25 @@ test('plain vector collections: Cosine, Dot and Euclid against brute force; bad 
     const back = await q.retrieve(name, { ids: [3], with_vector: true });
     back[0].vector.forEach((x, j) => assert.ok(Math.abs(x - vecs[3][j]) < 1e-6));
   }
+  // The same through moeedb's own collections API: vector_size and distance, documents with a
+  // vector (text optional), search by vector; wrong sizes are 400s that store nothing.
+  assert.equal((await api('/collections/own-dot', { vector_size: 5, distance: 'Dot' }, 'PUT')).status, 201);
+  const up = await api('/collections/own-dot/documents', { documents: vecs.map((v, i) => ({ id: `v${i}`, vector: v,
+    ...(i === 0 ? { text: 'the first vector' } : {}) })) });
+  assert.equal(up.status, 200, JSON.stringify(up.body));
+  const own = await api('/collections/own-dot/search', { vector: qv, k: 5 });
+  const dots = vecs.map((v, i) => ({ id: `v${i}`, s: metric.Dot(qv, v) })).sort((x, y) => y.s - x.s).slice(0, 5);
+  assert.deepEqual(own.body.hits.map((h) => h.id), dots.map((d) => d.id));
+  own.body.hits.forEach((h, i) => assert.ok(Math.abs(h.score - dots[i].s) < 1e-4));
+  for (const bad of [{ documents: [{ id: 'x', vector: [1, 2] }] }, { documents: [{ id: 'x', vector: [1, 2, 3, 4, null] }] },
+    { documents: [{ id: 'x', vector: { hs: qv, rw: [1] } }] }, { documents: [{ id: 'x', text: 'no model here' }] }]) {
+    const r = await api('/collections/own-dot/documents', bad);
+    assert.equal(r.status, 400, JSON.stringify(bad));
+    assert.equal(typeof r.body.error.message, 'string');
+  }
+  assert.equal((await api('/collections/own-dot/search', { vector: [1, 2], k: 3 })).status, 400);
+  assert.equal((await api('/collections/own-dot/search', { query: 'text', k: 3 })).status, 400);
+  assert.equal((await api('/collections/own-dot')).body.documents, vecs.length);
   const count = async (name) => (await q.count(name)).count;
   const n = await count('lc');
   const fused = (await q.getCollection('lc')).config.params.vectors.size;
