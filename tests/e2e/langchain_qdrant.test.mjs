@@ -151,6 +151,25 @@ test('maxMarginalRelevanceSearch equals a reference MMR', async () => {
   assert.notDeepEqual(diverse, plain);
 });
 
+test('the older search API, batches, payload selection, is_empty, payload indexes', async () => {
+  const q = new QdrantClient({ url: qdrantUrl, apiKey, checkCompatibility: false });
+  const qv = await embeddings.embedQuery(query);
+  const want = await reference(query, 3);
+  const s = await q.search('lc', { vector: qv, limit: 3, with_payload: { include: ['content'] } });
+  assert.deepEqual(s.map((p) => p.payload), want.map((h) => ({ content: h.text })));
+  s.forEach((p, i) => assert.ok(Math.abs(p.score - want[i].score) < 1e-5));
+  const [b1, b2] = await q.searchBatch('lc', { searches: [{ vector: qv, limit: 2 }, { vector: qv, limit: 1,
+    filter: { must: [{ key: 'metadata.topic', match: { value: 'money' } }] } }] });
+  assert.equal(b1.length, 2);
+  assert.equal(b2.length, 1);
+  const qb = await q.queryBatch('lc', { searches: [{ query: qv, limit: 2 }, { query: qv, limit: 3, with_payload: { exclude: ['content'] } }] });
+  assert.deepEqual(qb[0].points.map((p) => p.id), b1.map((p) => p.id));
+  assert.ok(qb[1].points.every((p) => p.payload.metadata && p.payload.content === undefined));
+  assert.equal((await q.count('lc', { filter: { must: [{ is_empty: { key: 'metadata.missing' } }] } })).count, texts.length);
+  assert.equal((await q.count('lc', { filter: { must_not: [{ is_empty: { key: 'metadata.topic' } }] } })).count, texts.length);
+  assert.equal((await q.createPayloadIndex('lc', { field_name: 'metadata.topic', field_schema: 'keyword', wait: true })).status, 'completed');
+});
+
 test('hybrid and lexical search on the client-vector collection read the payload text', async () => {
   const lex = await api('/collections/lc/search', { query: 'flute', mode: 'lexical', k: 3 });
   assert.equal(lex.status, 200, JSON.stringify(lex.body));
