@@ -258,8 +258,9 @@ HttpResponse QdrantRouter::Search(const Call& call) {
   return Ok(*points, call.t0);
 }
 
-HttpResponse QdrantRouter::QueryBatch(const Call& call) {
-  if (Status s = RefuseUnknown(call.body, {"searches", "consistency", "timeout"}, "a query batch"); !s.ok()) return FromStatus(s);
+// {"searches": [...]}: each run as Query (`points` objects) or as Search (bare lists).
+HttpResponse QdrantRouter::Batch(const Call& call, bool older_search) {
+  if (Status s = RefuseUnknown(call.body, {"searches", "consistency", "timeout"}, "a batch"); !s.ok()) return FromStatus(s);
   if (!call.body.contains("searches") || !call.body["searches"].is_array()) return QdrantError(400, "Bad request: 'searches' must be an array");
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
@@ -267,27 +268,14 @@ HttpResponse QdrantRouter::QueryBatch(const Call& call) {
   json out = json::array();
   for (const auto& s : call.body["searches"]) {
     if (!s.is_object()) return QdrantError(400, "Bad request: each search must be an object");
-    auto points = RunQuery(*c, s, &cache);
+    auto points = older_search ? RunSearch(*c, s, &cache) : RunQuery(*c, s, &cache);
     if (!points.ok()) return FromStatus(points.status());
-    out.push_back({{"points", *points}});
+    out.push_back(older_search ? *points : json{{"points", *points}});
   }
   return Ok(out, call.t0);
 }
 
-HttpResponse QdrantRouter::SearchBatch(const Call& call) {
-  if (Status s = RefuseUnknown(call.body, {"searches", "consistency", "timeout"}, "a search batch"); !s.ok()) return FromStatus(s);
-  if (!call.body.contains("searches") || !call.body["searches"].is_array()) return QdrantError(400, "Bad request: 'searches' must be an array");
-  auto c = core_->OpenCollection(call.name());
-  if (!c.ok()) return FromStatus(c.status());
-  QueryCache cache;
-  json out = json::array();
-  for (const auto& s : call.body["searches"]) {
-    if (!s.is_object()) return QdrantError(400, "Bad request: each search must be an object");
-    auto points = RunSearch(*c, s, &cache);
-    if (!points.ok()) return FromStatus(points.status());
-    out.push_back(*points);
-  }
-  return Ok(out, call.t0);
-}
+HttpResponse QdrantRouter::QueryBatch(const Call& call) { return Batch(call, false); }
+HttpResponse QdrantRouter::SearchBatch(const Call& call) { return Batch(call, true); }
 
 }  // namespace moeedb::qdrant
