@@ -50,8 +50,7 @@ uint64_t FolderBytes(const fs::path& dir) {
 }  // namespace
 
 int RunModelPrune(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"model", "DIR", "model folder (default: the embedded default model)"},
+  const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "threads"}), {
       {"keep", "F|N", "experts kept per MoE layer: a fraction (0.75) or a count (6)"},
       {"by", "RULE", "usage | spectral | usage+spectral | random (default usage+spectral)"},
       {"calib", "FILE", "calibration texts, one per line (the usage rules need them)"},
@@ -59,8 +58,7 @@ int RunModelPrune(const std::vector<std::string>& argv) {
       {"out", "DIR", "the new model folder (must not exist)"},
       {"seed", "N", "seed of the random rule (default 1)"},
       {"max-texts", "N", "calibration lines read at most (default 2000)"},
-      {"threads", "N", "compute threads (default: all cores)"},
-  };
+  });
   std::optional<Args> args;
   if (auto exit = ParseCommand({"model prune", "model prune --model DIR --keep F|N --by RULE [--calib FILE] --out DIR",
                           "Writes a HuggingFace model folder with fewer routed experts in every MoE layer: router rows\n"
@@ -75,14 +73,16 @@ int RunModelPrune(const std::vector<std::string>& argv) {
   if (model_dir.empty()) return UsageError("model prune", "no default model was found: pass --model DIR");
   if (args->Has("experts") == args->Has("keep")) return UsageError("model prune", "give --keep (with --by) or --experts");
   if (fs::exists(args->Get("out"))) return Fail("model prune", args->Get("out") + " exists already: choose a new folder");
-  int64_t threads = 0, seed = 1, max_texts = 2000;
+  int64_t seed = 1, max_texts = 2000;
   Status bad;
-  if (!args->ReadInt("threads", 0, 0, 1024, &threads, &bad) || !args->ReadInt("seed", 1, 0, 1LL << 62, &seed, &bad) ||
-      !args->ReadInt("max-texts", 2000, 1, 10000000, &max_texts, &bad))
+  EmbeddingSpec compute;
+  if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
+    return UsageError("model prune", s.message());
+  if (!args->ReadInt("seed", 1, 0, 1LL << 62, &seed, &bad) || !args->ReadInt("max-texts", 2000, 1, 10000000, &max_texts, &bad))
     return UsageError("model prune", bad.message());
   auto rule = ParsePruneRule(args->Get("by", "usage+spectral"));
   if (!rule.ok()) return UsageError("model prune", rule.status().message());
-  SetComputeThreads(static_cast<int>(threads));
+  SetComputeThreads(compute.threads);
   auto model = MoeModel::LoadDir(model_dir);
   if (!model.ok()) return Fail("model prune", model.status().message());
   const ModelConfig& c = (*model)->config();
@@ -147,13 +147,11 @@ int RunModelPrune(const std::vector<std::string>& argv) {
 }
 
 int RunLensSpecialise(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"model", "DIR", "model folder (default: the embedded default model)"},
+  const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "threads"}), {
       {"texts", "DOMAIN=FILE", "a domain's texts, one per line (more DOMAIN=FILE may follow as arguments)"},
       {"out", "DIR", "where to write specialisation.json and one heat map per MoE layer (layer-N.png)"},
       {"max-texts", "N", "lines read per domain at most (default 500)"},
-      {"threads", "N", "compute threads (default: all cores)"},
-  };
+  });
   std::optional<Args> args;
   if (auto exit = ParseCommand({"lens specialise", "lens specialise --model DIR --texts DOMAIN=FILE [DOMAIN=FILE...] [--out DIR]",
                           "MoE Lens's specialisation (method.md D): per MoE layer and expert, the share of each\n"
@@ -165,10 +163,12 @@ int RunLensSpecialise(const std::vector<std::string>& argv) {
   std::vector<std::string> pairs = args->positional();
   if (args->Has("texts")) pairs.insert(pairs.begin(), args->Get("texts"));
   if (pairs.empty()) return UsageError("lens specialise", "give at least one --texts DOMAIN=FILE");
-  int64_t threads = 0, max_texts = 500;
+  int64_t max_texts = 500;
   Status bad;
-  if (!args->ReadInt("threads", 0, 0, 1024, &threads, &bad) || !args->ReadInt("max-texts", 500, 1, 10000000, &max_texts, &bad))
-    return UsageError("lens specialise", bad.message());
+  EmbeddingSpec compute;
+  if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
+    return UsageError("lens specialise", s.message());
+  if (!args->ReadInt("max-texts", 500, 1, 10000000, &max_texts, &bad)) return UsageError("lens specialise", bad.message());
   const std::string model_dir = ModelDirFlag(*args);
   if (model_dir.empty()) return UsageError("lens specialise", "no default model was found: pass --model DIR");
   std::vector<std::pair<std::string, std::string>> domains;
@@ -178,7 +178,7 @@ int RunLensSpecialise(const std::vector<std::string>& argv) {
       return UsageError("lens specialise", "'" + p + "' is not DOMAIN=FILE");
     domains.push_back({p.substr(0, eq), p.substr(eq + 1)});
   }
-  SetComputeThreads(static_cast<int>(threads));
+  SetComputeThreads(compute.threads);
   auto model = MoeModel::LoadDir(model_dir);
   if (!model.ok()) return Fail("lens specialise", model.status().message());
   auto tok = LoadTokenizer("", model_dir);

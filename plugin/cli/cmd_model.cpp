@@ -99,14 +99,8 @@ int RunInfo(const std::vector<std::string>& argv) {
 }
 
 int RunCalibrate(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"model", "DIR", "model folder"},
-      {"routing", "SPEC", "routing policy (default learned)"},
-      {"prompt", "NAME", "prompt template (default: the model's, else prompteol)"},
-      {"hs-pooling", "P", "last | mean | layers-mean | trained (default: the model's)"},
-      {"rw-pooling", "P", "last | mean (default: the model's, else last)"},
-      {"out", "FILE", "where to write (default DIR/standardization.json)"},
-  };
+  const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling"}),
+                                             {{"out", "FILE", "where to write (default DIR/standardization.json)"}});
   std::optional<Args> args;
   if (auto exit = ParseCommand({"model calibrate", "model calibrate --model DIR [--routing SPEC] [--prompt NAME] [--out FILE]",
                           "Fits the per-feature HS and RW statistics collections z-score with (64 fixed calibration "
