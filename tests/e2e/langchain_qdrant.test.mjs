@@ -96,6 +96,18 @@ test('fromTexts creates a fused-vector collection; similaritySearchWithScore equ
   alt.points.forEach((p, i) => assert.ok(Math.abs(p.score - want[i].score) < 1e-5, `alpha 0.25 hit ${i}`));
 });
 
+test('documents with their own ids: the same ids and scores as moeedb over the same ids', async () => {
+  const uuid = (i) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+  const docs = texts.map(([pageContent, topic], i) => ({ pageContent, metadata: { topic }, id: uuid(i) }));
+  const lc = await QdrantVectorStore.fromDocuments(docs, embeddings, { url: qdrantUrl, apiKey, collectionName: 'lc-ids' });
+  assert.equal((await api('/collections/ref-ids', {}, 'PUT')).status, 201);
+  assert.equal((await api('/collections/ref-ids/documents', { documents: docs.map((d) => ({ id: d.id, text: d.pageContent })) })).status, 200);
+  const got = await lc.similaritySearchWithScore(query, 5);
+  const want = (await api('/collections/ref-ids/search', { query, k: 5 })).body.hits;
+  assert.deepEqual(got.map(([d]) => d.id), want.map((h) => h.id));
+  got.forEach(([, score], i) => assert.ok(Math.abs(score - want[i].score) < 1e-5, `hit ${i}`));
+});
+
 test('filters on metadata (nested keys), text match, retriever', async () => {
   const lc = store('lc');
   const animals = { must: [{ key: 'metadata.topic', match: { value: 'animals' } }] };
