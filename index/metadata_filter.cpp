@@ -11,7 +11,7 @@ namespace {
 
 struct Condition {
   std::string field;
-  std::string op;  // $eq $ne $gt $gte $lt $lte $in $nin $contains $empty
+  std::string op;  // $eq $ne $gt $gte $lt $lte $in $nin $contains $not_contains $empty
   json value;
 };
 
@@ -58,15 +58,17 @@ bool Test(const Condition& c, const json& meta) {
     const bool empty = !found || found->is_null() || (found->is_array() && found->empty());
     return empty == c.value.get<bool>();
   }
-  if (!found) return c.op == "$ne" || c.op == "$nin";
+  if (!found) return c.op == "$ne" || c.op == "$nin" || c.op == "$not_contains";
   const json& v = *found;
   if (c.op == "$eq") return Equal(v, c.value);
   if (c.op == "$ne") return !Equal(v, c.value);
   if (c.op == "$in") return InList(v, c.value);
   if (c.op == "$nin") return !InList(v, c.value);
-  if (c.op == "$contains") {
-    if (v.is_string() && c.value.is_string()) return v.get<std::string>().find(c.value.get<std::string>()) != std::string::npos;
-    return v.is_array() && Equal(v, c.value);
+  if (c.op == "$contains" || c.op == "$not_contains") {
+    bool has = false;
+    if (v.is_string() && c.value.is_string()) has = v.get<std::string>().find(c.value.get<std::string>()) != std::string::npos;
+    else has = v.is_array() && Equal(v, c.value);
+    return has == (c.op == "$contains");
   }
   if (!Comparable(v, c.value)) return false;
   if (c.op == "$gt") return v > c.value;
@@ -147,15 +149,15 @@ Result<std::shared_ptr<const JsonFilter>> ParseObject(const json& j, int depth) 
           if (!op.value().is_array()) return Status::InvalidArgument("filter field '" + field + "': " + name + " needs a list");
         } else if (name == "$empty") {
           if (!op.value().is_boolean()) return Status::InvalidArgument("filter field '" + field + "': $empty needs true or false");
-        } else if (name == "$contains") {
+        } else if (name == "$contains" || name == "$not_contains") {
           if (op.value().is_object() || op.value().is_array() || op.value().is_null())
-            return Status::InvalidArgument("filter field '" + field + "': $contains needs a string, number or boolean");
+            return Status::InvalidArgument("filter field '" + field + "': " + name + " needs a string, number or boolean");
         } else if (name == "$gt" || name == "$gte" || name == "$lt" || name == "$lte") {
           if (!op.value().is_number() && !op.value().is_string())
             return Status::InvalidArgument("filter field '" + field + "': " + name + " needs a number or a string");
         } else if (name != "$eq" && name != "$ne") {
           return Status::InvalidArgument("filter field '" + field + "': unknown operator '" + name +
-                                         "' (use $eq $ne $gt $gte $lt $lte $in $nin $contains $empty)");
+                                         "' (use $eq $ne $gt $gte $lt $lte $in $nin $contains $not_contains $empty)");
         }
         conds.push_back({field, name, op.value()});
       }

@@ -4,14 +4,14 @@
 //   {"year": {"$gte": 2000, "$lt": 2010}} range ($gt, $gte, $lt, $lte; numbers or strings)
 //   {"tag": {"$in": ["a", "b"]}}         set membership ($nin: none of them)
 //   {"tag": {"$eq": "a"}}, {"tag": {"$ne": "a"}}
-//   {"title": {"$contains": "cat"}}      substring of a string, or an element of a list
+//   {"title": {"$contains": "cat"}}      substring of a string, or an element of a list ($not_contains: not)
 //   {"tags": {"$empty": true}}           missing, null or [] (false: anything else)
 //   {"$or": [{"lang": "en"}, {"year": {"$lt": 1900}}]}   any of the filters
 //   {"$and": [...]}, {"$not": {"lang": "fr"}}            all of them; not this one
 // A field name is a key of the metadata object or, when no such key exists, a
 // dotted path into nested objects ("metadata.topic"). A list value matches
 // $eq / $in when any element does (Qdrant's rule for arrays). A document
-// without the field does not match (except for $ne, $nin and $empty). Logical
+// without the field does not match (except for $ne, $nin, $not_contains and $empty). Logical
 // operators sit beside field conditions, all ANDed; they nest (32 levels).
 #pragma once
 

@@ -237,6 +237,9 @@ TEST(MetadataFilter, NestedKeysListsSubstringsAndEmptiness) {
   EXPECT_TRUE(matches(R"({"title": {"$contains": "dog"}})"));
   EXPECT_FALSE(matches(R"({"title": {"$contains": "cat"}})"));
   EXPECT_TRUE(matches(R"({"tags": {"$contains": "b"}})"));
+  EXPECT_FALSE(matches(R"({"tags": {"$not_contains": "b"}})"));
+  EXPECT_TRUE(matches(R"({"title": {"$not_contains": "cat"}})"));
+  EXPECT_TRUE(matches(R"({"missing": {"$not_contains": "cat"}})"));
   for (const char* f : {R"({"none": {"$empty": true}})", R"({"empty": {"$empty": true}})", R"({"missing": {"$empty": true}})",
                         R"({"tags": {"$empty": false}})"})
     EXPECT_TRUE(matches(f)) << f;
