@@ -213,15 +213,22 @@ const Field<Spec>* FindField(const FieldTable<Spec>& table, std::string_view nam
   return nullptr;
 }
 
-// Checks `v` against the field's rule and stores it; null leaves the spec as is.
+// Checks `v` against the field's rule and stores it; null leaves the spec as
+// is. Errors name the field as `label` (a protocol's own name for it, such as
+// Qdrant's 'limit' for k).
 template <typename Spec>
-Status SetField(const Field<Spec>& f, const json& v, Spelling spelling, Spec* spec) {
+Status SetFieldAs(const Field<Spec>& f, const json& v, const std::string& label, Spec* spec) {
   if (v.is_null()) return Status::OK();
-  const std::string label = FieldLabel(f.name, spelling);
   MOEEDB_RETURN_IF_ERROR(f.rule.Check(v, label));
   Status s = f.set(spec, v);
   if (!s.ok()) return Status::InvalidArgument(label + ": " + s.message());
   return s;
+}
+
+// SetFieldAs with the field named as `spelling` names it.
+template <typename Spec>
+Status SetField(const Field<Spec>& f, const json& v, Spelling spelling, Spec* spec) {
+  return SetFieldAs(f, v, FieldLabel(f.name, spelling), spec);
 }
 
 // The fields of a JSON object into *spec (absent and null fields keep their

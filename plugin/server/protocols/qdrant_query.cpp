@@ -22,20 +22,6 @@ namespace moeedb::qdrant {
 
 namespace {
 
-// params: {"alpha": moeedb's RW weight, "exact": bool}; Qdrant's HNSW and
-// quantization knobs are accepted and have no effect.
-Status ReadParams(const json& j, std::optional<float>* alpha, bool* exact) {
-  if (!j.contains("params") || j["params"].is_null()) return Status::OK();
-  const json& p = j["params"];
-  if (!p.is_object()) return Bad("'params' must be an object");
-  if (p.contains("alpha") && !p["alpha"].is_null()) {
-    if (!p["alpha"].is_number()) return Bad("'params.alpha' must be a number");
-    *alpha = p["alpha"].get<float>();
-  }
-  if (p.contains("exact") && p["exact"].is_boolean()) *exact = p["exact"].get<bool>();
-  return Status::OK();
-}
-
 bool WithVector(const json& j) {
   return j.contains("with_vector") && ((j["with_vector"].is_boolean() && j["with_vector"].get<bool>()) || j["with_vector"].is_array());
 }
@@ -63,23 +49,17 @@ Result<VectorQuery> QdrantRouter::QueryVectors(VectorCollection* c, QueryCache* 
   return out;
 }
 
-Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Dense(VectorCollection* c, const VectorQuery& q, size_t k,
-                                                                 const std::string& filter, std::optional<float> alpha,
-                                                                 bool exact) {
-  SearchSpec so;
-  so.k = k;
-  so.alpha = alpha;
-  so.exact = exact;
-  if (!filter.empty()) { MOEEDB_ASSIGN_OR_RETURN(so.filter, MetadataFilter::Parse(filter)); }
-  MOEEDB_ASSIGN_OR_RETURN(auto hits, core_->db().SearchVectors(c->name(), q, so));
+Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Dense(VectorCollection* c, const VectorQuery& q,
+                                                                 const SearchSpec& spec) {
+  MOEEDB_ASSIGN_OR_RETURN(auto hits, core_->db().SearchVectors(c->name(), q, spec));
   std::vector<Candidate> out;
   for (const auto& h : hits) out.push_back({h.id, h.score_hs, h.score_rw, h.score, ClientScore(*c, q, h.score), h.metadata_json});
   return out;
 }
 
 Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Mmr(VectorCollection* c, const VectorQuery& q, const json& mmr,
-                                                               size_t want, const std::string& filter,
-                                                               std::optional<float> alpha, bool exact) {
+                                                               const SearchSpec& spec) {
+  const size_t want = spec.k;
   if (!mmr.is_object()) return Bad("'mmr' must be an object {\"diversity\", \"candidates_limit\"}");
   double diversity = 0.5;  // Qdrant's default
   if (mmr.contains("diversity") && !mmr["diversity"].is_null()) {
@@ -88,7 +68,9 @@ Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Mmr(VectorCollection*
     diversity = mmr["diversity"].get<double>();
   }
   MOEEDB_ASSIGN_OR_RETURN(size_t pool, qdrant::Count(mmr, "candidates_limit", want, kMaxSearchK));
-  MOEEDB_ASSIGN_OR_RETURN(auto candidates, Dense(c, q, std::max(pool, want), filter, alpha, exact));
+  SearchSpec pooled = spec;
+  pooled.k = std::max(pool, want);
+  MOEEDB_ASSIGN_OR_RETURN(auto candidates, Dense(c, q, pooled));
   std::vector<StoredDocument> docs;
   std::vector<double> relevance;
   for (const auto& x : candidates) {
@@ -96,7 +78,7 @@ Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Mmr(VectorCollection*
     docs.push_back(d ? std::move(*d) : StoredDocument{});
     relevance.push_back(HigherIsBetter(*c) ? x.shown : -x.shown);
   }
-  const float a = alpha.value_or(c->default_alpha());
+  const float a = spec.alpha.value_or(c->default_alpha());
   const auto order = SelectMmr(
       relevance, [&](size_t i, size_t j) { return PointSimilarity(*c, docs[i], docs[j], a); }, want, diversity);
   std::vector<Candidate> out;
@@ -109,18 +91,13 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
                                            "score_threshold", "params", "lookup_from", "shard_key", "consistency", "timeout"},
                                        "a query"));
   if (j.contains("lookup_from") && !j["lookup_from"].is_null()) return Bad("lookup_from is not supported");
-  MOEEDB_ASSIGN_OR_RETURN(size_t limit, qdrant::Count(j, "limit", 10, kMaxSearchK));
   MOEEDB_ASSIGN_OR_RETURN(size_t offset, qdrant::Count(j, "offset", 0, kMaxSearchK));
-  MOEEDB_ASSIGN_OR_RETURN(std::string filter, FilterOf(j));
+  MOEEDB_ASSIGN_OR_RETURN(SearchSpec spec, QuerySpec(j, offset));
+  const size_t limit = spec.k - std::min(spec.k, offset);
   if (j.contains("score_threshold") && !j["score_threshold"].is_null() && !j["score_threshold"].is_number())
     return Bad("'score_threshold' must be a number");
-  if (j.contains("using") && !j["using"].is_null() && !j["using"].is_string()) return Bad("'using' must be a string");
   MOEEDB_ASSIGN_OR_RETURN(PayloadSelector payload, PayloadSelector::Parse(j.value("with_payload", json(false)), false));
-  std::optional<float> alpha;
-  bool exact = false;
-  MOEEDB_RETURN_IF_ERROR(ReadParams(j, &alpha, &exact));
-  const std::string use = j.contains("using") && j["using"].is_string() ? j["using"].get<std::string>() : "";
-  const size_t want = limit + offset;
+  const std::string use = spec.mode == QueryMode::kHs ? "hs" : spec.mode == QueryMode::kRw ? "rw" : "";
   std::vector<Candidate> ranked;
 
   std::vector<json> prefetches;
@@ -133,9 +110,9 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
     if (query.is_null()) return Bad("give a 'query' (a vector or a Document)");
     MOEEDB_ASSIGN_OR_RETURN(VectorQuery q, QueryVectors(c, cache, query, use));
     if (query.is_object() && query.contains("mmr")) {
-      MOEEDB_ASSIGN_OR_RETURN(ranked, Mmr(c, q, query["mmr"], want, filter, alpha, exact));
+      MOEEDB_ASSIGN_OR_RETURN(ranked, Mmr(c, q, query["mmr"], spec));
     } else {
-      MOEEDB_ASSIGN_OR_RETURN(ranked, Dense(c, q, want, filter, alpha, exact));
+      MOEEDB_ASSIGN_OR_RETURN(ranked, Dense(c, q, spec));
     }
   } else {
     // Each prefetch: its own query and signal, the request's filter and its own.
@@ -144,13 +121,16 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
     for (const auto& p : prefetches) {
       if (!p.is_object()) return Bad("a prefetch must be an object");
       MOEEDB_RETURN_IF_ERROR(RefuseUnknown(p, {"query", "using", "limit", "filter", "params", "score_threshold"}, "a prefetch"));
-      const std::string pu = p.contains("using") && p["using"].is_string() ? p["using"].get<std::string>() : "";
+      MOEEDB_ASSIGN_OR_RETURN(SearchSpec ps, QuerySpec(p));
+      const std::string pu = ps.mode == QueryMode::kHs ? "hs" : ps.mode == QueryMode::kRw ? "rw" : "";
       MOEEDB_ASSIGN_OR_RETURN(VectorQuery q, QueryVectors(c, cache, p.contains("query") ? p["query"] : json(nullptr), pu));
-      MOEEDB_ASSIGN_OR_RETURN(size_t pl, qdrant::Count(p, "limit", 10, kMaxSearchK));
-      MOEEDB_ASSIGN_OR_RETURN(std::string pf, FilterOf(p));
-      std::string f = filter;
-      if (!pf.empty()) f = f.empty() ? pf : json{{"$and", {json::parse(f), json::parse(pf)}}}.dump();
-      MOEEDB_ASSIGN_OR_RETURN(auto hits, Dense(c, q, pl, f, alpha, exact));
+      // The request's filter and the prefetch's own, both.
+      if (!spec.filter_json.empty())
+        MOEEDB_RETURN_IF_ERROR(ps.SetFilter(ps.filter_json.empty() ? spec.filter_json
+                                            : json{{"$and", {json::parse(spec.filter_json), json::parse(ps.filter_json)}}}.dump()));
+      if (!ps.alpha) ps.alpha = spec.alpha;
+      ps.exact = ps.exact || spec.exact;
+      MOEEDB_ASSIGN_OR_RETURN(auto hits, Dense(c, q, ps));
       lists.push_back(std::move(hits));
       signals.push_back(pu);
     }
@@ -160,7 +140,7 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
       for (const auto& h : l)
         if (at.emplace(h.id, all.size()).second) all.push_back(h);
     for (auto& x : all) x.score = 0;
-    const double a = alpha.value_or(c->default_alpha());
+    const double a = spec.alpha.value_or(c->default_alpha());
     auto signal_score = [&](const Candidate& x, const std::string& s) { return s == "hs" ? x.hs : s == "rw" ? x.rw : x.hs + a * x.rw; };
     if (query.is_object() && (query.contains("fusion") || query.contains("rrf"))) {
       const std::string fusion = query.contains("rrf") ? "rrf" : query["fusion"].is_string() ? query["fusion"].get<std::string>() : "";
@@ -197,7 +177,10 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
     } else if (!query.is_null()) {
       // A vector or Document: the prefetched candidates ranked by this query on `using`.
       MOEEDB_ASSIGN_OR_RETURN(VectorQuery q, QueryVectors(c, cache, query, use));
-      MOEEDB_ASSIGN_OR_RETURN(auto exact_hits, Dense(c, q, std::max<size_t>(1, c->size()), filter, alpha, true));
+      SearchSpec every = spec;
+      every.k = std::max<size_t>(1, std::min(c->size(), kMaxSearchK));
+      every.exact = true;
+      MOEEDB_ASSIGN_OR_RETURN(auto exact_hits, Dense(c, q, every));
       std::vector<Candidate> rescored;
       for (const auto& h : exact_hits)
         if (at.count(h.id)) rescored.push_back(h);

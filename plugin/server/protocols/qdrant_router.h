@@ -102,9 +102,8 @@ class QdrantRouter final : public ProtocolRouter {
   // A query's vectors: a Document, numbers, or {"nearest": either}; `use`
   // names the vector searched ("", "hs" or "rw").
   Result<VectorQuery> QueryVectors(VectorCollection* c, QueryCache* cache, const json& q, const std::string& use);
-  // One dense search by `q`: k hits, moeedb filter text, alpha override.
-  Result<std::vector<Candidate>> Dense(VectorCollection* c, const VectorQuery& q, size_t k, const std::string& filter,
-                                       std::optional<float> alpha, bool exact);
+  // One dense search by `q` with the spec's k, filter, alpha and exact.
+  Result<std::vector<Candidate>> Dense(VectorCollection* c, const VectorQuery& q, const SearchSpec& spec);
   // A query request's answer (Query and Search share it); `points` the
   // scored points, or an error.
   Result<json> RunQuery(VectorCollection* c, const json& j, QueryCache* cache);
@@ -113,8 +112,7 @@ class QdrantRouter final : public ProtocolRouter {
   // QueryBatch and SearchBatch: each search of the batch, as a query or an older search.
   HttpResponse Batch(const Call& call, bool older_search);
   // MMR over the candidates of `q` (Query with {"nearest", "mmr"}).
-  Result<std::vector<Candidate>> Mmr(VectorCollection* c, const VectorQuery& q, const json& mmr, size_t want,
-                                     const std::string& filter, std::optional<float> alpha, bool exact);
+  Result<std::vector<Candidate>> Mmr(VectorCollection* c, const VectorQuery& q, const json& mmr, const SearchSpec& spec);
 
   ServerCore* core_;
 };

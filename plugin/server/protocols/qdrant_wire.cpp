@@ -139,6 +139,33 @@ Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max
   return static_cast<size_t>(v);
 }
 
+Result<SearchSpec> QuerySpec(const json& j, size_t offset) {
+  SearchSpec s;
+  auto set = [&](const char* field, const json& v, const std::string& label) {
+    return spec::SetFieldAs(*spec::FindField(SearchFields(), field), v, label, &s);
+  };
+  json limit = j.contains("limit") && !j["limit"].is_null() ? j["limit"] : json(s.k);
+  if (offset > 0 && limit.is_number_integer() && limit.get<int64_t>() >= 0) limit = limit.get<int64_t>() + static_cast<int64_t>(offset);
+  MOEEDB_RETURN_IF_ERROR(set("k", limit, offset > 0 ? "'limit' + 'offset'" : "'limit'"));
+  if (j.contains("using") && !j["using"].is_null()) {
+    if (!j["using"].is_string()) return Bad("'using' must be a string");
+    const std::string use = j["using"].get<std::string>();
+    if (use != "hs" && use != "rw") return Bad("vector '" + use.substr(0, 80) + "' does not exist; the vectors are hs and rw");
+    MOEEDB_RETURN_IF_ERROR(set("mode", use, "'using'"));
+  }
+  if (j.contains("params") && !j["params"].is_null()) {
+    const json& p = j["params"];
+    if (!p.is_object()) return Bad("'params' must be an object");
+    // Qdrant's HNSW and quantization knobs tune its own storage: accepted, no effect.
+    if (p.contains("alpha")) MOEEDB_RETURN_IF_ERROR(set("alpha", p["alpha"], "'params.alpha'"));
+    if (p.contains("exact")) MOEEDB_RETURN_IF_ERROR(set("exact", p["exact"], "'params.exact'"));
+  }
+  MOEEDB_ASSIGN_OR_RETURN(std::string filter, FilterOf(j));
+  MOEEDB_RETURN_IF_ERROR(s.SetFilter(filter));
+  MOEEDB_RETURN_IF_ERROR(s.Check(spec::Spelling::kJson));
+  return s;
+}
+
 Result<std::vector<float>> Floats(const json& a, const std::string& what) {
   if (!a.is_array()) return Bad(what + " must be an array of numbers");
   std::vector<float> v;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "database/spec/search_spec.h"
 
 namespace moeedb::qdrant {
 
@@ -33,6 +34,13 @@ Result<std::string> FilterOf(const json& j);
 Status RefuseUnknown(const json& j, std::initializer_list<const char*> known, const std::string& what);
 // j[key] as a count in [0, max], `fallback` when absent or null.
 Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max);
+// The SearchSpec a Qdrant query, search or prefetch carries, read through
+// the spec's field table so each value gets the table's rule, named as
+// Qdrant names the field: `limit` (+ `offset`) as k, `filter` translated,
+// `using` as the mode (hs or rw; none: fused), `params.alpha` and
+// `params.exact`. The query vector itself is not part of the spec.
+Result<SearchSpec> QuerySpec(const json& request, size_t offset = 0);
+
 // A vector of numbers as floats; InvalidArgument naming `what` for anything
 // else (null, a string, a number beyond float range).
 Result<std::vector<float>> Floats(const json& a, const std::string& what);

@@ -1,0 +1,59 @@
+// Qdrant's requests carry part of the SearchSpec (docs/layout.md): read
+// through QuerySpec they give the same spec as moeedb's own JSON for the
+// same search, and a bad value gets the spec table's rule, named as Qdrant
+// names the field.
+#include <gtest/gtest.h>
+
+#include "database/spec/search_spec.h"
+#include "plugin/server/protocols/qdrant_wire.h"
+
+namespace moeedb {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(QdrantSpec, EveryFieldQdrantCarriesReadsAsMoeedbsJson) {
+  const json qdrant = {{"limit", 7},
+                       {"offset", 3},
+                       {"using", "rw"},
+                       {"params", {{"alpha", 0.3}, {"exact", true}, {"hnsw_ef", 128}}},
+                       {"filter", {{"must", {{{"key", "metadata.topic"}, {"match", {{"value", "animals"}}}}}},
+                                   {"must_not", {{{"key", "n"}, {"range", {{"gte", 5}}}}}}}}};
+  auto got = qdrant::QuerySpec(qdrant, 3);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  const json own = {{"query", ""},
+                    {"k", 10},
+                    {"mode", "rw"},
+                    {"alpha", 0.3},
+                    {"exact", true},
+                    {"filter", {{"$and", {{{"metadata.topic", {{"$eq", "animals"}}}},
+                                          {{"$not", {{"$or", {{{"n", {{"$gte", 5}}}}}}}}}}}}}};
+  auto want = SearchSpecFromJson(own);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  EXPECT_EQ(SearchSpecToJson(*got), SearchSpecToJson(*want));
+  // Defaults: limit 10, fused, no filter, the collection's alpha.
+  auto plain = qdrant::QuerySpec(json::object());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(SearchSpecToJson(*plain), SearchSpecToJson(*SearchSpecFromJson({{"query", ""}})));
+}
+
+TEST(QdrantSpec, ABadValueGetsTheTablesRuleUnderQdrantsName) {
+  const std::string k_rule = SearchSpecFromJson({{"query", ""}, {"k", 10001}}).status().message();
+  const std::string rule = k_rule.substr(k_rule.find(' '));  // "'k' must be ..." without the name
+  for (auto [request, offset, label] : {std::tuple{json{{"limit", 10001}}, size_t{0}, "'limit'"},
+                                        std::tuple{json{{"limit", 0}}, size_t{0}, "'limit'"},
+                                        std::tuple{json{{"limit", 9999}}, size_t{2}, "'limit' + 'offset'"}}) {
+    auto s = qdrant::QuerySpec(request, offset);
+    ASSERT_FALSE(s.ok()) << request;
+    EXPECT_EQ(s.status().message(), label + rule) << request;
+  }
+  auto alpha = qdrant::QuerySpec({{"params", {{"alpha", "high"}}}});
+  ASSERT_FALSE(alpha.ok());
+  const std::string own = SearchSpecFromJson({{"query", ""}, {"alpha", "high"}}).status().message();
+  EXPECT_EQ(alpha.status().message(), "'params.alpha'" + own.substr(own.find(' ')));
+  EXPECT_FALSE(qdrant::QuerySpec({{"using", "sparse"}}).ok());
+  EXPECT_FALSE(qdrant::QuerySpec({{"filter", {{"must", {{{"key", "a[].b"}, {"match", {{"value", 1}}}}}}}}}).ok());
+}
+
+}  // namespace
+}  // namespace moeedb
