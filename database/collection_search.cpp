@@ -35,7 +35,14 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
       auto it = metadata_.find(id);
       if (it == metadata_.end()) return false;
       auto p = parsed.find(id);
-      if (p == parsed.end()) p = parsed.emplace(id, json::parse(it->second)).first;
+      if (p == parsed.end()) {
+        p = parsed.emplace(id, json::parse(it->second)).first;
+        // An id condition reads the document's external id from the store.
+        if (o.filter->UsesIds() && p->second.is_object()) {
+          auto doc = store_->GetByInternal(name_, id, /*with_vectors=*/false);
+          if (doc.ok()) p->second["$id"] = doc->id;
+        }
+      }
       return o.filter->Matches(p->second);
     };
   }

@@ -85,7 +85,12 @@ class JsonFilter final : public MetadataFilter {
     Logic logic;
     std::vector<std::shared_ptr<const JsonFilter>> parts;
   };
-  JsonFilter(std::vector<Condition> c, std::vector<Group> g) : conds_(std::move(c)), groups_(std::move(g)) {}
+  JsonFilter(std::vector<Condition> c, std::vector<Group> g) : conds_(std::move(c)), groups_(std::move(g)) {
+    for (const auto& x : conds_) uses_ids_ = uses_ids_ || x.field == "$id";
+    for (const auto& gr : groups_)
+      for (const auto& p : gr.parts) uses_ids_ = uses_ids_ || p->UsesIds();
+  }
+  bool UsesIds() const override { return uses_ids_; }
   bool Matches(const json& meta) const override {
     if (!meta.is_object()) return conds_.empty() && groups_.empty();
     for (const auto& c : conds_)
@@ -107,6 +112,7 @@ class JsonFilter final : public MetadataFilter {
  private:
   std::vector<Condition> conds_;
   std::vector<Group> groups_;
+  bool uses_ids_ = false;
 };
 
 Result<std::shared_ptr<const JsonFilter>> ParseObject(const json& j, int depth);
@@ -139,8 +145,8 @@ Result<std::shared_ptr<const JsonFilter>> ParseObject(const json& j, int depth) 
     if (field == "$and" || field == "$or" || field == "$not") {
       MOEEDB_ASSIGN_OR_RETURN(auto g, ParseGroup(field, v, depth));
       groups.push_back(std::move(g));
-    } else if (!field.empty() && field[0] == '$') {
-      return Status::InvalidArgument("filter: unknown operator '" + field + "' at the top of a filter ($and $or $not)");
+    } else if (!field.empty() && field[0] == '$' && field != "$id") {
+      return Status::InvalidArgument("filter: unknown operator '" + field + "' at the top of a filter ($and $or $not $id)");
     } else if (v.is_object()) {
       if (v.empty()) return Status::InvalidArgument("filter field '" + field + "': empty condition");
       for (auto op = v.begin(); op != v.end(); ++op) {
@@ -171,6 +177,12 @@ Result<std::shared_ptr<const JsonFilter>> ParseObject(const json& j, int depth) 
 }
 
 }  // namespace
+
+bool MatchesDocument(const MetadataFilter& filter, const std::string& metadata_json, const std::string& id) {
+  json meta = json::parse(metadata_json, nullptr, false);
+  if (filter.UsesIds() && meta.is_object()) meta["$id"] = id;
+  return filter.Matches(meta);
+}
 
 Result<std::shared_ptr<const MetadataFilter>> MetadataFilter::Parse(const std::string& text) {
   json j;

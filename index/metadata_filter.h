@@ -8,6 +8,8 @@
 //   {"tags": {"$empty": true}}           missing, null or [] (false: anything else)
 //   {"$or": [{"lang": "en"}, {"year": {"$lt": 1900}}]}   any of the filters
 //   {"$and": [...]}, {"$not": {"lang": "fr"}}            all of them; not this one
+//   {"$id": {"$in": ["7", "9"]}}         the document's own id (the caller puts it in
+//                                        the object under "$id"; see UsesIds)
 // A field name is a key of the metadata object or, when no such key exists, a
 // dotted path into nested objects ("metadata.topic"). A list value matches
 // $eq / $in when any element does (Qdrant's rule for arrays). A document
@@ -30,6 +32,13 @@ class MetadataFilter {
   virtual ~MetadataFilter() = default;
   // Whether a document's metadata object matches.
   virtual bool Matches(const nlohmann::json& metadata) const = 0;
+  // Whether a condition names "$id": the caller then adds the document's id
+  // to the object it matches, under that key.
+  virtual bool UsesIds() const = 0;
 };
+
+// Whether the document with this metadata JSON text and external id
+// matches (the id under "$id" when the filter names it).
+bool MatchesDocument(const MetadataFilter& filter, const std::string& metadata_json, const std::string& id);
 
 }  // namespace moeedb

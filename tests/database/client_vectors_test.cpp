@@ -180,6 +180,15 @@ TEST(ClientVectors, PlainCollectionsMatchBruteForce) {
       EXPECT_NEAR(distance == Distance::kEuclid ? -shown : shown, truth[i].first, 1e-4) << name;
     }
     EXPECT_EQ(HigherIsBetter(**c), distance != Distance::kEuclid);
+    // A filter on the documents' own ids (Qdrant's has_id), read from the store.
+    SearchSpec by_id = s;
+    ASSERT_TRUE(by_id.SetFilter(R"({"$id": {"$in": ["3", "7", "nope"]}})").ok());
+    auto only = (*c)->Search(vq->hs.data(), vq->rw.data(), by_id);
+    ASSERT_TRUE(only.ok());
+    std::vector<std::string> ids;
+    for (const auto& h : *only) ids.push_back(h.id);
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids, (std::vector<std::string>{"3", "7"}));
     // The vector comes back as given; a wrong size or named vectors are refused.
     EXPECT_EQ(FromStoredVectors(**c, docs[4]).unnamed, rows[4]);
     StoredDocument d{"x", "", "{}", {}, {}};
@@ -244,6 +253,12 @@ TEST(MetadataFilter, NestedKeysListsSubstringsAndEmptiness) {
                         R"({"tags": {"$empty": false}})"})
     EXPECT_TRUE(matches(f)) << f;
   EXPECT_FALSE(matches(R"({"title": {"$empty": true}})"));
+  auto by_id = MetadataFilter::Parse(R"({"$or": [{"$id": "p1"}, {"title": "x"}]})");
+  ASSERT_TRUE(by_id.ok());
+  EXPECT_TRUE((*by_id)->UsesIds());
+  EXPECT_TRUE(MatchesDocument(**by_id, meta.dump(), "p1"));
+  EXPECT_FALSE(MatchesDocument(**by_id, meta.dump(), "p2"));
+  EXPECT_FALSE((*MetadataFilter::Parse(R"({"title": "x"})"))->UsesIds());
   for (const char* f : {R"({"x": {"$nin": 3}})", R"({"x": {"$empty": 1}})", R"({"x": {"$contains": [1]}})"})
     EXPECT_FALSE(MetadataFilter::Parse(f).ok()) << f;
 }

@@ -117,6 +117,14 @@ test('filters on metadata (nested keys), text match, retriever', async () => {
   for (const d of await lc.similaritySearch(query, 5, notMusic)) assert.notEqual(d.metadata.topic, 'music');
   const dogs = await lc.similaritySearch(query, 8, { must: [{ key: 'content', match: { text: 'dog' } }] });
   assert.deepEqual(dogs.map((d) => d.pageContent).sort(), texts.map(([t]) => t).filter((t) => t.includes('dog')).sort());
+  // has_id: the documents' own ids, here the two best hits of a plain search.
+  const q = new QdrantClient({ url: qdrantUrl, apiKey, checkCompatibility: false });
+  const qv = await embeddings.embedQuery(query);
+  const all = (await q.query('lc', { query: qv, limit: 8 })).points.map((p) => p.id);
+  const some = [all[5], all[2]];
+  const hasId = (await q.query('lc', { query: qv, limit: 8, filter: { must: [{ has_id: some }] } })).points.map((p) => p.id);
+  assert.deepEqual(hasId, [all[2], all[5]]);
+  assert.equal((await q.count('lc', { filter: { must_not: [{ has_id: some }] } })).count, texts.length - 2);
   const retrieved = await lc.asRetriever({ k: 2 }).invoke(query);
   assert.deepEqual(retrieved.map((d) => d.pageContent), (await reference(query, 2)).map((h) => h.text));
 });

@@ -429,7 +429,7 @@ Result<std::vector<StoredDocument>> ChromaRouter::Matching(Found& f, const json&
     for (const auto& id : body["ids"]) {
       if (!id.is_string()) return Status::InvalidArgument("'ids' must be a list of strings");
       MOEEDB_ASSIGN_OR_RETURN(auto d, f.c->Get(id.get<std::string>()));
-      if (d && (!where || where->Matches(json::parse(d->metadata_json))) && (!text || text(d->text))) out.push_back(std::move(*d));
+      if (d && (!where || MatchesDocument(*where, d->metadata_json, d->id)) && (!text || text(d->text))) out.push_back(std::move(*d));
     }
     return out;
   }
@@ -437,7 +437,7 @@ Result<std::vector<StoredDocument>> ChromaRouter::Matching(Found& f, const json&
   do {
     MOEEDB_ASSIGN_OR_RETURN(DocumentPage page, f.c->List(after, 1000));
     for (auto& d : page.documents)
-      if ((!where || where->Matches(json::parse(d.metadata_json))) && (!text || text(d.text))) out.push_back(std::move(d));
+      if ((!where || MatchesDocument(*where, d.metadata_json, d.id)) && (!text || text(d.text))) out.push_back(std::move(d));
     after = page.next_after;
   } while (!after.empty());
   return out;

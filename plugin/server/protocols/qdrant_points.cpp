@@ -177,7 +177,7 @@ Result<std::vector<std::string>> MatchingIds(VectorCollection* c, const std::str
   do {
     MOEEDB_ASSIGN_OR_RETURN(DocumentPage page, c->List(after, 1000));
     for (const auto& d : page.documents)
-      if (parsed->Matches(json::parse(d.metadata_json))) ids.push_back(d.id);
+      if (MatchesDocument(*parsed, d.metadata_json, d.id)) ids.push_back(d.id);
     after = page.next_after;
   } while (!after.empty());
   return ids;
@@ -266,7 +266,7 @@ HttpResponse QdrantRouter::Scroll(const Call& call) {
   json points = json::array();
   json next = nullptr;
   auto take = [&](const StoredDocument& d) {  // false once the page is full
-    if (parsed && !parsed->Matches(json::parse(d.metadata_json))) return true;
+    if (parsed && !MatchesDocument(*parsed, d.metadata_json, d.id)) return true;
     if (points.size() == *limit) {
       next = QdrantId(d.id);
       return false;

@@ -52,8 +52,17 @@ static Result<json> TranslateCondition(const json& c, int depth) {
     if (std::string(k) == "is_empty") return json{{key, {{"$empty", true}}}};
     return json{{key, {{"$eq", nullptr}}}};
   }
+  if (c.contains("has_id")) {
+    if (!c["has_id"].is_array()) return Bad("'has_id' must be a list of point ids");
+    json ids = json::array();
+    for (const auto& raw : c["has_id"]) {
+      MOEEDB_ASSIGN_OR_RETURN(std::string id, PointId(raw));
+      ids.push_back(id);
+    }
+    return json{{"$id", {{"$in", ids}}}};
+  }
   if (!c.contains("key") || !c["key"].is_string()) {
-    for (const char* k : {"has_id", "nested", "has_vector"})
+    for (const char* k : {"nested", "has_vector"})
       if (c.contains(k)) return Bad(std::string("the '") + k + "' condition is not supported by moeedb");
     return Bad("a filter condition needs a 'key' (a payload field)");
   }
