@@ -94,8 +94,11 @@ int RunIngest(const std::vector<std::string>& argv) {
   if (args->positional().size() != 1) return UsageError("ingest", "give exactly one FILE.jsonl");
   if (!args->Has("collection")) return UsageError("ingest", "--collection NAME is required");
   auto batch = args->GetInt("batch", 32, 1, 100000);
-  auto threads = args->GetInt("threads", 0, 0, 1024);
-  if (!batch.ok() || !threads.ok()) return UsageError("ingest", (!batch.ok() ? batch : threads).status().message());
+  if (!batch.ok()) return UsageError("ingest", batch.status().message());
+  // The compute flags are read again where the database opens; checked here
+  // so a bad value is a usage error before the file is read.
+  EmbeddingSpec compute;
+  if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute); !s.ok()) return UsageError("ingest", s.message());
   CollectionSpec spec;
   if (Status s = ReadSpecFlags(*args, CollectionFields(), &spec, ingest_fields); !s.ok()) return UsageError("ingest", s.message());
   if (Status s = spec.Check(spec::Spelling::kFlag); !s.ok()) return UsageError("ingest", s.message());
