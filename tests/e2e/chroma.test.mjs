@@ -140,6 +140,29 @@ test('get, update, upsert, delete, count; lexical search reads the documents', a
   assert.deepEqual((await notes.get()).ids.sort(), ['id0', 'id1', 'id3']);
 });
 
+test('another tenant and database: the same names kept apart', async () => {
+  const u = new URL(chromaUrl);
+  const acme = new ChromaClient({ host: u.hostname, port: Number(u.port), tenant: 'acme', database: 'prod',
+    headers: { 'x-chroma-token': apiKey } });
+  const notes = await acme.createCollection({ name: 'notes', embeddingFunction: null });
+  assert.equal(notes.tenant, 'acme');
+  assert.equal(notes.database, 'prod');
+  const defaultNotes = await client.getCollection({ name: 'notes' });
+  assert.notEqual(notes.id, defaultNotes.id);
+  const before = await defaultNotes.count();
+  const vectors = await embed(['A kite over the beach.', 'A tax form on the desk.']);
+  await notes.add({ ids: ['k', 't'], embeddings: vectors, documents: ['A kite over the beach.', 'A tax form on the desk.'] });
+  assert.equal(await notes.count(), 2);
+  assert.equal(await defaultNotes.count(), before);
+  assert.deepEqual((await acme.listCollections()).map((c) => c.name), ['notes']);
+  assert.equal(await acme.countCollections(), 1);
+  assert.ok(!(await client.listCollections()).some((c) => c.name.includes(':')));
+  // moeedb's own API sees it under TENANT:DATABASE:NAME.
+  assert.equal((await api('/collections/acme:prod:notes')).body.documents, 2);
+  await acme.deleteCollection({ name: 'notes' });
+  assert.equal(await defaultNotes.count(), before);
+});
+
 test('spaces: cosine and ip on fused vectors, a plain l2 collection against brute force; bad input stores nothing', async () => {
   const [qv] = await embed([query]);
   const want = (await api('/collections/ref/search', { query, k: 3 })).body.hits;

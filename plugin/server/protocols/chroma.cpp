@@ -1,7 +1,10 @@
 // Chroma's HTTP API (v2) as the `chromadb` 3.x client calls it, under
 // /api/v2 on the main port (it does not clash with Ollama's /api/...) and
-// on `--chroma-port`. One tenant and database: default_tenant /
-// default_database. A Chroma collection is a moeedb collection:
+// on `--chroma-port`. Tenants and databases need no creating (creating one
+// is accepted): default_tenant / default_database hold the moeedb
+// collections of plain names, any other pair the collections named
+// "TENANT:DATABASE:NAME" (':' is in no Chroma name). A Chroma collection is
+// a moeedb collection:
 //   - its embeddings are the client's own (client_vectors.h): the served
 //     model's fused size makes a fused collection (searched by cos_HS +
 //     alpha * cos_RW, as a text search would be), any other size a plain
@@ -25,6 +28,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <re2/re2.h>
 #include <regex>
@@ -121,8 +125,32 @@ Result<TextTest> DocumentTest(const json& w, int depth) {
   return Status::InvalidArgument("unknown where_document operator '" + op.substr(0, 40) + "'");
 }
 
+// A tenant and database: where a request's collections live.
+struct Scope {
+  std::string tenant = kTenant, database = kDatabase;
+  bool is_default() const { return tenant == kTenant && database == kDatabase; }
+  // The moeedb collection of Chroma collection `name` here.
+  std::string StoreName(const std::string& name) const {
+    return is_default() ? name : tenant + ":" + database + ":" + name;
+  }
+  // The Chroma name of moeedb collection `store_name` if it lives here.
+  std::optional<std::string> ChromaName(const std::string& store_name) const {
+    if (is_default()) return store_name.find(':') == std::string::npos ? std::optional(store_name) : std::nullopt;
+    const std::string prefix = tenant + ":" + database + ":";
+    if (store_name.rfind(prefix, 0) != 0) return std::nullopt;
+    return store_name.substr(prefix.size());
+  }
+};
+
+bool ValidScopeName(const std::string& n) {
+  static const std::regex kScope("^[a-zA-Z0-9_-]{1,64}$");
+  return std::regex_match(n, kScope);
+}
+
 struct Found {
-  std::string name, id;
+  std::string name, id;   // the moeedb collection's name; the Chroma id
+  std::string chroma_name;
+  Scope scope;
   json metadata, configuration;
   VectorCollection* c = nullptr;
 };
@@ -137,13 +165,14 @@ class ChromaRouter final : public ProtocolRouter {
   HttpResponse Handle(const RouteRequest& req, std::string* route) override;
 
  private:
-  HttpResponse Collections(const std::string& m, const std::vector<std::string>& p, const RouteRequest& req, std::string* route);
+  HttpResponse Collections(const Scope& scope, const std::string& m, const std::vector<std::string>& p, const RouteRequest& req,
+                           std::string* route);
   HttpResponse Records(const std::string& what, Found& f, const json& body);
-  // The collection named or with the id `key`; NotFound otherwise.
-  Result<Found> Find(const std::string& key);
+  // The collection of `scope` named or with the id `key`; NotFound otherwise.
+  Result<Found> Find(const Scope& scope, const std::string& key);
   json CollectionJson(const Found& f) const;
   Space SpaceOf(const Found& f) const;
-  HttpResponse Create(const json& body);
+  HttpResponse Create(const Scope& scope, const json& body);
   HttpResponse Write(Found& f, const json& body, const std::string& how);
   HttpResponse Get(Found& f, const json& body);
   HttpResponse Query(Found& f, const json& body);
@@ -156,15 +185,18 @@ class ChromaRouter final : public ProtocolRouter {
   ServerCore* core_;
 };
 
-Result<Found> ChromaRouter::Find(const std::string& key) {
+Result<Found> ChromaRouter::Find(const Scope& scope, const std::string& key) {
   MOEEDB_ASSIGN_OR_RETURN(auto all, core_->ListCollections());
   for (const auto& rec : all) {
+    const std::optional<std::string> chroma_name = scope.ChromaName(rec.name);
+    if (!chroma_name) continue;
     MOEEDB_ASSIGN_OR_RETURN(std::string info_text, VectorCollection::RecordedInfo(rec));
     const json info = json::parse(info_text, nullptr, false);
     const json chroma = info.is_object() && info.contains("chroma") ? info["chroma"] : json::object();
     const std::string id = chroma.contains("id") && chroma["id"].is_string() ? chroma["id"].get<std::string>() : DerivedId(rec.name, rec.id);
-    if (rec.name != key && id != key) continue;
-    Found f{rec.name, id, chroma.value("metadata", json(nullptr)), chroma.value("configuration", json::object()), nullptr};
+    if (*chroma_name != key && id != key) continue;
+    Found f{rec.name, id, *chroma_name, scope, chroma.value("metadata", json(nullptr)),
+            chroma.value("configuration", json::object()), nullptr};
     MOEEDB_ASSIGN_OR_RETURN(f.c, core_->OpenCollection(rec.name));
     return f;
   }
@@ -189,8 +221,8 @@ json ChromaRouter::CollectionJson(const Found& f) const {
   if (!config.contains("embedding_function")) config["embedding_function"] = nullptr;
   const VectorSchema& s = f.c->schema();
   json dim = s.kind == VectorKind::kPlain ? json(s.size) : json(f.c->dim_hs() + f.c->dim_rw());
-  return {{"id", f.id}, {"name", f.name}, {"configuration_json", config}, {"metadata", f.metadata},
-          {"tenant", kTenant}, {"database", kDatabase}, {"log_position", 0}, {"version", 0}, {"dimension", dim},
+  return {{"id", f.id}, {"name", f.chroma_name}, {"configuration_json", config}, {"metadata", f.metadata},
+          {"tenant", f.scope.tenant}, {"database", f.scope.database}, {"log_position", 0}, {"version", 0}, {"dimension", dim},
           {"schema", nullptr}};
 }
 
@@ -209,21 +241,41 @@ HttpResponse ChromaRouter::Handle(const RouteRequest& req, std::string* route) {
     return JsonResponse({{"max_batch_size", core_->options().max_documents}, {"supports_base64_encoding", false}});
   if (p.size() == 2 && p[0] == "auth" && p[1] == "identity" && m == "GET")
     return JsonResponse({{"user_id", ""}, {"tenant", kTenant}, {"databases", {kDatabase}}});
+  // Tenants and databases exist as soon as they are named: creating one is accepted.
+  auto named = [&](const char* what) -> std::optional<HttpResponse> {
+    std::optional<json> body = req.body().empty() ? std::optional<json>(json::object()) : ParseJson(req.body());
+    if (!body || !body->is_object() || !body->contains("name") || !(*body)["name"].is_string() ||
+        !ValidScopeName((*body)["name"].get<std::string>()))
+      return ChromaError(400, std::string("a ") + what + " name is 1-64 characters from [a-zA-Z0-9_-]");
+    return JsonResponse(json::object());
+  };
+  if (one("tenants", "POST")) return *named("tenant");
   if (p.size() >= 2 && p[0] == "tenants") {
-    if (p[1] != kTenant) return ChromaError(404, "Tenant [" + p[1].substr(0, 80) + "] not found: moeedb serves default_tenant");
-    if (p.size() == 2 && m == "GET") return JsonResponse({{"name", kTenant}});
+    if (!ValidScopeName(p[1])) return ChromaError(400, "a tenant name is 1-64 characters from [a-zA-Z0-9_-]");
+    if (p.size() == 2 && m == "GET") return JsonResponse({{"name", p[1]}});
+    if (p.size() == 3 && p[2] == "databases" && m == "POST") return *named("database");
     if (p.size() >= 4 && p[2] == "databases") {
-      if (p[3] != kDatabase) return ChromaError(404, "Database [" + p[3].substr(0, 80) + "] not found: moeedb serves default_database");
-      if (p.size() == 4 && m == "GET") return JsonResponse({{"id", DerivedId(kDatabase, 0)}, {"name", kDatabase}, {"tenant", kTenant}});
-      if (p.size() >= 5) return Collections(m, std::vector<std::string>(p.begin() + 4, p.end()), req, route);
+      if (!ValidScopeName(p[3])) return ChromaError(400, "a database name is 1-64 characters from [a-zA-Z0-9_-]");
+      const Scope scope{p[1], p[3]};
+      if (p.size() == 4 && m == "GET")
+        return JsonResponse({{"id", DerivedId(p[1] + ":" + p[3], 0)}, {"name", p[3]}, {"tenant", p[1]}});
+      if (p.size() == 4 && m == "DELETE") {
+        auto all = core_->ListCollections();
+        if (!all.ok()) return FromStatus(all.status());
+        for (const auto& rec : *all)
+          if (scope.ChromaName(rec.name))
+            if (Status st = core_->DropCollection(rec.name); !st.ok()) return FromStatus(st);
+        return JsonResponse(json::object());
+      }
+      if (p.size() >= 5) return Collections(scope, m, std::vector<std::string>(p.begin() + 4, p.end()), req, route);
     }
   }
   *route = "unknown";
   return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
 }
 
-HttpResponse ChromaRouter::Collections(const std::string& m, const std::vector<std::string>& p, const RouteRequest& req,
-                                       std::string* route) {
+HttpResponse ChromaRouter::Collections(const Scope& scope, const std::string& m, const std::vector<std::string>& p,
+                                       const RouteRequest& req, std::string* route) {
   std::optional<json> body = json::object();
   if (!req.body().empty()) body = ParseJson(req.body());
   if (!body || !body->is_object()) return ChromaError(400, "the body must be a JSON object");
@@ -231,15 +283,21 @@ HttpResponse ChromaRouter::Collections(const std::string& m, const std::vector<s
     *route = "/api/v2/.../collections_count";
     auto all = core_->ListCollections();
     if (!all.ok()) return FromStatus(all.status());
-    return JsonResponse(all->size());
+    size_t n = 0;
+    for (const auto& rec : *all) n += scope.ChromaName(rec.name) ? 1 : 0;
+    return JsonResponse(n);
   }
   if (p[0] != "collections") return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
   if (p.size() == 1) {
     *route = "/api/v2/.../collections";
-    if (m == "POST") return Create(*body);
+    if (m == "POST") return Create(scope, *body);
     if (m != "GET") return ChromaError(405, "use GET or POST");
-    auto all = core_->ListCollections();
-    if (!all.ok()) return FromStatus(all.status());
+    auto listed = core_->ListCollections();
+    if (!listed.ok()) return FromStatus(listed.status());
+    std::vector<CollectionRecord> all_here;
+    for (auto& rec : *listed)
+      if (scope.ChromaName(rec.name)) all_here.push_back(std::move(rec));
+    const auto* all = &all_here;
     size_t limit = all->size(), offset = 0;
     for (auto [key, out] : {std::pair{"limit", &limit}, std::pair{"offset", &offset}})
       if (req.query.count(key)) {
@@ -250,12 +308,12 @@ HttpResponse ChromaRouter::Collections(const std::string& m, const std::vector<s
       }
     json out = json::array();
     for (size_t i = offset; i < all->size() && out.size() < limit; ++i) {
-      auto f = Find((*all)[i].name);
+      auto f = Find(scope, *scope.ChromaName((*all)[i].name));
       if (f.ok()) out.push_back(CollectionJson(*f));
     }
     return JsonResponse(out);
   }
-  auto f = Find(p[1]);
+  auto f = Find(scope, p[1]);
   if (!f.ok()) {
     *route = "/api/v2/.../collections/{id}";
     return FromStatus(f.status());
@@ -276,7 +334,7 @@ HttpResponse ChromaRouter::Collections(const std::string& m, const std::vector<s
   return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
 }
 
-HttpResponse ChromaRouter::Create(const json& body) {
+HttpResponse ChromaRouter::Create(const Scope& scope, const json& body) {
   if (!body.contains("name") || !body["name"].is_string()) return ChromaError(400, "'name' must be a string");
   const std::string name = body["name"].get<std::string>();
   static const std::regex kName("^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$");
@@ -287,9 +345,10 @@ HttpResponse ChromaRouter::Create(const json& body) {
   if (body.contains("configuration") && !body["configuration"].is_null() && !body["configuration"].is_object())
     return ChromaError(400, "'configuration' must be an object");
   const bool get_or_create = body.value("get_or_create", false);
-  if (core_->GetCollection(name).ok()) {
+  const std::string store_name = scope.StoreName(name);
+  if (core_->GetCollection(store_name).ok()) {
     if (!get_or_create) return ChromaError(409, "Collection [" + name + "] already exists");
-    auto f = Find(name);
+    auto f = Find(scope, name);
     if (!f.ok()) return FromStatus(f.status());
     return JsonResponse(CollectionJson(*f));
   }
@@ -306,9 +365,9 @@ HttpResponse ChromaRouter::Create(const json& body) {
   info["chroma"] = chroma;
   o.info_json = info.dump();
   o.lexical = LexicalSpec{true};
-  auto c = core_->CreateCollection(name, o);
+  auto c = core_->CreateCollection(store_name, o);
   if (!c.ok()) return FromStatus(c.status());
-  auto f = Find(name);
+  auto f = Find(scope, name);
   if (!f.ok()) return FromStatus(f.status());
   return JsonResponse(CollectionJson(*f));
 }
