@@ -159,25 +159,35 @@ bool HigherIsBetter(const VectorCollection& c) {
   return !(c.schema().kind == VectorKind::kPlain && c.schema().distance == Distance::kEuclid);
 }
 
-double PointSimilarity(const VectorCollection& c, const StoredDocument& a, const StoredDocument& b, float alpha) {
+ComparablePoint Comparable(const VectorCollection& c, const StoredDocument& doc) {
+  ComparablePoint p;
   const VectorSchema& s = c.schema();
+  auto image = [](const Standardizer& st, const std::vector<float>& x) {
+    if (x.size() != st.dim()) return std::vector<float>();
+    std::vector<float> u(x.size());
+    st.Apply(x.data(), u.data());
+    return u;
+  };
   if (s.kind == VectorKind::kPlain && s.distance != Distance::kCosine) {
-    const size_t n = std::min(a.hs.size(), b.hs.size());
-    if (s.distance == Distance::kDot) return Dot(a.hs.data(), b.hs.data(), n);
+    p.hs = doc.hs;
+    return p;
+  }
+  p.hs = image(c.standardizer_hs(), doc.hs);
+  if (s.kind != VectorKind::kPlain) p.rw = image(c.standardizer_rw(), doc.rw);
+  return p;
+}
+
+double PointSimilarity(const VectorCollection& c, const ComparablePoint& a, const ComparablePoint& b, float alpha) {
+  const VectorSchema& s = c.schema();
+  const size_t n = std::min(a.hs.size(), b.hs.size());
+  if (s.kind == VectorKind::kPlain && s.distance == Distance::kEuclid) {
     double d2 = 0;
     for (size_t i = 0; i < n; ++i) d2 += (static_cast<double>(a.hs[i]) - b.hs[i]) * (static_cast<double>(a.hs[i]) - b.hs[i]);
     return -std::sqrt(d2);
   }
-  auto cosine = [](const Standardizer& st, const std::vector<float>& x, const std::vector<float>& y) {
-    if (x.size() != st.dim() || y.size() != st.dim()) return 0.0;
-    std::vector<float> u(x.size()), w(y.size());
-    st.Apply(x.data(), u.data());
-    st.Apply(y.data(), w.data());
-    return Dot(u.data(), w.data(), u.size());
-  };
-  const double hs = cosine(c.standardizer_hs(), a.hs, b.hs);
-  if (s.kind == VectorKind::kPlain) return hs;
-  return hs + alpha * cosine(c.standardizer_rw(), a.rw, b.rw);
+  const double hs = Dot(a.hs.data(), b.hs.data(), n);
+  if (s.kind == VectorKind::kPlain) return hs;  // the cosine (unit images) or the dot product
+  return hs + alpha * Dot(a.rw.data(), b.rw.data(), std::min(a.rw.size(), b.rw.size()));
 }
 
 std::string PayloadText(const VectorSchema& schema, const json& payload) {

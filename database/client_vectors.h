@@ -57,10 +57,16 @@ double ClientScore(const VectorCollection& c, const VectorQuery& q, double score
 // Whether a larger client score is better (false for Euclid distances).
 bool HigherIsBetter(const VectorCollection& c);
 
-// The similarity between two stored points that a search by one of them
-// would rank the other with (MMR's diversity term): cos_HS + alpha * cos_RW
-// for model vectors, the cosine, dot product or -distance for plain ones.
-double PointSimilarity(const VectorCollection& c, const StoredDocument& a, const StoredDocument& b, float alpha);
+// A stored point as PointSimilarity compares it, computed once per point:
+// its standardized halves (a plain Dot or Euclid vector as given).
+struct ComparablePoint {
+  std::vector<float> hs, rw;
+};
+ComparablePoint Comparable(const VectorCollection& c, const StoredDocument& doc);
+// The similarity between two points that a search by one of them would rank
+// the other with (MMR's diversity term): cos_HS + alpha * cos_RW for model
+// vectors, the cosine, dot product or -distance for plain ones.
+double PointSimilarity(const VectorCollection& c, const ComparablePoint& a, const ComparablePoint& b, float alpha);
 
 // A point's text from its payload: the string under the schema's text key,
 // or by default "content", else the "text" of the JSON string

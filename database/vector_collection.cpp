@@ -88,8 +88,6 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
     return Status::Corruption("collection '" + name + "' spec is damaged: " + e.what());
   }
   MOEEDB_ASSIGN_OR_RETURN(c->schema_, VectorSchema::FromInfo(c->info_json_));
-  c->std_hs_ = sh;
-  c->std_rw_ = sr;
   // Metadata for filters.
   MOEEDB_RETURN_IF_ERROR(store->ScanMetadata(name, [&](uint64_t id, const std::string& m) { c->metadata_[id] = m; }));
   // The index: snapshot + op-log replay when possible, else a rebuild.

@@ -95,8 +95,8 @@ class VectorCollection {
   // How clients' own vectors map onto the stored ones (client_vectors.h).
   const VectorSchema& schema() const { return schema_; }
   // The statistics the index standardizes each half with.
-  const Standardizer& standardizer_hs() const { return std_hs_; }
-  const Standardizer& standardizer_rw() const { return std_rw_; }
+  const Standardizer& standardizer_hs() const { return index_->standardizer_hs(); }
+  const Standardizer& standardizer_rw() const { return index_->standardizer_rw(); }
   std::string spec_json() const { return spec_json_; }
   // Internal ids in the index (sorted): for consistency checks.
   std::vector<uint64_t> IndexedIds() const;
@@ -124,7 +124,6 @@ class VectorCollection {
   size_t dim_hs_ = 0, dim_rw_ = 0;
   float default_alpha_ = 1.0f;
   VectorSchema schema_;
-  Standardizer std_hs_, std_rw_;
   std::unique_ptr<DualIndex> index_;
   mutable SearchBatcher batcher_;  // concurrent exact searches share a pass over the rows
   LexicalSpec lexical_spec_;

@@ -111,6 +111,9 @@ class DualIndex {
   size_t tombstones() const { return tombstones_; }
   size_t rebuilds() const { return rebuilds_; }
   const DualIndexSpec& spec() const { return spec_; }
+  // The statistics each half is standardized with (fixed for the index's life).
+  const Standardizer& standardizer_hs() const { return std_hs_; }
+  const Standardizer& standardizer_rw() const { return std_rw_; }
 
   // Snapshot into `dir` (created), recording the op-log sequence number the
   // index reflects. Atomic: a crash leaves the previous snapshot in place.

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { ChromaClient } from 'chromadb';
-import { root, startServer, stopServer } from './moeedb.mjs';
+import { callApi, root, startServer, stopServer } from './moeedb.mjs';
 
 const apiKey = 'chroma-key';
 const model = path.join(root, 'models/moeedb-tiny');
@@ -25,11 +25,7 @@ const texts = [
 const query = 'a puppy playing outside in winter';
 let server, base, chromaUrl, work, openai, client, alpha;
 
-async function api(p, body, method) {
-  const r = await fetch(`${base}${p}`, { method: method ?? (body ? 'POST' : 'GET'),
-    headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
-  return { status: r.status, body: await r.json() };
-}
+const api = (p, body, method) => callApi(base, apiKey, p, body, method);
 const embed = async (input) => (await openai.embeddings.create({ model: 'moeedb', input, encoding_format: 'float' })).data.map((d) => d.embedding);
 
 before(async () => {

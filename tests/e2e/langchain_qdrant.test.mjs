@@ -14,7 +14,7 @@ import path from 'node:path';
 import { OpenAIEmbeddings } from '@langchain/openai';
 import { QdrantVectorStore } from '@langchain/qdrant';
 import { QdrantClient } from '@qdrant/js-client-rest';
-import { root, startServer, stopServer } from './moeedb.mjs';
+import { callApi, root, startServer, stopServer } from './moeedb.mjs';
 
 const apiKey = 'lc-key';
 const model = path.join(root, 'models/moeedb-tiny');
@@ -31,11 +31,7 @@ const texts = [
 const query = 'a puppy playing outside in winter';
 let server, base, qdrantUrl, work, db, embeddings;
 
-async function api(p, body, method) {
-  const r = await fetch(`${base}${p}`, { method: method ?? (body ? 'POST' : 'GET'),
-    headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
-  return { status: r.status, body: await r.json() };
-}
+const api = (p, body, method) => callApi(base, apiKey, p, body, method);
 
 async function start() {
   ({ server, base, qdrant: qdrantUrl } = await startServer(['--db', db, '--model', model, '--served-model-name', 'moeedb',
@@ -247,6 +243,10 @@ test('plain vector collections: Cosine, Dot and Euclid against brute force; bad 
       .sort((x, y) => (distance === 'Euclid' ? x.s - y.s : y.s - x.s)).slice(0, 5);
     assert.deepEqual(got.map((p) => p.id), order.map((o) => o.i), distance);
     got.forEach((p, j) => assert.ok(Math.abs(p.score - order[j].s) < 1e-4, `${distance} score ${p.score} vs ${order[j].s}`));
+    // Re-ranking prefetched candidates by a vector reports that vector's scores (distances for Euclid).
+    const re = (await q.query(name, { prefetch: [{ query: qv, limit: 10 }], query: qv, limit: 5 })).points;
+    assert.deepEqual(re.map((p) => p.id), order.map((o) => o.i), `${distance} re-ranked`);
+    re.forEach((p, j) => assert.ok(Math.abs(p.score - order[j].s) < 1e-4, `${distance} re-ranked score ${p.score} vs ${order[j].s}`));
     const back = await q.retrieve(name, { ids: [3], with_vector: true });
     back[0].vector.forEach((x, j) => assert.ok(Math.abs(x - vecs[3][j]) < 1e-6));
   }

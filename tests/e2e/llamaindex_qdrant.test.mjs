@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Document, MetadataMode, Settings, VectorStoreIndex, storageContextFromDefaults } from 'llamaindex';
 import { OpenAIEmbedding } from '@llamaindex/openai';
 import { QdrantVectorStore } from '@llamaindex/qdrant';
-import { root, startServer, stopServer } from './moeedb.mjs';
+import { callApi, root, startServer, stopServer } from './moeedb.mjs';
 
 const apiKey = 'li-key';
 const model = path.join(root, 'models/moeedb-tiny');
@@ -28,11 +28,7 @@ const texts = [
 const query = 'a puppy playing outside in winter';
 let server, base, qdrantUrl, work;
 
-async function api(p, body, method) {
-  const r = await fetch(`${base}${p}`, { method: method ?? (body ? 'POST' : 'GET'),
-    headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
-  return { status: r.status, body: await r.json() };
-}
+const api = (p, body, method) => callApi(base, apiKey, p, body, method);
 
 before(async () => {
   work = mkdtempSync(path.join(tmpdir(), 'moeedb-li-'));

@@ -40,6 +40,14 @@ export function startServer(args) {
   });
 }
 
+// moeedb's own HTTP API at `base` with a Bearer key: POST with a body, else
+// GET (or `method`); resolves to {status, body (parsed JSON)}.
+export async function callApi(base, apiKey, p, body, method) {
+  const r = await fetch(`${base}${p}`, { method: method ?? (body ? 'POST' : 'GET'),
+    headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
+  return { status: r.status, body: await r.json() };
+}
+
 // SIGTERM, then waits: the server snapshots its indexes on the way out.
 export async function stopServer(server) {
   if (!server || server.exitCode !== null) return;

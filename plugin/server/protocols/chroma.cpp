@@ -168,6 +168,9 @@ class ChromaRouter final : public ProtocolRouter {
   HttpResponse Collections(const Scope& scope, const std::string& m, const std::vector<std::string>& p, const RouteRequest& req,
                            std::string* route);
   HttpResponse Records(const std::string& what, Found& f, const json& body);
+  // The collections of `scope`, in name order; with a `key`, the one named
+  // or with that id (if any); `open` opens them.
+  Result<std::vector<Found>> InScope(const Scope& scope, const std::string& key, bool open);
   // The collection of `scope` named or with the id `key`; NotFound otherwise.
   Result<Found> Find(const Scope& scope, const std::string& key);
   json CollectionJson(const Found& f) const;
@@ -185,8 +188,9 @@ class ChromaRouter final : public ProtocolRouter {
   ServerCore* core_;
 };
 
-Result<Found> ChromaRouter::Find(const Scope& scope, const std::string& key) {
+Result<std::vector<Found>> ChromaRouter::InScope(const Scope& scope, const std::string& key, bool open) {
   MOEEDB_ASSIGN_OR_RETURN(auto all, core_->ListCollections());
+  std::vector<Found> out;
   for (const auto& rec : all) {
     const std::optional<std::string> chroma_name = scope.ChromaName(rec.name);
     if (!chroma_name) continue;
@@ -194,13 +198,20 @@ Result<Found> ChromaRouter::Find(const Scope& scope, const std::string& key) {
     const json info = json::parse(info_text, nullptr, false);
     const json chroma = info.is_object() && info.contains("chroma") ? info["chroma"] : json::object();
     const std::string id = chroma.contains("id") && chroma["id"].is_string() ? chroma["id"].get<std::string>() : DerivedId(rec.name, rec.id);
-    if (*chroma_name != key && id != key) continue;
+    if (!key.empty() && *chroma_name != key && id != key) continue;
     Found f{rec.name, id, *chroma_name, scope, chroma.value("metadata", json(nullptr)),
             chroma.value("configuration", json::object()), nullptr};
-    MOEEDB_ASSIGN_OR_RETURN(f.c, core_->OpenCollection(rec.name));
-    return f;
+    if (open) { MOEEDB_ASSIGN_OR_RETURN(f.c, core_->OpenCollection(rec.name)); }
+    out.push_back(std::move(f));
+    if (!key.empty()) break;
   }
-  return Status::NotFound("Collection [" + key.substr(0, 120) + "] does not exist");
+  return out;
+}
+
+Result<Found> ChromaRouter::Find(const Scope& scope, const std::string& key) {
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<Found> found, InScope(scope, key, true));
+  if (found.empty()) return Status::NotFound("Collection [" + key.substr(0, 120) + "] does not exist");
+  return std::move(found[0]);
 }
 
 Space ChromaRouter::SpaceOf(const Found& f) const {
@@ -260,11 +271,10 @@ HttpResponse ChromaRouter::Handle(const RouteRequest& req, std::string* route) {
       if (p.size() == 4 && m == "GET")
         return JsonResponse({{"id", DerivedId(p[1] + ":" + p[3], 0)}, {"name", p[3]}, {"tenant", p[1]}});
       if (p.size() == 4 && m == "DELETE") {
-        auto all = core_->ListCollections();
-        if (!all.ok()) return FromStatus(all.status());
-        for (const auto& rec : *all)
-          if (scope.ChromaName(rec.name))
-            if (Status st = core_->DropCollection(rec.name); !st.ok()) return FromStatus(st);
+        auto here = InScope(scope, "", false);
+        if (!here.ok()) return FromStatus(here.status());
+        for (const Found& f : *here)
+          if (Status st = core_->DropCollection(f.name); !st.ok()) return FromStatus(st);
         return JsonResponse(json::object());
       }
       if (p.size() >= 5) return Collections(scope, m, std::vector<std::string>(p.begin() + 4, p.end()), req, route);
@@ -281,24 +291,18 @@ HttpResponse ChromaRouter::Collections(const Scope& scope, const std::string& m,
   if (!body || !body->is_object()) return ChromaError(400, "the body must be a JSON object");
   if (p.size() == 1 && p[0] == "collections_count") {
     *route = "/api/v2/.../collections_count";
-    auto all = core_->ListCollections();
-    if (!all.ok()) return FromStatus(all.status());
-    size_t n = 0;
-    for (const auto& rec : *all) n += scope.ChromaName(rec.name) ? 1 : 0;
-    return JsonResponse(n);
+    auto here = InScope(scope, "", false);
+    if (!here.ok()) return FromStatus(here.status());
+    return JsonResponse(here->size());
   }
   if (p[0] != "collections") return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
   if (p.size() == 1) {
     *route = "/api/v2/.../collections";
     if (m == "POST") return Create(scope, *body);
     if (m != "GET") return ChromaError(405, "use GET or POST");
-    auto listed = core_->ListCollections();
-    if (!listed.ok()) return FromStatus(listed.status());
-    std::vector<CollectionRecord> all_here;
-    for (auto& rec : *listed)
-      if (scope.ChromaName(rec.name)) all_here.push_back(std::move(rec));
-    const auto* all = &all_here;
-    size_t limit = all->size(), offset = 0;
+    auto here = InScope(scope, "", false);
+    if (!here.ok()) return FromStatus(here.status());
+    size_t limit = here->size(), offset = 0;
     for (auto [key, out] : {std::pair{"limit", &limit}, std::pair{"offset", &offset}})
       if (req.query.count(key)) {
         char* end = nullptr;
@@ -307,9 +311,12 @@ HttpResponse ChromaRouter::Collections(const Scope& scope, const std::string& m,
         *out = static_cast<size_t>(v);
       }
     json out = json::array();
-    for (size_t i = offset; i < all->size() && out.size() < limit; ++i) {
-      auto f = Find(scope, *scope.ChromaName((*all)[i].name));
-      if (f.ok()) out.push_back(CollectionJson(*f));
+    for (size_t i = offset; i < here->size() && out.size() < limit; ++i) {
+      Found& f = (*here)[i];
+      auto c = core_->OpenCollection(f.name);  // the page's collections only
+      if (!c.ok()) continue;
+      f.c = *c;
+      out.push_back(CollectionJson(f));
     }
     return JsonResponse(out);
   }
@@ -452,12 +459,9 @@ HttpResponse ChromaRouter::Write(Found& f, const json& body, const std::string& 
     }
     if (!embeddings->is_null() && !(*embeddings)[i].is_null()) {
       ClientVector v;
-      const json& e = (*embeddings)[i];
-      if (!e.is_array() || e.empty()) return ChromaError(400, where + "an embedding must be a list of numbers");
-      for (size_t j = 0; j < e.size(); ++j) {
-        if (!e[j].is_number()) return ChromaError(400, where + "embedding component " + std::to_string(j) + " is not a number");
-        v.unnamed.push_back(e[j].get<float>());
-      }
+      auto e = Floats((*embeddings)[i], "the embedding");
+      if (!e.ok()) return ChromaError(400, where + e.status().message());
+      v.unnamed = std::move(e).value();
       if (Status s = ToStoredVectors(*f.c, v, &d); !s.ok()) return ChromaError(400, where + s.message());
     } else if (d.hs.empty() && f.c->schema().kind == VectorKind::kPlain) {
       return ChromaError(400, where + "this collection holds the client's own embeddings: give 'embeddings'");
@@ -592,11 +596,9 @@ HttpResponse ChromaRouter::Query(Found& f, const json& body) {
        embeddings = json::array();
   for (const auto& e : body["query_embeddings"]) {
     ClientVector v;
-    if (!e.is_array() || e.empty()) return ChromaError(400, "a query embedding must be a list of numbers");
-    for (const auto& x : e) {
-      if (!x.is_number()) return ChromaError(400, "query embedding components must be numbers");
-      v.unnamed.push_back(x.get<float>());
-    }
+    auto floats = Floats(e, "the query embedding");
+    if (!floats.ok()) return FromStatus(floats.status());
+    v.unnamed = std::move(floats).value();
     auto q = ToVectorQuery(*f.c, v, "");
     if (!q.ok()) return FromStatus(q.status());
     auto hits = core_->db().SearchVectors(f.name, *q, so);

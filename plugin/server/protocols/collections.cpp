@@ -112,24 +112,15 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
 // served model's fused vector, or a plain collection's), or {"hs": [...],
 // "rw": [...]} (either alone for a search).
 Result<ClientVector> ClientVectorOf(const json& v) {
-  auto floats = [](const json& a, const std::string& what) -> Result<std::vector<float>> {
-    if (!a.is_array() || a.empty()) return Status::InvalidArgument(what + " must be a non-empty array of numbers");
-    std::vector<float> out;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].is_number()) return Status::InvalidArgument(what + " component " + std::to_string(i) + " is not a number");
-      out.push_back(a[i].get<float>());
-    }
-    return out;
-  };
   ClientVector cv;
   if (v.is_array()) {
-    MOEEDB_ASSIGN_OR_RETURN(cv.unnamed, floats(v, "'vector'"));
+    MOEEDB_ASSIGN_OR_RETURN(cv.unnamed, Floats(v, "'vector'"));
     return cv;
   }
   if (!v.is_object()) return Status::InvalidArgument("'vector' must be an array of numbers or {\"hs\": [...], \"rw\": [...]}");
   for (auto it = v.begin(); it != v.end(); ++it) {
     if (it.key() != "hs" && it.key() != "rw") return Status::InvalidArgument("unknown vector '" + it.key().substr(0, 80) + "' (hs, rw)");
-    MOEEDB_ASSIGN_OR_RETURN((it.key() == "hs" ? cv.hs : cv.rw), floats(it.value(), "'vector." + it.key() + "'"));
+    MOEEDB_ASSIGN_OR_RETURN((it.key() == "hs" ? cv.hs : cv.rw), Floats(it.value(), "'vector." + it.key() + "'"));
   }
   return cv;
 }

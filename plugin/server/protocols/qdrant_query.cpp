@@ -41,7 +41,6 @@ Result<VectorQuery> QdrantRouter::QueryVectors(VectorCollection* c, QueryCache* 
     MOEEDB_ASSIGN_OR_RETURN(auto e, core_->EmbedQuery(c->name(), text));
     it = cache->emplace(text, std::move(e[0])).first;
   }
-  if (!use.empty() && use != "hs" && use != "rw") return Bad("vector '" + use + "' does not exist; the vectors are hs and rw");
   VectorQuery out;
   out.hs = it->second.hs;
   out.rw = it->second.rw;
@@ -71,16 +70,16 @@ Result<std::vector<QdrantRouter::Candidate>> QdrantRouter::Mmr(VectorCollection*
   SearchSpec pooled = spec;
   pooled.k = std::max(pool, want);
   MOEEDB_ASSIGN_OR_RETURN(auto candidates, Dense(c, q, pooled));
-  std::vector<StoredDocument> docs;
+  std::vector<ComparablePoint> points;
   std::vector<double> relevance;
   for (const auto& x : candidates) {
     MOEEDB_ASSIGN_OR_RETURN(auto d, c->Get(x.id));
-    docs.push_back(d ? std::move(*d) : StoredDocument{});
+    points.push_back(d ? Comparable(*c, *d) : ComparablePoint{});
     relevance.push_back(HigherIsBetter(*c) ? x.shown : -x.shown);
   }
   const float a = spec.alpha.value_or(c->default_alpha());
   const auto order = SelectMmr(
-      relevance, [&](size_t i, size_t j) { return PointSimilarity(*c, docs[i], docs[j], a); }, want, diversity);
+      relevance, [&](size_t i, size_t j) { return PointSimilarity(*c, points[i], points[j], a); }, want, diversity);
   std::vector<Candidate> out;
   for (size_t i : order) out.push_back(candidates[i]);
   return out;
@@ -101,11 +100,15 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
   std::vector<Candidate> ranked;
 
   std::vector<json> prefetches;
+  const json query = j.contains("query") ? j["query"] : json(nullptr);
+  // A fusion or a formula scores the prefetched candidates itself (higher is
+  // better); a vector or Document query reports its own scores (distances in
+  // a Euclid collection).
+  const bool fused = query.is_object() && (query.contains("fusion") || query.contains("rrf") || query.contains("formula"));
   if (j.contains("prefetch") && !j["prefetch"].is_null()) {
     if (j["prefetch"].is_array()) for (const auto& p : j["prefetch"]) prefetches.push_back(p);
     else prefetches.push_back(j["prefetch"]);
   }
-  const json query = j.contains("query") ? j["query"] : json(nullptr);
   if (prefetches.empty()) {
     if (query.is_null()) return Bad("give a 'query' (a vector or a Document)");
     MOEEDB_ASSIGN_OR_RETURN(VectorQuery q, QueryVectors(c, cache, query, use));
@@ -177,6 +180,9 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
     } else if (!query.is_null()) {
       // A vector or Document: the prefetched candidates ranked by this query on `using`.
       MOEEDB_ASSIGN_OR_RETURN(VectorQuery q, QueryVectors(c, cache, query, use));
+      // Over kMaxSearchK documents, a candidate outside the exact top
+      // kMaxSearchK ranks below every kept one, past any page asked for
+      // unless fewer candidates than the page fall inside it.
       SearchSpec every = spec;
       every.k = std::max<size_t>(1, std::min(c->size(), kMaxSearchK));
       every.exact = true;
@@ -188,14 +194,13 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
     } else {
       return Bad("with prefetch, 'query' is a fusion, a formula, a vector or a Document");
     }
-    for (auto& x : all)
-      if (!query.is_object() || query.contains("fusion") || query.contains("rrf") || query.contains("formula")) x.shown = x.score;
+    if (fused) for (auto& x : all) x.shown = x.score;
     std::stable_sort(all.begin(), all.end(), [](const Candidate& x, const Candidate& y) { return x.score > y.score; });
     ranked = std::move(all);
   }
   const bool threshold = j.contains("score_threshold") && j["score_threshold"].is_number();
   const double bound = threshold ? j["score_threshold"].get<double>() : 0.0;
-  const bool higher = HigherIsBetter(*c) || !prefetches.empty();
+  const bool higher = HigherIsBetter(*c) || fused;
   json points = json::array();
   for (size_t i = offset; i < ranked.size() && points.size() < limit; ++i) {
     if (threshold && (higher ? ranked[i].shown < bound : ranked[i].shown > bound)) continue;
@@ -223,42 +228,30 @@ Result<json> QdrantRouter::RunSearch(VectorCollection* c, const json& j, QueryCa
   return RunQuery(c, q, cache);
 }
 
-HttpResponse QdrantRouter::Query(const Call& call) {
+// One request (`batch`: {"searches": [...]}, answered in order), run as a
+// query (answered {"points": [...]}) or as the older search (a bare list).
+HttpResponse QdrantRouter::Answer(const Call& call, bool older_search, bool batch) {
+  if (batch) {
+    if (Status s = RefuseUnknown(call.body, {"searches", "consistency", "timeout"}, "a batch"); !s.ok()) return FromStatus(s);
+    if (!call.body.contains("searches") || !call.body["searches"].is_array())
+      return QdrantError(400, "Bad request: 'searches' must be an array");
+  }
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
-  QueryCache cache;
-  auto points = RunQuery(*c, call.body, &cache);
-  if (!points.ok()) return FromStatus(points.status());
-  return Ok({{"points", *points}}, call.t0);
-}
-
-HttpResponse QdrantRouter::Search(const Call& call) {
-  auto c = core_->OpenCollection(call.name());
-  if (!c.ok()) return FromStatus(c.status());
-  QueryCache cache;
-  auto points = RunSearch(*c, call.body, &cache);
-  if (!points.ok()) return FromStatus(points.status());
-  return Ok(*points, call.t0);
-}
-
-// {"searches": [...]}: each run as Query (`points` objects) or as Search (bare lists).
-HttpResponse QdrantRouter::Batch(const Call& call, bool older_search) {
-  if (Status s = RefuseUnknown(call.body, {"searches", "consistency", "timeout"}, "a batch"); !s.ok()) return FromStatus(s);
-  if (!call.body.contains("searches") || !call.body["searches"].is_array()) return QdrantError(400, "Bad request: 'searches' must be an array");
-  auto c = core_->OpenCollection(call.name());
-  if (!c.ok()) return FromStatus(c.status());
-  QueryCache cache;
+  QueryCache cache;  // a Document embedded once per request
   json out = json::array();
-  for (const auto& s : call.body["searches"]) {
+  for (const auto& s : batch ? call.body["searches"] : json::array({call.body})) {
     if (!s.is_object()) return QdrantError(400, "Bad request: each search must be an object");
     auto points = older_search ? RunSearch(*c, s, &cache) : RunQuery(*c, s, &cache);
     if (!points.ok()) return FromStatus(points.status());
     out.push_back(older_search ? *points : json{{"points", *points}});
   }
-  return Ok(out, call.t0);
+  return Ok(batch ? out : out[0], call.t0);
 }
 
-HttpResponse QdrantRouter::QueryBatch(const Call& call) { return Batch(call, false); }
-HttpResponse QdrantRouter::SearchBatch(const Call& call) { return Batch(call, true); }
+HttpResponse QdrantRouter::Query(const Call& call) { return Answer(call, false, false); }
+HttpResponse QdrantRouter::Search(const Call& call) { return Answer(call, true, false); }
+HttpResponse QdrantRouter::QueryBatch(const Call& call) { return Answer(call, false, true); }
+HttpResponse QdrantRouter::SearchBatch(const Call& call) { return Answer(call, true, true); }
 
 }  // namespace moeedb::qdrant

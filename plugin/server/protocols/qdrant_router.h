@@ -109,8 +109,8 @@ class QdrantRouter final : public ProtocolRouter {
   Result<json> RunQuery(VectorCollection* c, const json& j, QueryCache* cache);
   // A search request (the older API) as its scored points.
   Result<json> RunSearch(VectorCollection* c, const json& j, QueryCache* cache);
-  // QueryBatch and SearchBatch: each search of the batch, as a query or an older search.
-  HttpResponse Batch(const Call& call, bool older_search);
+  // Query, Search and their batches: each search run as a query or as the older search.
+  HttpResponse Answer(const Call& call, bool older_search, bool batch);
   // MMR over the candidates of `q` (Query with {"nearest", "mmr"}).
   Result<std::vector<Candidate>> Mmr(VectorCollection* c, const VectorQuery& q, const json& mmr, const SearchSpec& spec);
 

@@ -175,20 +175,6 @@ Result<SearchSpec> QuerySpec(const json& j, size_t offset) {
   return s;
 }
 
-Result<std::vector<float>> Floats(const json& a, const std::string& what) {
-  if (!a.is_array()) return Bad(what + " must be an array of numbers");
-  std::vector<float> v;
-  v.reserve(a.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!a[i].is_number()) return Bad(what + " component " + std::to_string(i) + " is not a number (NaN and infinity are refused)");
-    const double x = a[i].get<double>();
-    if (!std::isfinite(static_cast<float>(x))) return Bad(what + " component " + std::to_string(i) + " is beyond float range");
-    v.push_back(static_cast<float>(x));
-  }
-  if (v.empty()) return Bad(what + " is empty");
-  return v;
-}
-
 Result<PayloadSelector> PayloadSelector::Parse(const json& w, bool fallback) {
   PayloadSelector s;
   auto keys = [](const json& list, std::vector<std::string>* out) -> Status {

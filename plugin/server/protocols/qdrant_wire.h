@@ -41,9 +41,6 @@ Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max
 // `params.exact`. The query vector itself is not part of the spec.
 Result<SearchSpec> QuerySpec(const json& request, size_t offset = 0);
 
-// A vector of numbers as floats; InvalidArgument naming `what` for anything
-// else (null, a string, a number beyond float range).
-Result<std::vector<float>> Floats(const json& a, const std::string& what);
 // What `with_payload` keeps of a payload: true (all), false (none: null),
 // a list of keys, or {"include": [...]} / {"exclude": [...]}.
 class PayloadSelector {

@@ -1,5 +1,7 @@
 #include "plugin/server/protocols/router.h"
 
+#include <cmath>
+
 #include "base/utf8.h"
 
 namespace moeedb {
@@ -43,6 +45,20 @@ std::string TextProblem(const std::string& text) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) return "is empty";
   if (!IsValidUtf8(text)) return "is not valid UTF-8";
   return "";
+}
+
+Result<std::vector<float>> Floats(const json& a, const std::string& what) {
+  if (!a.is_array()) return Status::InvalidArgument(what + " must be an array of numbers");
+  std::vector<float> v;
+  v.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].is_number()) return Status::InvalidArgument(what + " component " + std::to_string(i) + " is not a number (NaN and infinity are refused)");
+    const double x = a[i].get<double>();
+    if (!std::isfinite(static_cast<float>(x))) return Status::InvalidArgument(what + " component " + std::to_string(i) + " is beyond float range");
+    v.push_back(static_cast<float>(x));
+  }
+  if (v.empty()) return Status::InvalidArgument(what + " is empty");
+  return v;
 }
 
 }  // namespace moeedb

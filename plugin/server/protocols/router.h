@@ -67,6 +67,10 @@ HttpResponse NativeFromStatus(const Status& s);
 HttpResponse JsonResponse(const nlohmann::json& j, int status = 200);
 // The body as a JSON value; nullopt when it is not JSON.
 std::optional<nlohmann::json> ParseJson(const std::string& body);
+// A client's vector (a JSON array of numbers) as floats; InvalidArgument
+// naming `what` for anything else (empty, null as JSON writes NaN, a string,
+// a number beyond float range).
+Result<std::vector<float>> Floats(const nlohmann::json& a, const std::string& what);
 // A text the model can embed: not blank, valid UTF-8. Empty when fine, else why not.
 std::string TextProblem(const std::string& text);
 
