@@ -176,14 +176,18 @@ void Bf16GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
     return;
   }
 #if defined(__x86_64__)
-  // Uninitialised: RoundRowAvx512 writes every entry.
-  std::unique_ptr<uint16_t[]> xq(new uint16_t[static_cast<size_t>(M * Kp)]);
-  at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
-    for (int64_t m = b; m < e; ++m) RoundRowAvx512(x + m * ldx, K, Kp, xq.get() + m * Kp);
-  });
-  ForEachRegisterTile<kRows, kPanels>(M, N, [&](int64_t m, int r, int64_t p0, int c, int last_cols) {
-    TileFor(r, c)(G, xq.get() + m * Kp, Kp, panels + p0 * G * 32, y + m * ldy + p0 * 16, ldy, last_cols);
-  });
+  // Each row block rounded to bf16 in a buffer of its compute thread (kept
+  // from call to call: at most a row block).
+  thread_local std::vector<uint16_t> xq;
+  ForEachRegisterTile<kRows, kPanels>(
+      M, N, Kp * 2,
+      [&](int64_t m0, int64_t m1) {
+        xq.resize(static_cast<size_t>((m1 - m0) * Kp));
+        for (int64_t m = m0; m < m1; ++m) RoundRowAvx512(x + m * ldx, K, Kp, xq.data() + (m - m0) * Kp);
+      },
+      [&](int64_t m0, int64_t m, int r, int64_t p0, int c, int last_cols) {
+        TileFor(r, c)(G, xq.data() + (m - m0) * Kp, Kp, panels + p0 * G * 32, y + m * ldy + p0 * 16, ldy, last_cols);
+      });
 #endif
 }
 

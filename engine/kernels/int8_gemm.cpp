@@ -37,15 +37,32 @@ float QuantizeRowPortable(const float* x, int64_t K, int64_t Kp, uint8_t* q) {
 }
 
 // Every row of x[M, K] quantised by quantize_row into xq (Kp entries a row),
-// its scale into sx; the rows split over the compute threads.
-template <typename Q>
-void QuantizeRows(int64_t M, int64_t K, int64_t Kp, const float* x, int64_t ldx,
-                  float (*quantize_row)(const float*, int64_t, int64_t, Q*), std::vector<Q>* xq, std::vector<float>* sx) {
+// its scale into sx (the portable path).
+void QuantizeRows(int64_t M, int64_t K, int64_t Kp, const float* x, int64_t ldx, std::vector<uint8_t>* xq,
+                  std::vector<float>* sx) {
   xq->resize(static_cast<size_t>(M * Kp));
   sx->resize(static_cast<size_t>(M));
-  at::parallel_for(0, M, 16, [&](int64_t b, int64_t e) {
-    for (int64_t m = b; m < e; ++m) (*sx)[m] = quantize_row(x + m * ldx, K, Kp, xq->data() + m * Kp);
-  });
+  for (int64_t m = 0; m < M; ++m) (*sx)[m] = QuantizeRowPortable(x + m * ldx, K, Kp, xq->data() + m * Kp);
+}
+
+// A row block of x as the tiles read it, in a buffer of the compute thread
+// (kept from call to call: at most a row block, kRegisterTileRowBlockBytes).
+template <typename Q>
+struct QuantizedRows {
+  std::vector<Q> q;
+  std::vector<float> scale;
+  // Rows m0..m1 of x quantised by quantize_row (Kp entries a row).
+  void Fill(int64_t m0, int64_t m1, int64_t K, int64_t Kp, const float* x, int64_t ldx,
+            float (*quantize_row)(const float*, int64_t, int64_t, Q*)) {
+    q.resize(static_cast<size_t>((m1 - m0) * Kp));
+    scale.resize(static_cast<size_t>(m1 - m0));
+    for (int64_t m = m0; m < m1; ++m) scale[m - m0] = quantize_row(x + m * ldx, K, Kp, q.data() + (m - m0) * Kp);
+  }
+};
+template <typename Q>
+QuantizedRows<Q>& ThreadRows() {
+  thread_local QuantizedRows<Q> rows;
+  return rows;
 }
 
 #if defined(__x86_64__)
@@ -291,40 +308,39 @@ void Int8GemmF32(Int8GemmKernel kernel, int64_t M, int64_t N, int64_t K, const f
   if (!Int8GemmKernelRuns(kernel)) kernel = Int8GemmKernel::kNone;
 #if defined(__x86_64__)
   if (kernel == Int8GemmKernel::kAvx2) {
-    std::vector<int16_t> xq;
-    std::vector<float> sx;
-    QuantizeRows(M, K, Kp, x, ldx, &QuantizeRowAvx2, &xq, &sx);
-    ForEachRegisterTile<3, 1>(M, N, [&](int64_t m, int r, int64_t p0, int, int last_cols) {
-      TileAvx2For(r)(G, xq.data() + m * Kp, Kp, panels + p0 * G * 64, scale + p0 * 16, sx.data() + m,
-                     y + m * ldy + p0 * 16, ldy, last_cols);
-    });
+    ForEachRegisterTile<3, 1>(
+        M, N, Kp * 2,
+        [&](int64_t m0, int64_t m1) { ThreadRows<int16_t>().Fill(m0, m1, K, Kp, x, ldx, &QuantizeRowAvx2); },
+        [&](int64_t m0, int64_t m, int r, int64_t p0, int, int last_cols) {
+          const QuantizedRows<int16_t>& xq = ThreadRows<int16_t>();
+          TileAvx2For(r)(G, xq.q.data() + (m - m0) * Kp, Kp, panels + p0 * G * 64, scale + p0 * 16,
+                         xq.scale.data() + (m - m0), y + m * ldy + p0 * 16, ldy, last_cols);
+        });
+    return;
+  }
+  if (kernel == Int8GemmKernel::kAvx512Vnni) {
+    ForEachRegisterTile<kRows, kPanels>(
+        M, N, Kp,
+        [&](int64_t m0, int64_t m1) { ThreadRows<uint8_t>().Fill(m0, m1, K, Kp, x, ldx, &QuantizeRowAvx512); },
+        [&](int64_t m0, int64_t m, int r, int64_t p0, int c, int last_cols) {
+          const QuantizedRows<uint8_t>& xq = ThreadRows<uint8_t>();
+          TileFor(r, c)(G, xq.q.data() + (m - m0) * Kp, Kp, panels + p0 * G * 64, G * 64, column_terms + p0 * 16,
+                        scale + p0 * 16, xq.scale.data() + (m - m0), y + m * ldy + p0 * 16, ldy, last_cols);
+        });
     return;
   }
 #endif
-  const bool simd = kernel == Int8GemmKernel::kAvx512Vnni;
+  // The portable loop: the same arithmetic, one product at a time.
   std::vector<uint8_t> xq;
   std::vector<float> sx;
-#if defined(__x86_64__)
-  QuantizeRows(M, K, Kp, x, ldx, simd ? &QuantizeRowAvx512 : &QuantizeRowPortable, &xq, &sx);
-#else
-  QuantizeRows(M, K, Kp, x, ldx, &QuantizeRowPortable, &xq, &sx);
-#endif
-  if (!simd) {  // the same arithmetic, one product at a time
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t j = 0; j < N; ++j) {
-        int64_t acc = 0;
-        for (int64_t k = 0; k < Kp; ++k)
-          acc += int64_t{xq[m * Kp + k]} * panels[((j / 16) * G + k / 4) * 64 + (j % 16) * 4 + k % 4];
-        y[m * ldy + j] = static_cast<float>(acc - column_terms[j]) * sx[m] * scale[j];
-      }
-    return;
-  }
-#if defined(__x86_64__)
-  ForEachRegisterTile<kRows, kPanels>(M, N, [&](int64_t m, int r, int64_t p0, int c, int last_cols) {
-    TileFor(r, c)(G, xq.data() + m * Kp, Kp, panels + p0 * G * 64, G * 64, column_terms + p0 * 16, scale + p0 * 16,
-                  sx.data() + m, y + m * ldy + p0 * 16, ldy, last_cols);
-  });
-#endif
+  QuantizeRows(M, K, Kp, x, ldx, &xq, &sx);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t j = 0; j < N; ++j) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < Kp; ++k)
+        acc += int64_t{xq[m * Kp + k]} * panels[((j / 16) * G + k / 4) * 64 + (j % 16) * 4 + k % 4];
+      y[m * ldy + j] = static_cast<float>(acc - column_terms[j]) * sx[m] * scale[j];
+    }
 }
 
 }  // namespace moeedb

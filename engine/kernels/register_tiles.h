@@ -10,20 +10,39 @@
 
 namespace moeedb {
 
-// Calls tile(m, rows, p0, panels, last_cols) for every register tile: rows of
-// x from m, panels from p0, last_cols (1..16) the columns the tile's last
-// panel writes. Column blocks of Panels panels go across the compute threads
-// (one thread inside a parallel region); each block's panels stay in L2 while
-// every row tile of x passes them.
-template <int Rows, int Panels, typename TileFn>
-void ForEachRegisterTile(int64_t M, int64_t N, const TileFn& tile) {
-  const int64_t P = (N + 15) / 16, blocks = (P + Panels - 1) / Panels;
-  at::parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t blk = b; blk < e; ++blk) {
-      const int64_t p0 = blk * Panels;
+// Rows of the (quantised or rounded) x kept in L2 at once: half of a 1 MiB L2,
+// leaving room for the column block of panels that passes over them.
+constexpr int64_t kRegisterTileRowBlockBytes = 512 << 10;
+
+// Calls prepare(m0, m1) when a thread starts on the rows m0..m1 of x (a row
+// block, at most kRegisterTileRowBlockBytes of row_bytes each: the kernels
+// quantise or round them into a buffer of their thread there), then
+// tile(m0, m, rows, p0, panels, last_cols) for each register tile of it: rows
+// of x from m, panels from p0, last_cols (1..16) the columns the tile's last
+// panel writes. Every column block of Panels panels passes over a row block
+// while it is in L2, so x is read from memory once and each weight panel
+// once per row block, not x once per column block (which made every row
+// dearer as M grew). The (row block, column block) pairs, row block first,
+// go across the compute threads (one thread inside a parallel region). Every
+// output element is computed the same way whatever the blocking: results do
+// not depend on M or the thread count.
+template <int Rows, int Panels, typename PrepareFn, typename TileFn>
+void ForEachRegisterTile(int64_t M, int64_t N, int64_t row_bytes, const PrepareFn& prepare, const TileFn& tile) {
+  const int64_t P = (N + 15) / 16, col_blocks = (P + Panels - 1) / Panels;
+  const int64_t block_rows =
+      std::max<int64_t>(Rows, kRegisterTileRowBlockBytes / std::max<int64_t>(row_bytes, 1) / Rows * Rows);
+  const int64_t row_blocks = (M + block_rows - 1) / block_rows;
+  at::parallel_for(0, row_blocks * col_blocks, 1, [&](int64_t b, int64_t e) {
+    int64_t prepared = -1;
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t m0 = item / col_blocks * block_rows, m1 = std::min(M, m0 + block_rows);
+      if (m0 != prepared) prepare(m0, m1);
+      prepared = m0;
+      const int64_t p0 = item % col_blocks * Panels;
       const int c = static_cast<int>(std::min<int64_t>(Panels, P - p0));
       const int last_cols = p0 + c == P ? static_cast<int>(N - (P - 1) * 16) : 16;
-      for (int64_t m = 0; m < M; m += Rows) tile(m, static_cast<int>(std::min<int64_t>(Rows, M - m)), p0, c, last_cols);
+      for (int64_t m = m0; m < m1; m += Rows)
+        tile(m0, m, static_cast<int>(std::min<int64_t>(Rows, m1 - m)), p0, c, last_cols);
     }
   });
 }

@@ -13,6 +13,8 @@
 #include "engine/model/moe_block.h"
 #include "engine/kernels/linear_weight.h"
 #include "engine/kernels/packed_attention.h"
+#include "engine/model/forward_profile.h"
+#include "engine/kernels/activation_cache.h"
 #include "engine/kernels/rotary.h"
 #include "engine/kernels/rms_norm.h"
 #include "engine/io/safetensors.h"
@@ -61,6 +63,11 @@ Result<ForwardOutput> MoeModel::Forward(const std::vector<std::vector<int32_t>>&
                                        " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
   }
   try {
+    ActivationScope activations;  // its large blocks come from and go back to the cache
+    StageTimer timer(ForwardStage::kForward);
+    int64_t rows = 0;
+    for (const auto& seq : ids) rows += static_cast<int64_t>(seq.size());
+    CountForward(rows);
     return ForwardImpl(ids, options);
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("forward pass failed: ") + e.what_without_backtrace());
@@ -183,9 +190,13 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   // repeated).
   auto attention_heads = [&](const Layer& L, const at::Tensor& h, const at::Tensor& q_rows, at::ScalarType adt) {
     const bool all_queries = !q_rows.defined();
-    at::Tensor q = AddBias(L.wq.Apply(all_queries ? h : h.index_select(0, q_rows)), L.bq).to(at::kFloat);
-    at::Tensor k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat);
-    at::Tensor v = AddBias(L.wv.Apply(h), L.bv);
+    at::Tensor q, k, v;
+    {
+      StageTimer timer(ForwardStage::kProjections);
+      q = AddBias(L.wq.Apply(all_queries ? h : h.index_select(0, q_rows)), L.bq).to(at::kFloat);
+      k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat);
+      v = AddBias(L.wv.Apply(h), L.bv);
+    }
     if (c.family->qk_norm == QkNorm::kFullProjection) {
       q = norm(q, L.q_norm);
       k = norm(k, L.k_norm);
@@ -284,14 +295,21 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     auto [q_rows, k_rows, v_rows] = attention_heads(L, h, last_only ? last_idx : at::Tensor(), adt);
     h.reset();
     at::Tensor attn;  // [query rows, nh * hd]
-    if (packed_attention) {
-      // A query sees its text's keys up to its own position (causal) or all of them.
-      attn = last_only ? attend_packed(q_rows, k_rows, v_rows, text_of.data(), last_pos.data())
-                       : attend_packed(q_rows, k_rows, v_rows, row_of.data(), c.causal ? position.data() : key_last.data());
-    } else {
-      attn = last_only ? attend_grid_last(q_rows, k_rows, v_rows) : attend_grid_all(q_rows, k_rows, v_rows);
+    {
+      StageTimer timer(ForwardStage::kAttention);
+      if (packed_attention) {
+        // A query sees its text's keys up to its own position (causal) or all of them.
+        attn = last_only ? attend_packed(q_rows, k_rows, v_rows, text_of.data(), last_pos.data())
+                         : attend_packed(q_rows, k_rows, v_rows, row_of.data(), c.causal ? position.data() : key_last.data());
+      } else {
+        attn = last_only ? attend_grid_last(q_rows, k_rows, v_rows) : attend_grid_all(q_rows, k_rows, v_rows);
+      }
     }
-    at::Tensor attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat);
+    at::Tensor attn_out;
+    {
+      StageTimer timer(ForwardStage::kProjections);
+      attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat);
+    }
     attn.reset();
     at::Tensor xo = (last_only ? x_in.index_select(0, last_idx) : x_in) + attn_out;
     if (tap_) tap_("attn_out", li, attn_out);
@@ -306,6 +324,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       if (trained && pooler_->spec().router_rows > 0) pooler_router.push_back(pool_for_pooler(z));
       if (tap_) tap_("router_logits", li, z);
     } else {
+      StageTimer timer(ForwardStage::kProjections);
       y = SwiGluWeights(u.to(cdt), L.dense_gate_up, L.dense_down).to(at::kFloat);
     }
     if (tap_) tap_("mlp_out", li, y);

@@ -2,6 +2,8 @@
 // engine's layers, in the weight format asked for, with the weights'
 // fingerprint.
 #include "engine/model/model.h"
+
+#include "engine/kernels/activation_cache.h"
 #include "engine/model/model_layer.h"
 
 #include <c10/util/Exception.h>
@@ -72,6 +74,7 @@ int64_t MoeModel::WeightBytes() const {
 }
 
 Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, const LoadOptions& options) {
+  InstallActivationCache();  // the forward passes' large activations reuse memory
   if (!fs::is_directory(dir)) return Status::NotFound("model folder " + dir + " does not exist");
   at::Device device = at::kCPU;
   try {

@@ -14,6 +14,7 @@
 #include "engine/io/tensor_from_view.h"
 #include "engine/kernels/tensor_ops.h"
 #include "engine/kernels/vector_exp.h"
+#include "engine/model/forward_profile.h"
 
 namespace moeedb {
 
@@ -167,7 +168,11 @@ MoeBlock::Routing MoeBlock::Route(const at::Tensor& x, const RoutingPolicy& poli
 at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, const RoutingPolicy& policy) const {
   const int64_t E = spec_.num_experts;
   // Routing in float32 whatever the compute dtype (the RW read-out).
-  Routing routing = Route(x, policy);
+  Routing routing;
+  {
+    StageTimer timer(ForwardStage::kRouting);
+    routing = Route(x, policy);
+  }
   if (router_logits != nullptr) *router_logits = routing.logits;
   const int64_t k = routing.experts.size(1);
 
@@ -207,6 +212,7 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
 
 void MoeBlock::AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Tensor* out) const {
   if (shared_kind_ == SharedExpertKind::kNone) return;
+  StageTimer timer(ForwardStage::kProjections);
   at::Tensor s = shared_down_.Apply(SiluGlu(shared_gate_up_.Apply(xc))).to(at::kFloat);
   if (shared_kind_ == SharedExpertKind::kSigmoidGated) s.mul_(at::sigmoid(at::linear(x, shared_gate_)));
   out->add_(s);
@@ -228,6 +234,7 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
   const at::Tensor experts = r.experts.to(at::kLong).contiguous();
   const at::Tensor weights = r.weights.to(at::kFloat).contiguous();
   const int64_t k = experts.size(1), P = N * k;
+  std::unique_ptr<StageTimer> sort_timer = std::make_unique<StageTimer>(ForwardStage::kExpertBookkeeping);
   const int64_t* expert_of = experts.data_ptr<int64_t>();  // [N * k]: pair f = (token f / k, rank f % k)
   const float* weight_of = weights.data_ptr<float>();
   // A stable counting sort of the pairs by expert: expert e's pairs are
@@ -265,42 +272,58 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
       RowsGemmF32(c, w.out_features(), w.in_features(), a, lda, w.float_rows(e), w.out_features(), y, ldy);
     }
   };
-  // Per expert: gather its rows, gate/up GEMM, SwiGLU in place, down GEMM
-  // into its rows of ys. Experts run in parallel; each owns its rows. The
-  // threads take the experts from a shared counter, busiest first: routing
-  // gives experts very different row counts, and a static split of the
-  // expert range left one thread idle while the other finished its half.
+  // Per expert, a chunk of its rows at a time: gather them, gate/up GEMM,
+  // SwiGLU in place, down GEMM into its rows of ys. A chunk's rows and
+  // activations stay in L2/L3 from one step to the next whatever the batch
+  // (the whole expert's rows did not, at thousands of rows), and its weights
+  // are still read once per kExpertChunkRows rows. Experts run in parallel;
+  // each owns its rows. The threads take the experts from a shared counter,
+  // busiest first: routing gives experts very different row counts, and a
+  // static split of the expert range left one thread idle while the other
+  // finished its half.
   std::vector<int64_t> busiest;
   for (int64_t e = 0; e < E; ++e)
     if (start[static_cast<size_t>(e + 1)] > start[static_cast<size_t>(e)]) busiest.push_back(e);
   auto rows = [&](int64_t e) { return start[static_cast<size_t>(e + 1)] - start[static_cast<size_t>(e)]; };
   std::stable_sort(busiest.begin(), busiest.end(), [&](int64_t a, int64_t b) { return rows(a) > rows(b); });
+  sort_timer.reset();
   std::atomic<size_t> next{0};
   const int64_t workers = std::min<int64_t>(at::get_num_threads(), static_cast<int64_t>(busiest.size()));
-  const int64_t max_rows = busiest.empty() ? 0 : rows(busiest.front());
+  const int64_t chunk_rows = std::min(kExpertChunkRows, busiest.empty() ? int64_t{0} : rows(busiest.front()));
   at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
-    // Scratch sized for the busiest expert, left uninitialised: every entry
-    // is written before it is read, and zero-filling it was a visible share
-    // of a forward's time.
-    std::unique_ptr<float[]> xs(new float[static_cast<size_t>(max_rows * H)]);
-    std::unique_ptr<float[]> gu(new float[static_cast<size_t>(max_rows * I2)]);
+    // Left uninitialised: every entry is written before it is read.
+    std::unique_ptr<float[]> xs(new float[static_cast<size_t>(chunk_rows * H)]);
+    std::unique_ptr<float[]> gu(new float[static_cast<size_t>(chunk_rows * I2)]);
     for (size_t slot = next++; slot < busiest.size(); slot = next++) {
       const int64_t e = busiest[slot];
-      const int64_t s0 = start[static_cast<size_t>(e)], c = rows(e);
-      for (int64_t i = 0; i < c; ++i)
-        std::memcpy(xs.get() + i * H, xp + token_of_row[static_cast<size_t>(s0 + i)] * H, H * sizeof(float));
-      gemm(gate_up_, e, c, xs.get(), H, gu.get(), I2);
-      for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
-        float* row = gu.get() + i * I2;
-        SiluGluArray(row, row + I, row, I);
+      for (int64_t r0 = start[static_cast<size_t>(e)], r1 = r0 + rows(e); r0 < r1; r0 += chunk_rows) {
+        const int64_t c = std::min(chunk_rows, r1 - r0);
+        {
+          StageTimer timer(ForwardStage::kExpertBookkeeping);
+          for (int64_t i = 0; i < c; ++i)
+            std::memcpy(xs.get() + i * H, xp + token_of_row[static_cast<size_t>(r0 + i)] * H, H * sizeof(float));
+        }
+        {
+          StageTimer timer(ForwardStage::kExpertGemm);
+          gemm(gate_up_, e, c, xs.get(), H, gu.get(), I2);
+        }
+        {
+          StageTimer timer(ForwardStage::kExpertBookkeeping);
+          for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
+            float* row = gu.get() + i * I2;
+            SiluGluArray(row, row + I, row, I);
+          }
+        }
+        StageTimer timer(ForwardStage::kExpertGemm);
+        gemm(down_, e, c, gu.get(), I2, yp + r0 * H, H);
       }
-      gemm(down_, e, c, gu.get(), I2, yp + s0 * H, H);
     }
   });
   // Each token: the weighted sum of its k expert outputs, in rank order.
   at::Tensor out = at::empty({N, H}, x.options());
   float* op = out.data_ptr<float>();
   at::parallel_for(0, N, 16, [&](int64_t t0, int64_t t1) {
+    StageTimer timer(ForwardStage::kExpertBookkeeping);
     for (int64_t t = t0; t < t1; ++t) {
       float* o = op + t * H;
       for (int64_t j = 0; j < k; ++j) {

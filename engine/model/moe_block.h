@@ -63,6 +63,10 @@ class MoeBlock {
   // kAuto uses kGrouped while the gathered (token, slot) rows take at most
   // this many bytes (they then stay in cache across the block's ops).
   static constexpr int64_t kGroupedMaxBytes = 2 << 20;
+  // The packed path runs an expert's rows this many at a time: enough that
+  // its weights are read once per many rows, few enough that the chunk's
+  // rows and activations stay in cache between its steps.
+  static constexpr int64_t kExpertChunkRows = 256;
   void set_dispatch(ExpertDispatch d) { dispatch_ = d; }
 
   const MoeBlockSpec& spec() const { return spec_; }

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/kernels/runtime.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -81,6 +83,43 @@ TEST(Bf16Gemm, MatchesAPlainLoopOverTheRoundedValues) {
         ++checked;
       }
   EXPECT_EQ(checked, 7 * 5 * 5);
+}
+
+TEST(Bf16Gemm, ManyRowsGiveEachRowAsAloneAtAnyThreadCount) {
+  // Enough rows for several L2 row blocks (register_tiles.h): every row must
+  // come out bit for bit as the same row multiplied alone, with one compute
+  // thread or two, and agree with the plain loop over the rounded values.
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t M = 700, N = 40, K = 1024;
+  std::vector<float> x(M * K);
+  std::vector<uint16_t> w(K * N), panels(Bf16PanelElements(K, N));
+  for (auto& v : x) v = u(rng);
+  for (auto& v : w) v = Bf16FromFloat(u(rng));
+  PackBf16Panels(w.data(), K, N, panels.data());
+  const int threads = ComputeThreads();
+  std::vector<float> alone(M * N);
+  for (int64_t m = 0; m < M; ++m) Bf16GemmF32(1, N, K, x.data() + m * K, K, panels.data(), alone.data() + m * N, N);
+  for (int t : {1, 2}) {
+    SetComputeThreads(t);
+    std::vector<float> y(M * N, 42.0f);
+    Bf16GemmF32(M, N, K, x.data(), K, panels.data(), y.data(), N);
+    ASSERT_EQ(y, alone) << t << " threads";
+  }
+  SetComputeThreads(threads);
+  for (int64_t m : {int64_t{0}, int64_t{255}, int64_t{256}, M - 1})
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        uint32_t bits = static_cast<uint32_t>(w[k * N + n]) << 16;
+        float wv;
+        std::memcpy(&wv, &bits, 4);
+        const double p = RoundToBf16(x[m * K + k]) * wv;
+        ref += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(alone[m * N + n], ref, 1e-6 * (1 + mag)) << m << " " << n;
+    }
 }
 
 }  // namespace

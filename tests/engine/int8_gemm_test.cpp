@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/kernels/runtime.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -100,6 +102,47 @@ TEST_P(Int8GemmKernels, StaysCloseToTheFloatProduct) {
       norm += ref * ref;
     }
   EXPECT_LT(std::sqrt(err / norm), 0.03);
+}
+
+TEST_P(Int8GemmKernels, ManyRowsGiveEachRowAsAloneAtAnyThreadCount) {
+  // Enough rows for several L2 row blocks (register_tiles.h), a remainder
+  // tile and a remainder panel: every row must come out bit for bit as the
+  // same row multiplied alone, with one compute thread or two, and agree
+  // with the plain integer loop.
+  const Int8GemmKernel kernel = GetParam();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> wi(-127, 127);
+  const int64_t M = 1301, N = 72, K = 1024;
+  std::vector<float> x(M * K), scale(N);
+  std::vector<int8_t> w(K * N), panels(Int8PanelBytes(K, N));
+  std::vector<int32_t> terms(Int8ColumnTerms(N));
+  for (auto& v : x) v = u(rng);
+  for (auto& v : w) v = static_cast<int8_t>(wi(rng));
+  for (auto& v : scale) v = 0.01f * (1 + u(rng));
+  PackInt8Panels(w.data(), K, N, panels.data(), terms.data());
+  const int threads = ComputeThreads();
+  std::vector<float> alone(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    Int8GemmF32(kernel, 1, N, K, x.data() + m * K, K, panels.data(), terms.data(), scale.data(), alone.data() + m * N, N);
+  for (int t : {1, 2}) {
+    SetComputeThreads(t);
+    std::vector<float> y(M * N, 42.0f);
+    Int8GemmF32(kernel, M, N, K, x.data(), K, panels.data(), terms.data(), scale.data(), y.data(), N);
+    ASSERT_EQ(y, alone) << t << " threads";
+  }
+  SetComputeThreads(threads);
+  for (int64_t m : {int64_t{0}, int64_t{511}, int64_t{512}, M - 1}) {
+    double amax = 0;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(double(x[m * K + k])));
+    const float inv = 127.0f / static_cast<float>(amax);
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += static_cast<int64_t>(std::nearbyint(x[m * K + k] * inv)) * w[k * N + n];
+      const double ref = static_cast<double>(acc) * (static_cast<float>(amax) / 127.0f) * scale[n];
+      ASSERT_NEAR(alone[m * N + n], ref, 1e-5 * (1 + std::fabs(ref))) << m << " " << n;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EachKernelThisCpuRuns, Int8GemmKernels, ::testing::ValuesIn(KernelsThisCpuRuns()),

@@ -1,0 +1,285 @@
+// bench/batch_scaling: ingest tokens/s against the forward size (--batch-tokens),
+// per weight format and routing mode, with where each token's time goes.
+//
+//   batch_scaling --model DIR [--texts 128] [--tokens 256] [--threads 2]
+//                 [--batches 256,1024,4096,16384] [--repeats 3]
+//                 [--configs f32:none:learned,f32:int8:learned,bf16:none:learned,f32:none:top1,f32:int8:top1]
+//                 [--kernels native|avx2]  (avx2: every kernel capped at AVX2, as on a CPU without AVX-512)
+//
+// Each configuration runs in a child process that loads the model once and
+// embeds the same texts the way `moeedb embed` does (the streaming embedder,
+// the CLI's worker split of the threads), once per batch setting, the
+// settings interleaved (rotated each repeat: the host's speed drifts by tens
+// of percent between minutes); the parent prints medians. Per run: tokens/s,
+// and per token the nanoseconds of each forward stage (engine/model/
+// forward_profile.h), the kernel's system time and minor page faults.
+#include <ATen/ATen.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/cpu_flags.h"
+#include "engine/embed/embed_workers.h"
+#include "engine/embed/embedder.h"
+#include "engine/embed/streaming_embedder.h"
+#include "engine/kernels/bf16_gemm.h"
+#include "engine/kernels/int8_gemm.h"
+#include "engine/kernels/runtime.h"
+#include "engine/model/forward_profile.h"
+#include "engine/model/model.h"
+#include "engine/model/routing_policy.h"
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace m = moeedb;
+
+namespace {
+
+std::map<std::string, std::string> g_flags;
+
+std::string Flag(const std::string& k, const std::string& def = "") {
+  auto it = g_flags.find(k);
+  return it == g_flags.end() ? def : it->second;
+}
+int64_t IntFlag(const std::string& k, int64_t def) { return std::stoll(Flag(k, std::to_string(def))); }
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "batch_scaling: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Usage {
+  double sys_s = 0;
+  int64_t minor_faults = 0;
+};
+Usage ProcessUsage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return {static_cast<double>(u.ru_stime.tv_sec) + u.ru_stime.tv_usec / 1e6, static_cast<int64_t>(u.ru_minflt)};
+}
+
+// The texts through the CLI's path: a StreamingEmbedder over EmbedWorkers
+// with the threads shared as `moeedb embed` shares them by default.
+double EmbedLikeTheCli(const m::Embedder& embedder, const std::vector<std::vector<int32_t>>& texts) {
+  const m::WorkerShare share = m::ShareComputeThreads(0, m::ComputeThreads());
+  m::StreamingOptions so;
+  so.workers = share.workers;
+  so.threads_per_worker = share.threads_per_worker;
+  const auto t0 = Clock::now();
+  m::StreamingEmbedder stream(&embedder, so);
+  std::thread producer([&] {
+    for (const auto& ids : texts)
+      if (!stream.PushIds(ids).ok()) Die("push failed");
+    stream.Close();
+  });
+  m::Result<m::Embedding> r = m::Status::Internal("unset");
+  size_t got = 0;
+  while (stream.Next(&r)) {
+    if (!r.ok()) Die(r.status().ToString());
+    ++got;
+  }
+  producer.join();
+  if (got != texts.size()) Die("the stream lost results");
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+json Child(const std::string& config) {
+  std::stringstream ss(config);
+  std::string dtype, quant, routing;
+  std::getline(ss, dtype, ':');
+  std::getline(ss, quant, ':');
+  std::getline(ss, routing, ':');
+  m::LoadOptions o;
+  auto d = m::kComputeDtypes.Parse(dtype);
+  auto q = m::kWeightQuants.Parse(quant);
+  if (!d.ok() || !q.ok()) Die("bad format in '" + config + "'");
+  o.format = {*d, *q};
+  auto model = m::MoeModel::LoadDir(Flag("model"), o);
+  if (!model.ok()) Die(model.status().ToString());
+  auto policy = m::RoutingPolicy::Parse(routing.empty() ? "learned" : routing);
+  if (!policy.ok() || !(*model)->SetRouting(*policy).ok()) Die("bad routing in '" + config + "'");
+  const int64_t n = IntFlag("texts", 128), T = IntFlag("tokens", 256);
+  std::mt19937 rng(2);
+  std::uniform_int_distribution<int32_t> id(100, static_cast<int32_t>((*model)->config().vocab_size - 1));
+  std::vector<std::vector<int32_t>> texts(static_cast<size_t>(n), std::vector<int32_t>(static_cast<size_t>(T)));
+  for (auto& t : texts)
+    for (auto& v : t) v = id(rng);
+  std::vector<int64_t> batches;
+  for (const auto& b : Split(Flag("batches", "256,1024,4096,16384"))) batches.push_back(std::stoll(b));
+  std::vector<std::unique_ptr<m::Embedder>> embedders;
+  for (int64_t b : batches) {
+    m::EmbedderOptions eo;
+    eo.batch_tokens = b;
+    embedders.push_back(std::make_unique<m::Embedder>(model->get(), nullptr, eo));
+  }
+  // Warm-up: first touch of the buffers every setting reuses.
+  EmbedLikeTheCli(*embedders.back(), std::vector<std::vector<int32_t>>(texts.begin(), texts.begin() + n / 4));
+  m::EnableForwardProfile(true);
+  json runs = json::array();
+  const int64_t repeats = std::max<int64_t>(1, IntFlag("repeats", 3));
+  for (int64_t rep = 0; rep < repeats; ++rep)
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const size_t s = (i + static_cast<size_t>(rep)) % batches.size();
+      (void)m::TakeForwardProfile();
+      const Usage u0 = ProcessUsage();
+      const double secs = EmbedLikeTheCli(*embedders[s], texts);
+      const Usage u1 = ProcessUsage();
+      const m::ForwardProfileTotals p = m::TakeForwardProfile();
+      const double tokens = static_cast<double>(n * T);
+      json r = {{"batch_tokens", batches[s]},
+                {"tokens_per_s", tokens / secs},
+                {"rows_per_forward", p.forwards ? static_cast<double>(p.rows) / p.forwards : 0.0},
+                {"sys_s", u1.sys_s - u0.sys_s},
+                {"minor_faults", u1.minor_faults - u0.minor_faults}};
+      double staged = 0;
+      for (int st = 0; st < static_cast<int>(m::ForwardStage::kCount); ++st) {
+        const auto stage = static_cast<m::ForwardStage>(st);
+        const double ns = static_cast<double>(p.ns[static_cast<size_t>(st)]) / tokens;
+        r[std::string("ns_") + m::ForwardStageName(stage)] = ns;
+        if (stage != m::ForwardStage::kForward) staged += ns;
+      }
+      r["ns_rest"] = r["ns_forward"].get<double>() - staged;
+      runs.push_back(r);
+    }
+  return {{"config", config}, {"runs", runs}};
+}
+
+json RunChild(const std::string& self, const std::vector<std::string>& base, const std::string& what) {
+  int fds[2];
+  if (pipe(fds) != 0) Die("pipe");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    std::vector<std::string> args = base;
+    args.push_back("--child");
+    args.push_back(what);
+    std::vector<char*> argv{const_cast<char*>(self.c_str())};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(self.c_str(), argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t got; (got = read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(got));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Die("child '" + what + "' failed");
+  return json::parse(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // As the CLI (plugin/cli/main.cpp): keep freed memory for the next forward.
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  std::vector<std::string> base;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || i + 1 >= argc) Die("usage: see the comment at the top of bench/batch_scaling.cpp");
+    g_flags[a.substr(2)] = argv[i + 1];
+    if (a != "--child") base.insert(base.end(), {a, argv[i + 1]});
+  }
+  if (Flag("model").empty()) Die("--model DIR is required");
+  const std::string kernels = Flag("kernels", "native");
+  if (kernels != "native" && kernels != "avx2") Die("--kernels is native or avx2");
+  if (kernels == "avx2") {  // read once, at the first matmul: every kernel as on a CPU without AVX-512
+    setenv("MOEEDB_INT8_GEMM", "avx2", 1);
+    setenv("MOEEDB_ATTENTION_KERNEL", "avx2", 1);
+    setenv("MOEEDB_ROWS_GEMM", "avx2", 1);
+    setenv("MOEEDB_ROUTER_KERNEL", "avx2", 1);
+    setenv("MOEEDB_BF16_GEMM", "off", 1);
+  }
+  m::SetComputeThreads(static_cast<int>(IntFlag("threads", 2)));
+  if (!Flag("child").empty()) {
+    std::printf("%s\n", Child(Flag("child")).dump().c_str());
+    return 0;
+  }
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (len <= 0) Die("readlink /proc/self/exe");
+  exe[len] = 0;
+  const int64_t default_batch = m::EmbedderOptions{}.batch_tokens;
+  const m::WorkerShare share = m::ShareComputeThreads(0, m::ComputeThreads());
+  std::printf("batch_scaling: model %s, %lld texts x %lld tokens, %d threads (%d workers x %d, as `moeedb embed`), "
+              "default --batch-tokens %lld, %lld repeats, kernels %s\n",
+              Flag("model").c_str(), static_cast<long long>(IntFlag("texts", 128)),
+              static_cast<long long>(IntFlag("tokens", 256)), m::ComputeThreads(), share.workers,
+              share.threads_per_worker, static_cast<long long>(default_batch),
+              static_cast<long long>(IntFlag("repeats", 3)), kernels.c_str());
+  std::printf("CPU flags: %s\n", m::bench::CpuFlags().c_str());
+  std::printf("kernels: int8 GEMM %s, bf16 GEMM %s\n", m::Int8GemmKernelName(m::Int8GemmKernelInUse()),
+              m::Bf16GemmAvailable() ? "avx512-bf16" : "off (bf16 weights widened to f32)");
+  std::printf("medians; ns/token per stage are thread-time (engine/model/forward_profile.h)\n\n");
+  std::printf("%-18s %7s %9s %7s %9s %9s %8s %8s %8s %8s %8s %7s %9s\n", "config", "batch", "tokens/s", "rows/fw",
+              "expertGEMM", "bookkeep", "routing", "project", "attn", "rest", "forward", "sys s", "faults");
+  bool all_pass = true;
+  for (const auto& config : Split(Flag("configs", "f32:none:learned,f32:int8:learned,bf16:none:learned,"
+                                                  "f32:none:top1,f32:int8:top1"))) {
+    const json r = RunChild(exe, base, config);
+    std::map<int64_t, std::map<std::string, std::vector<double>>> by;
+    for (const auto& run : r["runs"])
+      for (const auto& [key, v] : run.items())
+        if (key != "batch_tokens") by[run["batch_tokens"].get<int64_t>()][key].push_back(v.get<double>());
+    std::map<int64_t, std::map<std::string, double>> med;
+    for (auto& [b, fields] : by)
+      for (auto& [key, values] : fields) med[b][key] = Median(values);
+    for (auto& [b, f] : med)
+      std::printf("%-18s %7lld %9.1f %7.0f %9.0f %9.0f %8.0f %8.0f %8.0f %8.0f %8.0f %7.2f %9.0f\n", config.c_str(),
+                  static_cast<long long>(b), f["tokens_per_s"], f["rows_per_forward"], f["ns_expert_gemm"],
+                  f["ns_expert_bookkeeping"], f["ns_routing"], f["ns_projections"], f["ns_attention"], f["ns_rest"],
+                  f["ns_forward"], f["sys_s"], f["minor_faults"]);
+    const int64_t lo = med.begin()->first, hi = med.rbegin()->first;
+    double best = 0;
+    int64_t best_b = lo;
+    for (auto& [b, f] : med)
+      if (f["tokens_per_s"] > best) best = f["tokens_per_s"], best_b = b;
+    const double big_small = med[hi]["tokens_per_s"] / med[lo]["tokens_per_s"];
+    const double gemm_ratio = med[hi]["ns_expert_gemm"] / med[lo]["ns_expert_gemm"];
+    const double default_best = med.count(default_batch) ? med[default_batch]["tokens_per_s"] / best : std::nan("");
+    const bool pass = big_small >= 0.95 && gemm_ratio <= 1.0 && default_best >= 0.95;
+    all_pass = all_pass && pass;
+    std::printf("  %s: tokens/s %lld / %lld = %.3f (>= 0.95); expert GEMM ns/token %lld / %lld = %.3f (<= 1); "
+                "default %lld / best (%lld) = %.3f (>= 0.95): %s\n\n",
+                config.c_str(), static_cast<long long>(hi), static_cast<long long>(lo), big_small,
+                static_cast<long long>(hi), static_cast<long long>(lo), gemm_ratio,
+                static_cast<long long>(default_batch), static_cast<long long>(best_b), default_best,
+                pass ? "meets the targets" : "MISSES a target");
+    std::fflush(stdout);
+  }
+  std::printf("%s\n", all_pass ? "every configuration meets the targets" : "some configuration misses a target");
+  return 0;
+}
