@@ -16,8 +16,6 @@
 #include <ATen/ATen.h>
 #include <malloc.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_child.h"
 #include "bench/cpu_flags.h"
 #include "engine/embed/embed_workers.h"
 #include "engine/embed/embedder.h"
@@ -48,18 +47,11 @@ namespace m = moeedb;
 
 namespace {
 
-std::map<std::string, std::string> g_flags;
+const m::bench::BenchFlags* g_flags = nullptr;
 
-std::string Flag(const std::string& k, const std::string& def = "") {
-  auto it = g_flags.find(k);
-  return it == g_flags.end() ? def : it->second;
-}
-int64_t IntFlag(const std::string& k, int64_t def) { return std::stoll(Flag(k, std::to_string(def))); }
-
-[[noreturn]] void Die(const std::string& msg) {
-  std::fprintf(stderr, "batch_scaling: %s\n", msg.c_str());
-  std::exit(1);
-}
+std::string Flag(const std::string& k, const std::string& def = "") { return g_flags->Get(k, def); }
+int64_t IntFlag(const std::string& k, int64_t def) { return g_flags->Int(k, def); }
+[[noreturn]] void Die(const std::string& msg) { g_flags->Die(msg); }
 
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
@@ -111,6 +103,23 @@ double EmbedLikeTheCli(const m::Embedder& embedder, const std::vector<std::vecto
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// GB/s at which one thread reads memory (a sum over 1 GiB, best of 3): the
+// bound of a forward that reads each expert's weights for a few rows.
+double ReadBandwidthGBs() {
+  std::vector<float> buf(size_t{1} << 28, 1.0f);
+  double best = 1e30, sink = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    const auto t0 = Clock::now();
+    float acc[16] = {};
+    for (size_t i = 0; i < buf.size(); i += 16)
+      for (int j = 0; j < 16; ++j) acc[j] += buf[i + j];
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    for (float a : acc) sink += a;
+  }
+  if (sink < 0) std::printf(" ");  // keeps the sum
+  return static_cast<double>(buf.size() * sizeof(float)) / best / 1e9;
+}
+
 json Child(const std::string& config) {
   std::stringstream ss(config);
   std::string dtype, quant, routing;
@@ -155,6 +164,7 @@ json Child(const std::string& config) {
       const m::ForwardProfileTotals p = m::TakeForwardProfile();
       const double tokens = static_cast<double>(n * T);
       json r = {{"batch_tokens", batches[s]},
+                {"forwards", static_cast<double>(p.forwards)},
                 {"tokens_per_s", tokens / secs},
                 {"rows_per_forward", p.forwards ? static_cast<double>(p.rows) / p.forwards : 0.0},
                 {"sys_s", u1.sys_s - u0.sys_s},
@@ -169,34 +179,14 @@ json Child(const std::string& config) {
       r["ns_rest"] = r["ns_forward"].get<double>() - staged;
       runs.push_back(r);
     }
-  return {{"config", config}, {"runs", runs}};
-}
-
-json RunChild(const std::string& self, const std::vector<std::string>& base, const std::string& what) {
-  int fds[2];
-  if (pipe(fds) != 0) Die("pipe");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    std::vector<std::string> args = base;
-    args.push_back("--child");
-    args.push_back(what);
-    std::vector<char*> argv{const_cast<char*>(self.c_str())};
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(self.c_str(), argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  for (ssize_t got; (got = read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(got));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Die("child '" + what + "' failed");
-  return json::parse(out);
+  // The routed experts' weights, every MoE layer: what a forward reads once
+  // when its rows touch every expert.
+  const m::ModelConfig& c = (*model)->config();
+  const double bytes_per_weight = quant == "int8" ? 1 : (*model)->compute_dtype() == m::ComputeDtype::kBF16 ? 2 : 4;
+  const double expert_bytes =
+      static_cast<double>(c.num_moe_layers() * c.num_experts * 3 * c.hidden_size * c.expert_intermediate) *
+      bytes_per_weight;
+  return {{"config", config}, {"runs", runs}, {"expert_weight_bytes", expert_bytes}};
 }
 
 }  // namespace
@@ -206,13 +196,8 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_TOP_PAD, 256 << 20);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  std::vector<std::string> base;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a.rfind("--", 0) != 0 || i + 1 >= argc) Die("usage: see the comment at the top of bench/batch_scaling.cpp");
-    g_flags[a.substr(2)] = argv[i + 1];
-    if (a != "--child") base.insert(base.end(), {a, argv[i + 1]});
-  }
+  const m::bench::BenchFlags flags("batch_scaling", argc, argv);
+  g_flags = &flags;
   if (Flag("model").empty()) Die("--model DIR is required");
   const std::string kernels = Flag("kernels", "native");
   if (kernels != "native" && kernels != "avx2") Die("--kernels is native or avx2");
@@ -228,10 +213,6 @@ int main(int argc, char** argv) {
     std::printf("%s\n", Child(Flag("child")).dump().c_str());
     return 0;
   }
-  char exe[4096];
-  const ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (len <= 0) Die("readlink /proc/self/exe");
-  exe[len] = 0;
   const int64_t default_batch = m::EmbedderOptions{}.batch_tokens;
   const m::WorkerShare share = m::ShareComputeThreads(0, m::ComputeThreads());
   std::printf("batch_scaling: model %s, %lld texts x %lld tokens, %d threads (%d workers x %d, as `moeedb embed`), "
@@ -243,13 +224,16 @@ int main(int argc, char** argv) {
   std::printf("CPU flags: %s\n", m::bench::CpuFlags().c_str());
   std::printf("kernels: int8 GEMM %s, bf16 GEMM %s\n", m::Int8GemmKernelName(m::Int8GemmKernelInUse()),
               m::Bf16GemmAvailable() ? "avx512-bf16" : "off (bf16 weights widened to f32)");
-  std::printf("medians; ns/token per stage are thread-time (engine/model/forward_profile.h)\n\n");
-  std::printf("%-18s %7s %9s %7s %9s %9s %8s %8s %8s %8s %8s %7s %9s\n", "config", "batch", "tokens/s", "rows/fw",
-              "expertGEMM", "bookkeep", "routing", "project", "attn", "rest", "forward", "sys s", "faults");
+  std::printf("one thread reads memory at %.1f GB/s\n", ReadBandwidthGBs());
+  std::printf("medians; ns/token per stage are thread-time (engine/model/forward_profile.h); expert GB/s: the\n"
+              "experts' weights (read once per forward) per second of expert-GEMM thread-time\n\n");
+  std::printf("%-18s %7s %9s %7s %9s %9s %8s %8s %8s %8s %8s %7s %9s %9s\n", "config", "batch", "tokens/s", "rows/fw",
+              "expertGEMM", "bookkeep", "routing", "project", "attn", "rest", "forward", "sys s", "faults",
+              "expert GB/s");
   bool all_pass = true;
   for (const auto& config : Split(Flag("configs", "f32:none:learned,f32:int8:learned,bf16:none:learned,"
                                                   "f32:none:top1,f32:int8:top1"))) {
-    const json r = RunChild(exe, base, config);
+    const json r = flags.RunChild(config);
     std::map<int64_t, std::map<std::string, std::vector<double>>> by;
     for (const auto& run : r["runs"])
       for (const auto& [key, v] : run.items())
@@ -257,11 +241,13 @@ int main(int argc, char** argv) {
     std::map<int64_t, std::map<std::string, double>> med;
     for (auto& [b, fields] : by)
       for (auto& [key, values] : fields) med[b][key] = Median(values);
+    const double tokens = static_cast<double>(IntFlag("texts", 128) * IntFlag("tokens", 256));
     for (auto& [b, f] : med)
-      std::printf("%-18s %7lld %9.1f %7.0f %9.0f %9.0f %8.0f %8.0f %8.0f %8.0f %8.0f %7.2f %9.0f\n", config.c_str(),
+      std::printf("%-18s %7lld %9.1f %7.0f %9.0f %9.0f %8.0f %8.0f %8.0f %8.0f %8.0f %7.2f %9.0f %9.1f\n", config.c_str(),
                   static_cast<long long>(b), f["tokens_per_s"], f["rows_per_forward"], f["ns_expert_gemm"],
                   f["ns_expert_bookkeeping"], f["ns_routing"], f["ns_projections"], f["ns_attention"], f["ns_rest"],
-                  f["ns_forward"], f["sys_s"], f["minor_faults"]);
+                  f["ns_forward"], f["sys_s"], f["minor_faults"],
+                  f["forwards"] * r["expert_weight_bytes"].get<double>() / (f["ns_expert_gemm"] * tokens));
     const int64_t lo = med.begin()->first, hi = med.rbegin()->first;
     double best = 0;
     int64_t best_b = lo;
@@ -269,6 +255,7 @@ int main(int argc, char** argv) {
       if (f["tokens_per_s"] > best) best = f["tokens_per_s"], best_b = b;
     const double big_small = med[hi]["tokens_per_s"] / med[lo]["tokens_per_s"];
     const double gemm_ratio = med[hi]["ns_expert_gemm"] / med[lo]["ns_expert_gemm"];
+    if (med.size() < 2) continue;  // one setting: nothing to compare
     const double default_best = med.count(default_batch) ? med[default_batch]["tokens_per_s"] / best : std::nan("");
     const bool pass = big_small >= 0.95 && gemm_ratio <= 1.0 && default_best >= 0.95;
     all_pass = all_pass && pass;

@@ -9,12 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS="${1:-3}"; shift || true
-MODEL=build/bench-embed/olmoe-shaped-8l
-mkdir -p build/bench-embed
-if [ ! -f "$MODEL/model.safetensors" ]; then
-  ./build/moeedb model init --config bench/configs/olmoe-shaped-8l.json \
-    --tokenizer tests/data/tokenizers/olmoe/tokenizer.json --seed 0 --out "$MODEL"
-fi
+source bench/olmoe_shaped_model.sh
 CONFIGS=f32:none:learned,f32:int8:learned,bf16:none:learned,f32:none:top1,f32:int8:top1,bf16:none:top1
 ./build/bench/batch_scaling --model "$MODEL" --repeats "$REPEATS" --configs "$CONFIGS" "$@"
 echo

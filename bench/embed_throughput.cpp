@@ -21,8 +21,6 @@
 //   stream      StreamingEmbedder on mixed lengths vs fixed-length batches
 #include <ATen/ATen.h>
 #include <malloc.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -43,6 +41,7 @@
 #include "engine/model/model.h"
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/routing_policy.h"
+#include "bench/bench_child.h"
 #include "bench/cpu_flags.h"
 #include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/packed_attention.h"
@@ -58,13 +57,10 @@ namespace m = moeedb;
 
 namespace {
 
-std::map<std::string, std::string> g_flags;
+const m::bench::BenchFlags* g_flags = nullptr;
 
-std::string Flag(const std::string& k, const std::string& def = "") {
-  auto it = g_flags.find(k);
-  return it == g_flags.end() ? def : it->second;
-}
-int64_t IntFlag(const std::string& k, int64_t def) { return std::stoll(Flag(k, std::to_string(def))); }
+std::string Flag(const std::string& k, const std::string& def = "") { return g_flags->Get(k, def); }
+int64_t IntFlag(const std::string& k, int64_t def) { return g_flags->Int(k, def); }
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -77,10 +73,7 @@ int64_t StatusBytes(const char* key) {
 }
 int64_t PeakRssBytes() { return StatusBytes("VmHWM:"); }
 
-[[noreturn]] void Die(const std::string& msg) {
-  std::fprintf(stderr, "embed_throughput: %s\n", msg.c_str());
-  std::exit(1);
-}
+[[noreturn]] void Die(const std::string& msg) { g_flags->Die(msg); }
 
 std::vector<std::vector<int32_t>> RandomIds(int64_t n, const std::vector<int64_t>& lengths, int64_t vocab,
                                             uint32_t seed) {
@@ -377,35 +370,6 @@ json ChildStream() {
           {"mean_tokens", T}};
 }
 
-json RunChild(const std::string& self, const std::vector<std::string>& base, const std::string& what) {
-  int fds[2];
-  if (pipe(fds) != 0) Die("pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    std::vector<std::string> args = base;
-    args.push_back("--child");
-    args.push_back(what);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(self.c_str()));
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(self.c_str(), argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Die("child '" + what + "' failed");
-  return json::parse(out);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -413,17 +377,8 @@ int main(int argc, char** argv) {
   if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr) mallopt(M_TRIM_THRESHOLD, 1 << 30);
   if (std::getenv("MALLOC_TOP_PAD_") == nullptr) mallopt(M_TOP_PAD, 256 << 20);
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  std::vector<std::string> base;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0 || i + 1 >= argc) Die("usage: see the comment at the top of bench/embed_throughput.cpp");
-    g_flags[a.substr(2)] = argv[i + 1];
-    if (a != "--child") {
-      base.push_back(a);
-      base.push_back(argv[i + 1]);
-    }
-    ++i;
-  }
+  const m::bench::BenchFlags flags("embed_throughput", argc, argv);
+  g_flags = &flags;
   if (Flag("model").empty()) Die("--model DIR is required");
   const std::string child = Flag("child");
   if (!Flag("init-config").empty() && child.empty() &&
@@ -452,12 +407,6 @@ int main(int argc, char** argv) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  const std::string self = "/proc/self/exe";
-  char exe[4096];
-  const ssize_t len = readlink(self.c_str(), exe, sizeof(exe) - 1);
-  if (len <= 0) Die("readlink /proc/self/exe");
-  exe[len] = 0;
-
   std::printf("embed_throughput: model %s, %lld texts x %lld tokens, forwards of %lld tokens, %lld threads\n",
               Flag("model").c_str(), static_cast<long long>(IntFlag("texts", 16)),
               static_cast<long long>(IntFlag("tokens", 256)),
@@ -471,7 +420,7 @@ int main(int argc, char** argv) {
                                      : "none (int8 weights widened before each matmul)",
               m::SimdLevelName(m::AttentionKernelInUse()));
   std::fflush(stdout);
-  json gemm = RunChild(exe, base, "gemm");
+  json gemm = flags.RunChild("gemm");
   for (auto& [name, g] : gemm.items()) {
     std::printf("dense GEMM GFLOP/s %4s: %.1f (4096x1024x4096), %.1f (this forward's shapes, top-k), %.1f (top-1)\n",
                 name.c_str(), g["big_gemm_gflops"].get<double>(), g["topk_shapes_gflops"].get<double>(),
@@ -493,7 +442,7 @@ int main(int argc, char** argv) {
   std::string what;
   std::map<std::string, json> by;
   while (std::getline(ls, what, ',')) {
-    json r = RunChild(exe, base, what);
+    json r = flags.RunChild(what);
     if (!r.contains("compute_dtype")) Die("--configs: '" + what + "' is not a DTYPE:QUANT:ROUTING configuration");
     const std::string dt = r["compute_dtype"].get<std::string>();  // what the matmuls ran in
     const bool top1 = what.find("top1") != std::string::npos;
@@ -538,7 +487,7 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   if (Flag("fidelity", "1") == "1") {
-    json f = RunChild(exe, base, "fidelity");
+    json f = flags.RunChild("fidelity");
     std::printf("\nfidelity vs f32 on %d texts:\n", f["f32:int8"]["texts"].get<int>());
     for (auto& [k, v] : f.items())
       std::printf("  %-10s mean cos(hs) %.5f  mean cos(rw) %.5f  same top-1 expert %.2f%%\n", k.c_str(),
@@ -546,7 +495,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   if (IntFlag("stream-texts", 64) > 0) {
-    json s = RunChild(exe, base, "stream");
+    json s = flags.RunChild("stream");
     std::printf("\nstreaming embedder (%s): mixed lengths %.1f tokens/s vs fixed-length batches %.1f tokens/s: ratio %.3f\n",
                 Flag("stream-dtype", "f32").c_str(), s["stream_mixed_tokens_per_s"].get<double>(),
                 s["fixed_tokens_per_s"].get<double>(), s["ratio"].get<double>());

@@ -8,12 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS="${1:-2}"; shift || true
-MODEL=build/bench-embed/olmoe-shaped-8l
-mkdir -p build/bench-embed
-if [ ! -f "$MODEL/model.safetensors" ]; then
-  ./build/moeedb model init --config bench/configs/olmoe-shaped-8l.json \
-    --tokenizer tests/data/tokenizers/olmoe/tokenizer.json --seed 0 --out "$MODEL"
-fi
+source bench/olmoe_shaped_model.sh
 awk -F, '{ gsub(/"/, "", $1) } $1 != "" && k++ < 100 { print $1 }' tests/data/eval/stsb/stsb-en-test.csv \
   > build/bench-embed/texts.txt
 ./build/bench/embed_throughput --model "$MODEL" --threads "$THREADS" --texts 16 --tokens 256 --batch-tokens 1024 \

@@ -1,10 +1,13 @@
 // bench/load: N concurrent clients on loopback, each on one keep-alive
 // connection, POST /v1/embeddings with T texts per request, for a bounded
-// time. Prints requests/s, texts/s and p50/p99 latency.
-// Usage: load_bench PORT CLIENTS SECONDS TEXTS_FILE [TEXTS_PER_REQUEST=1] [MODEL=default] [API_KEY]
+// time, or until every text was sent once (SECONDS "all"). Prints requests/s,
+// texts/s, tokens/s (the responses' usage.prompt_tokens), p50/p99 latency and
+// the client's own CPU time (it shares the machine with the server).
+// Usage: load_bench PORT CLIENTS SECONDS|all TEXTS_FILE [TEXTS_PER_REQUEST=1] [MODEL=default] [API_KEY]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -60,7 +63,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int port = std::atoi(argv[1]), clients = std::atoi(argv[2]);
-  const double seconds = std::atof(argv[3]);
+  const bool once = std::string(argv[3]) == "all";
+  const double seconds = once ? 1e9 : std::atof(argv[3]);
   const int per_request = argc > 5 ? std::max(1, std::atoi(argv[5])) : 1;
   const std::string model = argc > 6 ? argv[6] : "default", key = argc > 7 ? argv[7] : "";
   std::vector<std::string> texts;
@@ -68,7 +72,7 @@ int main(int argc, char** argv) {
   for (std::string l; std::getline(in, l);)
     if (!l.empty()) texts.push_back(l);
   if (texts.empty()) return 2;
-  std::atomic<size_t> next{0}, ok{0}, errors{0};
+  std::atomic<size_t> next{0}, ok{0}, errors{0}, tokens{0};
   std::mutex mu;
   std::vector<double> latencies;
   const auto start = Clock::now();
@@ -81,7 +85,12 @@ int main(int argc, char** argv) {
       std::vector<double> mine;
       while (fd >= 0 && Clock::now() < stop_at) {
         std::vector<std::string> batch;
-        for (int i = 0; i < per_request; ++i) batch.push_back(texts[next++ % texts.size()]);
+        for (int i = 0; i < per_request; ++i) {
+          const size_t t = next++;
+          if (once && t >= texts.size()) break;
+          batch.push_back(texts[t % texts.size()]);
+        }
+        if (batch.empty()) break;
         const std::string body = nlohmann::json{{"input", batch}, {"model", model}, {"encoding_format", "base64"}}.dump();
         std::string req = "POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n";
         if (!key.empty()) req += "Authorization: Bearer " + key + "\r\n";
@@ -89,7 +98,11 @@ int main(int argc, char** argv) {
         const auto t0 = Clock::now();
         const int status = RoundTrip(fd, req, &buf);
         mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-        if (status == 200) ++ok;
+        if (status == 200) {
+          ++ok;
+          const size_t at = buf.find("\"prompt_tokens\":");
+          if (at != std::string::npos) tokens += std::strtoul(buf.c_str() + at + 16, nullptr, 10);
+        }
         else { ++errors; if (status < 0) { close(fd); fd = Connect(port); } }
       }
       if (fd >= 0) close(fd);
@@ -103,6 +116,13 @@ int main(int argc, char** argv) {
   std::printf("clients %d x %d texts/request, %.1f s: %zu ok, %zu errors; %.1f requests/s, %.1f texts/s; "
               "latency p50 %.1f ms, p99 %.1f ms\n",
               clients, per_request, wall, ok.load(), errors.load(), ok / wall, ok * per_request / wall, pct(0.50), pct(0.99));
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double cpu = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                     (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  std::printf("tokens %zu, %.1f tokens/s; client CPU %.2f s (%.1f %% of one core)\n", tokens.load(), tokens / wall, cpu,
+              100 * cpu / wall);
   std::printf("server_texts_per_s %.3f\n", ok * per_request / wall);
+  std::printf("server_tokens_per_s %.3f\n", tokens / wall);
   return errors.load() == 0 ? 0 : 1;
 }

@@ -27,7 +27,10 @@ struct EmbedderOptions {
   std::string instruction;                       // empty: none (the reference's no_instruction)
   bool rw_readout_default = true;                // use the family's read-out (logits; probs for DeepSeek)
   RouterReadout rw_readout = RouterReadout::kLogits;
-  int64_t batch_tokens = 4096;                   // padded tokens per forward pass
+  // Padded tokens per forward pass: larger forwards read each weight once
+  // for more rows, and were the fastest per token of 256..16384 for every
+  // format and routing mode (docs/perf.md, "Forward size").
+  int64_t batch_tokens = 16384;
   HsPooling hs_pooling = HsPooling::kLast;       // MoEE: last token
   RwPooling rw_pooling = RwPooling::kLast;
 };

@@ -16,7 +16,7 @@
 namespace moeedb {
 
 enum class ForwardStage : int {
-  kExpertGemm,         // the routed experts' gate/up and down GEMMs
+  kExpertGemm,         // the routed experts' gate/up and down GEMMs (on the ATen paths, with their gathers)
   kExpertBookkeeping,  // routing the rows to experts: sort, gather, SwiGLU, the weighted combine
   kRouting,            // router logits, softmax and top-k
   kProjections,        // q, k, v, o, dense MLPs and shared experts

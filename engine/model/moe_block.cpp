@@ -205,7 +205,13 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   const bool grouped =
       dispatch_ == ExpertDispatch::kGrouped ||
       (dispatch_ == ExpertDispatch::kAuto && x.size(0) * k * x.size(1) * xc.element_size() <= kGroupedMaxBytes);
-  at::Tensor out = batched ? RunExpertsBatched(xc, g) : grouped ? RunExpertsGrouped(xc, g) : RunExpertsLoop(xc, g);
+  at::Tensor out;
+  {
+    // These paths interleave their GEMMs (ATen's) with the gathers and
+    // scatters around them: all of it counts as the experts' GEMMs.
+    StageTimer timer(ForwardStage::kExpertGemm);
+    out = batched ? RunExpertsBatched(xc, g) : grouped ? RunExpertsGrouped(xc, g) : RunExpertsLoop(xc, g);
+  }
   AddSharedExpert(x, xc, &out);
   return out;
 }

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <iostream>
 
@@ -72,6 +73,11 @@ Result<Args> Args::Parse(const std::vector<std::string>& argv, const std::vector
     a.values_[specs[i].name] = specs[i].meta.empty() ? "1" : Unshield(values[i]);
   }
   for (const auto& p : positional) a.positional_.push_back(Unshield(p));
+  for (const auto& f : specs)
+    if (f.integer) {
+      a.int_rules_[f.name] = *f.integer;
+      if (auto v = a.CheckedInt(f.name, *f.integer); !v.ok()) return v.status();
+    }
   return a;
 }
 
@@ -80,28 +86,26 @@ std::string Args::Get(const std::string& name, const std::string& def) const {
   return it == values_.end() ? def : it->second;
 }
 
-bool Args::ReadInt(const std::string& name, long long def, long long min, long long max, int64_t* out,
-                   Status* error) const {
-  auto v = GetInt(name, def, min, max);
-  if (!v.ok()) {
-    *error = v.status();
-    return false;
+long long Args::Int(const std::string& name) const {
+  auto rule = int_rules_.find(name);
+  if (rule == int_rules_.end()) {
+    std::cerr << "moeedb: internal error: --" << name << " is not declared as an integer flag" << std::endl;
+    std::abort();
   }
-  *out = *v;
-  return true;
+  return *CheckedInt(name, rule->second);  // checked by Parse
 }
 
-Result<long long> Args::GetInt(const std::string& name, long long def, long long min, long long max) const {
+Result<long long> Args::CheckedInt(const std::string& name, const IntRule& rule) const {
   auto it = values_.find(name);
-  if (it == values_.end()) return def;
+  if (it == values_.end()) return rule.def;
   long long v = 0;
   const std::string& s = it->second;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size())
     return Status::InvalidArgument("option --" + name + " needs an integer, got '" + s + "'");
-  if (v < min || v > max)
-    return Status::InvalidArgument("option --" + name + " must be in [" + std::to_string(min) + ", " +
-                                   std::to_string(max) + "], got " + s);
+  if (v < rule.min || v > rule.max)
+    return Status::InvalidArgument("option --" + name + " must be in [" + std::to_string(rule.min) + ", " +
+                                   std::to_string(rule.max) + "], got " + s);
   return v;
 }
 
@@ -122,7 +126,10 @@ std::string HelpText(const std::string& usage, const std::string& summary, const
     std::string left = "  --" + f.name + (f.meta.empty() ? "" : " " + f.meta);
     if (left.size() < 26) left.resize(26, ' ');
     else left += "\n" + std::string(26, ' ');
-    s += left + f.help + "\n";
+    std::string help = f.help;
+    if (f.integer && help.find("default") == std::string::npos)
+      help += " (default " + std::to_string(f.integer->def) + ")";
+    s += left + help + "\n";
   }
   s += "  --help                  this text\n";
   return s;

@@ -14,10 +14,19 @@
 
 namespace moeedb::cli {
 
+// An integer flag's default and inclusive range, declared once with the
+// flag: Args::Parse refuses a value outside it (an error naming the flag),
+// Args::Int reads it, and the help shows the default unless the help text
+// says what the default means ("default: all cores").
+struct IntRule {
+  long long def = 0, min = 0, max = 0;
+};
+
 struct FlagSpec {
   std::string name;     // without the dashes
   std::string meta;     // e.g. "DIR"; empty for a boolean flag
   std::string help;
+  std::optional<IntRule> integer;  // set: an integer flag
 };
 
 class Args {
@@ -27,17 +36,18 @@ class Args {
 
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::string Get(const std::string& name, const std::string& def = "") const;
-  // Integer flag; a non-integer or out-of-range value is an error naming the flag.
-  Result<long long> GetInt(const std::string& name, long long def, long long min, long long max) const;
+  // The value of an integer flag (its IntRule's default when absent); Parse
+  // has checked it. Aborts on a flag declared without an IntRule: a bug.
+  long long Int(const std::string& name) const;
   // Finite number flag; std::nullopt when absent, an error naming the flag on a bad value.
   Result<std::optional<double>> GetDouble(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
-  // GetInt into *out; false (and *error set, *out untouched) on a bad value.
-  // Chains with &&, stopping at the first bad flag.
-  bool ReadInt(const std::string& name, long long def, long long min, long long max, int64_t* out, Status* error) const;
 
  private:
+  // A value of the flag `name` under `rule`; an error naming the flag.
+  Result<long long> CheckedInt(const std::string& name, const IntRule& rule) const;
   std::map<std::string, std::string> values_;
+  std::map<std::string, IntRule> int_rules_;
   std::vector<std::string> positional_;
 };
 

@@ -79,7 +79,7 @@ class Progress {
 int RunIngest(const std::vector<std::string>& argv) {
   // A new collection's embedding setup and settings (an existing one keeps
   // what it recorded: --model must then hold the same weights).
-  std::vector<FlagSpec> specs = Concat({kDbFlag, kCollFlag, {"batch", "N", "documents per atomic, synced write (default 32)"}},
+  std::vector<FlagSpec> specs = Concat({kDbFlag, kCollFlag, {"batch", "N", "documents per atomic, synced write", IntRule{32, 1, 100000}}},
                                        EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling", "dtype",
                                                        "quant", "device", "threads", "workers"}));
   // ingest embeds texts: the client-vector settings belong to the server's APIs.
@@ -93,8 +93,7 @@ int RunIngest(const std::vector<std::string>& argv) {
     return *exit;
   if (args->positional().size() != 1) return UsageError("ingest", "give exactly one FILE.jsonl");
   if (!args->Has("collection")) return UsageError("ingest", "--collection NAME is required");
-  auto batch = args->GetInt("batch", 32, 1, 100000);
-  if (!batch.ok()) return UsageError("ingest", batch.status().message());
+  const long long batch = args->Int("batch");
   // The compute flags are read again where the database opens; checked here
   // so a bad value is a usage error before the file is read.
   EmbeddingSpec compute;
@@ -155,8 +154,8 @@ int RunIngest(const std::vector<std::string>& argv) {
   // 3. Embed and store, batch by batch.
   Progress progress(lines.size());
   size_t done = 0, replaced = 0;
-  for (size_t start = 0; start < lines.size(); start += static_cast<size_t>(*batch)) {
-    const size_t end = std::min(lines.size(), start + static_cast<size_t>(*batch));
+  for (size_t start = 0; start < lines.size(); start += static_cast<size_t>(batch)) {
+    const size_t end = std::min(lines.size(), start + static_cast<size_t>(batch));
     std::vector<StoredDocument> docs;
     for (size_t i = start; i < end; ++i) docs.push_back(lines[i].doc);
     auto w = (*db)->Upsert(name, std::move(docs), /*sync=*/true);

@@ -23,7 +23,7 @@ const std::vector<FlagSpec>& CommonFlags() {
   static const std::vector<FlagSpec> flags =
       Concat({{"baseline", "NAME", "tfidf: the lexical baseline instead of --model"},
               {"data", "DIR", "dataset folder"},
-              {"limit", "N", "use the first N items of each split (CI subsets)"}},
+              {"limit", "N", "use the first N items of each split (CI subsets; default 0: all)", IntRule{0, 0, 1LL << 40}}},
              EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling", "dtype", "quant", "device", "threads"}));
   return flags;
 }
@@ -39,8 +39,7 @@ Result<Common> ParseCommon(const Args& args) {
   Common c;
   if (!args.Has("data")) return Status::InvalidArgument("--data DIR is required");
   c.data = args.Get("data");
-  MOEEDB_ASSIGN_OR_RETURN(long long limit, args.GetInt("limit", 0, 0, 1LL << 40));
-  c.limit = static_cast<size_t>(limit);
+  c.limit = static_cast<size_t>(args.Int("limit"));
   if (args.Has("baseline")) {
     if (args.Get("baseline") != "tfidf") return Status::InvalidArgument("--baseline: only tfidf is known");
     if (args.Has("model")) return Status::InvalidArgument("give --model or --baseline, not both");
@@ -109,7 +108,7 @@ int RunEvalRetrieval(const std::vector<std::string>& argv) {
 
 int RunEvalClassify(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> specs = CommonFlags();
-  specs.push_back({"k", "N", "neighbours (default 10)"});
+  specs.push_back({"k", "N", "neighbours", IntRule{10, 1, 1000}});
   specs.push_back({"alpha", "X", "alpha of the fused similarity (default: the model's, else 1)"});
   std::optional<Args> args;
   if (auto exit = ParseCommand({"eval classify", "eval classify (--model DIR | --baseline tfidf) --data BANKING77_DIR [--k 10]",
@@ -119,15 +118,14 @@ int RunEvalClassify(const std::vector<std::string>& argv) {
     return *exit;
   auto c = ParseCommon(*args);
   if (!c.ok()) return Fail("eval classify", c.status().message());
-  auto k = args->GetInt("k", 10, 1, 1000);
-  if (!k.ok()) return UsageError("eval classify", k.status().message());
+  const long long k = args->Int("k");
   float alpha = c->setup ? static_cast<float>(c->setup->default_alpha()) : 1.0f;
   try {
     if (args->Has("alpha")) alpha = std::stof(args->Get("alpha"));
   } catch (...) {
     return UsageError("eval classify", "--alpha needs a number");
   }
-  return Print("eval classify", eval::EvaluateClassify(Input(*c), static_cast<size_t>(*k), alpha));
+  return Print("eval classify", eval::EvaluateClassify(Input(*c), static_cast<size_t>(k), alpha));
 }
 
 }  // namespace

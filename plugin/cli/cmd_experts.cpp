@@ -56,8 +56,8 @@ int RunModelPrune(const std::vector<std::string>& argv) {
       {"calib", "FILE", "calibration texts, one per line (the usage rules need them)"},
       {"experts", "JSON", "the kept experts given outright, {\"LAYER\": [ids], ...} for every MoE layer (instead of --keep/--by)"},
       {"out", "DIR", "the new model folder (must not exist)"},
-      {"seed", "N", "seed of the random rule (default 1)"},
-      {"max-texts", "N", "calibration lines read at most (default 2000)"},
+      {"seed", "N", "seed of the random rule", IntRule{1, 0, 1LL << 62}},
+      {"max-texts", "N", "calibration lines read at most", IntRule{2000, 1, 10000000}},
   });
   std::optional<Args> args;
   if (auto exit = ParseCommand({"model prune", "model prune --model DIR --keep F|N --by RULE [--calib FILE] --out DIR",
@@ -74,12 +74,11 @@ int RunModelPrune(const std::vector<std::string>& argv) {
   if (args->Has("experts") == args->Has("keep")) return UsageError("model prune", "give --keep (with --by) or --experts");
   if (fs::exists(args->Get("out"))) return Fail("model prune", args->Get("out") + " exists already: choose a new folder");
   int64_t seed = 1, max_texts = 2000;
-  Status bad;
   EmbeddingSpec compute;
   if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
     return UsageError("model prune", s.message());
-  if (!args->ReadInt("seed", 1, 0, 1LL << 62, &seed, &bad) || !args->ReadInt("max-texts", 2000, 1, 10000000, &max_texts, &bad))
-    return UsageError("model prune", bad.message());
+  seed = args->Int("seed");
+  max_texts = args->Int("max-texts");
   auto rule = ParsePruneRule(args->Get("by", "usage+spectral"));
   if (!rule.ok()) return UsageError("model prune", rule.status().message());
   SetComputeThreads(compute.threads);
@@ -150,7 +149,7 @@ int RunLensSpecialise(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "threads"}), {
       {"texts", "DOMAIN=FILE", "a domain's texts, one per line (more DOMAIN=FILE may follow as arguments)"},
       {"out", "DIR", "where to write specialisation.json and one heat map per MoE layer (layer-N.png)"},
-      {"max-texts", "N", "lines read per domain at most (default 500)"},
+      {"max-texts", "N", "lines read per domain at most", IntRule{500, 1, 10000000}},
   });
   std::optional<Args> args;
   if (auto exit = ParseCommand({"lens specialise", "lens specialise --model DIR --texts DOMAIN=FILE [DOMAIN=FILE...] [--out DIR]",
@@ -164,11 +163,10 @@ int RunLensSpecialise(const std::vector<std::string>& argv) {
   if (args->Has("texts")) pairs.insert(pairs.begin(), args->Get("texts"));
   if (pairs.empty()) return UsageError("lens specialise", "give at least one --texts DOMAIN=FILE");
   int64_t max_texts = 500;
-  Status bad;
   EmbeddingSpec compute;
   if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
     return UsageError("lens specialise", s.message());
-  if (!args->ReadInt("max-texts", 500, 1, 10000000, &max_texts, &bad)) return UsageError("lens specialise", bad.message());
+  max_texts = args->Int("max-texts");
   const std::string model_dir = ModelDirFlag(*args);
   if (model_dir.empty()) return UsageError("lens specialise", "no default model was found: pass --model DIR");
   std::vector<std::pair<std::string, std::string>> domains;

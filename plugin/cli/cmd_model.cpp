@@ -21,7 +21,7 @@ int RunInit(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {
       {"config", "FILE", "a config.json (model_type: " + SupportedModelTypes() + ")"},
       {"tokenizer", "FILE", "tokenizer.json to copy into the model folder"},
-      {"seed", "N", "random seed (default 0)"},
+      {"seed", "N", "random seed", IntRule{0, 0, (1LL << 62)}},
       {"out", "DIR", "output model folder"},
       {"dtype", "T", "f32 | bf16 | f16 (default f32)"},
       {"layout", "L", "per-expert | packed expert tensors (default per-expert)"},
@@ -33,10 +33,9 @@ int RunInit(const std::vector<std::string>& argv) {
                           "random weights (normal, std from the config; norms 1), deterministic in the seed.", specs}, argv, &args))
     return *exit;
   if (!args->Has("config") || !args->Has("out")) return UsageError("model init", "--config and --out are required");
-  auto seed = args->GetInt("seed", 0, 0, (1LL << 62));
-  if (!seed.ok()) return UsageError("model init", seed.status().message());
+  const long long seed = args->Int("seed");
   RandomCheckpointOptions opt;
-  opt.seed = static_cast<uint64_t>(*seed);
+  opt.seed = static_cast<uint64_t>(seed);
   const std::string dtype = args->Get("dtype", "f32");
   if (dtype == "f32") opt.dtype = DType::kF32;
   else if (dtype == "bf16") opt.dtype = DType::kBF16;

@@ -70,27 +70,27 @@ int RunServe(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "routing", "prompt", "dtype", "quant", "device"}), {
       {"db", "DIR", "database folder (created if needed); without --model, the model its collections recorded"},
       {"host", "ADDR", "listen address (default 127.0.0.1)"},
-      {"port", "N", "listen port (default 8080; 0 = any free port, printed on start)"},
+      {"port", "N", "listen port (0 = any free port, printed on start)", IntRule{8080, 0, 65535}},
       {"qdrant-port", "N", "also serve the Qdrant REST API at the root of this port, as Qdrant does on 6333 "
-                           "(0 = any free port, printed on start; default: only under /qdrant on --port)"},
+                           "(0 = any free port, printed on start; default: only under /qdrant on --port)", IntRule{-1, 0, 65535}},
       {"chroma-port", "N", "also serve Chroma's API (/api/v2) on this port, as Chroma does on 8000 "
-                           "(0 = any free port, printed on start; default: only on --port)"},
+                           "(0 = any free port, printed on start; default: only on --port)", IntRule{-1, 0, 65535}},
       {"api-key", "KEY", "require 'Authorization: Bearer KEY' on every route but /health"},
       {"api-key-file", "F", "read the API key from a file (first line)"},
       {"served-model-name", "NAME", "model id clients use (default: the model folder's name)"},
-      {"threads", "N", "compute threads (default: all cores)"},
-      {"max-body-bytes", "N", "request body limit (default 2000000)"},
-      {"max-inputs", "N", "inputs per /v1/embeddings request (default 2048)"},
-      {"max-tokens", "N", "tokens per input (default 8192)"},
+      {"threads", "N", "compute threads (default: all cores)", IntRule{0, 0, 1024}},
+      {"max-body-bytes", "N", "request body limit", IntRule{2000000, 1024, 1LL << 31}},
+      {"max-inputs", "N", "inputs per /v1/embeddings request", IntRule{2048, 1, 1 << 20}},
+      {"max-tokens", "N", "tokens per input", IntRule{8192, 1, 1 << 20}},
       {"truncate", "", "truncate over-long inputs instead of answering 422"},
-      {"queue", "N", "embedding jobs waiting at most before 429 (default 256)"},
-      {"batch-tokens", "N", "tokens a model worker takes at most per forward, across requests (default 16384)"},
-      {"forward-tokens", "N", "padded tokens per forward pass within a worker's batch (default 4096)"},
-      {"max-connections", "N", "open connections at most (default 256)"},
-      {"idle-timeout", "S", "close a connection silent this many seconds (default 30)"},
-      {"request-timeout", "S", "close a connection whose next request is not fully received this many seconds after the last answer (408 if it began; default 60)"},
-      {"workers", "N", "model workers: each takes its share of the queued texts when free and embeds them "
-                       "with threads/N compute threads (default 2)"},
+      {"queue", "N", "embedding jobs waiting at most before 429", IntRule{256, 1, 1 << 20}},
+      {"batch-tokens", "N", "tokens a model worker takes at most per forward, across requests", IntRule{16384, 1, 1 << 24}},
+      {"forward-tokens", "N", "padded tokens per forward pass within a worker's batch",
+       IntRule{EmbeddingSpec{}.batch_tokens, 1, 1 << 24}},
+      {"max-connections", "N", "open connections at most", IntRule{256, 1, 100000}},
+      {"idle-timeout", "S", "close a connection silent this many seconds", IntRule{30, 1, 86400}},
+      {"request-timeout", "S", "close a connection whose next request is not fully received this many seconds after the last answer (408 if it began)", IntRule{60, 1, 86400}},
+      {"workers", "N", "model workers: each takes its share of the queued texts when free and embeds them with threads/N compute threads", IntRule{2, 1, 64}},
   });
   std::optional<Args> args;
   if (auto exit = ParseCommand({"serve", "serve --db DIR --model DIR [options]",
@@ -101,23 +101,20 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!args->Has("db")) return UsageError("serve", "--db DIR is required");
   if (ModelDirFlag(*args).empty()) return UsageError("serve", "no default model was found: pass --model DIR");
   ReexecWithPassiveOpenMp(argv);
-  auto port = args->GetInt("port", 8080, 0, 65535);
-  auto qdrant_port = args->GetInt("qdrant-port", -1, 0, 65535);
-  auto chroma_port = args->GetInt("chroma-port", -1, 0, 65535);
-  auto threads = args->GetInt("threads", 0, 0, 1024);
-  auto body = args->GetInt("max-body-bytes", 2000000, 1024, 1LL << 31);
-  auto inputs = args->GetInt("max-inputs", 2048, 1, 1 << 20);
-  auto tokens = args->GetInt("max-tokens", 8192, 1, 1 << 20);
-  auto queue = args->GetInt("queue", 256, 1, 1 << 20);
-  auto batch_tokens = args->GetInt("batch-tokens", 16384, 1, 1 << 24);
-  auto conns = args->GetInt("max-connections", 256, 1, 100000);
-  auto forward_tokens = args->GetInt("forward-tokens", 4096, 1, 1 << 24);
-  auto workers = args->GetInt("workers", 2, 1, 64);
-  auto idle = args->GetInt("idle-timeout", 30, 1, 86400);
-  auto request_timeout = args->GetInt("request-timeout", 60, 1, 86400);
-  for (auto* r : {&port, &qdrant_port, &chroma_port, &threads, &body, &inputs, &tokens, &queue, &batch_tokens, &conns, &forward_tokens, &workers,
-                  &idle, &request_timeout})
-    if (!r->ok()) return UsageError("serve", r->status().message());
+  const long long port = args->Int("port");
+  const long long qdrant_port = args->Int("qdrant-port");
+  const long long chroma_port = args->Int("chroma-port");
+  const long long threads = args->Int("threads");
+  const long long body = args->Int("max-body-bytes");
+  const long long inputs = args->Int("max-inputs");
+  const long long tokens = args->Int("max-tokens");
+  const long long queue = args->Int("queue");
+  const long long batch_tokens = args->Int("batch-tokens");
+  const long long conns = args->Int("max-connections");
+  const long long forward_tokens = args->Int("forward-tokens");
+  const long long workers = args->Int("workers");
+  const long long idle = args->Int("idle-timeout");
+  const long long request_timeout = args->Int("request-timeout");
 
   ApiOptions ao;
   ao.api_key = args->Get("api-key");
@@ -125,8 +122,8 @@ int RunServe(const std::vector<std::string>& argv) {
     std::ifstream in(args->Get("api-key-file"));
     if (!in || !std::getline(in, ao.api_key) || ao.api_key.empty()) return Fail("serve", "cannot read an API key from " + args->Get("api-key-file"));
   }
-  ao.max_inputs = static_cast<size_t>(*inputs);
-  ao.max_tokens_per_input = static_cast<size_t>(*tokens);
+  ao.max_inputs = static_cast<size_t>(inputs);
+  ao.max_tokens_per_input = static_cast<size_t>(tokens);
   ao.truncate = args->Has("truncate");
 
   // Two single-threaded workers beat one two-threaded one on 2 cores: no
@@ -135,20 +132,20 @@ int RunServe(const std::vector<std::string>& argv) {
   // each collection's).
   const int compute_threads = ComputeThreads();
   EmbedQueueOptions qo;
-  qo.capacity = static_cast<size_t>(*queue);
-  qo.max_batch_tokens = *batch_tokens;
-  qo.workers = static_cast<int>(*workers);
-  qo.threads_per_worker = *workers > 1 ? std::max(1, compute_threads / static_cast<int>(*workers)) : 0;
+  qo.capacity = static_cast<size_t>(queue);
+  qo.max_batch_tokens = batch_tokens;
+  qo.workers = static_cast<int>(workers);
+  qo.threads_per_worker = workers > 1 ? std::max(1, compute_threads / static_cast<int>(workers)) : 0;
   EmbedQueues queues(qo);
   DatabaseOptions dbo;
   if (Status s = ReadWeightFormatFlags(*args, &dbo.compute); !s.ok()) return UsageError("serve", s.message());
   dbo.compute.cache_dir = DefaultCacheDir();
-  dbo.compute.threads = static_cast<int>(*threads);
+  dbo.compute.threads = static_cast<int>(threads);
   dbo.compute.workers = 1;  // the queue's workers (--workers) split the rounds; a setup's own would idle
   // A round (all waiting requests, up to --batch-tokens) runs as forward
-  // passes of --forward-tokens padded tokens: large forwards are slower per
-  // token here (measured: 16384 is ~20 % slower than 4096 on 2 cores).
-  dbo.compute.batch_tokens = *forward_tokens;
+  // passes of --forward-tokens padded tokens, by default the CLI's forward
+  // size (EmbedderOptions): the same speed per token as `moeedb embed`.
+  dbo.compute.batch_tokens = forward_tokens;
   dbo.embed = QueuedEmbedFunction(ao, &queues);
   auto db = Database::Open(args->Get("db"), std::move(dbo));
   if (!db.ok()) return Fail("serve", db.status().message());
@@ -174,25 +171,25 @@ int RunServe(const std::vector<std::string>& argv) {
   Api api(ao, db->get(), *setup, &queues, stats->first, stats->second);
   HttpServerOptions so;
   so.host = args->Get("host", "127.0.0.1");
-  so.port = static_cast<int>(*port);
-  so.max_body_bytes = static_cast<size_t>(*body);
-  so.max_connections = static_cast<size_t>(*conns);
-  so.idle_timeout_s = static_cast<int>(*idle);
-  so.request_timeout_s = static_cast<int>(*request_timeout);
+  so.port = static_cast<int>(port);
+  so.max_body_bytes = static_cast<size_t>(body);
+  so.max_connections = static_cast<size_t>(conns);
+  so.idle_timeout_s = static_cast<int>(idle);
+  so.request_timeout_s = static_cast<int>(request_timeout);
   // The Qdrant listener first, so its line comes before "listening on".
   std::unique_ptr<HttpServer> qdrant;
-  if (*qdrant_port >= 0) {
+  if (qdrant_port >= 0) {
     HttpServerOptions qo = so;
-    qo.port = static_cast<int>(*qdrant_port);
+    qo.port = static_cast<int>(qdrant_port);
     qo.path_prefix = "/qdrant";
     qdrant = std::make_unique<HttpServer>(qo, &api);
     if (Status qs = qdrant->Start(); !qs.ok()) return Fail("serve", "--qdrant-port: " + qs.message());
     std::cout << "qdrant REST API on http://" << qo.host << ":" << qdrant->port() << std::endl;
   }
   std::unique_ptr<HttpServer> chroma;
-  if (*chroma_port >= 0) {
+  if (chroma_port >= 0) {
     HttpServerOptions co = so;
-    co.port = static_cast<int>(*chroma_port);
+    co.port = static_cast<int>(chroma_port);
     chroma = std::make_unique<HttpServer>(co, &api);
     if (Status cs = chroma->Start(); !cs.ok()) return Fail("serve", "--chroma-port: " + cs.message());
     std::cout << "chroma API on http://" << co.host << ":" << chroma->port() << std::endl;

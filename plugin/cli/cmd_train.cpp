@@ -115,8 +115,8 @@ int RunTrainTokenizer(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {
       {"corpus", "FILES", "comma-separated text, CSV or TSV files (also as positional arguments)"},
       {"line-documents", "", "plain-text files hold one document per line (default: blank-line paragraphs)"},
-      {"vocab", "N", "vocabulary size including 2 special tokens and 256 bytes (default 8192)"},
-      {"min-frequency", "N", "never merge a pair seen fewer times (default 2)"},
+      {"vocab", "N", "vocabulary size including 2 special tokens and 256 bytes", IntRule{8192, 258, 1 << 20}},
+      {"min-frequency", "N", "never merge a pair seen fewer times", IntRule{2, 1, 1 << 30}},
       {"out", "FILE", "tokenizer.json to write"},
   };
   std::optional<Args> args;
@@ -128,13 +128,11 @@ int RunTrainTokenizer(const std::vector<std::string>& argv) {
   const auto files = CorpusFiles(*args);
   if (files.empty()) return UsageError("train tokenizer", "--corpus is required");
   if (!args->Has("out")) return UsageError("train tokenizer", "--out is required");
-  auto vocab = args->GetInt("vocab", 8192, 258, 1 << 20);
-  if (!vocab.ok()) return UsageError("train tokenizer", vocab.status().message());
-  auto minf = args->GetInt("min-frequency", 2, 1, 1 << 30);
-  if (!minf.ok()) return UsageError("train tokenizer", minf.status().message());
+  const long long vocab = args->Int("vocab");
+  const long long minf = args->Int("min-frequency");
   BpeTrainerOptions opt;
-  opt.vocab_size = *vocab;
-  opt.min_frequency = *minf;
+  opt.vocab_size = vocab;
+  opt.min_frequency = minf;
   BpeTrainer trainer(opt);
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& f : files) {
@@ -165,15 +163,15 @@ int RunTrainModel(const std::vector<std::string>& argv) {
       {"line-documents", "", "plain-text files hold one document per line (default: blank-line paragraphs)"},
       {"out", "DIR", "model folder to write; training state in DIR/train_state"},
       {"minutes", "M", "wall-clock budget of this run; without --steps it also sizes the schedule"},
-      {"steps", "N", "schedule length in steps (reproducible across machines)"},
-      {"seed", "S", "seed for initialisation and batches (default 0)"},
-      {"batch", "N", "sequences per step (default 16)"},
-      {"seq", "N", "tokens per sequence (default 128)"},
+      {"steps", "N", "schedule length in steps (reproducible across machines)", IntRule{0, 0, 1LL << 40}},
+      {"seed", "S", "seed for initialisation and batches", IntRule{0, 0, 1LL << 62}},
+      {"batch", "N", "sequences per step", IntRule{16, 1, 4096}},
+      {"seq", "N", "tokens per sequence", IntRule{128, 2, 1 << 16}},
       {"lr", "X", "peak learning rate (default 2e-3)"},
-      {"warmup", "N", "warm-up steps (default 100)"},
-      {"threads", "N", "intra-op threads (default: libtorch's)"},
-      {"val-every", "N", "documents: every N-th goes to validation (default 50)"},
-      {"eval-every", "N", "steps between validation perplexities (default 500)"},
+      {"warmup", "N", "warm-up steps", IntRule{100, 1, 1 << 30}},
+      {"threads", "N", "intra-op threads (default: libtorch's)", IntRule{0, 0, 1024}},
+      {"val-every", "N", "documents: every N-th goes to validation", IntRule{50, 2, 1 << 30}},
+      {"eval-every", "N", "steps between validation perplexities", IntRule{500, 1, 1 << 30}},
   };
   std::optional<Args> args;
   if (auto exit = ParseCommand({"train model", "train model --config C.json --tokenizer tokenizer.json --corpus FILES --out DIR [--minutes M | --steps N] "
@@ -189,16 +187,14 @@ int RunTrainModel(const std::vector<std::string>& argv) {
   LmTrainOptions o;
   o.out_dir = args->Get("out");
   int64_t seed = 0, threads = 0, val_every = 50;
-  Status bad;
-  if (!(args->ReadInt("steps", 0, 0, 1LL << 40, &o.steps, &bad) &&
-        args->ReadInt("seed", 0, 0, 1LL << 62, &seed, &bad) &&
-        args->ReadInt("batch", 16, 1, 4096, &o.batch_size, &bad) &&
-        args->ReadInt("seq", 128, 2, 1 << 16, &o.seq_len, &bad) &&
-        args->ReadInt("warmup", 100, 1, 1 << 30, &o.warmup_steps, &bad) &&
-        args->ReadInt("threads", 0, 0, 1024, &threads, &bad) &&
-        args->ReadInt("val-every", 50, 2, 1 << 30, &val_every, &bad) &&
-        args->ReadInt("eval-every", 500, 1, 1 << 30, &o.eval_every, &bad)))
-    return UsageError("train model", bad.message());
+  o.steps = args->Int("steps");
+  seed = args->Int("seed");
+  o.batch_size = args->Int("batch");
+  o.seq_len = args->Int("seq");
+  o.warmup_steps = args->Int("warmup");
+  threads = args->Int("threads");
+  val_every = args->Int("val-every");
+  o.eval_every = args->Int("eval-every");
   o.seed = static_cast<uint64_t>(seed);
   o.threads = static_cast<int>(threads);
   try {

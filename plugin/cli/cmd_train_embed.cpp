@@ -227,28 +227,28 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"labeled", "FILE", "CSV text,label with a header: same-label texts are positives (Banking77 train)"},
       {"validation", "FILE", "CSV scored pairs for the validation Spearman (STS-B dev)"},
       {"teacher", "TEXTS,VECTORS", "teacher texts (one per line) and their float32 vectors (eval/teacher)"},
-      {"teacher-dim", "N", "dimensions of the teacher vectors (default 512)"},
-      {"steps", "N", "schedule length (default 1100)"},
+      {"teacher-dim", "N", "dimensions of the teacher vectors", IntRule{512, 1, 1 << 16}},
+      {"steps", "N", "schedule length", IntRule{1100, 1, 1LL << 40}},
       {"minutes", "M", "stop this run after M minutes; run again to resume"},
-      {"stop-after", "N", "stop this run after N steps (a checkpoint is written); run again to resume"},
-      {"seed", "S", "seed (default 0)"},
-      {"threads", "N", "intra-op threads (default: libtorch's)"},
+      {"stop-after", "N", "stop this run after N steps (a checkpoint is written); run again to resume", IntRule{0, 0, 1LL << 40}},
+      {"seed", "S", "seed", IntRule{0, 0, 1LL << 62}},
+      {"threads", "N", "intra-op threads (default: libtorch's)", IntRule{0, 0, 1024}},
       {"freeze-lm", "", "train the pooler only; the language model stays as it is"},
       {"bidirectional", "", "train (and mark the model for) bidirectional attention"},
       {"pooler-rw", "on|off", "the pooler also reads the router logits (default on)"},
       {"token-pooling", "mean|last|weighted", "how the pooler's rows pool over tokens (default mean); weighted: a "
                                               "learned weight per vocabulary entry, starting at the log idf of the training sentences"},
-      {"out-dim", "N", "pooled vector size (default: the teacher's, else 512)"},
+      {"out-dim", "N", "pooled vector size (default: the teacher's, else 512)", IntRule{0, 0, 1 << 16}},
       {"lexical-dim", "N", "width of the pooler's lexical channel, a learned dense bag of words beside the pooled "
-                           "vector (needs --token-pooling weighted; default 0: none)"},
-      {"latents", "N", "pooler latents (default 16)"},
-      {"pairs-per-step", "N", "contrastive pairs per step (default 48)"},
-      {"scored-per-step", "N", "scored pairs per step (default 32)"},
+                           "vector (needs --token-pooling weighted; default 0: none)", IntRule{0, 0, 1 << 16}},
+      {"latents", "N", "pooler latents", IntRule{16, 1, 4096}},
+      {"pairs-per-step", "N", "contrastive pairs per step", IntRule{48, 0, 1 << 16}},
+      {"scored-per-step", "N", "scored pairs per step", IntRule{32, 0, 1 << 16}},
       {"teacher-per-step", "N", "extra sentences per step from the teacher's list that no training file holds, "
-                                "distilled only (default 0: such texts are not used)"},
+                                "distilled only (default 0: such texts are not used)", IntRule{0, 0, 1 << 16}},
       {"lr-lm", "X", "peak learning rate of the model (default 2e-4)"},
       {"lr-pooler", "X", "peak learning rate of the pooler (default 3e-4)"},
-      {"max-tokens", "N", "cut sentences to N tokens (default 64)"},
+      {"max-tokens", "N", "cut sentences to N tokens", IntRule{64, 1, 1 << 16}},
       {"rw-weight", "X", "weight of the contrastive terms on the RW vector (router logits pooled as --rw-pooling "
                          "says), training the routers as a sentence vector too (default 0: off; not with --freeze-lm)"},
       {"rw-pooling", "last|mean", "how the RW term pools the router logits over tokens (default last)"},
@@ -274,19 +274,18 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   o.out_dir = args->Get("out");
   int64_t seed = 0, threads = 0, tdim = 512, out_dim = 0, lexical_dim = 0;
   Status bad;
-  if (!(args->ReadInt("steps", 1100, 1, 1LL << 40, &o.steps, &bad) &&
-        args->ReadInt("seed", 0, 0, 1LL << 62, &seed, &bad) &&
-        args->ReadInt("threads", 0, 0, 1024, &threads, &bad) &&
-        args->ReadInt("teacher-dim", 512, 1, 1 << 16, &tdim, &bad) &&
-        args->ReadInt("out-dim", 0, 0, 1 << 16, &out_dim, &bad) &&
-        args->ReadInt("lexical-dim", 0, 0, 1 << 16, &lexical_dim, &bad) &&
-        args->ReadInt("latents", 16, 1, 4096, &o.pooler.latents, &bad) &&
-        args->ReadInt("pairs-per-step", 48, 0, 1 << 16, &o.pairs_per_step, &bad) &&
-        args->ReadInt("scored-per-step", 32, 0, 1 << 16, &o.scored_per_step, &bad) &&
-        args->ReadInt("teacher-per-step", 0, 0, 1 << 16, &o.teacher_per_step, &bad) &&
-        args->ReadInt("max-tokens", 64, 1, 1 << 16, &o.max_tokens, &bad) &&
-        args->ReadInt("stop-after", 0, 0, 1LL << 40, &o.stop_after, &bad)))
-    return UsageError(cmd, bad.message());
+  o.steps = args->Int("steps");
+  seed = args->Int("seed");
+  threads = args->Int("threads");
+  tdim = args->Int("teacher-dim");
+  out_dim = args->Int("out-dim");
+  lexical_dim = args->Int("lexical-dim");
+  o.pooler.latents = args->Int("latents");
+  o.pairs_per_step = args->Int("pairs-per-step");
+  o.scored_per_step = args->Int("scored-per-step");
+  o.teacher_per_step = args->Int("teacher-per-step");
+  o.max_tokens = args->Int("max-tokens");
+  o.stop_after = args->Int("stop-after");
   o.seed = static_cast<uint64_t>(seed);
   o.threads = static_cast<int>(threads);
   o.freeze_lm = args->Has("freeze-lm");
