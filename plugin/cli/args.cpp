@@ -127,8 +127,11 @@ std::string HelpText(const std::string& usage, const std::string& summary, const
     if (left.size() < 26) left.resize(26, ' ');
     else left += "\n" + std::string(26, ' ');
     std::string help = f.help;
-    if (f.integer && help.find("default") == std::string::npos)
-      help += " (default " + std::to_string(f.integer->def) + ")";
+    if (f.integer && help.find("default") == std::string::npos) {
+      const std::string d = "default " + std::to_string(f.integer->def);
+      if (!help.empty() && help.back() == ')') help.insert(help.size() - 1, "; " + d);  // into the help's own aside
+      else help += " (" + d + ")";
+    }
     s += left + help + "\n";
   }
   s += "  --help                  this text\n";

@@ -163,7 +163,7 @@ int RunTrainModel(const std::vector<std::string>& argv) {
       {"line-documents", "", "plain-text files hold one document per line (default: blank-line paragraphs)"},
       {"out", "DIR", "model folder to write; training state in DIR/train_state"},
       {"minutes", "M", "wall-clock budget of this run; without --steps it also sizes the schedule"},
-      {"steps", "N", "schedule length in steps (reproducible across machines)", IntRule{0, 0, 1LL << 40}},
+      {"steps", "N", "schedule length in steps (reproducible across machines; default 0: sized by --minutes)", IntRule{0, 0, 1LL << 40}},
       {"seed", "S", "seed for initialisation and batches", IntRule{0, 0, 1LL << 62}},
       {"batch", "N", "sequences per step", IntRule{16, 1, 4096}},
       {"seq", "N", "tokens per sequence", IntRule{128, 2, 1 << 16}},

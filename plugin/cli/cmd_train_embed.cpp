@@ -230,7 +230,7 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
       {"teacher-dim", "N", "dimensions of the teacher vectors", IntRule{512, 1, 1 << 16}},
       {"steps", "N", "schedule length", IntRule{1100, 1, 1LL << 40}},
       {"minutes", "M", "stop this run after M minutes; run again to resume"},
-      {"stop-after", "N", "stop this run after N steps (a checkpoint is written); run again to resume", IntRule{0, 0, 1LL << 40}},
+      {"stop-after", "N", "stop this run after N steps (a checkpoint is written; run again to resume; default 0: at the end)", IntRule{0, 0, 1LL << 40}},
       {"seed", "S", "seed", IntRule{0, 0, 1LL << 62}},
       {"threads", "N", "intra-op threads (default: libtorch's)", IntRule{0, 0, 1024}},
       {"freeze-lm", "", "train the pooler only; the language model stays as it is"},

@@ -11,7 +11,7 @@ const std::vector<FlagSpec> kFlags = {
     {"out", "DIR", "where to write"},
     {"batch", "N", "documents per write", IntRule{32, 1, 100000}},
     {"threads", "N", "compute threads (default: all cores)", IntRule{0, 0, 1024}},
-    {"port", "N", "extra port", IntRule{-1, 0, 65535}},
+    {"port", "N", "extra port (0: any free port)", IntRule{-1, 0, 65535}},
 };
 
 TEST(ArgsTest, IntegerFlagsReadTheirDeclaredDefaultAndValue) {
@@ -43,6 +43,7 @@ TEST(ArgsTest, TheHelpShowsTheDeclaredDefaultUnlessItSaysWhatTheDefaultMeans) {
   EXPECT_NE(help.find("documents per write (default 32)\n"), std::string::npos) << help;
   EXPECT_NE(help.find("compute threads (default: all cores)\n"), std::string::npos) << help;
   EXPECT_NE(help.find("where to write\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("extra port (0: any free port; default -1)\n"), std::string::npos) << help;
 }
 
 }  // namespace
