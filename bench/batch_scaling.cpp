@@ -47,11 +47,9 @@ namespace m = moeedb;
 
 namespace {
 
-const m::bench::BenchFlags* g_flags = nullptr;
-
-std::string Flag(const std::string& k, const std::string& def = "") { return g_flags->Get(k, def); }
-int64_t IntFlag(const std::string& k, int64_t def) { return g_flags->Int(k, def); }
-[[noreturn]] void Die(const std::string& msg) { g_flags->Die(msg); }
+using m::bench::Die;
+using m::bench::Flag;
+using m::bench::IntFlag;
 
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
@@ -197,7 +195,6 @@ int main(int argc, char** argv) {
   mallopt(M_TOP_PAD, 256 << 20);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   const m::bench::BenchFlags flags("batch_scaling", argc, argv);
-  g_flags = &flags;
   if (Flag("model").empty()) Die("--model DIR is required");
   const std::string kernels = Flag("kernels", "native");
   if (kernels != "native" && kernels != "avx2") Die("--kernels is native or avx2");

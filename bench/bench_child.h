@@ -20,7 +20,9 @@ class BenchFlags {
  public:
   // argv as --name value pairs; `program` names the benchmark in errors.
   // Every pair but --child is kept to pass on to children.
+  // The last one made is the process's: Flag, IntFlag and Die below read it.
   BenchFlags(const char* program, int argc, char** argv) : program_(program) {
+    Current() = this;
     for (int i = 1; i < argc; i += 2) {
       const std::string a = argv[i];
       if (a.rfind("--", 0) != 0 || i + 1 >= argc) Die("usage: see the comment at the top of bench/" + program_ + ".cpp");
@@ -72,10 +74,22 @@ class BenchFlags {
     return nlohmann::json::parse(out);
   }
 
+  static const BenchFlags*& Current() {
+    static const BenchFlags* flags = nullptr;
+    return flags;
+  }
+
  private:
   std::string program_;
   std::map<std::string, std::string> values_;
   std::vector<std::string> passed_;
 };
+
+// The process's flags (the BenchFlags main made).
+inline std::string Flag(const std::string& name, const std::string& def = "") {
+  return BenchFlags::Current()->Get(name, def);
+}
+inline int64_t IntFlag(const std::string& name, int64_t def) { return BenchFlags::Current()->Int(name, def); }
+[[noreturn]] inline void Die(const std::string& message) { BenchFlags::Current()->Die(message); }
 
 }  // namespace moeedb::bench

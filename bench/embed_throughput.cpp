@@ -57,10 +57,9 @@ namespace m = moeedb;
 
 namespace {
 
-const m::bench::BenchFlags* g_flags = nullptr;
-
-std::string Flag(const std::string& k, const std::string& def = "") { return g_flags->Get(k, def); }
-int64_t IntFlag(const std::string& k, int64_t def) { return g_flags->Int(k, def); }
+using m::bench::Die;
+using m::bench::Flag;
+using m::bench::IntFlag;
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -72,8 +71,6 @@ int64_t StatusBytes(const char* key) {
   return -1;
 }
 int64_t PeakRssBytes() { return StatusBytes("VmHWM:"); }
-
-[[noreturn]] void Die(const std::string& msg) { g_flags->Die(msg); }
 
 std::vector<std::vector<int32_t>> RandomIds(int64_t n, const std::vector<int64_t>& lengths, int64_t vocab,
                                             uint32_t seed) {
@@ -378,7 +375,6 @@ int main(int argc, char** argv) {
   if (std::getenv("MALLOC_TOP_PAD_") == nullptr) mallopt(M_TOP_PAD, 256 << 20);
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 32 << 20);
   const m::bench::BenchFlags flags("embed_throughput", argc, argv);
-  g_flags = &flags;
   if (Flag("model").empty()) Die("--model DIR is required");
   const std::string child = Flag("child");
   if (!Flag("init-config").empty() && child.empty() &&

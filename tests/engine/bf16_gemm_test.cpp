@@ -35,6 +35,22 @@ double RoundToBf16(float f) {
   return out;
 }
 
+// Column n of x_row · w in double over the bf16 values (x rounded here), and
+// in *mag the sum of the products' magnitudes (the error scale).
+double ReferenceDot(const float* x_row, const std::vector<uint16_t>& w, int64_t K, int64_t N, int64_t n, double* mag) {
+  double ref = 0;
+  *mag = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    uint32_t bits = static_cast<uint32_t>(w[k * N + n]) << 16;
+    float wv;
+    std::memcpy(&wv, &bits, 4);
+    const double p = RoundToBf16(x_row[k]) * wv;
+    ref += p;
+    *mag += std::fabs(p);
+  }
+  return ref;
+}
+
 TEST(Bf16Gemm, RoundsToNearestEven) {
   EXPECT_EQ(Bf16FromFloat(1.0f), 0x3F80);
   EXPECT_EQ(Bf16FromFloat(-2.0f), 0xC000);
@@ -65,15 +81,8 @@ TEST(Bf16Gemm, MatchesAPlainLoopOverTheRoundedValues) {
         Bf16GemmF32(M, N, K, x.data(), ldx, panels.data(), y.data(), ldy);
         for (int64_t m = 0; m < M; ++m) {
           for (int64_t n = 0; n < N; ++n) {
-            double ref = 0, mag = 0;
-            for (int64_t k = 0; k < K; ++k) {
-              uint32_t bits = static_cast<uint32_t>(w[k * N + n]) << 16;
-              float wv;
-              std::memcpy(&wv, &bits, 4);
-              const double p = RoundToBf16(x[m * ldx + k]) * wv;
-              ref += p;
-              mag += std::fabs(p);
-            }
+            double mag = 0;
+            const double ref = ReferenceDot(x.data() + m * ldx, w, K, N, n, &mag);
             // Products of two bf16 values are exact in float; only the float
             // sums round: K additions of relative error 2^-24 each.
             ASSERT_NEAR(y[m * ldy + n], ref, 1e-6 * (1 + mag)) << M << " " << N << " " << K;
@@ -109,15 +118,8 @@ TEST(Bf16Gemm, ManyRowsGiveEachRowAsAloneAtAnyThreadCount) {
   SetComputeThreads(threads);
   for (int64_t m : {int64_t{0}, int64_t{255}, int64_t{256}, M - 1})
     for (int64_t n = 0; n < N; ++n) {
-      double ref = 0, mag = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        uint32_t bits = static_cast<uint32_t>(w[k * N + n]) << 16;
-        float wv;
-        std::memcpy(&wv, &bits, 4);
-        const double p = RoundToBf16(x[m * K + k]) * wv;
-        ref += p;
-        mag += std::fabs(p);
-      }
+      double mag = 0;
+      const double ref = ReferenceDot(x.data() + m * K, w, K, N, n, &mag);
       ASSERT_NEAR(alone[m * N + n], ref, 1e-6 * (1 + mag)) << m << " " << n;
     }
 }
