@@ -26,11 +26,11 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench/bench_child.h"
 #include "bench/cpu_flags.h"
+#include "bench/stream_texts.h"
 #include "engine/embed/embed_workers.h"
 #include "engine/embed/embedder.h"
 #include "engine/embed/streaming_embedder.h"
@@ -85,19 +85,7 @@ double EmbedLikeTheCli(const m::Embedder& embedder, const std::vector<std::vecto
   so.threads_per_worker = share.threads_per_worker;
   const auto t0 = Clock::now();
   m::StreamingEmbedder stream(&embedder, so);
-  std::thread producer([&] {
-    for (const auto& ids : texts)
-      if (!stream.PushIds(ids).ok()) Die("push failed");
-    stream.Close();
-  });
-  m::Result<m::Embedding> r = m::Status::Internal("unset");
-  size_t got = 0;
-  while (stream.Next(&r)) {
-    if (!r.ok()) Die(r.status().ToString());
-    ++got;
-  }
-  producer.join();
-  if (got != texts.size()) Die("the stream lost results");
+  m::bench::StreamTexts(&stream, texts);
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 

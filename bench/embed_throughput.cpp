@@ -33,7 +33,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/embed/embedder.h"
@@ -43,6 +42,7 @@
 #include "engine/model/routing_policy.h"
 #include "bench/bench_child.h"
 #include "bench/cpu_flags.h"
+#include "bench/stream_texts.h"
 #include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/packed_attention.h"
 #include "engine/kernels/runtime.h"
@@ -346,20 +346,8 @@ json ChildStream() {
   const double fixed_rate = static_cast<double>(n * T) / Seconds(t0);
   m::StreamingEmbedder stream(&emb);
   t0 = Clock::now();
-  std::thread producer([&] {
-    for (auto& ids : mixed)
-      if (!stream.PushIds(ids).ok()) Die("push failed");
-    stream.Close();
-  });
-  m::Result<m::Embedding> r = m::Status::Internal("unset");
-  int64_t got = 0;
-  while (stream.Next(&r)) {
-    if (!r.ok()) Die(r.status().ToString());
-    ++got;
-  }
-  producer.join();
+  m::bench::StreamTexts(&stream, mixed);
   const double stream_rate = static_cast<double>(mixed_tokens) / Seconds(t0);
-  if (got != n) Die("stream lost results");
   return {{"fixed_tokens_per_s", fixed_rate},
           {"stream_mixed_tokens_per_s", stream_rate},
           {"ratio", stream_rate / fixed_rate},

@@ -65,9 +65,6 @@ Result<ForwardOutput> MoeModel::Forward(const std::vector<std::vector<int32_t>>&
   try {
     ActivationScope activations;  // its large blocks come from and go back to the cache
     StageTimer timer(ForwardStage::kForward);
-    int64_t rows = 0;
-    for (const auto& seq : ids) rows += static_cast<int64_t>(seq.size());
-    CountForward(rows);
     return ForwardImpl(ids, options);
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("forward pass failed: ") + e.what_without_backtrace());
@@ -113,6 +110,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     out.lengths.push_back(len);
   }
   const int64_t N = static_cast<int64_t>(flat_ids.size());
+  CountForward(N);
   const bool padded = N != B * T;
   at::Tensor grid_idx = at::tensor(grid, at::kLong).to(dev);
   at::Tensor last_idx = at::tensor(last, at::kLong).to(dev);

@@ -2,9 +2,8 @@
 // engine's layers, in the weight format asked for, with the weights'
 // fingerprint.
 #include "engine/model/model.h"
-
-#include "engine/kernels/activation_cache.h"
 #include "engine/model/model_layer.h"
+#include "engine/kernels/activation_cache.h"
 
 #include <c10/util/Exception.h>
 

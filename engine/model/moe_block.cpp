@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/kernels/bf16_gemm.h"
@@ -240,7 +241,7 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
   const at::Tensor experts = r.experts.to(at::kLong).contiguous();
   const at::Tensor weights = r.weights.to(at::kFloat).contiguous();
   const int64_t k = experts.size(1), P = N * k;
-  std::unique_ptr<StageTimer> sort_timer = std::make_unique<StageTimer>(ForwardStage::kExpertBookkeeping);
+  std::optional<StageTimer> sort_timer(std::in_place, ForwardStage::kExpertBookkeeping);  // to the sort's end
   const int64_t* expert_of = experts.data_ptr<int64_t>();  // [N * k]: pair f = (token f / k, rank f % k)
   const float* weight_of = weights.data_ptr<float>();
   // A stable counting sort of the pairs by expert: expert e's pairs are

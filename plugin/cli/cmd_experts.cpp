@@ -73,12 +73,10 @@ int RunModelPrune(const std::vector<std::string>& argv) {
   if (model_dir.empty()) return UsageError("model prune", "no default model was found: pass --model DIR");
   if (args->Has("experts") == args->Has("keep")) return UsageError("model prune", "give --keep (with --by) or --experts");
   if (fs::exists(args->Get("out"))) return Fail("model prune", args->Get("out") + " exists already: choose a new folder");
-  int64_t seed = 1, max_texts = 2000;
   EmbeddingSpec compute;
   if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
     return UsageError("model prune", s.message());
-  seed = args->Int("seed");
-  max_texts = args->Int("max-texts");
+  const int64_t seed = args->Int("seed"), max_texts = args->Int("max-texts");
   auto rule = ParsePruneRule(args->Get("by", "usage+spectral"));
   if (!rule.ok()) return UsageError("model prune", rule.status().message());
   SetComputeThreads(compute.threads);
@@ -162,11 +160,10 @@ int RunLensSpecialise(const std::vector<std::string>& argv) {
   std::vector<std::string> pairs = args->positional();
   if (args->Has("texts")) pairs.insert(pairs.begin(), args->Get("texts"));
   if (pairs.empty()) return UsageError("lens specialise", "give at least one --texts DOMAIN=FILE");
-  int64_t max_texts = 500;
   EmbeddingSpec compute;
   if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
     return UsageError("lens specialise", s.message());
-  max_texts = args->Int("max-texts");
+  const int64_t max_texts = args->Int("max-texts");
   const std::string model_dir = ModelDirFlag(*args);
   if (model_dir.empty()) return UsageError("lens specialise", "no default model was found: pass --model DIR");
   std::vector<std::pair<std::string, std::string>> domains;

@@ -186,17 +186,14 @@ int RunTrainModel(const std::vector<std::string>& argv) {
   if (files.empty()) return UsageError("train model", "--corpus is required");
   LmTrainOptions o;
   o.out_dir = args->Get("out");
-  int64_t seed = 0, threads = 0, val_every = 50;
   o.steps = args->Int("steps");
-  seed = args->Int("seed");
   o.batch_size = args->Int("batch");
   o.seq_len = args->Int("seq");
   o.warmup_steps = args->Int("warmup");
-  threads = args->Int("threads");
-  val_every = args->Int("val-every");
+  const int64_t val_every = args->Int("val-every");
   o.eval_every = args->Int("eval-every");
-  o.seed = static_cast<uint64_t>(seed);
-  o.threads = static_cast<int>(threads);
+  o.seed = static_cast<uint64_t>(args->Int("seed"));
+  o.threads = static_cast<int>(args->Int("threads"));
   try {
     if (args->Has("minutes")) o.minutes = std::stod(args->Get("minutes"));
     if (args->Has("lr")) o.peak_lr = std::stod(args->Get("lr"));

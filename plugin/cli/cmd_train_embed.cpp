@@ -272,22 +272,19 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   EmbedTrainOptions o;
   o.model_dir = args->Get("model");
   o.out_dir = args->Get("out");
-  int64_t seed = 0, threads = 0, tdim = 512, out_dim = 0, lexical_dim = 0;
   Status bad;
   o.steps = args->Int("steps");
-  seed = args->Int("seed");
-  threads = args->Int("threads");
-  tdim = args->Int("teacher-dim");
-  out_dim = args->Int("out-dim");
-  lexical_dim = args->Int("lexical-dim");
+  const int64_t tdim = args->Int("teacher-dim");
+  const int64_t out_dim = args->Int("out-dim");
+  const int64_t lexical_dim = args->Int("lexical-dim");
   o.pooler.latents = args->Int("latents");
   o.pairs_per_step = args->Int("pairs-per-step");
   o.scored_per_step = args->Int("scored-per-step");
   o.teacher_per_step = args->Int("teacher-per-step");
   o.max_tokens = args->Int("max-tokens");
   o.stop_after = args->Int("stop-after");
-  o.seed = static_cast<uint64_t>(seed);
-  o.threads = static_cast<int>(threads);
+  o.seed = static_cast<uint64_t>(args->Int("seed"));
+  o.threads = static_cast<int>(args->Int("threads"));
   o.freeze_lm = args->Has("freeze-lm");
   o.causal = !args->Has("bidirectional");
   try {
