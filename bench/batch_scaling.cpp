@@ -47,9 +47,7 @@ namespace m = moeedb;
 
 namespace {
 
-using m::bench::Die;
-using m::bench::Flag;
-using m::bench::IntFlag;
+using namespace m::bench;  // Flag, IntFlag, Die, RunChild
 
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
@@ -107,11 +105,7 @@ double ReadBandwidthGBs() {
 }
 
 json Child(const std::string& config) {
-  std::stringstream ss(config);
-  std::string dtype, quant, routing;
-  std::getline(ss, dtype, ':');
-  std::getline(ss, quant, ':');
-  std::getline(ss, routing, ':');
+  const auto [dtype, quant, routing] = ParseConfigWord(config);
   m::LoadOptions o;
   auto d = m::kComputeDtypes.Parse(dtype);
   auto q = m::kWeightQuants.Parse(quant);

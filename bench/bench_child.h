@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -91,5 +92,19 @@ inline std::string Flag(const std::string& name, const std::string& def = "") {
 }
 inline int64_t IntFlag(const std::string& name, int64_t def) { return BenchFlags::Current()->Int(name, def); }
 [[noreturn]] inline void Die(const std::string& message) { BenchFlags::Current()->Die(message); }
+
+// A child's configuration word, "dtype:quant:routing" (e.g. "bf16::top1");
+// parts left out are empty.
+struct ConfigWord {
+  std::string dtype, quant, routing;
+};
+inline ConfigWord ParseConfigWord(const std::string& word) {
+  ConfigWord w;
+  std::stringstream ss(word);
+  std::getline(ss, w.dtype, ':');
+  std::getline(ss, w.quant, ':');
+  std::getline(ss, w.routing, ':');
+  return w;
+}
 
 }  // namespace moeedb::bench

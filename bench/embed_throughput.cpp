@@ -57,9 +57,7 @@ namespace m = moeedb;
 
 namespace {
 
-using m::bench::Die;
-using m::bench::Flag;
-using m::bench::IntFlag;
+using namespace m::bench;  // Flag, IntFlag, Die, RunChild
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -207,11 +205,7 @@ json ChildGemm() {
 }
 
 json ChildConfig(const std::string& what) {
-  std::stringstream ss(what);
-  std::string dtype, quant, routing;
-  std::getline(ss, dtype, ':');
-  std::getline(ss, quant, ':');
-  std::getline(ss, routing, ':');
+  const auto [dtype, quant, routing] = ParseConfigWord(what);
   double load_s = 0;
   auto model = Load(dtype, quant, &load_s);
   auto policy = m::RoutingPolicy::Parse(routing);

@@ -7,13 +7,10 @@
 #
 #   bench/lens_specialise.sh [MODEL_DIR] [DATA_DIR] [OUT_DIR]
 #   defaults:                models/moeedb-tiny  ../shared/data  build/lens
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/../scripts/prologue.sh"  # strict mode, the checkout root, BIN
 MODEL="${1:-models/moeedb-tiny}"
 DATA="${2:-../shared/data}"
 OUT="${3:-build/lens}"
-BIN=./build/moeedb
-[ -x "$BIN" ] || bash scripts/setup.sh
 mkdir -p "$OUT/domains"
 node - "$DATA" "$OUT/domains" <<'EOF'
 const fs = require('fs');

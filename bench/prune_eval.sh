@@ -10,13 +10,10 @@
 #
 #   bench/prune_eval.sh [MODEL_DIR] [EVAL_DATA_DIR] [OUT_DIR]
 #   defaults:            models/moeedb-tiny  ../shared/data/eval  build/prune
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/../scripts/prologue.sh"  # strict mode, the checkout root, BIN
 MODEL="${1:-models/moeedb-tiny}"
 DATA="${2:-../shared/data/eval}"
 OUT="${3:-build/prune}"
-BIN=./build/moeedb
-[ -x "$BIN" ] || bash scripts/setup.sh
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); flags: $(grep -m1 -o -w -E 'avx512f|avx512_bf16|avx512_vnni|avx2|avx_vnni' /proc/cpuinfo | sort -u | xargs)" >&2
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"

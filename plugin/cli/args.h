@@ -26,7 +26,7 @@ struct FlagSpec {
   std::string name;     // without the dashes
   std::string meta;     // e.g. "DIR"; empty for a boolean flag
   std::string help;
-  std::optional<IntRule> integer;  // set: an integer flag
+  std::optional<IntRule> integer = std::nullopt;  // set: an integer flag
 };
 
 class Args {
@@ -42,6 +42,8 @@ class Args {
   // Finite number flag; std::nullopt when absent, an error naming the flag on a bad value.
   Result<std::optional<double>> GetDouble(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // The arguments Parse was given, as they were.
+  const std::vector<std::string>& argv() const { return argv_; }
 
  private:
   // A value of the flag `name` under `rule`; an error naming the flag.
@@ -49,6 +51,7 @@ class Args {
   std::map<std::string, std::string> values_;
   std::map<std::string, IntRule> int_rules_;
   std::vector<std::string> positional_;
+  std::vector<std::string> argv_;
 };
 
 // "Usage: moeedb <usage>\n\n<summary>\n\nOptions:\n  --flag META  help\n"
@@ -59,17 +62,5 @@ int Fail(const std::string& cmd, const std::string& message);
 // Prints a usage error pointing at the command's --help and returns 2.
 int UsageError(const std::string& cmd, const std::string& message);
 bool WantsHelp(const std::vector<std::string>& args);
-
-// What a command says about itself: its name in messages ("model calibrate"),
-// its usage line, a summary and its flags. --help and usage errors come from it.
-struct CommandSpec {
-  std::string name, usage, summary;
-  std::vector<FlagSpec> flags;
-};
-// Parses a command's argv: std::nullopt with *args set when the command is
-// to run; otherwise the exit code, after printing the help (0) or the usage
-// error (2).
-std::optional<int> ParseCommand(const CommandSpec& command, const std::vector<std::string>& argv,
-                                std::optional<Args>* args);
 
 }  // namespace moeedb::cli

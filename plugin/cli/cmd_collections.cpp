@@ -26,9 +26,6 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-const FlagSpec kDbFlag{"db", "DIR", "database folder (created on first ingest)"};
-const FlagSpec kCollFlag{"collection", "NAME", "collection name"};
-
 // The database named by --db, its setups computing as the flags say (dtype,
 // quant, device, threads, workers), with --model replacing every
 // collection's recorded model folder when given (it must hold the same weights).
@@ -76,35 +73,20 @@ class Progress {
 
 }  // namespace
 
-int RunIngest(const std::vector<std::string>& argv) {
-  // A new collection's embedding setup and settings (an existing one keeps
-  // what it recorded: --model must then hold the same weights).
-  std::vector<FlagSpec> specs = Concat({kDbFlag, kCollFlag, {"batch", "N", "documents per atomic, synced write", IntRule{32, 1, 100000}}},
-                                       EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling", "dtype",
-                                                       "quant", "device", "threads", "workers"}));
-  // ingest embeds texts: the client-vector settings belong to the server's APIs.
-  const FieldPick ingest_fields{.skip = {"vector_size", "distance", "text_key"}};
-  specs = Concat(specs, SpecFlags(CollectionFields(), ingest_fields));
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"ingest", "ingest --db DIR --collection NAME [--model DIR] [options] FILE.jsonl",
-                          "Embeds and stores JSONL documents {\"id\": \"...\", \"text\": \"...\", \"metadata\": {...}}.\n"
-                          "The whole file is validated first: bad lines are reported with their numbers and nothing\n"
-                          "is stored. Each batch is one atomic, synced write; an existing id is replaced.", specs}, argv, &args))
-    return *exit;
-  if (args->positional().size() != 1) return UsageError("ingest", "give exactly one FILE.jsonl");
-  if (!args->Has("collection")) return UsageError("ingest", "--collection NAME is required");
-  const long long batch = args->Int("batch");
+int RunIngest(const Args& args) {
+  if (args.positional().size() != 1) return UsageError("ingest", "give exactly one FILE.jsonl");
+  const long long batch = args.Int("batch");
   // The compute flags are read again where the database opens; checked here
   // so a bad value is a usage error before the file is read.
   EmbeddingSpec compute;
-  if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute); !s.ok()) return UsageError("ingest", s.message());
+  if (Status s = ReadSpecFlags(args, EmbeddingFields(), &compute); !s.ok()) return UsageError("ingest", s.message());
   CollectionSpec spec;
-  if (Status s = ReadSpecFlags(*args, CollectionFields(), &spec, ingest_fields); !s.ok()) return UsageError("ingest", s.message());
+  if (Status s = ReadSpecFlags(args, CollectionFields(), &spec, kIngestFields); !s.ok()) return UsageError("ingest", s.message());
   if (Status s = spec.Check(spec::Spelling::kFlag); !s.ok()) return UsageError("ingest", s.message());
 
   // 1. Validate every line.
-  std::ifstream in(args->positional()[0]);
-  if (!in) return Fail("ingest", "cannot open " + args->positional()[0]);
+  std::ifstream in(args.positional()[0]);
+  if (!in) return Fail("ingest", "cannot open " + args.positional()[0]);
   std::vector<Line> lines;
   std::vector<std::string> errors;
   std::map<std::string, size_t> seen;
@@ -124,17 +106,17 @@ int RunIngest(const std::vector<std::string>& argv) {
     if (errors.size() > 20) std::cerr << "moeedb ingest: ... and " << errors.size() - 20 << " more\n";
     return Fail("ingest", std::to_string(errors.size()) + " bad line(s); nothing was stored");
   }
-  if (lines.empty()) return Fail("ingest", "no documents in " + args->positional()[0]);
+  if (lines.empty()) return Fail("ingest", "no documents in " + args.positional()[0]);
 
   // 2. The collection, created on first use.
-  auto db = OpenDb(*args, false);
+  auto db = OpenDb(args, false);
   if (!db.ok()) return Fail("ingest", db.status().message());
-  const std::string name = args->Get("collection");
+  const std::string name = args.Get("collection");
   auto coll = (*db)->OpenCollection(name);
   if (!coll.ok() && coll.status().code() == Status::Code::kNotFound) {
-    if (ModelDirFlag(*args).empty())
+    if (ModelDirFlag(args).empty())
       return UsageError("ingest", "collection '" + name + "' does not exist and no default model was found: pass --model DIR");
-    auto cfg = EmbeddingSpecFromFlags(*args);
+    auto cfg = EmbeddingSpecFromFlags(args);
     if (!cfg.ok()) return UsageError("ingest", cfg.status().message());
     auto setup = (*db)->LoadSetup(*cfg);
     if (!setup.ok()) return Fail("ingest", setup.status().message());
@@ -171,35 +153,23 @@ int RunIngest(const std::vector<std::string>& argv) {
   return 0;
 }
 
-int RunSearch(const std::vector<std::string>& argv) {
-  std::vector<FlagSpec> specs = Concat({kDbFlag, kCollFlag, {"format", "F", "json (default) | text (one readable line per hit)"}},
-                                       EmbeddingFlags({"model", "dtype", "quant", "device", "threads"}));
-  specs = Concat(specs, SpecFlags(SearchFields(), {.skip = {"query"}}));  // the query is the argument
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"search", "search --db DIR --collection NAME [options] \"query text\"",
-                          "Embeds the query like the collection's documents and ranks by cos_HS + alpha * cos_RW\n"
-                          "(--mode fused), by BM25 over the texts (--mode lexical: no embedding), or by all three\n"
-                          "signals fused (--mode hybrid). Prints {\"hits\": [{\"id\", \"score\", \"score_hs\",\n"
-                          "\"score_rw\", \"score_lex\", \"parts\", \"text\", \"metadata\"}]}; parts: each signal's share\n"
-                          "of score.", specs}, argv, &args))
-    return *exit;
-  if (args->positional().size() != 1) return UsageError("search", "give exactly one query text");
-  if (!args->Has("collection")) return UsageError("search", "--collection NAME is required");
+int RunSearch(const Args& args) {
+  if (args.positional().size() != 1) return UsageError("search", "give exactly one query text");
   SearchSpec so;
-  so.query = args->positional()[0];
-  if (Status s = ReadSpecFlags(*args, SearchFields(), &so); !s.ok()) return UsageError("search", s.message());
+  so.query = args.positional()[0];
+  if (Status s = ReadSpecFlags(args, SearchFields(), &so); !s.ok()) return UsageError("search", s.message());
   if (Status s = so.Check(spec::Spelling::kFlag); !s.ok()) return UsageError("search", s.message());
-  auto db = OpenDb(*args, true);
+  auto db = OpenDb(args, true);
   if (!db.ok()) return Fail("search", db.status().message());
-  auto coll = (*db)->OpenCollection(args->Get("collection"));
+  auto coll = (*db)->OpenCollection(args.Get("collection"));
   if (!coll.ok()) return Fail("search", coll.status().message());
   const auto t0 = std::chrono::steady_clock::now();
-  auto hits = (*db)->Search(args->Get("collection"), so);  // lexical search runs no model
+  auto hits = (*db)->Search(args.Get("collection"), so);  // lexical search runs no model
   if (!hits.ok()) return Fail("search", hits.status().message());
   json out = {{"hits", json::array()}};
   for (const auto& h : *hits) out["hits"].push_back(SearchHitJson(h, (*coll)->has_lexical()));
   out["took_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (args->Get("format", "json") == "text") {
+  if (args.Get("format", "json") == "text") {
     const float alpha = so.alpha.value_or((*coll)->default_alpha());
     int rank = 0;
     for (const auto& h : *hits) {
@@ -232,17 +202,13 @@ int RunSearch(const std::vector<std::string>& argv) {
   return 0;
 }
 
-int RunGet(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {kDbFlag, kCollFlag, {"vectors", "", "include the raw hs and rw vectors"}};
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"get", "get --db DIR --collection NAME ID...", "Prints the stored documents as JSON lines.", specs}, argv, &args))
-    return *exit;
-  if (args->positional().empty() || !args->Has("collection")) return UsageError("get", "--collection NAME and ids are required");
-  auto db = OpenDb(*args, true);
+int RunGet(const Args& args) {
+  if (args.positional().empty()) return UsageError("get", "no document ids given");
+  auto db = OpenDb(args, true);
   if (!db.ok()) return Fail("get", db.status().message());
   int missing = 0;
-  for (const auto& id : args->positional()) {
-    auto d = (*db)->GetDocument(args->Get("collection"), id);
+  for (const auto& id : args.positional()) {
+    auto d = (*db)->GetDocument(args.Get("collection"), id);
     if (!d.ok()) return Fail("get", d.status().message());
     if (!d->has_value()) {
       std::cerr << "moeedb get: no document '" << id << "'\n";
@@ -250,7 +216,7 @@ int RunGet(const std::vector<std::string>& argv) {
       continue;
     }
     json j = {{"id", (*d)->id}, {"text", (*d)->text}, {"metadata", json::parse((*d)->metadata_json)}};
-    if (args->Has("vectors")) {
+    if (args.Has("vectors")) {
       j["hs"] = (*d)->hs;
       j["rw"] = (*d)->rw;
     }
@@ -260,76 +226,56 @@ int RunGet(const std::vector<std::string>& argv) {
   return missing ? 1 : 0;
 }
 
-int RunDelete(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {kDbFlag, kCollFlag};
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"delete", "delete --db DIR --collection NAME ID...", "Deletes documents (one atomic, synced write).", specs}, argv, &args))
-    return *exit;
-  if (args->positional().empty() || !args->Has("collection")) return UsageError("delete", "--collection NAME and ids are required");
-  auto db = OpenDb(*args, true);
+int RunDelete(const Args& args) {
+  if (args.positional().empty()) return UsageError("delete", "no document ids given");
+  auto db = OpenDb(args, true);
   if (!db.ok()) return Fail("delete", db.status().message());
-  auto coll = (*db)->OpenCollection(args->Get("collection"));
+  auto coll = (*db)->OpenCollection(args.Get("collection"));
   if (!coll.ok()) return Fail("delete", coll.status().message());
-  auto r = (*coll)->Delete(args->positional());
+  auto r = (*coll)->Delete(args.positional());
   if (!r.ok()) return Fail("delete", r.status().message());
   std::cout << json{{"deleted", r->removed.size()}, {"not_found", r->not_found}}.dump() << std::endl;
   return 0;
 }
 
-int RunCollections(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {kDbFlag};
-  const CommandSpec command{"collections", "collections list|info NAME|drop NAME --db DIR",
-                            "Lists, describes or drops collections.", specs};
-  if (argv.empty() || WantsHelp(argv)) {
-    std::cout << HelpText(command.usage, command.summary, command.flags);
-    return argv.empty() ? 2 : 0;
-  }
-  const std::string sub = argv[0];
-  std::optional<Args> args;
-  if (auto exit = ParseCommand(command, std::vector<std::string>(argv.begin() + 1, argv.end()), &args)) return *exit;
-  auto db = OpenDb(*args, true);
-  if (!db.ok()) return Fail("collections", db.status().message());
-  if (sub == "list") {
-    auto all = (*db)->ListCollections();
-    if (!all.ok()) return Fail("collections", all.status().message());
-    json out = json::array();
-    for (const auto& c : *all) out.push_back({{"name", c.name}, {"documents", c.count}});
-    std::cout << out.dump() << std::endl;
-    return 0;
-  }
-  if (args->positional().size() != 1) return UsageError("collections", sub + " needs a collection NAME");
-  const std::string name = args->positional()[0];
-  if (sub == "info") {
-    auto c = (*db)->GetCollection(name);
-    if (!c.ok()) return Fail("collections", c.status().message());
-    json spec = json::parse(c->spec_json);
-    spec.erase("std_hs");
-    spec.erase("std_rw");
-    std::cout << json{{"name", name}, {"documents", c->count}, {"spec", spec}}.dump() << std::endl;
-    return 0;
-  }
-  if (sub == "drop") {
-    Status s = (*db)->DropCollection(name);
-    if (!s.ok()) return Fail("collections", s.message());
-    std::cout << json{{"dropped", name}}.dump() << std::endl;
-    return 0;
-  }
-  return UsageError("collections", "unknown subcommand '" + sub + "' (list, info, drop)");
+int RunCollectionsList(const Args& args) {
+  auto db = OpenDb(args, true);
+  if (!db.ok()) return Fail("collections list", db.status().message());
+  auto all = (*db)->ListCollections();
+  if (!all.ok()) return Fail("collections list", all.status().message());
+  json out = json::array();
+  for (const auto& c : *all) out.push_back({{"name", c.name}, {"documents", c.count}});
+  std::cout << out.dump() << std::endl;
+  return 0;
 }
 
-int RunCheckpoint(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {kDbFlag, {"out", "DIR", "backup folder (must not exist)"}};
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"checkpoint", "checkpoint --db DIR --out DIR",
-                          "Writes a consistent copy of the database (RocksDB checkpoint: hard links where possible).\n"
-                          "Indexes are derived: the copy rebuilds them on first open.", specs}, argv, &args))
-    return *exit;
-  if (!args->Has("out")) return UsageError("checkpoint", "--out DIR is required");
-  auto db = OpenDb(*args, true);
+int RunCollectionsInfo(const Args& args) {
+  if (args.positional().size() != 1) return UsageError("collections info", "needs one collection NAME");
+  auto db = OpenDb(args, true);
+  auto c = db.ok() ? (*db)->GetCollection(args.positional()[0]) : Result<CollectionRecord>(db.status());
+  if (!c.ok()) return Fail("collections info", c.status().message());
+  json spec = json::parse(c->spec_json);
+  spec.erase("std_hs");
+  spec.erase("std_rw");
+  std::cout << json{{"name", c->name}, {"documents", c->count}, {"spec", spec}}.dump() << std::endl;
+  return 0;
+}
+
+int RunCollectionsDrop(const Args& args) {
+  if (args.positional().size() != 1) return UsageError("collections drop", "needs one collection NAME");
+  const std::string& name = args.positional()[0];
+  auto db = OpenDb(args, true);
+  if (Status s = db.ok() ? (*db)->DropCollection(name) : db.status(); !s.ok()) return Fail("collections drop", s.message());
+  std::cout << json{{"dropped", name}}.dump() << std::endl;
+  return 0;
+}
+
+int RunCheckpoint(const Args& args) {
+  auto db = OpenDb(args, true);
   if (!db.ok()) return Fail("checkpoint", db.status().message());
-  Status s = (*db)->Checkpoint(args->Get("out"));
+  Status s = (*db)->Checkpoint(args.Get("out"));
   if (!s.ok()) return Fail("checkpoint", s.message());
-  std::cout << json{{"checkpoint", args->Get("out")}}.dump() << std::endl;
+  std::cout << json{{"checkpoint", args.Get("out")}}.dump() << std::endl;
   return 0;
 }
 

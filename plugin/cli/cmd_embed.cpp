@@ -41,39 +41,24 @@ Result<std::vector<int32_t>> ParseIds(const std::string& line) {
 
 }  // namespace
 
-int RunEmbed(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = Concat(
-      EmbeddingFlags({"model", "tokenizer", "prompt", "instruction", "hs_pooling", "rw_pooling", "routing",
-                      "expert_dispatch", "cache_dir", "dtype", "quant", "device", "threads", "workers", "batch_tokens"}),
-      {
-          {"rw", "KIND", "RW read-out: logits | probs | log_probs (default: the family's, logits; probs for DeepSeek)"},
-          {"jsonl", "", "inputs are JSON lines {\"text\": ...}"},
-          {"ids", "", "inputs are space-separated token ids, used as they are (no prompt, no special tokens)"},
-          {"stats", "", "print texts/s and tokens/s (tokenizing and embedding, model load excluded) to stderr"},
-      });
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"embed", "embed --model DIR [options] < texts.txt",
-                          "Embeds one input per stdin line and prints one JSON line per input, in input order:\n"
-                          "{\"hs\":[...],\"rw\":[...],\"tokens\":N}. hs is the final-normed hidden state of the last\n"
-                          "token; rw the router read-out of every MoE layer at the last token, in layer order.", specs}, argv, &args))
-    return *exit;
-  if (!args->positional().empty()) return UsageError("embed", "unexpected argument '" + args->positional()[0] + "'");
-  const std::string model_dir = ModelDirFlag(*args);
+int RunEmbed(const Args& args) {
+  if (!args.positional().empty()) return UsageError("embed", "unexpected argument '" + args.positional()[0] + "'");
+  const std::string model_dir = ModelDirFlag(args);
   if (model_dir.empty()) return UsageError("embed", "no default model was found: pass --model DIR");
   auto defaults = ModelEmbeddingDefaults(model_dir);
   if (!defaults.ok()) return Fail("embed", defaults.status().message());
-  if (args->Has("jsonl") && args->Has("ids")) return UsageError("embed", "--jsonl and --ids exclude each other");
-  auto spec = EmbeddingSpecFromFlags(*args);
+  if (args.Has("jsonl") && args.Has("ids")) return UsageError("embed", "--jsonl and --ids exclude each other");
+  auto spec = EmbeddingSpecFromFlags(args);
   if (!spec.ok()) return UsageError("embed", spec.status().message());
   EmbeddingSpec cfg = *spec;
   // The model folder's own defaults, checked now (a usage error) rather than at load.
-  if (auto prompt = FindPrompt(args->Get("prompt", defaults->prompt)); !prompt.ok())
+  if (auto prompt = FindPrompt(args.Get("prompt", defaults->prompt)); !prompt.ok())
     return UsageError("embed", prompt.status().message());
-  if (auto p = kHsPoolings.Parse(args->Get("hs-pooling", defaults->hs_pooling)); !p.ok())
+  if (auto p = kHsPoolings.Parse(args.Get("hs-pooling", defaults->hs_pooling)); !p.ok())
     return UsageError("embed", "--hs-pooling: " + p.status().message());
-  if (auto p = kRwPoolings.Parse(args->Get("rw-pooling", defaults->rw_pooling)); !p.ok())
+  if (auto p = kRwPoolings.Parse(args.Get("rw-pooling", defaults->rw_pooling)); !p.ok())
     return UsageError("embed", "--rw-pooling: " + p.status().message());
-  cfg.rw_readout = args->Get("rw");
+  cfg.rw_readout = args.Get("rw");
   if (!cfg.rw_readout.empty() && !ParseRouterReadout(cfg.rw_readout).ok())
     return UsageError("embed", "--rw must be logits, probs or log_probs");
   auto setup = EmbeddingSetup::Load(cfg);
@@ -92,9 +77,9 @@ int RunEmbed(const std::vector<std::string>& argv) {
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::string where = "line " + std::to_string(i + 1) + ": ";
     Result<std::vector<int32_t>> ids = Status::Internal("unset");
-    if (args->Has("ids")) {
+    if (args.Has("ids")) {
       ids = ParseIds(lines[i]);
-    } else if (args->Has("jsonl")) {
+    } else if (args.Has("jsonl")) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(lines[i]);
@@ -161,7 +146,7 @@ int RunEmbed(const std::vector<std::string>& argv) {
   std::cout << std::flush;
   if (!failure.ok()) return Fail("embed", failure.message());
   if (!push_failure.ok()) return Fail("embed", push_failure.message());
-  if (args->Has("stats")) {
+  if (args.Has("stats")) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     std::fprintf(stderr, "embedded %zu texts, %lld tokens in %.3f s: %.1f texts/s, %.1f tokens/s\n", n_inputs,
                  static_cast<long long>(total_tokens), s, n_inputs / s, total_tokens / s);

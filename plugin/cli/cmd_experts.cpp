@@ -49,35 +49,16 @@ uint64_t FolderBytes(const fs::path& dir) {
 
 }  // namespace
 
-int RunModelPrune(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "threads"}), {
-      {"keep", "F|N", "experts kept per MoE layer: a fraction (0.75) or a count (6)"},
-      {"by", "RULE", "usage | spectral | usage+spectral | random (default usage+spectral)"},
-      {"calib", "FILE", "calibration texts, one per line (the usage rules need them)"},
-      {"experts", "JSON", "the kept experts given outright, {\"LAYER\": [ids], ...} for every MoE layer (instead of --keep/--by)"},
-      {"out", "DIR", "the new model folder (must not exist)"},
-      {"seed", "N", "seed of the random rule", IntRule{1, 0, 1LL << 62}},
-      {"max-texts", "N", "calibration lines read at most", IntRule{2000, 1, 10000000}},
-  });
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"model prune", "model prune --model DIR --keep F|N --by RULE [--calib FILE] --out DIR",
-                          "Writes a HuggingFace model folder with fewer routed experts in every MoE layer: router rows\n"
-                          "and expert tensors removed together, config.json's expert count updated (and what was kept\n"
-                          "recorded), tokenizer, defaults and pooler carried over. Shared experts and dense layers stay.\n"
-                          "Rules (engine/analysis/expert_pruning.h): usage = most routed probability mass on --calib; spectral =\n"
-                          "moeedb's own cover of the SSMoE spectral centroids; usage+spectral = that cover weighted by\n"
-                          "usage; random = the ablation baseline. RW of the pruned model has fewer dimensions.", specs}, argv, &args))
-    return *exit;
-  if (!args->Has("out")) return UsageError("model prune", "--out DIR is required");
-  const std::string model_dir = ModelDirFlag(*args);
+int RunModelPrune(const Args& args) {
+  const std::string model_dir = ModelDirFlag(args);
   if (model_dir.empty()) return UsageError("model prune", "no default model was found: pass --model DIR");
-  if (args->Has("experts") == args->Has("keep")) return UsageError("model prune", "give --keep (with --by) or --experts");
-  if (fs::exists(args->Get("out"))) return Fail("model prune", args->Get("out") + " exists already: choose a new folder");
+  if (args.Has("experts") == args.Has("keep")) return UsageError("model prune", "give --keep (with --by) or --experts");
+  if (fs::exists(args.Get("out"))) return Fail("model prune", args.Get("out") + " exists already: choose a new folder");
   EmbeddingSpec compute;
-  if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
+  if (Status s = ReadSpecFlags(args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
     return UsageError("model prune", s.message());
-  const int64_t seed = args->Int("seed"), max_texts = args->Int("max-texts");
-  auto rule = ParsePruneRule(args->Get("by", "usage+spectral"));
+  const int64_t seed = args.Int("seed"), max_texts = args.Int("max-texts");
+  auto rule = ParsePruneRule(args.Get("by", "usage+spectral"));
   if (!rule.ok()) return UsageError("model prune", rule.status().message());
   SetComputeThreads(compute.threads);
   auto model = MoeModel::LoadDir(model_dir);
@@ -90,8 +71,8 @@ int RunModelPrune(const std::vector<std::string>& argv) {
 
   std::vector<std::vector<int64_t>> kept;
   std::string rule_name = PruneRuleName(*rule);
-  if (args->Has("experts")) {
-    const json j = json::parse(args->Get("experts"), nullptr, false);
+  if (args.Has("experts")) {
+    const json j = json::parse(args.Get("experts"), nullptr, false);
     if (j.is_discarded() || !j.is_object()) return UsageError("model prune", "--experts must be a JSON object {\"LAYER\": [ids]}");
     for (auto it = j.begin(); it != j.end(); ++it) {
       char* end = nullptr;
@@ -111,7 +92,7 @@ int RunModelPrune(const std::vector<std::string>& argv) {
     }
     rule_name = "explicit";
   } else {
-    const std::string k = args->Get("keep");
+    const std::string k = args.Get("keep");
     char* end = nullptr;
     const double v = std::strtod(k.c_str(), &end);
     if (k.empty() || *end != '\0' || !std::isfinite(v) || v <= 0)
@@ -122,10 +103,10 @@ int RunModelPrune(const std::vector<std::string>& argv) {
     const int64_t n = fraction ? static_cast<int64_t>(std::llround(v * static_cast<double>(c.num_experts))) : static_cast<int64_t>(v);
     ExpertUsage usage;
     if (PruneRuleNeedsUsage(*rule)) {
-      if (!args->Has("calib")) return UsageError("model prune", std::string("--by ") + rule_name + " needs --calib FILE");
+      if (!args.Has("calib")) return UsageError("model prune", std::string("--by ") + rule_name + " needs --calib FILE");
       auto tok = LoadTokenizer("", model_dir);
       if (!tok.ok()) return Fail("model prune", tok.status().message());
-      auto ids = FileIds(**tok, args->Get("calib"), static_cast<size_t>(max_texts));
+      auto ids = FileIds(**tok, args.Get("calib"), static_cast<size_t>(max_texts));
       if (!ids.ok()) return Fail("model prune", ids.status().message());
       auto u = MeasureExpertUsage(**model, *ids);
       if (!u.ok()) return Fail("model prune", u.status().message());
@@ -135,36 +116,23 @@ int RunModelPrune(const std::vector<std::string>& argv) {
     if (!chosen.ok()) return Fail("model prune", chosen.status().message());
     kept = std::move(chosen).value();
   }
-  if (Status s = WritePrunedCheckpoint(model_dir, kept, args->Get("out"), rule_name); !s.ok()) return Fail("model prune", s.message());
-  json out = {{"out", args->Get("out")}, {"rule", rule_name}, {"experts_before", c.num_experts},
+  if (Status s = WritePrunedCheckpoint(model_dir, kept, args.Get("out"), rule_name); !s.ok()) return Fail("model prune", s.message());
+  json out = {{"out", args.Get("out")}, {"rule", rule_name}, {"experts_before", c.num_experts},
               {"experts_after", kept[0].size()}, {"kept", kept}, {"weights_bytes_before", FolderBytes(model_dir)},
-              {"weights_bytes_after", FolderBytes(args->Get("out"))}};
+              {"weights_bytes_after", FolderBytes(args.Get("out"))}};
   std::cout << out.dump() << std::endl;
   return 0;
 }
 
-int RunLensSpecialise(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "threads"}), {
-      {"texts", "DOMAIN=FILE", "a domain's texts, one per line (more DOMAIN=FILE may follow as arguments)"},
-      {"out", "DIR", "where to write specialisation.json and one heat map per MoE layer (layer-N.png)"},
-      {"max-texts", "N", "lines read per domain at most", IntRule{500, 1, 10000000}},
-  });
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"lens specialise", "lens specialise --model DIR --texts DOMAIN=FILE [DOMAIN=FILE...] [--out DIR]",
-                          "MoE Lens's specialisation (method.md D): per MoE layer and expert, the share of each\n"
-                          "domain's tokens whose top-k holds the expert, and its ratio to the uniform baseline k/E.\n"
-                          "Prints the JSON; with --out also writes it and a heat map per layer (rows: experts 0..E-1\n"
-                          "top to bottom; columns: the domains in the order given; white = the baseline, red = more,\n"
-                          "blue = less, full colour at 2x and 0x).", specs}, argv, &args))
-    return *exit;
-  std::vector<std::string> pairs = args->positional();
-  if (args->Has("texts")) pairs.insert(pairs.begin(), args->Get("texts"));
+int RunLensSpecialise(const Args& args) {
+  std::vector<std::string> pairs = args.positional();
+  if (args.Has("texts")) pairs.insert(pairs.begin(), args.Get("texts"));
   if (pairs.empty()) return UsageError("lens specialise", "give at least one --texts DOMAIN=FILE");
   EmbeddingSpec compute;
-  if (Status s = ReadSpecFlags(*args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
+  if (Status s = ReadSpecFlags(args, EmbeddingFields(), &compute, {.only = {"threads"}}); !s.ok())
     return UsageError("lens specialise", s.message());
-  const int64_t max_texts = args->Int("max-texts");
-  const std::string model_dir = ModelDirFlag(*args);
+  const int64_t max_texts = args.Int("max-texts");
+  const std::string model_dir = ModelDirFlag(args);
   if (model_dir.empty()) return UsageError("lens specialise", "no default model was found: pass --model DIR");
   std::vector<std::pair<std::string, std::string>> domains;
   for (const auto& p : pairs) {
@@ -203,8 +171,8 @@ int RunLensSpecialise(const std::vector<std::string>& argv) {
               {"domains", json::array()}, {"layers", layers}};
   for (const auto& d : domains) out["domains"].push_back(d.first);
   std::cout << out.dump() << std::endl;
-  if (args->Has("out")) {
-    const fs::path dir = args->Get("out");
+  if (args.Has("out")) {
+    const fs::path dir = args.Get("out");
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return Fail("lens specialise", "cannot create " + dir.string() + ": " + ec.message());

@@ -15,47 +15,30 @@
 
 namespace moeedb::cli {
 
-namespace {
-
-int RunInit(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"config", "FILE", "a config.json (model_type: " + SupportedModelTypes() + ")"},
-      {"tokenizer", "FILE", "tokenizer.json to copy into the model folder"},
-      {"seed", "N", "random seed", IntRule{0, 0, (1LL << 62)}},
-      {"out", "DIR", "output model folder"},
-      {"dtype", "T", "f32 | bf16 | f16 (default f32)"},
-      {"layout", "L", "per-expert | packed expert tensors (default per-expert)"},
-      {"std", "X", "weight standard deviation (default: the config's initializer_range, else 0.02)"},
-  };
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"model init", "model init --config CONFIG.json --tokenizer tokenizer.json --seed N --out DIR",
-                          "Writes config.json, model.safetensors and tokenizer.json in HuggingFace layout, with\n"
-                          "random weights (normal, std from the config; norms 1), deterministic in the seed.", specs}, argv, &args))
-    return *exit;
-  if (!args->Has("config") || !args->Has("out")) return UsageError("model init", "--config and --out are required");
-  const long long seed = args->Int("seed");
+int RunModelInit(const Args& args) {
+  const long long seed = args.Int("seed");
   RandomCheckpointOptions opt;
   opt.seed = static_cast<uint64_t>(seed);
-  const std::string dtype = args->Get("dtype", "f32");
+  const std::string dtype = args.Get("dtype", "f32");
   if (dtype == "f32") opt.dtype = DType::kF32;
   else if (dtype == "bf16") opt.dtype = DType::kBF16;
   else if (dtype == "f16") opt.dtype = DType::kF16;
   else return UsageError("model init", "--dtype must be f32, bf16 or f16");
-  const std::string layout = args->Get("layout", "per-expert");
+  const std::string layout = args.Get("layout", "per-expert");
   if (layout == "per-expert") opt.layout = ExpertLayout::kPerExpert;
   else if (layout == "packed") opt.layout = ExpertLayout::kPacked;
   else return UsageError("model init", "--layout must be per-expert or packed");
-  if (args->Has("std")) {
+  if (args.Has("std")) {
     try {
-      opt.stddev = std::stod(args->Get("std"));
+      opt.stddev = std::stod(args.Get("std"));
     } catch (...) {
       return UsageError("model init", "--std needs a number");
     }
     if (!(opt.stddev > 0)) return UsageError("model init", "--std must be positive");
   }
-  const std::string tokenizer = args->Get("tokenizer");
+  const std::string tokenizer = args.Get("tokenizer");
   if (!tokenizer.empty()) {
-    auto cfg = ModelConfig::FromFile(args->Get("config"));
+    auto cfg = ModelConfig::FromFile(args.Get("config"));
     if (!cfg.ok()) return Fail("model init", cfg.status().message());
     auto tok = BpeTokenizer::FromFile(tokenizer);
     if (!tok.ok()) return Fail("model init", tok.status().message());
@@ -63,20 +46,14 @@ int RunInit(const std::vector<std::string>& argv) {
       return Fail("model init", "tokenizer " + tokenizer + " has " + std::to_string((*tok)->vocab_size()) +
                                     " ids but the config's vocab_size is " + std::to_string(cfg->vocab_size));
   }
-  Status st = WriteRandomCheckpoint(args->Get("config"), tokenizer, args->Get("out"), opt);
+  Status st = WriteRandomCheckpoint(args.Get("config"), tokenizer, args.Get("out"), opt);
   if (!st.ok()) return Fail("model init", st.message());
-  std::cerr << "wrote " << args->Get("out") << "\n";
+  std::cerr << "wrote " << args.Get("out") << "\n";
   return 0;
 }
 
-int RunInfo(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {{"model", "DIR", "model folder (default: the embedded default model)"}};
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"model info", "model info [--model DIR]",
-                          "Loads a model folder (all tensors checked) and describes it: its folder, architecture, "
-                          "trained pooler and the embedding settings it uses by default.", specs}, argv, &args))
-    return *exit;
-  const std::string dir = ModelDirFlag(*args);
+int RunModelInfo(const Args& args) {
+  const std::string dir = ModelDirFlag(args);
   if (dir.empty()) return UsageError("model info", "no default model was found: pass --model DIR");
   auto model = MoeModel::LoadDir(dir);
   if (!model.ok()) return Fail("model info", model.status().message());
@@ -97,17 +74,9 @@ int RunInfo(const std::vector<std::string>& argv) {
   return 0;
 }
 
-int RunCalibrate(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling"}),
-                                             {{"out", "FILE", "where to write (default DIR/standardization.json)"}});
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"model calibrate", "model calibrate --model DIR [--routing SPEC] [--prompt NAME] [--out FILE]",
-                          "Fits the per-feature HS and RW statistics collections z-score with (64 fixed calibration "
-                          "texts) and writes them with the setup they belong to. New collections with that exact "
-                          "setup read them instead of recomputing.", specs}, argv, &args))
-    return *exit;
-  if (ModelDirFlag(*args).empty()) return UsageError("model calibrate", "no default model was found: pass --model DIR");
-  auto spec = EmbeddingSpecFromFlags(*args);
+int RunModelCalibrate(const Args& args) {
+  if (ModelDirFlag(args).empty()) return UsageError("model calibrate", "no default model was found: pass --model DIR");
+  auto spec = EmbeddingSpecFromFlags(args);
   if (!spec.ok()) return UsageError("model calibrate", spec.status().message());
   const EmbeddingSpec& cfg = *spec;
   auto setup = EmbeddingSetup::Load(cfg);
@@ -115,28 +84,10 @@ int RunCalibrate(const std::vector<std::string>& argv) {
   auto text = (*setup)->CalibrationFileJson();
   if (!text.ok()) return Fail("model calibrate", text.status().message());
   const std::string out =
-      args->Get("out", (std::filesystem::path(cfg.model_dir) / EmbeddingSetup::kStandardizationFile).string());
+      args.Get("out", (std::filesystem::path(cfg.model_dir) / EmbeddingSetup::kStandardizationFile).string());
   if (Status s = WriteFileAtomic(out, *text + "\n"); !s.ok()) return Fail("model calibrate", s.message());
   std::cerr << "wrote " << out << std::endl;
   return 0;
-}
-
-}  // namespace
-
-int RunModel(const std::vector<std::string>& argv) {
-  if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
-    std::cout << "Usage: moeedb model init|info|calibrate|prune [options]\n  init       write a random-weight checkpoint\n"
-                 "  info       describe a model folder\n"
-                 "  calibrate  write the standardization statistics of a setup\n"
-                 "  prune      write a model with fewer routed experts per MoE layer\n";
-    return argv.empty() ? 2 : 0;
-  }
-  std::vector<std::string> rest(argv.begin() + 1, argv.end());
-  if (argv[0] == "init") return RunInit(rest);
-  if (argv[0] == "info") return RunInfo(rest);
-  if (argv[0] == "calibrate") return RunCalibrate(rest);
-  if (argv[0] == "prune") return RunModelPrune(rest);
-  return UsageError("model", "unknown subcommand '" + argv[0] + "' (init, info, calibrate, prune)");
 }
 
 }  // namespace moeedb::cli

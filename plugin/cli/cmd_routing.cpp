@@ -92,23 +92,13 @@ Result<std::unique_ptr<EmbeddingSetup>> SetupFromFlags(const Args& args, const s
 
 }  // namespace
 
-int RunAlpha(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = Concat(
-      EmbeddingFlags({"model", "routing", "prompt", "threads"}),
-      {{"pairs", "FILE", "unlabeled pairs: 'text1<TAB>text2' lines, or CSV (first two fields; STS-B files work)"}});
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"alpha", "alpha --model DIR --pairs FILE",
-                          "Chooses alpha in [0, 3] (step 0.05) for score = cos_HS + alpha * cos_RW without labels:\n"
-                          "the alpha maximising Spearman(s_f, s_HS) + Spearman(s_f, s_RW) over the pairs, with HS\n"
-                          "and RW z-scored per feature over the pairs' texts. Prints one JSON object.", specs}, argv, &args))
-    return *exit;
-  if (!args->Has("pairs")) return UsageError("alpha", "--pairs FILE is required");
-  auto setup = SetupFromFlags(*args, "alpha");
+int RunAlpha(const Args& args) {
+  auto setup = SetupFromFlags(args, "alpha");
   if (!setup.ok()) return setup.status().code() == Status::Code::kInvalidArgument
                               ? UsageError("alpha", setup.status().message())
                               : Fail("alpha", setup.status().message());
-  std::ifstream in(args->Get("pairs"));
-  if (!in) return Fail("alpha", "cannot open " + args->Get("pairs"));
+  std::ifstream in(args.Get("pairs"));
+  if (!in) return Fail("alpha", "cannot open " + args.Get("pairs"));
   std::vector<std::string> texts;
   for (const auto& line : ReadLines(in)) {
     if (line.empty()) continue;
@@ -132,16 +122,8 @@ int RunAlpha(const std::vector<std::string>& argv) {
   return 0;
 }
 
-int RunLens(const std::vector<std::string>& argv) {
-  if (!argv.empty() && argv[0] == "specialise") return RunLensSpecialise(std::vector<std::string>(argv.begin() + 1, argv.end()));
-  const std::vector<FlagSpec> specs = EmbeddingFlags({"model", "prompt", "threads"});
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"lens", "lens --model DIR < texts.txt",
-                          "MoE Lens: for every MoE layer, the mean cosine over the texts between the top-1 output\n"
-                          "E_top1(u) + u and the top-k output sum g_i (E_i(u) + u) / sum g_i at the last token\n"
-                          "(shared experts excluded). Prints one JSON line per layer.", specs}, argv, &args))
-    return *exit;
-  auto setup = SetupFromFlags(*args, "lens");
+int RunLens(const Args& args) {
+  auto setup = SetupFromFlags(args, "lens");
   if (!setup.ok()) return setup.status().code() == Status::Code::kInvalidArgument
                               ? UsageError("lens", setup.status().message())
                               : Fail("lens", setup.status().message());

@@ -66,65 +66,33 @@ Status AdoptRecordedSetup(Database& db, const Args& args, EmbeddingSpec* cfg) {
 
 }  // namespace
 
-int RunServe(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = Concat(EmbeddingFlags({"model", "routing", "prompt", "dtype", "quant", "device"}), {
-      {"db", "DIR", "database folder (created if needed); without --model, the model its collections recorded"},
-      {"host", "ADDR", "listen address (default 127.0.0.1)"},
-      {"port", "N", "listen port (0 = any free port, printed on start)", IntRule{8080, 0, 65535}},
-      {"qdrant-port", "N", "also serve the Qdrant REST API at the root of this port, as Qdrant does on 6333 "
-                           "(0 = any free port, printed on start; default: only under /qdrant on --port)", IntRule{-1, 0, 65535}},
-      {"chroma-port", "N", "also serve Chroma's API (/api/v2) on this port, as Chroma does on 8000 "
-                           "(0 = any free port, printed on start; default: only on --port)", IntRule{-1, 0, 65535}},
-      {"api-key", "KEY", "require 'Authorization: Bearer KEY' on every route but /health"},
-      {"api-key-file", "F", "read the API key from a file (first line)"},
-      {"served-model-name", "NAME", "model id clients use (default: the model folder's name)"},
-      {"threads", "N", "compute threads (default: all cores)", IntRule{0, 0, 1024}},
-      {"max-body-bytes", "N", "request body limit", IntRule{2000000, 1024, 1LL << 31}},
-      {"max-inputs", "N", "inputs per /v1/embeddings request", IntRule{2048, 1, 1 << 20}},
-      {"max-tokens", "N", "tokens per input", IntRule{8192, 1, 1 << 20}},
-      {"truncate", "", "truncate over-long inputs instead of answering 422"},
-      {"queue", "N", "embedding jobs waiting at most before 429", IntRule{256, 1, 1 << 20}},
-      {"batch-tokens", "N", "tokens a model worker takes at most per forward, across requests", IntRule{16384, 1, 1 << 24}},
-      {"forward-tokens", "N", "padded tokens per forward pass within a worker's batch",
-       IntRule{EmbeddingSpec{}.batch_tokens, 1, 1 << 24}},
-      {"max-connections", "N", "open connections at most", IntRule{256, 1, 100000}},
-      {"idle-timeout", "S", "close a connection silent this many seconds", IntRule{30, 1, 86400}},
-      {"request-timeout", "S", "close a connection whose next request is not fully received this many seconds after the last answer (408 if it began)", IntRule{60, 1, 86400}},
-      {"workers", "N", "model workers: each takes its share of the queued texts when free and embeds them with threads/N compute threads", IntRule{2, 1, 64}},
-  });
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"serve", "serve --db DIR --model DIR [options]",
-                          "Serves OpenAI POST /v1/embeddings, TEI POST /embed, the collections API, /health, /info\n"
-                          "and /metrics (docs in README.md). SIGTERM/SIGINT: stop accepting, finish in-flight\n"
-                          "requests, snapshot the indexes, exit 0.", specs}, argv, &args))
-    return *exit;
-  if (!args->Has("db")) return UsageError("serve", "--db DIR is required");
-  if (ModelDirFlag(*args).empty()) return UsageError("serve", "no default model was found: pass --model DIR");
-  ReexecWithPassiveOpenMp(argv);
-  const long long port = args->Int("port");
-  const long long qdrant_port = args->Int("qdrant-port");
-  const long long chroma_port = args->Int("chroma-port");
-  const long long threads = args->Int("threads");
-  const long long body = args->Int("max-body-bytes");
-  const long long inputs = args->Int("max-inputs");
-  const long long tokens = args->Int("max-tokens");
-  const long long queue = args->Int("queue");
-  const long long batch_tokens = args->Int("batch-tokens");
-  const long long conns = args->Int("max-connections");
-  const long long forward_tokens = args->Int("forward-tokens");
-  const long long workers = args->Int("workers");
-  const long long idle = args->Int("idle-timeout");
-  const long long request_timeout = args->Int("request-timeout");
+int RunServe(const Args& args) {
+  if (ModelDirFlag(args).empty()) return UsageError("serve", "no default model was found: pass --model DIR");
+  ReexecWithPassiveOpenMp(args.argv());
+  const long long port = args.Int("port");
+  const long long qdrant_port = args.Int("qdrant-port");
+  const long long chroma_port = args.Int("chroma-port");
+  const long long threads = args.Int("threads");
+  const long long body = args.Int("max-body-bytes");
+  const long long inputs = args.Int("max-inputs");
+  const long long tokens = args.Int("max-tokens");
+  const long long queue = args.Int("queue");
+  const long long batch_tokens = args.Int("batch-tokens");
+  const long long conns = args.Int("max-connections");
+  const long long forward_tokens = args.Int("forward-tokens");
+  const long long workers = args.Int("workers");
+  const long long idle = args.Int("idle-timeout");
+  const long long request_timeout = args.Int("request-timeout");
 
   ApiOptions ao;
-  ao.api_key = args->Get("api-key");
-  if (args->Has("api-key-file")) {
-    std::ifstream in(args->Get("api-key-file"));
-    if (!in || !std::getline(in, ao.api_key) || ao.api_key.empty()) return Fail("serve", "cannot read an API key from " + args->Get("api-key-file"));
+  ao.api_key = args.Get("api-key");
+  if (args.Has("api-key-file")) {
+    std::ifstream in(args.Get("api-key-file"));
+    if (!in || !std::getline(in, ao.api_key) || ao.api_key.empty()) return Fail("serve", "cannot read an API key from " + args.Get("api-key-file"));
   }
   ao.max_inputs = static_cast<size_t>(inputs);
   ao.max_tokens_per_input = static_cast<size_t>(tokens);
-  ao.truncate = args->Has("truncate");
+  ao.truncate = args.Has("truncate");
 
   // Two single-threaded workers beat one two-threaded one on 2 cores: no
   // OpenMP team wakes up for every small op of a small forward (docs/perf.md,
@@ -138,7 +106,7 @@ int RunServe(const std::vector<std::string>& argv) {
   qo.threads_per_worker = workers > 1 ? std::max(1, compute_threads / static_cast<int>(workers)) : 0;
   EmbedQueues queues(qo);
   DatabaseOptions dbo;
-  if (Status s = ReadWeightFormatFlags(*args, &dbo.compute); !s.ok()) return UsageError("serve", s.message());
+  if (Status s = ReadWeightFormatFlags(args, &dbo.compute); !s.ok()) return UsageError("serve", s.message());
   dbo.compute.cache_dir = DefaultCacheDir();
   dbo.compute.threads = static_cast<int>(threads);
   dbo.compute.workers = 1;  // the queue's workers (--workers) split the rounds; a setup's own would idle
@@ -147,13 +115,13 @@ int RunServe(const std::vector<std::string>& argv) {
   // size (EmbedderOptions): the same speed per token as `moeedb embed`.
   dbo.compute.batch_tokens = forward_tokens;
   dbo.embed = QueuedEmbedFunction(ao, &queues);
-  auto db = Database::Open(args->Get("db"), std::move(dbo));
+  auto db = Database::Open(args.Get("db"), std::move(dbo));
   if (!db.ok()) return Fail("serve", db.status().message());
-  auto spec = EmbeddingSpecFromFlags(*args);
+  auto spec = EmbeddingSpecFromFlags(args);
   if (!spec.ok()) return UsageError("serve", spec.status().message());
   EmbeddingSpec cfg = *spec;
-  if (Status st = AdoptRecordedSetup(**db, *args, &cfg); !st.ok()) return Fail("serve", st.message());
-  ao.served_model_name = args->Get("served-model-name", std::filesystem::path(cfg.model_dir).lexically_normal().filename().string());
+  if (Status st = AdoptRecordedSetup(**db, args, &cfg); !st.ok()) return Fail("serve", st.message());
+  ao.served_model_name = args.Get("served-model-name", std::filesystem::path(cfg.model_dir).lexically_normal().filename().string());
   if (ao.served_model_name.empty()) ao.served_model_name = "moeedb";
   auto setup = (*db)->LoadSetup(cfg);
   if (!setup.ok()) return Fail("serve", setup.status().message());
@@ -170,7 +138,7 @@ int RunServe(const std::vector<std::string>& argv) {
 
   Api api(ao, db->get(), *setup, &queues, stats->first, stats->second);
   HttpServerOptions so;
-  so.host = args->Get("host", "127.0.0.1");
+  so.host = args.Get("host", "127.0.0.1");
   so.port = static_cast<int>(port);
   so.max_body_bytes = static_cast<size_t>(body);
   so.max_connections = static_cast<size_t>(conns);

@@ -7,18 +7,11 @@
 
 namespace moeedb::cli {
 
-int RunTokenize(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs =
-      Concat(EmbeddingFlags({"model", "tokenizer"}), {{"no-special", "", "skip the post-processor (no BOS/EOS)"}});
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"tokenize", "tokenize (--model DIR | --tokenizer FILE) [--no-special] < texts.txt",
-                          "Reads one text per line from stdin and prints one line of space-separated token ids "
-                          "per input line, in order.", specs}, argv, &args))
-    return *exit;
-  if (!args->positional().empty()) return UsageError("tokenize", "unexpected argument '" + args->positional()[0] + "'");
-  auto tok = LoadTokenizer(args->Get("tokenizer"), args->Has("tokenizer") ? "" : ModelDirFlag(*args));
+int RunTokenize(const Args& args) {
+  if (!args.positional().empty()) return UsageError("tokenize", "unexpected argument '" + args.positional()[0] + "'");
+  auto tok = LoadTokenizer(args.Get("tokenizer"), args.Has("tokenizer") ? "" : ModelDirFlag(args));
   if (!tok.ok()) return Fail("tokenize", tok.status().message());
-  const bool special = !args->Has("no-special");
+  const bool special = !args.Has("no-special");
   const auto lines = ReadLines(std::cin);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {

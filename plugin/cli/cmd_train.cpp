@@ -92,51 +92,27 @@ Result<std::vector<Document>> ReadCorpusFile(const std::string& path, bool line_
 // loss_curve.png from training_log.json: training loss (blue, every 20
 // steps) and validation loss (red, every eval) against the step.
 Status PlotLossCurve(const std::string& out_dir) {
-  std::ifstream in(fs::path(out_dir) / "training_log.json");
-  auto log = nlohmann::json::parse(in, nullptr, false);
-  if (log.is_discarded() || !log.contains("history")) return Status::Corruption("training_log.json is unreadable");
-  eval::PlotSeries train{{}, {}, 40, 90, 200}, val{{0.0}, {log.value("untrained_val_loss", 0.0)}, 210, 40, 40};
-  for (const auto& h : log["history"]) {
-    const double step = h.value("step", 0);
-    if (h.contains("train_loss")) {
-      train.x.push_back(step);
-      train.y.push_back(h["train_loss"].get<double>());
-    }
-    if (h.contains("val_loss")) {
-      val.x.push_back(step);
-      val.y.push_back(h["val_loss"].get<double>());
-    }
-  }
+  MOEEDB_ASSIGN_OR_RETURN(auto log, ReadTrainingLog((fs::path(out_dir) / "training_log.json").string()));
+  const auto train = WithHistory({{}, {}, 40, 90, 200}, log, "train_loss");
+  const auto val = WithHistory({{0.0}, {log.value("untrained_val_loss", 0.0)}, 210, 40, 40}, log, "val_loss");
   return eval::WriteLinePlotPng((fs::path(out_dir) / "loss_curve.png").string(), {train, val},
                                 {"language model loss (blue train, red validation)", "step", "loss"});
 }
 
-int RunTrainTokenizer(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"corpus", "FILES", "comma-separated text, CSV or TSV files (also as positional arguments)"},
-      {"line-documents", "", "plain-text files hold one document per line (default: blank-line paragraphs)"},
-      {"vocab", "N", "vocabulary size including 2 special tokens and 256 bytes", IntRule{8192, 258, 1 << 20}},
-      {"min-frequency", "N", "never merge a pair seen fewer times", IntRule{2, 1, 1 << 30}},
-      {"out", "FILE", "tokenizer.json to write"},
-  };
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"train tokenizer", "train tokenizer --corpus FILES --out tokenizer.json [--vocab 8192]",
-                          "Trains a byte-level BPE (GPT-2 regex, NFC) on the corpus and writes a HuggingFace "
-                          "tokenizer.json. Special tokens: <|endoftext|> (id 0), <|padding|> (id 1). CSV and TSV "
-                          "files contribute their fields that contain a space.", specs}, argv, &args))
-    return *exit;
-  const auto files = CorpusFiles(*args);
+}  // namespace
+
+int RunTrainTokenizer(const Args& args) {
+  const auto files = CorpusFiles(args);
   if (files.empty()) return UsageError("train tokenizer", "--corpus is required");
-  if (!args->Has("out")) return UsageError("train tokenizer", "--out is required");
-  const long long vocab = args->Int("vocab");
-  const long long minf = args->Int("min-frequency");
+  const long long vocab = args.Int("vocab");
+  const long long minf = args.Int("min-frequency");
   BpeTrainerOptions opt;
   opt.vocab_size = vocab;
   opt.min_frequency = minf;
   BpeTrainer trainer(opt);
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& f : files) {
-    auto docs = ReadCorpusFile(f, args->Has("line-documents"));
+    auto docs = ReadCorpusFile(f, args.Has("line-documents"));
     if (!docs.ok()) return Fail("train tokenizer", docs.status().message());
     for (const auto& d : *docs) {
       Status s = trainer.AddText(d.text);
@@ -146,7 +122,7 @@ int RunTrainTokenizer(const std::vector<std::string>& argv) {
   BpeTrainingStats stats;
   auto json = trainer.Train(&stats);
   if (!json.ok()) return Fail("train tokenizer", json.status().message());
-  const std::string out = args->Get("out");
+  const std::string out = args.Get("out");
   if (Status s = WriteFileAtomic(out, *json); !s.ok()) return Fail("train tokenizer", s.message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cerr << "train tokenizer: " << stats.words << " words (" << stats.unique_words << " distinct), "
@@ -155,57 +131,31 @@ int RunTrainTokenizer(const std::vector<std::string>& argv) {
   return 0;
 }
 
-int RunTrainModel(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"config", "FILE", "config.json of the model to train (an OLMoE-family config)"},
-      {"tokenizer", "FILE", "tokenizer.json (copied into --out)"},
-      {"corpus", "FILES", "comma-separated text, CSV or TSV files (also as positional arguments)"},
-      {"line-documents", "", "plain-text files hold one document per line (default: blank-line paragraphs)"},
-      {"out", "DIR", "model folder to write; training state in DIR/train_state"},
-      {"minutes", "M", "wall-clock budget of this run; without --steps it also sizes the schedule"},
-      {"steps", "N", "schedule length in steps (reproducible across machines; default 0: sized by --minutes)", IntRule{0, 0, 1LL << 40}},
-      {"seed", "S", "seed for initialisation and batches", IntRule{0, 0, 1LL << 62}},
-      {"batch", "N", "sequences per step", IntRule{16, 1, 4096}},
-      {"seq", "N", "tokens per sequence", IntRule{128, 2, 1 << 16}},
-      {"lr", "X", "peak learning rate (default 2e-3)"},
-      {"warmup", "N", "warm-up steps", IntRule{100, 1, 1 << 30}},
-      {"threads", "N", "intra-op threads (default: libtorch's)", IntRule{0, 0, 1024}},
-      {"val-every", "N", "documents: every N-th goes to validation", IntRule{50, 2, 1 << 30}},
-      {"eval-every", "N", "steps between validation perplexities", IntRule{500, 1, 1 << 30}},
-  };
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({"train model", "train model --config C.json --tokenizer tokenizer.json --corpus FILES --out DIR [--minutes M | --steps N] "
-        "[--seed S]",
-        "Trains an MoE language model from scratch (next-token loss + load-balancing loss, AdamW, warm-up + cosine, "
-        "gradient clipping) and writes a HuggingFace model folder the engine loads. Checkpoints every 200 steps; "
-        "running the same command again resumes. Every N-th document is held out for validation perplexity.", specs}, argv, &args))
-    return *exit;
-  for (const char* req : {"config", "tokenizer", "out"})
-    if (!args->Has(req)) return UsageError("train model", std::string("--") + req + " is required");
-  const auto files = CorpusFiles(*args);
+int RunTrainModel(const Args& args) {
+  const auto files = CorpusFiles(args);
   if (files.empty()) return UsageError("train model", "--corpus is required");
   LmTrainOptions o;
-  o.out_dir = args->Get("out");
-  o.steps = args->Int("steps");
-  o.batch_size = args->Int("batch");
-  o.seq_len = args->Int("seq");
-  o.warmup_steps = args->Int("warmup");
-  const int64_t val_every = args->Int("val-every");
-  o.eval_every = args->Int("eval-every");
-  o.seed = static_cast<uint64_t>(args->Int("seed"));
-  o.threads = static_cast<int>(args->Int("threads"));
+  o.out_dir = args.Get("out");
+  o.steps = args.Int("steps");
+  o.batch_size = args.Int("batch");
+  o.seq_len = args.Int("seq");
+  o.warmup_steps = args.Int("warmup");
+  const int64_t val_every = args.Int("val-every");
+  o.eval_every = args.Int("eval-every");
+  o.seed = static_cast<uint64_t>(args.Int("seed"));
+  o.threads = static_cast<int>(args.Int("threads"));
   try {
-    if (args->Has("minutes")) o.minutes = std::stod(args->Get("minutes"));
-    if (args->Has("lr")) o.peak_lr = std::stod(args->Get("lr"));
+    if (args.Has("minutes")) o.minutes = std::stod(args.Get("minutes"));
+    if (args.Has("lr")) o.peak_lr = std::stod(args.Get("lr"));
   } catch (const std::exception&) {
     return UsageError("train model", "--minutes and --lr take numbers");
   }
   if (o.steps == 0 && o.minutes <= 0) return UsageError("train model", "give --steps N or --minutes M");
   o.log = [](const std::string& line) { std::cerr << "train model: " << line << std::endl; };
 
-  auto tok = LoadTokenizer(args->Get("tokenizer"), "");
+  auto tok = LoadTokenizer(args.Get("tokenizer"), "");
   if (!tok.ok()) return Fail("train model", tok.status().message());
-  auto config = ModelConfig::FromFile(args->Get("config"));
+  auto config = ModelConfig::FromFile(args.Get("config"));
   if (!config.ok()) return Fail("train model", config.status().message());
   if ((*tok)->vocab_size() > config->vocab_size)
     return Fail("train model", "the tokenizer has " + std::to_string((*tok)->vocab_size()) +
@@ -216,7 +166,7 @@ int RunTrainModel(const std::vector<std::string>& argv) {
   std::vector<int32_t> train, val;
   int64_t doc_index = 0;
   for (const auto& f : files) {
-    auto docs = ReadCorpusFile(f, args->Has("line-documents"));
+    auto docs = ReadCorpusFile(f, args.Has("line-documents"));
     if (!docs.ok()) return Fail("train model", docs.status().message());
     for (const auto& d : *docs) {
       auto ids = (*tok)->Encode(d.text, /*add_special=*/false);
@@ -228,7 +178,7 @@ int RunTrainModel(const std::vector<std::string>& argv) {
   }
   std::cerr << "train model: " << doc_index << " documents, " << train.size() << " training and " << val.size()
             << " validation tokens" << std::endl;
-  auto r = TrainLanguageModel(args->Get("config"), train, val, o);
+  auto r = TrainLanguageModel(args.Get("config"), train, val, o);
   if (!r.ok()) return Fail("train model", r.status().message());
   if (!r->finished) {
     std::cerr << "train model: stopped at step " << r->step << " of " << r->total_steps
@@ -236,7 +186,7 @@ int RunTrainModel(const std::vector<std::string>& argv) {
     return 3;
   }
   std::error_code ec;
-  fs::copy_file(args->Get("tokenizer"), fs::path(o.out_dir) / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
+  fs::copy_file(args.Get("tokenizer"), fs::path(o.out_dir) / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
   if (ec) return Fail("train model", "cannot copy the tokenizer: " + ec.message());
   if (Status s = PlotLossCurve(o.out_dir); !s.ok()) std::cerr << "train model: no loss plot: " << s.message() << std::endl;
   std::cout << "{\"steps\":" << r->step << ",\"untrained_val_loss\":" << r->untrained_val_loss
@@ -244,20 +194,6 @@ int RunTrainModel(const std::vector<std::string>& argv) {
             << ",\"val_perplexity\":" << std::exp(r->val_loss) << ",\"tokens_per_second\":" << r->tokens_per_second
             << "}" << std::endl;
   return 0;
-}
-
-}  // namespace
-
-int RunTrain(const std::vector<std::string>& argv) {
-  if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
-    std::cout << "Usage: moeedb train tokenizer|model|embed [options] (see 'moeedb train <what> --help')\n";
-    return argv.empty() ? 2 : 0;
-  }
-  std::vector<std::string> rest(argv.begin() + 1, argv.end());
-  if (argv[0] == "tokenizer") return RunTrainTokenizer(rest);
-  if (argv[0] == "model") return RunTrainModel(rest);
-  if (argv[0] == "embed") return RunTrainEmbed(rest);
-  return UsageError("train", "unknown subcommand '" + argv[0] + "' (tokenizer, model, embed)");
 }
 
 }  // namespace moeedb::cli

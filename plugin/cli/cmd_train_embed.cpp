@@ -196,20 +196,9 @@ Status ReadTeacher(const std::string& texts_path, const std::string& vectors_pat
 // embed_validation_curve.png (validation Spearman at every evaluation) from
 // embed_training_log.json.
 Status PlotEmbedCurves(const std::string& out_dir) {
-  std::ifstream in(fs::path(out_dir) / "embed_training_log.json");
-  auto log = nlohmann::json::parse(in, nullptr, false);
-  if (log.is_discarded() || !log.contains("history")) return Status::Corruption("embed_training_log.json is unreadable");
-  eval::PlotSeries loss{{}, {}, 40, 90, 200}, val{{0.0}, {log.value("initial_val_spearman", 0.0)}, 210, 40, 40};
-  for (const auto& h : log["history"]) {
-    if (h.contains("loss")) {
-      loss.x.push_back(h.value("step", 0));
-      loss.y.push_back(h["loss"].get<double>());
-    }
-    if (h.contains("val_spearman")) {
-      val.x.push_back(h.value("step", 0));
-      val.y.push_back(h["val_spearman"].get<double>());
-    }
-  }
+  MOEEDB_ASSIGN_OR_RETURN(auto log, ReadTrainingLog((fs::path(out_dir) / "embed_training_log.json").string()));
+  const auto loss = WithHistory({{}, {}, 40, 90, 200}, log, "loss");
+  const auto val = WithHistory({{0.0}, {log.value("initial_val_spearman", 0.0)}, 210, 40, 40}, log, "val_spearman");
   MOEEDB_RETURN_IF_ERROR(eval::WriteLinePlotPng((fs::path(out_dir) / "embed_loss_curve.png").string(), {loss},
                                                 {"embedding training loss", "step", "loss"}));
   return eval::WriteLinePlotPng((fs::path(out_dir) / "embed_validation_curve.png").string(), {val},
@@ -218,82 +207,33 @@ Status PlotEmbedCurves(const std::string& out_dir) {
 
 }  // namespace
 
-int RunTrainEmbed(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"model", "DIR", "the language model to start from"},
-      {"out", "DIR", "model folder to write (model, pooler.json, pooler.safetensors); state in DIR/train_state"},
-      {"pairs", "FILES", "comma-separated TSV pair files with a header (text1 text2 | anchor entailment contradiction)"},
-      {"scored", "FILE", "CSV sentence1,sentence2,score pairs for CoSENT (STS-B train)"},
-      {"labeled", "FILE", "CSV text,label with a header: same-label texts are positives (Banking77 train)"},
-      {"validation", "FILE", "CSV scored pairs for the validation Spearman (STS-B dev)"},
-      {"teacher", "TEXTS,VECTORS", "teacher texts (one per line) and their float32 vectors (eval/teacher)"},
-      {"teacher-dim", "N", "dimensions of the teacher vectors", IntRule{512, 1, 1 << 16}},
-      {"steps", "N", "schedule length", IntRule{1100, 1, 1LL << 40}},
-      {"minutes", "M", "stop this run after M minutes; run again to resume"},
-      {"stop-after", "N", "stop this run after N steps (a checkpoint is written; run again to resume; default 0: at the end)", IntRule{0, 0, 1LL << 40}},
-      {"seed", "S", "seed", IntRule{0, 0, 1LL << 62}},
-      {"threads", "N", "intra-op threads (default: libtorch's)", IntRule{0, 0, 1024}},
-      {"freeze-lm", "", "train the pooler only; the language model stays as it is"},
-      {"bidirectional", "", "train (and mark the model for) bidirectional attention"},
-      {"pooler-rw", "on|off", "the pooler also reads the router logits (default on)"},
-      {"token-pooling", "mean|last|weighted", "how the pooler's rows pool over tokens (default mean); weighted: a "
-                                              "learned weight per vocabulary entry, starting at the log idf of the training sentences"},
-      {"out-dim", "N", "pooled vector size (default: the teacher's, else 512)", IntRule{0, 0, 1 << 16}},
-      {"lexical-dim", "N", "width of the pooler's lexical channel, a learned dense bag of words beside the pooled "
-                           "vector (needs --token-pooling weighted; default 0: none)", IntRule{0, 0, 1 << 16}},
-      {"latents", "N", "pooler latents", IntRule{16, 1, 4096}},
-      {"pairs-per-step", "N", "contrastive pairs per step", IntRule{48, 0, 1 << 16}},
-      {"scored-per-step", "N", "scored pairs per step", IntRule{32, 0, 1 << 16}},
-      {"teacher-per-step", "N", "extra sentences per step from the teacher's list that no training file holds, "
-                                "distilled only (default 0: such texts are not used)", IntRule{0, 0, 1 << 16}},
-      {"lr-lm", "X", "peak learning rate of the model (default 2e-4)"},
-      {"lr-pooler", "X", "peak learning rate of the pooler (default 3e-4)"},
-      {"max-tokens", "N", "cut sentences to N tokens", IntRule{64, 1, 1 << 16}},
-      {"rw-weight", "X", "weight of the contrastive terms on the RW vector (router logits pooled as --rw-pooling "
-                         "says), training the routers as a sentence vector too (default 0: off; not with --freeze-lm)"},
-      {"rw-pooling", "last|mean", "how the RW term pools the router logits over tokens (default last)"},
-      {"hs-pooling-weight", "X", "weight of the contrastive terms on each training-free HS pooling (last, mean, "
-                                 "layers-mean), so they embed too (default 0: off; not with --freeze-lm)"},
-      {"side-match-weight", "X", "weight of a term matching each training-free HS pooling's in-batch cosines to the "
-                                 "pooled vector's (default 0: off; not with --freeze-lm)"},
-      {"side-match-target", "pooled|lexical", "what the match term pulls towards: the pooled vector's cosines "
-                                              "(default) or the texts' TF-IDF cosines"},
-  };
+int RunTrainEmbed(const Args& args) {
   const char* cmd = "train embed";
-  std::optional<Args> args;
-  if (auto exit = ParseCommand({cmd, "train embed --model DIR --out DIR [--pairs FILES] [--scored FILE] [--labeled FILE] "
-                          "[--teacher TEXTS,VECTORS] [--freeze-lm] [--steps N]",
-                          "Trains a multi-layer cross-attention pooler (and, unless --freeze-lm, the whole model) "
-                          "with InfoNCE on pairs, CoSENT on scored pairs and distillation towards teacher vectors. "
-                          "Checkpoints every 200 steps; running the same command again resumes.", specs}, argv, &args))
-    return *exit;
-  for (const char* req : {"model", "out"})
-    if (!args->Has(req)) return UsageError(cmd, std::string("--") + req + " is required");
   EmbedTrainOptions o;
-  o.model_dir = args->Get("model");
-  o.out_dir = args->Get("out");
+  o.model_dir = args.Get("model");
+  o.out_dir = args.Get("out");
   Status bad;
-  o.steps = args->Int("steps");
-  const int64_t tdim = args->Int("teacher-dim");
-  const int64_t out_dim = args->Int("out-dim");
-  const int64_t lexical_dim = args->Int("lexical-dim");
-  o.pooler.latents = args->Int("latents");
-  o.pairs_per_step = args->Int("pairs-per-step");
-  o.scored_per_step = args->Int("scored-per-step");
-  o.teacher_per_step = args->Int("teacher-per-step");
-  o.max_tokens = args->Int("max-tokens");
-  o.stop_after = args->Int("stop-after");
-  o.seed = static_cast<uint64_t>(args->Int("seed"));
-  o.threads = static_cast<int>(args->Int("threads"));
-  o.freeze_lm = args->Has("freeze-lm");
-  o.causal = !args->Has("bidirectional");
+  o.steps = args.Int("steps");
+  const int64_t tdim = args.Int("teacher-dim");
+  const int64_t out_dim = args.Int("out-dim");
+  const int64_t lexical_dim = args.Int("lexical-dim");
+  o.pooler.latents = args.Int("latents");
+  o.pairs_per_step = args.Int("pairs-per-step");
+  o.scored_per_step = args.Int("scored-per-step");
+  o.teacher_per_step = args.Int("teacher-per-step");
+  o.max_tokens = args.Int("max-tokens");
+  o.stop_after = args.Int("stop-after");
+  o.seed = static_cast<uint64_t>(args.Int("seed"));
+  o.threads = static_cast<int>(args.Int("threads"));
+  o.freeze_lm = args.Has("freeze-lm");
+  o.causal = !args.Has("bidirectional");
   try {
-    if (args->Has("minutes")) o.minutes = std::stod(args->Get("minutes"));
-    if (args->Has("lr-lm")) o.lr_lm = std::stod(args->Get("lr-lm"));
-    if (args->Has("lr-pooler")) o.lr_pooler = std::stod(args->Get("lr-pooler"));
-    if (args->Has("rw-weight")) o.rw_weight = std::stod(args->Get("rw-weight"));
-    if (args->Has("hs-pooling-weight")) o.hs_pooling_weight = std::stod(args->Get("hs-pooling-weight"));
-    if (args->Has("side-match-weight")) o.side_match_weight = std::stod(args->Get("side-match-weight"));
+    if (args.Has("minutes")) o.minutes = std::stod(args.Get("minutes"));
+    if (args.Has("lr-lm")) o.lr_lm = std::stod(args.Get("lr-lm"));
+    if (args.Has("lr-pooler")) o.lr_pooler = std::stod(args.Get("lr-pooler"));
+    if (args.Has("rw-weight")) o.rw_weight = std::stod(args.Get("rw-weight"));
+    if (args.Has("hs-pooling-weight")) o.hs_pooling_weight = std::stod(args.Get("hs-pooling-weight"));
+    if (args.Has("side-match-weight")) o.side_match_weight = std::stod(args.Get("side-match-weight"));
   } catch (const std::exception&) {
     return UsageError(cmd, "--minutes, --lr-lm, --lr-pooler and the --*-weight options take numbers");
   }
@@ -301,16 +241,16 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
     return UsageError(cmd, "--rw-weight, --hs-pooling-weight and --side-match-weight must be >= 0");
   if ((o.rw_weight > 0 || o.hs_pooling_weight > 0 || o.side_match_weight > 0) && o.freeze_lm)
     return UsageError(cmd, "--rw-weight, --hs-pooling-weight and --side-match-weight train the model: not with --freeze-lm");
-  const std::string match_target = args->Get("side-match-target", "pooled");
+  const std::string match_target = args.Get("side-match-target", "pooled");
   if (match_target != "pooled" && match_target != "lexical")
     return UsageError(cmd, "--side-match-target takes pooled or lexical");
   if (match_target == "lexical") o.side_match_target = EmbedTrainOptions::MatchTarget::kLexical;
-  auto rw_pooling = kRwPoolings.Parse(args->Get("rw-pooling", EmbeddingDefaults{}.rw_pooling));
+  auto rw_pooling = kRwPoolings.Parse(args.Get("rw-pooling", EmbeddingDefaults{}.rw_pooling));
   if (!rw_pooling.ok()) return UsageError(cmd, "--rw-pooling: " + rw_pooling.status().message());
   o.rw_pooling = *rw_pooling;
-  const std::string pooler_rw = args->Get("pooler-rw", "on");
+  const std::string pooler_rw = args.Get("pooler-rw", "on");
   if (pooler_rw != "on" && pooler_rw != "off") return UsageError(cmd, "--pooler-rw takes on or off");
-  auto token_pool = ParseTokenPooling(args->Get("token-pooling", "mean"));
+  auto token_pool = ParseTokenPooling(args.Get("token-pooling", "mean"));
   if (!token_pool.ok()) return UsageError(cmd, "--token-pooling takes mean, last or weighted");
   o.log = [](const std::string& line) { std::cerr << "train embed: " << line << std::endl; };
 
@@ -339,17 +279,17 @@ int RunTrainEmbed(const std::vector<std::string>& argv) {
   EmbedTrainData d;
   SentenceTable table(&embedder);
   int32_t source = 0;
-  for (const auto& f : SplitList(args->Get("pairs"), ','))
+  for (const auto& f : SplitList(args.Get("pairs"), ','))
     if (Status s = ReadPairsFile(f, source++, &table, &d.pairs); !s.ok()) return Fail(cmd, s.message());
-  if (args->Has("labeled"))
-    if (Status s = ReadLabeledFile(args->Get("labeled"), source++, o.seed, &table, &d.pairs); !s.ok())
+  if (args.Has("labeled"))
+    if (Status s = ReadLabeledFile(args.Get("labeled"), source++, o.seed, &table, &d.pairs); !s.ok())
       return Fail(cmd, s.message());
-  if (args->Has("scored"))
-    if (Status s = ReadScoredFile(args->Get("scored"), &table, &d.scored); !s.ok()) return Fail(cmd, s.message());
-  if (args->Has("validation"))
-    if (Status s = ReadScoredFile(args->Get("validation"), &table, &d.validation); !s.ok()) return Fail(cmd, s.message());
-  if (args->Has("teacher")) {
-    const auto t = SplitList(args->Get("teacher"), ',');
+  if (args.Has("scored"))
+    if (Status s = ReadScoredFile(args.Get("scored"), &table, &d.scored); !s.ok()) return Fail(cmd, s.message());
+  if (args.Has("validation"))
+    if (Status s = ReadScoredFile(args.Get("validation"), &table, &d.validation); !s.ok()) return Fail(cmd, s.message());
+  if (args.Has("teacher")) {
+    const auto t = SplitList(args.Get("teacher"), ',');
     if (t.size() != 2) return UsageError(cmd, "--teacher takes TEXTS,VECTORS");
     if (Status s = ReadTeacher(t[0], t[1], tdim, o.teacher_per_step > 0, &table, &d); !s.ok()) return Fail(cmd, s.message());
   }

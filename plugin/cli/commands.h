@@ -1,30 +1,49 @@
-// The CLI's subcommands. Each takes the arguments after its name and returns
+// The CLI's commands: the table (command_table.cpp) and the functions its rows
+// run (cmd_*.cpp). Each function takes the parsed flags of its row and returns
 // the process exit code: 0 success, 1 error (message on stderr), 2 usage.
 #pragma once
 
-#include <string>
 #include <vector>
 
-#include "plugin/cli/args.h"  // Fail, UsageError, ParseCommand
+#include "plugin/cli/command.h"  // Command, Args, Fail, UsageError
+#include "plugin/cli/spec_flags.h"
 
 namespace moeedb::cli {
 
-int RunTokenize(const std::vector<std::string>& args);
-int RunEmbed(const std::vector<std::string>& args);
-int RunModel(const std::vector<std::string>& args);  // model init | model info
-int RunAlpha(const std::vector<std::string>& args);
-int RunLens(const std::vector<std::string>& args);
-int RunLensSpecialise(const std::vector<std::string>& args);
-int RunModelPrune(const std::vector<std::string>& args);
-int RunIngest(const std::vector<std::string>& args);
-int RunSearch(const std::vector<std::string>& args);
-int RunGet(const std::vector<std::string>& args);
-int RunDelete(const std::vector<std::string>& args);
-int RunCollections(const std::vector<std::string>& args);
-int RunCheckpoint(const std::vector<std::string>& args);
-int RunServe(const std::vector<std::string>& args);
-int RunTrain(const std::vector<std::string>& args);  // train tokenizer | train model | train embed
-int RunTrainEmbed(const std::vector<std::string>& args);
-int RunEval(const std::vector<std::string>& args);   // eval sts | retrieval | classify
+// Every command, in the order `moeedb --help` lists them.
+std::vector<Command> CommandTable();
+
+// Flags more than one row takes.
+inline const FlagSpec kDbFlag{"db", "DIR", "database folder (created on first ingest)"};
+inline const FlagSpec kCollFlag{"collection", "NAME", "collection name"};
+// ingest embeds texts: the client-vector settings belong to the server's APIs.
+inline const FieldPick kIngestFields{.skip = {"vector_size", "distance", "text_key"}};
+// The evaluation commands' model or baseline, dataset and limit.
+std::vector<FlagSpec> EvalFlags();
+
+int RunTokenize(const Args& args);          // cmd_tokenize.cpp
+int RunEmbed(const Args& args);             // cmd_embed.cpp
+int RunModelInit(const Args& args);         // cmd_model.cpp
+int RunModelInfo(const Args& args);
+int RunModelCalibrate(const Args& args);
+int RunModelPrune(const Args& args);        // cmd_experts.cpp
+int RunLensSpecialise(const Args& args);
+int RunIngest(const Args& args);            // cmd_collections.cpp
+int RunSearch(const Args& args);
+int RunGet(const Args& args);
+int RunDelete(const Args& args);
+int RunCollectionsList(const Args& args);
+int RunCollectionsInfo(const Args& args);
+int RunCollectionsDrop(const Args& args);
+int RunCheckpoint(const Args& args);
+int RunServe(const Args& args);             // cmd_serve.cpp
+int RunAlpha(const Args& args);             // cmd_routing.cpp
+int RunLens(const Args& args);
+int RunTrainTokenizer(const Args& args);    // cmd_train.cpp
+int RunTrainModel(const Args& args);
+int RunTrainEmbed(const Args& args);        // cmd_train_embed.cpp
+int RunEvalSts(const Args& args);           // cmd_eval.cpp
+int RunEvalRetrieval(const Args& args);
+int RunEvalClassify(const Args& args);
 
 }  // namespace moeedb::cli

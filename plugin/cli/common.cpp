@@ -1,5 +1,7 @@
 #include "plugin/cli/common.h"
 
+#include <fstream>
+
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
@@ -79,16 +81,34 @@ Status ReadWeightFormatFlags(const Args& args, EmbeddingSpec* cfg) {
   return ReadSpecFlags(args, EmbeddingFields(), cfg, {.only = kWeightFormatFields});
 }
 
-TempDirGuard::TempDirGuard() {
+TempDir MakeTempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base != nullptr && *base ? base : "/tmp") + "/moeedb-XXXXXX";
-  if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  if (mkdtemp(tmpl.data()) == nullptr) return nullptr;
+  return TempDir(new std::string(tmpl));
 }
 
-TempDirGuard::~TempDirGuard() {
-  if (path_.empty()) return;
+void RemoveDir::operator()(const std::string* path) const {
   std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  std::filesystem::remove_all(*path, ec);
+  delete path;
+}
+
+Result<nlohmann::json> ReadTrainingLog(const std::string& path) {
+  std::ifstream in(path);
+  auto log = nlohmann::json::parse(in, nullptr, false);
+  if (log.is_discarded() || !log.contains("history") || !log["history"].is_array())
+    return Status::Corruption(path + " is not a readable training log");
+  return log;
+}
+
+eval::PlotSeries WithHistory(eval::PlotSeries series, const nlohmann::json& log, const std::string& key) {
+  for (const auto& h : log["history"])
+    if (h.contains(key) && h[key].is_number()) {
+      series.x.push_back(h.value("step", 0.0));
+      series.y.push_back(h[key].get<double>());
+    }
+  return series;
 }
 
 }  // namespace moeedb::cli

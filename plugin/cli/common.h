@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/model/prompt.h"
+#include "eval/png_plot.h"
 #include "base/status.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "plugin/cli/args.h"
@@ -51,18 +54,19 @@ std::string ModelDirFlag(const Args& args);
 std::string DefaultCacheDir();
 
 // A fresh folder under $TMPDIR (or /tmp), removed with its contents when the
-// guard goes (e.g. the scratch database of an evaluation).
-class TempDirGuard {
- public:
-  TempDirGuard();
-  ~TempDirGuard();
-  TempDirGuard(const TempDirGuard&) = delete;
-  TempDirGuard& operator=(const TempDirGuard&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// handle goes (e.g. the scratch database of an evaluation); null when none
+// could be made.
+struct RemoveDir {
+  void operator()(const std::string* path) const;
 };
+using TempDir = std::unique_ptr<const std::string, RemoveDir>;
+TempDir MakeTempDir();
+
+// A training log, {"history": [{"step": S, KEY: VALUE, ...}, ...]}, read from
+// `path`; Corruption naming the file when it is not one.
+Result<nlohmann::json> ReadTrainingLog(const std::string& path);
+// `series` with the (step, value) of every history entry holding `key` appended.
+eval::PlotSeries WithHistory(eval::PlotSeries series, const nlohmann::json& log, const std::string& key);
 
 // Shortest round-trip text for a float (std::to_chars).
 void AppendFloat(std::string* out, float v);

@@ -26,126 +26,20 @@
 // 1 - s / (1 + alpha), ip 1 - s, which at alpha 1 are exactly what Chroma
 // computes on the fused vectors. Errors are Chroma's {"error", "message"}.
 #include <chrono>
-#include <cstdio>
 #include <mutex>
 #include <optional>
-#include <random>
-#include <re2/re2.h>
 #include <regex>
 #include <set>
 
 #include "index/metadata_filter.h"
+#include "plugin/server/protocols/chroma_wire.h"
 #include "plugin/server/protocols/router.h"
 
 namespace moeedb {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr const char* kTenant = "default_tenant";
-constexpr const char* kDatabase = "default_database";
-constexpr size_t kMaxRegex = 256;
-
-HttpResponse ChromaError(int status, const std::string& message) {
-  const char* kind = status == 404 ? "NotFoundError" : status == 409 ? "UniqueConstraintError"
-                     : status == 401 ? "AuthError" : status >= 500 ? "InternalError" : "InvalidArgumentError";
-  return {status, "application/json", json{{"error", kind}, {"message", message}}.dump()};
-}
-
-HttpResponse FromStatus(const Status& s) {
-  switch (s.code()) {
-    case Status::Code::kInvalidArgument:
-    case Status::Code::kNotSupported: return ChromaError(400, s.message());
-    case Status::Code::kNotFound: return ChromaError(404, s.message());
-    case Status::Code::kResourceExhausted: return ChromaError(429, s.message());
-    default: return ChromaError(500, s.message());
-  }
-}
-
-// A stable id for a collection made without one: FNV-1a of its name and store id.
-std::string DerivedId(const std::string& name, uint32_t store_id) {
-  auto fnv = [&](uint64_t h) {
-    for (char c : name + "#" + std::to_string(store_id)) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    return h;
-  };
-  const uint64_t a = fnv(14695981039346656037ull), b = fnv(a ^ 0x9e3779b97f4a7c15ull);
-  char out[37];
-  std::snprintf(out, sizeof out, "%08x-%04x-4%03x-8%03x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>((b >> 48) & 0xfff), static_cast<unsigned long long>(b & 0xffffffffffffull));
-  return out;
-}
-
-std::string NewId() {
-  static std::mt19937_64 rng(std::random_device{}());
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  return DerivedId(std::to_string(rng()), static_cast<uint32_t>(rng()));
-}
-
-enum class Space { kL2, kCosine, kIp };
-
-// where_document over a text: $contains, $not_contains, $regex, $not_regex, $and, $or.
-using TextTest = std::function<bool(const std::string&)>;
-Result<TextTest> DocumentTest(const json& w, int depth) {
-  if (depth > 32) return Status::InvalidArgument("where_document nests deeper than 32 levels");
-  if (!w.is_object() || w.size() != 1)
-    return Status::InvalidArgument("where_document must be one operator: $contains, $not_contains, $regex, $not_regex, $and, $or");
-  const std::string op = w.begin().key();
-  const json& v = w.begin().value();
-  if (op == "$and" || op == "$or") {
-    if (!v.is_array() || v.empty()) return Status::InvalidArgument("where_document " + op + " needs a non-empty list");
-    std::vector<TextTest> parts;
-    for (const auto& x : v) {
-      MOEEDB_ASSIGN_OR_RETURN(TextTest t, DocumentTest(x, depth + 1));
-      parts.push_back(std::move(t));
-    }
-    const bool all = op == "$and";
-    return TextTest([parts, all](const std::string& s) {
-      for (const auto& p : parts)
-        if (p(s) != all) return !all;
-      return all;
-    });
-  }
-  if (!v.is_string()) return Status::InvalidArgument("where_document " + op + " needs a string");
-  const std::string arg = v.get<std::string>();
-  if (op == "$contains" || op == "$not_contains") {
-    const bool want = op == "$contains";
-    return TextTest([arg, want](const std::string& s) { return (s.find(arg) != std::string::npos) == want; });
-  }
-  if (op == "$regex" || op == "$not_regex") {
-    if (arg.size() > kMaxRegex) return Status::InvalidArgument("where_document regex longer than 256 characters");
-    RE2::Options options;
-    options.set_log_errors(false);
-    auto re = std::make_shared<RE2>(arg, options);
-    if (!re->ok()) return Status::InvalidArgument("where_document " + op + ": bad regex: " + re->error());
-    const bool want = op == "$regex";
-    return TextTest([re, want](const std::string& s) { return RE2::PartialMatch(s, *re) == want; });
-  }
-  return Status::InvalidArgument("unknown where_document operator '" + op.substr(0, 40) + "'");
-}
-
-// A tenant and database: where a request's collections live.
-struct Scope {
-  std::string tenant = kTenant, database = kDatabase;
-  bool is_default() const { return tenant == kTenant && database == kDatabase; }
-  // The moeedb collection of Chroma collection `name` here.
-  std::string StoreName(const std::string& name) const {
-    return is_default() ? name : tenant + ":" + database + ":" + name;
-  }
-  // The Chroma name of moeedb collection `store_name` if it lives here.
-  std::optional<std::string> ChromaName(const std::string& store_name) const {
-    if (is_default()) return store_name.find(':') == std::string::npos ? std::optional(store_name) : std::nullopt;
-    const std::string prefix = tenant + ":" + database + ":";
-    if (store_name.rfind(prefix, 0) != 0) return std::nullopt;
-    return store_name.substr(prefix.size());
-  }
-};
-
-bool ValidScopeName(const std::string& n) {
-  static const std::regex kScope("^[a-zA-Z0-9_-]{1,64}$");
-  return std::regex_match(n, kScope);
-}
+using namespace chroma;
 
 struct Found {
   std::string name, id;   // the moeedb collection's name; the Chroma id
@@ -157,7 +51,7 @@ struct Found {
 
 class ChromaRouter final : public ProtocolRouter {
  public:
-  explicit ChromaRouter(ServerCore* core) : core_(core) {}
+  using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override {
     return parts.size() >= 2 && parts[0] == "api" && parts[1] == "v2";
   }
@@ -185,7 +79,6 @@ class ChromaRouter final : public ProtocolRouter {
   // Make an empty collection again as a plain one of `size` (its first add).
   Status Retype(Found& f, size_t size);
 
-  ServerCore* core_;
 };
 
 Result<std::vector<Found>> ChromaRouter::InScope(const Scope& scope, const std::string& key, bool open) {
@@ -505,29 +398,6 @@ Result<std::vector<StoredDocument>> ChromaRouter::Matching(Found& f, const json&
   } while (!after.empty());
   return out;
 }
-
-namespace {
-
-// What `include` asks for; InvalidArgument for an unknown item.
-Result<std::set<std::string>> Include(const json& body, std::set<std::string> fallback) {
-  if (!body.contains("include") || body["include"].is_null()) return fallback;
-  if (!body["include"].is_array()) return Status::InvalidArgument("'include' must be a list");
-  std::set<std::string> out;
-  for (const auto& x : body["include"]) {
-    static const std::set<std::string> kKnown = {"documents", "embeddings", "metadatas", "distances", "uris"};
-    if (!x.is_string() || !kKnown.count(x.get<std::string>()))
-      return Status::InvalidArgument("'include' items are documents, embeddings, metadatas, distances, uris");
-    out.insert(x.get<std::string>());
-  }
-  return out;
-}
-
-json MetadataOut(const std::string& metadata_json) {
-  json m = json::parse(metadata_json, nullptr, false);
-  return m.is_object() && !m.empty() ? m : json(nullptr);
-}
-
-}  // namespace
 
 HttpResponse ChromaRouter::Get(Found& f, const json& body) {
   auto include = Include(body, {"documents", "metadatas"});

@@ -13,11 +13,8 @@ using json = nlohmann::json;
 
 class CollectionsRouter final : public ProtocolRouter {
  public:
-  explicit CollectionsRouter(ServerCore* core) : core_(core) {}
+  using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override { return !parts.empty() && parts[0] == "collections"; }
-  HttpResponse Error(int status, const std::string& message) const override {
-    return NativeStatusError(status, message);
-  }
   HttpResponse Handle(const RouteRequest& req, std::string* route) override;
 
  private:
@@ -26,7 +23,6 @@ class CollectionsRouter final : public ProtocolRouter {
   HttpResponse Document(const std::string& method, const std::string& name, const std::string& id);
   HttpResponse ListDocuments(const std::string& name, const std::map<std::string, std::string>& query);
   HttpResponse Search(const std::string& name, const std::string& body);
-  ServerCore* core_;
 };
 
 // An object body ("" counts as {}); nullopt otherwise.

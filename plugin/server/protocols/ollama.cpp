@@ -13,20 +13,16 @@ namespace {
 
 using json = nlohmann::json;
 
-HttpResponse OllamaError(int status, const std::string& message) {
-  return {status, "application/json", json{{"error", message}}.dump()};
-}
-
 class OllamaRouter final : public ProtocolRouter {
  public:
-  explicit OllamaRouter(ServerCore* core) : core_(core) {}
+  using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override { return !parts.empty() && parts[0] == "api"; }
-  HttpResponse Error(int status, const std::string& message) const override { return OllamaError(status, message); }
+  HttpResponse Error(int status, const std::string& message) const override { return MessageError(status, message); }
   HttpResponse Handle(const RouteRequest& req, std::string* route) override {
     const std::string name = req.parts.size() == 2 ? req.parts[1] : "";
     *route = "/api/" + (name.empty() ? std::string("unknown") : name);
     if (name == "version" || name == "tags") {
-      if (req.method() != "GET") return OllamaError(405, "use GET");
+      if (req.method() != "GET") return MessageError(405, "use GET");
       if (name == "version") return JsonResponse({{"version", "0.6.4"}});
       json models = json::array();
       const auto& s = core_->setup();
@@ -38,63 +34,62 @@ class OllamaRouter final : public ProtocolRouter {
     }
     if (name != "embed" && name != "embeddings") {
       *route = "unknown";
-      return OllamaError(404, "no route " + req.method() + " /api/" + name.substr(0, 100));
+      return MessageError(404, "no route " + req.method() + " /api/" + name.substr(0, 100));
     }
-    if (req.method() != "POST") return OllamaError(405, "use POST");
+    if (req.method() != "POST") return MessageError(405, "use POST");
     auto j = ParseJson(req.body());
-    if (!j || !j->is_object()) return OllamaError(400, "the body must be a JSON object");
+    if (!j || !j->is_object()) return MessageError(400, "the body must be a JSON object");
     return Embed(*j, name == "embed");
   }
 
  private:
   HttpResponse Embed(const json& j, bool batch_form);
-  ServerCore* core_;
 };
 
 HttpResponse OllamaRouter::Embed(const json& j, bool batch_form) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (!j.contains("model") || !j["model"].is_string()) return OllamaError(400, "model is required");
+  if (!j.contains("model") || !j["model"].is_string()) return MessageError(400, "model is required");
   const std::string model = j["model"].get<std::string>();
   const std::string& name = core_->options().served_model_name;
   std::string vector;
   if (model == name || model == name + ":latest" || model == name + ":fused") vector = "fused";
   else if (model == name + ":hs") vector = "hs";
   else if (model == name + ":rw") vector = "rw";
-  else return OllamaError(404, "model \"" + model + "\" not found; this server serves " + name + ", " + name + ":hs, " + name + ":rw");
+  else return MessageError(404, "model \"" + model + "\" not found; this server serves " + name + ", " + name + ":hs, " + name + ":rw");
   std::vector<std::string> texts;
   const char* key = batch_form ? "input" : "prompt";
-  if (!j.contains(key)) return OllamaError(400, std::string(key) + " is required");
+  if (!j.contains(key)) return MessageError(400, std::string(key) + " is required");
   const json& in = j[key];
   if (in.is_string()) texts.push_back(in.get<std::string>());
   else if (batch_form && in.is_array()) {
     for (const auto& x : in) {
-      if (!x.is_string()) return OllamaError(400, "input must be a string or an array of strings");
+      if (!x.is_string()) return MessageError(400, "input must be a string or an array of strings");
       texts.push_back(x.get<std::string>());
     }
   } else {
-    return OllamaError(400, std::string(key) + (batch_form ? " must be a string or an array of strings" : " must be a string"));
+    return MessageError(400, std::string(key) + (batch_form ? " must be a string or an array of strings" : " must be a string"));
   }
-  if (texts.empty()) return OllamaError(400, "input is empty");
+  if (texts.empty()) return MessageError(400, "input is empty");
   if (texts.size() > core_->options().max_inputs)
-    return OllamaError(400, "too many inputs: " + std::to_string(texts.size()) + " > " + std::to_string(core_->options().max_inputs));
+    return MessageError(400, "too many inputs: " + std::to_string(texts.size()) + " > " + std::to_string(core_->options().max_inputs));
   for (size_t i = 0; i < texts.size(); ++i) {
     const std::string problem = TextProblem(texts[i]);
-    if (!problem.empty()) return OllamaError(400, "input " + std::to_string(i) + " " + problem);
+    if (!problem.empty()) return MessageError(400, "input " + std::to_string(i) + " " + problem);
   }
   bool truncate = true;  // Ollama's default
   if (j.contains("truncate") && !j["truncate"].is_null()) {
-    if (!j["truncate"].is_boolean()) return OllamaError(400, "truncate must be true or false");
+    if (!j["truncate"].is_boolean()) return MessageError(400, "truncate must be true or false");
     truncate = j["truncate"].get<bool>();
   }
   const EmbeddingSetup& s = core_->setup();
   const size_t native = vector == "hs" ? s.dim_hs() : vector == "rw" ? s.dim_rw() : core_->dim_fused();
   if (j.contains("dimensions") && !j["dimensions"].is_null() &&
       (!j["dimensions"].is_number_integer() || j["dimensions"].get<int64_t>() != static_cast<int64_t>(native)))
-    return OllamaError(400, "dimensions must be the native " + std::to_string(native) + " for " + model);
+    return MessageError(400, "dimensions must be the native " + std::to_string(native) + " for " + model);
   auto embs = core_->EmbedTexts(texts, truncate);
   if (!embs.ok()) {
     const Status& st = embs.status();
-    return OllamaError(st.code() == Status::Code::kResourceExhausted ? 503 : st.code() == Status::Code::kInternal ? 500 : 400,
+    return MessageError(st.code() == Status::Code::kResourceExhausted ? 503 : st.code() == Status::Code::kInternal ? 500 : 400,
                        st.message());
   }
   json vectors = json::array();

@@ -24,11 +24,8 @@ std::string Base64(const std::vector<float>& v) {
 
 class OpenAiRouter final : public ProtocolRouter {
  public:
-  explicit OpenAiRouter(ServerCore* core) : core_(core) {}
+  using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override { return !parts.empty() && parts[0] == "v1"; }
-  HttpResponse Error(int status, const std::string& message) const override {
-    return NativeStatusError(status, message);
-  }
   HttpResponse Handle(const RouteRequest& req, std::string* route) override {
     const auto& parts = req.parts;
     if (parts.size() == 2 && parts[1] == "embeddings") {
@@ -50,7 +47,6 @@ class OpenAiRouter final : public ProtocolRouter {
 
  private:
   HttpResponse Embeddings(const std::string& body);
-  ServerCore* core_;
 };
 
 HttpResponse OpenAiRouter::Embeddings(const std::string& body) {

@@ -53,7 +53,7 @@ struct Call {
 
 class QdrantRouter final : public ProtocolRouter {
  public:
-  explicit QdrantRouter(ServerCore* core) : core_(core) {}
+  using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override { return !parts.empty() && parts[0] == "qdrant"; }
   HttpResponse Error(int status, const std::string& message) const override { return QdrantError(status, message); }
   HttpResponse Handle(const RouteRequest& req, std::string* route) override;
@@ -114,7 +114,6 @@ class QdrantRouter final : public ProtocolRouter {
   // MMR over the candidates of `q` (Query with {"nearest", "mmr"}).
   Result<std::vector<Candidate>> Mmr(VectorCollection* c, const VectorQuery& q, const json& mmr, const SearchSpec& spec);
 
-  ServerCore* core_;
 };
 
 }  // namespace moeedb::qdrant

@@ -23,6 +23,14 @@ HttpResponse NativeStatusError(int status, const std::string& message) {
   return NativeError(status, message, status >= 500 ? "server_error" : "invalid_request_error");
 }
 
+HttpResponse ProtocolRouter::Error(int status, const std::string& message) const {
+  return NativeStatusError(status, message);
+}
+
+HttpResponse MessageError(int status, const std::string& message) {
+  return {status, "application/json", nlohmann::json{{"error", message}}.dump()};
+}
+
 HttpResponse NativeFromStatus(const Status& s) {
   switch (s.code()) {
     case Status::Code::kInvalidArgument: return NativeBadRequest(s.message());

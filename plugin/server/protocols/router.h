@@ -38,13 +38,18 @@ struct RouteRequest {
 
 class ProtocolRouter {
  public:
+  explicit ProtocolRouter(ServerCore* core) : core_(core) {}
   virtual ~ProtocolRouter() = default;
   // Whether this protocol answers the path.
   virtual bool Owns(const std::vector<std::string>& parts) const = 0;
-  // This protocol's error body for `status` (authentication, internal errors).
-  virtual HttpResponse Error(int status, const std::string& message) const = 0;
+  // This protocol's error body for `status` (authentication, internal
+  // errors); moeedb's own shape (NativeStatusError) unless it has another.
+  virtual HttpResponse Error(int status, const std::string& message) const;
   // The answer to a request for a path it owns; *route is the metrics label.
   virtual HttpResponse Handle(const RouteRequest& request, std::string* route) = 0;
+
+ protected:
+  ServerCore* const core_;  // every route calls the service core, nothing below it
 };
 
 std::unique_ptr<ProtocolRouter> NewOpenAiRouter(ServerCore* core);
@@ -64,6 +69,8 @@ HttpResponse NativeBadRequest(const std::string& message, const std::string& cod
 HttpResponse NativeStatusError(int status, const std::string& message);
 // 400 / 404 / 429 / 500 by the status's code.
 HttpResponse NativeFromStatus(const Status& s);
+// {"error": "message"}: the error shape of Ollama and of Weaviate's inference modules.
+HttpResponse MessageError(int status, const std::string& message);
 HttpResponse JsonResponse(const nlohmann::json& j, int status = 200);
 // The body as a JSON value; nullopt when it is not JSON.
 std::optional<nlohmann::json> ParseJson(const std::string& body);

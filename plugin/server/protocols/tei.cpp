@@ -30,7 +30,7 @@ HttpResponse Json(const json& j) { return {200, "application/json", j.dump(-1, '
 
 class TeiRouter final : public ProtocolRouter {
  public:
-  explicit TeiRouter(ServerCore* core) : core_(core) {}
+  using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override {
     static const char* kRoutes[] = {"embed", "embed_sparse", "embed_all", "rerank", "tokenize", "decode", "info"};
     return parts.empty() || (parts.size() == 1 && std::any_of(std::begin(kRoutes), std::end(kRoutes),
@@ -68,7 +68,6 @@ class TeiRouter final : public ProtocolRouter {
   HttpResponse Rerank(const json& j);
   HttpResponse Tokenize(const json& j) const;
   HttpResponse Decode(const json& j) const;
-  ServerCore* core_;
 };
 
 HttpResponse TeiRouter::Info() const {

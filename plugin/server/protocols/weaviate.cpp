@@ -11,75 +11,70 @@ namespace {
 
 using json = nlohmann::json;
 
-HttpResponse WeaviateError(int status, const std::string& message) {
-  return {status, "application/json", json{{"error", message}}.dump()};
-}
-
 class WeaviateRouter final : public ProtocolRouter {
  public:
-  explicit WeaviateRouter(ServerCore* core) : core_(core) {}
+  using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override {
     return (!parts.empty() && parts[0] == ".well-known") || (parts.size() == 1 && (parts[0] == "meta" || parts[0] == "vectors"));
   }
-  HttpResponse Error(int status, const std::string& message) const override { return WeaviateError(status, message); }
+  HttpResponse Error(int status, const std::string& message) const override { return MessageError(status, message); }
   HttpResponse Handle(const RouteRequest& req, std::string* route) override {
     const auto& parts = req.parts;
     if (parts[0] == ".well-known") {
       *route = "/.well-known";
-      if (parts.size() != 2 || (parts[1] != "live" && parts[1] != "ready")) return WeaviateError(404, "no such route");
-      if (req.method() != "GET") return WeaviateError(405, "use GET");
+      if (parts.size() != 2 || (parts[1] != "live" && parts[1] != "ready")) return MessageError(404, "no such route");
+      if (req.method() != "GET") return MessageError(405, "use GET");
       return {204, "application/json", ""};
     }
     *route = "/" + parts[0];
     if (parts[0] == "meta") {
-      if (req.method() != "GET") return WeaviateError(405, "use GET");
+      if (req.method() != "GET") return MessageError(405, "use GET");
       const EmbeddingSetup& s = core_->setup();
       return JsonResponse({{"model", {{"name", core_->options().served_model_name}, {"model_type", s.model().config().model_type},
                                       {"routing", s.routing()}, {"dim", core_->dim_fused()}, {"dim_hs", s.dim_hs()},
                                       {"dim_rw", s.dim_rw()}}}});
     }
-    if (req.method() != "POST") return WeaviateError(405, "use POST");
+    if (req.method() != "POST") return MessageError(405, "use POST");
     auto j = ParseJson(req.body());
-    if (!j || !j->is_object()) return WeaviateError(422, "the body must be a JSON object");
+    if (!j || !j->is_object()) return MessageError(422, "the body must be a JSON object");
     return Vectors(*j);
   }
 
  private:
   HttpResponse Vectors(const json& j);
-  ServerCore* core_;
 };
 
 HttpResponse WeaviateRouter::Vectors(const json& j) {
   const bool batch = j.contains("texts");
-  if (batch == j.contains("text")) return WeaviateError(422, "give either 'text' (a string) or 'texts' (an array of strings)");
+  if (batch == j.contains("text")) return MessageError(422, "give either 'text' (a string) or 'texts' (an array of strings)");
   std::vector<std::string> texts;
   if (batch) {
-    if (!j["texts"].is_array()) return WeaviateError(422, "'texts' must be an array of strings");
+    if (!j["texts"].is_array()) return MessageError(422, "'texts' must be an array of strings");
     for (const auto& x : j["texts"]) {
-      if (!x.is_string()) return WeaviateError(422, "'texts' must be an array of strings");
+      if (!x.is_string()) return MessageError(422, "'texts' must be an array of strings");
       texts.push_back(x.get<std::string>());
     }
     if (texts.size() > core_->options().max_inputs)
-      return WeaviateError(413, "too many texts: " + std::to_string(texts.size()) + " > " + std::to_string(core_->options().max_inputs));
+      return MessageError(413, "too many texts: " + std::to_string(texts.size()) + " > " + std::to_string(core_->options().max_inputs));
   } else {
-    if (!j["text"].is_string()) return WeaviateError(422, "'text' must be a string");
+    if (!j["text"].is_string()) return MessageError(422, "'text' must be a string");
     texts.push_back(j["text"].get<std::string>());
   }
   for (size_t i = 0; i < texts.size(); ++i) {
     const std::string problem = TextProblem(texts[i]);
-    if (!problem.empty()) return WeaviateError(422, "text " + std::to_string(i) + " " + problem);
+    if (!problem.empty()) return MessageError(422, "text " + std::to_string(i) + " " + problem);
   }
   if (j.contains("config") && !j["config"].is_null()) {
     const json& c = j["config"];
-    if (!c.is_object()) return WeaviateError(422, "'config' must be an object");
+    if (!c.is_object()) return MessageError(422, "'config' must be an object");
     for (const char* key : {"pooling_strategy", "task_type"})
-      if (c.contains(key) && !c[key].is_null() && !c[key].is_string()) return WeaviateError(422, std::string("'") + key + "' must be a string");
+      if (c.contains(key) && !c[key].is_null() && !c[key].is_string()) return MessageError(422, std::string("'") + key + "' must be a string");
     if (c.contains("dimensions") && !c["dimensions"].is_null() &&
         (!c["dimensions"].is_number_integer() || c["dimensions"].get<int64_t>() != static_cast<int64_t>(core_->dim_fused())))
-      return WeaviateError(422, "dimensions must be the native " + std::to_string(core_->dim_fused()));
+      return MessageError(422, "dimensions must be the native " + std::to_string(core_->dim_fused()));
   }
   auto embs = core_->EmbedTexts(texts, true);
-  if (!embs.ok()) return WeaviateError(embs.status().code() == Status::Code::kResourceExhausted ? 429 : 500, embs.status().message());
+  if (!embs.ok()) return MessageError(embs.status().code() == Status::Code::kResourceExhausted ? 429 : 500, embs.status().message());
   const size_t dim = core_->dim_fused();
   if (!batch) {
     const std::vector<float> v = core_->Fused((*embs)[0]);
