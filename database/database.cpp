@@ -40,11 +40,15 @@ std::string SetupKey(const EmbeddingSpec& c) {
 
 }  // namespace
 
-Result<std::unique_ptr<Database>> Database::Open(const std::string& path, DatabaseOptions options) {
-  if (path.empty()) return Status::InvalidArgument("no database folder given");
-  if (options.must_exist && !fs::exists(fs::path(path) / "CURRENT")) return Status::NotFound("no database at " + path);
+Result<std::unique_ptr<Database>> Database::Open(const std::string& location, DatabaseOptions options) {
+  if (location.empty()) return Status::InvalidArgument("no database folder given");
+  const bool postgres = location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
+  if (postgres && options.index_dir.empty())
+    return Status::InvalidArgument("a PostgreSQL database needs a local folder for its indexes (--index-dir DIR)");
+  if (!postgres && options.must_exist && !fs::exists(fs::path(location) / "CURRENT"))
+    return Status::NotFound("no database at " + location);
   std::unique_ptr<Database> db(new Database(std::move(options)));
-  MOEEDB_ASSIGN_OR_RETURN(db->store_, Store::Open(path));
+  MOEEDB_ASSIGN_OR_RETURN(db->store_, Store::Open(location));
   return db;
 }
 
@@ -64,7 +68,7 @@ Result<VectorCollection*> Database::OpenCollection(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = collections_.find(name);
   if (it != collections_.end()) return it->second.get();
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name));
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name, options_.index_dir));
   VectorCollection* raw = c.get();
   collections_[name] = std::move(c);
   return raw;
@@ -83,7 +87,7 @@ Result<CollectionOptions> Database::NewCollectionOptions(const EmbeddingSetup& s
 Result<VectorCollection*> Database::CreateCollection(const std::string& name, const CollectionOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options));
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options, options_.index_dir));
   VectorCollection* raw = c.get();
   collections_[name] = std::move(c);
   return raw;
@@ -93,7 +97,7 @@ Status Database::DropCollection(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   MOEEDB_RETURN_IF_ERROR(store_->GetCollection(name).status());
   collections_.erase(name);
-  return VectorCollection::Drop(store_.get(), name);
+  return VectorCollection::Drop(store_.get(), name, options_.index_dir);
 }
 
 Result<const EmbeddingSetup*> Database::LoadSetup(const EmbeddingSpec& config) {

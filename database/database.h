@@ -42,12 +42,16 @@ struct DatabaseOptions {
   EmbedFunction embed;
   // Open: NotFound unless the folder already holds a database.
   bool must_exist = false;
+  // The local folder of the derived indexes; "" for the database's own
+  // folder. A PostgreSQL store needs one (the CLI's --index-dir).
+  std::string index_dir;
 };
 
 class Database {
  public:
-  // Opens the database in `path`, creating it unless options.must_exist.
-  static Result<std::unique_ptr<Database>> Open(const std::string& path, DatabaseOptions options);
+  // Opens the database at `location` (a folder, created unless
+  // options.must_exist, or a PostgreSQL URI: storage/store.h).
+  static Result<std::unique_ptr<Database>> Open(const std::string& location, DatabaseOptions options);
   // Snapshots the indexes of every open collection.
   ~Database();
   Database(const Database&) = delete;

@@ -16,12 +16,14 @@ using json = nlohmann::json;
 
 VectorCollection::~VectorCollection() = default;
 
-std::string VectorCollection::IndexDir(const Store& store, const CollectionRecord& rec) {
-  return (fs::path(store.path()) / "indexes" / (std::to_string(rec.id) + "-" + rec.name)).string();
+std::string VectorCollection::IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec) {
+  const fs::path root = index_root.empty() ? fs::path(store.location()) : fs::path(index_root);
+  return (root / "indexes" / (std::to_string(rec.id) + "-" + rec.name)).string();
 }
 
 Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store, const std::string& name,
-                                                                   const CollectionOptions& o) {
+                                                                   const CollectionOptions& o,
+                                                                   const std::string& index_root) {
   if (o.dim_hs == 0 || o.dim_rw == 0) return Status::InvalidArgument("collection dims must be positive");
   if (!std::isfinite(o.default_alpha)) return Status::InvalidArgument("alpha must be finite");
   MOEEDB_RETURN_IF_ERROR(o.lexical.Validate());
@@ -44,7 +46,7 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store,
                {"alpha", o.default_alpha}, {"info", info}, {"lexical", json::parse(o.lexical.ToJson())}};
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->CreateCollection(name, spec.dump()));
   (void)rec;
-  return Open(store, name);
+  return Open(store, name, index_root);
 }
 
 Result<std::string> VectorCollection::RecordedInfo(const CollectionRecord& record) {
@@ -53,23 +55,24 @@ Result<std::string> VectorCollection::RecordedInfo(const CollectionRecord& recor
   return spec.value("info", json::object()).dump();
 }
 
-Status VectorCollection::Drop(Store* store, const std::string& name) {
+Status VectorCollection::Drop(Store* store, const std::string& name, const std::string& index_root) {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(name));
   MOEEDB_RETURN_IF_ERROR(store->DropCollection(name));
   // The derived indexes: leftovers would only waste disk (a new collection of
   // the same name gets a new id, hence new folders), so errors are ignored.
   std::error_code ec;
-  fs::remove_all(IndexDir(*store, rec), ec);
-  fs::remove_all(IndexDir(*store, rec) + ".lexical", ec);
+  fs::remove_all(IndexDir(*store, index_root, rec), ec);
+  fs::remove_all(IndexDir(*store, index_root, rec) + ".lexical", ec);
   return Status::OK();
 }
 
-Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, const std::string& name) {
+Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, const std::string& name,
+                                                                 const std::string& index_root) {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(name));
   std::unique_ptr<VectorCollection> c(new VectorCollection());
   c->store_ = store;
   c->name_ = name;
-  c->index_dir_ = IndexDir(*store, rec);
+  c->index_dir_ = IndexDir(*store, index_root, rec);
   c->spec_json_ = rec.spec_json;
   DualIndexSpec ix;
   Standardizer sh, sr;

@@ -60,16 +60,20 @@ struct SearchHit {
 
 class VectorCollection {
  public:
+  // `index_root`: the local folder under which the derived indexes live
+  // (index_root/indexes/ID-NAME); "" for the store's own folder (a RocksStore).
   static Result<std::unique_ptr<VectorCollection>> Create(Store* store, const std::string& name,
-                                                          const CollectionOptions& options);
+                                                          const CollectionOptions& options,
+                                                          const std::string& index_root = "");
   // Loads the index snapshot and replays, or rebuilds from the store.
-  static Result<std::unique_ptr<VectorCollection>> Open(Store* store, const std::string& name);
+  static Result<std::unique_ptr<VectorCollection>> Open(Store* store, const std::string& name,
+                                                        const std::string& index_root = "");
   // The info a collection recorded (CollectionOptions::info_json), read from
   // its store record without opening its index; Corruption if the spec is damaged.
   static Result<std::string> RecordedInfo(const CollectionRecord& record);
   // Removes the collection from the store and its derived indexes from disk.
   // The caller must have closed every VectorCollection of it.
-  static Status Drop(Store* store, const std::string& name);
+  static Status Drop(Store* store, const std::string& name, const std::string& index_root = "");
   ~VectorCollection();
 
   // All or nothing: every document is validated first (id, UTF-8 text,
@@ -111,7 +115,7 @@ class VectorCollection {
 
  private:
   VectorCollection() = default;
-  static std::string IndexDir(const Store& store, const CollectionRecord& rec);
+  static std::string IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec);
   Status ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs);
   // Catches the lexical index up from the op log, or rebuilds it.
   Status OpenLexical(const CollectionRecord& rec);

@@ -9,15 +9,16 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libopenblas0-openmp libicu-dev nlohmann-json3-dev
   libfaiss-dev libhnswlib-dev librocksdb-dev libboost-dev libcli11-dev
-  libgtest-dev libbenchmark-dev libxapian-dev libpng-dev zlib1g-dev libre2-dev)
+  libgtest-dev libbenchmark-dev libxapian-dev libpng-dev zlib1g-dev libre2-dev libpqxx-dev)
 
 # Node.js and npm run the end-to-end tests with the real npm clients; machines
 # that ship a Node.js (20+) keep theirs.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES+=(nodejs npm); fi
 
 # --tests: also what only the test suite needs (Chromium for the console's browser
-# test; clang-14 with its libFuzzer and sanitizer runtimes for the fuzz harnesses).
-if [ "${1:-}" = "--tests" ]; then PACKAGES+=(chromium clang-14 libclang-rt-14-dev); fi
+# test; clang-14 with its libFuzzer and sanitizer runtimes for the fuzz harnesses;
+# PostgreSQL 15, whose throwaway server the store tests start: tests/pg/pg_cluster.sh).
+if [ "${1:-}" = "--tests" ]; then PACKAGES+=(chromium clang-14 libclang-rt-14-dev postgresql-15); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,35 +1,30 @@
-// Store: the source of truth. RocksDB with one column family per kind of
-// record; every write is one atomic WriteBatch across families.
+// Store: the source of truth of a database: its collections and their
+// recorded setups, documents (text, metadata, raw HS/RW vectors) and a
+// per-collection change log. Two implementations with one contract:
+// RocksStore (rocksdb_store.h, one process, the default: `--db DIR`) and
+// PostgresStore (postgres_store.h, `--db postgresql://...`: many nodes).
 //
-//   meta  "c/<name>"            -> collection JSON (id, spec, counters)
-//   ids   coll|'e'|external     -> internal id (8 bytes, big-endian)
-//         coll|'i'|internal     -> external id
-//   docs  coll|internal         -> {"id","text","metadata"} JSON
-//   hs    coll|internal         -> raw HS floats
-//   rw    coll|internal         -> raw RW floats
-//   ops   coll|seq              -> the operation: internal ids added and removed
-//
-// coll is the collection's 4-byte id, integers are big-endian so keys sort
-// numerically. An upsert of an existing external id gives the document a new
-// internal id and removes the old one in the same batch, so derived indexes
-// replay "remove old, add new" from the op log. Writes with sync=true are
-// durable when the call returns (the acknowledgement).
+// The contract both keep:
+//  - every write is atomic (all or nothing) and acknowledged only when
+//    durable (committed; with sync=false RocksStore may lose the newest
+//    writes on a machine crash, never half of one);
+//  - an upsert of an existing external id gives the document a new internal
+//    id and removes the old one in the same write, so derived indexes replay
+//    "remove old, add new";
+//  - each write that changes a collection appends one change-log entry whose
+//    sequence number is the collection's last_op + 1: numbers are gapless and
+//    in commit order, so a reader that has applied every entry up to N has
+//    missed nothing when it next reads the entries above N.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
-
-namespace rocksdb {
-class DB;
-class ColumnFamilyHandle;
-}  // namespace rocksdb
 
 namespace moeedb {
 
@@ -68,70 +63,78 @@ struct WriteResult {
 
 class Store {
  public:
-  // Opens (creating if needed) the database at `path`.
-  static Result<std::unique_ptr<Store>> Open(const std::string& path);
-  ~Store();
+  // The store at `location`: a PostgreSQL connection URI
+  // ("postgresql://..." or "postgres://...": PostgresStore), else a folder
+  // (RocksStore, created if needed).
+  static Result<std::unique_ptr<Store>> Open(const std::string& location);
+  virtual ~Store() = default;
 
   // NotFound / InvalidArgument ("already exists") as appropriate.
-  Result<CollectionRecord> CreateCollection(const std::string& name, const std::string& spec_json);
-  Result<CollectionRecord> GetCollection(const std::string& name) const;
-  Result<std::vector<CollectionRecord>> ListCollections() const;
+  virtual Result<CollectionRecord> CreateCollection(const std::string& name, const std::string& spec_json) = 0;
+  virtual Result<CollectionRecord> GetCollection(const std::string& name) const = 0;
+  virtual Result<std::vector<CollectionRecord>> ListCollections() const = 0;
   // Removes the collection and every record of it.
-  Status DropCollection(const std::string& name);
+  virtual Status DropCollection(const std::string& name) = 0;
   // Replaces the collection's spec (e.g. refitted statistics), atomically.
-  Status UpdateSpec(const std::string& name, const std::string& spec_json);
+  virtual Status UpdateSpec(const std::string& name, const std::string& spec_json) = 0;
 
   // Inserts or replaces documents, atomically: all or nothing. Ids must be
   // non-empty and distinct within the batch; vectors are stored as given
   // (their dims are the collection's to check).
-  Result<WriteResult> Upsert(const std::string& collection, const std::vector<StoredDocument>& docs, bool sync);
+  virtual Result<WriteResult> Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
+                                     bool sync) = 0;
   // Deletes documents by external id, atomically; absent ids are counted, not errors.
-  Result<WriteResult> Delete(const std::string& collection, const std::vector<std::string>& ids, bool sync);
+  virtual Result<WriteResult> Delete(const std::string& collection, const std::vector<std::string>& ids,
+                                     bool sync) = 0;
 
   // std::nullopt when absent.
-  Result<std::optional<StoredDocument>> Get(const std::string& collection, const std::string& external_id) const;
-  Result<StoredDocument> GetByInternal(const std::string& collection, uint64_t internal_id, bool with_vectors) const;
+  virtual Result<std::optional<StoredDocument>> Get(const std::string& collection,
+                                                    const std::string& external_id) const = 0;
+  virtual Result<StoredDocument> GetByInternal(const std::string& collection, uint64_t internal_id,
+                                               bool with_vectors) const = 0;
   // The documents with these internal ids, in order; std::nullopt for an id
   // not stored. Reads the collection record once for the whole list (search
   // results, op-log replay).
-  Result<std::vector<std::optional<StoredDocument>>> GetManyByInternal(const std::string& collection,
-                                                                       const std::vector<uint64_t>& internal_ids,
-                                                                       bool with_vectors) const;
+  virtual Result<std::vector<std::optional<StoredDocument>>> GetManyByInternal(
+      const std::string& collection, const std::vector<uint64_t>& internal_ids, bool with_vectors) const = 0;
 
   // Up to `limit` documents (without vectors) in byte order of their external
   // ids, the first after `after` ("": from the start), read from one snapshot.
   // `next_after` is the `after` of the next page, empty on the last page.
-  Result<DocumentPage> ListDocuments(const std::string& collection, const std::string& after, size_t limit) const;
+  virtual Result<DocumentPage> ListDocuments(const std::string& collection, const std::string& after,
+                                             size_t limit) const = 0;
 
   // Every live document with its vectors, in internal-id order.
-  Status ScanVectors(const std::string& collection,
-                     const std::function<void(uint64_t internal, const float* hs, size_t dim_hs, const float* rw,
-                                              size_t dim_rw, const std::string& metadata_json)>& fn) const;
+  virtual Status ScanVectors(const std::string& collection,
+                             const std::function<void(uint64_t internal, const float* hs, size_t dim_hs,
+                                                      const float* rw, size_t dim_rw,
+                                                      const std::string& metadata_json)>& fn) const = 0;
   // (internal id, metadata JSON) of every live document, in internal-id order.
-  Status ScanMetadata(const std::string& collection,
-                      const std::function<void(uint64_t internal, const std::string& metadata_json)>& fn) const;
-  // The op-log entries with seq > after, in order.
-  Status ReadOps(const std::string& collection, uint64_t after, const std::function<void(const OpRecord&)>& fn) const;
-  // Drops op-log entries with seq <= upto (after an index snapshot covers them).
-  Status TrimOps(const std::string& collection, uint64_t upto);
+  virtual Status ScanMetadata(const std::string& collection,
+                              const std::function<void(uint64_t internal, const std::string& metadata_json)>& fn)
+      const = 0;
+  // The change-log entries with seq > after, in order.
+  virtual Status ReadOps(const std::string& collection, uint64_t after,
+                         const std::function<void(const OpRecord&)>& fn) const = 0;
+  // Drops change-log entries with seq <= upto (after an index snapshot covers them).
+  virtual Status TrimOps(const std::string& collection, uint64_t upto) = 0;
 
-  // A consistent on-disk copy of the whole database in `dir` (must not exist).
-  Status Checkpoint(const std::string& dir) const;
+  // A consistent copy of the whole database in folder `dir` (must not
+  // exist); NotSupported where the engine has its own backups (PostgreSQL).
+  virtual Status Checkpoint(const std::string& dir) const = 0;
 
-  const std::string& path() const { return path_; }
-
- private:
-  Store() = default;
-  Status WriteCollection(void* batch, const CollectionRecord& rec);
-  Result<CollectionRecord> LoadCollection(const std::string& name) const;
-  // std::nullopt when the document is not stored.
-  Result<std::optional<StoredDocument>> ReadDocument(const CollectionRecord& rec, uint64_t internal,
-                                                     bool with_vectors) const;
-
-  std::string path_;
-  std::unique_ptr<rocksdb::DB> db_;
-  std::vector<rocksdb::ColumnFamilyHandle*> cf_;  // meta, ids, docs, hs, rw, ops
-  mutable std::mutex write_mu_;                   // one writer at a time (read-modify-write of counters)
+  // Where the store is: the folder, or the connection URI without its password.
+  virtual std::string location() const = 0;
 };
+
+// The checks both stores make before writing, with the same messages.
+// A collection name: 1-128 characters, no '/'; a spec: a JSON object.
+Status CheckNewCollection(const std::string& name, const std::string& spec_json);
+// A batch's ids: non-empty, at most 512 bytes, distinct.
+Status CheckBatchIds(const std::vector<StoredDocument>& docs);
+// A document's {"id", "text", "metadata"} record; InvalidArgument for metadata that is not JSON.
+Result<std::string> DocumentRecord(const StoredDocument& d);
+// A {"id", "text", "metadata"} record back into *d (vectors untouched); Corruption when damaged.
+Status ParseDocumentRecord(const std::string& record, StoredDocument* d);
 
 }  // namespace moeedb

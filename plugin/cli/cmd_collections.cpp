@@ -37,6 +37,7 @@ Result<std::unique_ptr<Database>> OpenDb(const Args& args, bool must_exist) {
   o.compute.cache_dir = DefaultCacheDir();
   o.model_override = args.Get("model");
   o.must_exist = must_exist;
+  o.index_dir = args.Get("index-dir");
   return Database::Open(db, std::move(o));
 }
 

@@ -115,6 +115,7 @@ int RunServe(const Args& args) {
   // size (EmbedderOptions): the same speed per token as `moeedb embed`.
   dbo.compute.batch_tokens = forward_tokens;
   dbo.embed = QueuedEmbedFunction(ao, &queues);
+  dbo.index_dir = args.Get("index-dir");
   auto db = Database::Open(args.Get("db"), std::move(dbo));
   if (!db.ok()) return Fail("serve", db.status().message());
   auto spec = EmbeddingSpecFromFlags(args);

@@ -94,7 +94,7 @@ The whole file is validated first: bad lines are reported with their numbers and
 is stored. Each batch is one atomic, synced write; an existing id is replaced.)",
        // A new collection's embedding setup and settings (an existing one keeps
        // what it recorded: --model must then hold the same weights).
-       Concat(Concat({kDbFlag, kCollFlag, {"batch", "N", "documents per atomic, synced write", IntRule{32, 1, 100000}}},
+       Concat(Concat({kDbFlag, kIndexDirFlag, kCollFlag, {"batch", "N", "documents per atomic, synced write", IntRule{32, 1, 100000}}},
                      EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling", "dtype", "quant",
                                      "device", "threads", "workers"})),
               SpecFlags(CollectionFields(), kIngestFields)),
@@ -106,37 +106,37 @@ Embeds the query like the collection's documents and ranks by cos_HS + alpha * c
 signals fused (--mode hybrid). Prints {"hits": [{"id", "score", "score_hs",
 "score_rw", "score_lex", "parts", "text", "metadata"}]}; parts: each signal's share
 of score.)",
-       Concat(Concat({kDbFlag, kCollFlag, {"format", "F", "json (default) | text (one readable line per hit)"}},
+       Concat(Concat({kDbFlag, kIndexDirFlag, kCollFlag, {"format", "F", "json (default) | text (one readable line per hit)"}},
                      EmbeddingFlags({"model", "dtype", "quant", "device", "threads"})),
               SpecFlags(SearchFields(), {.skip = {"query"}})),  // the query is the argument
        RunSearch, {"collection"}},
       {"get", "print stored documents by id",
        "get --db DIR --collection NAME ID...", R"(
 Prints the stored documents as JSON lines.)",
-       {kDbFlag, kCollFlag, {"vectors", "", "include the raw hs and rw vectors"}},
+       {kDbFlag, kIndexDirFlag, kCollFlag, {"vectors", "", "include the raw hs and rw vectors"}},
        RunGet, {"collection"}},
       {"delete", "delete documents by id",
        "delete --db DIR --collection NAME ID...", R"(
 Deletes documents (one atomic, synced write).)",
-       {kDbFlag, kCollFlag},
+       {kDbFlag, kIndexDirFlag, kCollFlag},
        RunDelete, {"collection"}},
       {"collections list", "the collections and their document counts", "collections list --db DIR", R"(
 Prints the collections as a JSON array of {name, documents}.)",
-       {kDbFlag},
+       {kDbFlag, kIndexDirFlag},
        RunCollectionsList},
       {"collections info", "a collection's document count and recorded setup", "collections info NAME --db DIR", R"(
 Prints a collection's document count and the setup it recorded (model, routing, pooling, indexes).)",
-       {kDbFlag},
+       {kDbFlag, kIndexDirFlag},
        RunCollectionsInfo},
       {"collections drop", "drop a collection with its documents and indexes", "collections drop NAME --db DIR", R"(
 Drops a collection with its documents, vectors and indexes.)",
-       {kDbFlag},
+       {kDbFlag, kIndexDirFlag},
        RunCollectionsDrop},
       {"checkpoint", "consistent backup of the database",
        "checkpoint --db DIR --out DIR", R"(
 Writes a consistent copy of the database (RocksDB checkpoint: hard links where possible).
 Indexes are derived: the copy rebuilds them on first open.)",
-       {kDbFlag, {"out", "DIR", "backup folder (must not exist)"}},
+       {kDbFlag, kIndexDirFlag, {"out", "DIR", "backup folder (must not exist)"}},
        RunCheckpoint, {"out"}},
       {"serve", "HTTP server: OpenAI, TEI, Ollama, Weaviate, Qdrant and Chroma protocols, the collections API, the console",
        "serve --db DIR --model DIR [options]", R"(
@@ -144,7 +144,9 @@ Serves OpenAI POST /v1/embeddings, TEI POST /embed, the collections API, /health
 and /metrics (docs in README.md). SIGTERM/SIGINT: stop accepting, finish in-flight
 requests, snapshot the indexes, exit 0.)",
        Concat(EmbeddingFlags({"model", "routing", "prompt", "dtype", "quant", "device"}), {
-           {"db", "DIR", "database folder (created if needed); without --model, the model its collections recorded"},
+           {"db", "DIR", "database folder (created if needed) or a PostgreSQL URI (postgresql://...); without --model, "
+                         "the model its collections recorded"},
+           kIndexDirFlag,
            {"host", "ADDR", "listen address (default 127.0.0.1)"},
            {"port", "N", "listen port (0 = any free port, printed on start)", IntRule{8080, 0, 65535}},
            {"qdrant-port", "N", "also serve the Qdrant REST API at the root of this port, as Qdrant does on 6333 "

@@ -14,7 +14,9 @@ namespace moeedb::cli {
 std::vector<Command> CommandTable();
 
 // Flags more than one row takes.
-inline const FlagSpec kDbFlag{"db", "DIR", "database folder (created on first ingest)"};
+inline const FlagSpec kDbFlag{"db", "DIR", "database folder (created on first ingest) or a PostgreSQL URI (postgresql://...)"};
+inline const FlagSpec kIndexDirFlag{"index-dir", "DIR",
+                                    "local folder of the derived indexes (needed with a PostgreSQL --db; default: the --db folder)"};
 inline const FlagSpec kCollFlag{"collection", "NAME", "collection name"};
 // ingest embeds texts: the client-vector settings belong to the server's APIs.
 inline const FieldPick kIngestFields{.skip = {"vector_size", "distance", "text_key"}};

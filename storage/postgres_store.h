@@ -1,0 +1,96 @@
+// PostgresStore: the store in a PostgreSQL database (libpqxx), for several
+// moeedb nodes serving one database. Tables (schema version 1, created or
+// migrated at open; a database of a newer schema is refused):
+//
+//   moeedb_meta         key -> value ("schema_version")
+//   moeedb_collections  id (never reused), name, spec, next_internal,
+//                       last_op, doc_count
+//   moeedb_documents    (coll, internal) -> external id, {"id","text",
+//                       "metadata"} record, hs and rw as raw little-endian
+//                       float32 bytes (bytea)
+//   moeedb_ops          (coll, seq) -> internal ids added and removed
+//
+// The change log's numbers: a write first runs
+//   UPDATE moeedb_collections SET last_op = last_op + 1 ... RETURNING last_op
+// in its transaction. The row lock it takes makes the writers of one
+// collection commit one after another, so the numbers are gapless and in
+// commit order (an aborted write rolls its number back with it). A sequence
+// (nextval) would not do: a number taken before commit can become visible
+// after a larger one, and a follower reading "everything above my cursor"
+// would skip it. Writes are acknowledged after COMMIT returns.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "storage/store.h"
+
+namespace moeedb {
+
+class PostgresStore final : public Store {
+ public:
+  // The schema version this build reads and writes.
+  static constexpr int kSchemaVersion = 1;
+
+  // Connects to `uri` (any libpq connection string) and creates or migrates
+  // the tables; IOError naming the server (password hidden) when it cannot
+  // connect, NotSupported for a database of a newer schema version.
+  static Result<std::unique_ptr<PostgresStore>> Open(const std::string& uri);
+  ~PostgresStore() override;
+
+  Result<CollectionRecord> CreateCollection(const std::string& name, const std::string& spec_json) override;
+  Result<CollectionRecord> GetCollection(const std::string& name) const override;
+  Result<std::vector<CollectionRecord>> ListCollections() const override;
+  Status DropCollection(const std::string& name) override;
+  Status UpdateSpec(const std::string& name, const std::string& spec_json) override;
+  // sync=false commits with synchronous_commit off (durable shortly after).
+  Result<WriteResult> Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
+                             bool sync) override;
+  Result<WriteResult> Delete(const std::string& collection, const std::vector<std::string>& ids, bool sync) override;
+  Result<std::optional<StoredDocument>> Get(const std::string& collection,
+                                            const std::string& external_id) const override;
+  Result<StoredDocument> GetByInternal(const std::string& collection, uint64_t internal_id,
+                                       bool with_vectors) const override;
+  Result<std::vector<std::optional<StoredDocument>>> GetManyByInternal(const std::string& collection,
+                                                                       const std::vector<uint64_t>& internal_ids,
+                                                                       bool with_vectors) const override;
+  Result<DocumentPage> ListDocuments(const std::string& collection, const std::string& after,
+                                     size_t limit) const override;
+  // Read in pages of one repeatable-read snapshot, on a connection of its own.
+  Status ScanVectors(const std::string& collection,
+                     const std::function<void(uint64_t, const float*, size_t, const float*, size_t,
+                                              const std::string&)>& fn) const override;
+  Status ScanMetadata(const std::string& collection,
+                      const std::function<void(uint64_t, const std::string&)>& fn) const override;
+  Status ReadOps(const std::string& collection, uint64_t after,
+                 const std::function<void(const OpRecord&)>& fn) const override;
+  // Keeps the log: other nodes follow it from their own cursors.
+  Status TrimOps(const std::string& collection, uint64_t upto) override;
+  // NotSupported: PostgreSQL's own backups (pg_basebackup, pg_dump) copy it.
+  Status Checkpoint(const std::string& dir) const override;
+  std::string location() const override { return location_; }
+
+ private:
+  PostgresStore() = default;
+  // Runs `fn` with the connection, reconnecting first if it was lost; maps
+  // libpqxx's exceptions to a Status (errors are values past this class).
+  template <typename Fn>
+  auto WithConnection(const std::string& what, Fn&& fn) const;
+  // Runs `fn` on a connection of its own (scans: their callbacks may call
+  // the store while the scan's snapshot stays open).
+  template <typename Fn>
+  auto WithOwnConnection(const std::string& what, Fn&& fn) const;
+  // `fn()`, libpqxx's exceptions mapped to a Status; a lost connection is
+  // dropped when it is the shared one (`shared`, mu_ held).
+  template <typename Fn>
+  auto Guarded(const std::string& what, bool shared, Fn&& fn) const;
+  Status Migrate();
+
+  std::string uri_, location_;
+  struct Connection;  // libpqxx's connection (its headers stay in the .cpp)
+  mutable std::unique_ptr<Connection> conn_;
+  mutable std::mutex mu_;  // one statement at a time on the connection
+};
+
+}  // namespace moeedb

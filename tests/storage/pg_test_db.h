@@ -1,0 +1,51 @@
+// The tests' PostgreSQL: the throwaway server tests/pg/pg_cluster.sh starts
+// for ctest (its URI in $MOEEDB_TEST_PG_DIR/uri) and a fresh database on it
+// per test, dropped afterwards.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <pqxx/pqxx>
+#include <string>
+#include <unistd.h>
+
+namespace moeedb::test {
+
+// The server's URI for database `db` ("postgres": the maintenance database).
+inline std::string PgUri(const std::string& db = "postgres") {
+  const char* dir = std::getenv("MOEEDB_TEST_PG_DIR");
+  EXPECT_NE(dir, nullptr) << "MOEEDB_TEST_PG_DIR is not set: ctest starts the server (tests/pg/pg_cluster.sh)";
+  if (dir == nullptr) return "";
+  std::ifstream in(std::string(dir) + "/uri");
+  std::string uri;
+  std::getline(in, uri);
+  EXPECT_FALSE(uri.empty()) << "no server URI in " << dir << "/uri";
+  return uri.substr(0, uri.rfind('/') + 1) + db;
+}
+
+// A database of its own for one test, created empty and dropped at the end.
+class PgDatabase {
+ public:
+  PgDatabase() {
+    static std::atomic<int> counter{0};
+    name_ = "t" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+    pqxx::connection c(PgUri());
+    pqxx::nontransaction(c).exec("CREATE DATABASE " + name_);
+  }
+  ~PgDatabase() {
+    try {
+      pqxx::connection c(PgUri());
+      pqxx::nontransaction(c).exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    } catch (...) {
+    }
+  }
+  std::string uri() const { return PgUri(name_); }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace moeedb::test

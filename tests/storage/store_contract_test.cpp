@@ -1,0 +1,245 @@
+// The store contract (storage/store.h) kept by both engines, the same test
+// run on a RocksStore and on a PostgresStore: collections, atomic batches,
+// replacement and deletion in a gapless change log, paging in byte order of
+// the ids, bit-exact vectors. Then what only PostgreSQL has: its schema
+// version, an unreachable server, and the change log's ordering under a
+// writer that holds its number (locks, not timing).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "storage/postgres_store.h"
+#include "storage/store.h"
+#include "tests/storage/pg_test_db.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+using json = nlohmann::json;
+
+StoredDocument Doc(const std::string& id, float x) {
+  return {id, "text of " + id, json{{"id", id}, {"x", x}}.dump(), {x, x + 0.25f, -x}, {x * 3.5f, 1e-30f}};
+}
+
+// A store of either engine, in a place of its own.
+class StoreContract : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto s = Store::Open(GetParam() == "postgres" ? pg_.uri() : dir_ / "db");
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+    ASSERT_TRUE(store_->CreateCollection("c", R"({"dim_hs": 3, "dim_rw": 2})").ok());
+  }
+  std::vector<OpRecord> Ops(uint64_t after = 0) {
+    std::vector<OpRecord> ops;
+    EXPECT_TRUE(store_->ReadOps("c", after, [&](const OpRecord& op) { ops.push_back(op); }).ok());
+    return ops;
+  }
+  test::TempDir dir_;
+  test::PgDatabase pg_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreContract, CollectionsAreCreatedOnceListedAndDropped) {
+  EXPECT_EQ(store_->CreateCollection("c", "{}").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(store_->CreateCollection("a/b", "{}").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(store_->CreateCollection("d", "[1]").status().code(), Status::Code::kInvalidArgument);
+  ASSERT_TRUE(store_->CreateCollection("b", R"({"k": 1})").ok());
+  auto all = store_->ListCollections();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  std::vector<std::string> names = {(*all)[0].name, (*all)[1].name};
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"b", "c"}));
+  ASSERT_TRUE(store_->UpdateSpec("b", R"({"k": 2})").ok());
+  EXPECT_EQ(json::parse(store_->GetCollection("b")->spec_json)["k"], 2);
+  const uint32_t old_id = store_->GetCollection("b")->id;
+  ASSERT_TRUE(store_->DropCollection("b").ok());
+  EXPECT_EQ(store_->GetCollection("b").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->DropCollection("b").code(), Status::Code::kNotFound);
+  auto again = store_->CreateCollection("b", "{}");
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->id, old_id);  // ids are never reused: old index folders cannot be mistaken
+}
+
+TEST_P(StoreContract, ABatchIsAllOrNothing) {
+  ASSERT_TRUE(store_->Upsert("c", {Doc("x", 1)}, true).ok());
+  const CollectionRecord before = *store_->GetCollection("c");
+  StoredDocument bad_meta = Doc("z", 1);
+  bad_meta.metadata_json = "{not json";
+  for (auto batch : {std::vector<StoredDocument>{Doc("y", 1), Doc("", 1)},
+                     std::vector<StoredDocument>{Doc("y", 1), Doc("y", 2)},
+                     std::vector<StoredDocument>{Doc("y", 1), bad_meta}}) {
+    EXPECT_EQ(store_->Upsert("c", batch, true).status().code(), Status::Code::kInvalidArgument);
+    const CollectionRecord after = *store_->GetCollection("c");
+    EXPECT_EQ(after.count, before.count);
+    EXPECT_EQ(after.last_op, before.last_op);
+    EXPECT_EQ(after.next_internal, before.next_internal);
+    EXPECT_FALSE((*store_->Get("c", "y")).has_value());
+  }
+  EXPECT_EQ(store_->Upsert("nope", {Doc("y", 1)}, true).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->Delete("nope", {"y"}, true).status().code(), Status::Code::kNotFound);
+}
+
+TEST_P(StoreContract, ReplacementsAndDeletesGoToAGaplessChangeLogInOrder) {
+  auto w1 = store_->Upsert("c", {Doc("a", 1), Doc("b", 2)}, true);
+  auto w2 = store_->Upsert("c", {Doc("a", 3)}, false);  // a replacement: new internal id, old one removed
+  auto w3 = store_->Delete("c", {"b", "missing", "b"}, true);
+  auto w4 = store_->Delete("c", {"missing"}, true);  // no change: no entry
+  ASSERT_TRUE(w1.ok() && w2.ok() && w3.ok() && w4.ok());
+  EXPECT_EQ(w2->removed, std::vector<uint64_t>{w1->added[0]});
+  EXPECT_EQ(w3->not_found, 1u);
+  EXPECT_EQ(w4->seq, 0u);
+  EXPECT_EQ(w4->not_found, 1u);
+  const std::vector<OpRecord> ops = Ops();
+  ASSERT_EQ(ops.size(), 3u);
+  for (size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(ops[i].seq, i + 1);  // gapless from 1
+  EXPECT_EQ(ops[0].added, w1->added);
+  EXPECT_EQ(ops[1].added, w2->added);
+  EXPECT_EQ(ops[1].removed, w2->removed);
+  EXPECT_TRUE(ops[2].added.empty());
+  EXPECT_EQ(ops[2].removed, std::vector<uint64_t>{w1->added[1]});
+  EXPECT_EQ(Ops(2).size(), 1u);
+  const CollectionRecord rec = *store_->GetCollection("c");
+  EXPECT_EQ(rec.count, 1u);
+  EXPECT_EQ(rec.last_op, 3u);
+  auto a = store_->Get("c", "a");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((**a).hs, Doc("a", 3).hs);
+  EXPECT_EQ((**a).rw, Doc("a", 3).rw);  // bit for bit, the denormal included
+  EXPECT_EQ(json::parse((**a).metadata_json), json::parse(Doc("a", 3).metadata_json));
+  auto many = store_->GetManyByInternal("c", {w2->added[0], w1->added[0], 999}, false);
+  ASSERT_TRUE(many.ok());
+  ASSERT_EQ(many->size(), 3u);
+  EXPECT_EQ((*many)[0]->id, "a");
+  EXPECT_FALSE((*many)[1].has_value());  // replaced
+  EXPECT_FALSE((*many)[2].has_value());
+  EXPECT_TRUE((*many)[0]->hs.empty());  // without vectors
+  EXPECT_EQ(store_->GetByInternal("c", 999, true).status().code(), Status::Code::kNotFound);
+}
+
+TEST_P(StoreContract, PagesFollowTheIdsBytesAndScansSeeEveryVector) {
+  std::vector<StoredDocument> docs;
+  for (int i = 0; i < 25; ++i) docs.push_back(Doc("d" + std::to_string(100 + i), static_cast<float>(i)));
+  docs.push_back(Doc("Zeta", 50));  // 'Z' < 'd' in bytes, whatever the server's collation
+  docs.push_back(Doc("\xc3\xa9t\xc3\xa9", 51));
+  ASSERT_TRUE(store_->Upsert("c", docs, true).ok());
+  std::vector<std::string> seen;
+  std::string after;
+  do {
+    auto page = store_->ListDocuments("c", after, 10);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (const auto& d : page->documents) seen.push_back(d.id);
+    after = page->next_after;
+  } while (!after.empty());
+  ASSERT_EQ(seen.size(), docs.size());
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));  // std::string compares bytes
+  EXPECT_EQ(seen.front(), "Zeta");
+  std::map<uint64_t, std::vector<float>> hs;
+  uint64_t last = 0;
+  ASSERT_TRUE(store_->ScanVectors("c", [&](uint64_t id, const float* h, size_t dh, const float* r, size_t dr,
+                                           const std::string& meta) {
+    EXPECT_GT(id, last);  // internal-id order
+    last = id;
+    EXPECT_EQ(dh, 3u);
+    EXPECT_EQ(dr, 2u);
+    EXPECT_EQ(r[1], 1e-30f);
+    EXPECT_TRUE(json::parse(meta).contains("x"));
+    hs[id].assign(h, h + dh);
+  }).ok());
+  EXPECT_EQ(hs.size(), docs.size());
+  size_t metas = 0;
+  ASSERT_TRUE(store_->ScanMetadata("c", [&](uint64_t id, const std::string&) { metas += hs.count(id); }).ok());
+  EXPECT_EQ(metas, docs.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(BothEngines, StoreContract, ::testing::Values("rocksdb", "postgres"),
+                         [](const auto& info) { return info.param; });
+
+TEST(PostgresStore, ADatabaseOfANewerSchemaIsRefused) {
+  test::PgDatabase pg;
+  ASSERT_TRUE(Store::Open(pg.uri()).ok());
+  {
+    pqxx::connection c(pg.uri());
+    pqxx::work t(c);
+    t.exec("UPDATE moeedb_meta SET value = '99' WHERE key = 'schema_version'");
+    t.commit();
+  }
+  auto s = Store::Open(pg.uri());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kNotSupported);
+  EXPECT_NE(s.status().message().find("schema version 99"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("upgrade moeedb"), std::string::npos);
+}
+
+TEST(PostgresStore, AnUnreachableServerIsAClearErrorWithoutThePassword) {
+  auto s = Store::Open("postgresql://moeedb:secret@127.0.0.1:1/nowhere?connect_timeout=2");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kIOError);
+  EXPECT_NE(s.status().message().find("127.0.0.1:1"), std::string::npos) << s.status().message();
+  EXPECT_EQ(s.status().message().find("secret"), std::string::npos) << s.status().message();
+  // A database that does not exist on a server that does.
+  auto missing = Store::Open(test::PgUri("no_such_database"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no_such_database"), std::string::npos) << missing.status().message();
+}
+
+// The change-log trap: writer W takes number N and holds it (an open
+// transaction); a second write must not become visible with N + 1 before N
+// does, or a follower that read "everything above N - 1" and saw N + 1 would
+// skip N for ever. The row lock makes the second write wait; the follower
+// sees N, then N + 1.
+TEST(PostgresStore, AChangeLogNumberNeverBecomesVisibleBeforeASmallerOne) {
+  test::PgDatabase pg;
+  auto store = Store::Open(pg.uri());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateCollection("c", "{}").ok());
+  ASSERT_TRUE((*store)->Upsert("c", {Doc("a", 1)}, true).ok());  // seq 1
+  pqxx::connection held(pg.uri());
+  pqxx::work w(held);
+  // W: takes seq 2 as every writer does, and holds it.
+  const uint64_t n = w.exec("UPDATE moeedb_collections SET last_op = last_op + 1 WHERE name = 'c' RETURNING last_op")[0][0]
+                         .as<uint64_t>();
+  ASSERT_EQ(n, 2u);
+  auto second = std::async(std::launch::async, [&] { return (*store)->Upsert("c", {Doc("b", 2)}, true); });
+  // Whatever the scheduling, the second write cannot commit while W holds the row.
+  EXPECT_EQ(second.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout);
+  auto follower = Store::Open(pg.uri());
+  ASSERT_TRUE(follower.ok());
+  std::vector<uint64_t> seen;
+  ASSERT_TRUE((*follower)->ReadOps("c", 1, [&](const OpRecord& op) { seen.push_back(op.seq); }).ok());
+  EXPECT_TRUE(seen.empty());  // nothing above 1 is visible yet
+  w.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed) "
+                "SELECT id, $1, '{}', '{}' FROM moeedb_collections WHERE name = 'c'", static_cast<int64_t>(n));
+  w.commit();
+  auto r = second.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seq, n + 1);
+  ASSERT_TRUE((*follower)->ReadOps("c", 1, [&](const OpRecord& op) { seen.push_back(op.seq); }).ok());
+  EXPECT_EQ(seen, (std::vector<uint64_t>{n, n + 1}));
+}
+
+TEST(PostgresStore, KeepsItsChangeLogForOtherNodesAndHasNoFolderCheckpoint) {
+  test::PgDatabase pg;
+  auto store = Store::Open(pg.uri());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateCollection("c", "{}").ok());
+  auto w = (*store)->Upsert("c", {Doc("a", 1)}, true);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*store)->TrimOps("c", w->seq).ok());
+  size_t n = 0;
+  ASSERT_TRUE((*store)->ReadOps("c", 0, [&](const OpRecord&) { ++n; }).ok());
+  EXPECT_EQ(n, 1u);
+  test::TempDir dir;
+  EXPECT_EQ((*store)->Checkpoint(dir / "copy").code(), Status::Code::kNotSupported);
+  EXPECT_EQ((*store)->location().find("postgresql://"), 0u);
+}
+
+}  // namespace
+}  // namespace moeedb
