@@ -53,7 +53,25 @@ std::string HidePassword(const std::string& uri) {
 
 std::string ArrayLiteral(const std::vector<uint64_t>& v) {
   std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
+  return s + "}";
+}
+
+// A text[] literal: every element quoted, '"' and '\\' escaped.
+std::string TextArrayLiteral(const std::vector<std::string>& v) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += '"';
+    for (char ch : v[i]) {
+      if (ch == '"' || ch == '\\') s += '\\';
+      s += ch;
+    }
+    s += '"';
+  }
   return s + "}";
 }
 
@@ -263,18 +281,24 @@ Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const s
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LockForWrite(t, collection));
     WriteResult res;
     res.seq = r.last_op;
+    // The documents these ids replace, removed in one statement.
+    std::vector<std::string> ids;
+    for (const auto& d : docs) ids.push_back(d.id);
+    std::map<std::string, uint64_t> replaced;
+    for (const auto& row : t.exec_params("DELETE FROM moeedb_documents WHERE coll = $1 AND external = ANY($2::text[]) "
+                                         "RETURNING external, internal",
+                                         r.id, TextArrayLiteral(ids)))
+      replaced[row[0].as<std::string>()] = row[1].as<uint64_t>();
     uint64_t next = r.next_internal;
-    int64_t added_live = 0;
     for (size_t i = 0; i < docs.size(); ++i) {
-      pqxx::result old = t.exec_params("DELETE FROM moeedb_documents WHERE coll = $1 AND external = $2 RETURNING internal",
-                                       r.id, docs[i].id);
-      if (old.empty()) ++added_live;
-      else res.removed.push_back(old[0][0].as<uint64_t>());
+      auto old = replaced.find(docs[i].id);
+      if (old != replaced.end()) res.removed.push_back(old->second);
       const uint64_t internal = next++;
       res.added.push_back(internal);
       t.exec_params("INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw) VALUES ($1, $2, $3, $4, $5, $6)",
                     r.id, internal, docs[i].id, records[i], Bytes(docs[i].hs), Bytes(docs[i].rw));
     }
+    const int64_t added_live = static_cast<int64_t>(docs.size() - replaced.size());
     t.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed) VALUES ($1, $2, $3::bigint[], $4::bigint[])",
                   r.id, res.seq, ArrayLiteral(res.added), ArrayLiteral(res.removed));
     t.exec_params("UPDATE moeedb_collections SET next_internal = $2, doc_count = doc_count + $3 WHERE id = $1", r.id,

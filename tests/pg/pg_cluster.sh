@@ -5,6 +5,8 @@
 #                             to DIR/uri (the tests create their own databases)
 #   pg_cluster.sh stop DIR    stop it (fast shutdown) and remove DIR
 # As root, the server runs as the user postgres (PostgreSQL refuses root).
+# fsync is off (the tests need no durability across machine crashes) unless
+# PG_FSYNC=on (benchmarks).
 set -euo pipefail
 CMD="${1:?start|stop}"; DIR="${2:?folder}"
 BIN=/usr/lib/postgresql/15/bin
@@ -20,7 +22,7 @@ case "$CMD" in
     for _ in 1 2 3 4 5 6 7 8; do
       PORT=$((20000 + RANDOM % 30000))
       if as_owner "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
-           -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$DIR -c fsync=off -c max_connections=200" \
+           -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$DIR -c fsync=${PG_FSYNC:-off} -c max_connections=200" \
            start > /dev/null; then
         break
       fi

@@ -124,6 +124,30 @@ TEST_P(StoreContract, ReplacementsAndDeletesGoToAGaplessChangeLogInOrder) {
   EXPECT_EQ(store_->GetByInternal("c", 999, true).status().code(), Status::Code::kNotFound);
 }
 
+TEST_P(StoreContract, IdsWithQuotesCommasAndBracesAreReplacedExactly) {
+  const std::vector<std::string> ids = {"a\"b", "c\\d", "e,f", "{g}", " h ", "NULL", "\xc3\xa9"};
+  std::vector<StoredDocument> first, second;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    first.push_back(Doc(ids[i], static_cast<float>(i)));
+    second.push_back(Doc(ids[i], static_cast<float>(i) + 100));
+  }
+  auto w1 = store_->Upsert("c", first, true);
+  auto w2 = store_->Upsert("c", second, true);
+  ASSERT_TRUE(w1.ok() && w2.ok()) << w2.status().ToString();
+  EXPECT_EQ(w2->removed, w1->added);  // every one replaced, in input order
+  EXPECT_EQ(store_->GetCollection("c")->count, ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto d = store_->Get("c", ids[i]);
+    ASSERT_TRUE(d.ok() && d->has_value()) << ids[i];
+    EXPECT_EQ((**d).id, ids[i]);
+    EXPECT_EQ((**d).hs[0], static_cast<float>(i) + 100);
+  }
+  auto del = store_->Delete("c", ids, true);
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(del->removed, w2->added);
+  EXPECT_EQ(store_->GetCollection("c")->count, 0u);
+}
+
 TEST_P(StoreContract, PagesFollowTheIdsBytesAndScansSeeEveryVector) {
   std::vector<StoredDocument> docs;
   for (int i = 0; i < 25; ++i) docs.push_back(Doc("d" + std::to_string(100 + i), static_cast<float>(i)));
