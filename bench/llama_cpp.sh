@@ -29,7 +29,7 @@ if [ ! -x "$SRC/build/bin/llama-embedding" ] || [ ! -x "$SRC/build/bin/llama-qua
     -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF > /dev/null
   cmake --build "$SRC/build" --target llama-embedding llama-quantize > /dev/null
 fi
-echo "llama.cpp: $(git -C "$SRC" describe --tags --always 2>/dev/null || echo "?") ($(jq -r .tag bench/llama_cpp/node_modules/node-llama-cpp/llama/llama.cpp.info.json 2>/dev/null || echo "?") of node-llama-cpp)"
+echo "llama.cpp: commit $(git -C "$SRC" rev-parse --short HEAD), release $(node -p "require('./bench/llama_cpp/node_modules/node-llama-cpp/llama/llama.cpp.info.json').tag") (node-llama-cpp's bundle)"
 
 awk -F, -v n="$TEXTS" '{ gsub(/"/, ""); for (i = 1; i <= 2; i++) if ($i != "") { s = s (s == "" ? "" : " ") $i; if (length(s) >= 1000) { print s; s = ""; if (++k == n) exit } } }' \
   tests/data/stsb-sample.csv > "$WORK/texts.txt"
