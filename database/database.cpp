@@ -205,6 +205,19 @@ Result<std::vector<SearchHit>> Database::SearchVectors(const std::string& name, 
   return c->Search(query.hs.data(), query.rw.data(), options);
 }
 
+Result<size_t> Database::CatchUp() {
+  std::lock_guard<std::mutex> lock(mu_);  // no collection is dropped meanwhile
+  size_t applied = 0;
+  Status first;
+  for (auto& [name, c] : collections_) {
+    auto n = c->CatchUp();
+    if (n.ok()) applied += *n;
+    else if (first.ok()) first = n.status();
+  }
+  if (!first.ok()) return first;
+  return applied;
+}
+
 Status Database::SaveIndexes() {
   std::lock_guard<std::mutex> lock(mu_);
   Status first;

@@ -106,6 +106,10 @@ class Database {
 
   // Snapshots the indexes of every open collection; the first error, if any.
   Status SaveIndexes();
+  // Applies to every open collection's indexes the change-log entries other
+  // nodes committed (a shared PostgreSQL store); returns how many in all and
+  // the first error, if any (the other collections still catch up).
+  Result<size_t> CatchUp();
   Store* store() { return store_.get(); }
 
  private:

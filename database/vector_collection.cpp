@@ -234,15 +234,75 @@ Result<WriteResult> VectorCollection::Upsert(const std::vector<StoredDocument>& 
   }
   std::unique_lock lock(mu_);
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, store_->Upsert(name_, docs, sync));
-  MOEEDB_RETURN_IF_ERROR(ApplyToIndex(res, &docs));
+  // Entries other nodes committed before this one: from the log, this one with them.
+  if (res.seq > applied_seq_ + 1) MOEEDB_RETURN_IF_ERROR(CatchUpLocked().status());
+  else MOEEDB_RETURN_IF_ERROR(ApplyToIndex(res, &docs));
   return res;
 }
 
 Result<WriteResult> VectorCollection::Delete(const std::vector<std::string>& ids, bool sync) {
   std::unique_lock lock(mu_);
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, store_->Delete(name_, ids, sync));
-  MOEEDB_RETURN_IF_ERROR(ApplyToIndex(res, nullptr));
+  if (res.seq > applied_seq_ + 1) MOEEDB_RETURN_IF_ERROR(CatchUpLocked().status());
+  else MOEEDB_RETURN_IF_ERROR(ApplyToIndex(res, nullptr));
   return res;
+}
+
+uint64_t VectorCollection::applied_seq() const {
+  std::shared_lock lock(mu_);
+  return applied_seq_;
+}
+
+Result<size_t> VectorCollection::CatchUp() {
+  std::unique_lock lock(mu_);
+  return CatchUpLocked();
+}
+
+Result<size_t> VectorCollection::CatchUpLocked() {
+  size_t applied = 0;
+  Status inner;
+  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(name_, applied_seq_, [&](const OpRecord& op) {
+    if (!inner.ok()) return;
+    if (op.seq != applied_seq_ + 1) {
+      inner = Status::Corruption("collection " + name_ + ": change log entry " + std::to_string(applied_seq_ + 1) +
+                                 " is missing (trimmed?); reopen the collection to rebuild its indexes");
+      return;
+    }
+    inner = ApplyLoggedOp(op);
+    if (inner.ok()) ++applied;
+  }));
+  MOEEDB_RETURN_IF_ERROR(inner);
+  return applied;
+}
+
+Status VectorCollection::ApplyLoggedOp(const OpRecord& op) {
+  // Whatever of the entry the indexes may hold already goes first.
+  std::vector<uint64_t> gone = op.removed;
+  gone.insert(gone.end(), op.added.begin(), op.added.end());
+  index_->Remove(gone);
+  for (uint64_t id : gone) metadata_.erase(id);
+  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Remove(gone));
+  if (!op.added.empty()) {
+    MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name_, op.added, true));
+    std::vector<uint64_t> ids;
+    std::vector<float> hs, rw;
+    std::vector<const std::string*> texts;
+    for (size_t i = 0; i < op.added.size(); ++i) {
+      const auto& d = docs[i];
+      if (!d) continue;  // replaced or deleted by a later entry
+      if (d->hs.size() != dim_hs_ || d->rw.size() != dim_rw_)
+        return Status::Corruption("collection " + name_ + ": stored vector of the wrong size");
+      ids.push_back(op.added[i]);
+      hs.insert(hs.end(), d->hs.begin(), d->hs.end());
+      rw.insert(rw.end(), d->rw.begin(), d->rw.end());
+      texts.push_back(&d->text);
+      metadata_[op.added[i]] = d->metadata_json.empty() ? "{}" : d->metadata_json;
+    }
+    if (!ids.empty()) MOEEDB_RETURN_IF_ERROR(index_->Add(ids, hs.data(), rw.data()));
+    if (lexical_ && !ids.empty()) MOEEDB_RETURN_IF_ERROR(lexical_->Replace(ids, texts));
+  }
+  applied_seq_ = op.seq;
+  return Status::OK();
 }
 
 Status VectorCollection::ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs) {

@@ -112,11 +112,22 @@ class VectorCollection {
   bool opened_from_snapshot() const { return from_snapshot_; }
   size_t replayed_ops() const { return replayed_ops_; }
   size_t index_rebuilds() const;
+  // The newest change-log entry both indexes include.
+  uint64_t applied_seq() const;
+  // Applies the store's change-log entries above applied_seq(): the writes
+  // other nodes made to a shared (PostgreSQL) store. Idempotent; returns how
+  // many entries it applied.
+  Result<size_t> CatchUp();
 
  private:
   VectorCollection() = default;
   static std::string IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec);
   Status ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs);
+  // CatchUp with mu_ held exclusively.
+  Result<size_t> CatchUpLocked();
+  // One change-log entry into both indexes, reading the added documents from
+  // the store; applying it twice leaves the same state.
+  Status ApplyLoggedOp(const OpRecord& op);
   // Catches the lexical index up from the op log, or rebuilds it.
   Status OpenLexical(const CollectionRecord& rec);
   Result<std::vector<SearchHit>> SearchLexicalOrHybrid(const float* hs, const float* rw, const SearchSpec& o,

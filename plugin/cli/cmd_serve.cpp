@@ -4,7 +4,10 @@
 
 #include <cstdlib>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -169,9 +172,29 @@ int RunServe(const Args& args) {
   std::cerr << "moeedb serve: " << (*setup)->model().config().Summary() << "\n";
   std::cout << "listening on http://" << so.host << ":" << server.port() << " (model id '" << ao.served_model_name
             << "')" << std::endl;
+  // Over a PostgreSQL store other nodes write too: the open collections
+  // follow its change log, polled every --follow-ms.
+  std::atomic<bool> stopping{false};
+  std::thread follower;
+  const std::string location = args.Get("db");
+  if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0) {
+    const auto period = std::chrono::milliseconds(args.Int("follow-ms"));
+    follower = std::thread([&, period] {
+      std::string last_error;
+      while (!stopping) {
+        auto n = (*db)->CatchUp();
+        const std::string error = n.ok() ? "" : n.status().message();
+        if (error != last_error && !error.empty()) std::cerr << "moeedb serve: following the change log: " << error << "\n";
+        last_error = error;
+        std::this_thread::sleep_for(period);
+      }
+    });
+  }
   int sig = 0;
   sigwait(&sigs, &sig);
   std::cerr << "moeedb serve: signal " << sig << ", shutting down\n";
+  stopping = true;
+  if (follower.joinable()) follower.join();
   if (qdrant) qdrant->Stop();
   if (chroma) chroma->Stop();
   server.Stop();

@@ -152,5 +152,45 @@ TEST(StoreEngines, RocksDbAndPostgresAnswerEveryQueryAlike) {
   ExpectSameAnswers(*a, **fresh);
 }
 
+// Two nodes over one PostgreSQL database, each with its own index folder:
+// what one writes, the other applies from the change log (CatchUp), and a
+// node that writes while behind takes the entries before its own first.
+TEST(StoreEngines, ANodeFollowsTheChangeLogOfAnother) {
+  test::TempDir dir;
+  test::PgDatabase pg;
+  auto store_a = Store::Open(pg.uri());
+  auto store_b = Store::Open(pg.uri());
+  ASSERT_TRUE(store_a.ok() && store_b.ok());
+  const auto docs = Documents(5);
+  auto a = Build(store_a->get(), dir / "node-a", std::vector<StoredDocument>(docs.begin(), docs.begin() + 100));
+  ASSERT_TRUE(a);
+  auto b = VectorCollection::Open(store_b->get(), "c", dir / "node-b");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ExpectSameAnswers(*a, **b);
+  // A writes: new documents, a replacement, a delete. B sees them after CatchUp.
+  ASSERT_TRUE(a->Upsert(std::vector<StoredDocument>(docs.begin() + 100, docs.begin() + 200)).ok());
+  StoredDocument moved = docs[150];
+  moved.id = docs[120].id;
+  ASSERT_TRUE(a->Upsert({moved}).ok());
+  ASSERT_TRUE(a->Delete({docs[130].id, docs[5].id}).ok());
+  EXPECT_NE((*b)->applied_seq(), a->applied_seq());
+  auto n = (*b)->CatchUp();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 3u);
+  EXPECT_EQ((*b)->applied_seq(), a->applied_seq());
+  EXPECT_EQ((*b)->IndexedIds(), a->IndexedIds());
+  EXPECT_EQ((*b)->LexicalIds(), a->LexicalIds());
+  ExpectSameAnswers(*a, **b);
+  EXPECT_EQ(*(*b)->CatchUp(), 0u);  // nothing new: nothing applied
+  // A writes again; B writes while behind: B applies A's entry, then its own.
+  ASSERT_TRUE(a->Upsert(std::vector<StoredDocument>(docs.begin() + 200, docs.begin() + 250)).ok());
+  ASSERT_TRUE((*b)->Upsert(std::vector<StoredDocument>(docs.begin() + 250, docs.end())).ok());
+  EXPECT_EQ((*b)->applied_seq(), a->applied_seq() + 1);
+  ASSERT_TRUE(a->CatchUp().ok());
+  EXPECT_EQ((*b)->IndexedIds(), a->IndexedIds());
+  EXPECT_EQ(a->IndexedIds().size(), (*store_a)->GetCollection("c")->count);
+  ExpectSameAnswers(*a, **b);
+}
+
 }  // namespace
 }  // namespace moeedb
