@@ -100,24 +100,10 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
   if (usable) {
     c->index_ = std::move(snap).value();
     c->applied_seq_ = applied;
-    Status replay = store->ReadOps(name, applied, [&](const OpRecord& op) {
-      c->index_->Remove(op.removed);
-      std::vector<uint64_t> ids;
-      std::vector<float> hs, rw;
-      auto docs = store->GetManyByInternal(name, op.added, true);
-      for (size_t i = 0; docs.ok() && i < op.added.size(); ++i) {
-        const auto& d = (*docs)[i];
-        if (!d) continue;  // replaced or deleted by a later op
-        ids.push_back(op.added[i]);
-        hs.insert(hs.end(), d->hs.begin(), d->hs.end());
-        rw.insert(rw.end(), d->rw.begin(), d->rw.end());
-      }
-      if (!ids.empty()) (void)c->index_->Add(ids, hs.data(), rw.data());
-      c->applied_seq_ = op.seq;
-      ++c->replayed_ops_;
-    });
+    auto replayed = c->CatchUpLocked();  // the lexical index is not open yet: it catches up on its own
+    c->replayed_ops_ = replayed.ok() ? *replayed : 0;
     // A snapshot whose op log was trimmed past it cannot be caught up: rebuild.
-    if (!replay.ok() || c->applied_seq_ != rec.last_op || c->index_->size() != rec.count) usable = false;
+    if (!replayed.ok() || c->applied_seq_ != rec.last_op || c->index_->size() != rec.count) usable = false;
     else c->from_snapshot_ = true;
   }
   if (!usable) {
