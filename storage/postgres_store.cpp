@@ -7,6 +7,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace moeedb {
 
@@ -145,6 +146,36 @@ struct PostgresStore::Connection {
   explicit Connection(const std::string& uri) : c(uri) {}
   pqxx::connection c;
 };
+
+// The channel every write notifies on.
+constexpr const char* kChangeChannel = "moeedb_changes";
+
+struct PostgresStore::Listener {
+  struct Receiver : pqxx::notification_receiver {
+    using pqxx::notification_receiver::notification_receiver;
+    void operator()(const std::string&, int) override {}
+  };
+  explicit Listener(const std::string& uri) : c(uri), receiver(c, kChangeChannel) {}
+  pqxx::connection c;
+  Receiver receiver;
+};
+
+bool PostgresStore::WaitForChange(int timeout_ms) const {
+  std::lock_guard<std::mutex> lock(listen_mu_);
+  try {
+    if (!listener_ || !listener_->c.is_open()) {
+      listener_.reset();
+      listener_ = std::make_unique<Listener>(uri_);
+      listener_->c.get_notifs();  // subscribes (LISTEN) now
+      return true;
+    }
+    return listener_->c.await_notification(timeout_ms / 1000, (timeout_ms % 1000) * 1000L) > 0;
+  } catch (const std::exception&) {
+    listener_.reset();  // the server is away: wait out the period, then read the log
+    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+    return true;
+  }
+}
 
 template <typename Fn>
 auto PostgresStore::Guarded(const std::string& what, bool shared, Fn&& fn) const {
@@ -303,6 +334,7 @@ Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const s
                   r.id, res.seq, ArrayLiteral(res.added), ArrayLiteral(res.removed));
     t.exec_params("UPDATE moeedb_collections SET next_internal = $2, doc_count = doc_count + $3 WHERE id = $1", r.id,
                   next, added_live);
+    t.exec(std::string("NOTIFY ") + kChangeChannel);  // delivered at commit
     t.commit();
     return res;
   });
@@ -332,6 +364,7 @@ Result<WriteResult> PostgresStore::Delete(const std::string& collection, const s
                   res.seq, ArrayLiteral(res.removed));
     t.exec_params("UPDATE moeedb_collections SET doc_count = doc_count - $2 WHERE id = $1", r.id,
                   static_cast<int64_t>(res.removed.size()));
+    t.exec(std::string("NOTIFY ") + kChangeChannel);
     t.commit();
     return res;
   });

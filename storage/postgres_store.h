@@ -70,6 +70,10 @@ class PostgresStore final : public Store {
   // NotSupported: PostgreSQL's own backups (pg_basebackup, pg_dump) copy it.
   Status Checkpoint(const std::string& dir) const override;
   std::string location() const override { return location_; }
+  // LISTEN on a connection of its own: every write NOTIFYs in its
+  // transaction (delivered at commit). True also after (re)connecting, since
+  // notifications sent meanwhile are lost: the caller reads the log anyway.
+  bool WaitForChange(int timeout_ms) const override;
 
  private:
   PostgresStore() = default;
@@ -91,6 +95,9 @@ class PostgresStore final : public Store {
   struct Connection;  // libpqxx's connection (its headers stay in the .cpp)
   mutable std::unique_ptr<Connection> conn_;
   mutable std::mutex mu_;  // one statement at a time on the connection
+  struct Listener;          // the LISTEN connection (WaitForChange's alone)
+  mutable std::unique_ptr<Listener> listener_;
+  mutable std::mutex listen_mu_;
 };
 
 }  // namespace moeedb

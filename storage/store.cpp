@@ -1,7 +1,9 @@
 #include "storage/store.h"
 
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "storage/postgres_store.h"
 #include "storage/rocksdb_store.h"
@@ -17,6 +19,11 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& location) {
   }
   MOEEDB_ASSIGN_OR_RETURN(auto rocks, RocksStore::Open(location));
   return std::unique_ptr<Store>(std::move(rocks));
+}
+
+bool Store::WaitForChange(int timeout_ms) const {
+  std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+  return false;
 }
 
 Status CheckNewCollection(const std::string& name, const std::string& spec_json) {

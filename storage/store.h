@@ -125,6 +125,11 @@ class Store {
 
   // Where the store is: the folder, or the connection URI without its password.
   virtual std::string location() const = 0;
+
+  // Blocks until another process may have committed a change, or until
+  // `timeout_ms` passes; true when woken (the caller then reads the change
+  // log). Default: no other writers, so it sleeps out the timeout.
+  virtual bool WaitForChange(int timeout_ms) const;
 };
 
 // The checks both stores make before writing, with the same messages.

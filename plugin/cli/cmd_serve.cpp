@@ -173,7 +173,8 @@ int RunServe(const Args& args) {
   std::cout << "listening on http://" << so.host << ":" << server.port() << " (model id '" << ao.served_model_name
             << "')" << std::endl;
   // Over a PostgreSQL store other nodes write too: the open collections
-  // follow its change log, polled every --follow-ms.
+  // follow its change log, woken by each commit (LISTEN/NOTIFY) and read at
+  // least every --follow-ms (notifications are lost across a reconnect).
   std::atomic<bool> stopping{false};
   std::thread follower;
   const std::string location = args.Get("db");
@@ -186,7 +187,7 @@ int RunServe(const Args& args) {
         const std::string error = n.ok() ? "" : n.status().message();
         if (error != last_error && !error.empty()) std::cerr << "moeedb serve: following the change log: " << error << "\n";
         last_error = error;
-        std::this_thread::sleep_for(period);
+        (*db)->store()->WaitForChange(static_cast<int>(period.count()));
       }
     });
   }

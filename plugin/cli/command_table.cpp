@@ -147,8 +147,9 @@ requests, snapshot the indexes, exit 0.)",
            {"db", "DIR", "database folder (created if needed) or a PostgreSQL URI (postgresql://...); without --model, "
                          "the model its collections recorded"},
            kIndexDirFlag,
-           {"follow-ms", "N", "with a PostgreSQL --db: how often the open collections apply other nodes' writes "
-                              "from the change log (milliseconds)", IntRule{200, 10, 60000}},
+           {"follow-ms", "N", "with a PostgreSQL --db: the longest the open collections wait before reading the "
+                              "change log for other nodes' writes (milliseconds; a commit wakes them at once)",
+            IntRule{200, 10, 60000}},
            {"host", "ADDR", "listen address (default 127.0.0.1)"},
            {"port", "N", "listen port (0 = any free port, printed on start)", IntRule{8080, 0, 65535}},
            {"qdrant-port", "N", "also serve the Qdrant REST API at the root of this port, as Qdrant does on 6333 "

@@ -286,6 +286,22 @@ TEST(PostgresStore, AConnectionLostMidBatchStoresNothingAndTheNextWriteReconnect
   EXPECT_EQ(next->seq, before.last_op + 1);  // no gap where the lost write was
 }
 
+// A node waiting for changes is woken by another's commit (NOTIFY in the
+// write's transaction), not by the end of its wait; with no write it is not.
+TEST(PostgresStore, ACommitWakesAWaitingNode) {
+  test::PgDatabase pg;
+  auto writer = Store::Open(pg.uri());
+  auto follower = Store::Open(pg.uri());
+  ASSERT_TRUE(writer.ok() && follower.ok());
+  ASSERT_TRUE((*writer)->CreateCollection("c", "{}").ok());
+  EXPECT_TRUE((*follower)->WaitForChange(10));    // subscribing: read the log once
+  EXPECT_FALSE((*follower)->WaitForChange(50));   // nothing committed
+  auto woken = std::async(std::launch::async, [&] { return (*follower)->WaitForChange(600000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE((*writer)->Upsert("c", {Doc("a", 1)}, true).ok());
+  EXPECT_TRUE(woken.get());  // without the notification this would wait out 10 minutes and say false
+}
+
 TEST(PostgresStore, KeepsItsChangeLogForOtherNodesAndHasNoFolderCheckpoint) {
   test::PgDatabase pg;
   auto store = Store::Open(pg.uri());
