@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   if (location.empty()) Die("--store LOCATION is required");
   const int64_t docs = IntFlag("docs", 20000), batch = IntFlag("batch", 256);
   const int64_t dh = IntFlag("dim-hs", 1024), dr = IntFlag("dim-rw", 32), text_bytes = IntFlag("text-bytes", 300);
-  const bool postgres = location.rfind("postgres", 0) == 0;
+  const bool postgres = moeedb::IsPostgresLocation(location);
   auto store = moeedb::Store::Open(location);
   if (!store.ok()) Die(store.status().ToString());
   (void)(*store)->DropCollection("bench");

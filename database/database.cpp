@@ -42,7 +42,7 @@ std::string SetupKey(const EmbeddingSpec& c) {
 
 Result<std::unique_ptr<Database>> Database::Open(const std::string& location, DatabaseOptions options) {
   if (location.empty()) return Status::InvalidArgument("no database folder given");
-  const bool postgres = location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
+  const bool postgres = IsPostgresLocation(location);
   if (postgres && options.index_dir.empty())
     return Status::InvalidArgument("a PostgreSQL database needs a local folder for its indexes (--index-dir DIR)");
   if (!postgres && options.must_exist && !fs::exists(fs::path(location) / "CURRENT"))

@@ -262,58 +262,50 @@ Result<size_t> VectorCollection::CatchUpLocked() {
 }
 
 Status VectorCollection::ApplyLoggedOp(const OpRecord& op) {
+  std::vector<std::optional<StoredDocument>> docs;
+  if (!op.added.empty()) { MOEEDB_ASSIGN_OR_RETURN(docs, store_->GetManyByInternal(name_, op.added, true)); }
+  std::vector<uint64_t> ids;
+  std::vector<const StoredDocument*> present;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    if (!docs[i]) continue;  // replaced or deleted by a later entry
+    if (docs[i]->hs.size() != dim_hs_ || docs[i]->rw.size() != dim_rw_)
+      return Status::Corruption("collection " + name_ + ": stored vector of the wrong size");
+    ids.push_back(op.added[i]);
+    present.push_back(&*docs[i]);
+  }
   // Whatever of the entry the indexes may hold already goes first.
   std::vector<uint64_t> gone = op.removed;
   gone.insert(gone.end(), op.added.begin(), op.added.end());
-  index_->Remove(gone);
-  for (uint64_t id : gone) metadata_.erase(id);
-  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Remove(gone));
-  if (!op.added.empty()) {
-    MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name_, op.added, true));
-    std::vector<uint64_t> ids;
-    std::vector<float> hs, rw;
-    std::vector<const std::string*> texts;
-    for (size_t i = 0; i < op.added.size(); ++i) {
-      const auto& d = docs[i];
-      if (!d) continue;  // replaced or deleted by a later entry
-      if (d->hs.size() != dim_hs_ || d->rw.size() != dim_rw_)
-        return Status::Corruption("collection " + name_ + ": stored vector of the wrong size");
-      ids.push_back(op.added[i]);
-      hs.insert(hs.end(), d->hs.begin(), d->hs.end());
-      rw.insert(rw.end(), d->rw.begin(), d->rw.end());
-      texts.push_back(&d->text);
-      metadata_[op.added[i]] = d->metadata_json.empty() ? "{}" : d->metadata_json;
-    }
-    if (!ids.empty()) MOEEDB_RETURN_IF_ERROR(index_->Add(ids, hs.data(), rw.data()));
-    if (lexical_ && !ids.empty()) MOEEDB_RETURN_IF_ERROR(lexical_->Replace(ids, texts));
-  }
-  applied_seq_ = op.seq;
-  return Status::OK();
+  return ApplyChange(op.seq, gone, ids, present);
 }
 
 Status VectorCollection::ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs) {
   if (res.seq == 0) return Status::OK();
-  index_->Remove(res.removed);
-  for (uint64_t id : res.removed) metadata_.erase(id);
-  if (docs != nullptr && !res.added.empty()) {
+  std::vector<const StoredDocument*> added;
+  if (docs != nullptr)
+    for (const auto& d : *docs) added.push_back(&d);
+  return ApplyChange(res.seq, res.removed, docs != nullptr ? res.added : std::vector<uint64_t>{}, added);
+}
+
+Status VectorCollection::ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,
+                                     const std::vector<const StoredDocument*>& docs) {
+  // Writers hold mu_ exclusively: no search is using either index.
+  index_->Remove(gone);
+  for (uint64_t id : gone) metadata_.erase(id);
+  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Remove(gone));
+  if (!ids.empty()) {
     std::vector<float> hs, rw;
-    for (const auto& d : *docs) {
-      hs.insert(hs.end(), d.hs.begin(), d.hs.end());
-      rw.insert(rw.end(), d.rw.begin(), d.rw.end());
+    std::vector<const std::string*> texts;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      hs.insert(hs.end(), docs[i]->hs.begin(), docs[i]->hs.end());
+      rw.insert(rw.end(), docs[i]->rw.begin(), docs[i]->rw.end());
+      texts.push_back(&docs[i]->text);
+      metadata_[ids[i]] = docs[i]->metadata_json.empty() ? "{}" : docs[i]->metadata_json;
     }
-    MOEEDB_RETURN_IF_ERROR(index_->Add(res.added, hs.data(), rw.data()));
-    for (size_t i = 0; i < docs->size(); ++i)
-      metadata_[res.added[i]] = (*docs)[i].metadata_json.empty() ? "{}" : (*docs)[i].metadata_json;
+    MOEEDB_RETURN_IF_ERROR(index_->Add(ids, hs.data(), rw.data()));
+    if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Replace(ids, texts));
   }
-  if (lexical_) {  // writers hold mu_ exclusively: no search is using it
-    MOEEDB_RETURN_IF_ERROR(lexical_->Remove(res.removed));
-    if (docs != nullptr && !res.added.empty()) {
-      std::vector<const std::string*> texts;
-      for (const auto& d : *docs) texts.push_back(&d.text);
-      MOEEDB_RETURN_IF_ERROR(lexical_->Replace(res.added, texts));
-    }
-  }
-  applied_seq_ = res.seq;
+  applied_seq_ = seq;
   return Status::OK();
 }
 

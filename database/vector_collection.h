@@ -128,6 +128,10 @@ class VectorCollection {
   // One change-log entry into both indexes, reading the added documents from
   // the store; applying it twice leaves the same state.
   Status ApplyLoggedOp(const OpRecord& op);
+  // Takes `gone` out of both indexes and the metadata, puts docs[i] in under
+  // ids[i], and records `seq` as applied: what a write and a logged entry share.
+  Status ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,
+                     const std::vector<const StoredDocument*>& docs);
   // Catches the lexical index up from the op log, or rebuilds it.
   Status OpenLexical(const CollectionRecord& rec);
   Result<std::vector<SearchHit>> SearchLexicalOrHybrid(const float* hs, const float* rw, const SearchSpec& o,

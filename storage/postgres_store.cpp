@@ -294,6 +294,34 @@ Status PostgresStore::UpdateSpec(const std::string& name, const std::string& spe
   });
 }
 
+namespace {
+
+// Deletes the collection's documents of these external ids in one statement;
+// external id -> internal id of each one that was there.
+std::map<std::string, uint64_t> RemoveDocuments(pqxx::transaction_base& t, uint32_t coll,
+                                                const std::vector<std::string>& ids) {
+  std::map<std::string, uint64_t> removed;
+  for (const auto& row : t.exec_params("DELETE FROM moeedb_documents WHERE coll = $1 AND external = ANY($2::text[]) "
+                                       "RETURNING external, internal",
+                                       coll, TextArrayLiteral(ids)))
+    removed[row[0].as<std::string>()] = row[1].as<uint64_t>();
+  return removed;
+}
+
+// Ends a write: its change-log entry (numbered by LockForWrite), the
+// collection's counters, the NOTIFY that wakes other nodes, the commit.
+void CommitChange(pqxx::work& t, const CollectionRecord& r, const WriteResult& res, uint64_t next_internal) {
+  t.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed) VALUES ($1, $2, $3::bigint[], $4::bigint[])", r.id,
+                res.seq, ArrayLiteral(res.added), ArrayLiteral(res.removed));
+  const int64_t live_delta = static_cast<int64_t>(res.added.size()) - static_cast<int64_t>(res.removed.size());
+  t.exec_params("UPDATE moeedb_collections SET next_internal = $2, doc_count = doc_count + $3 WHERE id = $1", r.id,
+                next_internal, live_delta);
+  t.exec(std::string("NOTIFY ") + kChangeChannel);  // delivered at commit
+  t.commit();
+}
+
+}  // namespace
+
 Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
                                           bool sync) {
   MOEEDB_RETURN_IF_ERROR(CheckBatchIds(docs));
@@ -315,11 +343,7 @@ Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const s
     // The documents these ids replace, removed in one statement.
     std::vector<std::string> ids;
     for (const auto& d : docs) ids.push_back(d.id);
-    std::map<std::string, uint64_t> replaced;
-    for (const auto& row : t.exec_params("DELETE FROM moeedb_documents WHERE coll = $1 AND external = ANY($2::text[]) "
-                                         "RETURNING external, internal",
-                                         r.id, TextArrayLiteral(ids)))
-      replaced[row[0].as<std::string>()] = row[1].as<uint64_t>();
+    const auto replaced = RemoveDocuments(t, r.id, ids);
     uint64_t next = r.next_internal;
     for (size_t i = 0; i < docs.size(); ++i) {
       auto old = replaced.find(docs[i].id);
@@ -329,13 +353,7 @@ Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const s
       t.exec_params("INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw) VALUES ($1, $2, $3, $4, $5, $6)",
                     r.id, internal, docs[i].id, records[i], Bytes(docs[i].hs), Bytes(docs[i].rw));
     }
-    const int64_t added_live = static_cast<int64_t>(docs.size() - replaced.size());
-    t.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed) VALUES ($1, $2, $3::bigint[], $4::bigint[])",
-                  r.id, res.seq, ArrayLiteral(res.added), ArrayLiteral(res.removed));
-    t.exec_params("UPDATE moeedb_collections SET next_internal = $2, doc_count = doc_count + $3 WHERE id = $1", r.id,
-                  next, added_live);
-    t.exec(std::string("NOTIFY ") + kChangeChannel);  // delivered at commit
-    t.commit();
+    CommitChange(t, r, res, next);
     return res;
   });
 }
@@ -347,25 +365,20 @@ Result<WriteResult> PostgresStore::Delete(const std::string& collection, const s
     if (!sync) t.exec("SET LOCAL synchronous_commit = off");
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LockForWrite(t, collection));
     WriteResult res;
+    const auto removed = RemoveDocuments(t, r.id, ids);
     std::set<std::string> seen;
     for (const auto& id : ids) {
       if (!seen.insert(id).second) continue;
-      pqxx::result old =
-          t.exec_params("DELETE FROM moeedb_documents WHERE coll = $1 AND external = $2 RETURNING internal", r.id, id);
-      if (old.empty()) ++res.not_found;
-      else res.removed.push_back(old[0][0].as<uint64_t>());
+      auto old = removed.find(id);
+      if (old == removed.end()) ++res.not_found;
+      else res.removed.push_back(old->second);
     }
     if (res.removed.empty()) {
       t.abort();  // nothing changed: the advanced last_op is rolled back
       return res;
     }
     res.seq = r.last_op;
-    t.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed) VALUES ($1, $2, '{}', $3::bigint[])", r.id,
-                  res.seq, ArrayLiteral(res.removed));
-    t.exec_params("UPDATE moeedb_collections SET doc_count = doc_count - $2 WHERE id = $1", r.id,
-                  static_cast<int64_t>(res.removed.size()));
-    t.exec(std::string("NOTIFY ") + kChangeChannel);
-    t.commit();
+    CommitChange(t, r, res, r.next_internal);
     return res;
   });
 }
@@ -440,47 +453,37 @@ Result<DocumentPage> PostgresStore::ListDocuments(const std::string& collection,
   });
 }
 
-Status PostgresStore::ScanVectors(const std::string& collection,
-                                  const std::function<void(uint64_t, const float*, size_t, const float*, size_t,
-                                                           const std::string&)>& fn) const {
+Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vectors,
+                                    const std::function<void(uint64_t, const StoredDocument&)>& fn) const {
   return WithOwnConnection("scanning " + collection, [&](pqxx::connection& c) -> Status {
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     for (int64_t last = -1;;) {
-      pqxx::result rows = t.exec_params(
-          "SELECT internal, record, hs, rw FROM moeedb_documents WHERE coll = $1 AND internal > $2 "
-          "ORDER BY internal LIMIT $3",
-          r.id, last, kScanPage);
+      pqxx::result rows = t.exec_params(std::string("SELECT internal, record") + (with_vectors ? ", hs, rw" : "") +
+                                            " FROM moeedb_documents WHERE coll = $1 AND internal > $2 "
+                                            "ORDER BY internal LIMIT $3",
+                                        r.id, last, kScanPage);
       for (const auto& row : rows) {
-        StoredDocument d;
-        MOEEDB_RETURN_IF_ERROR(ParseDocumentRecord(row["record"].as<std::string>(), &d));
-        const std::vector<float> hs = Floats(row["hs"]), rw = Floats(row["rw"]);
+        MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, DocumentOf(row, with_vectors));
         last = row["internal"].as<int64_t>();
-        fn(static_cast<uint64_t>(last), hs.data(), hs.size(), rw.data(), rw.size(), d.metadata_json);
+        fn(static_cast<uint64_t>(last), *d);
       }
       if (rows.size() < static_cast<size_t>(kScanPage)) return Status::OK();
     }
   });
 }
 
+Status PostgresStore::ScanVectors(const std::string& collection,
+                                  const std::function<void(uint64_t, const float*, size_t, const float*, size_t,
+                                                           const std::string&)>& fn) const {
+  return ScanDocuments(collection, true, [&](uint64_t id, const StoredDocument& d) {
+    fn(id, d.hs.data(), d.hs.size(), d.rw.data(), d.rw.size(), d.metadata_json);
+  });
+}
+
 Status PostgresStore::ScanMetadata(const std::string& collection,
                                    const std::function<void(uint64_t, const std::string&)>& fn) const {
-  return WithOwnConnection("scanning " + collection, [&](pqxx::connection& c) -> Status {
-    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> t(c);
-    MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
-    for (int64_t last = -1;;) {
-      pqxx::result rows = t.exec_params(
-          "SELECT internal, record FROM moeedb_documents WHERE coll = $1 AND internal > $2 ORDER BY internal LIMIT $3",
-          r.id, last, kScanPage);
-      for (const auto& row : rows) {
-        StoredDocument d;
-        MOEEDB_RETURN_IF_ERROR(ParseDocumentRecord(row["record"].as<std::string>(), &d));
-        last = row["internal"].as<int64_t>();
-        fn(static_cast<uint64_t>(last), d.metadata_json);
-      }
-      if (rows.size() < static_cast<size_t>(kScanPage)) return Status::OK();
-    }
-  });
+  return ScanDocuments(collection, false, [&](uint64_t id, const StoredDocument& d) { fn(id, d.metadata_json); });
 }
 
 Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,

@@ -90,6 +90,10 @@ class PostgresStore final : public Store {
   template <typename Fn>
   auto Guarded(const std::string& what, bool shared, Fn&& fn) const;
   Status Migrate();
+  // Every document of the collection (with its vectors or not) in internal-id
+  // order, read in pages of one repeatable-read snapshot on a connection of its own.
+  Status ScanDocuments(const std::string& collection, bool with_vectors,
+                       const std::function<void(uint64_t internal, const StoredDocument&)>& fn) const;
 
   std::string uri_, location_;
   struct Connection;  // libpqxx's connection (its headers stay in the .cpp)

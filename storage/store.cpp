@@ -12,8 +12,12 @@ namespace moeedb {
 
 using json = nlohmann::json;
 
+bool IsPostgresLocation(const std::string& location) {
+  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
+}
+
 Result<std::unique_ptr<Store>> Store::Open(const std::string& location) {
-  if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0) {
+  if (IsPostgresLocation(location)) {
     MOEEDB_ASSIGN_OR_RETURN(auto pg, PostgresStore::Open(location));
     return std::unique_ptr<Store>(std::move(pg));
   }

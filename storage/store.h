@@ -132,6 +132,10 @@ class Store {
   virtual bool WaitForChange(int timeout_ms) const;
 };
 
+// Whether `location` names a PostgreSQL database ("postgresql://..." or
+// "postgres://...") rather than a folder: what Store::Open goes by.
+bool IsPostgresLocation(const std::string& location);
+
 // The checks both stores make before writing, with the same messages.
 // A collection name: 1-128 characters, no '/'; a spec: a JSON object.
 Status CheckNewCollection(const std::string& name, const std::string& spec_json);

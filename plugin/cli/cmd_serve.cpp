@@ -177,8 +177,7 @@ int RunServe(const Args& args) {
   // least every --follow-ms (notifications are lost across a reconnect).
   std::atomic<bool> stopping{false};
   std::thread follower;
-  const std::string location = args.Get("db");
-  if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0) {
+  if (IsPostgresLocation(args.Get("db"))) {
     const auto period = std::chrono::milliseconds(args.Int("follow-ms"));
     follower = std::thread([&, period] {
       std::string last_error;
