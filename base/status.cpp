@@ -12,6 +12,8 @@ const char* Status::CodeName(Code code) {
     case Code::kIOError: return "IO error";
     case Code::kInternal: return "Internal error";
     case Code::kResourceExhausted: return "Resource exhausted";
+    case Code::kUnavailable: return "Unavailable";
+    case Code::kOutcomeUnknown: return "Outcome unknown";
   }
   return "Unknown";
 }

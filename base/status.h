@@ -22,6 +22,10 @@ class Status {
     kIOError,          // the operating system refused
     kInternal,         // a bug or an unexpected library error
     kResourceExhausted,  // a queue or limit is full: retry later
+    kUnavailable,      // the store cannot take the write now (no primary, no
+                       // synchronous standby): nothing was written, retry later
+    kOutcomeUnknown,   // the answer to a commit was lost and could not be
+                       // resolved: the write may or may not be stored
   };
 
   Status() = default;
@@ -33,6 +37,8 @@ class Status {
   static Status IOError(std::string msg) { return Status(Code::kIOError, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
   static Status ResourceExhausted(std::string msg) { return Status(Code::kResourceExhausted, std::move(msg)); }
+  static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
+  static Status OutcomeUnknown(std::string msg) { return Status(Code::kOutcomeUnknown, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

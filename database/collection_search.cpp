@@ -169,7 +169,12 @@ Result<std::vector<SearchHit>> VectorCollection::ToSearchHits(const std::vector<
   MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name_, ids, false));
   std::vector<SearchHit> out;
   for (size_t i = 0; i < hits.size(); ++i) {
-    if (!docs[i]) return Status::Corruption("indexed document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
+    if (!docs[i]) {
+      // Another node's write removed it since this node's index last
+      // followed the log: not an answer any more.
+      if (store_->shared()) continue;
+      return Status::Corruption("indexed document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
+    }
     const auto& h = hits[i];
     SearchHit hit{docs[i]->id, static_cast<float>(h.fused), static_cast<float>(h.hs), static_cast<float>(h.rw),
                   static_cast<float>(h.lex)};

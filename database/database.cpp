@@ -207,12 +207,36 @@ Result<std::vector<SearchHit>> Database::SearchVectors(const std::string& name, 
 
 Result<size_t> Database::CatchUp() {
   std::lock_guard<std::mutex> lock(mu_);  // no collection is dropped meanwhile
+  // Longer than any request may hold a collection it looked up.
+  constexpr auto kRetiredFor = std::chrono::minutes(3);
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if (now - it->at < kRetiredFor) {
+      ++it;
+      continue;
+    }
+    const std::string dir = it->collection->index_dir();
+    it->collection.reset();
+    std::error_code ec;  // leftovers would only waste disk
+    fs::remove_all(dir, ec);
+    fs::remove_all(dir + ".lexical", ec);
+    it = retired_.erase(it);
+  }
   size_t applied = 0;
   Status first;
-  for (auto& [name, c] : collections_) {
-    auto n = c->CatchUp();
+  for (auto it = collections_.begin(); it != collections_.end();) {
+    VectorCollection& c = *it->second;
+    auto rec = store_->GetCollection(it->first);
+    const bool gone = !rec.ok() && rec.status().code() == Status::Code::kNotFound;
+    if (gone || (rec.ok() && rec->id != c.store_id())) {
+      retired_.push_back({now, std::move(it->second)});
+      it = collections_.erase(it);
+      continue;
+    }
+    auto n = rec.ok() ? c.CatchUp() : Result<size_t>(rec.status());
     if (n.ok()) applied += *n;
     else if (first.ok()) first = n.status();
+    ++it;
   }
   if (!first.ok()) return first;
   return applied;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -108,7 +109,9 @@ class Database {
   Status SaveIndexes();
   // Applies to every open collection's indexes the change-log entries other
   // nodes committed (a shared PostgreSQL store); returns how many in all and
-  // the first error, if any (the other collections still catch up).
+  // the first error, if any (the other collections still catch up). A
+  // collection another node dropped (or dropped and created again) is closed
+  // here; its name opens from the store again on next use.
   Result<size_t> CatchUp();
   Store* store() { return store_.get(); }
 
@@ -122,6 +125,13 @@ class Database {
   std::unique_ptr<Store> store_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<VectorCollection>> collections_;
+  // Collections CatchUp closed: requests in flight may still hold them, so
+  // they are freed (and a dropped one's index folders removed) a while later.
+  struct Retired {
+    std::chrono::steady_clock::time_point at;
+    std::unique_ptr<VectorCollection> collection;
+  };
+  std::vector<Retired> retired_;
   std::map<std::string, const EmbeddingSetup*> setups_;  // by their recorded fields (SetupKey)
   std::vector<std::unique_ptr<EmbeddingSetup>> loaded_;  // the ones this database loaded
   std::map<const EmbeddingSetup*, std::pair<std::string, std::string>> stats_;  // calibration statistics

@@ -72,6 +72,7 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
   std::unique_ptr<VectorCollection> c(new VectorCollection());
   c->store_ = store;
   c->name_ = name;
+  c->store_id_ = rec.id;
   c->index_dir_ = IndexDir(*store, index_root, rec);
   c->spec_json_ = rec.spec_json;
   DualIndexSpec ix;

@@ -102,6 +102,10 @@ class VectorCollection {
   const Standardizer& standardizer_hs() const { return index_->standardizer_hs(); }
   const Standardizer& standardizer_rw() const { return index_->standardizer_rw(); }
   std::string spec_json() const { return spec_json_; }
+  // The store's id of the collection (a collection dropped and created again
+  // under the same name has a new one) and the local folder of its indexes.
+  uint32_t store_id() const { return store_id_; }
+  const std::string& index_dir() const { return index_dir_; }
   // Internal ids in the index (sorted): for consistency checks.
   std::vector<uint64_t> IndexedIds() const;
   bool has_lexical() const { return lexical_ != nullptr; }
@@ -140,6 +144,7 @@ class VectorCollection {
 
   Store* store_ = nullptr;
   std::string name_, index_dir_, spec_json_, info_json_;
+  uint32_t store_id_ = 0;
   size_t dim_hs_ = 0, dim_rw_ = 0;
   float default_alpha_ = 1.0f;
   VectorSchema schema_;

@@ -1,7 +1,10 @@
 #include "storage/postgres_store.h"
 
 #include <cstring>
+#include <chrono>
+#include <cstdio>
 #include <map>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <regex>
@@ -43,7 +46,53 @@ const char* const kMigrations[] = {
     "  added bigint[] NOT NULL,"
     "  removed bigint[] NOT NULL,"
     "  PRIMARY KEY (coll, seq));",
+    // 1 -> 2: the id of every write, stored in the write's transaction, so a
+    // commit whose answer was lost can be resolved on whichever server is
+    // primary now (pg_xact_status is not: transaction ids restart their
+    // meaning on a new timeline).
+    "CREATE TABLE moeedb_writes ("
+    "  id text PRIMARY KEY,"
+    "  coll integer NOT NULL,"
+    "  seq bigint NOT NULL,"
+    "  at timestamptz NOT NULL DEFAULT now());"
+    "CREATE INDEX moeedb_writes_at ON moeedb_writes (at);",
 };
+
+// How long a write keeps retrying while no primary answers (a failover takes
+// a few seconds) before it answers Unavailable, and how long it keeps trying
+// to learn the outcome of a commit whose answer was lost.
+constexpr auto kWriteRetry = std::chrono::seconds(10);
+constexpr auto kResolveFor = std::chrono::seconds(30);
+constexpr auto kRetryPause = std::chrono::milliseconds(200);
+// Write ids are kept this long (resolution needs them for seconds).
+constexpr const char* kWriteIdsKept = "1 day";
+
+// SQLSTATEs that mean "this server cannot take the statement now, another
+// may": read-only (a standby, or a primary demoted under us), shutting down,
+// starting up, or any connection exception (class 08).
+bool IsUnavailableState(const std::string& state) {
+  return state == "25006" || state == "57P01" || state == "57P02" || state == "57P03" || state.rfind("08", 0) == 0;
+}
+
+// A random 128-bit write id (hex).
+std::string NewWriteId() {
+  thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                   (static_cast<uint64_t>(std::hash<std::thread::id>{}(std::this_thread::get_id())) << 1));
+  char out[33];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return out;
+}
+
+// The connection string for reads when no primary answers: the same servers,
+// any of them (a standby serves reads with synchronous_commit = remote_apply
+// making every acknowledged write visible there). libpq keeps the last value
+// of a repeated parameter.
+std::string AnyServerUri(const std::string& uri) {
+  const bool url = uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0;
+  if (url) return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "target_session_attrs=any";
+  return uri + " target_session_attrs=any";
+}
 
 // The URI without its password (for messages and location()).
 std::string HidePassword(const std::string& uri) {
@@ -178,18 +227,23 @@ bool PostgresStore::WaitForChange(int timeout_ms) const {
 }
 
 template <typename Fn>
-auto PostgresStore::Guarded(const std::string& what, bool shared, Fn&& fn) const {
+auto PostgresStore::Guarded(const std::string& what, std::unique_ptr<Connection>* conn, Fn&& fn) const {
   using R = decltype(fn());
+  auto drop = [&] {
+    if (conn) conn->reset();
+  };
   try {
     return R(fn());
   } catch (const pqxx::in_doubt_error& e) {
-    if (shared) conn_.reset();
-    return R(Status::IOError(what + ": the outcome is unknown (the connection was lost during COMMIT): " + e.what()));
+    drop();
+    return R(Status::OutcomeUnknown(what + ": the connection was lost during COMMIT: " + e.what()));
   } catch (const pqxx::broken_connection& e) {
-    if (shared) conn_.reset();
-    return R(Status::IOError(what + ": PostgreSQL at " + location_ + " is unreachable: " + e.what()));
+    drop();
+    return R(Status::Unavailable(what + ": PostgreSQL at " + location_ + " is unreachable: " + e.what()));
   } catch (const pqxx::sql_error& e) {
-    return R(Status::IOError(what + ": " + e.what()));
+    if (!IsUnavailableState(e.sqlstate())) return R(Status::IOError(what + ": " + e.what()));
+    drop();
+    return R(Status::Unavailable(what + ": PostgreSQL at " + location_ + " cannot take it now: " + e.what()));
   } catch (const std::exception& e) {
     return R(Status::IOError(what + ": " + e.what()));
   }
@@ -198,7 +252,7 @@ auto PostgresStore::Guarded(const std::string& what, bool shared, Fn&& fn) const
 template <typename Fn>
 auto PostgresStore::WithConnection(const std::string& what, Fn&& fn) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return Guarded(what, true, [&] {
+  return Guarded(what, &conn_, [&] {
     if (!conn_ || !conn_->c.is_open()) conn_ = std::make_unique<Connection>(uri_);
     return fn(conn_->c);
   });
@@ -206,9 +260,32 @@ auto PostgresStore::WithConnection(const std::string& what, Fn&& fn) const {
 
 template <typename Fn>
 auto PostgresStore::WithOwnConnection(const std::string& what, Fn&& fn) const {
-  return Guarded(what, false, [&] {
+  return Guarded(what, nullptr, [&] {
     pqxx::connection c(uri_);
     return fn(c);
+  });
+}
+
+namespace {
+const Status& StatusOf(const Status& s) { return s; }
+template <typename T>
+const Status& StatusOf(const Result<T>& r) { return r.status(); }
+}  // namespace
+
+template <typename Fn>
+auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
+  using Clock = std::chrono::steady_clock;
+  const int64_t now = Clock::now().time_since_epoch().count();
+  if (now >= primary_retry_at_.load()) {
+    auto r = WithConnection(what, fn);
+    if (StatusOf(r).code() != Status::Code::kUnavailable) return r;
+    // Asked again in a while; meanwhile reads go to any server at once.
+    primary_retry_at_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(500)).count();
+  }
+  std::lock_guard<std::mutex> lock(read_mu_);
+  return Guarded(what, &read_conn_, [&] {
+    if (!read_conn_ || !read_conn_->c.is_open()) read_conn_ = std::make_unique<Connection>(AnyServerUri(uri_));
+    return fn(read_conn_->c);
   });
 }
 
@@ -258,14 +335,14 @@ Result<CollectionRecord> PostgresStore::CreateCollection(const std::string& name
 }
 
 Result<CollectionRecord> PostgresStore::GetCollection(const std::string& name) const {
-  return WithConnection("reading collection " + name, [&](pqxx::connection& c) -> Result<CollectionRecord> {
+  return Read("reading collection " + name, [&](pqxx::connection& c) -> Result<CollectionRecord> {
     pqxx::read_transaction t(c);
     return LoadCollection(t, name);
   });
 }
 
 Result<std::vector<CollectionRecord>> PostgresStore::ListCollections() const {
-  return WithConnection("listing collections", [&](pqxx::connection& c) -> Result<std::vector<CollectionRecord>> {
+  return Read("listing collections", [&](pqxx::connection& c) -> Result<std::vector<CollectionRecord>> {
     pqxx::read_transaction t(c);
     std::vector<CollectionRecord> out;
     for (const auto& row : t.exec(std::string("SELECT ") + kCollectionColumns + " FROM moeedb_collections ORDER BY name"))
@@ -279,6 +356,7 @@ Status PostgresStore::DropCollection(const std::string& name) {
     pqxx::work t(c);
     if (t.exec_params("DELETE FROM moeedb_collections WHERE name = $1", name).affected_rows() == 0)
       return Status::NotFound("no collection named '" + name + "'");
+    t.exec(std::string("NOTIFY ") + kChangeChannel);  // other nodes close theirs
     t.commit();
     return Status::OK();
   });
@@ -308,19 +386,116 @@ std::map<std::string, uint64_t> RemoveDocuments(pqxx::transaction_base& t, uint3
   return removed;
 }
 
-// Ends a write: its change-log entry (numbered by LockForWrite), the
-// collection's counters, the NOTIFY that wakes other nodes, the commit.
-void CommitChange(pqxx::work& t, const CollectionRecord& r, const WriteResult& res, uint64_t next_internal) {
+// A write's last statements before COMMIT: its change-log entry (numbered
+// by LockForWrite), the collection's counters, its write id (a unique
+// violation if an earlier attempt of the same write committed), the NOTIFY
+// that wakes other nodes.
+void LogChange(pqxx::work& t, const CollectionRecord& r, const WriteResult& res, uint64_t next_internal,
+               const std::string& write_id) {
   t.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed) VALUES ($1, $2, $3::bigint[], $4::bigint[])", r.id,
                 res.seq, ArrayLiteral(res.added), ArrayLiteral(res.removed));
   const int64_t live_delta = static_cast<int64_t>(res.added.size()) - static_cast<int64_t>(res.removed.size());
   t.exec_params("UPDATE moeedb_collections SET next_internal = $2, doc_count = doc_count + $3 WHERE id = $1", r.id,
                 next_internal, live_delta);
+  t.exec_params("INSERT INTO moeedb_writes (id, coll, seq) VALUES ($1, $2, $3)", write_id, r.id, res.seq);
+  if (res.seq % 1024 == 0)
+    t.exec(std::string("DELETE FROM moeedb_writes WHERE at < now() - interval '") + kWriteIdsKept + "'");
   t.exec(std::string("NOTIFY ") + kChangeChannel);  // delivered at commit
-  t.commit();
+}
+
+// False when the server requires a synchronous standby (Patroni's strict
+// synchronous mode sets synchronous_standby_names) and none is streaming: a
+// COMMIT would wait until one comes back, and cancelling that wait does not
+// undo the commit locally. Reading sync_state needs pg_monitor (or superuser).
+bool HasSynchronousStandby(pqxx::work& t) {
+  return t.exec("SELECT current_setting('synchronous_standby_names') = '' OR EXISTS (SELECT 1 FROM "
+                "pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum'))")[0][0]
+      .as<bool>();
 }
 
 }  // namespace
+
+void PostgresStore::SetCommitHookForTest(std::function<void(bool committed)> hook) { commit_hook_ = std::move(hook); }
+
+Result<std::optional<uint64_t>> PostgresStore::FindWrite(const std::string& collection, const std::string& write_id,
+                                                         std::chrono::steady_clock::time_point until) const {
+  for (;;) {
+    auto r = WithConnection("resolving a write to " + collection, [&](pqxx::connection& c) -> Result<std::optional<uint64_t>> {
+      pqxx::work t(c);  // rolled back: it must not wait for a standby at COMMIT
+      // An attempt still in flight holds the collection's row: wait for it
+      // to end, a while (lock_not_available is retried below).
+      t.exec("SET LOCAL lock_timeout = '2s'");
+      t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1 FOR UPDATE", collection);
+      pqxx::result row = t.exec_params("SELECT seq FROM moeedb_writes WHERE id = $1", write_id);
+      if (row.empty()) return std::optional<uint64_t>();
+      return std::optional<uint64_t>(row[0][0].as<uint64_t>());
+    });
+    const bool again = !r.ok() && (r.status().code() == Status::Code::kUnavailable ||
+                                   r.status().code() == Status::Code::kOutcomeUnknown ||
+                                   r.status().message().find("lock timeout") != std::string::npos);
+    if (!again || std::chrono::steady_clock::now() >= until) return r;
+    std::this_thread::sleep_for(kRetryPause);
+  }
+}
+
+template <typename Fn>
+Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, const std::string& what, bool sync,
+                                               Fn&& write) {
+  using Clock = std::chrono::steady_clock;
+  const std::string write_id = NewWriteId();
+  std::map<uint64_t, WriteResult> attempted;  // seq -> an attempt that reached COMMIT
+  bool uncertain = false;                     // an attempt's COMMIT answer was lost
+  const auto retry_until = Clock::now() + kWriteRetry;
+  for (;;) {
+    bool no_standby = false, stored_before = false;
+    Result<WriteResult> r = WithConnection(what, [&](pqxx::connection& c) -> Result<WriteResult> {
+      pqxx::work t(c);
+      if (!sync) {
+        t.exec("SET LOCAL synchronous_commit = off");
+      } else if (!HasSynchronousStandby(t)) {
+        no_standby = true;
+        return Status::Unavailable(what + ": PostgreSQL has no synchronous standby now (after a failover, until "
+                                   "the old primary rejoins): nothing was written; retry in a few seconds");
+      }
+      WriteResult res;
+      try {
+        MOEEDB_ASSIGN_OR_RETURN(bool commit, write(t, write_id, &res));
+        if (!commit) return res;  // nothing changed: rolled back
+      } catch (const pqxx::unique_violation& e) {
+        if (std::string(e.what()).find("moeedb_writes") == std::string::npos) throw;
+        stored_before = true;  // an earlier attempt of this write committed
+        return Status::Unavailable("stored before");
+      }
+      attempted[res.seq] = res;
+      if (commit_hook_) commit_hook_(false);
+      t.commit();
+      if (commit_hook_) commit_hook_(true);
+      return res;
+    });
+    if (r.ok()) return r;
+    if (no_standby && !uncertain) return r.status();
+    const Status::Code code = r.status().code();
+    if (code == Status::Code::kOutcomeUnknown || stored_before || (uncertain && code == Status::Code::kUnavailable)) {
+      uncertain = true;
+      auto seq = FindWrite(collection, write_id, Clock::now() + kResolveFor);
+      if (!seq.ok())
+        return Status::OutcomeUnknown(what + ": the answer to its COMMIT was lost and PostgreSQL could not be asked "
+                                      "since: the write may or may not be stored (" + seq.status().message() + ")");
+      if (*seq) {
+        auto it = attempted.find(**seq);
+        if (it == attempted.end()) return Status::Internal(what + ": a write id was stored under an unknown number");
+        return it->second;
+      }
+      uncertain = false;  // not stored, and no attempt is in flight: retry (same id: one attempt at most commits)
+      continue;
+    }
+    if (code == Status::Code::kUnavailable && Clock::now() < retry_until) {
+      std::this_thread::sleep_for(kRetryPause);
+      continue;
+    }
+    return r.status();
+  }
+}
 
 Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
                                           bool sync) {
@@ -334,11 +509,10 @@ Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const s
     MOEEDB_RETURN_IF_ERROR(GetCollection(collection).status());
     return WriteResult{};
   }
-  return WithConnection("writing to " + collection, [&](pqxx::connection& c) -> Result<WriteResult> {
-    pqxx::work t(c);
-    if (!sync) t.exec("SET LOCAL synchronous_commit = off");
+  return CommitWrite(collection, "writing to " + collection, sync,
+                     [&](pqxx::work& t, const std::string& write_id, WriteResult* out) -> Result<bool> {
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LockForWrite(t, collection));
-    WriteResult res;
+    WriteResult& res = *out;
     res.seq = r.last_op;
     // The documents these ids replace, removed in one statement.
     std::vector<std::string> ids;
@@ -353,18 +527,17 @@ Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const s
       t.exec_params("INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw) VALUES ($1, $2, $3, $4, $5, $6)",
                     r.id, internal, docs[i].id, records[i], Bytes(docs[i].hs), Bytes(docs[i].rw));
     }
-    CommitChange(t, r, res, next);
-    return res;
+    LogChange(t, r, res, next, write_id);
+    return true;
   });
 }
 
 Result<WriteResult> PostgresStore::Delete(const std::string& collection, const std::vector<std::string>& ids,
                                           bool sync) {
-  return WithConnection("deleting from " + collection, [&](pqxx::connection& c) -> Result<WriteResult> {
-    pqxx::work t(c);
-    if (!sync) t.exec("SET LOCAL synchronous_commit = off");
+  return CommitWrite(collection, "deleting from " + collection, sync,
+                     [&](pqxx::work& t, const std::string& write_id, WriteResult* out) -> Result<bool> {
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LockForWrite(t, collection));
-    WriteResult res;
+    WriteResult& res = *out;
     const auto removed = RemoveDocuments(t, r.id, ids);
     std::set<std::string> seen;
     for (const auto& id : ids) {
@@ -373,19 +546,16 @@ Result<WriteResult> PostgresStore::Delete(const std::string& collection, const s
       if (old == removed.end()) ++res.not_found;
       else res.removed.push_back(old->second);
     }
-    if (res.removed.empty()) {
-      t.abort();  // nothing changed: the advanced last_op is rolled back
-      return res;
-    }
+    if (res.removed.empty()) return false;  // nothing changed: the advanced last_op is rolled back
     res.seq = r.last_op;
-    CommitChange(t, r, res, r.next_internal);
-    return res;
+    LogChange(t, r, res, r.next_internal, write_id);
+    return true;
   });
 }
 
 Result<std::optional<StoredDocument>> PostgresStore::Get(const std::string& collection,
                                                          const std::string& external) const {
-  return WithConnection("reading " + collection, [&](pqxx::connection& c) -> Result<std::optional<StoredDocument>> {
+  return Read("reading " + collection, [&](pqxx::connection& c) -> Result<std::optional<StoredDocument>> {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result row = t.exec_params("SELECT record, hs, rw FROM moeedb_documents WHERE coll = $1 AND external = $2",
@@ -405,7 +575,7 @@ Result<StoredDocument> PostgresStore::GetByInternal(const std::string& collectio
 Result<std::vector<std::optional<StoredDocument>>> PostgresStore::GetManyByInternal(
     const std::string& collection, const std::vector<uint64_t>& internal_ids, bool with_vectors) const {
   using Docs = std::vector<std::optional<StoredDocument>>;
-  return WithConnection("reading " + collection, [&](pqxx::connection& c) -> Result<Docs> {
+  return Read("reading " + collection, [&](pqxx::connection& c) -> Result<Docs> {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result rows = t.exec_params(
@@ -433,7 +603,7 @@ Result<std::vector<std::optional<StoredDocument>>> PostgresStore::GetManyByInter
 Result<DocumentPage> PostgresStore::ListDocuments(const std::string& collection, const std::string& after,
                                                   size_t limit) const {
   if (limit == 0) return Status::InvalidArgument("a page holds at least one document");
-  return WithConnection("listing " + collection, [&](pqxx::connection& c) -> Result<DocumentPage> {
+  return Read("listing " + collection, [&](pqxx::connection& c) -> Result<DocumentPage> {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result rows = t.exec_params(
@@ -490,7 +660,7 @@ Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,
                               const std::function<void(const OpRecord&)>& fn) const {
   // Read whole, then handed out: `fn` may call the store.
   std::vector<OpRecord> ops;
-  MOEEDB_RETURN_IF_ERROR(WithConnection("reading the change log of " + collection, [&](pqxx::connection& c) -> Status {
+  MOEEDB_RETURN_IF_ERROR(Read("reading the change log of " + collection, [&](pqxx::connection& c) -> Status {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result rows = t.exec_params(

@@ -9,6 +9,7 @@
 //                       "metadata"} record, hs and rw as raw little-endian
 //                       float32 bytes (bytea)
 //   moeedb_ops          (coll, seq) -> internal ids added and removed
+//   moeedb_writes       write id -> (coll, seq): resolves lost commit answers
 //
 // The change log's numbers: a write first runs
 //   UPDATE moeedb_collections SET last_op = last_op + 1 ... RETURNING last_op
@@ -18,8 +19,23 @@
 // (nextval) would not do: a number taken before commit can become visible
 // after a larger one, and a follower reading "everything above my cursor"
 // would skip it. Writes are acknowledged after COMMIT returns.
+//
+// High availability (a primary and a synchronous standby under Patroni;
+// docs/cluster.md): `uri` may name several servers with
+// target_session_attrs=read-write, so a connection finds the primary. A
+// write whose connection fails before COMMIT retries for a while (a failover
+// takes seconds), then answers Unavailable. A write whose COMMIT answer was
+// lost looks its write id up on the primary of the moment: stored, it is
+// acknowledged; not stored, it is retried with the same id (so at most one
+// attempt commits); not answerable, OutcomeUnknown. A write needing a
+// synchronous standby while none streams answers Unavailable at once rather
+// than hang at COMMIT. Reads fall back to any of the servers (a standby)
+// while no primary answers, so a node keeps serving searches.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,10 +47,10 @@ namespace moeedb {
 class PostgresStore final : public Store {
  public:
   // The schema version this build reads and writes.
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Connects to `uri` (any libpq connection string) and creates or migrates
-  // the tables; IOError naming the server (password hidden) when it cannot
+  // the tables; Unavailable naming the server (password hidden) when it cannot
   // connect, NotSupported for a database of a newer schema version.
   static Result<std::unique_ptr<PostgresStore>> Open(const std::string& uri);
   ~PostgresStore() override;
@@ -70,10 +86,14 @@ class PostgresStore final : public Store {
   // NotSupported: PostgreSQL's own backups (pg_basebackup, pg_dump) copy it.
   Status Checkpoint(const std::string& dir) const override;
   std::string location() const override { return location_; }
+  bool shared() const override { return true; }
   // LISTEN on a connection of its own: every write NOTIFYs in its
   // transaction (delivered at commit). True also after (re)connecting, since
   // notifications sent meanwhile are lost: the caller reads the log anyway.
   bool WaitForChange(int timeout_ms) const override;
+  // Called right before each write's COMMIT (false) and right after it
+  // returns (true): tests lose connections and answers there.
+  void SetCommitHookForTest(std::function<void(bool committed)> hook);
 
  private:
   PostgresStore() = default;
@@ -85,10 +105,25 @@ class PostgresStore final : public Store {
   // the store while the scan's snapshot stays open).
   template <typename Fn>
   auto WithOwnConnection(const std::string& what, Fn&& fn) const;
-  // `fn()`, libpqxx's exceptions mapped to a Status; a lost connection is
-  // dropped when it is the shared one (`shared`, mu_ held).
+  // `fn()`, libpqxx's exceptions mapped to a Status (Unavailable: no server
+  // could take it, nothing was done; OutcomeUnknown: COMMIT's answer was
+  // lost); a lost connection `conn` is dropped (its mutex held).
+  struct Connection;  // libpqxx's connection (its headers stay in the .cpp)
   template <typename Fn>
-  auto Guarded(const std::string& what, bool shared, Fn&& fn) const;
+  auto Guarded(const std::string& what, std::unique_ptr<Connection>* conn, Fn&& fn) const;
+  // WithConnection, or while it answers Unavailable, a connection to any of
+  // the servers (a standby's reads).
+  template <typename Fn>
+  auto Read(const std::string& what, Fn&& fn) const;
+  // Runs one write with `write(work, write_id, &result)` (its statements,
+  // LogChange included; false: nothing to commit), handling retries and lost
+  // COMMIT answers as the header says.
+  template <typename Fn>
+  Result<WriteResult> CommitWrite(const std::string& collection, const std::string& what, bool sync, Fn&& write);
+  // The number the write `write_id` was stored under, nullopt if it was not
+  // (once no attempt of it is in flight); retried until `until`.
+  Result<std::optional<uint64_t>> FindWrite(const std::string& collection, const std::string& write_id,
+                                            std::chrono::steady_clock::time_point until) const;
   Status Migrate();
   // Every document of the collection (with its vectors or not) in internal-id
   // order, read in pages of one repeatable-read snapshot on a connection of its own.
@@ -96,8 +131,11 @@ class PostgresStore final : public Store {
                        const std::function<void(uint64_t internal, const StoredDocument&)>& fn) const;
 
   std::string uri_, location_;
-  struct Connection;  // libpqxx's connection (its headers stay in the .cpp)
   mutable std::unique_ptr<Connection> conn_;
+  mutable std::unique_ptr<Connection> read_conn_;  // Read()'s fallback
+  mutable std::mutex read_mu_;
+  mutable std::atomic<int64_t> primary_retry_at_{0};  // steady_clock ticks
+  std::function<void(bool)> commit_hook_;
   mutable std::mutex mu_;  // one statement at a time on the connection
   struct Listener;          // the LISTEN connection (WaitForChange's alone)
   mutable std::unique_ptr<Listener> listener_;

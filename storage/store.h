@@ -125,6 +125,9 @@ class Store {
 
   // Where the store is: the folder, or the connection URI without its password.
   virtual std::string location() const = 0;
+  // Whether other processes write to it too: then a document an index still
+  // holds may be gone from the store already (the index follows the log).
+  virtual bool shared() const { return false; }
 
   // Blocks until another process may have committed a change, or until
   // `timeout_ms` passes; true when woken (the caller then reads the change

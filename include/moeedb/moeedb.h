@@ -24,7 +24,9 @@ typedef enum {
   MOEEDB_NOT_SUPPORTED = 4,
   MOEEDB_IO_ERROR = 5,
   MOEEDB_INTERNAL = 6,
-  MOEEDB_RESOURCE_EXHAUSTED = 7
+  MOEEDB_RESOURCE_EXHAUSTED = 7,
+  MOEEDB_UNAVAILABLE = 8,     /* nothing was written: retry later */
+  MOEEDB_OUTCOME_UNKNOWN = 9  /* a write's commit answer was lost: it may be stored */
 } moeedb_status;
 
 typedef struct moeedb_db moeedb_db;

@@ -44,6 +44,8 @@ moeedb_status Code(const Status& s) {
     case Status::Code::kNotSupported: return MOEEDB_NOT_SUPPORTED;
     case Status::Code::kIOError: return MOEEDB_IO_ERROR;
     case Status::Code::kResourceExhausted: return MOEEDB_RESOURCE_EXHAUSTED;
+    case Status::Code::kUnavailable: return MOEEDB_UNAVAILABLE;
+    case Status::Code::kOutcomeUnknown: return MOEEDB_OUTCOME_UNKNOWN;
     default: return MOEEDB_INTERNAL;
   }
 }

@@ -152,6 +152,9 @@ void HttpServer::Serve(int fd) {
         HttpResponse out = api_->Handle(r);
         res.result(static_cast<unsigned>(out.status));
         res.set(http::field::content_type, out.content_type);
+        // 503 is what a write gets while the store has no primary or no
+        // synchronous standby: a failover takes seconds.
+        if (out.status == 503) res.set(http::field::retry_after, "1");
         res.body() = std::move(out.body);
         res.version(req.version());
         close = !req.keep_alive() || stopping_;

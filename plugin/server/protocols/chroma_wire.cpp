@@ -26,6 +26,8 @@ HttpResponse FromStatus(const Status& s) {
     case Status::Code::kNotSupported: return ChromaError(400, s.message());
     case Status::Code::kNotFound: return ChromaError(404, s.message());
     case Status::Code::kResourceExhausted: return ChromaError(429, s.message());
+    case Status::Code::kUnavailable:
+    case Status::Code::kOutcomeUnknown: return ChromaError(503, s.message());
     default: return ChromaError(500, s.message());
   }
 }

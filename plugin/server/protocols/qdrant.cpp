@@ -82,6 +82,8 @@ HttpResponse FromStatus(const Status& s) {
     case Status::Code::kNotSupported: return QdrantError(400, "Bad request: " + s.message());
     case Status::Code::kNotFound: return QdrantError(404, "Not found: " + s.message());
     case Status::Code::kResourceExhausted: return QdrantError(429, s.message());
+    case Status::Code::kUnavailable:
+    case Status::Code::kOutcomeUnknown: return QdrantError(503, "Service unavailable: " + s.message());
     default: return QdrantError(500, "Service internal error: " + s.message());
   }
 }

@@ -22,6 +22,8 @@ HttpResponse FromStatus(const Status& s) {
     case Status::Code::kInvalidArgument:
     case Status::Code::kNotSupported: return TeiError(422, s.message(), "tokenizer");
     case Status::Code::kResourceExhausted: return TeiError(429, s.message(), "overloaded");
+    case Status::Code::kUnavailable:
+    case Status::Code::kOutcomeUnknown: return TeiError(503, s.message(), "unhealthy");
     default: return TeiError(500, s.message(), "backend");
   }
 }
