@@ -242,6 +242,13 @@ Result<size_t> Database::CatchUp() {
   return applied;
 }
 
+std::vector<Database::IndexState> Database::OpenIndexStates() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<IndexState> out;
+  for (const auto& [name, c] : collections_) out.push_back({name, c->applied_seq(), c->size()});
+  return out;
+}
+
 Status Database::SaveIndexes() {
   std::lock_guard<std::mutex> lock(mu_);
   Status first;

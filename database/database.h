@@ -114,6 +114,14 @@ class Database {
   // here; its name opens from the store again on next use.
   Result<size_t> CatchUp();
   Store* store() { return store_.get(); }
+  // What this node's indexes of each open collection hold: the newest
+  // change-log entry they include and their document count.
+  struct IndexState {
+    std::string name;
+    uint64_t applied_seq = 0;
+    size_t indexed = 0;
+  };
+  std::vector<IndexState> OpenIndexStates();
 
  private:
   explicit Database(DatabaseOptions options) : options_(std::move(options)) {}

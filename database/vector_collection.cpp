@@ -163,12 +163,19 @@ Status VectorCollection::OpenLexical(const CollectionRecord& rec) {
     for (size_t at = 0; at < all.size(); at += kChunk) {
       std::vector<uint64_t> ids(all.begin() + at, all.begin() + std::min(all.size(), at + kChunk));
       MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name_, ids, false));
+      std::vector<uint64_t> kept;
       std::vector<const std::string*> texts;
       for (size_t i = 0; i < ids.size(); ++i) {
-        if (!docs[i]) return Status::Corruption("document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
+        if (!docs[i]) {
+          // Removed by another node's write since the dense index's snapshot:
+          // the change-log entry that removed it takes it out of both.
+          if (store_->shared()) continue;
+          return Status::Corruption("document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
+        }
+        kept.push_back(ids[i]);
         texts.push_back(&docs[i]->text);
       }
-      MOEEDB_RETURN_IF_ERROR(lexical_->Replace(ids, texts));
+      MOEEDB_RETURN_IF_ERROR(lexical_->Replace(kept, texts));
     }
     lexical_rebuilt_ = true;
   }

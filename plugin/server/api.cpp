@@ -139,6 +139,13 @@ std::string Api::MetricsText() {
   o << "moeedb_texts_embedded_total " << qs.texts << "\n";
   o << "# HELP moeedb_documents_stored_total Documents written by this server.\n# TYPE moeedb_documents_stored_total counter\n";
   o << "moeedb_documents_stored_total " << core_.documents_stored() << "\n";
+  o << "# HELP moeedb_collection_applied_seq The newest change-log entry this node's indexes of the collection include.\n"
+       "# TYPE moeedb_collection_applied_seq gauge\n";
+  const auto indexes = core_.db().OpenIndexStates();
+  for (const auto& c : indexes) o << "moeedb_collection_applied_seq{collection=\"" << c.name << "\"} " << c.applied_seq << "\n";
+  o << "# HELP moeedb_collection_indexed_documents Documents in this node's indexes of the collection.\n"
+       "# TYPE moeedb_collection_indexed_documents gauge\n";
+  for (const auto& c : indexes) o << "moeedb_collection_indexed_documents{collection=\"" << c.name << "\"} " << c.indexed << "\n";
   o << "# HELP moeedb_queue_depth Embedding jobs waiting.\n# TYPE moeedb_queue_depth gauge\n";
   o << "moeedb_queue_depth " << qs.depth << "\n";
   o << "# HELP moeedb_model_busy_seconds_total Time the model workers spent embedding, summed over workers.\n"

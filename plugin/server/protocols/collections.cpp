@@ -94,7 +94,12 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
     json spec = json::parse(c->spec_json);
     spec.erase("std_hs");
     spec.erase("std_rw");
-    return JsonResponse({{"name", name}, {"documents", c->count}, {"spec", spec}});
+    json out = {{"name", name}, {"documents", c->count}, {"last_op", c->last_op}, {"spec", spec}};
+    // This node's indexes (opened if they were not): over a shared store they
+    // follow the change log and may trail last_op for a moment.
+    auto open = core_->db().OpenCollection(name);
+    if (open.ok()) out["node"] = {{"applied_seq", (*open)->applied_seq()}, {"indexed", (*open)->size()}};
+    return JsonResponse(out);
   }
   if (m == "DELETE") {
     Status s = core_->DropCollection(name);

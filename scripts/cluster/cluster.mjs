@@ -1,0 +1,414 @@
+// A moeedb cluster on one machine, on loopback: three etcd members, two
+// PostgreSQL 15 servers under Patroni (a primary and a synchronous standby,
+// strict synchronous mode, pg_rewind), N moeedb nodes over them. The CLI is
+// scripts/cluster.sh (which installs the packages); the fault soak imports
+// the Cluster class to kill and restart each part.
+//
+//   node scripts/cluster/cluster.mjs up [--nodes N] [--dir D] [--bin B] [--model M]
+//   node scripts/cluster/cluster.mjs status [--json] [--dir D]
+//   node scripts/cluster/cluster.mjs down [--dir D]
+//
+// Every process it starts is recorded in D/state.json; `down` stops exactly
+// those and removes D. moeedb reaches the primary through libpq's multi-host
+// connection string with target_session_attrs=read-write (docs/cluster.md
+// says why not HAProxy).
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const PG_BIN = '/usr/lib/postgresql/15/bin';
+export const DEFAULT_DIR = path.join(os.tmpdir(), 'moeedb-cluster');
+
+// Timeouts for 2-core machines (docs/cluster.md): the leader key lives ttl
+// seconds, so a primary's loss is noticed within ttl; Patroni's loop runs
+// every loop_wait; retry_timeout bounds a DCS or PostgreSQL call (ttl must
+// exceed loop_wait + 2 * retry_timeout). etcd's heartbeat and election
+// timeouts are 2.5 times its defaults: a busy 2-core machine delays heartbeats.
+export const TIMEOUTS = { ttl: 8, loop_wait: 1, retry_timeout: 3, etcd_heartbeat_ms: 250, etcd_election_ms: 2500 };
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const isRoot = () => process.getuid && process.getuid() === 0;
+
+function portFree(port) {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+// A base port with `count` free ports above it.
+async function freeBase(count) {
+  for (let tries = 0; tries < 50; tries++) {
+    const base = 20000 + Math.floor(Math.random() * 35000);
+    let ok = true;
+    for (let p = base; p < base + count && ok; p++) ok = await portFree(p);
+    if (ok) return base;
+  }
+  throw new Error('no free block of loopback ports');
+}
+
+async function getJson(url, timeoutMs = 2000) {
+  const ctl = new AbortController();
+  const t = setTimeout(() => ctl.abort(), timeoutMs);
+  try {
+    const res = await fetch(url, { signal: ctl.signal });
+    const text = await res.text();
+    try {
+      return { status: res.status, body: JSON.parse(text) };
+    } catch {
+      return { status: res.status, body: text };
+    }
+  } catch {
+    return null;
+  } finally {
+    clearTimeout(t);
+  }
+}
+
+async function until(what, fn, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+export function alive(pid) {
+  if (!pid) return false;
+  try {
+    process.kill(pid, 0);
+    // A zombie (exited, not yet reaped) counts as dead.
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+function kill(pid, sig) {
+  try {
+    process.kill(pid, sig);
+  } catch {}
+}
+
+// Children of `pid` (from /proc).
+function childrenOf(pid) {
+  const out = [];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push(Number(d));
+    } catch {}
+  }
+  return out;
+}
+
+// Starts a detached process logging to `log`; as root, `user` runs it
+// (setpriv execs it, so the pid is the program's own).
+function start(cmd, args, log, { user, env } = {}) {
+  const fd = fs.openSync(log, 'a');
+  let file = cmd, argv = args;
+  if (user && isRoot()) {
+    file = 'setpriv';
+    argv = ['--reuid', user, '--regid', user, '--init-groups', '--', cmd, ...args];
+  }
+  const child = spawn(file, argv, { detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+  child.unref();
+  fs.closeSync(fd);
+  return child.pid;
+}
+
+export class Cluster {
+  constructor(dir = DEFAULT_DIR) {
+    this.dir = path.resolve(dir);
+    this.statePath = path.join(this.dir, 'state.json');
+  }
+
+  load() {
+    this.state = JSON.parse(fs.readFileSync(this.statePath, 'utf8'));
+    return this;
+  }
+
+  save() {
+    fs.writeFileSync(this.statePath + '.tmp', JSON.stringify(this.state, null, 2));
+    fs.renameSync(this.statePath + '.tmp', this.statePath);
+  }
+
+  get dsn() {
+    const hosts = this.state.postgres.map((p) => `127.0.0.1:${p.port}`).join(',');
+    return `postgresql://postgres@${hosts}/moeedb?target_session_attrs=read-write&connect_timeout=2`;
+  }
+
+  async up({ nodes = 3, bin = path.join(ROOT, 'build/moeedb'), model = '', nodeArgs = [] } = {}) {
+    if (fs.existsSync(this.statePath)) throw new Error(`a cluster is already up in ${this.dir} (down first)`);
+    if (!fs.existsSync(bin)) throw new Error(`no moeedb binary at ${bin} (bash scripts/setup.sh builds it)`);
+    fs.mkdirSync(this.dir, { recursive: true, mode: 0o755 });
+    fs.chmodSync(this.dir, 0o755);
+    const base = await freeBase(60);
+    this.state = {
+      dir: this.dir, bin, model, nodeArgs,
+      etcd: [0, 1, 2].map((i) => ({ name: `etcd${i}`, client: base + i, peer: base + 10 + i, pid: 0 })),
+      postgres: [0, 1].map((i) => ({ name: `pg${i}`, port: base + 20 + i, rest: base + 30 + i, patroni_pid: 0 })),
+      nodes: Array.from({ length: nodes }, (_, i) => ({ port: base + 40 + i, pid: 0 })),
+    };
+    this.save();
+    for (let i = 0; i < 3; i++) this.startEtcd(i);
+    await until('etcd', async () => {
+      const h = await getJson(`http://127.0.0.1:${this.state.etcd[0].client}/health`);
+      return h && h.body && h.body.health === 'true';
+    }, 60000);
+    for (let i = 0; i < 2; i++) this.writePatroniConfig(i);
+    this.startPatroni(0);
+    await until('the first PostgreSQL primary', async () => (await this.roles())[0] === 'primary', 120000);
+    this.startPatroni(1);
+    await this.waitSyncStandby(180000);
+    const primary = this.state.postgres[0];
+    execFileSync(`${PG_BIN}/psql`, ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-d', 'postgres',
+      '-v', 'ON_ERROR_STOP=1', '-qc', 'CREATE DATABASE moeedb'], { stdio: 'pipe' });
+    for (let i = 0; i < nodes; i++) this.startNode(i);
+    for (let i = 0; i < nodes; i++) await this.waitNode(i);
+    return this;
+  }
+
+  startEtcd(i) {
+    const e = this.state.etcd[i];
+    const peers = this.state.etcd.map((m) => `${m.name}=http://127.0.0.1:${m.peer}`).join(',');
+    e.pid = start('etcd', [
+      '--name', e.name, '--data-dir', path.join(this.dir, e.name),
+      '--listen-client-urls', `http://127.0.0.1:${e.client}`, '--advertise-client-urls', `http://127.0.0.1:${e.client}`,
+      '--listen-peer-urls', `http://127.0.0.1:${e.peer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${e.peer}`,
+      '--initial-cluster', peers, '--initial-cluster-state', 'new', '--initial-cluster-token', `moeedb-${path.basename(this.dir)}`,
+      '--heartbeat-interval', String(TIMEOUTS.etcd_heartbeat_ms), '--election-timeout', String(TIMEOUTS.etcd_election_ms),
+    ], path.join(this.dir, `${e.name}.log`));
+    this.save();
+  }
+
+  writePatroniConfig(i) {
+    const p = this.state.postgres[i];
+    const home = path.join(this.dir, p.name);
+    fs.mkdirSync(home, { recursive: true, mode: 0o700 });
+    if (isRoot()) execFileSync('chown', ['postgres:postgres', home]);
+    const etcdHosts = this.state.etcd.map((e) => `127.0.0.1:${e.client}`).join(',');
+    // Trust on loopback only: this cluster is one machine's; a real one
+    // sets passwords or certificates in pg_hba.
+    const yaml = `scope: moeedb-${path.basename(this.dir)}
+name: ${p.name}
+restapi:
+  listen: 127.0.0.1:${p.rest}
+  connect_address: 127.0.0.1:${p.rest}
+etcd3:
+  hosts: ${etcdHosts}
+watchdog:
+  mode: off
+bootstrap:
+  dcs:
+    ttl: ${TIMEOUTS.ttl}
+    loop_wait: ${TIMEOUTS.loop_wait}
+    retry_timeout: ${TIMEOUTS.retry_timeout}
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: true
+    synchronous_mode_strict: true
+    postgresql:
+      use_pg_rewind: true
+      use_slots: true
+      parameters:
+        synchronous_commit: remote_apply
+        wal_log_hints: 'on'
+        max_connections: 200
+        max_wal_senders: 10
+        max_replication_slots: 10
+        wal_keep_size: 256MB
+  initdb:
+    - encoding: UTF8
+    - locale: C.UTF-8
+postgresql:
+  listen: 127.0.0.1:${p.port}
+  connect_address: 127.0.0.1:${p.port}
+  data_dir: ${home}/data
+  bin_dir: ${PG_BIN}
+  pgpass: ${home}/pgpass
+  authentication:
+    superuser: {username: postgres, password: postgres}
+    replication: {username: replicator, password: replicator}
+    rewind: {username: postgres, password: postgres}
+  parameters:
+    unix_socket_directories: '${home}'
+  pg_hba:
+    - local all all trust
+    - host replication replicator 127.0.0.1/32 trust
+    - host all all 127.0.0.1/32 trust
+`;
+    fs.writeFileSync(path.join(home, 'patroni.yml'), yaml);
+    if (isRoot()) execFileSync('chown', ['postgres:postgres', path.join(home, 'patroni.yml')]);
+  }
+
+  startPatroni(i) {
+    const p = this.state.postgres[i];
+    const home = path.join(this.dir, p.name);
+    const log = path.join(this.dir, `${p.name}.log`);
+    fs.closeSync(fs.openSync(log, 'a'));
+    if (isRoot()) execFileSync('chown', ['postgres:postgres', log]);
+    p.patroni_pid = start('patroni', [path.join(home, 'patroni.yml')], log, { user: 'postgres', env: { HOME: home } });
+    this.save();
+  }
+
+  postmasterPid(i) {
+    try {
+      const pid = Number(fs.readFileSync(path.join(this.dir, this.state.postgres[i].name, 'data/postmaster.pid'), 'utf8').split('\n')[0]);
+      return alive(pid) ? pid : 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  // Each server's role as its Patroni reports it: primary, standby or down.
+  async roles() {
+    return Promise.all(this.state.postgres.map(async (p) => {
+      const r = await getJson(`http://127.0.0.1:${p.rest}/patroni`, 1500);
+      if (!r || typeof r.body !== 'object' || r.body.state !== 'running') return 'down';
+      return r.body.role === 'master' || r.body.role === 'primary' ? 'primary' : 'standby';
+    }));
+  }
+
+  // Resolves when one server is primary and the other its streaming
+  // synchronous standby (writes can commit).
+  async waitSyncStandby(timeoutMs) {
+    return until('a synchronous standby', async () => {
+      for (const p of this.state.postgres) {
+        const r = await getJson(`http://127.0.0.1:${p.rest}/cluster`, 1500);
+        if (!r || !r.body || !Array.isArray(r.body.members)) continue;
+        const sync = r.body.members.find((m) => m.role === 'sync_standby');
+        if (sync && (sync.state === 'streaming' || sync.state === 'running')) return true;
+      }
+      return false;
+    }, timeoutMs);
+  }
+
+  startNode(i) {
+    const n = this.state.nodes[i];
+    const args = ['serve', '--db', this.dsn, '--index-dir', path.join(this.dir, `node${i}`), '--port', String(n.port),
+      '--threads', '1', '--workers', '1', ...this.state.nodeArgs];
+    if (this.state.model) args.push('--model', this.state.model);
+    n.pid = start(this.state.bin, args, path.join(this.dir, `node${i}.log`));
+    this.save();
+  }
+
+  async waitNode(i, timeoutMs = 120000) {
+    const n = this.state.nodes[i];
+    await until(`moeedb node ${i}`, async () => {
+      if (!alive(n.pid)) throw new Error(`moeedb node ${i} exited: see ${path.join(this.dir, `node${i}.log`)}`);
+      const h = await getJson(`http://127.0.0.1:${n.port}/health`);
+      return h && h.status === 200;
+    }, timeoutMs);
+  }
+
+  nodeUrl(i) {
+    return `http://127.0.0.1:${this.state.nodes[i].port}`;
+  }
+
+  // kill -9 of a moeedb node.
+  killNode(i, sig = 'SIGKILL') {
+    kill(this.state.nodes[i].pid, sig);
+  }
+
+  // The loss of a PostgreSQL machine: its Patroni, its postmaster and every
+  // postgres process under it, kill -9 at once.
+  killPostgresMachine(i) {
+    const post = this.postmasterPid(i);
+    const victims = [this.state.postgres[i].patroni_pid, post, ...(post ? childrenOf(post) : [])];
+    for (const pid of victims) if (pid) kill(pid, 'SIGKILL');
+    return victims.filter(Boolean);
+  }
+
+  async status() {
+    const roles = await this.roles();
+    return {
+      nodes: this.state.nodes.map((n, i) => ({ url: this.nodeUrl(i), pid: alive(n.pid) ? n.pid : 0 })),
+      postgres: this.state.postgres.map((p, i) => ({
+        role: roles[i], pid: this.postmasterPid(i), port: p.port,
+        patroni_pid: alive(p.patroni_pid) ? p.patroni_pid : 0, patroni_url: `http://127.0.0.1:${p.rest}`,
+      })),
+      etcd: this.state.etcd.map((e) => ({ url: `http://127.0.0.1:${e.client}`, pid: alive(e.pid) ? e.pid : 0 })),
+      dsn: this.dsn,
+    };
+  }
+
+  async down() {
+    const stop = async (pids, timeoutMs) => {
+      for (const pid of pids) if (pid) kill(pid, 'SIGTERM');
+      const end = Date.now() + timeoutMs;
+      while (pids.some(alive) && Date.now() < end) await sleep(100);
+      for (const pid of pids) if (alive(pid)) kill(pid, 'SIGKILL');
+    };
+    await stop(this.state.nodes.map((n) => n.pid), 30000);
+    const posts = this.state.postgres.map((_, i) => this.postmasterPid(i));
+    await stop(this.state.postgres.map((p) => p.patroni_pid), 30000);  // Patroni stops its PostgreSQL
+    await stop(posts.filter(alive), 30000);
+    await stop(this.state.etcd.map((e) => e.pid), 15000);
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+function parseArgs(argv) {
+  const o = { _: [] };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--json') o.json = true;
+    else if (a.startsWith('--')) o[a.slice(2)] = argv[++i];
+    else o._.push(a);
+  }
+  return o;
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const cmd = o._[0];
+  const c = new Cluster(o.dir || DEFAULT_DIR);
+  if (cmd === 'up') {
+    const nodes = Number(o.nodes || 3);
+    if (!Number.isInteger(nodes) || nodes < 1 || nodes > 16) throw new Error('--nodes must be 1..16');
+    try {
+      await c.up({ nodes, bin: o.bin && path.resolve(o.bin), model: o.model ? path.resolve(o.model) : '' });
+    } catch (e) {
+      if (c.state && !String(e.message).includes('already up')) await c.down().catch(() => {});
+      throw e;
+    }
+    const s = await c.status();
+    console.log(`cluster up in ${c.dir}`);
+    for (const n of s.nodes) console.log(`  moeedb node  ${n.url}  pid ${n.pid}`);
+    for (const p of s.postgres) console.log(`  PostgreSQL   127.0.0.1:${p.port}  ${p.role}  Patroni ${p.patroni_url}`);
+    console.log(`  dsn          ${s.dsn}`);
+  } else if (cmd === 'status') {
+    if (!fs.existsSync(c.statePath)) throw new Error(`no cluster in ${c.dir}`);
+    const s = await c.load().status();
+    if (o.json) console.log(JSON.stringify(s));
+    else {
+      for (const n of s.nodes) console.log(`node     ${n.url}  ${n.pid ? `pid ${n.pid}` : 'down'}`);
+      for (const p of s.postgres) console.log(`postgres 127.0.0.1:${p.port}  ${p.role}  pid ${p.pid}  patroni ${p.patroni_pid}`);
+      for (const e of s.etcd) console.log(`etcd     ${e.url}  ${e.pid ? `pid ${e.pid}` : 'down'}`);
+      console.log(`dsn      ${s.dsn}`);
+    }
+  } else if (cmd === 'down') {
+    if (!fs.existsSync(c.statePath)) return console.log(`no cluster in ${c.dir}`);
+    await c.load().down();
+    console.log(`cluster in ${c.dir} stopped and removed`);
+  } else {
+    throw new Error('usage: cluster.sh up|down|status [--nodes N] [--dir D] [--json]');
+  }
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().catch((e) => {
+    console.error(`cluster: ${e.message}`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,331 @@
+// Cluster fault soak: scripts/cluster/cluster.mjs's cluster (3 etcd, 2
+// PostgreSQL under Patroni in strict synchronous mode, N moeedb nodes) while
+// writers upsert and delete through random nodes and searchers query every
+// live node; meanwhile, one at a time, the PostgreSQL primary's machine is
+// lost (kill -9 of its Patroni and every postgres process together; the next
+// loss only after a synchronous standby is back) or a moeedb node is killed
+// with kill -9 and started again. The oracle is the writers' own record:
+//   - each writer owns its ids and has one request in flight, so every id's
+//     state is the last acknowledged operation's, or, after an answer that
+//     was lost (node killed, 503 outcome_unknown), one of the unresolved
+//     ones': resolved by reading the id back, counted;
+//   - a 503 unavailable_error wrote nothing (it must not be stored);
+//   - read-your-writes: right after an acknowledged upsert, a lexical search
+//     for its unique word on the same node finds it;
+//   - no search returns a document deleted (acknowledged) before it was sent,
+//     an id twice, or an id never written;
+//   - searches sent to live nodes: at least 99 % answered;
+//   - after the faults: the store holds exactly the oracle's documents (no
+//     loss, no duplicates), and every node's indexes converge to it (applied
+//     sequence = the change log's head, document counts equal, each document
+//     found by its unique word on every node, no deleted one).
+// Failover times are measured (loss to a new primary; loss to writes taken
+// again). The test command runs a short version; the recorded long one:
+//
+//   node tests/soak/cluster_soak.mjs [--pg-kills 20] [--node-kills 20] [--writers 4] [--nodes 3]
+//                                    [--gap-ms 3000] [--seed 1] [--bin B] [--model M]
+//
+// Prints one JSON line of figures and exits 1 on any violation.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Cluster, alive } from '../../scripts/cluster/cluster.mjs';
+import { arg, seededRandom } from './soak_util.mjs';
+
+const pgKills = Number(arg('pg-kills', 20));
+const nodeKills = Number(arg('node-kills', 20));
+const nWriters = Number(arg('writers', 4));
+const nNodes = Number(arg('nodes', 3));
+const gapMs = Number(arg('gap-ms', 3000));
+const rand = seededRandom(Number(arg('seed', 1)));
+const pick = (a) => a[Math.floor(rand() * a.length)];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const COLL = 'soak';
+
+const WORDS = ('river mountain engine library garden window winter coffee market train doctor violin ' +
+  'planet bridge harbor forest teacher kitchen dragon pencil castle desert ocean thunder candle').split(' ');
+const nonce = (id, v) => `q${id.replace(/[^a-z0-9]/g, '')}v${v}z`;
+const textOf = (id, v) => `The ${pick(WORDS)} near the ${pick(WORDS)} and the ${pick(WORDS)} ${nonce(id, v)}.`;
+
+const violations = [];
+const violate = (msg) => {
+  if (violations.length < 50) console.error(`VIOLATION: ${msg}`);
+  violations.push(msg);
+};
+
+async function call(url, method, body, timeoutMs = 60000) {
+  const ctl = new AbortController();
+  const t = setTimeout(() => ctl.abort(), timeoutMs);
+  try {
+    const res = await fetch(url, { method, body: body && JSON.stringify(body), signal: ctl.signal,
+      headers: body ? { 'content-type': 'application/json' } : {} });
+    const text = await res.text();
+    let json = null;
+    try {
+      json = JSON.parse(text);
+    } catch {}
+    return { status: res.status, json, text };
+  } catch (e) {
+    return { status: 0, error: String(e), refused: !!(e.cause && e.cause.code === 'ECONNREFUSED') };
+  } finally {
+    clearTimeout(t);
+  }
+}
+
+const dir = arg('dir', fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-cluster-soak-')));
+fs.rmSync(dir, { recursive: true, force: true });
+const cluster = new Cluster(dir);
+const t0 = Date.now();
+// --bin: another build (a copy keeps the soak independent of rebuilds); the
+// model is then named, since a copied binary has no embedded default beside it.
+const model = arg('model', arg('bin') ? path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../models/moeedb-tiny') : '');
+await cluster.up({ nodes: nNodes, bin: arg('bin') && path.resolve(arg('bin')), model: model && path.resolve(model) });
+const upSeconds = (Date.now() - t0) / 1000;
+const live = new Set([...Array(nNodes).keys()]);  // nodes searchers may use
+const url = (i) => cluster.nodeUrl(i);
+
+// The oracle: id -> { acked: {v, text} | 'deleted' | undefined, pending: [states of unresolved ops] }.
+const oracle = new Map();
+const stats = { upserts_acked: 0, deletes_acked: 0, unavailable: 0, refused: 0, unknown: 0, unknown_applied: 0,
+  unknown_not_applied: 0, other_errors: 0, ryw_checked: 0, searches: 0, searches_ok: 0, search_hits: 0 };
+const failovers = [];
+let running = true;
+
+const sameState = (a, b) => (a === 'deleted' || b === 'deleted' || !a || !b ? a === b : a.v === b.v);
+
+// Reads an id back from any node until one answers: its stored state.
+async function readBack(id) {
+  for (;;) {
+    const r = await call(`${url(pick([...Array(nNodes).keys()]))}/collections/${COLL}/documents/${encodeURIComponent(id)}`, 'GET');
+    if (r.status === 404) return 'deleted';
+    if (r.status === 200 && r.json) {
+      const m = /v(\d+)z/.exec(r.json.text || '');
+      return { v: m ? Number(m[1]) : -1, text: r.json.text };
+    }
+    await sleep(300);
+  }
+}
+
+async function writer(w) {
+  const ids = [];
+  let version = 0;
+  while (running) {
+    const node = Math.floor(rand() * nNodes);
+    const del = ids.length > 3 && rand() < 0.25;
+    const id = del ? pick(ids) : rand() < 0.5 && ids.length ? pick(ids) : `w${w}-${ids.length}`;
+    if (!oracle.has(id)) {
+      oracle.set(id, { acked: undefined, pending: [] });
+      ids.push(id);
+    }
+    const o = oracle.get(id);
+    const v = ++version;
+    const target = del ? 'deleted' : { v, text: textOf(id, v) };
+    const r = del
+      ? await call(`${url(node)}/collections/${COLL}/documents/${encodeURIComponent(id)}`, 'DELETE')
+      : await call(`${url(node)}/collections/${COLL}/documents`, 'POST', { documents: [{ id, text: target.text }] });
+    const type = r.json && r.json.error && r.json.error.type;
+    if (r.status === 200 || (del && r.status === 404)) {
+      o.acked = target;
+      o.pending = [];
+      if (del) stats.deletes_acked++;
+      else {
+        stats.upserts_acked++;
+        // Read-your-writes: the answering node's indexes include the write.
+        const s = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: nonce(id, v), mode: 'lexical', k: 3 });
+        if (s.status === 200) {
+          stats.ryw_checked++;
+          if (!s.json.hits.some((h) => h.id === id)) violate(`read-your-writes: ${id} v${v} not found on node ${node} right after its upsert`);
+        }
+      }
+    } else if ((r.status === 503 && type === 'unavailable_error') || r.refused) {
+      stats[r.refused ? 'refused' : 'unavailable']++;  // nothing written (a refused connection: nothing sent)
+      if (o.pending.length === 0) {
+        // Checked at once: an Unavailable write must not be stored.
+        const got = await readBack(id);
+        if (!sameState(got, o.acked) && !(o.acked === undefined && got === 'deleted'))
+          violate(`${id}: answered ${r.refused ? 'refused' : 'unavailable'} but its write is stored (${JSON.stringify(got)})`);
+      }
+      await sleep(200);
+    } else {
+      // The answer was lost (node killed, outcome unknown) or an error: resolve by reading back.
+      if (!(r.status === 503 && type === 'outcome_unknown_error') && r.status !== 0) {
+        stats.other_errors++;
+        if (r.status !== 503) violate(`${id}: unexpected answer ${r.status} ${r.text && r.text.slice(0, 200)}`);
+      }
+      stats.unknown++;
+      o.pending.push(target);
+      await sleep(300);
+      const got = await readBack(id);
+      const applied = sameState(got, target);
+      stats[applied ? 'unknown_applied' : 'unknown_not_applied']++;
+      if (applied) {
+        o.acked = target;
+        o.pending = [];
+      }
+      if (!applied && !(sameState(got, o.acked) || (o.acked === undefined && got === 'deleted') ||
+                        o.pending.some((p) => sameState(p, got))))
+        violate(`${id}: stored ${JSON.stringify(got)} is neither the acknowledged state nor one in flight`);
+    }
+  }
+}
+
+async function searcher() {
+  while (running) {
+    const nodes = [...live];
+    if (!nodes.length) {
+      await sleep(50);
+      continue;
+    }
+    const node = pick(nodes);
+    // Deleted before the search was sent and not written since: must not come back.
+    const deletedBefore = new Set([...oracle].filter(([, o]) => o.acked === 'deleted' && !o.pending.length).map(([id]) => id));
+    const mode = pick(['fused', 'lexical', 'hybrid']);
+    const r = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: `${pick(WORDS)} ${pick(WORDS)}`, mode, k: 10 }, 20000);
+    stats.searches++;
+    if (r.status !== 200) {
+      if (live.has(node)) console.error(`search on live node ${node}: ${r.status} ${r.error || (r.text || '').slice(0, 160)}`);
+      continue;
+    }
+    stats.searches_ok++;
+    const seen = new Set();
+    for (const h of r.json.hits) {
+      stats.search_hits++;
+      if (seen.has(h.id)) violate(`search returned ${h.id} twice`);
+      seen.add(h.id);
+      const o = oracle.get(h.id);
+      if (!o) violate(`search returned ${h.id}, never written`);
+      else if (deletedBefore.has(h.id) && o.acked === 'deleted' && !o.pending.length) violate(`search returned ${h.id}, deleted before it was sent`);
+    }
+    await sleep(20);
+  }
+}
+
+async function killPrimary() {
+  const roles = await cluster.roles();
+  const p = roles.indexOf('primary');
+  if (p < 0) throw new Error(`no primary before a kill: ${roles}`);
+  const t = Date.now();
+  cluster.killPostgresMachine(p);
+  await (async () => {
+    for (;;) {
+      const r = await cluster.roles();
+      if (r[1 - p] === 'primary') return;
+      if (Date.now() - t > 120000) throw new Error('no failover within 120 s');
+      await sleep(100);
+    }
+  })();
+  const promoted = (Date.now() - t) / 1000;
+  await sleep(1000);  // the lost machine comes back a moment later
+  cluster.startPatroni(p);
+  await cluster.waitSyncStandby(180000);
+  failovers.push({ promoted_s: promoted, writable_s: (Date.now() - t) / 1000 });
+}
+
+async function killNode() {
+  const i = Math.floor(rand() * nNodes);
+  live.delete(i);
+  await sleep(300);  // searchers stop sending to it; writers do not
+  cluster.killNode(i);
+  while (alive(cluster.state.nodes[i].pid)) await sleep(20);
+  await sleep(500 + Math.floor(rand() * 1500));
+  cluster.startNode(i);
+  await cluster.waitNode(i);
+  live.add(i);
+}
+
+// Convergence: every node's indexes equal the store.
+async function checkConvergence(expected) {
+  const deadline = Date.now() + 60000;
+  for (let i = 0; i < nNodes; i++) {
+    for (;;) {
+      const info = await call(`${url(i)}/collections/${COLL}`, 'GET');
+      const ok = info.status === 200 && info.json.node && info.json.node.applied_seq === info.json.last_op &&
+        info.json.node.indexed === info.json.documents && info.json.documents === expected;
+      if (ok) break;
+      if (Date.now() > deadline) {
+        violate(`node ${i} did not converge: ${info.text}`);
+        break;
+      }
+      await sleep(200);
+    }
+  }
+}
+
+let exitCode = 0;
+try {
+  const c = await call(`${url(0)}/collections/${COLL}`, 'PUT', {});
+  if (c.status !== 201) throw new Error(`creating the collection: ${c.status} ${c.text}`);
+  const tasks = [];
+  for (let w = 0; w < nWriters; w++) tasks.push(writer(w));
+  for (let s = 0; s < nNodes; s++) tasks.push(searcher());
+  const events = [...Array(pgKills).fill('pg'), ...Array(nodeKills).fill('node')];
+  for (let i = events.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [events[i], events[j]] = [events[j], events[i]];
+  }
+  await sleep(gapMs);
+  for (const e of events) {
+    if (e === 'pg') await killPrimary();
+    else await killNode();
+    await sleep(gapMs);
+  }
+  running = false;
+  await Promise.all(tasks);
+
+  // Final state: every id as the oracle says (resolving what is still open).
+  let expected = 0;
+  for (const [id, o] of oracle) {
+    const got = await readBack(id);
+    const allowed = [o.acked ?? 'deleted', ...o.pending];
+    if (!allowed.some((a) => sameState(a, got))) violate(`${id}: stored ${JSON.stringify(got)}, expected one of ${JSON.stringify(allowed)}`);
+    if (got !== 'deleted') expected++;
+    o.final = got;
+  }
+  // No duplicates or phantoms in the store's listing.
+  const listed = new Set();
+  for (let after = ''; ;) {
+    const page = await call(`${url(0)}/collections/${COLL}/documents?limit=1000${after ? `&after=${encodeURIComponent(after)}` : ''}`, 'GET');
+    if (page.status !== 200) throw new Error(`listing: ${page.status}`);
+    for (const d of page.json.documents) {
+      if (listed.has(d.id)) violate(`listed twice: ${d.id}`);
+      if (!oracle.has(d.id)) violate(`listed, never written: ${d.id}`);
+      listed.add(d.id);
+    }
+    if (!page.json.next_after) break;
+    after = page.json.next_after;
+  }
+  if (listed.size !== expected) violate(`the store lists ${listed.size} documents, the oracle ${expected}`);
+  await checkConvergence(expected);
+  // Each document found by its unique word on every node; deleted ones not.
+  for (let i = 0; i < nNodes; i++) {
+    for (const [id, o] of oracle) {
+      const v = o.final === 'deleted' ? (o.acked && o.acked !== 'deleted' ? o.acked.v : null) : o.final.v;
+      if (v === null) continue;
+      const s = await call(`${url(i)}/collections/${COLL}/search`, 'POST', { query: nonce(id, v), mode: 'lexical', k: 3 });
+      const found = s.status === 200 && s.json.hits.some((h) => h.id === id);
+      if (o.final !== 'deleted' && !found) violate(`node ${i}: ${id} v${v} not found by its word`);
+      if (o.final === 'deleted' && found) violate(`node ${i}: deleted ${id} still found`);
+    }
+  }
+  const rate = stats.searches ? stats.searches_ok / stats.searches : 0;
+  if (rate < 0.99) violate(`searches answered: ${(rate * 100).toFixed(2)} % < 99 %`);
+  if (stats.upserts_acked === 0) violate('no upsert was acknowledged');
+  const fo = (k) => failovers.map((f) => f[k]).sort((a, b) => a - b);
+  const q = (a, p) => (a.length ? a[Math.round(p * (a.length - 1))] : null);
+  console.log(JSON.stringify({
+    pg_kills: pgKills, node_kills: nodeKills, writers: nWriters, nodes: nNodes, up_s: upSeconds,
+    seconds: (Date.now() - t0) / 1000, ids: oracle.size, stored: expected, ...stats,
+    search_success: Number(rate.toFixed(5)),
+    failover_promoted_s: { p50: q(fo('promoted_s'), 0.5), max: q(fo('promoted_s'), 1) },
+    failover_writable_s: { p50: q(fo('writable_s'), 0.5), max: q(fo('writable_s'), 1) },
+    violations: violations.length,
+  }));
+  if (violations.length) exitCode = 1;
+} catch (e) {
+  console.error(`cluster soak: ${e.stack || e}`);
+  exitCode = 1;
+} finally {
+  running = false;
+  await cluster.down().catch((e) => console.error(`down: ${e}`));
+}
+process.exit(exitCode);
