@@ -228,18 +228,27 @@ Result<WriteResult> VectorCollection::Upsert(const std::vector<StoredDocument>& 
   }
   std::unique_lock lock(mu_);
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, store_->Upsert(name_, docs, sync));
-  // Entries other nodes committed before this one: from the log, this one with them.
-  if (res.seq > applied_seq_ + 1) MOEEDB_RETURN_IF_ERROR(CatchUpLocked().status());
-  else MOEEDB_RETURN_IF_ERROR(ApplyToIndex(res, &docs));
+  MOEEDB_RETURN_IF_ERROR(FollowOwnWrite(res, &docs));
   return res;
 }
 
 Result<WriteResult> VectorCollection::Delete(const std::vector<std::string>& ids, bool sync) {
   std::unique_lock lock(mu_);
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, store_->Delete(name_, ids, sync));
-  if (res.seq > applied_seq_ + 1) MOEEDB_RETURN_IF_ERROR(CatchUpLocked().status());
-  else MOEEDB_RETURN_IF_ERROR(ApplyToIndex(res, nullptr));
+  MOEEDB_RETURN_IF_ERROR(FollowOwnWrite(res, nullptr));
   return res;
+}
+
+Status VectorCollection::FollowOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs) {
+  if (res.seq == 0 || res.seq <= applied_seq_) return Status::OK();
+  if (res.seq == applied_seq_ + 1) return ApplyToIndex(res, docs);
+  // Entries other nodes committed before this one: from the log, this one with them.
+  Status s = CatchUpLocked().status();
+  // The write is committed: a store that cannot be read right now leaves
+  // these indexes behind (the follower catches them up), it does not make
+  // an acknowledged write an error.
+  if (s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kIOError) return Status::OK();
+  return s;
 }
 
 uint64_t VectorCollection::applied_seq() const {

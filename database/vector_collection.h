@@ -127,6 +127,10 @@ class VectorCollection {
   VectorCollection() = default;
   static std::string IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec);
   Status ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs);
+  // After this node's own write `res` (mu_ held): its change into the
+  // indexes, with the entries before it if they lag. A store that cannot be
+  // read leaves them behind rather than failing a committed write.
+  Status FollowOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs);
   // CatchUp with mu_ held exclusively.
   Result<size_t> CatchUpLocked();
   // One change-log entry into both indexes, reading the added documents from

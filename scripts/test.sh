@@ -15,5 +15,14 @@ node scripts/cli_flags.mjs --check
 # End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
 # and the web console in Debian's Chromium (playwright-core).
 (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error && MOEEDB_BIN="$PWD/../../build/moeedb" npm test)
+# The same suite over the PostgreSQL store: each server's database in a
+# throwaway PostgreSQL 15 on loopback (tests/e2e/moeedb.mjs, MOEEDB_E2E_PG).
+PG_E2E="$PWD/build/e2e-pg"
+bash tests/pg/pg_cluster.sh start "$PG_E2E"
+trap 'bash tests/pg/pg_cluster.sh stop "$PG_E2E"' EXIT
+PG_URI="$(cat "$PG_E2E/uri")"
+(cd tests/e2e && MOEEDB_E2E_PG="${PG_URI%postgres}" MOEEDB_BIN="$PWD/../../build/moeedb" npm test)
+bash tests/pg/pg_cluster.sh stop "$PG_E2E"
+trap - EXIT
 # Fuzzing: each libFuzzer harness (ASan + UBSan) for 30 s from its seed corpus.
 bash tests/fuzz/run.sh 30

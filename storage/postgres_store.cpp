@@ -273,20 +273,34 @@ const Status& StatusOf(const Result<T>& r) { return r.status(); }
 }  // namespace
 
 template <typename Fn>
+auto PostgresStore::ReadPrimary(const std::string& what, Fn&& fn) const {
+  auto r = WithConnection(what, fn);
+  // The connection may have died with a server long gone (a failover since
+  // it was last used): a new one finds the primary of the moment.
+  if (StatusOf(r).code() == Status::Code::kUnavailable) r = WithConnection(what, fn);
+  return r;
+}
+
+template <typename Fn>
 auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
   using Clock = std::chrono::steady_clock;
   const int64_t now = Clock::now().time_since_epoch().count();
   if (now >= primary_retry_at_.load()) {
-    auto r = WithConnection(what, fn);
+    auto r = ReadPrimary(what, fn);
     if (StatusOf(r).code() != Status::Code::kUnavailable) return r;
     // Asked again in a while; meanwhile reads go to any server at once.
     primary_retry_at_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(500)).count();
   }
   std::lock_guard<std::mutex> lock(read_mu_);
-  return Guarded(what, &read_conn_, [&] {
-    if (!read_conn_ || !read_conn_->c.is_open()) read_conn_ = std::make_unique<Connection>(AnyServerUri(uri_));
-    return fn(read_conn_->c);
-  });
+  auto any = [&] {
+    return Guarded(what, &read_conn_, [&] {
+      if (!read_conn_ || !read_conn_->c.is_open()) read_conn_ = std::make_unique<Connection>(AnyServerUri(uri_));
+      return fn(read_conn_->c);
+    });
+  };
+  auto r = any();
+  if (StatusOf(r).code() == Status::Code::kUnavailable) r = any();
+  return r;
 }
 
 PostgresStore::~PostgresStore() = default;
@@ -660,7 +674,9 @@ Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,
                               const std::function<void(const OpRecord&)>& fn) const {
   // Read whole, then handed out: `fn` may call the store.
   std::vector<OpRecord> ops;
-  MOEEDB_RETURN_IF_ERROR(Read("reading the change log of " + collection, [&](pqxx::connection& c) -> Status {
+  // From the primary only: a server that lost the primary role in a failover
+  // may still hold entries the new primary never had and will number anew.
+  MOEEDB_RETURN_IF_ERROR(ReadPrimary("reading the change log of " + collection, [&](pqxx::connection& c) -> Status {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result rows = t.exec_params(

@@ -29,8 +29,10 @@
 // acknowledged; not stored, it is retried with the same id (so at most one
 // attempt commits); not answerable, OutcomeUnknown. A write needing a
 // synchronous standby while none streams answers Unavailable at once rather
-// than hang at COMMIT. Reads fall back to any of the servers (a standby)
-// while no primary answers, so a node keeps serving searches.
+// than hang at COMMIT. Reads of documents fall back to any of the servers (a
+// standby) while no primary answers, so a node keeps serving searches; the
+// change log is read from the primary only (a failed primary, restarted, may
+// hold entries the new one never had until it rejoins).
 #pragma once
 
 #include <atomic>
@@ -111,8 +113,11 @@ class PostgresStore final : public Store {
   struct Connection;  // libpqxx's connection (its headers stay in the .cpp)
   template <typename Fn>
   auto Guarded(const std::string& what, std::unique_ptr<Connection>* conn, Fn&& fn) const;
-  // WithConnection, or while it answers Unavailable, a connection to any of
-  // the servers (a standby's reads).
+  // WithConnection, once more on a new connection if it answers Unavailable.
+  template <typename Fn>
+  auto ReadPrimary(const std::string& what, Fn&& fn) const;
+  // ReadPrimary, or while no primary answers, a connection to any of the
+  // servers (a standby's reads: the texts and metadata of hits).
   template <typename Fn>
   auto Read(const std::string& what, Fn&& fn) const;
   // Runs one write with `write(work, write_id, &result)` (its statements,

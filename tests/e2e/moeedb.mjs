@@ -3,6 +3,7 @@
 // free port and stop it.
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -22,9 +23,27 @@ export function cliEmbed(model, texts) {
   return out.toString().trim().split('\n').map((l) => JSON.parse(l));
 }
 
+// With MOEEDB_E2E_PG set (a PostgreSQL server's URI ending in '/', e.g.
+// postgresql://postgres@127.0.0.1:5433/), every server's `--db FOLDER` becomes
+// a PostgreSQL database of its own (named after the folder, so a restart on
+// the same folder finds its data) with FOLDER as the node's --index-dir: the
+// whole suite runs over the PostgreSQL store.
+function storeArgs(args) {
+  const pg = process.env.MOEEDB_E2E_PG;
+  const at = args.indexOf('--db');
+  if (!pg || at < 0) return args;
+  const folder = args[at + 1];
+  const name = 'e2e_' + createHash('sha1').update(folder).digest('hex').slice(0, 16);
+  const exists = execFileSync('psql', [pg + 'postgres', '-Atc', `SELECT 1 FROM pg_database WHERE datname = '${name}'`]).toString().trim();
+  if (exists !== '1') execFileSync('psql', [pg + 'postgres', '-qc', `CREATE DATABASE ${name}`]);
+  const out = [...args];
+  out.splice(at, 2, '--db', pg + name, '--index-dir', folder);
+  return out;
+}
+
 // Starts `moeedb serve --port 0 ARGS...`; resolves to {server, base} once it listens.
 export function startServer(args) {
-  const server = spawn(bin, ['serve', '--port', '0', '--threads', '1', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const server = spawn(bin, ['serve', '--port', '0', '--threads', '1', ...storeArgs(args)], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     let buf = '';
     const timer = setTimeout(() => reject(new Error('server did not start')), 120000);

@@ -114,19 +114,23 @@ async function writer(w) {
     const del = ids.length > 3 && rand() < 0.25;
     const id = del ? pick(ids) : rand() < 0.5 && ids.length ? pick(ids) : `w${w}-${ids.length}`;
     if (!oracle.has(id)) {
-      oracle.set(id, { acked: undefined, pending: [] });
+      oracle.set(id, { acked: undefined, pending: [], history: [], acks: [] });
       ids.push(id);
     }
     const o = oracle.get(id);
     const v = ++version;
     const target = del ? 'deleted' : { v, text: textOf(id, v) };
+    o.inflight = target;  // a search may see it before the answer comes
     const r = del
       ? await call(`${url(node)}/collections/${COLL}/documents/${encodeURIComponent(id)}`, 'DELETE')
       : await call(`${url(node)}/collections/${COLL}/documents`, 'POST', { documents: [{ id, text: target.text }] });
     const type = r.json && r.json.error && r.json.error.type;
+    o.inflight = null;
+    o.history.push(`${Date.now() - t0}ms ${del ? 'delete' : `upsert v${v}`} via node ${node}: ${r.status} ${type || r.error || ''}`);
     if (r.status === 200 || (del && r.status === 404)) {
       o.acked = target;
       o.pending = [];
+      o.acks.push({ t: Date.now(), state: target });
       if (del) stats.deletes_acked++;
       else {
         stats.upserts_acked++;
@@ -161,6 +165,7 @@ async function writer(w) {
       if (applied) {
         o.acked = target;
         o.pending = [];
+        o.acks.push({ t: Date.now(), state: target });
       }
       if (!applied && !(sameState(got, o.acked) || (o.acked === undefined && got === 'deleted') ||
                         o.pending.some((p) => sameState(p, got))))
@@ -178,12 +183,14 @@ async function searcher() {
     }
     const node = pick(nodes);
     // Deleted before the search was sent and not written since: must not come back.
-    const deletedBefore = new Set([...oracle].filter(([, o]) => o.acked === 'deleted' && !o.pending.length).map(([id]) => id));
+    const deletedBefore = new Set([...oracle].filter(([, o]) => o.acked === 'deleted' && !o.pending.length && !o.inflight)
+      .map(([id]) => id));
     const mode = pick(['fused', 'lexical', 'hybrid']);
+    const sentAt = Date.now() - t0, sentClock = Date.now();
     const r = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: `${pick(WORDS)} ${pick(WORDS)}`, mode, k: 10 }, 20000);
     stats.searches++;
     if (r.status !== 200) {
-      if (live.has(node)) console.error(`search on live node ${node}: ${r.status} ${r.error || (r.text || '').slice(0, 160)}`);
+      if (live.has(node)) console.error(`search on live node ${node} at ${Date.now() - t0}ms: ${r.status} ${r.error || (r.text || '').slice(0, 600)}`);
       continue;
     }
     stats.searches_ok++;
@@ -194,7 +201,23 @@ async function searcher() {
       seen.add(h.id);
       const o = oracle.get(h.id);
       if (!o) violate(`search returned ${h.id}, never written`);
-      else if (deletedBefore.has(h.id) && o.acked === 'deleted' && !o.pending.length) violate(`search returned ${h.id}, deleted before it was sent`);
+      else if (!(deletedBefore.has(h.id) && o.acked === 'deleted' && !o.pending.length && !o.inflight &&
+                 !o.acks.some((a) => a.t > sentClock))) {
+        // Its version: one current at some moment between sending and the
+        // answer (acknowledged then), or one still unresolved.
+        const m = /v(\d+)z/.exec(h.text || '');
+        const v = m ? Number(m[1]) : -1;
+        let current = -1;
+        const allowed = new Set([...o.pending, o.inflight].filter((p) => p && p !== 'deleted').map((p) => p.v));
+        for (const a of o.acks) {
+          if (a.t <= sentClock) current = a.state === 'deleted' ? -1 : a.state.v;
+          else if (a.state !== 'deleted') allowed.add(a.state.v);
+        }
+        allowed.add(current);
+        if (!allowed.has(v)) violate(`search (${mode}, node ${node}) returned ${h.id} as v${v}, current: ${[...allowed]}; its history: ${o.history.join('; ')}`);
+      } else
+        violate(`search (${mode}, node ${node}, sent ${sentAt}ms, answered ${Date.now() - t0}ms) returned ${h.id} ` +
+                `(${h.text}), deleted before it was sent; its history: ${o.history.join('; ')}`);
     }
     await sleep(20);
   }
