@@ -41,10 +41,11 @@ function portFree(port) {
   });
 }
 
-// A base port with `count` free ports above it.
+// A base port with `count` free ports above it, below Linux's ephemeral
+// range (32768+), where outgoing connections would take ports meanwhile.
 async function freeBase(count) {
   for (let tries = 0; tries < 50; tries++) {
-    const base = 20000 + Math.floor(Math.random() * 35000);
+    const base = 10000 + Math.floor(Math.random() * 20000);
     let ok = true;
     for (let p = base; p < base + count && ok; p++) ok = await portFree(p);
     if (ok) return base;
@@ -153,19 +154,28 @@ export class Cluster {
     if (!fs.existsSync(bin)) throw new Error(`no moeedb binary at ${bin} (bash scripts/setup.sh builds it)`);
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o755 });
     fs.chmodSync(this.dir, 0o755);
-    const base = await freeBase(60);
-    this.state = {
-      dir: this.dir, bin, model, nodeArgs,
-      etcd: [0, 1, 2].map((i) => ({ name: `etcd${i}`, client: base + i, peer: base + 10 + i, pid: 0 })),
-      postgres: [0, 1].map((i) => ({ name: `pg${i}`, port: base + 20 + i, rest: base + 30 + i, patroni_pid: 0 })),
-      nodes: Array.from({ length: nodes }, (_, i) => ({ port: base + 40 + i, pid: 0 })),
-    };
-    this.save();
-    for (let i = 0; i < 3; i++) this.startEtcd(i);
-    await until('etcd', async () => {
-      const h = await getJson(`http://127.0.0.1:${this.state.etcd[0].client}/health`);
-      return h && h.body && h.body.health === 'true';
-    }, 60000);
+    // A port taken between choosing it and binding it (another program):
+    // etcd exits; the members start again on other ports.
+    for (let attempt = 1; ; attempt++) {
+      const base = await freeBase(60);
+      this.state = {
+        dir: this.dir, bin, model, nodeArgs,
+        etcd: [0, 1, 2].map((i) => ({ name: `etcd${i}`, client: base + i, peer: base + 10 + i, pid: 0 })),
+        postgres: [0, 1].map((i) => ({ name: `pg${i}`, port: base + 20 + i, rest: base + 30 + i, patroni_pid: 0 })),
+        nodes: Array.from({ length: nodes }, (_, i) => ({ port: base + 40 + i, pid: 0 })),
+      };
+      this.save();
+      for (let i = 0; i < 3; i++) this.startEtcd(i);
+      const healthy = await until('every etcd member', async () => {
+        if (this.state.etcd.some((e) => !alive(e.pid))) return 'died';
+        const h = await Promise.all(this.state.etcd.map((e) => getJson(`http://127.0.0.1:${e.client}/health`)));
+        return h.every((r) => r && r.body && r.body.health === 'true') && 'ok';
+      }, 60000);
+      if (healthy === 'ok') break;
+      for (const e of this.state.etcd) kill(e.pid, 'SIGKILL');
+      for (const e of this.state.etcd) fs.rmSync(path.join(this.dir, e.name), { recursive: true, force: true });
+      if (attempt === 3) throw new Error(`etcd did not start (see ${this.dir}/etcd*.log)`);
+    }
     for (let i = 0; i < 2; i++) this.writePatroniConfig(i);
     this.startPatroni(0);
     await until('the first PostgreSQL primary', async () => (await this.roles())[0] === 'primary', 120000);
@@ -175,7 +185,17 @@ export class Cluster {
     execFileSync(`${PG_BIN}/psql`, ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-d', 'postgres',
       '-v', 'ON_ERROR_STOP=1', '-qc', 'CREATE DATABASE moeedb'], { stdio: 'pipe' });
     for (let i = 0; i < nodes; i++) this.startNode(i);
-    for (let i = 0; i < nodes; i++) await this.waitNode(i);
+    for (let i = 0; i < nodes; i++) {
+      try {
+        await this.waitNode(i);
+      } catch (e) {
+        // Its port taken meanwhile: once more on another.
+        if (alive(this.state.nodes[i].pid)) throw e;
+        this.state.nodes[i].port = (await freeBase(1));
+        this.startNode(i);
+        await this.waitNode(i);
+      }
+    }
     return this;
   }
 

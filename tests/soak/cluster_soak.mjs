@@ -79,7 +79,13 @@ const t0 = Date.now();
 // --bin: another build (a copy keeps the soak independent of rebuilds); the
 // model is then named, since a copied binary has no embedded default beside it.
 const model = arg('model', arg('bin') ? path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../models/moeedb-tiny') : '');
-await cluster.up({ nodes: nNodes, bin: arg('bin') && path.resolve(arg('bin')), model: model && path.resolve(model) });
+try {
+  await cluster.up({ nodes: nNodes, bin: arg('bin') && path.resolve(arg('bin')), model: model && path.resolve(model) });
+} catch (e) {
+  console.error(`cluster soak: starting the cluster: ${e.stack || e}`);
+  if (cluster.state) await cluster.down().catch(() => {});
+  process.exit(1);
+}
 const upSeconds = (Date.now() - t0) / 1000;
 const live = new Set([...Array(nNodes).keys()]);  // nodes searchers may use
 const url = (i) => cluster.nodeUrl(i);
