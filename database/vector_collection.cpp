@@ -1,10 +1,12 @@
 #include "database/vector_collection.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "base/utf8.h"
 #include "index/metadata_filter.h"
@@ -243,12 +245,18 @@ Status VectorCollection::FollowOwnWrite(const WriteResult& res, const std::vecto
   if (res.seq == 0 || res.seq <= applied_seq_) return Status::OK();
   if (res.seq == applied_seq_ + 1) return ApplyToIndex(res, docs);
   // Entries other nodes committed before this one: from the log, this one with them.
-  Status s = CatchUpLocked().status();
-  // The write is committed: a store that cannot be read right now leaves
-  // these indexes behind (the follower catches them up), it does not make
-  // an acknowledged write an error.
-  if (s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kIOError) return Status::OK();
-  return s;
+  Status s;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    s = CatchUpLocked().status();
+    if (s.code() != Status::Code::kUnavailable && s.code() != Status::Code::kIOError) return s;
+    // A hot standby's read cancelled by recovery, a server gone a moment:
+    // read-your-writes is worth a short wait.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // The write is committed: a store that stays unreadable leaves these
+  // indexes behind (the follower catches them up); it does not make an
+  // acknowledged write an error.
+  return Status::OK();
 }
 
 uint64_t VectorCollection::applied_seq() const {

@@ -144,7 +144,14 @@ async function writer(w) {
         const s = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: nonce(id, v), mode: 'lexical', k: 3 });
         if (s.status === 200) {
           stats.ryw_checked++;
-          if (!s.json.hits.some((h) => h.id === id)) violate(`read-your-writes: ${id} v${v} not found on node ${node} right after its upsert`);
+          if (!s.json.hits.some((h) => h.id === id)) {
+            const info = await call(`${url(node)}/collections/${COLL}`, 'GET');
+            await sleep(1000);
+            const later = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: nonce(id, v), mode: 'lexical', k: 3 });
+            violate(`read-your-writes: ${id} v${v} not found on node ${node} right after its upsert (${r.text}); ` +
+                    `the node then: ${info.text && info.text.replace(/"spec".*/, '')}; found 1 s later: ` +
+                    `${later.status === 200 && later.json.hits.some((h) => h.id === id)}; hits: ${s.text.slice(0, 300)}`);
+          }
         }
       }
     } else if ((r.status === 503 && type === 'unavailable_error') || r.refused) {
