@@ -1,6 +1,7 @@
 #include "storage/postgres_store.h"
 
 #include <cstring>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -417,6 +418,32 @@ void LogChange(pqxx::work& t, const CollectionRecord& r, const WriteResult& res,
   t.exec(std::string("NOTIFY ") + kChangeChannel);  // delivered at commit
 }
 
+// The documents as rows, many per INSERT (one statement per row would cost a
+// round trip each): parameters grouped by column, external ids, records,
+// then the vectors as binary parameters; the integers are written inline.
+void InsertDocuments(pqxx::work& t, uint32_t coll, const std::vector<uint64_t>& internal,
+                     const std::vector<StoredDocument>& docs, const std::vector<std::string>& records) {
+  constexpr size_t kRowsPerStatement = 512;  // 2048 parameters, far below the protocol's 65535
+  for (size_t from = 0; from < docs.size(); from += kRowsPerStatement) {
+    const size_t n = std::min(kRowsPerStatement, docs.size() - from);
+    std::vector<std::string> ids, recs;
+    std::vector<pqxx::binarystring> hs, rw;
+    std::string sql = "INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw) VALUES ";
+    for (size_t i = 0; i < n; ++i) {
+      const StoredDocument& d = docs[from + i];
+      ids.push_back(d.id);
+      recs.push_back(records[from + i]);
+      hs.push_back(Bytes(d.hs));
+      rw.push_back(Bytes(d.rw));
+      const auto p = [&](size_t group) { return "$" + std::to_string(group * n + i + 1); };
+      sql += (i ? ",(" : "(") + std::to_string(coll) + "," + std::to_string(internal[from + i]) + "," + p(0) + "," +
+             p(1) + "," + p(2) + "," + p(3) + ")";
+    }
+    t.exec_params(sql, pqxx::prepare::make_dynamic_params(ids), pqxx::prepare::make_dynamic_params(recs),
+                  pqxx::prepare::make_dynamic_params(hs), pqxx::prepare::make_dynamic_params(rw));
+  }
+}
+
 // False when the server requires a synchronous standby (Patroni's strict
 // synchronous mode sets synchronous_standby_names) and none is streaming: a
 // COMMIT would wait until one comes back, and cancelling that wait does not
@@ -536,11 +563,9 @@ Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const s
     for (size_t i = 0; i < docs.size(); ++i) {
       auto old = replaced.find(docs[i].id);
       if (old != replaced.end()) res.removed.push_back(old->second);
-      const uint64_t internal = next++;
-      res.added.push_back(internal);
-      t.exec_params("INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw) VALUES ($1, $2, $3, $4, $5, $6)",
-                    r.id, internal, docs[i].id, records[i], Bytes(docs[i].hs), Bytes(docs[i].rw));
+      res.added.push_back(next++);
     }
+    InsertDocuments(t, r.id, res.added, docs, records);
     LogChange(t, r, res, next, write_id);
     return true;
   });
