@@ -1,63 +1,23 @@
 #include "storage/postgres_store.h"
 
-#include <cstring>
-#include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <map>
-#include <random>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
-#include <regex>
 #include <set>
-#include <sstream>
 #include <thread>
+
+#include "storage/postgres_rows.h"
 
 namespace moeedb {
 
 using json = nlohmann::json;
+using namespace postgres;  // NOLINT: the store's own statements
 
 namespace {
 
 // Rows a scan reads at a time.
 constexpr int kScanPage = 1000;
-
-// Migrations, in order: statements taking the schema from version i to i + 1.
-const char* const kMigrations[] = {
-    // 0 -> 1
-    "CREATE TABLE moeedb_collections ("
-    "  id serial PRIMARY KEY,"
-    "  name text NOT NULL UNIQUE,"
-    "  spec text NOT NULL,"
-    "  next_internal bigint NOT NULL DEFAULT 1,"
-    "  last_op bigint NOT NULL DEFAULT 0,"
-    "  doc_count bigint NOT NULL DEFAULT 0);"
-    "CREATE TABLE moeedb_documents ("
-    "  coll integer NOT NULL REFERENCES moeedb_collections(id) ON DELETE CASCADE,"
-    "  internal bigint NOT NULL,"
-    "  external text COLLATE \"C\" NOT NULL,"
-    "  record text NOT NULL,"
-    "  hs bytea NOT NULL,"
-    "  rw bytea NOT NULL,"
-    "  PRIMARY KEY (coll, internal));"
-    "CREATE UNIQUE INDEX moeedb_documents_external ON moeedb_documents (coll, external);"
-    "CREATE TABLE moeedb_ops ("
-    "  coll integer NOT NULL REFERENCES moeedb_collections(id) ON DELETE CASCADE,"
-    "  seq bigint NOT NULL,"
-    "  added bigint[] NOT NULL,"
-    "  removed bigint[] NOT NULL,"
-    "  PRIMARY KEY (coll, seq));",
-    // 1 -> 2: the id of every write, stored in the write's transaction, so a
-    // commit whose answer was lost can be resolved on whichever server is
-    // primary now (pg_xact_status is not: transaction ids restart their
-    // meaning on a new timeline).
-    "CREATE TABLE moeedb_writes ("
-    "  id text PRIMARY KEY,"
-    "  coll integer NOT NULL,"
-    "  seq bigint NOT NULL,"
-    "  at timestamptz NOT NULL DEFAULT now());"
-    "CREATE INDEX moeedb_writes_at ON moeedb_writes (at);",
-};
 
 // How long a write keeps retrying while no primary answers (a failover takes
 // a few seconds) before it answers Unavailable, and how long it keeps trying
@@ -65,131 +25,6 @@ const char* const kMigrations[] = {
 constexpr auto kWriteRetry = std::chrono::seconds(10);
 constexpr auto kResolveFor = std::chrono::seconds(30);
 constexpr auto kRetryPause = std::chrono::milliseconds(200);
-// Write ids are kept this long (resolution needs them for seconds).
-constexpr const char* kWriteIdsKept = "1 day";
-
-// SQLSTATEs that mean "this server cannot take the statement now, another
-// may": read-only (a standby, or a primary demoted under us), shutting down,
-// starting up, or any connection exception (class 08).
-bool IsUnavailableState(const std::string& state) {
-  return state == "25006" || state == "57P01" || state == "57P02" || state == "57P03" || state.rfind("08", 0) == 0;
-}
-
-// A random 128-bit write id (hex).
-std::string NewWriteId() {
-  thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                   (static_cast<uint64_t>(std::hash<std::thread::id>{}(std::this_thread::get_id())) << 1));
-  char out[33];
-  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng()));
-  return out;
-}
-
-// The connection string for reads when no primary answers: the same servers,
-// any of them (a standby serves reads with synchronous_commit = remote_apply
-// making every acknowledged write visible there). libpq keeps the last value
-// of a repeated parameter.
-std::string AnyServerUri(const std::string& uri) {
-  const bool url = uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0;
-  if (url) return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "target_session_attrs=any";
-  return uri + " target_session_attrs=any";
-}
-
-// The URI without its password (for messages and location()).
-std::string HidePassword(const std::string& uri) {
-  static const std::regex kUserinfo(R"(^(postgres(?:ql)?://[^:/@]*):[^@/]*@)");
-  static const std::regex kParam(R"((password=)[^&\s]*)");
-  return std::regex_replace(std::regex_replace(uri, kUserinfo, "$1:***@"), kParam, "$1***");
-}
-
-std::string ArrayLiteral(const std::vector<uint64_t>& v) {
-  std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(v[i]);
-  }
-  return s + "}";
-}
-
-// A text[] literal: every element quoted, '"' and '\\' escaped.
-std::string TextArrayLiteral(const std::vector<std::string>& v) {
-  std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ',';
-    s += '"';
-    for (char ch : v[i]) {
-      if (ch == '"' || ch == '\\') s += '\\';
-      s += ch;
-    }
-    s += '"';
-  }
-  return s + "}";
-}
-
-// A bigint[] column's text form, "{1,2,3}".
-Result<std::vector<uint64_t>> ParseArray(const std::string& s) {
-  std::vector<uint64_t> out;
-  if (s.size() < 2 || s.front() != '{' || s.back() != '}') return Status::Corruption("damaged change-log entry");
-  std::stringstream in(s.substr(1, s.size() - 2));
-  for (std::string item; std::getline(in, item, ',');) {
-    try {
-      out.push_back(std::stoull(item));
-    } catch (...) {
-      return Status::Corruption("damaged change-log entry");
-    }
-  }
-  return out;
-}
-
-pqxx::binarystring Bytes(const std::vector<float>& v) { return pqxx::binarystring(v.data(), v.size() * sizeof(float)); }
-
-std::vector<float> Floats(const pqxx::field& f) {
-  const pqxx::binarystring b(f);
-  std::vector<float> v(b.size() / sizeof(float));
-  std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
-  return v;
-}
-
-CollectionRecord RecordOf(const pqxx::row& r) {
-  CollectionRecord c;
-  c.id = r["id"].as<uint32_t>();
-  c.name = r["name"].as<std::string>();
-  c.spec_json = r["spec"].as<std::string>();
-  c.next_internal = r["next_internal"].as<uint64_t>();
-  c.last_op = r["last_op"].as<uint64_t>();
-  c.count = r["doc_count"].as<uint64_t>();
-  return c;
-}
-
-const char* kCollectionColumns = "id, name, spec, next_internal, last_op, doc_count";
-
-Result<CollectionRecord> LoadCollection(pqxx::transaction_base& t, const std::string& name) {
-  pqxx::result r =
-      t.exec_params(std::string("SELECT ") + kCollectionColumns + " FROM moeedb_collections WHERE name = $1", name);
-  if (r.empty()) return Status::NotFound("no collection named '" + name + "'");
-  return RecordOf(r[0]);
-}
-
-// The collection's row, locked for this transaction's write, its last_op
-// already advanced to the write's sequence number (see the header).
-Result<CollectionRecord> LockForWrite(pqxx::transaction_base& t, const std::string& name) {
-  pqxx::result r = t.exec_params(std::string("UPDATE moeedb_collections SET last_op = last_op + 1 WHERE name = $1 "
-                                             "RETURNING ") + kCollectionColumns,
-                                 name);
-  if (r.empty()) return Status::NotFound("no collection named '" + name + "'");
-  return RecordOf(r[0]);
-}
-
-Result<std::optional<StoredDocument>> DocumentOf(const pqxx::row& row, bool with_vectors) {
-  StoredDocument d;
-  MOEEDB_RETURN_IF_ERROR(ParseDocumentRecord(row["record"].as<std::string>(), &d));
-  if (with_vectors) {
-    d.hs = Floats(row["hs"]);
-    d.rw = Floats(row["rw"]);
-  }
-  return std::optional<StoredDocument>(std::move(d));
-}
-
 }  // namespace
 
 struct PostgresStore::Connection {
@@ -197,8 +32,6 @@ struct PostgresStore::Connection {
   pqxx::connection c;
 };
 
-// The channel every write notifies on.
-constexpr const char* kChangeChannel = "moeedb_changes";
 
 struct PostgresStore::Listener {
   struct Receiver : pqxx::notification_receiver {
@@ -388,72 +221,6 @@ Status PostgresStore::UpdateSpec(const std::string& name, const std::string& spe
 }
 
 namespace {
-
-// Deletes the collection's documents of these external ids in one statement;
-// external id -> internal id of each one that was there.
-std::map<std::string, uint64_t> RemoveDocuments(pqxx::transaction_base& t, uint32_t coll,
-                                                const std::vector<std::string>& ids) {
-  std::map<std::string, uint64_t> removed;
-  for (const auto& row : t.exec_params("DELETE FROM moeedb_documents WHERE coll = $1 AND external = ANY($2::text[]) "
-                                       "RETURNING external, internal",
-                                       coll, TextArrayLiteral(ids)))
-    removed[row[0].as<std::string>()] = row[1].as<uint64_t>();
-  return removed;
-}
-
-// A write's last statements before COMMIT: its change-log entry (numbered
-// by LockForWrite), the collection's counters, its write id (a unique
-// violation if an earlier attempt of the same write committed), the NOTIFY
-// that wakes other nodes.
-void LogChange(pqxx::work& t, const CollectionRecord& r, const WriteResult& res, uint64_t next_internal,
-               const std::string& write_id) {
-  t.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed) VALUES ($1, $2, $3::bigint[], $4::bigint[])", r.id,
-                res.seq, ArrayLiteral(res.added), ArrayLiteral(res.removed));
-  const int64_t live_delta = static_cast<int64_t>(res.added.size()) - static_cast<int64_t>(res.removed.size());
-  t.exec_params("UPDATE moeedb_collections SET next_internal = $2, doc_count = doc_count + $3 WHERE id = $1", r.id,
-                next_internal, live_delta);
-  t.exec_params("INSERT INTO moeedb_writes (id, coll, seq) VALUES ($1, $2, $3)", write_id, r.id, res.seq);
-  if (res.seq % 1024 == 0)
-    t.exec(std::string("DELETE FROM moeedb_writes WHERE at < now() - interval '") + kWriteIdsKept + "'");
-  t.exec(std::string("NOTIFY ") + kChangeChannel);  // delivered at commit
-}
-
-// The documents as rows, many per INSERT (one statement per row would cost a
-// round trip each): parameters grouped by column, external ids, records,
-// then the vectors as binary parameters; the integers are written inline.
-void InsertDocuments(pqxx::work& t, uint32_t coll, const std::vector<uint64_t>& internal,
-                     const std::vector<StoredDocument>& docs, const std::vector<std::string>& records) {
-  constexpr size_t kRowsPerStatement = 512;  // 2048 parameters, far below the protocol's 65535
-  for (size_t from = 0; from < docs.size(); from += kRowsPerStatement) {
-    const size_t n = std::min(kRowsPerStatement, docs.size() - from);
-    std::vector<std::string> ids, recs;
-    std::vector<pqxx::binarystring> hs, rw;
-    std::string sql = "INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw) VALUES ";
-    for (size_t i = 0; i < n; ++i) {
-      const StoredDocument& d = docs[from + i];
-      ids.push_back(d.id);
-      recs.push_back(records[from + i]);
-      hs.push_back(Bytes(d.hs));
-      rw.push_back(Bytes(d.rw));
-      const auto p = [&](size_t group) { return "$" + std::to_string(group * n + i + 1); };
-      sql += (i ? ",(" : "(") + std::to_string(coll) + "," + std::to_string(internal[from + i]) + "," + p(0) + "," +
-             p(1) + "," + p(2) + "," + p(3) + ")";
-    }
-    t.exec_params(sql, pqxx::prepare::make_dynamic_params(ids), pqxx::prepare::make_dynamic_params(recs),
-                  pqxx::prepare::make_dynamic_params(hs), pqxx::prepare::make_dynamic_params(rw));
-  }
-}
-
-// False when the server requires a synchronous standby (Patroni's strict
-// synchronous mode sets synchronous_standby_names) and none is streaming: a
-// COMMIT would wait until one comes back, and cancelling that wait does not
-// undo the commit locally. Reading sync_state needs pg_monitor (or superuser).
-bool HasSynchronousStandby(pqxx::work& t) {
-  return t.exec("SELECT current_setting('synchronous_standby_names') = '' OR EXISTS (SELECT 1 FROM "
-                "pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum'))")[0][0]
-      .as<bool>();
-}
-
 }  // namespace
 
 void PostgresStore::SetCommitHookForTest(std::function<void(bool committed)> hook) { commit_hook_ = std::move(hook); }

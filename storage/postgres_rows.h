@@ -1,0 +1,66 @@
+// The PostgreSQL store's schema and statements, one function per step of a
+// read or a write (storage/postgres_store.h says how they make its
+// contract); libpqxx's types stay in storage/.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "storage/store.h"
+
+namespace moeedb::postgres {
+
+// Statements taking the schema from version i to i + 1, in order.
+extern const char* const kMigrations[];
+// The columns RecordOf reads, in a SELECT list.
+extern const char* const kCollectionColumns;
+// The channel every write notifies on (delivered at commit).
+inline constexpr const char* kChangeChannel = "moeedb_changes";
+
+// SQLSTATEs of a server that cannot take a statement now while another may
+// (read-only, shutting down, starting, connection exceptions).
+bool IsUnavailableState(const std::string& state);
+// A random 128-bit write id, in hex.
+std::string NewWriteId();
+// `uri` with target_session_attrs=any appended (libpq keeps the last value).
+std::string AnyServerUri(const std::string& uri);
+// `uri` without its password, for messages.
+std::string HidePassword(const std::string& uri);
+
+// Array literals and their parse: bigint[] and text[] (every element quoted).
+std::string ArrayLiteral(const std::vector<uint64_t>& v);
+std::string TextArrayLiteral(const std::vector<std::string>& v);
+Result<std::vector<uint64_t>> ParseArray(const std::string& s);
+// float32 vectors as raw little-endian bytea, and back.
+pqxx::binarystring Bytes(const std::vector<float>& v);
+std::vector<float> Floats(const pqxx::field& f);
+
+CollectionRecord RecordOf(const pqxx::row& r);
+// The collection's row; NotFound when there is none.
+Result<CollectionRecord> LoadCollection(pqxx::transaction_base& t, const std::string& name);
+// The collection's row locked for this transaction, its last_op advanced to
+// the write's number (gapless and in commit order: postgres_store.h).
+Result<CollectionRecord> LockForWrite(pqxx::transaction_base& t, const std::string& name);
+// A document row (record, and hs/rw when `with_vectors`).
+Result<std::optional<StoredDocument>> DocumentOf(const pqxx::row& row, bool with_vectors);
+
+// Deletes the collection's documents of these external ids in one statement;
+// external id -> internal id of each one that was there.
+std::map<std::string, uint64_t> RemoveDocuments(pqxx::transaction_base& t, uint32_t coll,
+                                                const std::vector<std::string>& ids);
+// Inserts docs[i] under internal[i] with records[i], many rows a statement.
+void InsertDocuments(pqxx::work& t, uint32_t coll, const std::vector<uint64_t>& internal,
+                     const std::vector<StoredDocument>& docs, const std::vector<std::string>& records);
+// A write's last statements before COMMIT: its change-log entry, the
+// counters, its write id (a unique violation if an earlier attempt of the
+// same write committed), the NOTIFY.
+void LogChange(pqxx::work& t, const CollectionRecord& r, const WriteResult& res, uint64_t next_internal,
+               const std::string& write_id);
+// False when the server requires a synchronous standby and none streams.
+bool HasSynchronousStandby(pqxx::work& t);
+
+}  // namespace moeedb::postgres
