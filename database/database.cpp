@@ -217,9 +217,7 @@ Result<size_t> Database::CatchUp() {
     }
     const std::string dir = it->collection->index_dir();
     it->collection.reset();
-    std::error_code ec;  // leftovers would only waste disk
-    fs::remove_all(dir, ec);
-    fs::remove_all(dir + ".lexical", ec);
+    VectorCollection::RemoveIndexFolders(dir);
     it = retired_.erase(it);
   }
   size_t applied = 0;

@@ -10,8 +10,8 @@
 // thread-safe themselves (vector_collection.h).
 #pragma once
 
-#include <functional>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -60,12 +60,16 @@ Result<std::string> VectorCollection::RecordedInfo(const CollectionRecord& recor
 Status VectorCollection::Drop(Store* store, const std::string& name, const std::string& index_root) {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(name));
   MOEEDB_RETURN_IF_ERROR(store->DropCollection(name));
-  // The derived indexes: leftovers would only waste disk (a new collection of
-  // the same name gets a new id, hence new folders), so errors are ignored.
-  std::error_code ec;
-  fs::remove_all(IndexDir(*store, index_root, rec), ec);
-  fs::remove_all(IndexDir(*store, index_root, rec) + ".lexical", ec);
+  RemoveIndexFolders(IndexDir(*store, index_root, rec));
   return Status::OK();
+}
+
+void VectorCollection::RemoveIndexFolders(const std::string& index_dir) {
+  // Leftovers would only waste disk (a new collection of the same name gets
+  // a new id, hence new folders), so errors are ignored.
+  std::error_code ec;
+  fs::remove_all(index_dir, ec);
+  fs::remove_all(index_dir + ".lexical", ec);
 }
 
 Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, const std::string& name,

@@ -74,6 +74,9 @@ class VectorCollection {
   // Removes the collection from the store and its derived indexes from disk.
   // The caller must have closed every VectorCollection of it.
   static Status Drop(Store* store, const std::string& name, const std::string& index_root = "");
+  // Removes a collection's derived indexes (index_dir() and its lexical
+  // folder) from disk; nothing may have them open.
+  static void RemoveIndexFolders(const std::string& index_dir);
   ~VectorCollection();
 
   // All or nothing: every document is validated first (id, UTF-8 text,

@@ -32,7 +32,6 @@ struct PostgresStore::Connection {
   pqxx::connection c;
 };
 
-
 struct PostgresStore::Listener {
   struct Receiver : pqxx::notification_receiver {
     using pqxx::notification_receiver::notification_receiver;
@@ -220,9 +219,6 @@ Status PostgresStore::UpdateSpec(const std::string& name, const std::string& spe
   });
 }
 
-namespace {
-}  // namespace
-
 void PostgresStore::SetCommitHookForTest(std::function<void(bool committed)> hook) { commit_hook_ = std::move(hook); }
 
 Result<std::optional<uint64_t>> PostgresStore::FindWrite(const std::string& collection, const std::string& write_id,
@@ -231,16 +227,20 @@ Result<std::optional<uint64_t>> PostgresStore::FindWrite(const std::string& coll
     auto r = WithConnection("resolving a write to " + collection, [&](pqxx::connection& c) -> Result<std::optional<uint64_t>> {
       pqxx::work t(c);  // rolled back: it must not wait for a standby at COMMIT
       // An attempt still in flight holds the collection's row: wait for it
-      // to end, a while (lock_not_available is retried below).
+      // to end, a while, then ask again.
       t.exec("SET LOCAL lock_timeout = '2s'");
-      t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1 FOR UPDATE", collection);
+      try {
+        t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1 FOR UPDATE", collection);
+      } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != "55P03") throw;  // lock_not_available
+        return Status::Unavailable("resolving a write to " + collection + ": an attempt of it is still in flight");
+      }
       pqxx::result row = t.exec_params("SELECT seq FROM moeedb_writes WHERE id = $1", write_id);
       if (row.empty()) return std::optional<uint64_t>();
       return std::optional<uint64_t>(row[0][0].as<uint64_t>());
     });
     const bool again = !r.ok() && (r.status().code() == Status::Code::kUnavailable ||
-                                   r.status().code() == Status::Code::kOutcomeUnknown ||
-                                   r.status().message().find("lock timeout") != std::string::npos);
+                                   r.status().code() == Status::Code::kOutcomeUnknown);
     if (!again || std::chrono::steady_clock::now() >= until) return r;
     std::this_thread::sleep_for(kRetryPause);
   }

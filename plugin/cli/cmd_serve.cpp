@@ -177,7 +177,7 @@ int RunServe(const Args& args) {
   // least every --follow-ms (notifications are lost across a reconnect).
   std::atomic<bool> stopping{false};
   std::thread follower;
-  if (IsPostgresLocation(args.Get("db"))) {
+  if ((*db)->store()->shared()) {
     const auto period = std::chrono::milliseconds(args.Int("follow-ms"));
     follower = std::thread([&, period] {
       std::string last_error;

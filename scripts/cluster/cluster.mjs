@@ -149,7 +149,7 @@ export class Cluster {
     return `postgresql://postgres@${hosts}/moeedb?target_session_attrs=read-write&connect_timeout=2`;
   }
 
-  async up({ nodes = 3, bin = path.join(ROOT, 'build/moeedb'), model = '', nodeArgs = [] } = {}) {
+  async up({ nodes = 3, bin = path.join(ROOT, 'build/moeedb'), model = '' } = {}) {
     if (fs.existsSync(this.statePath)) throw new Error(`a cluster is already up in ${this.dir} (down first)`);
     if (!fs.existsSync(bin)) throw new Error(`no moeedb binary at ${bin} (bash scripts/setup.sh builds it)`);
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o755 });
@@ -159,7 +159,7 @@ export class Cluster {
     for (let attempt = 1; ; attempt++) {
       const base = await freeBase(60);
       this.state = {
-        dir: this.dir, bin, model, nodeArgs,
+        dir: this.dir, bin, model,
         etcd: [0, 1, 2].map((i) => ({ name: `etcd${i}`, client: base + i, peer: base + 10 + i, pid: 0 })),
         postgres: [0, 1].map((i) => ({ name: `pg${i}`, port: base + 20 + i, rest: base + 30 + i, patroni_pid: 0 })),
         nodes: Array.from({ length: nodes }, (_, i) => ({ port: base + 40 + i, pid: 0 })),
@@ -191,7 +191,7 @@ export class Cluster {
       } catch (e) {
         // Its port taken meanwhile: once more on another.
         if (alive(this.state.nodes[i].pid)) throw e;
-        this.state.nodes[i].port = (await freeBase(1));
+        this.state.nodes[i].port = await freeBase(1);
         this.startNode(i);
         await this.waitNode(i);
       }
@@ -316,7 +316,7 @@ postgresql:
   startNode(i) {
     const n = this.state.nodes[i];
     const args = ['serve', '--db', this.dsn, '--index-dir', path.join(this.dir, `node${i}`), '--port', String(n.port),
-      '--threads', '1', '--workers', '1', ...this.state.nodeArgs];
+      '--threads', '1', '--workers', '1'];
     if (this.state.model) args.push('--model', this.state.model);
     n.pid = start(this.state.bin, args, path.join(this.dir, `node${i}.log`));
     this.save();
@@ -399,7 +399,7 @@ async function main() {
     try {
       await c.up({ nodes, bin: o.bin && path.resolve(o.bin), model: o.model ? path.resolve(o.model) : '' });
     } catch (e) {
-      if (c.state && !String(e.message).includes('already up')) await c.down().catch(() => {});
+      if (c.state) await c.down().catch(() => {});  // what this `up` started
       throw e;
     }
     const s = await c.status();

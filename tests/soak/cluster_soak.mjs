@@ -30,7 +30,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Cluster, alive } from '../../scripts/cluster/cluster.mjs';
-import { arg, seededRandom } from './soak_util.mjs';
+import { arg, seededRandom, WORDS } from './soak_util.mjs';
 
 const pgKills = Number(arg('pg-kills', 20));
 const nodeKills = Number(arg('node-kills', 20));
@@ -42,8 +42,6 @@ const pick = (a) => a[Math.floor(rand() * a.length)];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const COLL = 'soak';
 
-const WORDS = ('river mountain engine library garden window winter coffee market train doctor violin ' +
-  'planet bridge harbor forest teacher kitchen dragon pencil castle desert ocean thunder candle').split(' ');
 const nonce = (id, v) => `q${id.replace(/[^a-z0-9]/g, '')}v${v}z`;
 const textOf = (id, v) => `The ${pick(WORDS)} near the ${pick(WORDS)} and the ${pick(WORDS)} ${nonce(id, v)}.`;
 

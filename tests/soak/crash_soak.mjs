@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bin } from '../e2e/moeedb.mjs';
-import { arg, seededRandom } from './soak_util.mjs';
+import { arg, seededRandom, WORDS as COMMON_WORDS } from './soak_util.mjs';
 
 const cycles = Number(arg('cycles', 50));
 const nClients = Number(arg('clients', 4));
@@ -29,9 +29,8 @@ const dbDir = arg('db', fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-crash-soak
 const rand = seededRandom(Number(arg('seed', 1)));
 const pick = (a) => a[Math.floor(rand() * a.length)];
 
-const WORDS = ('river mountain engine library garden window winter coffee market train doctor violin ' +
-  'planet bridge harbor forest teacher kitchen dragon pencil castle desert ocean thunder candle ' +
-  'island rocket silver meadow lantern puzzle orchard canyon falcon glacier cotton marble').split(' ');
+const WORDS = [...COMMON_WORDS,
+  ...'island rocket silver meadow lantern puzzle orchard canyon falcon glacier cotton marble'.split(' ')];
 const VERBS = 'crosses repairs paints finds carries watches builds follows opens describes'.split(' ');
 const textOf = (id, version) =>
   `The ${pick(WORDS)} ${pick(VERBS)} the ${pick(WORDS)} near the ${pick(WORDS)} q${id}v${version}z.`;

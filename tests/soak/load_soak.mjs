@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bin } from '../e2e/moeedb.mjs';
-import { arg, seededRandom } from './soak_util.mjs';
+import { arg, seededRandom, WORDS } from './soak_util.mjs';
 
 const nClients = Number(arg('clients', 64));
 const seconds = Number(arg('seconds', 60));
@@ -24,8 +24,6 @@ const dbDir = fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-load-soak-'));
 
 const rand = seededRandom(7);
 const pick = (a) => a[Math.floor(rand() * a.length)];
-const WORDS = ('river mountain engine library garden window winter coffee market train doctor violin ' +
-  'planet bridge harbor forest teacher kitchen dragon pencil castle desert ocean thunder candle').split(' ');
 const sentence = () => `A ${pick(WORDS)} and a ${pick(WORDS)} by the ${pick(WORDS)} in ${pick(WORDS)} light.`;
 
 const args = ['serve', '--db', dbDir, '--port', '0', '--threads', threads];

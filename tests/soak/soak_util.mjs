@@ -1,5 +1,6 @@
-// What both soaks share: their flags and a seeded random number generator
-// (mulberry32), so a soak is reproducible up to timing.
+// What the soaks share: their flags, a seeded random number generator
+// (mulberry32), so a soak is reproducible up to timing, and the words their
+// texts are made of.
 export const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : dflt;
@@ -12,3 +13,5 @@ export function seededRandom(seed) {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+export const WORDS = ('river mountain engine library garden window winter coffee market train doctor violin ' +
+  'planet bridge harbor forest teacher kitchen dragon pencil castle desert ocean thunder candle').split(' ');
