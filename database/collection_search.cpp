@@ -1,14 +1,13 @@
-// How a collection answers a query: the dense modes (fused, hs, rw) through
-// the DualIndex, lexical through the LexicalIndex, and hybrid by taking
-// candidates from every signal's index, re-scoring the union exactly on all
-// three signals and fusing them (index/fusion.h).
+// How a collection answers a query: one ShardQuery to every shard (the local
+// replicas here, the others through ShardPeers), the answers merged into one
+// index's answer (shard_query.h), then the documents of the best hits read
+// from the store.
 #include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
+#include <set>
 
-#include "index/metadata_filter.h"
 #include "database/vector_collection.h"
 
 namespace moeedb {
@@ -17,150 +16,106 @@ using json = nlohmann::json;
 
 namespace {
 
-// Candidates each signal proposes in hybrid mode: oversample * k, and at
-// least this many, so the per-query normalisation sees a stable population.
-constexpr size_t kMinHybridCandidates = 100;
+std::string ShardList(const std::vector<uint32_t>& shards) {
+  std::string out;
+  for (uint32_t k : shards) out += (out.empty() ? "" : ", ") + std::to_string(k);
+  return out;
+}
 
 }  // namespace
 
-Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const float* rw, const SearchSpec& o) const {
+Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const float* rw, const SearchSpec& o,
+                                                        SearchInfo* info) const {
   if (o.k > kMaxSearchK) return Status::InvalidArgument("k must be at most " + std::to_string(kMaxSearchK));
   if (o.alpha && !std::isfinite(*o.alpha)) return Status::InvalidArgument("alpha must be finite");
-  std::shared_lock lock(mu_);
-  // The filter lives for this call only: it may capture by reference.
-  std::function<bool(uint64_t)> filter;
-  std::unordered_map<uint64_t, json> parsed;
-  if (o.filter) {
-    filter = [&](uint64_t id) {
-      auto it = metadata_.find(id);
-      if (it == metadata_.end()) return false;
-      auto p = parsed.find(id);
-      if (p == parsed.end()) {
-        p = parsed.emplace(id, json::parse(it->second)).first;
-        // An id condition reads the document's external id from the store.
-        if (o.filter->UsesIds() && p->second.is_object()) {
-          auto doc = store_->GetByInternal(name_, id, /*with_vectors=*/false);
-          if (doc.ok()) p->second["$id"] = doc->id;
-        }
-      }
-      return o.filter->Matches(p->second);
-    };
-  }
-  if (o.mode == QueryMode::kLexical || o.mode == QueryMode::kHybrid) return SearchLexicalOrHybrid(hs, rw, o, filter);
+  ShardQuery q;
+  q.collection = name_;
+  q.store_id = layout_.store_id;
+  if (hs != nullptr && rw != nullptr) q.hs.assign(hs, hs + layout_.dim_hs), q.rw.assign(rw, rw + layout_.dim_rw);
+  q.spec = o;
+  q.min_seq = o.min_seq;
+  if (o.mode == QueryMode::kHybrid) q.candidates = HybridCandidates(o.k, layout_.index.oversample);
 
-  SearchRequest req;
-  req.hs = hs;
-  req.rw = rw;
-  req.k = o.k;
-  req.alpha = o.alpha.value_or(default_alpha_);
-  req.mode = o.mode;
-  req.exact = o.exact;
-  req.filter = filter;
-  MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, batcher_.Search(*index_, req));
-  std::vector<FusedCandidate> out;
-  for (const Hit& h : hits) {
-    FusedCandidate c{h.id, h.score_hs, h.score_rw, 0.0, h.score};
-    if (o.mode == QueryMode::kFused) c.part_hs = h.score_hs, c.part_rw = req.alpha * h.score_rw;
-    else if (o.mode == QueryMode::kHs) c.part_hs = h.score;
-    else c.part_rw = h.score;
-    out.push_back(c);
+  std::shared_lock lock(replicas_mu_);
+  std::vector<uint32_t> remote;
+  for (uint32_t k = 0; k < layout_.shards; ++k)
+    if (!replicas_.count(k)) remote.push_back(k);
+  std::set<uint32_t> answered;
+  // BM25 over the whole collection: every shard's statistics of the query's
+  // terms, summed, so each shard scores as one index would.
+  if (layout_.shards > 1 && layout_.lexical.enabled && !o.query.empty()) {
+    LexicalStats sum;
+    for (const auto& [k, r] : replicas_) {
+      MOEEDB_ASSIGN_OR_RETURN(LexicalStats s, r->Stats(o.query));
+      sum.Add(s);
+    }
+    if (!remote.empty() && peers_ != nullptr)
+      for (const auto& [k, s] : peers_->Stats(q, remote)) sum.Add(s), answered.insert(k);
+    q.stats = sum;
   }
-  // The lexical score is reported beside the dense ones when the query has a text.
-  if (lexical_ && !o.query.empty() && !out.empty()) {
-    std::vector<uint64_t> ids;
-    for (const auto& c : out) ids.push_back(c.id);
-    std::lock_guard lex(lexical_mu_);
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<double> s, lexical_->Score(o.query, ids));
-    for (size_t i = 0; i < out.size(); ++i) out[i].lex = s[i];
+  std::vector<ShardAnswer> answers;
+  for (const auto& [k, r] : replicas_) {
+    MOEEDB_ASSIGN_OR_RETURN(ShardAnswer a, r->Answer(q));
+    answers.push_back(std::move(a));
   }
-  return ToSearchHits(out);
+  if (!remote.empty() && peers_ != nullptr) {
+    // A shard whose statistics did not come back is missing: its answer
+    // would be scored without itself.
+    std::vector<uint32_t> ask = remote;
+    if (q.stats) ask.assign(answered.begin(), answered.end());
+    for (auto& a : peers_->Search(q, ask)) answers.push_back(std::move(a));
+  }
+  std::vector<uint32_t> missing;
+  for (uint32_t k : remote) {
+    bool found = false;
+    for (const auto& a : answers) found |= a.shard == k;
+    if (!found) missing.push_back(k);
+  }
+  if (!missing.empty() && !o.partial)
+    return Status::Unavailable("collection '" + name_ + "': no live replica of shard" +
+                               (missing.size() > 1 ? "s " : " ") + ShardList(missing) +
+                               " answered (search with partial to accept the other shards' hits)");
+  if (info != nullptr) info->missing_shards = missing;
+  lock.unlock();
+
+  std::vector<FusedCandidate> merged;
+  if (o.mode == QueryMode::kHybrid) {
+    const FusionOptions fo = FusionOf(o, layout_.default_alpha);
+    merged = MergeHybrid(answers, fo, q.candidates, o.k);
+  } else {
+    merged = MergeRanked(answers, o.mode, o.alpha.value_or(layout_.default_alpha), o.k);
+  }
+  return ToSearchHits(merged);
 }
 
-Result<std::vector<SearchHit>> VectorCollection::SearchLexicalOrHybrid(const float* hs, const float* rw,
-                                                                       const SearchSpec& o,
-                                                                       const std::function<bool(uint64_t)>& filter) const {
-  if (!lexical_)
-    return Status::InvalidArgument("collection '" + name_ + "' has no lexical index (it was created with lexical off" +
-                                   std::string(lexical_spec_.enabled ? "" : " or before lexical search existed") +
-                                   "): " + kQueryModes.Name(o.mode) + " search needs one");
-  if (o.query.empty()) return Status::InvalidArgument(std::string(kQueryModes.Name(o.mode)) + " search needs the query text");
-  const float alpha = o.alpha.value_or(default_alpha_);
-  std::vector<FusedCandidate> cands;
-  if (o.mode == QueryMode::kLexical) {
-    {
-      std::lock_guard lex(lexical_mu_);
-      MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(o.query, o.k, filter));
-      for (const auto& h : hits) {
-        cands.push_back(FusedCandidate{h.id, 0.0, 0.0, h.score, h.score});
-        cands.back().part_lex = h.score;
-      }
-    }
-    if (hs != nullptr && rw != nullptr && !cands.empty()) {  // report the dense cosines too
-      std::vector<uint64_t> ids;
-      for (const auto& c : cands) ids.push_back(c.id);
-      MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> dense, index_->Score(hs, rw, alpha, ids));
-      std::unordered_map<uint64_t, const Hit*> by_id;
-      for (const auto& h : dense) by_id[h.id] = &h;
-      for (auto& c : cands)
-        if (auto it = by_id.find(c.id); it != by_id.end()) c.hs = it->second->score_hs, c.rw = it->second->score_rw;
-    }
-    return ToSearchHits(cands);
+Result<std::vector<ShardAnswer>> VectorCollection::AnswerShards(const ShardQuery& q,
+                                                                const std::vector<uint32_t>& shards) const {
+  if (q.store_id != layout_.store_id)
+    return Status::NotFound("collection '" + name_ + "' was dropped and created again");
+  std::shared_lock lock(replicas_mu_);
+  std::vector<ShardAnswer> out;
+  for (uint32_t k : shards) {
+    auto it = replicas_.find(k);
+    if (it == replicas_.end())
+      return Status::NotFound("this node holds no replica of shard " + std::to_string(k) + " of '" + name_ + "'");
+    MOEEDB_ASSIGN_OR_RETURN(ShardAnswer a, it->second->Answer(q));
+    out.push_back(std::move(a));
   }
+  return out;
+}
 
-  if (hs == nullptr || rw == nullptr) return Status::InvalidArgument("hybrid search needs the query's vectors");
-  const FusionOptions fo = FusionOf(o, default_alpha_);
-  MOEEDB_RETURN_IF_ERROR(fo.Validate());
-  if (o.k == 0) return std::vector<SearchHit>{};
-  const size_t kk = std::max(o.k * static_cast<size_t>(std::max(1, index_->spec().oversample)), kMinHybridCandidates);
-
-  // Candidates: each dense signal's best kk (both cosines come exact) and the
-  // lexical index's best kk; then the missing scores of the union.
-  std::unordered_map<uint64_t, size_t> at;  // id -> position in cands
-  std::vector<bool> has_dense, has_lex;
-  auto add = [&](uint64_t id) {
-    auto [it, fresh] = at.emplace(id, cands.size());
-    if (fresh) cands.push_back(FusedCandidate{id}), has_dense.push_back(false), has_lex.push_back(false);
-    return it->second;
-  };
-  for (QueryMode m : {QueryMode::kHs, QueryMode::kRw}) {
-    if ((m == QueryMode::kHs ? fo.w_hs : fo.w_rw) == 0) continue;
-    SearchRequest req;
-    req.hs = hs;
-    req.rw = rw;
-    req.k = kk;
-    req.mode = m;
-    req.exact = o.exact;
-    req.filter = filter;
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, index_->Search(req));
-    for (const Hit& h : hits) {
-      const size_t i = add(h.id);
-      cands[i].hs = h.score_hs, cands[i].rw = h.score_rw, has_dense[i] = true;
-    }
+Result<std::vector<std::pair<uint32_t, LexicalStats>>> VectorCollection::ShardStats(
+    const std::string& query, const std::vector<uint32_t>& shards) const {
+  std::shared_lock lock(replicas_mu_);
+  std::vector<std::pair<uint32_t, LexicalStats>> out;
+  for (uint32_t k : shards) {
+    auto it = replicas_.find(k);
+    if (it == replicas_.end())
+      return Status::NotFound("this node holds no replica of shard " + std::to_string(k) + " of '" + name_ + "'");
+    MOEEDB_ASSIGN_OR_RETURN(LexicalStats s, it->second->Stats(query));
+    out.emplace_back(k, std::move(s));
   }
-  std::lock_guard lex(lexical_mu_);
-  if (fo.w_lex > 0) {
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(o.query, kk, filter));
-    for (const auto& h : hits) {
-      const size_t i = add(h.id);
-      cands[i].lex = h.score, has_lex[i] = true;
-    }
-  }
-  std::vector<uint64_t> need_dense, need_lex;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (!has_dense[i]) need_dense.push_back(cands[i].id);
-    if (!has_lex[i]) need_lex.push_back(cands[i].id);
-  }
-  if (!need_dense.empty()) {
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> dense, index_->Score(hs, rw, alpha, need_dense));
-    for (const Hit& h : dense) cands[at[h.id]].hs = h.score_hs, cands[at[h.id]].rw = h.score_rw;
-  }
-  if (!need_lex.empty()) {
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<double> s, lexical_->Score(o.query, need_lex));
-    for (size_t i = 0; i < need_lex.size(); ++i) cands[at[need_lex[i]]].lex = s[i];
-  }
-  Fuse(fo, &cands);
-  if (cands.size() > o.k) cands.resize(o.k);
-  return ToSearchHits(cands);
+  return out;
 }
 
 Result<std::vector<SearchHit>> VectorCollection::ToSearchHits(const std::vector<FusedCandidate>& hits) const {
@@ -170,8 +125,8 @@ Result<std::vector<SearchHit>> VectorCollection::ToSearchHits(const std::vector<
   std::vector<SearchHit> out;
   for (size_t i = 0; i < hits.size(); ++i) {
     if (!docs[i]) {
-      // Another node's write removed it since this node's index last
-      // followed the log: not an answer any more.
+      // Another node's write removed it since the replica last followed the
+      // log: not an answer any more.
       if (store_->shared()) continue;
       return Status::Corruption("indexed document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
     }

@@ -68,7 +68,7 @@ Result<VectorCollection*> Database::OpenCollection(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = collections_.find(name);
   if (it != collections_.end()) return it->second.get();
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name, options_.index_dir));
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name, options_.index_dir, options_.peers));
   VectorCollection* raw = c.get();
   collections_[name] = std::move(c);
   return raw;
@@ -87,7 +87,7 @@ Result<CollectionOptions> Database::NewCollectionOptions(const EmbeddingSetup& s
 Result<VectorCollection*> Database::CreateCollection(const std::string& name, const CollectionOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options, options_.index_dir));
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options, options_.index_dir, options_.peers));
   VectorCollection* raw = c.get();
   collections_[name] = std::move(c);
   return raw;
@@ -179,16 +179,16 @@ Result<WriteResult> Database::Upsert(const std::string& name, std::vector<Stored
   return c->Upsert(docs, sync);
 }
 
-Result<std::vector<SearchHit>> Database::Search(const std::string& name, const SearchSpec& options) {
+Result<std::vector<SearchHit>> Database::Search(const std::string& name, const SearchSpec& options, SearchInfo* info) {
   MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
-  if (options.mode == QueryMode::kLexical) return c->Search(nullptr, nullptr, options);
+  if (options.mode == QueryMode::kLexical) return c->Search(nullptr, nullptr, options, info);
   MOEEDB_ASSIGN_OR_RETURN(const EmbeddingSetup* setup, SetupOf(name));
   MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, EmbedWith(*setup, {options.query}, EmbedPurpose::kQuery));
-  return c->Search(e[0].hs.data(), e[0].rw.data(), options);
+  return c->Search(e[0].hs.data(), e[0].rw.data(), options, info);
 }
 
 Result<std::vector<SearchHit>> Database::SearchVectors(const std::string& name, const VectorQuery& query,
-                                                      SearchSpec options) {
+                                                      SearchSpec options, SearchInfo* info) {
   MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
   if (options.mode != QueryMode::kHybrid) options.mode = query.mode;
   if (c->schema().kind == VectorKind::kPlain) {
@@ -202,7 +202,7 @@ Result<std::vector<SearchHit>> Database::SearchVectors(const std::string& name, 
       options.alpha = 0.0f;
     }
   }
-  return c->Search(query.hs.data(), query.rw.data(), options);
+  return c->Search(query.hs.data(), query.rw.data(), options, info);
 }
 
 Result<size_t> Database::CatchUp() {
@@ -216,8 +216,9 @@ Result<size_t> Database::CatchUp() {
       continue;
     }
     const std::string dir = it->collection->index_dir();
+    const uint32_t shards = it->collection->shards();
     it->collection.reset();
-    VectorCollection::RemoveIndexFolders(dir);
+    VectorCollection::RemoveIndexFolders(dir, shards);
     it = retired_.erase(it);
   }
   size_t applied = 0;
@@ -231,6 +232,9 @@ Result<size_t> Database::CatchUp() {
       it = collections_.erase(it);
       continue;
     }
+    // Placement first: a replica this node takes on is built, one it gave up closed.
+    Status synced = rec.ok() ? c.SyncShards() : rec.status();
+    if (!synced.ok() && first.ok()) first = synced;
     auto n = rec.ok() ? c.CatchUp() : Result<size_t>(rec.status());
     if (n.ok()) applied += *n;
     else if (first.ok()) first = n.status();

@@ -46,6 +46,9 @@ struct DatabaseOptions {
   // The local folder of the derived indexes; "" for the database's own
   // folder. A PostgreSQL store needs one (the CLI's --index-dir).
   std::string index_dir;
+  // The cluster's other nodes, which hold the shards this one does not
+  // (must outlive the database); nullptr: this node holds every shard.
+  ShardPeers* peers = nullptr;
 };
 
 class Database {
@@ -99,19 +102,22 @@ class Database {
   Result<WriteResult> Upsert(const std::string& name, std::vector<StoredDocument> docs, bool sync = true);
   // Searches `name`; embeds options.text with its setup first unless the
   // mode is lexical (no model runs then).
-  Result<std::vector<SearchHit>> Search(const std::string& name, const SearchSpec& options);
+  Result<std::vector<SearchHit>> Search(const std::string& name, const SearchSpec& options,
+                                        SearchInfo* info = nullptr);
   // Searches `name` by a client's vectors (client_vectors.h) in their mode;
   // options.mode hybrid adds the lexical signal of options.query. Scores are
   // the collection's (ClientScore gives what the client sees).
-  Result<std::vector<SearchHit>> SearchVectors(const std::string& name, const VectorQuery& query, SearchSpec options);
+  Result<std::vector<SearchHit>> SearchVectors(const std::string& name, const VectorQuery& query, SearchSpec options,
+                                               SearchInfo* info = nullptr);
 
   // Snapshots the indexes of every open collection; the first error, if any.
   Status SaveIndexes();
   // Applies to every open collection's indexes the change-log entries other
-  // nodes committed (a shared PostgreSQL store); returns how many in all and
-  // the first error, if any (the other collections still catch up). A
-  // collection another node dropped (or dropped and created again) is closed
-  // here; its name opens from the store again on next use.
+  // nodes committed (a shared PostgreSQL store), after opening and closing
+  // shard replicas as the placement now says; returns how many entries in
+  // all and the first error, if any (the other collections still catch up).
+  // A collection another node dropped (or dropped and created again) is
+  // closed here; its name opens from the store again on next use.
   Result<size_t> CatchUp();
   Store* store() { return store_.get(); }
   // What this node's indexes of each open collection hold: the newest

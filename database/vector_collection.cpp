@@ -25,8 +25,9 @@ std::string VectorCollection::IndexDir(const Store& store, const std::string& in
 
 Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store, const std::string& name,
                                                                    const CollectionOptions& o,
-                                                                   const std::string& index_root) {
+                                                                   const std::string& index_root, ShardPeers* peers) {
   if (o.dim_hs == 0 || o.dim_rw == 0) return Status::InvalidArgument("collection dims must be positive");
+  if (o.shards == 0 || o.replicas == 0) return Status::InvalidArgument("a collection has at least 1 shard and 1 replica");
   if (!std::isfinite(o.default_alpha)) return Status::InvalidArgument("alpha must be finite");
   MOEEDB_RETURN_IF_ERROR(o.lexical.Validate());
   DualIndexSpec ix = o.index;
@@ -46,9 +47,11 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store,
   json spec = {{"dim_hs", o.dim_hs},   {"dim_rw", o.dim_rw},   {"index", json::parse(ix.ToJson())},
                {"std_hs", json::parse(sh.ToJson())}, {"std_rw", json::parse(sr.ToJson())},
                {"alpha", o.default_alpha}, {"info", info}, {"lexical", json::parse(o.lexical.ToJson())}};
+  // Recorded only when sharded: a collection of one shard keeps the spec it always had.
+  if (o.shards > 1 || o.replicas > 1) spec["shards"] = o.shards, spec["replicas"] = o.replicas;
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->CreateCollection(name, spec.dump()));
   (void)rec;
-  return Open(store, name, index_root);
+  return Open(store, name, index_root, peers);
 }
 
 Result<std::string> VectorCollection::RecordedInfo(const CollectionRecord& record) {
@@ -60,168 +63,167 @@ Result<std::string> VectorCollection::RecordedInfo(const CollectionRecord& recor
 Status VectorCollection::Drop(Store* store, const std::string& name, const std::string& index_root) {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(name));
   MOEEDB_RETURN_IF_ERROR(store->DropCollection(name));
-  RemoveIndexFolders(IndexDir(*store, index_root, rec));
+  auto layout = CollectionLayout::FromRecord(rec);
+  RemoveIndexFolders(IndexDir(*store, index_root, rec), layout.ok() ? layout->shards : 1);
   return Status::OK();
 }
 
-void VectorCollection::RemoveIndexFolders(const std::string& index_dir) {
+void VectorCollection::RemoveIndexFolders(const std::string& index_dir, uint32_t shards) {
   // Leftovers would only waste disk (a new collection of the same name gets
   // a new id, hence new folders), so errors are ignored.
   std::error_code ec;
-  fs::remove_all(index_dir, ec);
-  fs::remove_all(index_dir + ".lexical", ec);
+  for (uint32_t k = 0; k < shards; ++k) {
+    const std::string dir = ShardReplica::Dir(index_dir, k, shards);
+    fs::remove_all(dir, ec);
+    fs::remove_all(dir + ".lexical", ec);
+  }
 }
 
 Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, const std::string& name,
-                                                                 const std::string& index_root) {
+                                                                 const std::string& index_root, ShardPeers* peers) {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(name));
   std::unique_ptr<VectorCollection> c(new VectorCollection());
   c->store_ = store;
+  c->peers_ = peers;
   c->name_ = name;
-  c->store_id_ = rec.id;
   c->index_dir_ = IndexDir(*store, index_root, rec);
   c->spec_json_ = rec.spec_json;
-  DualIndexSpec ix;
-  Standardizer sh, sr;
-  try {
-    json spec = json::parse(rec.spec_json);
-    c->dim_hs_ = spec.at("dim_hs").get<size_t>();
-    c->dim_rw_ = spec.at("dim_rw").get<size_t>();
-    c->default_alpha_ = spec.value("alpha", 1.0f);
-    c->info_json_ = spec.value("info", json::object()).dump();  // as RecordedInfo reads it
-    MOEEDB_ASSIGN_OR_RETURN(ix, DualIndexSpec::FromJson(spec.at("index").dump()));
-    MOEEDB_ASSIGN_OR_RETURN(sh, Standardizer::FromJson(spec.at("std_hs").dump()));
-    MOEEDB_ASSIGN_OR_RETURN(sr, Standardizer::FromJson(spec.at("std_rw").dump()));
-    // Recorded before the lexical index existed: off.
-    if (spec.contains("lexical")) { MOEEDB_ASSIGN_OR_RETURN(c->lexical_spec_, LexicalSpec::FromJson(spec["lexical"].dump())); }
-  } catch (const std::exception& e) {
-    return Status::Corruption("collection '" + name + "' spec is damaged: " + e.what());
-  }
-  MOEEDB_ASSIGN_OR_RETURN(c->schema_, VectorSchema::FromInfo(c->info_json_));
-  // Metadata for filters.
-  MOEEDB_RETURN_IF_ERROR(store->ScanMetadata(name, [&](uint64_t id, const std::string& m) { c->metadata_[id] = m; }));
-  // The index: snapshot + op-log replay when possible, else a rebuild.
-  uint64_t applied = 0;
-  auto snap = DualIndex::Load(c->index_dir_, &applied);
-  bool usable = snap.ok() && applied <= rec.last_op && (*snap)->spec().ToJson() == ix.ToJson();
-  if (usable) {
-    c->index_ = std::move(snap).value();
-    c->applied_seq_ = applied;
-    auto replayed = c->CatchUpLocked();  // the lexical index is not open yet: it catches up on its own
-    c->replayed_ops_ = replayed.ok() ? *replayed : 0;
-    // A snapshot whose op log was trimmed past it cannot be caught up: rebuild.
-    if (!replayed.ok() || c->applied_seq_ != rec.last_op || c->index_->size() != rec.count) usable = false;
-    else c->from_snapshot_ = true;
-  }
-  if (!usable) {
-    MOEEDB_ASSIGN_OR_RETURN(c->index_, DualIndex::Create(ix, sh, sr));
-    std::vector<uint64_t> ids;
-    std::vector<float> hs, rw;
-    Status bad;
-    MOEEDB_RETURN_IF_ERROR(store->ScanVectors(
-        name, [&](uint64_t id, const float* h, size_t dh, const float* r, size_t dr, const std::string&) {
-          if (dh != c->dim_hs_ || dr != c->dim_rw_) { bad = Status::Corruption("stored vector of the wrong size"); return; }
-          ids.push_back(id);
-          hs.insert(hs.end(), h, h + dh);
-          rw.insert(rw.end(), r, r + dr);
-        }));
-    MOEEDB_RETURN_IF_ERROR(bad);
-    MOEEDB_RETURN_IF_ERROR(c->index_->Add(ids, hs.data(), rw.data()));
-    c->applied_seq_ = rec.last_op;
-    c->replayed_ops_ = 0;
-  }
-  if (c->lexical_spec_.enabled) MOEEDB_RETURN_IF_ERROR(c->OpenLexical(rec));
+  MOEEDB_ASSIGN_OR_RETURN(c->layout_, CollectionLayout::FromRecord(rec));
+  MOEEDB_ASSIGN_OR_RETURN(c->schema_, VectorSchema::FromInfo(c->layout_.info_json));
+  MOEEDB_RETURN_IF_ERROR(c->SyncShards());
   return c;
 }
 
-Status VectorCollection::OpenLexical(const CollectionRecord& rec) {
-  MOEEDB_ASSIGN_OR_RETURN(lexical_, LexicalIndex::Open(index_dir_ + ".lexical", lexical_spec_));
-  // Catch up from the op log when it holds every op since the last commit
-  // (consecutive sequence numbers from committed + 1); replaying is
-  // idempotent, so ops a Xapian auto-flush already wrote are harmless.
-  const uint64_t from = lexical_->committed_seq();
-  bool usable = from <= rec.last_op;
-  if (usable) {
-    uint64_t expect = from + 1;
-    Status inner;
-    Status read = store_->ReadOps(name_, from, [&](const OpRecord& op) {
-      if (!inner.ok()) return;
-      if (op.seq != expect) { inner = Status::NotFound("op log gap"); return; }
-      ++expect;
-      inner = lexical_->Remove(op.removed);
-      if (!inner.ok() || op.added.empty()) return;
-      auto docs = store_->GetManyByInternal(name_, op.added, false);
-      if (!docs.ok()) { inner = docs.status(); return; }
-      std::vector<uint64_t> ids;
-      std::vector<const std::string*> texts;
-      for (size_t i = 0; i < op.added.size(); ++i)
-        if ((*docs)[i]) ids.push_back(op.added[i]), texts.push_back(&(*docs)[i]->text);
-      inner = lexical_->Replace(ids, texts);
-    });
-    usable = read.ok() && inner.ok() && expect == rec.last_op + 1 && lexical_->size() == rec.count;
-  }
-  if (!usable) {
-    MOEEDB_RETURN_IF_ERROR(lexical_->Clear());
-    std::vector<uint64_t> all;
-    for (const auto& [id, m] : metadata_) all.push_back(id);
-    std::sort(all.begin(), all.end());
-    constexpr size_t kChunk = 512;
-    for (size_t at = 0; at < all.size(); at += kChunk) {
-      std::vector<uint64_t> ids(all.begin() + at, all.begin() + std::min(all.size(), at + kChunk));
-      MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name_, ids, false));
-      std::vector<uint64_t> kept;
-      std::vector<const std::string*> texts;
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (!docs[i]) {
-          // Removed by another node's write since the dense index's snapshot:
-          // the change-log entry that removed it takes it out of both.
-          if (store_->shared()) continue;
-          return Status::Corruption("document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
-        }
-        kept.push_back(ids[i]);
-        texts.push_back(&docs[i]->text);
-      }
-      MOEEDB_RETURN_IF_ERROR(lexical_->Replace(kept, texts));
+Status VectorCollection::SyncShards() {
+  std::vector<uint32_t> want;
+  std::optional<std::vector<uint32_t>> placed;
+  if (peers_ != nullptr) placed = peers_->HeldShards(layout_);
+  if (placed) want = *placed;
+  else for (uint32_t k = 0; k < layout_.shards; ++k) want.push_back(k);
+  const std::vector<uint32_t> held = HeldShards();
+  // New replicas are built without the lock: searches go on meanwhile.
+  Status first;
+  for (uint32_t k : want) {
+    if (std::find(held.begin(), held.end(), k) != held.end()) continue;
+    auto r = ShardReplica::Open(store_, layout_, k, ShardReplica::Dir(index_dir_, k, layout_.shards));
+    if (!r.ok()) {
+      if (first.ok()) first = r.status();
+      continue;
     }
-    lexical_rebuilt_ = true;
+    std::unique_lock lock(replicas_mu_);
+    replicas_[k] = std::move(r).value();
   }
-  return lexical_->Commit(rec.last_op);
+  for (uint32_t k : held) {
+    if (std::find(want.begin(), want.end(), k) != want.end()) continue;
+    std::unique_ptr<ShardReplica> gone;
+    {
+      std::unique_lock lock(replicas_mu_);
+      auto it = replicas_.find(k);
+      if (it == replicas_.end()) continue;
+      gone = std::move(it->second);
+      replicas_.erase(it);
+    }
+    const std::string dir = gone->dir();
+    gone.reset();  // closes its lexical index before the folders go
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::remove_all(dir + ".lexical", ec);
+  }
+  return first;
+}
+
+std::vector<uint32_t> VectorCollection::HeldShards() const {
+  std::shared_lock lock(replicas_mu_);
+  std::vector<uint32_t> out;
+  for (const auto& [k, r] : replicas_) out.push_back(k);
+  return out;
+}
+
+std::vector<ShardReplica*> VectorCollection::Replicas() const {
+  std::vector<ShardReplica*> out;
+  for (const auto& [k, r] : replicas_) out.push_back(r.get());
+  return out;
+}
+
+std::vector<VectorCollection::ReplicaState> VectorCollection::ReplicaStates() const {
+  std::shared_lock lock(replicas_mu_);
+  std::vector<ReplicaState> out;
+  for (ShardReplica* r : Replicas()) out.push_back(ReplicaState{r->shard(), r->size(), r->applied_seq(), r->index_bytes()});
+  return out;
 }
 
 size_t VectorCollection::size() const {
-  std::shared_lock lock(mu_);
-  return index_->size();
+  {
+    std::shared_lock lock(replicas_mu_);
+    if (layout_.shards == 1 && replicas_.count(0)) return replicas_.at(0)->size();
+  }
+  auto rec = store_->GetCollection(name_);
+  return rec.ok() ? rec->count : 0;
 }
 
 size_t VectorCollection::index_rebuilds() const {
-  std::shared_lock lock(mu_);
-  return index_->rebuilds();
+  std::shared_lock lock(replicas_mu_);
+  size_t n = 0;
+  for (ShardReplica* r : Replicas()) n += r->index_rebuilds();
+  return n;
+}
+
+size_t VectorCollection::replayed_ops() const {
+  std::shared_lock lock(replicas_mu_);
+  size_t n = 0;
+  for (ShardReplica* r : Replicas()) n += r->replayed_ops();
+  return n;
+}
+
+bool VectorCollection::opened_from_snapshot() const {
+  std::shared_lock lock(replicas_mu_);
+  for (ShardReplica* r : Replicas())
+    if (!r->opened_from_snapshot()) return false;
+  return !replicas_.empty();
+}
+
+bool VectorCollection::lexical_rebuilt() const {
+  std::shared_lock lock(replicas_mu_);
+  for (ShardReplica* r : Replicas())
+    if (r->lexical_rebuilt()) return true;
+  return false;
 }
 
 std::vector<uint64_t> VectorCollection::IndexedIds() const {
-  std::shared_lock lock(mu_);
-  return index_->Ids();
+  std::shared_lock lock(replicas_mu_);
+  std::vector<uint64_t> out;
+  for (ShardReplica* r : Replicas()) {
+    auto ids = r->IndexedIds();
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::vector<uint64_t> VectorCollection::LexicalIds() const {
-  std::shared_lock lock(mu_);
-  if (!lexical_) return {};
-  std::lock_guard lex(lexical_mu_);
-  return lexical_->Ids();
+  std::shared_lock lock(replicas_mu_);
+  std::vector<uint64_t> out;
+  for (ShardReplica* r : Replicas()) {
+    auto ids = r->LexicalIds();
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Result<WriteResult> VectorCollection::Upsert(const std::vector<StoredDocument>& docs, bool sync) {
+  const size_t dim_hs = layout_.dim_hs, dim_rw = layout_.dim_rw;
   for (size_t i = 0; i < docs.size(); ++i) {
     const StoredDocument& d = docs[i];
     const std::string where = "document " + std::to_string(i) + (d.id.empty() ? "" : " ('" + d.id + "')") + ": ";
     if (d.id.empty()) return Status::InvalidArgument(where + "empty id");
     if (!IsValidUtf8(d.id) || !IsValidUtf8(d.text)) return Status::InvalidArgument(where + "invalid UTF-8");
-    if (d.hs.size() != dim_hs_)
+    if (d.hs.size() != dim_hs)
       return Status::InvalidArgument(where + "hs has " + std::to_string(d.hs.size()) + " dims, the collection " +
-                                     std::to_string(dim_hs_));
-    if (d.rw.size() != dim_rw_)
+                                     std::to_string(dim_hs));
+    if (d.rw.size() != dim_rw)
       return Status::InvalidArgument(where + "rw has " + std::to_string(d.rw.size()) + " dims, the collection " +
-                                     std::to_string(dim_rw_));
+                                     std::to_string(dim_rw));
     for (float v : d.hs) if (!std::isfinite(v)) return Status::InvalidArgument(where + "hs holds NaN or Inf");
     for (float v : d.rw) if (!std::isfinite(v)) return Status::InvalidArgument(where + "rw holds NaN or Inf");
     if (!d.metadata_json.empty()) {
@@ -232,110 +234,36 @@ Result<WriteResult> VectorCollection::Upsert(const std::vector<StoredDocument>& 
       }
     }
   }
-  std::unique_lock lock(mu_);
+  std::lock_guard write(write_mu_);
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, store_->Upsert(name_, docs, sync));
-  MOEEDB_RETURN_IF_ERROR(FollowOwnWrite(res, &docs));
+  std::shared_lock lock(replicas_mu_);
+  for (ShardReplica* r : Replicas()) MOEEDB_RETURN_IF_ERROR(r->FollowOwnWrite(res, &docs));
   return res;
 }
 
 Result<WriteResult> VectorCollection::Delete(const std::vector<std::string>& ids, bool sync) {
-  std::unique_lock lock(mu_);
+  std::lock_guard write(write_mu_);
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, store_->Delete(name_, ids, sync));
-  MOEEDB_RETURN_IF_ERROR(FollowOwnWrite(res, nullptr));
+  std::shared_lock lock(replicas_mu_);
+  for (ShardReplica* r : Replicas()) MOEEDB_RETURN_IF_ERROR(r->FollowOwnWrite(res, nullptr));
   return res;
 }
 
-Status VectorCollection::FollowOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs) {
-  if (res.seq == 0 || res.seq <= applied_seq_) return Status::OK();
-  if (res.seq == applied_seq_ + 1) return ApplyToIndex(res, docs);
-  // Entries other nodes committed before this one: from the log, this one with them.
-  Status s;
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    s = CatchUpLocked().status();
-    if (s.code() != Status::Code::kUnavailable && s.code() != Status::Code::kIOError) return s;
-    // A hot standby's read cancelled by recovery, a server gone a moment:
-    // read-your-writes is worth a short wait.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  // The write is committed: a store that stays unreadable leaves these
-  // indexes behind (the follower catches them up); it does not make an
-  // acknowledged write an error.
-  return Status::OK();
-}
-
 uint64_t VectorCollection::applied_seq() const {
-  std::shared_lock lock(mu_);
-  return applied_seq_;
+  std::shared_lock lock(replicas_mu_);
+  uint64_t seq = UINT64_MAX;
+  for (ShardReplica* r : Replicas()) seq = std::min(seq, r->applied_seq());
+  return replicas_.empty() ? 0 : seq;
 }
 
 Result<size_t> VectorCollection::CatchUp() {
-  std::unique_lock lock(mu_);
-  return CatchUpLocked();
-}
-
-Result<size_t> VectorCollection::CatchUpLocked() {
-  size_t applied = 0;
-  Status inner;
-  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(name_, applied_seq_, [&](const OpRecord& op) {
-    if (!inner.ok()) return;
-    if (op.seq != applied_seq_ + 1) {
-      inner = Status::Corruption("collection " + name_ + ": change log entry " + std::to_string(applied_seq_ + 1) +
-                                 " is missing (trimmed?); reopen the collection to rebuild its indexes");
-      return;
-    }
-    inner = ApplyLoggedOp(op);
-    if (inner.ok()) ++applied;
-  }));
-  MOEEDB_RETURN_IF_ERROR(inner);
-  return applied;
-}
-
-Status VectorCollection::ApplyLoggedOp(const OpRecord& op) {
-  std::vector<std::optional<StoredDocument>> docs;
-  if (!op.added.empty()) { MOEEDB_ASSIGN_OR_RETURN(docs, store_->GetManyByInternal(name_, op.added, true)); }
-  std::vector<uint64_t> ids;
-  std::vector<const StoredDocument*> present;
-  for (size_t i = 0; i < docs.size(); ++i) {
-    if (!docs[i]) continue;  // replaced or deleted by a later entry
-    if (docs[i]->hs.size() != dim_hs_ || docs[i]->rw.size() != dim_rw_)
-      return Status::Corruption("collection " + name_ + ": stored vector of the wrong size");
-    ids.push_back(op.added[i]);
-    present.push_back(&*docs[i]);
+  std::shared_lock lock(replicas_mu_);
+  size_t n = 0;
+  for (ShardReplica* r : Replicas()) {
+    MOEEDB_ASSIGN_OR_RETURN(size_t applied, r->CatchUp());
+    n = std::max(n, applied);
   }
-  // Whatever of the entry the indexes may hold already goes first.
-  std::vector<uint64_t> gone = op.removed;
-  gone.insert(gone.end(), op.added.begin(), op.added.end());
-  return ApplyChange(op.seq, gone, ids, present);
-}
-
-Status VectorCollection::ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs) {
-  if (res.seq == 0) return Status::OK();
-  std::vector<const StoredDocument*> added;
-  if (docs != nullptr)
-    for (const auto& d : *docs) added.push_back(&d);
-  return ApplyChange(res.seq, res.removed, docs != nullptr ? res.added : std::vector<uint64_t>{}, added);
-}
-
-Status VectorCollection::ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,
-                                     const std::vector<const StoredDocument*>& docs) {
-  // Writers hold mu_ exclusively: no search is using either index.
-  index_->Remove(gone);
-  for (uint64_t id : gone) metadata_.erase(id);
-  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Remove(gone));
-  if (!ids.empty()) {
-    std::vector<float> hs, rw;
-    std::vector<const std::string*> texts;
-    for (size_t i = 0; i < docs.size(); ++i) {
-      hs.insert(hs.end(), docs[i]->hs.begin(), docs[i]->hs.end());
-      rw.insert(rw.end(), docs[i]->rw.begin(), docs[i]->rw.end());
-      texts.push_back(&docs[i]->text);
-      metadata_[ids[i]] = docs[i]->metadata_json.empty() ? "{}" : docs[i]->metadata_json;
-    }
-    MOEEDB_RETURN_IF_ERROR(index_->Add(ids, hs.data(), rw.data()));
-    if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Replace(ids, texts));
-  }
-  applied_seq_ = seq;
-  return Status::OK();
+  return n;
 }
 
 Result<std::optional<StoredDocument>> VectorCollection::Get(const std::string& id) const {
@@ -347,11 +275,16 @@ Result<DocumentPage> VectorCollection::List(const std::string& after, size_t lim
 }
 
 Status VectorCollection::SaveIndex() {
-  std::unique_lock lock(mu_);
-  // Both indexes cover applied_seq_ before the op log is trimmed to it.
-  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Commit(applied_seq_));
-  MOEEDB_RETURN_IF_ERROR(index_->Save(index_dir_, applied_seq_));
-  return store_->TrimOps(name_, applied_seq_);
+  std::shared_lock lock(replicas_mu_);
+  uint64_t covered = UINT64_MAX;
+  for (ShardReplica* r : Replicas()) {
+    MOEEDB_ASSIGN_OR_RETURN(uint64_t seq, r->Save());
+    covered = std::min(covered, seq);
+  }
+  // The log is trimmed to what every replica's snapshot covers (a shared
+  // store keeps it whole: other nodes follow it).
+  if (replicas_.size() < layout_.shards || covered == UINT64_MAX) return Status::OK();
+  return store_->TrimOps(name_, covered);
 }
 
 }  // namespace moeedb

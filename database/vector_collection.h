@@ -1,22 +1,22 @@
-// VectorCollection: one collection = the Store (source of truth) + its
-// derived indexes: the DualIndex (HS and RW vectors) and, when enabled, the
-// LexicalIndex (BM25 over the texts). Vector-level and model-free: the
-// embedding layer (the CLI, the server, the C API) computes the vectors.
+// VectorCollection: one collection = the Store (source of truth) + this
+// node's replicas of its shards (shard_replica.h: the dense DualIndex and the
+// BM25 LexicalIndex of each). Vector-level and model-free: the embedding
+// layer (the CLI, the server, the C API) computes the vectors.
 //
-// Writes go to RocksDB first (one atomic WriteBatch, synced when asked: the
-// acknowledgement), then to the indexes. Each index records the op-log
-// sequence number it reflects (the dense one in its snapshot, the lexical
-// one at its last commit); Open() catches each up from the op log, or
-// rebuilds it from the store, so after a kill -9 every acknowledged document
-// is searchable and nothing else is. Collections recorded before the
-// lexical index existed open with it off.
-// Thread-safe: searches share a lock, writes take it exclusively. One open
-// VectorCollection per collection at a time: the lexical index holds its
-// database's write lock until the object goes.
+// A collection created with S shards places each document in shard
+// ShardOfId(id, S) (store.h). Writes go to the store first (the
+// acknowledgement), then into the local replicas that hold the documents'
+// shards. A search asks each shard once, the local replicas here and the
+// others through ShardPeers (another node's replica, found by the cluster
+// layer), and merges the answers into what one index would have answered
+// (shard_query.h). On one node, or with no placement, every shard is local.
+// Thread-safe. One open VectorCollection per collection at a time: the
+// lexical indexes hold their database's write lock until the object goes.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +34,8 @@
 #include "database/spec/search_spec.h"
 #include "database/vector_schema.h"
 #include "index/standardizer.h"
+#include "database/shard_query.h"
+#include "database/shard_replica.h"
 #include "storage/store.h"
 
 namespace moeedb {
@@ -45,6 +47,29 @@ struct CollectionOptions {
   std::string info_json = "{}";        // recorded as is: model fingerprint, routing, prompt, ...
   float default_alpha = 1.0f;
   LexicalSpec lexical{true};           // BM25 over the texts (hybrid and lexical search)
+  uint32_t shards = 1;                 // documents split by ShardOfId(id, shards)
+  uint32_t replicas = 1;               // copies of each shard a cluster keeps
+};
+
+// The other nodes' replicas of sharded collections, as the cluster layer
+// finds them (cluster/); a single node has none.
+class ShardPeers {
+ public:
+  virtual ~ShardPeers() = default;
+  // The shards of the collection this node is to hold; std::nullopt: every one.
+  virtual std::optional<std::vector<uint32_t>> HeldShards(const CollectionLayout& layout) = 0;
+  // Each of `shards`' BM25 statistics of q.spec.query from a live replica
+  // elsewhere; a shard no replica answered for is left out.
+  virtual std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery& q,
+                                                               const std::vector<uint32_t>& shards) = 0;
+  // Each of `shards`' answer to q from a live replica elsewhere; a shard no
+  // replica answered for is left out.
+  virtual std::vector<ShardAnswer> Search(const ShardQuery& q, const std::vector<uint32_t>& shards) = 0;
+};
+
+// What a search reports beside its hits.
+struct SearchInfo {
+  std::vector<uint32_t> missing_shards;  // shards no replica answered for (a partial search)
 };
 
 struct SearchHit {
@@ -62,21 +87,25 @@ class VectorCollection {
  public:
   // `index_root`: the local folder under which the derived indexes live
   // (index_root/indexes/ID-NAME); "" for the store's own folder (a RocksStore).
+  // `peers`: the cluster's other nodes (nullptr: this node holds every shard).
   static Result<std::unique_ptr<VectorCollection>> Create(Store* store, const std::string& name,
                                                           const CollectionOptions& options,
-                                                          const std::string& index_root = "");
-  // Loads the index snapshot and replays, or rebuilds from the store.
+                                                          const std::string& index_root = "",
+                                                          ShardPeers* peers = nullptr);
+  // Opens the replicas of the shards this node holds: each loads its
+  // snapshot and replays, or rebuilds from the store.
   static Result<std::unique_ptr<VectorCollection>> Open(Store* store, const std::string& name,
-                                                        const std::string& index_root = "");
+                                                        const std::string& index_root = "",
+                                                        ShardPeers* peers = nullptr);
   // The info a collection recorded (CollectionOptions::info_json), read from
   // its store record without opening its index; Corruption if the spec is damaged.
   static Result<std::string> RecordedInfo(const CollectionRecord& record);
   // Removes the collection from the store and its derived indexes from disk.
   // The caller must have closed every VectorCollection of it.
   static Status Drop(Store* store, const std::string& name, const std::string& index_root = "");
-  // Removes a collection's derived indexes (index_dir() and its lexical
-  // folder) from disk; nothing may have them open.
-  static void RemoveIndexFolders(const std::string& index_dir);
+  // Removes a collection's derived indexes (every shard's folders under
+  // index_dir) from disk; nothing may have them open.
+  static void RemoveIndexFolders(const std::string& index_dir, uint32_t shards);
   ~VectorCollection();
 
   // All or nothing: every document is validated first (id, UTF-8 text,
@@ -88,38 +117,64 @@ class VectorCollection {
   Result<DocumentPage> List(const std::string& after, size_t limit) const;
   // Dense modes need hs and rw; lexical needs options.query (the vectors,
   // when given, fill in score_hs/score_rw); hybrid needs all three.
-  Result<std::vector<SearchHit>> Search(const float* hs, const float* rw, const SearchSpec& options) const;
+  // Unavailable when a shard has no live replica, unless options.partial
+  // (then `info` lists the missing shards).
+  Result<std::vector<SearchHit>> Search(const float* hs, const float* rw, const SearchSpec& options,
+                                        SearchInfo* info = nullptr) const;
+  // This node's answer for its replicas of `shards` (another node's search).
+  // NotFound for a shard held here no more (or a collection recreated since).
+  Result<std::vector<ShardAnswer>> AnswerShards(const ShardQuery& q, const std::vector<uint32_t>& shards) const;
+  Result<std::vector<std::pair<uint32_t, LexicalStats>>> ShardStats(const std::string& query,
+                                                                    const std::vector<uint32_t>& shards) const;
 
-  // Commit the lexical index, snapshot the dense one, trim the op log they cover.
+  // Commit the lexical indexes, snapshot the dense ones, trim the op log they cover.
   Status SaveIndex();
+  // Opens the replicas of the shards this node is to hold now (peers'
+  // HeldShards) and closes, then removes, the ones it holds no more.
+  Status SyncShards();
 
   const std::string& name() const { return name_; }
+  // The collection's live documents.
   size_t size() const;
-  size_t dim_hs() const { return dim_hs_; }
-  size_t dim_rw() const { return dim_rw_; }
-  float default_alpha() const { return default_alpha_; }
-  const std::string& info_json() const { return info_json_; }
+  size_t dim_hs() const { return layout_.dim_hs; }
+  size_t dim_rw() const { return layout_.dim_rw; }
+  float default_alpha() const { return layout_.default_alpha; }
+  const std::string& info_json() const { return layout_.info_json; }
+  const CollectionLayout& layout() const { return layout_; }
+  uint32_t shards() const { return layout_.shards; }
+  // The shards this node holds a replica of, ascending.
+  std::vector<uint32_t> HeldShards() const;
+  // What a held replica holds: its document count, applied entry, index bytes.
+  struct ReplicaState {
+    uint32_t shard = 0;
+    size_t documents = 0;
+    uint64_t applied_seq = 0;
+    size_t index_bytes = 0;
+  };
+  std::vector<ReplicaState> ReplicaStates() const;
   // How clients' own vectors map onto the stored ones (client_vectors.h).
   const VectorSchema& schema() const { return schema_; }
   // The statistics the index standardizes each half with.
-  const Standardizer& standardizer_hs() const { return index_->standardizer_hs(); }
-  const Standardizer& standardizer_rw() const { return index_->standardizer_rw(); }
+  const Standardizer& standardizer_hs() const { return layout_.std_hs; }
+  const Standardizer& standardizer_rw() const { return layout_.std_rw; }
   std::string spec_json() const { return spec_json_; }
   // The store's id of the collection (a collection dropped and created again
   // under the same name has a new one) and the local folder of its indexes.
-  uint32_t store_id() const { return store_id_; }
+  uint32_t store_id() const { return layout_.store_id; }
   const std::string& index_dir() const { return index_dir_; }
-  // Internal ids in the index (sorted): for consistency checks.
+  // Internal ids in the local replicas' dense indexes (sorted): for consistency checks.
   std::vector<uint64_t> IndexedIds() const;
-  bool has_lexical() const { return lexical_ != nullptr; }
-  const LexicalSpec& lexical_spec() const { return lexical_spec_; }
-  // Internal ids in the lexical index (sorted; empty without one).
+  bool has_lexical() const { return layout_.lexical.enabled; }
+  const LexicalSpec& lexical_spec() const { return layout_.lexical; }
+  // Internal ids in the local replicas' lexical indexes (sorted; empty without them).
   std::vector<uint64_t> LexicalIds() const;
-  bool lexical_rebuilt() const { return lexical_rebuilt_; }
-  bool opened_from_snapshot() const { return from_snapshot_; }
-  size_t replayed_ops() const { return replayed_ops_; }
+  // Whether any local replica rebuilt its lexical index / every one opened
+  // from its snapshot; the entries they replayed and the dense rebuilds.
+  bool lexical_rebuilt() const;
+  bool opened_from_snapshot() const;
+  size_t replayed_ops() const;
   size_t index_rebuilds() const;
-  // The newest change-log entry both indexes include.
+  // The newest change-log entry every local replica includes.
   uint64_t applied_seq() const;
   // Applies the store's change-log entries above applied_seq(): the writes
   // other nodes made to a shared (PostgreSQL) store. Idempotent; returns how
@@ -129,43 +184,18 @@ class VectorCollection {
  private:
   VectorCollection() = default;
   static std::string IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec);
-  Status ApplyToIndex(const WriteResult& res, const std::vector<StoredDocument>* docs);
-  // After this node's own write `res` (mu_ held): its change into the
-  // indexes, with the entries before it if they lag. A store that cannot be
-  // read leaves them behind rather than failing a committed write.
-  Status FollowOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs);
-  // CatchUp with mu_ held exclusively.
-  Result<size_t> CatchUpLocked();
-  // One change-log entry into both indexes, reading the added documents from
-  // the store; applying it twice leaves the same state.
-  Status ApplyLoggedOp(const OpRecord& op);
-  // Takes `gone` out of both indexes and the metadata, puts docs[i] in under
-  // ids[i], and records `seq` as applied: what a write and a logged entry share.
-  Status ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,
-                     const std::vector<const StoredDocument*>& docs);
-  // Catches the lexical index up from the op log, or rebuilds it.
-  Status OpenLexical(const CollectionRecord& rec);
-  Result<std::vector<SearchHit>> SearchLexicalOrHybrid(const float* hs, const float* rw, const SearchSpec& o,
-                                                       const std::function<bool(uint64_t)>& filter) const;
+  // Every local replica, under a shared lock of replicas_mu_.
+  std::vector<ShardReplica*> Replicas() const;
   Result<std::vector<SearchHit>> ToSearchHits(const std::vector<FusedCandidate>& hits) const;
 
   Store* store_ = nullptr;
-  std::string name_, index_dir_, spec_json_, info_json_;
-  uint32_t store_id_ = 0;
-  size_t dim_hs_ = 0, dim_rw_ = 0;
-  float default_alpha_ = 1.0f;
+  ShardPeers* peers_ = nullptr;
+  std::string name_, index_dir_, spec_json_;
+  CollectionLayout layout_;
   VectorSchema schema_;
-  std::unique_ptr<DualIndex> index_;
-  mutable SearchBatcher batcher_;  // concurrent exact searches share a pass over the rows
-  LexicalSpec lexical_spec_;
-  std::unique_ptr<LexicalIndex> lexical_;
-  mutable std::mutex lexical_mu_;  // Xapian objects are single-threaded
-  bool lexical_rebuilt_ = false;
-  std::unordered_map<uint64_t, std::string> metadata_;  // internal id -> metadata JSON text
-  uint64_t applied_seq_ = 0;
-  bool from_snapshot_ = false;
-  size_t replayed_ops_ = 0;
-  mutable std::shared_mutex mu_;
+  std::mutex write_mu_;  // this node's writes: store, then replicas, in the store's order
+  mutable std::shared_mutex replicas_mu_;
+  std::map<uint32_t, std::unique_ptr<ShardReplica>> replicas_;
 };
 
 }  // namespace moeedb

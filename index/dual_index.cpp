@@ -8,6 +8,7 @@
 #include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexScalarQuantizer.h>
 #include <faiss/impl/IDSelector.h>
+#include <faiss/impl/io.h>
 #include <faiss/index_io.h>
 #include <faiss/utils/distances.h>
 
@@ -236,6 +237,22 @@ void DualIndex::Rebuild() {
   tombstones_ = 0;
   ++rebuilds_;
   (void)AddNormalized(ids, hn.data(), rn.data());
+}
+
+size_t DualIndex::memory_bytes() const {
+  size_t bytes = 0;
+  for (const SignalIndex* h : {hs_.get(), rw_.get()}) {
+    bytes += h->data.capacity() * sizeof(float) + h->data16.capacity() * sizeof(uint16_t);
+    if (h->graph) bytes += h->graph->memory_bytes();
+    if (h->ann) {
+      faiss::VectorIOWriter w;
+      faiss::write_index(h->ann.get(), &w);
+      bytes += w.data.size();
+    }
+  }
+  bytes += pos_to_id_.capacity() * sizeof(uint64_t) + alive_.capacity();
+  bytes += id_to_pos_.size() * (sizeof(uint64_t) + sizeof(size_t) + 2 * sizeof(void*));
+  return bytes;
 }
 
 std::vector<uint64_t> DualIndex::Ids() const {

@@ -109,6 +109,9 @@ class DualIndex {
   bool Contains(uint64_t id) const { return id_to_pos_.count(id) > 0; }
   std::vector<uint64_t> Ids() const;
   size_t tombstones() const { return tombstones_; }
+  // Bytes the index holds in memory: both halves' rows (f32 or fp16), their
+  // ANN structures (HNSW graph; a Faiss index as it serializes), the id maps.
+  size_t memory_bytes() const;
   size_t rebuilds() const { return rebuilds_; }
   const DualIndexSpec& spec() const { return spec_; }
   // The statistics each half is standardized with (fixed for the index's life).

@@ -180,6 +180,18 @@ const char* HnswGraph::SimdLevel() { return ChosenKernel().name; }
 
 size_t HnswGraph::size() const { return impl_->graph->cur_element_count; }
 
+size_t HnswGraph::memory_bytes() const {
+  const auto& g = *impl_->graph;
+  // Level 0 (links, code, label) for every allocated element, the upper
+  // levels' link lists of the elements that have them, the per-element
+  // level and list pointer, and the label map's entries.
+  size_t bytes = g.max_elements_ * (g.size_data_per_element_ + sizeof(int) + sizeof(char*));
+  for (size_t i = 0; i < g.cur_element_count; ++i)
+    if (g.element_levels_[i] > 0) bytes += g.size_links_per_element_ * static_cast<size_t>(g.element_levels_[i]);
+  bytes += g.label_lookup_.size() * (sizeof(hnswlib::labeltype) + sizeof(hnswlib::tableint) + 2 * sizeof(void*));
+  return bytes;
+}
+
 void HnswGraph::Add(const float* rows, size_t n, int threads) {
   if (n == 0) return;
   auto& g = *impl_->graph;

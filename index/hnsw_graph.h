@@ -37,6 +37,8 @@ class HnswGraph {
   // best first. Rows are not filtered: the caller drops dead ones.
   std::vector<size_t> Search(const float* q, size_t k) const;
   size_t size() const;
+  // Bytes the graph holds in memory: codes, links (every level), labels.
+  size_t memory_bytes() const;
 
   // hnswlib's file format (codes included).
   Status Save(const std::string& path) const;

@@ -31,21 +31,20 @@ double TermPart(double idf, double wdf, double doclen, double avgdl, double k1, 
   return idf * wdf * (k1 + 1.0) / (wdf + k1 * (1.0 - b + b * norm));
 }
 
+// Each term's idf comes in as the OP_SCALE_WEIGHT factor of its leaf (the
+// query builds it from whichever statistics it scores with, this index's or
+// a sharded collection's) and avgdl through the constructor: Xapian's own
+// statistics are this index's alone. The bound the matcher prunes by,
+// get_maxpart, uses the same idf, so it holds for every document.
 class LuceneBm25 : public Xapian::Weight {
  public:
-  LuceneBm25(double k1, double b) : k1_(k1), b_(b) {
-    need_stat(COLLECTION_SIZE);
-    need_stat(TERMFREQ);
-    need_stat(AVERAGE_LENGTH);
+  LuceneBm25(double k1, double b, double avgdl) : k1_(k1), b_(b), avgdl_(avgdl) {
     need_stat(DOC_LENGTH);
     need_stat(WDF);
     need_stat(WQF);
   }
-  Xapian::Weight* clone() const override { return new LuceneBm25(k1_, b_); }
-  void init(double factor) override {
-    idf_ = Idf(get_collection_size(), get_termfreq()) * factor * static_cast<double>(get_wqf());
-    avgdl_ = get_average_length();
-  }
+  Xapian::Weight* clone() const override { return new LuceneBm25(k1_, b_, avgdl_); }
+  void init(double factor) override { idf_ = factor * static_cast<double>(get_wqf()); }
   double get_sumpart(Xapian::termcount wdf, Xapian::termcount doclen, Xapian::termcount) const override {
     return TermPart(idf_, wdf, doclen, avgdl_, k1_, b_);
   }
@@ -55,7 +54,7 @@ class LuceneBm25 : public Xapian::Weight {
   double get_maxextra() const override { return 0.0; }
 
  private:
-  double k1_, b_, idf_ = 0, avgdl_ = 0;
+  double k1_, b_, avgdl_, idf_ = 0;
 };
 
 // Every word stemmed (STEM_ALL), or kept as written for "none" (STEM_ALL
@@ -70,6 +69,12 @@ void ConfigureGenerator(Xapian::TermGenerator* g, const std::string& language) {
 }
 
 }  // namespace
+
+void LexicalStats::Add(const LexicalStats& other) {
+  docs += other.docs;
+  total_length += other.total_length;
+  for (const auto& [t, n] : other.term_docs) term_docs[t] += n;
+}
 
 std::string LexicalSpec::ToJson() const {
   return json{{"enabled", enabled}, {"language", language}, {"k1", k1}, {"b", b}}.dump();
@@ -232,17 +237,54 @@ class FilterDecider : public Xapian::MatchDecider {
 
 }  // namespace
 
+Result<LexicalStats> LexicalIndex::Stats(const std::string& query) const {
+  LexicalStats stats;
+  try {
+    stats.docs = db_->db.get_doccount();
+    stats.total_length = db_->db.get_total_length();
+    for (const auto& [t, wqf] : QueryTerms(Terms(query))) stats.term_docs[t] = db_->db.get_termfreq(t);
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical statistics: " + e.get_description());
+  }
+  return stats;
+}
+
+namespace {
+
+double AverageLength(const LexicalStats& s) {
+  return s.docs > 0 ? static_cast<double>(s.total_length) / static_cast<double>(s.docs) : 0.0;
+}
+
+// The idf of `term` under `s` (0 when no document holds it).
+double TermIdf(const LexicalStats& s, const std::string& term) {
+  auto it = s.term_docs.find(term);
+  if (it == s.term_docs.end() || it->second == 0) return 0.0;
+  return Idf(static_cast<double>(s.docs), static_cast<double>(it->second));
+}
+
+}  // namespace
+
 Result<std::vector<LexicalHit>> LexicalIndex::Search(const std::string& query, size_t k,
-                                                     const std::function<bool(uint64_t)>& filter) const {
+                                                     const std::function<bool(uint64_t)>& filter,
+                                                     const LexicalStats* stats) const {
   std::vector<LexicalHit> hits;
   const auto terms = QueryTerms(Terms(query));
   if (terms.empty() || k == 0) return hits;
+  LexicalStats own;
+  if (stats == nullptr) {
+    MOEEDB_ASSIGN_OR_RETURN(own, Stats(query));
+    stats = &own;
+  }
   try {
     std::vector<Xapian::Query> leaves;
-    for (const auto& [t, wqf] : terms) leaves.emplace_back(t, wqf);
+    for (const auto& [t, wqf] : terms) {
+      const double idf = TermIdf(*stats, t);
+      if (idf > 0) leaves.emplace_back(Xapian::Query::OP_SCALE_WEIGHT, Xapian::Query(t, wqf), idf);
+    }
+    if (leaves.empty()) return hits;
     Xapian::Enquire enquire(db_->db);
     enquire.set_query(Xapian::Query(Xapian::Query::OP_OR, leaves.begin(), leaves.end()));
-    enquire.set_weighting_scheme(LuceneBm25(spec_.k1, spec_.b));
+    enquire.set_weighting_scheme(LuceneBm25(spec_.k1, spec_.b, AverageLength(*stats)));
     enquire.set_docid_order(Xapian::Enquire::ASCENDING);
     FilterDecider decider(filter);
     const Xapian::MSet mset = enquire.get_mset(0, static_cast<Xapian::doccount>(k), nullptr,
@@ -254,22 +296,27 @@ Result<std::vector<LexicalHit>> LexicalIndex::Search(const std::string& query, s
   return hits;
 }
 
-Result<std::vector<double>> LexicalIndex::Score(const std::string& query, const std::vector<uint64_t>& ids) const {
+Result<std::vector<double>> LexicalIndex::Score(const std::string& query, const std::vector<uint64_t>& ids,
+                                                const LexicalStats* stats) const {
   std::vector<double> scores(ids.size(), 0.0);
   const auto terms = QueryTerms(Terms(query));
   if (terms.empty() || ids.empty()) return scores;
+  LexicalStats own;
+  if (stats == nullptr) {
+    MOEEDB_ASSIGN_OR_RETURN(own, Stats(query));
+    stats = &own;
+  }
   try {
     const Xapian::Database& db = db_->db;
-    const double N = db.get_doccount(), avgdl = db.get_avlength();
+    const double avgdl = AverageLength(*stats);
     // Walk each term's posting list once, over the ids in ascending order.
     std::vector<size_t> order(ids.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
     std::vector<double> doclen(ids.size(), -1.0);
     for (const auto& [t, wqf] : terms) {
-      const double n = db.get_termfreq(t);
-      if (n == 0) continue;
-      const double idf = Idf(N, n) * wqf;
+      const double idf = TermIdf(*stats, t) * wqf;
+      if (idf == 0 || db.get_termfreq(t) == 0) continue;
       auto p = db.postlist_begin(t);
       for (size_t i : order) {
         if (ids[i] == 0 || ids[i] > kMaxDocId) continue;

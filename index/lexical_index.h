@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,16 @@ struct LexicalSpec {
   // InvalidArgument for an unknown language or k1 < 0, b outside [0, 1].
   static Result<LexicalSpec> FromJson(const std::string& json_text);
   Status Validate() const;
+};
+
+// The BM25 statistics of a query's terms over a set of documents: one
+// index's, or a sharded collection's summed over its shards (Add), which
+// every shard then scores with so that its scores are one index's.
+struct LexicalStats {
+  uint64_t docs = 0;          // N
+  uint64_t total_length = 0;  // the documents' lengths summed (avgdl = total_length / N)
+  std::map<std::string, uint64_t> term_docs;  // each query term's n(t)
+  void Add(const LexicalStats& other);
 };
 
 struct LexicalHit {
@@ -60,14 +71,17 @@ class LexicalIndex {
   // Removes every document (before a rebuild).
   Status Clear();
 
+  // This index's statistics of `query`'s terms.
+  Result<LexicalStats> Stats(const std::string& query) const;
   // The best k documents for `query` by BM25 (descending, ties by ascending
-  // id), only those `filter` accepts (empty: all). No hits when the query
-  // has no words.
-  Result<std::vector<LexicalHit>> Search(const std::string& query, size_t k,
-                                         const std::function<bool(uint64_t)>& filter) const;
+  // id), only those `filter` accepts (empty: all), scored with `stats`
+  // (nullptr: this index's own). No hits when the query has no words.
+  Result<std::vector<LexicalHit>> Search(const std::string& query, size_t k, const std::function<bool(uint64_t)>& filter,
+                                         const LexicalStats* stats = nullptr) const;
   // The BM25 score of each id (0 for a document without a query word or not
   // indexed), by the same formula and statistics as Search.
-  Result<std::vector<double>> Score(const std::string& query, const std::vector<uint64_t>& ids) const;
+  Result<std::vector<double>> Score(const std::string& query, const std::vector<uint64_t>& ids,
+                                    const LexicalStats* stats = nullptr) const;
   // The terms `text` is indexed under, sorted, each as often as it occurs (for tests and
   // the query side).
   std::vector<std::string> Terms(const std::string& text) const;

@@ -51,7 +51,34 @@ const char* const kMigrations[] = {
     "  seq bigint NOT NULL,"
     "  at timestamptz NOT NULL DEFAULT now());"
     "CREATE INDEX moeedb_writes_at ON moeedb_writes (at);",
+    // 2 -> 3: each document's shard key (store.h's ShardKey), so a node
+    // reads only the shards it holds; BackfillShardKeys fills in the rows
+    // written before, then the column becomes NOT NULL.
+    "ALTER TABLE moeedb_documents ADD COLUMN shard_key bigint;",
 };
+
+void BackfillShardKeys(pqxx::work& t) {
+  for (;;) {
+    pqxx::result rows = t.exec(
+        "SELECT coll, internal, external FROM moeedb_documents WHERE shard_key IS NULL LIMIT 10000");
+    if (rows.empty()) break;
+    std::vector<uint64_t> colls, internals, keys;
+    for (const auto& row : rows) {
+      colls.push_back(row[0].as<uint64_t>());
+      internals.push_back(row[1].as<uint64_t>());
+      keys.push_back(ShardKey(row[2].as<std::string>()));
+    }
+    t.exec_params("UPDATE moeedb_documents d SET shard_key = u.k FROM unnest($1::bigint[], $2::bigint[], "
+                  "$3::bigint[]) AS u(c, i, k) WHERE d.coll = u.c AND d.internal = u.i",
+                  ArrayLiteral(colls), ArrayLiteral(internals), ArrayLiteral(keys));
+  }
+  t.exec("ALTER TABLE moeedb_documents ALTER COLUMN shard_key SET NOT NULL");
+}
+
+std::string ShardCondition(const ShardFilter& shard) {
+  if (shard.all()) return "";
+  return " AND shard_key % " + std::to_string(shard.count) + " = " + std::to_string(shard.shard);
+}
 
 // SQLSTATEs that mean "this server cannot take the statement now, another
 // may": read-only (a standby, or a primary demoted under us), shutting down,
@@ -215,7 +242,7 @@ void InsertDocuments(pqxx::work& t, uint32_t coll, const std::vector<uint64_t>& 
     const size_t n = std::min(kRowsPerStatement, docs.size() - from);
     std::vector<std::string> ids, recs;
     std::vector<pqxx::binarystring> hs, rw;
-    std::string sql = "INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw) VALUES ";
+    std::string sql = "INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw, shard_key) VALUES ";
     for (size_t i = 0; i < n; ++i) {
       const StoredDocument& d = docs[from + i];
       ids.push_back(d.id);
@@ -224,7 +251,7 @@ void InsertDocuments(pqxx::work& t, uint32_t coll, const std::vector<uint64_t>& 
       rw.push_back(Bytes(d.rw));
       const auto p = [&](size_t group) { return "$" + std::to_string(group * n + i + 1); };
       sql += (i ? ",(" : "(") + std::to_string(coll) + "," + std::to_string(internal[from + i]) + "," + p(0) + "," +
-             p(1) + "," + p(2) + "," + p(3) + ")";
+             p(1) + "," + p(2) + "," + p(3) + "," + std::to_string(ShardKey(d.id)) + ")";
     }
     t.exec_params(sql, pqxx::prepare::make_dynamic_params(ids), pqxx::prepare::make_dynamic_params(recs),
                   pqxx::prepare::make_dynamic_params(hs), pqxx::prepare::make_dynamic_params(rw));

@@ -16,6 +16,10 @@ namespace moeedb::postgres {
 
 // Statements taking the schema from version i to i + 1, in order.
 extern const char* const kMigrations[];
+// Migration 2 -> 3's second half: every row's shard key, then NOT NULL.
+void BackfillShardKeys(pqxx::work& t);
+// The WHERE clause's tail that keeps `shard`'s documents ("" for all).
+std::string ShardCondition(const ShardFilter& shard);
 // The columns RecordOf reads, in a SELECT list.
 extern const char* const kCollectionColumns;
 // The channel every write notifies on (delivered at commit).

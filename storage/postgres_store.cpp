@@ -158,7 +158,10 @@ Status PostgresStore::Migrate() {
       return Status::NotSupported("the store at " + location_ + " has schema version " + std::to_string(version) +
                                   "; this moeedb reads version " + std::to_string(kSchemaVersion) +
                                   " and older: upgrade moeedb");
-    for (int i = version; i < kSchemaVersion; ++i) t.exec(kMigrations[i]);
+    for (int i = version; i < kSchemaVersion; ++i) {
+      t.exec(kMigrations[i]);
+      if (i == 2) BackfillShardKeys(t);
+    }
     t.exec_params("INSERT INTO moeedb_meta VALUES ('schema_version', $1) "
                   "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                   std::to_string(kSchemaVersion));
@@ -373,20 +376,21 @@ Result<std::optional<StoredDocument>> PostgresStore::Get(const std::string& coll
 
 Result<StoredDocument> PostgresStore::GetByInternal(const std::string& collection, uint64_t internal,
                                                     bool with_vectors) const {
-  MOEEDB_ASSIGN_OR_RETURN(auto docs, GetManyByInternal(collection, {internal}, with_vectors));
+  MOEEDB_ASSIGN_OR_RETURN(auto docs, GetManyByInternal(collection, {internal}, with_vectors, ShardFilter()));
   if (!docs[0]) return Status::NotFound("document " + std::to_string(internal) + " of " + collection + " is not stored");
   return std::move(*docs[0]);
 }
 
 Result<std::vector<std::optional<StoredDocument>>> PostgresStore::GetManyByInternal(
-    const std::string& collection, const std::vector<uint64_t>& internal_ids, bool with_vectors) const {
+    const std::string& collection, const std::vector<uint64_t>& internal_ids, bool with_vectors,
+    const ShardFilter& shard) const {
   using Docs = std::vector<std::optional<StoredDocument>>;
   return Read("reading " + collection, [&](pqxx::connection& c) -> Result<Docs> {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result rows = t.exec_params(
         std::string("SELECT internal, record") + (with_vectors ? ", hs, rw" : "") +
-            " FROM moeedb_documents WHERE coll = $1 AND internal = ANY($2::bigint[])",
+            " FROM moeedb_documents WHERE coll = $1 AND internal = ANY($2::bigint[])" + ShardCondition(shard),
         r.id, ArrayLiteral(internal_ids));
     std::map<uint64_t, const pqxx::row*> by_id;
     std::vector<pqxx::row> kept(rows.begin(), rows.end());
@@ -429,15 +433,15 @@ Result<DocumentPage> PostgresStore::ListDocuments(const std::string& collection,
   });
 }
 
-Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vectors,
+Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vectors, const ShardFilter& shard,
                                     const std::function<void(uint64_t, const StoredDocument&)>& fn) const {
   return WithOwnConnection("scanning " + collection, [&](pqxx::connection& c) -> Status {
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     for (int64_t last = -1;;) {
       pqxx::result rows = t.exec_params(std::string("SELECT internal, record") + (with_vectors ? ", hs, rw" : "") +
-                                            " FROM moeedb_documents WHERE coll = $1 AND internal > $2 "
-                                            "ORDER BY internal LIMIT $3",
+                                            " FROM moeedb_documents WHERE coll = $1 AND internal > $2" +
+                                            ShardCondition(shard) + " ORDER BY internal LIMIT $3",
                                         r.id, last, kScanPage);
       for (const auto& row : rows) {
         MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, DocumentOf(row, with_vectors));
@@ -451,15 +455,17 @@ Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vec
 
 Status PostgresStore::ScanVectors(const std::string& collection,
                                   const std::function<void(uint64_t, const float*, size_t, const float*, size_t,
-                                                           const std::string&)>& fn) const {
-  return ScanDocuments(collection, true, [&](uint64_t id, const StoredDocument& d) {
+                                                           const std::string&)>& fn,
+                                  const ShardFilter& shard) const {
+  return ScanDocuments(collection, true, shard, [&](uint64_t id, const StoredDocument& d) {
     fn(id, d.hs.data(), d.hs.size(), d.rw.data(), d.rw.size(), d.metadata_json);
   });
 }
 
 Status PostgresStore::ScanMetadata(const std::string& collection,
-                                   const std::function<void(uint64_t, const std::string&)>& fn) const {
-  return ScanDocuments(collection, false, [&](uint64_t id, const StoredDocument& d) { fn(id, d.metadata_json); });
+                                   const std::function<void(uint64_t, const std::string&)>& fn,
+                                   const ShardFilter& shard) const {
+  return ScanDocuments(collection, false, shard, [&](uint64_t id, const StoredDocument& d) { fn(id, d.metadata_json); });
 }
 
 Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,

@@ -49,7 +49,7 @@ namespace moeedb {
 class PostgresStore final : public Store {
  public:
   // The schema version this build reads and writes.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Connects to `uri` (any libpq connection string) and creates or migrates
   // the tables; Unavailable naming the server (password hidden) when it cannot
@@ -72,15 +72,18 @@ class PostgresStore final : public Store {
                                        bool with_vectors) const override;
   Result<std::vector<std::optional<StoredDocument>>> GetManyByInternal(const std::string& collection,
                                                                        const std::vector<uint64_t>& internal_ids,
-                                                                       bool with_vectors) const override;
+                                                                       bool with_vectors,
+                                                                       const ShardFilter& shard) const override;
   Result<DocumentPage> ListDocuments(const std::string& collection, const std::string& after,
                                      size_t limit) const override;
   // Read in pages of one repeatable-read snapshot, on a connection of its own.
   Status ScanVectors(const std::string& collection,
                      const std::function<void(uint64_t, const float*, size_t, const float*, size_t,
-                                              const std::string&)>& fn) const override;
+                                              const std::string&)>& fn,
+                     const ShardFilter& shard) const override;
   Status ScanMetadata(const std::string& collection,
-                      const std::function<void(uint64_t, const std::string&)>& fn) const override;
+                      const std::function<void(uint64_t, const std::string&)>& fn,
+                      const ShardFilter& shard) const override;
   Status ReadOps(const std::string& collection, uint64_t after,
                  const std::function<void(const OpRecord&)>& fn) const override;
   // Keeps the log: other nodes follow it from their own cursors.
@@ -132,7 +135,7 @@ class PostgresStore final : public Store {
   Status Migrate();
   // Every document of the collection (with its vectors or not) in internal-id
   // order, read in pages of one repeatable-read snapshot on a connection of its own.
-  Status ScanDocuments(const std::string& collection, bool with_vectors,
+  Status ScanDocuments(const std::string& collection, bool with_vectors, const ShardFilter& shard,
                        const std::function<void(uint64_t internal, const StoredDocument&)>& fn) const;
 
   std::string uri_, location_;

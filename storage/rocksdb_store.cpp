@@ -305,12 +305,14 @@ Result<StoredDocument> RocksStore::GetByInternal(const std::string& collection, 
 
 Result<std::vector<std::optional<StoredDocument>>> RocksStore::GetManyByInternal(const std::string& collection,
                                                                             const std::vector<uint64_t>& internal_ids,
-                                                                            bool with_vectors) const {
+                                                                            bool with_vectors,
+                                                                            const ShardFilter& shard) const {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
   std::vector<std::optional<StoredDocument>> out;
   out.reserve(internal_ids.size());
   for (uint64_t id : internal_ids) {
     MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, ReadDocument(r, id, with_vectors));
+    if (d && !shard.Holds(d->id)) d.reset();
     out.push_back(std::move(d));
   }
   return out;
@@ -359,7 +361,8 @@ Result<DocumentPage> RocksStore::ListDocuments(const std::string& collection, co
 
 Status RocksStore::ScanVectors(const std::string& collection,
                           const std::function<void(uint64_t, const float*, size_t, const float*, size_t,
-                                                   const std::string&)>& fn) const {
+                                                   const std::string&)>& fn,
+                          const ShardFilter& shard) const {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
   const std::string prefix = CollPrefix(r.id);
   rocksdb::ReadOptions ro;
@@ -375,7 +378,9 @@ Status RocksStore::ScanVectors(const std::string& collection,
     const uint64_t internal = GetBE64(hs->key().data() + 4);
     std::string meta = "{}";
     try {
-      meta = json::parse(docs->value().ToString()).at("metadata").dump();
+      const json doc = json::parse(docs->value().ToString());
+      if (!shard.Holds(doc.at("id").get<std::string>())) continue;
+      meta = doc.at("metadata").dump();
     } catch (...) {
       return Status::Corruption("collection " + collection + ": damaged document record");
     }
@@ -388,14 +393,17 @@ Status RocksStore::ScanVectors(const std::string& collection,
 }
 
 Status RocksStore::ScanMetadata(const std::string& collection,
-                           const std::function<void(uint64_t, const std::string&)>& fn) const {
+                           const std::function<void(uint64_t, const std::string&)>& fn,
+                           const ShardFilter& shard) const {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
   const std::string prefix = CollPrefix(r.id);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kDocs]));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     std::string meta;
     try {
-      meta = json::parse(it->value().ToString()).at("metadata").dump();
+      const json doc = json::parse(it->value().ToString());
+      if (!shard.Holds(doc.at("id").get<std::string>())) continue;
+      meta = doc.at("metadata").dump();
     } catch (...) {
       return Status::Corruption("collection " + collection + ": damaged document record");
     }

@@ -51,14 +51,17 @@ class RocksStore final : public Store {
                                        bool with_vectors) const override;
   Result<std::vector<std::optional<StoredDocument>>> GetManyByInternal(const std::string& collection,
                                                                        const std::vector<uint64_t>& internal_ids,
-                                                                       bool with_vectors) const override;
+                                                                       bool with_vectors,
+                                                                       const ShardFilter& shard) const override;
   Result<DocumentPage> ListDocuments(const std::string& collection, const std::string& after,
                                      size_t limit) const override;
   Status ScanVectors(const std::string& collection,
                      const std::function<void(uint64_t, const float*, size_t, const float*, size_t,
-                                              const std::string&)>& fn) const override;
+                                              const std::string&)>& fn,
+                     const ShardFilter& shard) const override;
   Status ScanMetadata(const std::string& collection,
-                      const std::function<void(uint64_t, const std::string&)>& fn) const override;
+                      const std::function<void(uint64_t, const std::string&)>& fn,
+                      const ShardFilter& shard) const override;
   Status ReadOps(const std::string& collection, uint64_t after,
                  const std::function<void(const OpRecord&)>& fn) const override;
   Status TrimOps(const std::string& collection, uint64_t upto) override;

@@ -25,6 +25,20 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& location) {
   return std::unique_ptr<Store>(std::move(rocks));
 }
 
+uint64_t ShardKey(const std::string& external_id) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a offset basis
+  for (unsigned char c : external_id) h = (h ^ c) * 1099511628211ull;
+  return h >> 1;
+}
+
+uint32_t ShardOfId(const std::string& external_id, uint32_t count) {
+  return count <= 1 ? 0 : static_cast<uint32_t>(ShardKey(external_id) % count);
+}
+
+bool ShardFilter::Holds(const std::string& external_id) const {
+  return all() || ShardOfId(external_id, count) == shard;
+}
+
 bool Store::WaitForChange(int timeout_ms) const {
   std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
   return false;

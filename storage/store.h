@@ -54,6 +54,21 @@ struct OpRecord {
   std::vector<uint64_t> added, removed;  // internal ids
 };
 
+// Which of a collection's documents a reader wants: those in shard `shard`
+// of `count` (ShardOfId). count 1 (the default) is every document.
+struct ShardFilter {
+  uint32_t shard = 0, count = 1;
+  bool all() const { return count <= 1; }
+  bool Holds(const std::string& external_id) const;
+};
+
+// A document's shard key: FNV-1a (64-bit) of its external id's bytes,
+// shifted right one bit so it fits a signed 64-bit column. Stable across
+// versions and machines: it decides where documents live.
+uint64_t ShardKey(const std::string& external_id);
+// The shard among `count` a document belongs to: ShardKey(id) mod count.
+uint32_t ShardOfId(const std::string& external_id, uint32_t count);
+
 struct WriteResult {
   uint64_t seq = 0;                    // the op-log entry this write created (0: no change)
   std::vector<uint64_t> added;         // internal ids, in input order
@@ -93,10 +108,11 @@ class Store {
   virtual Result<StoredDocument> GetByInternal(const std::string& collection, uint64_t internal_id,
                                                bool with_vectors) const = 0;
   // The documents with these internal ids, in order; std::nullopt for an id
-  // not stored. Reads the collection record once for the whole list (search
-  // results, op-log replay).
+  // not stored or outside `shard`. Reads the collection record once for the
+  // whole list (search results, op-log replay).
   virtual Result<std::vector<std::optional<StoredDocument>>> GetManyByInternal(
-      const std::string& collection, const std::vector<uint64_t>& internal_ids, bool with_vectors) const = 0;
+      const std::string& collection, const std::vector<uint64_t>& internal_ids, bool with_vectors,
+      const ShardFilter& shard = ShardFilter()) const = 0;
 
   // Up to `limit` documents (without vectors) in byte order of their external
   // ids, the first after `after` ("": from the start), read from one snapshot.
@@ -104,15 +120,16 @@ class Store {
   virtual Result<DocumentPage> ListDocuments(const std::string& collection, const std::string& after,
                                              size_t limit) const = 0;
 
-  // Every live document with its vectors, in internal-id order.
+  // Every live document of `shard` with its vectors, in internal-id order.
   virtual Status ScanVectors(const std::string& collection,
                              const std::function<void(uint64_t internal, const float* hs, size_t dim_hs,
                                                       const float* rw, size_t dim_rw,
-                                                      const std::string& metadata_json)>& fn) const = 0;
-  // (internal id, metadata JSON) of every live document, in internal-id order.
+                                                      const std::string& metadata_json)>& fn,
+                             const ShardFilter& shard = ShardFilter()) const = 0;
+  // (internal id, metadata JSON) of every live document of `shard`, in internal-id order.
   virtual Status ScanMetadata(const std::string& collection,
-                              const std::function<void(uint64_t internal, const std::string& metadata_json)>& fn)
-      const = 0;
+                              const std::function<void(uint64_t internal, const std::string& metadata_json)>& fn,
+                              const ShardFilter& shard = ShardFilter()) const = 0;
   // The change-log entries with seq > after, in order.
   virtual Status ReadOps(const std::string& collection, uint64_t after,
                          const std::function<void(const OpRecord&)>& fn) const = 0;

@@ -33,6 +33,10 @@ FieldTable<CollectionSpec> MakeCollectionFields() {
   t.push_back(String("text_key", &CollectionSpec::text_key, "KEY",
                      "payload field holding a point's text for the lexical index",
                      "content, then _node_content's text"));
+  t.push_back(Integer("shards", &CollectionSpec::shards, 1, kMaxShards, "S",
+                      "split the documents into S shards (by a hash of their ids) that a cluster's nodes share"));
+  t.push_back(Integer("replicas", &CollectionSpec::replicas, 1, kMaxReplicas, "R",
+                      "copies of each shard a cluster keeps on different nodes (at most the node count)"));
   return t;
 }
 
@@ -74,6 +78,8 @@ void CollectionSpec::ApplyTo(CollectionOptions* o) const {
   o->index.hs.sq8 = o->index.rw.sq8 = sq8;
   if (alpha) o->default_alpha = *alpha;
   o->lexical = Lexical();
+  o->shards = shards;
+  o->replicas = replicas;
 }
 
 Result<CollectionOptions> CollectionSpec::NewOptions(const CollectionOptions& model) const {

@@ -17,6 +17,10 @@
 
 namespace moeedb {
 
+// The most shards a collection is split into, and copies kept of each.
+inline constexpr uint32_t kMaxShards = 256;
+inline constexpr uint32_t kMaxReplicas = 16;
+
 struct CollectionSpec {
   IndexKind index_hs = IndexKind::kFlat;
   IndexKind index_rw = IndexKind::kFlat;
@@ -32,6 +36,8 @@ struct CollectionSpec {
   std::optional<int64_t> vector_size;
   Distance distance = Distance::kCosine;
   std::string text_key;        // payload field holding a point's text; "": content, then _node_content
+  uint32_t shards = 1;         // ShardOfId(id, shards) places each document (storage/store.h)
+  uint32_t replicas = 1;       // a cluster keeps each shard on this many nodes
 
   // The vector schema a collection of a model with this fused size records.
   VectorSchema Schema(size_t fused_size) const;
@@ -50,7 +56,7 @@ struct CollectionSpec {
 };
 
 // index_hs, index_rw, sq8, alpha, lexical, language, bm25_k1, bm25_b,
-// vector_size, distance, text_key.
+// vector_size, distance, text_key, shards, replicas.
 const spec::FieldTable<CollectionSpec>& CollectionFields();
 // A JSON body into a checked spec. Besides the table's flat fields it reads
 // the nested forms the collections API has always taken: "index": {"hs",

@@ -32,6 +32,10 @@ FieldTable<SearchSpec> MakeSearchFields() {
   filter.set = [](SearchSpec* s, const json& v) { return s->SetFilter(v.dump()); };
   t.push_back(std::move(filter));
   t.push_back(Boolean("exact", &SearchSpec::exact, "exact search (no ANN)"));
+  t.push_back(Boolean("partial", &SearchSpec::partial,
+                      "sharded collection: answer from the shards with a live replica, listing the missing ones"));
+  t.push_back(Integer("min_seq", &SearchSpec::min_seq, 0, 9007199254740991.0, "SEQ",
+                      "read your writes: only replicas that applied this write's seq"));
   return t;
 }
 

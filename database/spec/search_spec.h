@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +47,12 @@ struct SearchSpec {
   std::string filter_json;
   std::shared_ptr<const MetadataFilter> filter;
   bool exact = false;  // the exact path, not the ANN indexes
+  // A sharded collection: answer from the shards that have a live replica,
+  // naming the missing ones, rather than failing as unavailable.
+  bool partial = false;
+  // Read-your-writes: answer only from replicas that have applied this
+  // change-log entry (the `seq` a write returned); 0: any.
+  uint64_t min_seq = 0;
 
   // Parses `filter_json` ("" or "null" clears it); InvalidArgument naming the bad part.
   Status SetFilter(const std::string& filter_json);
@@ -55,7 +62,7 @@ struct SearchSpec {
   Status Check(spec::Spelling spelling) const;
 };
 
-// The field table: query, k, mode, alpha, beta, w_hs, fusion, norm, rrf_k, filter, exact.
+// The field table: query, k, mode, alpha, beta, w_hs, fusion, norm, rrf_k, filter, exact, partial, min_seq.
 const spec::FieldTable<SearchSpec>& SearchFields();
 // A JSON body into a checked spec (unknown keys ignored, as the collections API
 // always has: clients add their own); the query must be a string.

@@ -34,7 +34,9 @@ json Members(const SearchSpec& s) {
           {"rrf_k", opt(s.rrf_k)},
           {"filter", s.filter_json},
           {"has_filter", s.filter != nullptr},
-          {"exact", s.exact}};
+          {"exact", s.exact},
+          {"partial", s.partial},
+          {"min_seq", s.min_seq}};
 }
 
 json Members(const CollectionSpec& s) {
@@ -65,6 +67,8 @@ SearchSpec FullSearch() {
   s.rrf_k = 30;
   EXPECT_TRUE(s.SetFilter(R"({"topic": {"$in": ["banking", "cards"]}, "year": {"$gte": 2000}})").ok());
   s.exact = true;
+  s.partial = true;
+  s.min_seq = 12345678901ull;
   return s;
 }
 
@@ -124,7 +128,7 @@ TEST(SearchSpecTest, EveryFieldRoundTripsThroughJson) {
   // Defaults stay unset on the wire, so a forwarded spec keeps "not given".
   auto minimal = SearchSpecFromJson({{"query", "x"}});
   ASSERT_TRUE(minimal.ok());
-  EXPECT_EQ(SearchSpecToJson(*minimal), json({{"query", "x"}, {"k", 10}, {"mode", "fused"}, {"exact", false}}));
+  EXPECT_EQ(SearchSpecToJson(*minimal), json({{"query", "x"}, {"k", 10}, {"mode", "fused"}, {"exact", false}, {"partial", false}, {"min_seq", 0}}));
 }
 
 TEST(SearchSpecTest, EveryFieldRoundTripsThroughTheCommandLine) {

@@ -1,0 +1,288 @@
+#include "database/shard_replica.h"
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace moeedb {
+
+using json = nlohmann::json;
+
+Result<CollectionLayout> CollectionLayout::FromRecord(const CollectionRecord& rec) {
+  CollectionLayout l;
+  l.name = rec.name;
+  l.store_id = rec.id;
+  try {
+    const json spec = json::parse(rec.spec_json);
+    l.dim_hs = spec.at("dim_hs").get<size_t>();
+    l.dim_rw = spec.at("dim_rw").get<size_t>();
+    l.default_alpha = spec.value("alpha", 1.0f);
+    l.info_json = spec.value("info", json::object()).dump();
+    l.shards = spec.value("shards", 1u);
+    l.replicas = spec.value("replicas", 1u);
+    MOEEDB_ASSIGN_OR_RETURN(l.index, DualIndexSpec::FromJson(spec.at("index").dump()));
+    MOEEDB_ASSIGN_OR_RETURN(l.std_hs, Standardizer::FromJson(spec.at("std_hs").dump()));
+    MOEEDB_ASSIGN_OR_RETURN(l.std_rw, Standardizer::FromJson(spec.at("std_rw").dump()));
+    // Recorded before the lexical index existed: off.
+    if (spec.contains("lexical")) { MOEEDB_ASSIGN_OR_RETURN(l.lexical, LexicalSpec::FromJson(spec["lexical"].dump())); }
+  } catch (const std::exception& e) {
+    return Status::Corruption("collection '" + rec.name + "' spec is damaged: " + e.what());
+  }
+  if (l.shards == 0) return Status::Corruption("collection '" + rec.name + "' spec records 0 shards");
+  return l;
+}
+
+std::string ShardReplica::Dir(const std::string& collection_dir, uint32_t shard, uint32_t shards) {
+  // One shard keeps the folder collections had before shards existed.
+  return shards <= 1 ? collection_dir : collection_dir + ".shard-" + std::to_string(shard);
+}
+
+ShardReplica::~ShardReplica() = default;
+
+Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const CollectionLayout& layout, uint32_t shard,
+                                                         const std::string& dir) {
+  if (shard >= layout.shards)
+    return Status::InvalidArgument("collection '" + layout.name + "' has " + std::to_string(layout.shards) +
+                                   " shards; there is no shard " + std::to_string(shard));
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(layout.name));
+  if (rec.id != layout.store_id) return Status::NotFound("collection '" + layout.name + "' was dropped");
+  std::unique_ptr<ShardReplica> r(new ShardReplica());
+  r->store_ = store;
+  r->layout_ = layout;
+  r->shard_ = shard;
+  r->filter_ = ShardFilter{shard, layout.shards};
+  r->dir_ = dir;
+  const std::string& name = layout.name;
+  MOEEDB_RETURN_IF_ERROR(
+      store->ScanMetadata(name, [&](uint64_t id, const std::string& m) { r->metadata_[id] = m; }, r->filter_));
+  // The index: snapshot + op-log replay when possible, else a rebuild.
+  uint64_t applied = 0;
+  auto snap = DualIndex::Load(dir, &applied);
+  bool usable = snap.ok() && applied <= rec.last_op && (*snap)->spec().ToJson() == layout.index.ToJson();
+  if (usable) {
+    r->index_ = std::move(snap).value();
+    r->applied_seq_ = applied;
+    auto replayed = r->CatchUpLocked();  // the lexical index is not open yet: it catches up on its own
+    r->replayed_ops_ = replayed.ok() ? *replayed : 0;
+    // A snapshot whose op log was trimmed past it cannot be caught up: rebuild.
+    if (!replayed.ok() || r->applied_seq_ != rec.last_op || r->index_->size() != r->metadata_.size()) usable = false;
+    else r->from_snapshot_ = true;
+  }
+  if (!usable) {
+    MOEEDB_ASSIGN_OR_RETURN(r->index_, DualIndex::Create(layout.index, layout.std_hs, layout.std_rw));
+    std::vector<uint64_t> ids;
+    std::vector<float> hs, rw;
+    Status bad;
+    MOEEDB_RETURN_IF_ERROR(store->ScanVectors(
+        name,
+        [&](uint64_t id, const float* h, size_t dh, const float* w, size_t dr, const std::string&) {
+          if (dh != layout.dim_hs || dr != layout.dim_rw) {
+            bad = Status::Corruption("stored vector of the wrong size");
+            return;
+          }
+          ids.push_back(id);
+          hs.insert(hs.end(), h, h + dh);
+          rw.insert(rw.end(), w, w + dr);
+        },
+        r->filter_));
+    MOEEDB_RETURN_IF_ERROR(bad);
+    MOEEDB_RETURN_IF_ERROR(r->index_->Add(ids, hs.data(), rw.data()));
+    r->applied_seq_ = rec.last_op;
+    r->replayed_ops_ = 0;
+  }
+  if (layout.lexical.enabled) MOEEDB_RETURN_IF_ERROR(r->OpenLexical(rec));
+  return r;
+}
+
+Status ShardReplica::OpenLexical(const CollectionRecord& rec) {
+  MOEEDB_ASSIGN_OR_RETURN(lexical_, LexicalIndex::Open(dir_ + ".lexical", layout_.lexical));
+  const std::string& name = layout_.name;
+  // Catch up from the op log when it holds every op since the last commit
+  // (consecutive sequence numbers from committed + 1); replaying is
+  // idempotent, so ops a Xapian auto-flush already wrote are harmless.
+  const uint64_t from = lexical_->committed_seq();
+  bool usable = from <= rec.last_op;
+  if (usable) {
+    uint64_t expect = from + 1;
+    Status inner;
+    Status read = store_->ReadOps(name, from, [&](const OpRecord& op) {
+      if (!inner.ok()) return;
+      if (op.seq != expect) {
+        inner = Status::NotFound("op log gap");
+        return;
+      }
+      ++expect;
+      inner = lexical_->Remove(op.removed);
+      if (!inner.ok() || op.added.empty()) return;
+      auto docs = store_->GetManyByInternal(name, op.added, false, filter_);
+      if (!docs.ok()) {
+        inner = docs.status();
+        return;
+      }
+      std::vector<uint64_t> ids;
+      std::vector<const std::string*> texts;
+      for (size_t i = 0; i < op.added.size(); ++i)
+        if ((*docs)[i]) ids.push_back(op.added[i]), texts.push_back(&(*docs)[i]->text);
+      inner = lexical_->Replace(ids, texts);
+    });
+    usable = read.ok() && inner.ok() && expect == rec.last_op + 1 && lexical_->size() == index_->size();
+  }
+  if (!usable) {
+    MOEEDB_RETURN_IF_ERROR(lexical_->Clear());
+    std::vector<uint64_t> all;
+    for (const auto& [id, m] : metadata_) all.push_back(id);
+    std::sort(all.begin(), all.end());
+    constexpr size_t kChunk = 512;
+    for (size_t at = 0; at < all.size(); at += kChunk) {
+      std::vector<uint64_t> ids(all.begin() + at, all.begin() + std::min(all.size(), at + kChunk));
+      MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name, ids, false));
+      std::vector<uint64_t> kept;
+      std::vector<const std::string*> texts;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (!docs[i]) {
+          // Removed by another node's write since the dense index's snapshot:
+          // the change-log entry that removed it takes it out of both.
+          if (store_->shared()) continue;
+          return Status::Corruption("document " + std::to_string(ids[i]) + " of " + name + " is not stored");
+        }
+        kept.push_back(ids[i]);
+        texts.push_back(&docs[i]->text);
+      }
+      MOEEDB_RETURN_IF_ERROR(lexical_->Replace(kept, texts));
+    }
+    lexical_rebuilt_ = true;
+  }
+  return lexical_->Commit(rec.last_op);
+}
+
+size_t ShardReplica::size() const {
+  std::shared_lock lock(mu_);
+  return index_->size();
+}
+
+uint64_t ShardReplica::applied_seq() const {
+  std::shared_lock lock(mu_);
+  return applied_seq_;
+}
+
+size_t ShardReplica::index_rebuilds() const {
+  std::shared_lock lock(mu_);
+  return index_->rebuilds();
+}
+
+size_t ShardReplica::index_bytes() const {
+  std::shared_lock lock(mu_);
+  return index_->memory_bytes();
+}
+
+std::vector<uint64_t> ShardReplica::IndexedIds() const {
+  std::shared_lock lock(mu_);
+  return index_->Ids();
+}
+
+std::vector<uint64_t> ShardReplica::LexicalIds() const {
+  std::shared_lock lock(mu_);
+  if (!lexical_) return {};
+  std::lock_guard lex(lexical_mu_);
+  return lexical_->Ids();
+}
+
+Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs) {
+  std::unique_lock lock(mu_);
+  if (res.seq == 0 || res.seq <= applied_seq_) return Status::OK();
+  if (res.seq == applied_seq_ + 1) {
+    std::vector<uint64_t> ids;
+    std::vector<const StoredDocument*> added;
+    if (docs != nullptr)
+      for (size_t i = 0; i < docs->size(); ++i)
+        if (filter_.Holds((*docs)[i].id)) ids.push_back(res.added[i]), added.push_back(&(*docs)[i]);
+    return ApplyChange(res.seq, res.removed, ids, added);
+  }
+  // Entries other nodes committed before this one: from the log, this one with them.
+  Status s;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    s = CatchUpLocked().status();
+    if (s.code() != Status::Code::kUnavailable && s.code() != Status::Code::kIOError) return s;
+    // A hot standby's read cancelled by recovery, a server gone a moment:
+    // read-your-writes is worth a short wait.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // The write is committed: a store that stays unreadable leaves these
+  // indexes behind (the follower catches them up); it does not make an
+  // acknowledged write an error.
+  return Status::OK();
+}
+
+Result<size_t> ShardReplica::CatchUp() {
+  std::unique_lock lock(mu_);
+  return CatchUpLocked();
+}
+
+Result<size_t> ShardReplica::CatchUpLocked() {
+  size_t applied = 0;
+  Status inner;
+  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, applied_seq_, [&](const OpRecord& op) {
+    if (!inner.ok()) return;
+    if (op.seq != applied_seq_ + 1) {
+      inner = Status::Corruption("collection " + layout_.name + ": change log entry " +
+                                 std::to_string(applied_seq_ + 1) +
+                                 " is missing (trimmed?); reopen the collection to rebuild its indexes");
+      return;
+    }
+    inner = ApplyLoggedOp(op);
+    if (inner.ok()) ++applied;
+  }));
+  MOEEDB_RETURN_IF_ERROR(inner);
+  return applied;
+}
+
+Status ShardReplica::ApplyLoggedOp(const OpRecord& op) {
+  std::vector<std::optional<StoredDocument>> docs;
+  if (!op.added.empty()) { MOEEDB_ASSIGN_OR_RETURN(docs, store_->GetManyByInternal(layout_.name, op.added, true, filter_)); }
+  std::vector<uint64_t> ids;
+  std::vector<const StoredDocument*> present;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    if (!docs[i]) continue;  // another shard's, or replaced or deleted by a later entry
+    if (docs[i]->hs.size() != layout_.dim_hs || docs[i]->rw.size() != layout_.dim_rw)
+      return Status::Corruption("collection " + layout_.name + ": stored vector of the wrong size");
+    ids.push_back(op.added[i]);
+    present.push_back(&*docs[i]);
+  }
+  // Whatever of the entry the indexes may hold already goes first.
+  std::vector<uint64_t> gone = op.removed;
+  gone.insert(gone.end(), op.added.begin(), op.added.end());
+  return ApplyChange(op.seq, gone, ids, present);
+}
+
+Status ShardReplica::ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,
+                                 const std::vector<const StoredDocument*>& docs) {
+  // Writers hold mu_ exclusively: no search is using either index.
+  index_->Remove(gone);
+  for (uint64_t id : gone) metadata_.erase(id);
+  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Remove(gone));
+  if (!ids.empty()) {
+    std::vector<float> hs, rw;
+    std::vector<const std::string*> texts;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      hs.insert(hs.end(), docs[i]->hs.begin(), docs[i]->hs.end());
+      rw.insert(rw.end(), docs[i]->rw.begin(), docs[i]->rw.end());
+      texts.push_back(&docs[i]->text);
+      metadata_[ids[i]] = docs[i]->metadata_json.empty() ? "{}" : docs[i]->metadata_json;
+    }
+    MOEEDB_RETURN_IF_ERROR(index_->Add(ids, hs.data(), rw.data()));
+    if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Replace(ids, texts));
+  }
+  applied_seq_ = seq;
+  return Status::OK();
+}
+
+Result<uint64_t> ShardReplica::Save() {
+  std::unique_lock lock(mu_);
+  // Both indexes cover applied_seq_ before the op log is trimmed to it.
+  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Commit(applied_seq_));
+  MOEEDB_RETURN_IF_ERROR(index_->Save(dir_, applied_seq_));
+  return applied_seq_;
+}
+
+}  // namespace moeedb

@@ -1,0 +1,120 @@
+// ShardReplica: this node's copy of one shard of a collection: the dense
+// DualIndex (HS and RW) and, when enabled, the LexicalIndex (BM25) over the
+// documents of that shard (store.h's ShardOfId), with their metadata for
+// filters. A collection of one shard has one replica holding everything.
+//
+// Derived from the store, the source of truth: each index records the
+// change-log sequence number it reflects (the dense one in its snapshot, the
+// lexical one at its last commit); Open() catches each up from the log, or
+// rebuilds the shard from the store, so after a kill -9 every acknowledged
+// document is searchable and nothing else is. Every change-log entry is
+// applied (it numbers the replica's progress), keeping only its documents
+// of this shard.
+// Thread-safe: searches share a lock, changes take it exclusively.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "database/shard_query.h"
+#include "index/dual_index.h"
+#include "index/lexical_index.h"
+#include "index/search_batcher.h"
+#include "index/standardizer.h"
+#include "storage/store.h"
+
+namespace moeedb {
+
+// What a collection's record says about its indexes and shards.
+struct CollectionLayout {
+  std::string name;
+  uint32_t store_id = 0;
+  size_t dim_hs = 0, dim_rw = 0;
+  DualIndexSpec index;
+  Standardizer std_hs, std_rw;
+  LexicalSpec lexical;  // enabled false: no lexical index
+  float default_alpha = 1.0f;
+  std::string info_json = "{}";
+  uint32_t shards = 1, replicas = 1;
+  // Corruption when the record's spec is damaged.
+  static Result<CollectionLayout> FromRecord(const CollectionRecord& rec);
+};
+
+class ShardReplica {
+ public:
+  // Opens shard `shard` of the collection in folder `dir` (its lexical index
+  // in dir + ".lexical"): snapshot and log replay, or a rebuild.
+  static Result<std::unique_ptr<ShardReplica>> Open(Store* store, const CollectionLayout& layout, uint32_t shard,
+                                                    const std::string& dir);
+  ~ShardReplica();
+  // The folders of shard `shard` of `shards` under a collection's index folder.
+  static std::string Dir(const std::string& collection_dir, uint32_t shard, uint32_t shards);
+
+  // This node's own committed write `res` (docs: the upserted documents,
+  // nullptr for a delete), with the entries before it if the replica lags.
+  // A store that cannot be read leaves the replica behind (the follower
+  // catches it up) rather than failing a committed write.
+  Status FollowOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs);
+  // Applies the change-log entries above applied_seq(); how many.
+  Result<size_t> CatchUp();
+
+  // This shard's part of `q` (shard_query.h): catches up to q.min_seq first.
+  Result<ShardAnswer> Answer(const ShardQuery& q);
+  // This shard's BM25 statistics of `query`'s terms (empty without a lexical index).
+  Result<LexicalStats> Stats(const std::string& query) const;
+
+  // Commits the lexical index and snapshots the dense one; the sequence
+  // number both cover (the log may be trimmed to it).
+  Result<uint64_t> Save();
+
+  uint32_t shard() const { return shard_; }
+  const std::string& dir() const { return dir_; }
+  size_t size() const;
+  uint64_t applied_seq() const;
+  std::vector<uint64_t> IndexedIds() const;
+  std::vector<uint64_t> LexicalIds() const;
+  size_t index_rebuilds() const;
+  // Bytes the replica's indexes hold in memory (rows, ANN structures).
+  size_t index_bytes() const;
+  bool opened_from_snapshot() const { return from_snapshot_; }
+  size_t replayed_ops() const { return replayed_ops_; }
+  bool lexical_rebuilt() const { return lexical_rebuilt_; }
+
+ private:
+  ShardReplica() = default;
+  Result<size_t> CatchUpLocked();
+  Status ApplyLoggedOp(const OpRecord& op);
+  Status ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,
+                     const std::vector<const StoredDocument*>& docs);
+  Status OpenLexical(const CollectionRecord& rec);
+  // The metadata filter of `q` over this replica's documents (empty: none).
+  std::function<bool(uint64_t)> FilterOf(const ShardQuery& q, std::unordered_map<uint64_t, nlohmann::json>* parsed) const;
+  Result<std::vector<ShardCandidate>> Dense(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
+  Result<std::vector<ShardCandidate>> Lexical(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
+  Result<std::vector<ShardCandidate>> Hybrid(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
+
+  Store* store_ = nullptr;
+  CollectionLayout layout_;
+  uint32_t shard_ = 0;
+  ShardFilter filter_;
+  std::string dir_;
+  std::unique_ptr<DualIndex> index_;
+  mutable SearchBatcher batcher_;  // concurrent exact searches share a pass over the rows
+  std::unique_ptr<LexicalIndex> lexical_;
+  mutable std::mutex lexical_mu_;  // Xapian objects are single-threaded
+  bool lexical_rebuilt_ = false;
+  std::unordered_map<uint64_t, std::string> metadata_;  // internal id -> metadata JSON text
+  uint64_t applied_seq_ = 0;
+  bool from_snapshot_ = false;
+  size_t replayed_ops_ = 0;
+  mutable std::shared_mutex mu_;
+};
+
+}  // namespace moeedb

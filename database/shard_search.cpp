@@ -1,0 +1,198 @@
+// How one shard replica answers its part of a search (shard_query.h): the
+// dense modes through the DualIndex, lexical through the LexicalIndex, and
+// hybrid as every signal's candidate list, each candidate scored exactly on
+// all three signals.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_map>
+
+#include "database/shard_replica.h"
+
+namespace moeedb {
+
+using json = nlohmann::json;
+
+Result<LexicalStats> ShardReplica::Stats(const std::string& query) const {
+  std::shared_lock lock(mu_);
+  if (!lexical_) return LexicalStats{};
+  std::lock_guard lex(lexical_mu_);
+  return lexical_->Stats(query);
+}
+
+std::function<bool(uint64_t)> ShardReplica::FilterOf(const ShardQuery& q,
+                                                     std::unordered_map<uint64_t, json>* parsed) const {
+  if (!q.spec.filter) return {};
+  const MetadataFilter* f = q.spec.filter.get();
+  return [this, f, parsed](uint64_t id) {
+    auto it = metadata_.find(id);
+    if (it == metadata_.end()) return false;
+    auto p = parsed->find(id);
+    if (p == parsed->end()) {
+      p = parsed->emplace(id, json::parse(it->second)).first;
+      // An id condition reads the document's external id from the store.
+      if (f->UsesIds() && p->second.is_object()) {
+        auto doc = store_->GetByInternal(layout_.name, id, /*with_vectors=*/false);
+        if (doc.ok()) p->second["$id"] = doc->id;
+      }
+    }
+    return f->Matches(p->second);
+  };
+}
+
+Result<ShardAnswer> ShardReplica::Answer(const ShardQuery& q) {
+  if (applied_seq() < q.min_seq) {
+    // The write the caller saw acknowledged is committed, so the log holds it.
+    MOEEDB_RETURN_IF_ERROR(CatchUp().status());
+    if (applied_seq() < q.min_seq)
+      return Status::Unavailable("shard " + std::to_string(shard_) + " of " + layout_.name + " has applied entry " +
+                                 std::to_string(applied_seq()) + ", not yet " + std::to_string(q.min_seq));
+  }
+  const SearchSpec& o = q.spec;
+  if (o.k > kMaxSearchK) return Status::InvalidArgument("k must be at most " + std::to_string(kMaxSearchK));
+  if (o.alpha && !std::isfinite(*o.alpha)) return Status::InvalidArgument("alpha must be finite");
+  const bool has_vectors = !q.hs.empty() && !q.rw.empty();
+  if (has_vectors && (q.hs.size() != layout_.dim_hs || q.rw.size() != layout_.dim_rw))
+    return Status::InvalidArgument("query vectors of " + std::to_string(q.hs.size()) + " and " +
+                                   std::to_string(q.rw.size()) + " dims; the collection has " +
+                                   std::to_string(layout_.dim_hs) + " and " + std::to_string(layout_.dim_rw));
+  std::shared_lock lock(mu_);
+  ShardAnswer a;
+  a.shard = shard_;
+  a.applied_seq = applied_seq_;
+  // The filter lives for this call only.
+  std::unordered_map<uint64_t, json> parsed;
+  const std::function<bool(uint64_t)> filter = FilterOf(q, &parsed);
+  if (o.mode == QueryMode::kLexical || o.mode == QueryMode::kHybrid) {
+    if (!lexical_)
+      return Status::InvalidArgument("collection '" + layout_.name +
+                                     "' has no lexical index (it was created with lexical off" +
+                                     std::string(layout_.lexical.enabled ? "" : " or before lexical search existed") +
+                                     "): " + kQueryModes.Name(o.mode) + " search needs one");
+    if (o.query.empty()) return Status::InvalidArgument(std::string(kQueryModes.Name(o.mode)) + " search needs the query text");
+  }
+  if (o.mode == QueryMode::kHybrid && !has_vectors) return Status::InvalidArgument("hybrid search needs the query's vectors");
+  if (o.mode != QueryMode::kLexical && o.mode != QueryMode::kHybrid && !has_vectors)
+    return Status::InvalidArgument(std::string(kQueryModes.Name(o.mode)) + " search needs the query's vectors");
+  if (o.mode == QueryMode::kLexical) {
+    MOEEDB_ASSIGN_OR_RETURN(a.hits, Lexical(q, filter));
+  } else if (o.mode == QueryMode::kHybrid) {
+    MOEEDB_ASSIGN_OR_RETURN(a.hits, Hybrid(q, filter));
+  } else {
+    MOEEDB_ASSIGN_OR_RETURN(a.hits, Dense(q, filter));
+  }
+  return a;
+}
+
+Result<std::vector<ShardCandidate>> ShardReplica::Dense(const ShardQuery& q,
+                                                        const std::function<bool(uint64_t)>& filter) const {
+  const SearchSpec& o = q.spec;
+  SearchRequest req;
+  req.hs = q.hs.data();
+  req.rw = q.rw.data();
+  req.k = o.k;
+  req.alpha = o.alpha.value_or(layout_.default_alpha);
+  req.mode = o.mode;
+  req.exact = o.exact;
+  req.filter = filter;
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, batcher_.Search(*index_, req));
+  std::vector<ShardCandidate> out;
+  for (const Hit& h : hits) out.push_back(ShardCandidate{h.id, h.score, h.score_hs, h.score_rw});
+  // The lexical score is reported beside the dense ones when the query has a text.
+  if (lexical_ && !o.query.empty() && !out.empty()) {
+    std::vector<uint64_t> ids;
+    for (const auto& c : out) ids.push_back(c.id);
+    std::lock_guard lex(lexical_mu_);
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<double> s, lexical_->Score(o.query, ids, q.stats ? &*q.stats : nullptr));
+    for (size_t i = 0; i < out.size(); ++i) out[i].lex = s[i];
+  }
+  return out;
+}
+
+Result<std::vector<ShardCandidate>> ShardReplica::Lexical(const ShardQuery& q,
+                                                          const std::function<bool(uint64_t)>& filter) const {
+  const SearchSpec& o = q.spec;
+  std::vector<ShardCandidate> out;
+  {
+    std::lock_guard lex(lexical_mu_);
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits,
+                            lexical_->Search(o.query, o.k, filter, q.stats ? &*q.stats : nullptr));
+    for (const auto& h : hits) out.push_back(ShardCandidate{h.id, h.score, 0.0, 0.0, h.score});
+  }
+  if (!q.hs.empty() && !q.rw.empty() && !out.empty()) {  // report the dense cosines too
+    std::vector<uint64_t> ids;
+    for (const auto& c : out) ids.push_back(c.id);
+    const float alpha = o.alpha.value_or(layout_.default_alpha);
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> dense, index_->Score(q.hs.data(), q.rw.data(), alpha, ids));
+    std::unordered_map<uint64_t, const Hit*> by_id;
+    for (const auto& h : dense) by_id[h.id] = &h;
+    for (auto& c : out)
+      if (auto it = by_id.find(c.id); it != by_id.end()) c.hs = it->second->score_hs, c.rw = it->second->score_rw;
+  }
+  return out;
+}
+
+Result<std::vector<ShardCandidate>> ShardReplica::Hybrid(const ShardQuery& q,
+                                                         const std::function<bool(uint64_t)>& filter) const {
+  const SearchSpec& o = q.spec;
+  const FusionOptions fo = FusionOf(o, layout_.default_alpha);
+  MOEEDB_RETURN_IF_ERROR(fo.Validate());
+  std::vector<ShardCandidate> cands;
+  if (o.k == 0) return cands;
+  const size_t kk = q.candidates > 0 ? q.candidates : HybridCandidates(o.k, layout_.index.oversample);
+  const float alpha = o.alpha.value_or(layout_.default_alpha);
+
+  // Each dense signal's best kk (both cosines come exact) and the lexical
+  // index's best kk; then the missing scores of the union.
+  std::unordered_map<uint64_t, size_t> at;  // id -> position in cands
+  std::vector<bool> has_dense, has_lex;
+  auto add = [&](uint64_t id) {
+    auto [it, fresh] = at.emplace(id, cands.size());
+    if (fresh) cands.push_back(ShardCandidate{id}), has_dense.push_back(false), has_lex.push_back(false);
+    return it->second;
+  };
+  for (QueryMode m : {QueryMode::kHs, QueryMode::kRw}) {
+    if ((m == QueryMode::kHs ? fo.w_hs : fo.w_rw) == 0) continue;
+    SearchRequest req;
+    req.hs = q.hs.data();
+    req.rw = q.rw.data();
+    req.k = kk;
+    req.mode = m;
+    req.exact = o.exact;
+    req.filter = filter;
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, index_->Search(req));
+    for (const Hit& h : hits) {
+      const size_t i = add(h.id);
+      cands[i].hs = h.score_hs, cands[i].rw = h.score_rw, has_dense[i] = true;
+      cands[i].lists |= m == QueryMode::kHs ? kInHs : kInRw;
+    }
+  }
+  const LexicalStats* stats = q.stats ? &*q.stats : nullptr;
+  std::lock_guard lex(lexical_mu_);
+  if (fo.w_lex > 0) {
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(o.query, kk, filter, stats));
+    for (const auto& h : hits) {
+      const size_t i = add(h.id);
+      cands[i].lex = h.score, has_lex[i] = true, cands[i].lists |= kInLex;
+    }
+  }
+  std::vector<uint64_t> need_dense, need_lex;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (!has_dense[i]) need_dense.push_back(cands[i].id);
+    if (!has_lex[i]) need_lex.push_back(cands[i].id);
+  }
+  if (!need_dense.empty()) {
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> dense, index_->Score(q.hs.data(), q.rw.data(), alpha, need_dense));
+    for (const Hit& h : dense) cands[at[h.id]].hs = h.score_hs, cands[at[h.id]].rw = h.score_rw;
+  }
+  if (!need_lex.empty()) {
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<double> s, lexical_->Score(o.query, need_lex, stats));
+    for (size_t i = 0; i < need_lex.size(); ++i) cands[at[need_lex[i]]].lex = s[i];
+  }
+  return cands;
+}
+
+}  // namespace moeedb

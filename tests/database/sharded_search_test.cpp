@@ -1,0 +1,244 @@
+// A collection split into shards answers exactly as one index: the same
+// documents in a collection of one shard and one of six, 200 queries in
+// every mode (fused, hs, rw, lexical, hybrid with each fusion), with and
+// without filters, after replacements and deletes and after reopening. Each
+// shard holds exactly its documents; a shard without a replica fails the
+// search or, when partial results are asked for, is named.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "database/vector_collection.h"
+#include "storage/rocksdb_store.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+constexpr size_t kDh = 16, kDr = 8;
+
+std::vector<float> Gaussian(uint64_t seed, size_t dim) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n;
+  std::vector<float> v(dim);
+  for (auto& x : v) x = n(rng);
+  return v;
+}
+
+// Sentences of the STS-B sample: column 1 documents, column 2 queries.
+void ReadSentences(std::vector<std::string>* docs, std::vector<std::string>* queries) {
+  std::ifstream in(test::Data("stsb-sample.csv"));
+  std::string line;
+  std::set<std::string> seen;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
+    if (cols.size() < 3) continue;
+    if (seen.insert(cols[0]).second) docs->push_back(cols[0]);
+    queries->push_back(cols[1]);
+  }
+}
+
+std::vector<StoredDocument> Documents(const std::vector<std::string>& texts, size_t n, uint64_t salt) {
+  std::vector<StoredDocument> docs;
+  for (size_t i = 0; i < n && i < texts.size(); ++i) {
+    const std::string meta = "{\"group\": " + std::to_string(i % 5) + ", \"year\": " + std::to_string(1990 + i % 30) + "}";
+    docs.push_back({"doc-" + std::to_string(i), texts[i], meta, Gaussian(i * 2 + salt, kDh), Gaussian(i * 2 + 1 + salt, kDr)});
+  }
+  return docs;
+}
+
+std::unique_ptr<VectorCollection> Make(Store* store, const std::string& name, uint32_t shards,
+                                       ShardPeers* peers = nullptr, const std::string& root = "") {
+  CollectionOptions o;
+  o.dim_hs = kDh;
+  o.dim_rw = kDr;
+  o.shards = shards;
+  auto c = VectorCollection::Create(store, name, o, root, peers);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+// The searches every query runs: each mode, hybrid with each fusion.
+std::vector<SearchSpec> Modes(const std::string& query, bool filtered) {
+  std::vector<SearchSpec> out;
+  auto add = [&](QueryMode m, std::optional<FusionKind> f = {}, std::optional<ScoreNorm> n = {}) {
+    SearchSpec s;
+    s.query = query;
+    s.k = 10;
+    s.mode = m;
+    s.fusion = f;
+    s.norm = n;
+    s.exact = true;
+    if (filtered) EXPECT_TRUE(s.SetFilter(R"({"group": {"$in": [1, 3]}, "year": {"$gte": 1995}})").ok());
+    out.push_back(s);
+  };
+  add(QueryMode::kFused);
+  add(QueryMode::kHs);
+  add(QueryMode::kRw);
+  add(QueryMode::kLexical);
+  add(QueryMode::kHybrid);
+  add(QueryMode::kHybrid, FusionKind::kWeighted, ScoreNorm::kMinMax);
+  add(QueryMode::kHybrid, FusionKind::kWeighted, ScoreNorm::kZScore);
+  return out;
+}
+
+// Runs 200 queries in every mode on both; *compared: the hits compared.
+void ExpectSameAnswers(const VectorCollection& one, const VectorCollection& sharded,
+                       const std::vector<std::string>& queries, size_t* compared) {
+  *compared = 0;
+  for (size_t qi = 0; qi < 200; ++qi) {
+    const auto hs = Gaussian(1000000 + qi, kDh), rw = Gaussian(2000000 + qi, kDr);
+    for (const SearchSpec& s : Modes(queries[qi % queries.size()], qi % 2 == 1)) {
+      auto a = one.Search(hs.data(), rw.data(), s);
+      auto b = sharded.Search(hs.data(), rw.data(), s);
+      ASSERT_TRUE(a.ok()) << a.status().ToString();
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      const std::string what = "query " + std::to_string(qi) + " mode " + kQueryModes.Name(s.mode);
+      ASSERT_EQ(a->size(), b->size()) << what;
+      for (size_t i = 0; i < a->size(); ++i) {
+        EXPECT_EQ((*a)[i].id, (*b)[i].id) << what << " rank " << i;
+        EXPECT_NEAR((*a)[i].score, (*b)[i].score, 1e-6) << what;
+        EXPECT_NEAR((*a)[i].score_hs, (*b)[i].score_hs, 1e-6) << what;
+        EXPECT_NEAR((*a)[i].score_rw, (*b)[i].score_rw, 1e-6) << what;
+        EXPECT_NEAR((*a)[i].score_lex, (*b)[i].score_lex, 1e-6) << what;
+        ++*compared;
+      }
+    }
+  }
+}
+
+TEST(ShardKey, IsFnv1a64ShiftedRightOneBit) {
+  // Published FNV-1a 64 values: "" -> cbf29ce484222325, "a" -> af63dc4c8601ec8c.
+  EXPECT_EQ(ShardKey(""), 0xcbf29ce484222325ull >> 1);
+  EXPECT_EQ(ShardKey("a"), 0xaf63dc4c8601ec8cull >> 1);
+  EXPECT_EQ(ShardOfId("a", 6), (0xaf63dc4c8601ec8cull >> 1) % 6);
+  EXPECT_EQ(ShardOfId("anything", 1), 0u);
+  // Every shard gets a fair share of sequential ids.
+  std::vector<int> per(6);
+  for (int i = 0; i < 6000; ++i) ++per[ShardOfId("doc-" + std::to_string(i), 6)];
+  for (int n : per) EXPECT_NEAR(n, 1000, 150);
+}
+
+TEST(ShardedSearch, SixShardsAnswerAsOneIndexInEveryMode) {
+  test::TempDir dir;
+  auto store = RocksStore::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> texts, queries;
+  ReadSentences(&texts, &queries);
+  ASSERT_GE(texts.size(), 800u);
+  auto one = Make(store->get(), "one", 1);
+  auto six = Make(store->get(), "six", 6);
+  ASSERT_TRUE(one && six);
+  const auto docs = Documents(texts, 800, 0);
+  for (size_t at = 0; at < docs.size(); at += 200) {
+    std::vector<StoredDocument> batch(docs.begin() + at, docs.begin() + std::min(docs.size(), at + 200));
+    ASSERT_TRUE(one->Upsert(batch).ok());
+    ASSERT_TRUE(six->Upsert(batch).ok());
+  }
+  // Replacements (new vectors and texts) and deletes reach every shard.
+  auto changed = Documents(std::vector<std::string>(texts.begin() + 800, texts.end()), 100, 77);
+  for (size_t i = 0; i < changed.size(); ++i) changed[i].id = "doc-" + std::to_string(i * 7);
+  ASSERT_TRUE(one->Upsert(changed).ok());
+  ASSERT_TRUE(six->Upsert(changed).ok());
+  std::vector<std::string> gone;
+  for (int i = 3; i < 800; i += 11) gone.push_back("doc-" + std::to_string(i));
+  ASSERT_TRUE(one->Delete(gone).ok());
+  ASSERT_TRUE(six->Delete(gone).ok());
+
+  // Each replica holds exactly its shard's documents, together all of them.
+  EXPECT_EQ(six->HeldShards(), (std::vector<uint32_t>{0, 1, 2, 3, 4, 5}));
+  size_t total = 0;
+  for (const auto& r : six->ReplicaStates()) {
+    total += r.documents;
+    EXPECT_GT(r.documents, 60u) << "shard " << r.shard;
+  }
+  EXPECT_EQ(total, one->size());
+  EXPECT_EQ(six->size(), one->size());
+  EXPECT_EQ(six->IndexedIds(), one->IndexedIds());  // same internal ids: same write order
+  EXPECT_EQ(six->LexicalIds(), one->IndexedIds());
+
+  size_t compared = 0;
+  ExpectSameAnswers(*one, *six, queries, &compared);
+  EXPECT_GT(compared, 5000u);
+
+  // Reopened: every shard from its own snapshot, and still the same answers.
+  ASSERT_TRUE(six->SaveIndex().ok());
+  six.reset();
+  auto reopened = VectorCollection::Open(store->get(), "six");
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_TRUE((*reopened)->opened_from_snapshot());
+  ExpectSameAnswers(*one, **reopened, queries, &compared);
+  EXPECT_GT(compared, 5000u);
+}
+
+// Holds the shards it is told to and answers for no other.
+class NoPeers : public ShardPeers {
+ public:
+  explicit NoPeers(std::vector<uint32_t> held) : held_(std::move(held)) {}
+  std::optional<std::vector<uint32_t>> HeldShards(const CollectionLayout&) override { return held_; }
+  std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery&, const std::vector<uint32_t>& shards) override {
+    asked_ += shards.size();
+    return {};
+  }
+  std::vector<ShardAnswer> Search(const ShardQuery&, const std::vector<uint32_t>& shards) override {
+    asked_ += shards.size();
+    return {};
+  }
+  size_t asked_ = 0;
+
+ private:
+  std::vector<uint32_t> held_;
+};
+
+TEST(ShardedSearch, AShardWithoutAReplicaFailsTheSearchOrIsNamedInAPartialOne) {
+  test::TempDir dir;
+  auto store = RocksStore::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> texts, queries;
+  ReadSentences(&texts, &queries);
+  NoPeers peers({0, 2, 3});
+  auto c = Make(store->get(), "c", 4, &peers);
+  ASSERT_TRUE(c);
+  const auto docs = Documents(texts, 300, 0);
+  ASSERT_TRUE(c->Upsert(docs).ok());
+  EXPECT_EQ(c->HeldShards(), (std::vector<uint32_t>{0, 2, 3}));
+  size_t held_docs = 0;
+  for (const auto& d : docs) held_docs += ShardOfId(d.id, 4) != 1;
+  EXPECT_EQ(c->IndexedIds().size(), held_docs);
+
+  const auto hs = Gaussian(5, kDh), rw = Gaussian(6, kDr);
+  SearchSpec s;
+  s.query = queries[0];
+  s.k = 1000;
+  auto failed = c->Search(hs.data(), rw.data(), s);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Status::Code::kUnavailable);
+  EXPECT_NE(failed.status().message().find("shard 1"), std::string::npos) << failed.status().message();
+  EXPECT_GT(peers.asked_, 0u);
+
+  s.partial = true;
+  SearchInfo info;
+  auto partial = c->Search(hs.data(), rw.data(), s, &info);
+  ASSERT_TRUE(partial.ok()) << partial.status().ToString();
+  EXPECT_EQ(info.missing_shards, std::vector<uint32_t>{1});
+  EXPECT_EQ(partial->size(), held_docs);
+  for (const auto& h : *partial) EXPECT_NE(ShardOfId(h.id, 4), 1u) << h.id;
+
+  // Given up: the replica's folders go; taken on: it is built from the store.
+  peers = NoPeers({1, 2});
+  ASSERT_TRUE(c->SyncShards().ok());
+  EXPECT_EQ(c->HeldShards(), (std::vector<uint32_t>{1, 2}));
+  size_t now_held = 0;
+  for (const auto& d : docs) now_held += ShardOfId(d.id, 4) == 1 || ShardOfId(d.id, 4) == 2;
+  EXPECT_EQ(c->IndexedIds().size(), now_held);
+}
+
+}  // namespace
+}  // namespace moeedb
