@@ -1,0 +1,24 @@
+// One HTTP/1.1 request to a server on host:port and its reply, within a
+// deadline (Boost.Beast, a connection of its own): what a node says to etcd's
+// JSON gateway and to the other nodes' shard routes. A server that does not
+// answer in time, or cannot be reached, is Unavailable: a node stopped
+// without dying (SIGSTOP) costs the caller one deadline, not a hang.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "base/status.h"
+
+namespace moeedb::cluster {
+
+struct HttpReply {
+  int status = 0;
+  std::string body;
+};
+
+// POSTs `body` (JSON) to http://host_port/target.
+Result<HttpReply> HttpPost(const std::string& host_port, const std::string& target, const std::string& body,
+                           std::chrono::milliseconds deadline);
+
+}  // namespace moeedb::cluster

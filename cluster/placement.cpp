@@ -1,0 +1,162 @@
+#include "cluster/placement.h"
+
+#include <algorithm>
+
+namespace moeedb::cluster {
+
+using json = nlohmann::json;
+
+json Placement::ToJson() const {
+  return json{{"store_id", store_id}, {"shards", shards}, {"replicas", replicas},
+              {"assigned", assigned}, {"leaving", leaving}};
+}
+
+Result<Placement> Placement::FromJson(const std::string& text) {
+  Placement p;
+  try {
+    const json j = json::parse(text);
+    p.store_id = j.at("store_id").get<uint32_t>();
+    p.shards = j.at("shards").get<uint32_t>();
+    p.replicas = j.at("replicas").get<uint32_t>();
+    p.assigned = j.at("assigned").get<std::vector<std::vector<std::string>>>();
+    p.leaving = j.at("leaving").get<std::vector<std::vector<std::string>>>();
+  } catch (const std::exception& e) {
+    return Status::Corruption(std::string("placement: ") + e.what());
+  }
+  if (p.shards == 0 || p.assigned.size() != p.shards || p.leaving.size() != p.shards)
+    return Status::Corruption("placement: lists do not match its shard count");
+  return p;
+}
+
+std::vector<uint32_t> Placement::ShardsOf(const std::string& node) const {
+  std::vector<uint32_t> out;
+  for (uint32_t k = 0; k < shards; ++k) {
+    const auto has = [&](const std::vector<std::string>& v) { return std::find(v.begin(), v.end(), node) != v.end(); };
+    if (has(assigned[k]) || has(leaving[k])) out.push_back(k);
+  }
+  return out;
+}
+
+bool Placement::operator==(const Placement& o) const {
+  return store_id == o.store_id && shards == o.shards && replicas == o.replicas && assigned == o.assigned &&
+         leaving == o.leaving;
+}
+
+namespace {
+
+bool Contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+void Erase(std::vector<std::string>* v, const std::string& x) { v->erase(std::remove(v->begin(), v->end(), x), v->end()); }
+
+}  // namespace
+
+Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint32_t shards, uint32_t replicas,
+               const std::vector<std::string>& live_nodes, const ReadyReplicas& ready,
+               std::map<std::string, size_t>* load) {
+  Placement p;
+  if (current && current->store_id == store_id && current->shards == shards) p = *current;
+  p.store_id = store_id;
+  p.shards = shards;
+  p.replicas = replicas;
+  p.assigned.resize(shards);
+  p.leaving.resize(shards);
+  std::vector<std::string> live = live_nodes;
+  std::sort(live.begin(), live.end());
+  const auto alive = [&](const std::string& n) { return std::binary_search(live.begin(), live.end(), n); };
+  const auto is_ready = [&](uint32_t k, const std::string& n) {
+    auto it = ready.find(k);
+    return it != ready.end() && it->second.count(n) > 0;
+  };
+  for (const auto& n : live) (*load)[n];  // every live node has a count
+  for (uint32_t k = 0; k < shards; ++k) {
+    auto& a = p.assigned[k];
+    auto& l = p.leaving[k];
+    a.erase(std::remove_if(a.begin(), a.end(), [&](const std::string& n) { return !alive(n); }), a.end());
+    l.erase(std::remove_if(l.begin(), l.end(), [&](const std::string& n) { return !alive(n); }), l.end());
+    size_t ready_assigned = 0;
+    for (const auto& n : a) ready_assigned += is_ready(k, n);
+    if (ready_assigned >= std::min<size_t>(replicas, a.size()) && a.size() >= std::min<size_t>(replicas, live.size()))
+      l.clear();
+    for (const auto& n : a) ++(*load)[n];
+  }
+  const auto lightest_without = [&](uint32_t k) -> std::optional<std::string> {
+    std::optional<std::string> best;
+    for (const auto& n : live) {
+      if (Contains(p.assigned[k], n) || Contains(p.leaving[k], n)) continue;
+      if (!best || (*load)[n] < (*load)[*best]) best = n;
+    }
+    return best;
+  };
+  // Shards short of replicas.
+  for (uint32_t k = 0; k < shards; ++k) {
+    while (p.assigned[k].size() < replicas) {
+      // A node leaving the shard comes back before a new one is built.
+      std::optional<std::string> n;
+      if (!p.leaving[k].empty()) {
+        n = p.leaving[k].front();
+        Erase(&p.leaving[k], *n);
+      } else {
+        n = lightest_without(k);
+      }
+      if (!n) break;  // fewer live nodes than replicas
+      p.assigned[k].push_back(*n);
+      ++(*load)[*n];
+    }
+  }
+  // Rebalance: one move per shard, from the heaviest node to the lightest.
+  for (bool moved = true; moved;) {
+    moved = false;
+    std::string heavy, light;
+    for (const auto& n : live) {
+      if (heavy.empty() || (*load)[n] > (*load)[heavy]) heavy = n;
+      if (light.empty() || (*load)[n] < (*load)[light]) light = n;
+    }
+    if (heavy.empty() || (*load)[heavy] < (*load)[light] + 2) break;
+    for (uint32_t k = 0; k < shards && !moved; ++k) {
+      if (!p.leaving[k].empty() || !Contains(p.assigned[k], heavy) || Contains(p.assigned[k], light)) continue;
+      Erase(&p.assigned[k], heavy);
+      p.assigned[k].push_back(light);
+      p.leaving[k].push_back(heavy);
+      --(*load)[heavy];
+      ++(*load)[light];
+      moved = true;
+    }
+  }
+  for (auto& a : p.assigned) std::sort(a.begin(), a.end());
+  for (auto& l : p.leaving) std::sort(l.begin(), l.end());
+  return p;
+}
+
+PlacementStore::PlacementStore(const EtcdClient* etcd, std::string cluster)
+    : etcd_(etcd), prefix_("/moeedb/" + cluster + "/") {}
+
+std::string PlacementStore::NodeKey(const std::string& node) const { return prefix_ + "nodes/" + node; }
+std::string PlacementStore::PlacementKey(const std::string& collection) const {
+  return prefix_ + "placement/" + collection;
+}
+std::string PlacementStore::ReplicaKey(const std::string& collection, uint32_t shard, const std::string& node) const {
+  return prefix_ + "replicas/" + collection + "/" + std::to_string(shard) + "/" + node;
+}
+
+Result<std::pair<std::optional<Placement>, int64_t>> PlacementStore::Read(const std::string& collection) const {
+  MOEEDB_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd_->Get(PlacementKey(collection)));
+  if (!kv) return std::make_pair(std::optional<Placement>(), int64_t{0});
+  MOEEDB_ASSIGN_OR_RETURN(Placement p, Placement::FromJson(kv->value));
+  return std::make_pair(std::optional<Placement>(std::move(p)), kv->mod_revision);
+}
+
+Result<bool> PlacementStore::Write(const std::string& collection, const Placement& next, int64_t read_revision) const {
+  const std::string key = PlacementKey(collection);
+  return etcd_->Txn({Compare::ModRevision(key, read_revision)},
+                    {TxnOp::Put(key, next.ToJson().dump())});
+}
+
+Result<bool> PlacementStore::Claim(const std::string& collection, uint32_t shard, const std::string& node,
+                                   int64_t lease, const std::string& state_json, int64_t placement_revision) const {
+  return etcd_->Txn({Compare::ModRevision(PlacementKey(collection), placement_revision)},
+                    {TxnOp::Put(ReplicaKey(collection, shard, node), state_json, lease)});
+}
+
+}  // namespace moeedb::cluster

@@ -1,0 +1,90 @@
+// Placement: which nodes hold each shard of a sharded collection, as etcd
+// keeps it, and how the next placement follows from the last one.
+//
+// Keys, under /moeedb/<cluster>/:
+//   nodes/<node>                      the node's address, on the node's lease
+//   placement/<collection>            a Placement (JSON): the nodes each shard
+//                                     is assigned to, and the ones leaving it
+//   replicas/<collection>/<shard>/<node>
+//                                     a node's claim that it holds a caught-up
+//                                     replica, on the node's lease: when the
+//                                     node's lease expires, its claims go too
+// A placement changes only by an etcd transaction comparing the
+// mod_revision the writer read (PlacementStore::Write): two coordinators
+// acting on the same state cannot both win, and one acting on a placement
+// that has changed since it read it is refused and must read again. A node
+// claims a replica only by a transaction comparing the placement's revision
+// too, so no claim outlives the placement that assigned it unnoticed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "cluster/etcd_client.h"
+
+namespace moeedb::cluster {
+
+struct Placement {
+  uint32_t store_id = 0;  // the collection's store id: a recreated collection starts anew
+  uint32_t shards = 1, replicas = 1;
+  // Per shard: the nodes assigned to hold it, and the nodes leaving it, which
+  // keep serving it until the nodes that replace them are ready.
+  std::vector<std::vector<std::string>> assigned, leaving;
+
+  nlohmann::json ToJson() const;
+  static Result<Placement> FromJson(const std::string& text);
+  // The shards `node` holds (assigned or leaving), ascending.
+  std::vector<uint32_t> ShardsOf(const std::string& node) const;
+  bool operator==(const Placement& o) const;
+};
+
+// Which nodes have claimed a ready replica of each shard of a collection.
+using ReadyReplicas = std::map<uint32_t, std::set<std::string>>;
+
+// The next placement of a collection, from the current one (or an empty
+// one of `shards` x `replicas`), the live nodes and the ready replicas:
+//  - dead nodes leave every list;
+//  - a shard whose assigned ready nodes number `replicas` lets its leaving ones go;
+//  - a shard short of replicas gets the least-loaded live nodes that do not
+//    hold it (load: replicas assigned, over every collection in `load`);
+//  - while one live node holds two more replicas than another, one replica
+//    moves: the lighter node is assigned, the heavier one leaves once it is
+//    ready (one move per shard at a time).
+// `load` counts each node's assigned replicas of the other collections and
+// is updated with this one's. Deterministic: ties go to the lower node id.
+Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint32_t shards, uint32_t replicas,
+               const std::vector<std::string>& live_nodes, const ReadyReplicas& ready,
+               std::map<std::string, size_t>* load);
+
+class PlacementStore {
+ public:
+  PlacementStore(const EtcdClient* etcd, std::string cluster);
+
+  std::string NodeKey(const std::string& node) const;
+  std::string PlacementKey(const std::string& collection) const;
+  std::string ReplicaKey(const std::string& collection, uint32_t shard, const std::string& node) const;
+  const std::string& prefix() const { return prefix_; }
+
+  // The collection's placement and the mod_revision it was read at (0 and
+  // std::nullopt when there is none).
+  Result<std::pair<std::optional<Placement>, int64_t>> Read(const std::string& collection) const;
+  // Writes `next` if the placement is still at `read_revision` (0: still
+  // absent); false when it changed meanwhile (refused: read it again).
+  Result<bool> Write(const std::string& collection, const Placement& next, int64_t read_revision) const;
+  // Claims a ready replica of `shard` for `node` on its lease, if the
+  // placement is still at `placement_revision`; false when it changed.
+  Result<bool> Claim(const std::string& collection, uint32_t shard, const std::string& node, int64_t lease,
+                     const std::string& state_json, int64_t placement_revision) const;
+
+ private:
+  const EtcdClient* etcd_;
+  std::string prefix_;
+};
+
+}  // namespace moeedb::cluster

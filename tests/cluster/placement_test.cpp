@@ -1,0 +1,207 @@
+// Placement: the plan spreads replicas evenly and never puts a shard twice
+// on a node, replaces dead nodes, lets a joining node take its share while
+// the old owner serves until the new one is ready; and in etcd a placement
+// changes only by a transaction on the revision its writer read: of two
+// coordinators racing, exactly one wins, and a stale one is refused. A
+// node's claims go with its lease.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <thread>
+
+#include "cluster/etcd_client.h"
+#include "cluster/placement.h"
+
+namespace moeedb::cluster {
+namespace {
+
+std::map<std::string, size_t> Loads(const Placement& p) {
+  std::map<std::string, size_t> out;
+  for (const auto& a : p.assigned)
+    for (const auto& n : a) ++out[n];
+  return out;
+}
+
+ReadyReplicas AllReady(const Placement& p) {
+  ReadyReplicas r;
+  for (uint32_t k = 0; k < p.shards; ++k)
+    for (const auto& n : p.assigned[k]) r[k].insert(n);
+  return r;
+}
+
+TEST(Plan, SpreadsSixShardsTimesTwoEvenlyOverThreeNodes) {
+  std::map<std::string, size_t> load;
+  const Placement p = Plan(std::nullopt, 7, 6, 2, {"n3", "n1", "n2"}, {}, &load);
+  ASSERT_EQ(p.assigned.size(), 6u);
+  for (const auto& a : p.assigned) {
+    EXPECT_EQ(a.size(), 2u);
+    EXPECT_NE(a[0], a[1]);  // never twice on one node
+  }
+  EXPECT_EQ(Loads(p), (std::map<std::string, size_t>{{"n1", 4}, {"n2", 4}, {"n3", 4}}));
+  for (const auto& l : p.leaving) EXPECT_TRUE(l.empty());
+  EXPECT_EQ(load, Loads(p));
+  // Planned again with nothing changed: the same placement.
+  std::map<std::string, size_t> again;
+  EXPECT_EQ(Plan(p, 7, 6, 2, {"n1", "n2", "n3"}, AllReady(p), &again), p);
+}
+
+TEST(Plan, ADeadNodesReplicasGoToTheSurvivors) {
+  std::map<std::string, size_t> load;
+  const Placement p = Plan(std::nullopt, 7, 6, 2, {"n1", "n2", "n3"}, {}, &load);
+  load.clear();
+  const Placement q = Plan(p, 7, 6, 2, {"n1", "n3"}, AllReady(p), &load);
+  for (uint32_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(q.assigned[k], (std::vector<std::string>{"n1", "n3"})) << k;
+    // The survivor that held it keeps it (no needless rebuild).
+    for (const auto& n : p.assigned[k])
+      if (n != "n2") EXPECT_TRUE(std::count(q.assigned[k].begin(), q.assigned[k].end(), n)) << k;
+  }
+}
+
+TEST(Plan, AJoiningNodeTakesItsShareWhileTheOldOwnersServeUntilItIsReady) {
+  std::map<std::string, size_t> load;
+  const Placement p = Plan(std::nullopt, 7, 6, 1, {"n1", "n2"}, {}, &load);
+  load.clear();
+  const Placement q = Plan(p, 7, 6, 1, {"n1", "n2", "n3"}, AllReady(p), &load);
+  EXPECT_EQ(Loads(q), (std::map<std::string, size_t>{{"n1", 2}, {"n2", 2}, {"n3", 2}}));
+  size_t moving = 0;
+  for (uint32_t k = 0; k < 6; ++k)
+    if (std::count(q.assigned[k].begin(), q.assigned[k].end(), "n3")) {
+      ++moving;
+      ASSERT_EQ(q.leaving[k].size(), 1u) << "the old owner serves shard " << k;
+      EXPECT_EQ(q.leaving[k][0], p.assigned[k][0]);
+      EXPECT_EQ(q.ShardsOf(p.assigned[k][0]).size(), 3u + (p.assigned[k][0] == "n1" ? 0 : 0));
+    }
+  EXPECT_EQ(moving, 2u);
+  // n3 not ready yet: nothing changes; ready: the leaving owners let go.
+  ReadyReplicas old_ready = AllReady(p);
+  load.clear();
+  EXPECT_EQ(Plan(q, 7, 6, 1, {"n1", "n2", "n3"}, old_ready, &load), q);
+  load.clear();
+  const Placement r = Plan(q, 7, 6, 1, {"n1", "n2", "n3"}, AllReady(q), &load);
+  for (const auto& l : r.leaving) EXPECT_TRUE(l.empty());
+  EXPECT_EQ(r.assigned, q.assigned);
+}
+
+TEST(Plan, FewerLiveNodesThanReplicasAssignsEachNodeOnce) {
+  std::map<std::string, size_t> load;
+  const Placement p = Plan(std::nullopt, 1, 3, 3, {"a", "b"}, {}, &load);
+  for (const auto& a : p.assigned) EXPECT_EQ(a, (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(Base64, RoundTripsEveryByte) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  for (size_t n = 0; n <= all.size(); n += 37) {
+    auto back = Base64Decode(Base64Encode(all.substr(0, n)));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, all.substr(0, n));
+  }
+  EXPECT_EQ(Base64Encode("/moeedb"), "L21vZWVkYg==");  // RFC 4648 alphabet, padded
+}
+
+// The test etcd (tests/cluster/etcd_server.sh, a ctest fixture).
+std::string Endpoint() {
+  const char* dir = std::getenv("MOEEDB_TEST_ETCD_DIR");
+  std::ifstream in(std::string(dir ? dir : "") + "/endpoint");
+  std::string e;
+  std::getline(in, e);
+  return e;
+}
+
+class EtcdPlacement : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(Endpoint().empty()) << "no test etcd (run through ctest)";
+    cluster_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+  EtcdClient etcd_{{Endpoint()}};
+  std::string cluster_;
+};
+
+TEST_F(EtcdPlacement, OfTwoCoordinatorsRacingForTheSameReplicaExactlyOneWins) {
+  EtcdClient a({Endpoint()}), b({Endpoint()});
+  PlacementStore pa(&a, cluster_), pb(&b, cluster_);
+  // Both read the same (absent) placement and plan the same shard onto different nodes.
+  auto ra = pa.Read("c"), rb = pb.Read("c");
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(ra->second, 0);
+  std::map<std::string, size_t> la{{"n2", 5}}, lb{{"n1", 5}};
+  const Placement planned_a = Plan(ra->first, 3, 1, 1, {"n1", "n2"}, {}, &la);
+  const Placement planned_b = Plan(rb->first, 3, 1, 1, {"n1", "n2"}, {}, &lb);
+  ASSERT_NE(planned_a.assigned[0], planned_b.assigned[0]);
+  // Racing from two threads: exactly one transaction succeeds.
+  Result<bool> wa = false, wb = false;
+  std::thread ta([&] { wa = pa.Write("c", planned_a, ra->second); });
+  std::thread tb([&] { wb = pb.Write("c", planned_b, rb->second); });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(wa.ok() && wb.ok()) << wa.status().ToString() << wb.status().ToString();
+  EXPECT_NE(*wa, *wb) << "exactly one coordinator wins";
+  auto now = pa.Read("c");
+  ASSERT_TRUE(now.ok() && now->first);
+  EXPECT_EQ(*now->first, *wa ? planned_a : planned_b);
+  EXPECT_GT(now->second, 0);
+}
+
+TEST_F(EtcdPlacement, ACoordinatorActingOnAPlacementThatChangedSinceItReadItIsRefused) {
+  PlacementStore ps(&etcd_, cluster_);
+  std::map<std::string, size_t> load;
+  const Placement first = Plan(std::nullopt, 3, 2, 1, {"n1", "n2"}, {}, &load);
+  ASSERT_TRUE(*ps.Write("c", first, 0));
+  auto read = ps.Read("c");
+  ASSERT_TRUE(read.ok());
+  const int64_t stale = read->second;
+  // Another coordinator moves shard 0 meanwhile.
+  Placement moved = first;
+  moved.assigned[0] = {"n3"};
+  ASSERT_TRUE(*ps.Write("c", moved, stale));
+  // The first acts on what it read: refused, and the placement is the other's.
+  Placement mine = first;
+  mine.assigned[1] = {"n4"};
+  auto refused = ps.Write("c", mine, stale);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(*refused);
+  EXPECT_FALSE(*ps.Write("c", mine, 0)) << "absent is a revision too";
+  auto now = ps.Read("c");
+  EXPECT_EQ(*now->first, moved);
+  // A claim made under the stale revision is refused too; under the current one it holds.
+  auto lease = etcd_.GrantLease(30);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_FALSE(*ps.Claim("c", 0, "n1", *lease, "{}", stale));
+  EXPECT_FALSE(etcd_.Get(ps.ReplicaKey("c", 0, "n1"))->has_value());
+  EXPECT_TRUE(*ps.Claim("c", 0, "n3", *lease, "{\"state\":\"ready\"}", now->second));
+  auto claim = etcd_.Get(ps.ReplicaKey("c", 0, "n3"));
+  ASSERT_TRUE(claim.ok() && claim->has_value());
+  EXPECT_EQ((*claim)->lease, *lease);
+}
+
+TEST_F(EtcdPlacement, ANodesClaimsGoWithItsLease) {
+  PlacementStore ps(&etcd_, cluster_);
+  auto lease = etcd_.GrantLease(30);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(etcd_.Put(ps.NodeKey("n1"), "{\"address\":\"127.0.0.1:1\"}", *lease).ok());
+  ASSERT_TRUE(*ps.Claim("c", 2, "n1", *lease, "{}", 0));
+  EXPECT_TRUE(etcd_.KeepAlive(*lease).ok());
+  int64_t revision = 0;
+  auto listed = etcd_.List(ps.prefix(), &revision);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 2u);
+  EXPECT_GT(revision, 0);
+  // The lease ends (a node that stopped renewing it): its keys are gone.
+  ASSERT_TRUE(etcd_.RevokeLease(*lease).ok());
+  EXPECT_EQ(etcd_.List(ps.prefix())->size(), 0u);
+  auto renewed = etcd_.KeepAlive(*lease);
+  EXPECT_EQ(renewed.code(), Status::Code::kNotFound) << renewed.ToString();
+}
+
+TEST(EtcdClientTest, AnUnreachableClusterIsUnavailable) {
+  EtcdClient dead({"127.0.0.1:1"}, std::chrono::milliseconds(300));
+  auto r = dead.Get("k");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace moeedb::cluster
