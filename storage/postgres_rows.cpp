@@ -58,9 +58,10 @@ const char* const kMigrations[] = {
 };
 
 void BackfillShardKeys(pqxx::work& t) {
+  constexpr int kRowsPerUpdate = 4096;
   for (;;) {
-    pqxx::result rows = t.exec(
-        "SELECT coll, internal, external FROM moeedb_documents WHERE shard_key IS NULL LIMIT 10000");
+    pqxx::result rows = t.exec_params(
+        "SELECT coll, internal, external FROM moeedb_documents WHERE shard_key IS NULL LIMIT $1", kRowsPerUpdate);
     if (rows.empty()) break;
     std::vector<uint64_t> colls, internals, keys;
     for (const auto& row : rows) {

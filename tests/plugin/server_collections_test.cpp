@@ -50,6 +50,42 @@ TEST_F(ServerTest, CollectionsApi) {
   EXPECT_EQ(Call("GET", "/collections/docs").status, 404);
 }
 
+// A sharded collection through the collections API: its shards recorded, a
+// write's seq read back with min_seq, a partial search naming no missing
+// shard on one node that holds them all, the same hits as one shard's.
+TEST_F(ServerTest, AShardedCollectionAnswersAsOneShard) {
+  EXPECT_EQ(Call("PUT", "/collections/six", R"({"shards": 6, "replicas": 2})").status, 201);
+  EXPECT_EQ(Call("PUT", "/collections/one", "{}").status, 201);
+  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"shards": 0})").status, 400);
+  EXPECT_EQ(Call("PUT", "/collections/bad", R"({"shards": 100000})").status, 400);
+  json docs = {{"documents", json::array()}, {"wait", true}};
+  const char* texts[] = {"A man is playing a flute.", "Stock markets fell sharply.", "A woman slices an onion.",
+                         "The cat sleeps on the warm windowsill.", "Markets rallied after the report.",
+                         "A dog runs through the snow.", "Heat transfer in supersonic flow.", "A man plays a guitar."};
+  for (int i = 0; i < 8; ++i) docs["documents"].push_back({{"id", "d" + std::to_string(i)}, {"text", texts[i]}});
+  uint64_t seq = 0;
+  for (const char* c : {"six", "one"}) {
+    auto r = Call("POST", std::string("/collections/") + c + "/documents", docs.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    seq = Body(r)["seq"].get<uint64_t>();
+    EXPECT_GT(seq, 0u);
+  }
+  for (const char* mode : {"fused", "lexical", "hybrid"}) {
+    const json q = {{"query", "stock markets"}, {"k", 5}, {"mode", mode}, {"min_seq", seq}, {"partial", true}};
+    auto a = Call("POST", "/collections/six/search", q.dump());
+    auto b = Call("POST", "/collections/one/search", q.dump());
+    ASSERT_EQ(a.status, 200) << a.body;
+    ASSERT_EQ(b.status, 200) << b.body;
+    EXPECT_EQ(Body(a)["missing_shards"], json::array());
+    ASSERT_EQ(Body(a)["hits"].size(), Body(b)["hits"].size()) << mode;
+    for (size_t i = 0; i < Body(a)["hits"].size(); ++i) {
+      EXPECT_EQ(Body(a)["hits"][i]["id"], Body(b)["hits"][i]["id"]) << mode;
+      EXPECT_NEAR(Body(a)["hits"][i]["score"].get<double>(), Body(b)["hits"][i]["score"].get<double>(), 1e-6) << mode;
+    }
+  }
+  EXPECT_EQ(Body(Call("GET", "/collections/six"))["documents"], 8);
+}
+
 TEST_F(ServerTest, LexicalAndHybridSearch) {
   ASSERT_EQ(Call("PUT", "/collections/h", R"({"lexical": {"language": "english", "k1": 1.5, "b": 0.6}})").status, 201);
   EXPECT_EQ(Body(Call("GET", "/collections/h"))["spec"]["lexical"]["k1"], 1.5);

@@ -202,6 +202,51 @@ TEST(PostgresStore, ADatabaseOfANewerSchemaIsRefused) {
   EXPECT_NE(s.status().message().find("upgrade moeedb"), std::string::npos);
 }
 
+TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
+  test::PgDatabase pg;
+  std::vector<StoredDocument> docs;
+  for (int i = 0; i < 300; ++i) docs.push_back({"id-" + std::to_string(i), "t", "{}", {1, 2}, {3}});
+  {
+    auto s = Store::Open(pg.uri());
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->CreateCollection("c", "{}").ok());
+    ASSERT_TRUE((*s)->Upsert("c", docs, true).ok());
+  }
+  {  // As a version-2 store left it: no shard keys.
+    pqxx::connection c(pg.uri());
+    pqxx::work t(c);
+    t.exec("ALTER TABLE moeedb_documents DROP COLUMN shard_key");
+    t.exec("UPDATE moeedb_meta SET value = '2' WHERE key = 'schema_version'");
+    t.commit();
+  }
+  auto s = Store::Open(pg.uri());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  {
+    pqxx::connection c(pg.uri());
+    pqxx::work t(c);
+    for (const auto& row : t.exec("SELECT external, shard_key FROM moeedb_documents"))
+      EXPECT_EQ(row[1].as<uint64_t>(), ShardKey(row[0].as<std::string>())) << row[0].as<std::string>();
+    EXPECT_EQ(t.exec1("SELECT value FROM moeedb_meta WHERE key = 'schema_version'")[0].as<int>(), 3);
+  }
+  // Each shard's scan holds exactly the ids ShardOfId puts there, together all.
+  size_t seen = 0;
+  for (uint32_t k = 0; k < 4; ++k) {
+    std::vector<uint64_t> ids;
+    ASSERT_TRUE((*s)->ScanMetadata("c", [&](uint64_t id, const std::string&) { ids.push_back(id); }, ShardFilter{k, 4}).ok());
+    auto got = (*s)->GetManyByInternal("c", ids, false, ShardFilter{k, 4});
+    ASSERT_TRUE(got.ok());
+    for (const auto& d : *got) {
+      ASSERT_TRUE(d.has_value());
+      EXPECT_EQ(ShardOfId(d->id, 4), k);
+    }
+    // Another shard's filter hides them.
+    auto other = (*s)->GetManyByInternal("c", ids, false, ShardFilter{(k + 1) % 4, 4});
+    for (const auto& d : *other) EXPECT_FALSE(d.has_value());
+    seen += ids.size();
+  }
+  EXPECT_EQ(seen, docs.size());
+}
+
 TEST(PostgresStore, AnUnreachableServerIsAClearErrorWithoutThePassword) {
   auto s = Store::Open("postgresql://moeedb:secret@127.0.0.1:1/nowhere?connect_timeout=2");
   ASSERT_FALSE(s.ok());

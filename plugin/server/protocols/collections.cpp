@@ -163,7 +163,8 @@ HttpResponse CollectionsRouter::Upsert(const std::string& name, const std::strin
     return NativeFromStatus(w.status());
   }
   core_->CountStored(n);
-  return JsonResponse({{"upserted", n}, {"replaced", w->removed.size()}, {"durable", wait}});
+  // seq: the write's change-log entry; a search with "min_seq" reads it back on any node.
+  return JsonResponse({{"upserted", n}, {"replaced", w->removed.size()}, {"durable", wait}, {"seq", w->seq}});
 }
 
 HttpResponse CollectionsRouter::Document(const std::string& m, const std::string& name, const std::string& id) {
@@ -179,7 +180,7 @@ HttpResponse CollectionsRouter::Document(const std::string& m, const std::string
     auto r = (*c)->Delete({id}, true);
     if (!r.ok()) return NativeFromStatus(r.status());
     if (r->removed.empty()) return NativeError(404, "no document '" + id + "'", "not_found_error");
-    return JsonResponse({{"id", id}, {"deleted", true}});
+    return JsonResponse({{"id", id}, {"deleted", true}, {"seq", r->seq}});
   }
   return NativeError(405, "use GET or DELETE", "invalid_request_error");
 }
@@ -232,13 +233,14 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
   if (!c.ok()) return NativeFromStatus(c.status());
   Result<std::vector<SearchHit>> hits = Status::OK();
   std::optional<VectorQuery> vq;
+  SearchInfo info;
   if (vector) {
     auto q = ToVectorQuery(**c, *vector, use);
     if (!q.ok()) return NativeBadRequest(q.status().message());
     vq = std::move(q).value();
-    hits = core_->db().SearchVectors(name, *vq, *so);
+    hits = core_->db().SearchVectors(name, *vq, *so, &info);
   } else {
-    hits = core_->db().Search(name, *so);  // the query embedded with the collection's setup (none if lexical)
+    hits = core_->db().Search(name, *so, &info);  // the query embedded with the collection's setup (none if lexical)
   }
   if (!hits.ok()) return NativeFromStatus(hits.status());
   json out = json::array();
@@ -248,7 +250,11 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
     if (vq && !HigherIsBetter(**c)) hit["distance"] = ClientScore(**c, *vq, h.score);
     out.push_back(std::move(hit));
   }
-  return JsonResponse({{"hits", out}, {"took_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}});
+  json reply = {{"hits", out},
+                {"took_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}};
+  // A partial answer says which shards it lacks.
+  if (so->partial) reply["missing_shards"] = info.missing_shards;
+  return JsonResponse(reply);
 }
 
 }  // namespace
