@@ -12,7 +12,7 @@ namespace http = beast::http;
 namespace asio = boost::asio;
 
 Result<HttpReply> HttpPost(const std::string& host_port, const std::string& target, const std::string& body,
-                           std::chrono::milliseconds deadline) {
+                           std::chrono::milliseconds deadline, const std::string& bearer) {
   const size_t colon = host_port.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size())
     return Status::InvalidArgument("'" + host_port + "' is not HOST:PORT");
@@ -29,6 +29,7 @@ Result<HttpReply> HttpPost(const std::string& host_port, const std::string& targ
     http::request<http::string_body> req{http::verb::post, target, 11};
     req.set(http::field::host, host);
     req.set(http::field::content_type, "application/json");
+    if (!bearer.empty()) req.set(http::field::authorization, "Bearer " + bearer);
     req.body() = body;
     req.prepare_payload();
     http::response<http::string_body> res;

@@ -17,8 +17,9 @@ struct HttpReply {
   std::string body;
 };
 
-// POSTs `body` (JSON) to http://host_port/target.
+// POSTs `body` (JSON) to http://host_port/target, with `Authorization:
+// Bearer <bearer>` unless bearer is empty.
 Result<HttpReply> HttpPost(const std::string& host_port, const std::string& target, const std::string& body,
-                           std::chrono::milliseconds deadline);
+                           std::chrono::milliseconds deadline, const std::string& bearer = "");
 
 }  // namespace moeedb::cluster

@@ -28,6 +28,11 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
                                                         SearchInfo* info) const {
   if (o.k > kMaxSearchK) return Status::InvalidArgument("k must be at most " + std::to_string(kMaxSearchK));
   if (o.alpha && !std::isfinite(*o.alpha)) return Status::InvalidArgument("alpha must be finite");
+  // What every shard would refuse is refused here, before any is asked.
+  if ((o.mode == QueryMode::kLexical || o.mode == QueryMode::kHybrid) && !layout_.lexical.enabled)
+    return Status::InvalidArgument("collection '" + name_ + "' has no lexical index (it was created with lexical off" +
+                                   " or before lexical search existed): " + kQueryModes.Name(o.mode) +
+                                   " search needs one");
   ShardQuery q;
   q.collection = name_;
   q.store_id = layout_.store_id;
@@ -131,8 +136,12 @@ Result<std::vector<SearchHit>> VectorCollection::ToSearchHits(const std::vector<
       return Status::Corruption("indexed document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
     }
     const auto& h = hits[i];
-    SearchHit hit{docs[i]->id, static_cast<float>(h.fused), static_cast<float>(h.hs), static_cast<float>(h.rw),
-                  static_cast<float>(h.lex)};
+    SearchHit hit;
+    hit.id = docs[i]->id;
+    hit.score = static_cast<float>(h.fused);
+    hit.score_hs = static_cast<float>(h.hs);
+    hit.score_rw = static_cast<float>(h.rw);
+    hit.score_lex = static_cast<float>(h.lex);
     hit.part_hs = static_cast<float>(h.part_hs);
     hit.part_rw = static_cast<float>(h.part_rw);
     hit.part_lex = static_cast<float>(h.part_lex);

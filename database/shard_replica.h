@@ -97,6 +97,9 @@ class ShardReplica {
   // The metadata filter of `q` over this replica's documents (empty: none).
   std::function<bool(uint64_t)> FilterOf(const ShardQuery& q, std::unordered_map<uint64_t, nlohmann::json>* parsed) const;
   Result<std::vector<ShardCandidate>> Dense(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
+  // The best k by BM25, each scored by LexicalIndex::Score (lexical_mu_ held).
+  Result<std::vector<ShardCandidate>> BestLexical(const ShardQuery& q, size_t k,
+                                                  const std::function<bool(uint64_t)>& filter) const;
   Result<std::vector<ShardCandidate>> Lexical(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
   Result<std::vector<ShardCandidate>> Hybrid(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
 

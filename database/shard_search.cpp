@@ -112,15 +112,35 @@ Result<std::vector<ShardCandidate>> ShardReplica::Dense(const ShardQuery& q,
   return out;
 }
 
+Result<std::vector<ShardCandidate>> ShardReplica::BestLexical(const ShardQuery& q, size_t k,
+                                                              const std::function<bool(uint64_t)>& filter) const {
+  // Ranked by Score(), which sums a document's terms in one order. The
+  // matcher's sums follow its query tree, which each shard shapes by its own
+  // term frequencies, so they differ from one index's in the last bit, and
+  // near ties would fall differently at the cut: the matcher proposes a few
+  // more than k, Score() ranks them, the cut is made on its scores.
+  constexpr size_t kTieMargin = 16;
+  const LexicalStats* stats = q.stats ? &*q.stats : nullptr;
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(q.spec.query, k + kTieMargin, filter, stats));
+  std::vector<uint64_t> ids;
+  for (const auto& h : hits) ids.push_back(h.id);
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<double> scores, lexical_->Score(q.spec.query, ids, stats));
+  std::vector<ShardCandidate> out;
+  for (size_t i = 0; i < ids.size(); ++i) out.push_back(ShardCandidate{ids[i], scores[i], 0.0, 0.0, scores[i]});
+  std::sort(out.begin(), out.end(), [](const ShardCandidate& a, const ShardCandidate& b) {
+    return a.score != b.score ? a.score > b.score : a.id < b.id;
+  });
+  if (out.size() > k) out.resize(k);
+  return out;
+}
+
 Result<std::vector<ShardCandidate>> ShardReplica::Lexical(const ShardQuery& q,
                                                           const std::function<bool(uint64_t)>& filter) const {
   const SearchSpec& o = q.spec;
   std::vector<ShardCandidate> out;
   {
     std::lock_guard lex(lexical_mu_);
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits,
-                            lexical_->Search(o.query, o.k, filter, q.stats ? &*q.stats : nullptr));
-    for (const auto& h : hits) out.push_back(ShardCandidate{h.id, h.score, 0.0, 0.0, h.score});
+    MOEEDB_ASSIGN_OR_RETURN(out, BestLexical(q, o.k, filter));
   }
   if (!q.hs.empty() && !q.rw.empty() && !out.empty()) {  // report the dense cosines too
     std::vector<uint64_t> ids;
@@ -148,10 +168,10 @@ Result<std::vector<ShardCandidate>> ShardReplica::Hybrid(const ShardQuery& q,
   // Each dense signal's best kk (both cosines come exact) and the lexical
   // index's best kk; then the missing scores of the union.
   std::unordered_map<uint64_t, size_t> at;  // id -> position in cands
-  std::vector<bool> has_dense, has_lex;
+  std::vector<bool> has_dense;
   auto add = [&](uint64_t id) {
     auto [it, fresh] = at.emplace(id, cands.size());
-    if (fresh) cands.push_back(ShardCandidate{id}), has_dense.push_back(false), has_lex.push_back(false);
+    if (fresh) cands.push_back(ShardCandidate{id}), has_dense.push_back(false);
     return it->second;
   };
   for (QueryMode m : {QueryMode::kHs, QueryMode::kRw}) {
@@ -173,16 +193,14 @@ Result<std::vector<ShardCandidate>> ShardReplica::Hybrid(const ShardQuery& q,
   const LexicalStats* stats = q.stats ? &*q.stats : nullptr;
   std::lock_guard lex(lexical_mu_);
   if (fo.w_lex > 0) {
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(o.query, kk, filter, stats));
-    for (const auto& h : hits) {
-      const size_t i = add(h.id);
-      cands[i].lex = h.score, has_lex[i] = true, cands[i].lists |= kInLex;
-    }
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<ShardCandidate> best, BestLexical(q, kk, filter));
+    for (const auto& h : best) cands[add(h.id)].lists |= kInLex;
   }
+  // Every lexical score from Score() (see Lexical()), the matcher's included.
   std::vector<uint64_t> need_dense, need_lex;
   for (size_t i = 0; i < cands.size(); ++i) {
     if (!has_dense[i]) need_dense.push_back(cands[i].id);
-    if (!has_lex[i]) need_lex.push_back(cands[i].id);
+    need_lex.push_back(cands[i].id);
   }
   if (!need_dense.empty()) {
     MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> dense, index_->Score(q.hs.data(), q.rw.data(), alpha, need_dense));

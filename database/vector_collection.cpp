@@ -95,6 +95,7 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
 }
 
 Status VectorCollection::SyncShards() {
+  std::lock_guard sync(sync_mu_);
   std::vector<uint32_t> want;
   std::optional<std::vector<uint32_t>> placed;
   if (peers_ != nullptr) placed = peers_->HeldShards(layout_);

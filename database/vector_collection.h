@@ -194,6 +194,7 @@ class VectorCollection {
   CollectionLayout layout_;
   VectorSchema schema_;
   std::mutex write_mu_;  // this node's writes: store, then replicas, in the store's order
+  std::mutex sync_mu_;   // one SyncShards at a time (the follower's and the cluster's)
   mutable std::shared_mutex replicas_mu_;
   std::map<uint32_t, std::unique_ptr<ShardReplica>> replicas_;
 };

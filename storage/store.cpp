@@ -28,6 +28,14 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& location) {
 uint64_t ShardKey(const std::string& external_id) {
   uint64_t h = 14695981039346656037ull;  // FNV-1a offset basis
   for (unsigned char c : external_id) h = (h ^ c) * 1099511628211ull;
+  // MurmurHash3's fmix64: FNV-1a's low bits depend only on the bytes' low
+  // bits, so ids differing in a pattern (doc-0, doc-2, ...) would pile into
+  // some shards; the finalizer spreads every input bit over every output bit.
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
   return h >> 1;
 }
 

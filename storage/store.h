@@ -63,8 +63,9 @@ struct ShardFilter {
 };
 
 // A document's shard key: FNV-1a (64-bit) of its external id's bytes,
-// shifted right one bit so it fits a signed 64-bit column. Stable across
-// versions and machines: it decides where documents live.
+// mixed by MurmurHash3's 64-bit finalizer (fmix64), shifted right one bit so
+// it fits a signed 64-bit column. Stable across versions and machines: it
+// decides where documents live.
 uint64_t ShardKey(const std::string& external_id);
 // The shard among `count` a document belongs to: ShardKey(id) mod count.
 uint32_t ShardOfId(const std::string& external_id, uint32_t count);

@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <thread>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "engine/kernels/runtime.h"
 #include "plugin/cli/args.h"
+#include "cluster/cluster_node.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
 #include "plugin/server/api.h"
@@ -119,6 +121,27 @@ int RunServe(const Args& args) {
   dbo.compute.batch_tokens = forward_tokens;
   dbo.embed = QueuedEmbedFunction(ao, &queues);
   dbo.index_dir = args.Get("index-dir");
+  // A cluster node joins before the database opens: its collections' shards
+  // are the ones the placement gives this node.
+  std::unique_ptr<cluster::ClusterNode> node;
+  if (args.Has("etcd")) {
+    if (!IsPostgresLocation(args.Get("db"))) return UsageError("serve", "--etcd needs a PostgreSQL --db (the nodes' shared store)");
+    if (port == 0 && !args.Has("advertise")) return UsageError("serve", "--etcd needs a fixed --port (or --advertise)");
+    cluster::ClusterOptions co;
+    std::stringstream endpoints(args.Get("etcd"));
+    for (std::string e; std::getline(endpoints, e, ',');)
+      if (!e.empty()) co.etcd.push_back(e);
+    co.cluster = args.Get("cluster", "moeedb");
+    const std::string host = args.Get("host", "127.0.0.1");
+    co.address = args.Get("advertise", host + ":" + std::to_string(port));
+    co.node_id = args.Get("node-id", host + "-" + std::to_string(port));
+    co.api_key = ao.api_key;
+    co.lease_ttl_s = static_cast<int>(args.Int("lease-ttl"));
+    auto joined = cluster::ClusterNode::Join(co);
+    if (!joined.ok()) return Fail("serve", "--etcd: " + joined.status().message());
+    node = std::move(joined).value();
+    dbo.peers = node.get();
+  }
   auto db = Database::Open(args.Get("db"), std::move(dbo));
   if (!db.ok()) return Fail("serve", db.status().message());
   auto spec = EmbeddingSpecFromFlags(args);
@@ -172,6 +195,10 @@ int RunServe(const Args& args) {
   std::cerr << "moeedb serve: " << (*setup)->model().config().Summary() << "\n";
   std::cout << "listening on http://" << so.host << ":" << server.port() << " (model id '" << ao.served_model_name
             << "')" << std::endl;
+  if (node) {
+    node->Attach(db->get());
+    std::cout << "cluster node " << node->node_id() << " joined" << std::endl;
+  }
   // Over a PostgreSQL store other nodes write too: the open collections
   // follow its change log, woken by each commit (LISTEN/NOTIFY) and read at
   // least every --follow-ms (notifications are lost across a reconnect).
@@ -195,6 +222,7 @@ int RunServe(const Args& args) {
   std::cerr << "moeedb serve: signal " << sig << ", shutting down\n";
   stopping = true;
   if (follower.joinable()) follower.join();
+  node.reset();  // leaves the cluster: its replicas are placed elsewhere at once
   if (qdrant) qdrant->Stop();
   if (chroma) chroma->Stop();
   server.Stop();

@@ -150,6 +150,13 @@ requests, snapshot the indexes, exit 0.)",
            {"follow-ms", "N", "with a PostgreSQL --db: the longest the open collections wait before reading the "
                               "change log for other nodes' writes (milliseconds; a commit wakes them at once)",
             IntRule{200, 10, 60000}},
+           {"etcd", "HOSTS", "join a cluster: etcd client endpoints, host:port[,host:port...] (needs a PostgreSQL --db "
+                             "and a fixed --port); sharded collections are placed on the nodes through it"},
+           {"cluster", "NAME", "with --etcd: the cluster's name, its keys' prefix in etcd (default moeedb)"},
+           {"node-id", "ID", "with --etcd: this node's id, unique in the cluster (default HOST-PORT)"},
+           {"advertise", "HOST:PORT", "with --etcd: where the other nodes reach this one (default --host:--port)"},
+           {"lease-ttl", "S", "with --etcd: seconds after which a node that stopped answering etcd is gone",
+            IntRule{5, 2, 3600}},
            {"host", "ADDR", "listen address (default 127.0.0.1)"},
            {"port", "N", "listen port (0 = any free port, printed on start)", IntRule{8080, 0, 65535}},
            {"qdrant-port", "N", "also serve the Qdrant REST API at the root of this port, as Qdrant does on 6333 "

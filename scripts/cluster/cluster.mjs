@@ -28,7 +28,10 @@ export const DEFAULT_DIR = path.join(os.tmpdir(), 'moeedb-cluster');
 // every loop_wait; retry_timeout bounds a DCS or PostgreSQL call (ttl must
 // exceed loop_wait + 2 * retry_timeout). etcd's heartbeat and election
 // timeouts are 2.5 times its defaults: a busy 2-core machine delays heartbeats.
-export const TIMEOUTS = { ttl: 8, loop_wait: 1, retry_timeout: 3, etcd_heartbeat_ms: 250, etcd_election_ms: 2500 };
+// A moeedb node that stops renewing its etcd lease drops out after node_lease
+// seconds (etcd raises a lease to 1.5 election timeouts at least).
+export const TIMEOUTS = { ttl: 8, loop_wait: 1, retry_timeout: 3, etcd_heartbeat_ms: 250, etcd_election_ms: 2500,
+  node_lease: 4 };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const isRoot = () => process.getuid && process.getuid() === 0;
@@ -315,8 +318,10 @@ postgresql:
 
   startNode(i) {
     const n = this.state.nodes[i];
+    // Every node joins the cluster in etcd: sharded collections are placed on them.
+    const etcd = this.state.etcd.map((e) => `127.0.0.1:${e.client}`).join(',');
     const args = ['serve', '--db', this.dsn, '--index-dir', path.join(this.dir, `node${i}`), '--port', String(n.port),
-      '--threads', '1', '--workers', '1'];
+      '--threads', '1', '--workers', '1', '--etcd', etcd, '--node-id', `node${i}`, '--lease-ttl', String(TIMEOUTS.node_lease)];
     if (this.state.model) args.push('--model', this.state.model);
     n.pid = start(this.state.bin, args, path.join(this.dir, `node${i}.log`));
     this.save();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -114,16 +115,31 @@ void ExpectSameAnswers(const VectorCollection& one, const VectorCollection& shar
   }
 }
 
-TEST(ShardKey, IsFnv1a64ShiftedRightOneBit) {
+// MurmurHash3's fmix64, written here from its published constants.
+uint64_t Fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  return k ^ (k >> 33);
+}
+
+TEST(ShardKey, IsFnv1a64MixedByFmix64ShiftedRightOneBit) {
   // Published FNV-1a 64 values: "" -> cbf29ce484222325, "a" -> af63dc4c8601ec8c.
-  EXPECT_EQ(ShardKey(""), 0xcbf29ce484222325ull >> 1);
-  EXPECT_EQ(ShardKey("a"), 0xaf63dc4c8601ec8cull >> 1);
-  EXPECT_EQ(ShardOfId("a", 6), (0xaf63dc4c8601ec8cull >> 1) % 6);
+  EXPECT_EQ(ShardKey(""), Fmix64(0xcbf29ce484222325ull) >> 1);
+  EXPECT_EQ(ShardKey("a"), Fmix64(0xaf63dc4c8601ec8cull) >> 1);
+  EXPECT_EQ(ShardKey("a"), 4706636184713914157ull);  // the same by an independent (Python) computation
+  EXPECT_EQ(ShardOfId("a", 6), 5u);
   EXPECT_EQ(ShardOfId("anything", 1), 0u);
-  // Every shard gets a fair share of sequential ids.
-  std::vector<int> per(6);
-  for (int i = 0; i < 6000; ++i) ++per[ShardOfId("doc-" + std::to_string(i), 6)];
-  for (int n : per) EXPECT_NEAR(n, 1000, 150);
+  // Every shard gets a fair share of ids in patterns (sequential, even only,
+  // a fixed suffix), every residue of an even shard count included.
+  for (const auto& make : std::vector<std::function<std::string(int)>>{
+           [](int i) { return "doc-" + std::to_string(i); }, [](int i) { return std::to_string(2 * i); },
+           [](int i) { return "item" + std::to_string(i) + "-x"; }}) {
+    std::vector<int> per(6);
+    for (int i = 0; i < 6000; ++i) ++per[ShardOfId(make(i), 6)];
+    for (int n : per) EXPECT_NEAR(n, 1000, 120) << make(0);
+  }
 }
 
 TEST(ShardedSearch, SixShardsAnswerAsOneIndexInEveryMode) {

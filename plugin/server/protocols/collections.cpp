@@ -23,6 +23,8 @@ class CollectionsRouter final : public ProtocolRouter {
   HttpResponse Document(const std::string& method, const std::string& name, const std::string& id);
   HttpResponse ListDocuments(const std::string& name, const std::map<std::string, std::string>& query);
   HttpResponse Search(const std::string& name, const std::string& body);
+  // Another node's search of this node's shard replicas (cluster/shard_peers.h).
+  HttpResponse Shards(const std::string& what, const std::string& name, const std::string& body);
 };
 
 // An object body ("" counts as {}); nullopt otherwise.
@@ -59,6 +61,11 @@ HttpResponse CollectionsRouter::Handle(const RouteRequest& req, std::string* rou
   if (parts[2] == "documents" && parts.size() == 4) {
     *route = "/collections/{name}/documents/{id}";
     return Document(m, name, parts[3]);
+  }
+  if (parts[2] == "shards" && parts.size() == 4 && (parts[3] == "search" || parts[3] == "stats")) {
+    *route = "/collections/{name}/shards/" + parts[3];
+    if (m != "POST") return NativeError(405, "use POST", "invalid_request_error");
+    return Shards(parts[3], name, req.body());
   }
   if (parts[2] == "search" && parts.size() == 3) {
     *route = "/collections/{name}/search";
@@ -98,7 +105,17 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
     // This node's indexes (opened if they were not): over a shared store they
     // follow the change log and may trail last_op for a moment.
     auto open = core_->db().OpenCollection(name);
-    if (open.ok()) out["node"] = {{"applied_seq", (*open)->applied_seq()}, {"indexed", (*open)->size()}};
+    if (open.ok()) {
+      // Its replicas: each shard this node holds, with what its indexes hold.
+      json replicas = json::array();
+      size_t indexed = 0;
+      for (const auto& r : (*open)->ReplicaStates()) {
+        replicas.push_back({{"shard", r.shard}, {"documents", r.documents}, {"applied_seq", r.applied_seq},
+                            {"index_bytes", r.index_bytes}});
+        indexed += r.documents;
+      }
+      out["node"] = {{"applied_seq", (*open)->applied_seq()}, {"indexed", indexed}, {"replicas", replicas}};
+    }
     return JsonResponse(out);
   }
   if (m == "DELETE") {
@@ -207,6 +224,33 @@ HttpResponse CollectionsRouter::ListDocuments(const std::string& name, const std
   return JsonResponse({{"documents", docs},
                        {"next_after", page->next_after.empty() ? json(nullptr) : json(page->next_after)},
                        {"total", (*c)->size()}});
+}
+
+HttpResponse CollectionsRouter::Shards(const std::string& what, const std::string& name, const std::string& body) {
+  auto j = ObjectBody(body);
+  if (!j || !j->contains("query") || !j->contains("shards") || !(*j)["shards"].is_array())
+    return NativeBadRequest("the body must be {\"query\": a shard query, \"shards\": [...]}");
+  auto q = ShardQueryFromJson((*j)["query"]);
+  if (!q.ok()) return NativeBadRequest(q.status().message());
+  std::vector<uint32_t> shards;
+  try {
+    shards = (*j)["shards"].get<std::vector<uint32_t>>();
+  } catch (const std::exception&) {
+    return NativeBadRequest("'shards' must be shard numbers");
+  }
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return NativeFromStatus(c.status());
+  json out = json::array();
+  if (what == "stats") {
+    auto stats = (*c)->ShardStats(q->spec.query, shards);
+    if (!stats.ok()) return NativeFromStatus(stats.status());
+    for (const auto& [k, s] : *stats) out.push_back({{"shard", k}, {"stats", LexicalStatsToJson(s)}});
+    return JsonResponse({{"stats", out}});
+  }
+  auto answers = (*c)->AnswerShards(*q, shards);
+  if (!answers.ok()) return NativeFromStatus(answers.status());
+  for (const auto& a : *answers) out.push_back(ShardAnswerToJson(a));
+  return JsonResponse({{"answers", out}});
 }
 
 HttpResponse CollectionsRouter::Search(const std::string& name, const std::string& body) {

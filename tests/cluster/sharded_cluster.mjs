@@ -1,0 +1,191 @@
+// Three moeedb nodes over one PostgreSQL database and one etcd: a collection
+// of 6 shards x 2 replicas, placed on them through etcd, answers 200 queries
+// in every mode (hybrid and lexical included, filters included) with the
+// same ids and scores (1e-6) as a collection of one shard, which every node
+// holds whole, over the same documents. Exact indexes; the same collection
+// with HNSW indexes reports its recall@10 against the exact answer.
+//
+//   node tests/cluster/sharded_cluster.mjs --pg URI --etcd HOST:PORT [--bin build/moeedb]
+//        [--model models/moeedb-tiny] [--docs 600] [--queries 200]
+// ctest runs it with its throwaway PostgreSQL and etcd (tests/CMakeLists.txt).
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import net from 'node:net';
+import { arg } from '../soak/soak_util.mjs';
+
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const PG = arg('pg', process.env.MOEEDB_TEST_PG_DIR ? fs.readFileSync(`${process.env.MOEEDB_TEST_PG_DIR}/uri`, 'utf8').trim() : '');
+const ETCD = arg('etcd', process.env.MOEEDB_TEST_ETCD_DIR ? fs.readFileSync(`${process.env.MOEEDB_TEST_ETCD_DIR}/endpoint`, 'utf8').trim() : '');
+const BIN = path.resolve(arg('bin', path.join(ROOT, 'build/moeedb')));
+const MODEL = path.resolve(arg('model', path.join(ROOT, 'models/moeedb-tiny')));
+const DOCS = Number(arg('docs', 600));
+const QUERIES = Number(arg('queries', 200));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function fail(message) {
+  console.error(`sharded_cluster: FAILED: ${message}`);
+  process.exitCode = 1;
+  throw new Error(message);
+}
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function call(port, method, route, body, timeoutMs = 60000) {
+  const r = await fetch(`http://127.0.0.1:${port}${route}`, {
+    method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, json, text };
+}
+
+// The etcd keys under a prefix, decoded (the v3 JSON gateway).
+async function etcdList(prefix) {
+  const b64 = (s) => Buffer.from(s).toString('base64');
+  const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+  const r = await fetch(`http://${ETCD}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: b64(prefix), range_end: b64(end) }) });
+  const j = await r.json();
+  return (j.kvs || []).map((kv) => ({ key: Buffer.from(kv.key, 'base64').toString(), value: Buffer.from(kv.value || '', 'base64').toString() }));
+}
+
+function sentences() {
+  const lines = fs.readFileSync(path.join(ROOT, 'tests/data/stsb-sample.csv'), 'utf8').split('\n');
+  const docs = [], queries = [], seen = new Set();
+  for (const line of lines) {
+    const cols = line.split(',');
+    if (cols.length < 3) continue;
+    if (!seen.has(cols[0])) { seen.add(cols[0]); docs.push(cols[0]); }
+    queries.push(cols[1]);
+  }
+  return { docs, queries };
+}
+
+async function main() {
+  if (!PG || !ETCD) fail('needs --pg URI and --etcd HOST:PORT (or ctest\'s MOEEDB_TEST_PG_DIR and MOEEDB_TEST_ETCD_DIR)');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-sharded-'));
+  const dbName = `sharded_${process.pid}`;
+  execFileSync('psql', [PG, '-v', 'ON_ERROR_STOP=1', '-qc', `CREATE DATABASE ${dbName}`], { stdio: 'pipe' });
+  const uri = PG.replace(/\/postgres(\?|$)/, `/${dbName}$1`);
+  const cluster = `test${process.pid}`;
+  const nodes = [];
+  try {
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      const log = fs.openSync(path.join(dir, `node${i}.log`), 'w');
+      const child = spawn(BIN, ['serve', '--db', uri, '--index-dir', path.join(dir, `node${i}`), '--port', String(port),
+        '--model', MODEL, '--threads', '1', '--workers', '1', '--etcd', ETCD, '--cluster', cluster, '--node-id', `n${i}`],
+      { stdio: ['ignore', log, log] });
+      nodes.push({ port, child });
+    }
+    for (const [i, n] of nodes.entries()) {
+      for (let t = 0; ; t++) {
+        if (n.child.exitCode !== null) fail(`node ${i} exited: ${fs.readFileSync(path.join(dir, `node${i}.log`), 'utf8')}`);
+        try { if ((await call(n.port, 'GET', '/health', undefined, 1000)).status === 200) break; } catch { /* starting */ }
+        if (t > 600) fail(`node ${i} did not start`);
+        await sleep(200);
+      }
+    }
+    const [a] = nodes;
+    const create = async (name, body) => {
+      const r = await call(a.port, 'PUT', `/collections/${name}`, body);
+      if (r.status !== 201) fail(`PUT ${name}: ${r.status} ${r.text}`);
+    };
+    await create('one', {});
+    await create('six', { shards: 6, replicas: 2 });
+    await create('six_hnsw', { shards: 6, replicas: 2, index: { hs: 'hnsw', rw: 'hnsw' } });
+    const { docs: texts, queries } = sentences();
+    const docs = texts.slice(0, DOCS).map((text, i) => ({ id: `doc-${i}`, text, metadata: { group: i % 5, year: 1990 + (i % 30) } }));
+    // The same batches in the same order: the same embeddings in each collection.
+    for (let at = 0; at < docs.length; at += 100) {
+      for (const name of ['one', 'six', 'six_hnsw']) {
+        const r = await call(a.port, 'POST', `/collections/${name}/documents`, { documents: docs.slice(at, at + 100) }, 300000);
+        if (r.status !== 200) fail(`upsert ${name}: ${r.status} ${r.text}`);
+      }
+    }
+    // Placement settles: every shard claimed ready by two nodes, each node holding 4.
+    const prefix = `/moeedb/${cluster}/replicas/six/`;
+    for (let t = 0; ; t++) {
+      const claims = await etcdList(prefix);
+      const perShard = new Map(), perNode = new Map();
+      for (const c of claims) {
+        const [shard, node] = c.key.slice(prefix.length).split('/');
+        perShard.set(shard, (perShard.get(shard) || 0) + 1);
+        perNode.set(node, (perNode.get(node) || 0) + 1);
+      }
+      if (perShard.size === 6 && [...perShard.values()].every((n) => n === 2) && [...perNode.values()].every((n) => n === 4)) break;
+      if (t > 300) fail(`placement did not settle: ${JSON.stringify(claims.map((c) => c.key))}`);
+      await sleep(200);
+    }
+    const placement = JSON.parse((await etcdList(`/moeedb/${cluster}/placement/six`))[0].value);
+    console.log(`placement of six: ${JSON.stringify(placement.assigned)}`);
+
+    const modes = [
+      { mode: 'fused' }, { mode: 'hs' }, { mode: 'rw' }, { mode: 'lexical' }, { mode: 'hybrid' },
+      { mode: 'hybrid', fusion: 'weighted', norm: 'minmax' }, { mode: 'hybrid', fusion: 'weighted', norm: 'zscore' },
+    ];
+    let compared = 0, searches = 0;
+    const recall = { hits: 0, of: 0 };
+    for (let qi = 0; qi < QUERIES; qi++) {
+      const filter = qi % 2 ? { group: { $in: [1, 3] }, year: { $gte: 1995 } } : undefined;
+      for (const m of modes) {
+        const body = { query: queries[qi % queries.length], k: 10, exact: true, ...m, ...(filter ? { filter } : {}) };
+        const node = nodes[qi % 3];  // any node coordinates
+        // One after the other: a query embedded alone each time (texts batched
+        // together come out of the model a rounding apart).
+        const one = await call(a.port, 'POST', '/collections/one/search', body);
+        const six = await call(node.port, 'POST', '/collections/six/search', body);
+        if (one.status !== 200 || six.status !== 200) fail(`query ${qi} ${JSON.stringify(m)}: ${one.status} ${six.status} ${six.text}`);
+        ++searches;
+        const h1 = one.json.hits, h6 = six.json.hits;
+        if (h1.length !== h6.length) fail(`query ${qi} ${JSON.stringify(m)}: ${h1.length} hits against ${h6.length}`);
+        for (let i = 0; i < h1.length; i++) {
+          if (h1[i].id !== h6[i].id) fail(`query ${qi} ${JSON.stringify(m)} rank ${i}: ${h1[i].id} against ${h6[i].id}`);
+          for (const f of ['score', 'score_hs', 'score_rw', 'score_lex'])
+            if (Math.abs((h1[i][f] ?? 0) - (h6[i][f] ?? 0)) > 1e-6) fail(`query ${qi} ${JSON.stringify(m)} rank ${i}: ${f} ${h1[i][f]} against ${h6[i][f]}: ` +
+              `${JSON.stringify({ ...h1[i], text: undefined })} against ${JSON.stringify({ ...h6[i], text: undefined })}`);
+          ++compared;
+        }
+        if (m.mode === 'fused') {  // HNSW shards against the exact answer
+          const ann = await call(node.port, 'POST', '/collections/six_hnsw/search', { ...body, exact: false });
+          if (ann.status !== 200) fail(`hnsw query ${qi}: ${ann.status} ${ann.text}`);
+          const exact = new Set(h1.map((h) => h.id));
+          recall.hits += ann.json.hits.filter((h) => exact.has(h.id)).length;
+          recall.of += exact.size;
+        }
+      }
+    }
+    // Each node's indexes hold its four shards, about two thirds of the documents.
+    for (const [i, n] of nodes.entries()) {
+      const info = await call(n.port, 'GET', '/collections/six');
+      console.log(`node ${i}: ${JSON.stringify(info.json.node)}`);
+    }
+    console.log(`sharded_cluster: ${searches} searches (${QUERIES} queries x ${modes.length} modes, half filtered) ` +
+      `on 3 nodes, 6 shards x 2 replicas: ${compared} hits identical to one shard's (ids, scores within 1e-6)`);
+    console.log(`sharded_cluster: HNSW shards, fused mode: recall@10 against the exact answer ${(recall.hits / recall.of).toFixed(4)} ` +
+      `(${recall.hits}/${recall.of})`);
+  } finally {
+    for (const n of nodes) n.child.kill('SIGTERM');
+    await sleep(1500);
+    for (const n of nodes) if (n.child.exitCode === null) n.child.kill('SIGKILL');
+    try { execFileSync('psql', [PG, '-qc', `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`], { stdio: 'pipe' }); } catch { /* best effort */ }
+    if (!process.exitCode) fs.rmSync(dir, { recursive: true, force: true });
+    else console.error(`sharded_cluster: logs in ${dir}`);
+  }
+}
+
+main().catch((e) => {
+  if (!process.exitCode) console.error(e);
+  process.exitCode = 1;
+});
