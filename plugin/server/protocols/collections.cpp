@@ -23,7 +23,7 @@ class CollectionsRouter final : public ProtocolRouter {
   HttpResponse Document(const std::string& method, const std::string& name, const std::string& id);
   HttpResponse ListDocuments(const std::string& name, const std::map<std::string, std::string>& query);
   HttpResponse Search(const std::string& name, const std::string& body);
-  // Another node's search of this node's shard replicas (cluster/shard_peers.h).
+  // Another node's search of this node's shard replicas (ShardPeers, vector_collection.h).
   HttpResponse Shards(const std::string& what, const std::string& name, const std::string& body);
 };
 
