@@ -45,6 +45,8 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::Join(ClusterOptions options) {
   if (options.lease_ttl_s < 2) return Status::InvalidArgument("the lease TTL must be at least 2 seconds");
   std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(options)));
   MOEEDB_RETURN_IF_ERROR(node->Register());
+  // The cluster as it is before this node answers anything: the replicas to ask.
+  MOEEDB_RETURN_IF_ERROR(node->Refresh());
   node->keepalive_ = std::thread([n = node.get()] { n->KeepAliveLoop(); });
   return node;
 }
@@ -301,6 +303,29 @@ std::optional<std::vector<uint32_t>> ClusterNode::HeldShards(const CollectionLay
   auto it = placed_.find(layout.name);
   if (it == placed_.end() || it->second.placement.store_id != layout.store_id) return std::vector<uint32_t>{};
   return it->second.placement.ShardsOf(options_.node_id);
+}
+
+void ClusterNode::AwaitReplicas(const CollectionLayout& layout, std::chrono::milliseconds timeout) {
+  if (!IsPlaced(layout) || db_ == nullptr) return;
+  const auto until = Clock::now() + timeout;
+  while (Clock::now() < until) {
+    if (Refresh().ok()) {
+      std::lock_guard lock(mu_);
+      const size_t want = std::min<size_t>(layout.replicas, nodes_.size());
+      bool ready = true;
+      auto coll = claims_.find(layout.name);
+      for (uint32_t k = 0; k < layout.shards && ready; ++k) {
+        size_t n = 0;
+        if (coll != claims_.end())
+          if (auto sh = coll->second.find(k); sh != coll->second.end())
+            for (const auto& [node, claim] : sh->second)
+              n += nodes_.count(node) && claim.value("store_id", 0u) == layout.store_id;
+        ready = n >= want;
+      }
+      if (ready) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.poll_ms / 3 + 1));
+  }
 }
 
 std::vector<std::pair<std::vector<uint32_t>, json>> ClusterNode::Ask(const ShardQuery& q,

@@ -61,6 +61,7 @@ class ClusterNode : public ShardPeers {
   std::optional<std::vector<uint32_t>> HeldShards(const CollectionLayout& layout) override;
   std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
   std::vector<ShardAnswer> Search(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
+  void AwaitReplicas(const CollectionLayout& layout, std::chrono::milliseconds timeout) override;
 
   const std::string& node_id() const { return options_.node_id; }
 

@@ -51,7 +51,7 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   if (layout_.shards > 1 && layout_.lexical.enabled && !o.query.empty()) {
     LexicalStats sum;
     for (const auto& [k, r] : replicas_) {
-      MOEEDB_ASSIGN_OR_RETURN(LexicalStats s, r->Stats(o.query));
+      MOEEDB_ASSIGN_OR_RETURN(LexicalStats s, r->Stats(q));
       sum.Add(s);
     }
     if (!remote.empty() && peers_ != nullptr)
@@ -110,14 +110,16 @@ Result<std::vector<ShardAnswer>> VectorCollection::AnswerShards(const ShardQuery
 }
 
 Result<std::vector<std::pair<uint32_t, LexicalStats>>> VectorCollection::ShardStats(
-    const std::string& query, const std::vector<uint32_t>& shards) const {
+    const ShardQuery& q, const std::vector<uint32_t>& shards) const {
+  if (q.store_id != layout_.store_id)
+    return Status::NotFound("collection '" + name_ + "' was dropped and created again");
   std::shared_lock lock(replicas_mu_);
   std::vector<std::pair<uint32_t, LexicalStats>> out;
   for (uint32_t k : shards) {
     auto it = replicas_.find(k);
     if (it == replicas_.end())
       return Status::NotFound("this node holds no replica of shard " + std::to_string(k) + " of '" + name_ + "'");
-    MOEEDB_ASSIGN_OR_RETURN(LexicalStats s, it->second->Stats(query));
+    MOEEDB_ASSIGN_OR_RETURN(LexicalStats s, it->second->Stats(q));
     out.emplace_back(k, std::move(s));
   }
   return out;

@@ -85,11 +85,17 @@ Result<CollectionOptions> Database::NewCollectionOptions(const EmbeddingSetup& s
 }
 
 Result<VectorCollection*> Database::CreateCollection(const std::string& name, const CollectionOptions& options) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options, options_.index_dir, options_.peers));
-  VectorCollection* raw = c.get();
-  collections_[name] = std::move(c);
+  VectorCollection* raw = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
+    MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options, options_.index_dir, options_.peers));
+    raw = c.get();
+    collections_[name] = std::move(c);
+  }
+  // Unlocked: this node's own replicas are claimed by a thread that opens
+  // collections through this database.
+  if (options_.peers != nullptr) options_.peers->AwaitReplicas(raw->layout(), std::chrono::seconds(30));
   return raw;
 }
 

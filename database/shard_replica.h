@@ -67,8 +67,11 @@ class ShardReplica {
 
   // This shard's part of `q` (shard_query.h): catches up to q.min_seq first.
   Result<ShardAnswer> Answer(const ShardQuery& q);
-  // This shard's BM25 statistics of `query`'s terms (empty without a lexical index).
-  Result<LexicalStats> Stats(const std::string& query) const;
+  // This shard's BM25 statistics of q.spec.query's terms (empty without a
+  // lexical index): catches up to q.min_seq first.
+  Result<LexicalStats> Stats(const ShardQuery& q);
+  // Catches up until applied_seq() >= seq; Unavailable if the log does not reach it.
+  Status CatchUpTo(uint64_t seq);
 
   // Commits the lexical index and snapshots the dense one; the sequence
   // number both cover (the log may be trimmed to it).

@@ -16,11 +16,24 @@ namespace moeedb {
 
 using json = nlohmann::json;
 
-Result<LexicalStats> ShardReplica::Stats(const std::string& query) const {
+Status ShardReplica::CatchUpTo(uint64_t seq) {
+  if (applied_seq() >= seq) return Status::OK();
+  // The write the caller saw acknowledged is committed, so the log holds it.
+  MOEEDB_RETURN_IF_ERROR(CatchUp().status());
+  if (applied_seq() < seq)
+    return Status::Unavailable("shard " + std::to_string(shard_) + " of " + layout_.name + " has applied entry " +
+                               std::to_string(applied_seq()) + ", not yet " + std::to_string(seq));
+  return Status::OK();
+}
+
+Result<LexicalStats> ShardReplica::Stats(const ShardQuery& q) {
+  // Statistics without the writes the caller requires would score their
+  // words as absent from the collection.
+  MOEEDB_RETURN_IF_ERROR(CatchUpTo(q.min_seq));
   std::shared_lock lock(mu_);
   if (!lexical_) return LexicalStats{};
   std::lock_guard lex(lexical_mu_);
-  return lexical_->Stats(query);
+  return lexical_->Stats(q.spec.query);
 }
 
 std::function<bool(uint64_t)> ShardReplica::FilterOf(const ShardQuery& q,
@@ -44,13 +57,7 @@ std::function<bool(uint64_t)> ShardReplica::FilterOf(const ShardQuery& q,
 }
 
 Result<ShardAnswer> ShardReplica::Answer(const ShardQuery& q) {
-  if (applied_seq() < q.min_seq) {
-    // The write the caller saw acknowledged is committed, so the log holds it.
-    MOEEDB_RETURN_IF_ERROR(CatchUp().status());
-    if (applied_seq() < q.min_seq)
-      return Status::Unavailable("shard " + std::to_string(shard_) + " of " + layout_.name + " has applied entry " +
-                                 std::to_string(applied_seq()) + ", not yet " + std::to_string(q.min_seq));
-  }
+  MOEEDB_RETURN_IF_ERROR(CatchUpTo(q.min_seq));
   const SearchSpec& o = q.spec;
   if (o.k > kMaxSearchK) return Status::InvalidArgument("k must be at most " + std::to_string(kMaxSearchK));
   if (o.alpha && !std::isfinite(*o.alpha)) return Status::InvalidArgument("alpha must be finite");

@@ -14,6 +14,7 @@
 // lexical indexes hold their database's write lock until the object goes.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -65,6 +66,9 @@ class ShardPeers {
   // Each of `shards`' answer to q from a live replica elsewhere; a shard no
   // replica answered for is left out.
   virtual std::vector<ShardAnswer> Search(const ShardQuery& q, const std::vector<uint32_t>& shards) = 0;
+  // Waits (up to `timeout`) until every shard of a collection just created
+  // has a ready replica, so that its first searches find them all.
+  virtual void AwaitReplicas(const CollectionLayout& layout, std::chrono::milliseconds timeout) {}
 };
 
 // What a search reports beside its hits.
@@ -124,7 +128,8 @@ class VectorCollection {
   // This node's answer for its replicas of `shards` (another node's search).
   // NotFound for a shard held here no more (or a collection recreated since).
   Result<std::vector<ShardAnswer>> AnswerShards(const ShardQuery& q, const std::vector<uint32_t>& shards) const;
-  Result<std::vector<std::pair<uint32_t, LexicalStats>>> ShardStats(const std::string& query,
+  // The BM25 statistics of q's terms in this node's replicas of `shards`.
+  Result<std::vector<std::pair<uint32_t, LexicalStats>>> ShardStats(const ShardQuery& q,
                                                                     const std::vector<uint32_t>& shards) const;
 
   // Commit the lexical indexes, snapshot the dense ones, trim the op log they cover.

@@ -106,7 +106,13 @@ void HttpServer::Serve(int fd) {
         std::lock_guard<std::mutex> lock(mu_);
         read_deadline_[fd] = std::chrono::steady_clock::now() + std::chrono::seconds(options_.request_timeout_s);
       }
-      http::read(socket, buffer, parser, ec);
+      // A signal (SIGCONT after a SIGSTOP, a profiler's) interrupts a blocking
+      // receive that has a timeout (SO_RCVTIMEO): the parser and the buffer
+      // keep what arrived, so the read goes on.
+      do {
+        ec.clear();
+        http::read(socket, buffer, parser, ec);
+      } while (ec == asio::error::interrupted);
       bool reaped;
       {
         std::lock_guard<std::mutex> lock(mu_);

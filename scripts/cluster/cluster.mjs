@@ -340,9 +340,40 @@ postgresql:
     return `http://127.0.0.1:${this.state.nodes[i].port}`;
   }
 
-  // kill -9 of a moeedb node.
+  // kill -9 of a moeedb node (or another signal: SIGSTOP, SIGCONT).
   killNode(i, sig = 'SIGKILL') {
     kill(this.state.nodes[i].pid, sig);
+  }
+
+  // A new moeedb node joining the cluster; its index.
+  async addNode() {
+    this.state.nodes.push({ port: await freeBase(1), pid: 0 });
+    const i = this.state.nodes.length - 1;
+    this.startNode(i);
+    await this.waitNode(i);
+    return i;
+  }
+
+  // The ready replicas the nodes claim in etcd for a sharded collection:
+  // shard -> node ids (docs/cluster.md, "Shards").
+  async claims(collection) {
+    const prefix = `/moeedb/moeedb/replicas/${collection}/`;
+    const b64 = (x) => Buffer.from(x).toString('base64');
+    const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+    for (const e of this.state.etcd) {
+      try {
+        const r = await fetch(`http://127.0.0.1:${e.client}/v3/kv/range`, { method: 'POST',
+          body: JSON.stringify({ key: b64(prefix), range_end: b64(end) }), signal: AbortSignal.timeout(2000) });
+        const j = await r.json();
+        const out = {};
+        for (const kv of j.kvs || []) {
+          const [shard, node] = Buffer.from(kv.key, 'base64').toString().slice(prefix.length).split('/');
+          (out[shard] ||= []).push(node);
+        }
+        return out;
+      } catch {}
+    }
+    throw new Error('no etcd member answered');
   }
 
   // The loss of a PostgreSQL machine: its Patroni, its postmaster and every

@@ -19,11 +19,18 @@
 //     loss, no duplicates), and every node's indexes converge to it (applied
 //     sequence = the change log's head, document counts equal, each document
 //     found by its unique word on every node, no deleted one).
+// The collection is sharded (--shards, --replicas; placed on the nodes
+// through etcd): a node's loss is also a kill -9 kept down, or a SIGSTOP (a
+// node that stops answering without dying), until its replicas are rebuilt
+// on the survivors (measured: loss to every shard ready on --replicas live
+// nodes again); read-your-writes goes through the write's seq (min_seq) to
+// whichever replica answers; mid-soak a new node joins and takes its share;
+// at the end every node gives the same answers to the same queries.
 // Failover times are measured (loss to a new primary; loss to writes taken
 // again). The test command runs a short version; the recorded long one:
 //
-//   node tests/soak/cluster_soak.mjs [--pg-kills 20] [--node-kills 20] [--writers 4] [--nodes 3]
-//                                    [--gap-ms 3000] [--seed 1] [--bin B] [--model M]
+//   node tests/soak/cluster_soak.mjs [--pg-kills 20] [--node-kills 20] [--node-stops 10] [--writers 4]
+//        [--nodes 3] [--shards 3] [--replicas 2] [--add-node 1] [--gap-ms 3000] [--seed 1] [--bin B] [--model M]
 //
 // Prints one JSON line of figures and exits 1 on any violation.
 import fs from 'node:fs';
@@ -34,8 +41,12 @@ import { arg, seededRandom, WORDS } from './soak_util.mjs';
 
 const pgKills = Number(arg('pg-kills', 20));
 const nodeKills = Number(arg('node-kills', 20));
+const nodeStops = Number(arg('node-stops', 10));
+const shards = Number(arg('shards', 3));
+const replicas = Number(arg('replicas', 2));
+const addNode = Number(arg('add-node', 1)) > 0;
 const nWriters = Number(arg('writers', 4));
-const nNodes = Number(arg('nodes', 3));
+let nNodes = Number(arg('nodes', 3));
 const gapMs = Number(arg('gap-ms', 3000));
 const rand = seededRandom(Number(arg('seed', 1)));
 const pick = (a) => a[Math.floor(rand() * a.length)];
@@ -93,6 +104,8 @@ const oracle = new Map();
 const stats = { upserts_acked: 0, deletes_acked: 0, unavailable: 0, refused: 0, unknown: 0, unknown_applied: 0,
   unknown_not_applied: 0, other_errors: 0, ryw_checked: 0, searches: 0, searches_ok: 0, search_hits: 0 };
 const failovers = [];
+const rebuilds = [];  // seconds from a node's loss to every shard ready on `replicas` live nodes
+let joined = null;    // the added node: seconds until it held its share
 let running = true;
 
 const sameState = (a, b) => (a === 'deleted' || b === 'deleted' || !a || !b ? a === b : a.v === b.v);
@@ -139,13 +152,14 @@ async function writer(w) {
       else {
         stats.upserts_acked++;
         // Read-your-writes: the answering node's indexes include the write.
-        const s = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: nonce(id, v), mode: 'lexical', k: 3 });
+        const seq = r.json && r.json.seq;
+        const s = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: nonce(id, v), mode: 'lexical', k: 3, min_seq: seq });
         if (s.status === 200) {
           stats.ryw_checked++;
           if (!s.json.hits.some((h) => h.id === id)) {
             const info = await call(`${url(node)}/collections/${COLL}`, 'GET');
             await sleep(1000);
-            const later = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: nonce(id, v), mode: 'lexical', k: 3 });
+            const later = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: nonce(id, v), mode: 'lexical', k: 3, min_seq: seq });
             violate(`read-your-writes: ${id} v${v} not found on node ${node} right after its upsert (${r.text}); ` +
                     `the node then: ${info.text && info.text.replace(/"spec".*/, '')}; found 1 s later: ` +
                     `${later.status === 200 && later.json.hits.some((h) => h.id === id)}; hits: ${s.text.slice(0, 300)}`);
@@ -165,7 +179,7 @@ async function writer(w) {
       // The answer was lost (node killed, outcome unknown) or an error: resolve by reading back.
       if (!(r.status === 503 && type === 'outcome_unknown_error') && r.status !== 0) {
         stats.other_errors++;
-        if (r.status !== 503) violate(`${id}: unexpected answer ${r.status} ${r.text && r.text.slice(0, 200)}`);
+        if (r.status !== 503) violate(`${id}: unexpected answer ${r.status} ${r.text && r.text.slice(0, 200)}; its history: ${o.history.join('; ')}`);
       }
       stats.unknown++;
       o.pending.push(target);
@@ -239,6 +253,7 @@ async function killPrimary() {
   const p = roles.indexOf('primary');
   if (p < 0) throw new Error(`no primary before a kill: ${roles}`);
   const t = Date.now();
+  console.error(`${t - t0}ms: the PostgreSQL primary's machine (${p}) lost`);
   cluster.killPostgresMachine(p);
   await (async () => {
     for (;;) {
@@ -255,26 +270,78 @@ async function killPrimary() {
   failovers.push({ promoted_s: promoted, writable_s: (Date.now() - t) / 1000 });
 }
 
-async function killNode() {
+// Every shard claimed ready by `replicas` live nodes (excluding `lost`): the time it took.
+async function waitRebuilt(lost, t) {
+  const want = Math.min(replicas, nNodes - 1);
+  for (;;) {
+    const claims = await cluster.claims(COLL).catch(() => ({}));
+    let ok = true;
+    for (let k = 0; k < shards; k++) ok &&= (claims[k] || []).filter((n) => n !== `node${lost}`).length >= want;
+    if (ok && !Object.values(claims).some((ns) => ns.includes(`node${lost}`))) return (Date.now() - t) / 1000;
+    if (Date.now() - t > 120000) {
+      violate(`the replicas of node ${lost} were not rebuilt within 120 s: ${JSON.stringify(claims)}`);
+      return (Date.now() - t) / 1000;
+    }
+    await sleep(100);
+  }
+}
+
+async function killNode(stop) {
   const i = Math.floor(rand() * nNodes);
   live.delete(i);
   await sleep(300);  // searchers stop sending to it; writers do not
-  cluster.killNode(i);
-  while (alive(cluster.state.nodes[i].pid)) await sleep(20);
-  await sleep(500 + Math.floor(rand() * 1500));
-  cluster.startNode(i);
+  const t = Date.now();
+  console.error(`${t - t0}ms: ${stop ? 'SIGSTOP' : 'kill -9'} node ${i}`);
+  if (stop) {
+    // Stops answering without dying; kept stopped until its replicas live elsewhere.
+    cluster.killNode(i, 'SIGSTOP');
+    if (shards > 1 || replicas > 1) rebuilds.push({ how: 'SIGSTOP', s: await waitRebuilt(i, t) });
+    else await sleep(1000);
+    cluster.killNode(i, 'SIGCONT');
+  } else {
+    cluster.killNode(i);
+    while (alive(cluster.state.nodes[i].pid)) await sleep(20);
+    if (shards > 1 || replicas > 1) rebuilds.push({ how: 'kill -9', s: await waitRebuilt(i, t) });
+    else await sleep(500 + Math.floor(rand() * 1500));
+    cluster.startNode(i);
+  }
   await cluster.waitNode(i);
   live.add(i);
+}
+
+// A node joins under load: the time until it holds a ready replica.
+async function joinNode() {
+  const t = Date.now();
+  console.error(`${t - t0}ms: a node joins`);
+  const i = await cluster.addNode();
+  nNodes = cluster.state.nodes.length;
+  live.add(i);
+  for (;;) {
+    const claims = await cluster.claims(COLL).catch(() => ({}));
+    if (Object.values(claims).some((ns) => ns.includes(`node${i}`))) break;
+    if (Date.now() - t > 120000) {
+      violate(`the added node ${i} took no replica within 120 s`);
+      break;
+    }
+    await sleep(100);
+  }
+  joined = { node: i, s: (Date.now() - t) / 1000 };
 }
 
 // Convergence: every node's indexes equal the store.
 async function checkConvergence(expected) {
   const deadline = Date.now() + 60000;
+  const perShard = {};  // shard -> the document counts its replicas hold
   for (let i = 0; i < nNodes; i++) {
     for (;;) {
       const info = await call(`${url(i)}/collections/${COLL}`, 'GET');
+      // Sharded: a node holds some shards; each of its replicas holds its shard's documents.
+      const held = info.status === 200 && info.json.node ? info.json.node.replicas : [];
       const ok = info.status === 200 && info.json.node && info.json.node.applied_seq === info.json.last_op &&
-        info.json.node.indexed === info.json.documents && info.json.documents === expected;
+        info.json.documents === expected &&
+        (shards > 1 || replicas > 1 ? held.every((r) => r.applied_seq === info.json.last_op)
+          : info.json.node.indexed === info.json.documents);
+      if (ok) for (const r of held) (perShard[r.shard] ||= new Set()).add(r.documents);
       if (ok) break;
       if (Date.now() > deadline) {
         violate(`node ${i} did not converge: ${info.text}`);
@@ -283,24 +350,59 @@ async function checkConvergence(expected) {
       await sleep(200);
     }
   }
+  if (shards > 1 || replicas > 1) {
+    // Every replica of a shard holds the same documents; the shards together hold them all.
+    let total = 0;
+    for (let k = 0; k < shards; k++) {
+      const counts = [...(perShard[k] || [])];
+      if (counts.length !== 1) violate(`shard ${k}'s replicas hold ${JSON.stringify(counts)} documents`);
+      total += counts[0] || 0;
+    }
+    if (total !== expected) violate(`the shards hold ${total} documents, the store ${expected}`);
+  }
+}
+
+// The same queries on every node (each coordinating, asking replicas of its
+// choice): the same answers.
+async function checkSameAnswers() {
+  for (let q = 0; q < 20; q++) {
+    const body = { query: `${WORDS[q % WORDS.length]} ${WORDS[(q * 7 + 3) % WORDS.length]}`, mode: ['fused', 'lexical', 'hybrid'][q % 3], k: 10, exact: true };
+    const answers = [];
+    for (let i = 0; i < nNodes; i++) answers.push(await call(`${url(i)}/collections/${COLL}/search`, 'POST', body));
+    for (let i = 1; i < nNodes; i++) {
+      const a = answers[0], b = answers[i];
+      if (a.status !== 200 || b.status !== 200) {
+        violate(`same answers: ${a.status} ${b.status} ${(b.text || '').slice(0, 200)}`);
+        continue;
+      }
+      const same = a.json.hits.length === b.json.hits.length &&
+        a.json.hits.every((h, j) => h.id === b.json.hits[j].id && Math.abs(h.score - b.json.hits[j].score) <= 1e-6);
+      if (!same) violate(`node ${i} answers ${JSON.stringify(body)} unlike node 0: ${JSON.stringify(b.json.hits.map((h) => h.id))} ` +
+                         `against ${JSON.stringify(a.json.hits.map((h) => h.id))}`);
+    }
+  }
 }
 
 let exitCode = 0;
 try {
-  const c = await call(`${url(0)}/collections/${COLL}`, 'PUT', {});
+  const c = await call(`${url(0)}/collections/${COLL}`, 'PUT', shards > 1 || replicas > 1 ? { shards, replicas } : {});
   if (c.status !== 201) throw new Error(`creating the collection: ${c.status} ${c.text}`);
   const tasks = [];
   for (let w = 0; w < nWriters; w++) tasks.push(writer(w));
   for (let s = 0; s < nNodes; s++) tasks.push(searcher());
-  const events = [...Array(pgKills).fill('pg'), ...Array(nodeKills).fill('node')];
+  const events = [...Array(pgKills).fill('pg'), ...Array(nodeKills).fill('node'), ...Array(nodeStops).fill('stop')];
   for (let i = events.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
     [events[i], events[j]] = [events[j], events[i]];
   }
+  if (addNode) events.splice(Math.floor(events.length / 2), 0, 'join');
   await sleep(gapMs);
   for (const e of events) {
     if (e === 'pg') await killPrimary();
-    else await killNode();
+    else if (e === 'join') {
+      await joinNode();
+      tasks.push(searcher());
+    } else await killNode(e === 'stop');
     await sleep(gapMs);
   }
   running = false;
@@ -341,17 +443,22 @@ try {
       if (o.final === 'deleted' && found) violate(`node ${i}: deleted ${id} still found`);
     }
   }
+  await checkSameAnswers();
   const rate = stats.searches ? stats.searches_ok / stats.searches : 0;
   if (rate < 0.99) violate(`searches answered: ${(rate * 100).toFixed(2)} % < 99 %`);
   if (stats.upserts_acked === 0) violate('no upsert was acknowledged');
   const fo = (k) => failovers.map((f) => f[k]).sort((a, b) => a - b);
   const q = (a, p) => (a.length ? a[Math.round(p * (a.length - 1))] : null);
   console.log(JSON.stringify({
-    pg_kills: pgKills, node_kills: nodeKills, writers: nWriters, nodes: nNodes, up_s: upSeconds,
+    pg_kills: pgKills, node_kills: nodeKills, node_stops: nodeStops, writers: nWriters, nodes: nNodes, shards, replicas,
+    up_s: upSeconds,
     seconds: (Date.now() - t0) / 1000, ids: oracle.size, stored: expected, ...stats,
     search_success: Number(rate.toFixed(5)),
     failover_promoted_s: { p50: q(fo('promoted_s'), 0.5), max: q(fo('promoted_s'), 1) },
     failover_writable_s: { p50: q(fo('writable_s'), 0.5), max: q(fo('writable_s'), 1) },
+    rebuild_s: { p50: q(rebuilds.map((r) => r.s).sort((a, b) => a - b), 0.5), max: q(rebuilds.map((r) => r.s).sort((a, b) => a - b), 1),
+      n: rebuilds.length },
+    join_s: joined && joined.s,
     violations: violations.length,
   }));
   if (violations.length) exitCode = 1;

@@ -242,7 +242,7 @@ HttpResponse CollectionsRouter::Shards(const std::string& what, const std::strin
   if (!c.ok()) return NativeFromStatus(c.status());
   json out = json::array();
   if (what == "stats") {
-    auto stats = (*c)->ShardStats(q->spec.query, shards);
+    auto stats = (*c)->ShardStats(*q, shards);
     if (!stats.ok()) return NativeFromStatus(stats.status());
     for (const auto& [k, s] : *stats) out.push_back({{"shard", k}, {"stats", LexicalStatsToJson(s)}});
     return JsonResponse({{"stats", out}});
