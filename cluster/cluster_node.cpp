@@ -340,6 +340,15 @@ std::vector<std::pair<std::vector<uint32_t>, json>> ClusterNode::Ask(const Shard
     // One live, claimed replica of each shard, round-robin, skipping suspects while others exist.
     std::map<std::string, std::vector<uint32_t>> by_node;
     std::map<std::string, std::string> address;
+    // Past the first round, or with a shard no replica is known of (a
+    // placement newer than this node's last poll): the cluster read afresh.
+    bool unknown = round > 0;
+    {
+      std::lock_guard lock(mu_);
+      auto coll = claims_.find(q.collection);
+      for (uint32_t k : pending) unknown |= coll == claims_.end() || !coll->second.count(k);
+    }
+    if (unknown) (void)Refresh();
     {
       std::lock_guard lock(mu_);
       const auto now = Clock::now();

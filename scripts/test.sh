@@ -9,7 +9,7 @@ ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 # The cluster under faults, a short run (docs/tests.md): etcd x3, PostgreSQL
 # primary + synchronous standby under Patroni, 3 nodes; 2 primary losses and 2
 # node kills under writers and searchers, checked against their record.
-node tests/soak/cluster_soak.mjs --pg-kills 2 --node-kills 2 --gap-ms 2000
+node tests/soak/cluster_soak.mjs --pg-kills 2 --node-kills 2 --node-stops 2 --gap-ms 2000
 # docs/cli.md lists every flag as the commands' --help prints it.
 node scripts/cli_flags.mjs --check
 # End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
