@@ -130,12 +130,15 @@ Status ClusterNode::Refresh() {
   std::map<std::string, std::string> nodes;
   std::map<std::string, Placed> placed;
   std::map<std::string, std::map<uint32_t, std::map<std::string, json>>> claims;
+  std::set<std::string> draining;
   const std::string& prefix = placements_store_.prefix();
   for (const KeyValue& kv : kvs) {
     const std::string rest = kv.key.substr(prefix.size());
     const json value = json::parse(kv.value, nullptr, false);
     if (rest.rfind("nodes/", 0) == 0) {
       if (value.is_object()) nodes[rest.substr(6)] = value.value("address", "");
+    } else if (rest.rfind("drain/", 0) == 0) {
+      draining.insert(rest.substr(6));
     } else if (rest.rfind("placement/", 0) == 0) {
       auto p = Placement::FromJson(kv.value);
       if (p.ok()) placed[rest.substr(10)] = Placed{*p, kv.mod_revision};
@@ -152,6 +155,7 @@ Status ClusterNode::Refresh() {
   nodes_ = std::move(nodes);
   placed_ = std::move(placed);
   claims_ = std::move(claims);
+  draining_ = std::move(draining);
   return Status::OK();
 }
 
@@ -160,8 +164,10 @@ Status ClusterNode::PlanCollection(const CollectionLayout& layout, std::map<std:
   int64_t revision = 0;
   std::vector<std::string> live;
   ReadyReplicas ready;
+  std::set<std::string> draining;
   {
     std::lock_guard lock(mu_);
+    draining = draining_;
     if (auto it = placed_.find(layout.name); it != placed_.end()) current = it->second.placement, revision = it->second.revision;
     for (const auto& [id, address] : nodes_) live.push_back(id);
     if (auto it = claims_.find(layout.name); it != claims_.end())
@@ -172,7 +178,7 @@ Status ClusterNode::PlanCollection(const CollectionLayout& layout, std::map<std:
             ready[shard].insert(node);
   }
   if (live.empty()) return Status::OK();
-  const Placement next = Plan(current, layout.store_id, layout.shards, layout.replicas, live, ready, load);
+  const Placement next = Plan(current, layout.store_id, layout.shards, layout.replicas, live, ready, load, draining);
   if (current && *current == next) return Status::OK();
   MOEEDB_ASSIGN_OR_RETURN(bool won, placements_store_.Write(layout.name, next, revision));
   (void)won;  // lost: another node's plan from the same state is written; read it either way

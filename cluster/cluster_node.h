@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -100,6 +101,7 @@ class ClusterNode : public ShardPeers {
   // collection -> shard -> node -> its claim
   std::map<std::string, std::map<uint32_t, std::map<std::string, nlohmann::json>>> claims_;
   std::map<std::string, std::chrono::steady_clock::time_point> suspect_;  // node -> skipped until
+  std::set<std::string> draining_;  // nodes being drained (placement.h)
   std::map<std::string, std::string> claimed_;  // claim key -> the value this node last wrote
   std::map<std::string, std::chrono::steady_clock::time_point> claim_written_at_;  // the poll thread's
   uint64_t spread_ = 0;

@@ -201,6 +201,17 @@ Status EtcdClient::KeepAlive(int64_t lease) const {
   return Status::OK();
 }
 
+Result<int64_t> EtcdClient::LeaseTimeToLive(int64_t lease) const {
+  MOEEDB_ASSIGN_OR_RETURN(std::string body, Call("/v3/lease/timetolive", json{{"ID", std::to_string(lease)}}.dump()));
+  try {
+    const int64_t ttl = Int64(json::parse(body), "TTL");
+    if (ttl < 0) return Status::NotFound("etcd lease " + std::to_string(lease) + " has expired");
+    return ttl;
+  } catch (const std::exception& e) {
+    return Status::Corruption(std::string("etcd timetolive reply: ") + e.what());
+  }
+}
+
 Status EtcdClient::RevokeLease(int64_t lease) const {
   return Call("/v3/lease/revoke", json{{"ID", std::to_string(lease)}}.dump()).status();
 }

@@ -69,6 +69,8 @@ class EtcdClient {
   // Renews the lease; NotFound once it has expired (its keys are gone).
   Status KeepAlive(int64_t lease) const;
   Status RevokeLease(int64_t lease) const;
+  // Seconds the lease has left; NotFound once it has expired.
+  Result<int64_t> LeaseTimeToLive(int64_t lease) const;
 
   const std::vector<std::string>& endpoints() const { return endpoints_; }
 

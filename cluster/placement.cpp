@@ -54,7 +54,7 @@ void Erase(std::vector<std::string>* v, const std::string& x) { v->erase(std::re
 
 Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint32_t shards, uint32_t replicas,
                const std::vector<std::string>& live_nodes, const ReadyReplicas& ready,
-               std::map<std::string, size_t>* load) {
+               std::map<std::string, size_t>* load, const std::set<std::string>& draining) {
   Placement p;
   if (current && current->store_id == store_id && current->shards == shards) p = *current;
   p.store_id = store_id;
@@ -69,21 +69,33 @@ Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint3
     auto it = ready.find(k);
     return it != ready.end() && it->second.count(n) > 0;
   };
-  for (const auto& n : live) (*load)[n];  // every live node has a count
+  // Draining nodes serve what they hold (as leaving) and take nothing new.
+  std::vector<std::string> takers;
+  for (const auto& n : live)
+    if (!draining.count(n)) takers.push_back(n);
+  for (const auto& n : takers) (*load)[n];  // every node that takes replicas has a count
   for (uint32_t k = 0; k < shards; ++k) {
     auto& a = p.assigned[k];
     auto& l = p.leaving[k];
     a.erase(std::remove_if(a.begin(), a.end(), [&](const std::string& n) { return !alive(n); }), a.end());
     l.erase(std::remove_if(l.begin(), l.end(), [&](const std::string& n) { return !alive(n); }), l.end());
+    for (auto it = a.begin(); it != a.end();) {
+      if (!draining.count(*it)) {
+        ++it;
+        continue;
+      }
+      if (!Contains(l, *it)) l.push_back(*it);
+      it = a.erase(it);
+    }
     size_t ready_assigned = 0;
     for (const auto& n : a) ready_assigned += is_ready(k, n);
-    if (ready_assigned >= std::min<size_t>(replicas, a.size()) && a.size() >= std::min<size_t>(replicas, live.size()))
+    if (ready_assigned >= std::min<size_t>(replicas, a.size()) && a.size() >= std::min<size_t>(replicas, takers.size()))
       l.clear();
     for (const auto& n : a) ++(*load)[n];
   }
   const auto lightest_without = [&](uint32_t k) -> std::optional<std::string> {
     std::optional<std::string> best;
-    for (const auto& n : live) {
+    for (const auto& n : takers) {
       if (Contains(p.assigned[k], n) || Contains(p.leaving[k], n)) continue;
       if (!best || (*load)[n] < (*load)[*best]) best = n;
     }
@@ -94,12 +106,13 @@ Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint3
     while (p.assigned[k].size() < replicas) {
       // A node leaving the shard comes back before a new one is built.
       std::optional<std::string> n;
-      if (!p.leaving[k].empty()) {
-        n = p.leaving[k].front();
-        Erase(&p.leaving[k], *n);
-      } else {
-        n = lightest_without(k);
-      }
+      for (const auto& back : p.leaving[k])
+        if (!draining.count(back)) {
+          n = back;
+          break;
+        }
+      if (n) Erase(&p.leaving[k], *n);
+      else n = lightest_without(k);
       if (!n) break;  // fewer live nodes than replicas
       p.assigned[k].push_back(*n);
       ++(*load)[*n];
@@ -109,7 +122,7 @@ Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint3
   for (bool moved = true; moved;) {
     moved = false;
     std::string heavy, light;
-    for (const auto& n : live) {
+    for (const auto& n : takers) {
       if (heavy.empty() || (*load)[n] > (*load)[heavy]) heavy = n;
       if (light.empty() || (*load)[n] < (*load)[light]) light = n;
     }
@@ -136,6 +149,8 @@ std::string PlacementStore::NodeKey(const std::string& node) const { return pref
 std::string PlacementStore::PlacementKey(const std::string& collection) const {
   return prefix_ + "placement/" + collection;
 }
+std::string PlacementStore::DrainKey(const std::string& node) const { return prefix_ + "drain/" + node; }
+
 std::string PlacementStore::ReplicaKey(const std::string& collection, uint32_t shard, const std::string& node) const {
   return prefix_ + "replicas/" + collection + "/" + std::to_string(shard) + "/" + node;
 }

@@ -55,12 +55,14 @@ using ReadyReplicas = std::map<uint32_t, std::set<std::string>>;
 //    hold it (load: replicas assigned, over every collection in `load`);
 //  - while one live node holds two more replicas than another, one replica
 //    moves: the lighter node is assigned, the heavier one leaves once it is
-//    ready (one move per shard at a time).
+//    ready (one move per shard at a time);
+//  - a draining node is assigned nothing new, and leaves every shard it holds
+//    (serving it until the nodes that replace it are ready).
 // `load` counts each node's assigned replicas of the other collections and
 // is updated with this one's. Deterministic: ties go to the lower node id.
 Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint32_t shards, uint32_t replicas,
                const std::vector<std::string>& live_nodes, const ReadyReplicas& ready,
-               std::map<std::string, size_t>* load);
+               std::map<std::string, size_t>* load, const std::set<std::string>& draining = {});
 
 class PlacementStore {
  public:
@@ -69,6 +71,8 @@ class PlacementStore {
   std::string NodeKey(const std::string& node) const;
   std::string PlacementKey(const std::string& collection) const;
   std::string ReplicaKey(const std::string& collection, uint32_t shard, const std::string& node) const;
+  // A node being drained (`moeedb cluster drain`): its key exists while it drains.
+  std::string DrainKey(const std::string& node) const;
   const std::string& prefix() const { return prefix_; }
 
   // The collection's placement and the mod_revision it was read at (0 and

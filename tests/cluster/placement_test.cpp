@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "cluster/cluster_status.h"
 #include "cluster/etcd_client.h"
 #include "cluster/placement.h"
 
@@ -82,6 +83,26 @@ TEST(Plan, AJoiningNodeTakesItsShareWhileTheOldOwnersServeUntilItIsReady) {
   const Placement r = Plan(q, 7, 6, 1, {"n1", "n2", "n3"}, AllReady(q), &load);
   for (const auto& l : r.leaving) EXPECT_TRUE(l.empty());
   EXPECT_EQ(r.assigned, q.assigned);
+}
+
+TEST(Plan, ADrainingNodeServesUntilItsReplacementsAreReadyThenHoldsNothing) {
+  std::map<std::string, size_t> load;
+  const Placement p = Plan(std::nullopt, 7, 6, 2, {"n1", "n2", "n3", "n4"}, {}, &load);
+  ASSERT_FALSE(p.ShardsOf("n2").empty());
+  load.clear();
+  const Placement q = Plan(p, 7, 6, 2, {"n1", "n2", "n3", "n4"}, AllReady(p), &load, {"n2"});
+  for (uint32_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(q.assigned[k].size(), 2u);
+    EXPECT_FALSE(std::count(q.assigned[k].begin(), q.assigned[k].end(), "n2")) << k;
+    // Still serving what it held.
+    if (std::count(p.assigned[k].begin(), p.assigned[k].end(), "n2"))
+      EXPECT_EQ(q.leaving[k], std::vector<std::string>{"n2"}) << k;
+  }
+  EXPECT_EQ(q.ShardsOf("n2"), p.ShardsOf("n2"));
+  load.clear();
+  const Placement r = Plan(q, 7, 6, 2, {"n1", "n2", "n3", "n4"}, AllReady(q), &load, {"n2"});
+  EXPECT_TRUE(r.ShardsOf("n2").empty());
+  EXPECT_EQ(Loads(r), (std::map<std::string, size_t>{{"n1", 4}, {"n3", 4}, {"n4", 4}}));
 }
 
 TEST(Plan, FewerLiveNodesThanReplicasAssignsEachNodeOnce) {
@@ -194,6 +215,32 @@ TEST_F(EtcdPlacement, ANodesClaimsGoWithItsLease) {
   EXPECT_EQ(etcd_.List(ps.prefix())->size(), 0u);
   auto renewed = etcd_.KeepAlive(*lease);
   EXPECT_EQ(renewed.code(), Status::Code::kNotFound) << renewed.ToString();
+}
+
+TEST_F(EtcdPlacement, TheStatusShowsNodesPlacementAndClaimsAndDrainingIsSetAndUnset) {
+  PlacementStore ps(&etcd_, cluster_);
+  auto lease = etcd_.GrantLease(30);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(etcd_.Put(ps.NodeKey("n1"), "{\"address\":\"127.0.0.1:1\"}", *lease).ok());
+  std::map<std::string, size_t> load;
+  ASSERT_TRUE(*ps.Write("c", Plan(std::nullopt, 3, 2, 1, {"n1"}, {}, &load), 0));
+  auto read = ps.Read("c");
+  ASSERT_TRUE(*ps.Claim("c", 1, "n1", *lease, R"({"state": "ready", "applied_seq": 7, "documents": 3})", read->second));
+  EXPECT_EQ(SetDraining(etcd_, cluster_, "nobody", true).code(), Status::Code::kNotFound);
+  ASSERT_TRUE(SetDraining(etcd_, cluster_, "n1", true).ok());
+  auto status = ReadClusterStatus(etcd_, cluster_, nullptr);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  const auto& j = *status;
+  ASSERT_EQ(j["nodes"].size(), 1u);
+  EXPECT_EQ(j["nodes"][0]["id"], "n1");
+  EXPECT_EQ(j["nodes"][0]["draining"], true);
+  EXPECT_GT(j["nodes"][0]["ttl_s"].get<int64_t>(), 20);
+  ASSERT_EQ(j["collections"].size(), 1u);
+  EXPECT_EQ(j["collections"][0]["shard_list"][1]["assigned"], nlohmann::json::array({"n1"}));
+  EXPECT_EQ(j["collections"][0]["shard_list"][1]["replicas"][0]["applied_seq"], 7);
+  ASSERT_TRUE(SetDraining(etcd_, cluster_, "n1", false).ok());
+  EXPECT_EQ((*ReadClusterStatus(etcd_, cluster_, nullptr))["nodes"][0]["draining"], false);
+  ASSERT_TRUE(etcd_.RevokeLease(*lease).ok());
 }
 
 TEST(EtcdClientTest, AnUnreachableClusterIsUnavailable) {

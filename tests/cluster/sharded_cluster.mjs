@@ -166,6 +166,34 @@ async function main() {
         }
       }
     }
+    // cluster status: 3 nodes, every shard of six on 2 replicas with no lag.
+    const status = () => JSON.parse(execFileSync(BIN, ['cluster', 'status', '--etcd', ETCD, '--cluster', cluster, '--db', uri]));
+    const st = status();
+    const six = st.collections.find((c) => c.name === 'six');
+    if (st.nodes.length !== 3 || !six || six.shard_list.length !== 6 ||
+        six.shard_list.some((sh) => sh.replicas.length !== 2 || sh.replicas.some((r) => r.lag !== 0)))
+      fail(`cluster status: ${JSON.stringify(st)}`);
+    // Draining n2: its replicas move to n0 and n1 (it serves until they are ready); answers unchanged.
+    execFileSync(BIN, ['cluster', 'drain', 'n2', '--etcd', ETCD, '--cluster', cluster]);
+    for (let t = 0; ; t++) {
+      const c = status().collections.find((x) => x.name === 'six');
+      if (c.shard_list.every((sh) => sh.replicas.length === 2 && sh.replicas.every((r) => r.node !== 'n2') &&
+                                      sh.leaving.length === 0)) break;
+      if (t > 300) fail(`n2 did not drain: ${JSON.stringify(c)}`);
+      await sleep(200);
+    }
+    for (let qi = 0; qi < 20; qi++) {
+      const body = { query: queries[qi], k: 10, exact: true, mode: ['fused', 'lexical', 'hybrid'][qi % 3] };
+      const one = await call(a.port, 'POST', '/collections/one/search', body);
+      const six2 = await call(nodes[2].port, 'POST', '/collections/six/search', body);
+      if (six2.status !== 200 || JSON.stringify(one.json.hits.map((h) => h.id)) !== JSON.stringify(six2.json.hits.map((h) => h.id)))
+        fail(`after draining n2, query ${qi}: ${six2.status} ${six2.text.slice(0, 300)}`);
+    }
+    const drained = (await call(nodes[2].port, 'GET', '/collections/six')).json.node.replicas.length;
+    if (drained !== 0) fail(`n2 still holds ${drained} replicas after draining`);
+    execFileSync(BIN, ['cluster', 'drain', 'n2', '--undo', '--etcd', ETCD, '--cluster', cluster]);
+    console.log('sharded_cluster: cluster status lists 3 nodes, 6 shards x 2 ready replicas, lag 0; ' +
+      'n2 drained: its replicas moved to n0 and n1, answers unchanged (20 queries through n2)');
     // Each node's indexes hold its four shards, about two thirds of the documents.
     for (const [i, n] of nodes.entries()) {
       const info = await call(n.port, 'GET', '/collections/six');
