@@ -257,6 +257,14 @@ std::vector<Database::IndexState> Database::OpenIndexStates() {
   return out;
 }
 
+std::vector<std::pair<std::string, VectorCollection::ReplicaState>> Database::OpenReplicaStates() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, VectorCollection::ReplicaState>> out;
+  for (const auto& [name, c] : collections_)
+    for (const auto& r : c->ReplicaStates()) out.emplace_back(name, r);
+  return out;
+}
+
 Status Database::SaveIndexes() {
   std::lock_guard<std::mutex> lock(mu_);
   Status first;

@@ -128,6 +128,8 @@ class Database {
     size_t indexed = 0;
   };
   std::vector<IndexState> OpenIndexStates();
+  // Each open collection's shard replicas on this node (name, replica).
+  std::vector<std::pair<std::string, VectorCollection::ReplicaState>> OpenReplicaStates();
 
  private:
   explicit Database(DatabaseOptions options) : options_(std::move(options)) {}

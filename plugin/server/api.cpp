@@ -146,6 +146,19 @@ std::string Api::MetricsText() {
   o << "# HELP moeedb_collection_indexed_documents Documents in this node's indexes of the collection.\n"
        "# TYPE moeedb_collection_indexed_documents gauge\n";
   for (const auto& c : indexes) o << "moeedb_collection_indexed_documents{collection=\"" << c.name << "\"} " << c.indexed << "\n";
+  // Per shard replica this node holds (one, shard 0, for an unsharded collection).
+  const auto replicas = core_.db().OpenReplicaStates();
+  const auto per_replica = [&](const char* name, const char* help, auto value) {
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
+    for (const auto& [c, r] : replicas)
+      o << name << "{collection=\"" << c << "\",shard=\"" << r.shard << "\"} " << value(r) << "\n";
+  };
+  per_replica("moeedb_shard_applied_seq", "The newest change-log entry this node's replica of the shard includes.",
+              [](const auto& r) { return r.applied_seq; });
+  per_replica("moeedb_shard_documents", "Documents in this node's replica of the shard.",
+              [](const auto& r) { return r.documents; });
+  per_replica("moeedb_shard_index_bytes", "Bytes the replica's dense indexes hold in memory.",
+              [](const auto& r) { return r.index_bytes; });
   o << "# HELP moeedb_queue_depth Embedding jobs waiting.\n# TYPE moeedb_queue_depth gauge\n";
   o << "moeedb_queue_depth " << qs.depth << "\n";
   o << "# HELP moeedb_model_busy_seconds_total Time the model workers spent embedding, summed over workers.\n"

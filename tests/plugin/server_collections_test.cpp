@@ -84,6 +84,16 @@ TEST_F(ServerTest, AShardedCollectionAnswersAsOneShard) {
     }
   }
   EXPECT_EQ(Body(Call("GET", "/collections/six"))["documents"], 8);
+  // /metrics per shard replica: six's 6 replicas hold its 8 documents.
+  const std::string m = Call("GET", "/metrics").body;
+  size_t in_replicas = 0, replicas = 0;
+  for (size_t at = 0; (at = m.find("moeedb_shard_documents{collection=\"six\"", at)) != std::string::npos; ++at) {
+    in_replicas += std::stoul(m.substr(m.find("} ", at) + 2));
+    ++replicas;
+  }
+  EXPECT_EQ(replicas, 6u) << m;
+  EXPECT_EQ(in_replicas, 8u);
+  EXPECT_NE(m.find("moeedb_shard_index_bytes{collection=\"six\",shard=\"5\"}"), std::string::npos);
 }
 
 TEST_F(ServerTest, LexicalAndHybridSearch) {
