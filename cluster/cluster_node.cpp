@@ -126,36 +126,9 @@ void ClusterNode::PollLoop() {
 }
 
 Status ClusterNode::Refresh() {
-  MOEEDB_ASSIGN_OR_RETURN(std::vector<KeyValue> kvs, etcd_.List(placements_store_.prefix()));
-  std::map<std::string, std::string> nodes;
-  std::map<std::string, Placed> placed;
-  std::map<std::string, std::map<uint32_t, std::map<std::string, json>>> claims;
-  std::set<std::string> draining;
-  const std::string& prefix = placements_store_.prefix();
-  for (const KeyValue& kv : kvs) {
-    const std::string rest = kv.key.substr(prefix.size());
-    const json value = json::parse(kv.value, nullptr, false);
-    if (rest.rfind("nodes/", 0) == 0) {
-      if (value.is_object()) nodes[rest.substr(6)] = value.value("address", "");
-    } else if (rest.rfind("drain/", 0) == 0) {
-      draining.insert(rest.substr(6));
-    } else if (rest.rfind("placement/", 0) == 0) {
-      auto p = Placement::FromJson(kv.value);
-      if (p.ok()) placed[rest.substr(10)] = Placed{*p, kv.mod_revision};
-    } else if (rest.rfind("replicas/", 0) == 0) {
-      // replicas/<collection>/<shard>/<node>; names hold no '/'.
-      const std::string path = rest.substr(9);
-      const size_t a = path.find('/'), b = path.rfind('/');
-      if (a == std::string::npos || a == b || !value.is_object()) continue;
-      claims[path.substr(0, a)][static_cast<uint32_t>(std::stoul(path.substr(a + 1, b - a - 1)))][path.substr(b + 1)] =
-          value;
-    }
-  }
+  MOEEDB_ASSIGN_OR_RETURN(ClusterKeys keys, placements_store_.ReadAll());
   std::lock_guard lock(mu_);
-  nodes_ = std::move(nodes);
-  placed_ = std::move(placed);
-  claims_ = std::move(claims);
-  draining_ = std::move(draining);
+  keys_ = std::move(keys);
   return Status::OK();
 }
 
@@ -167,13 +140,13 @@ Status ClusterNode::PlanCollection(const CollectionLayout& layout, std::map<std:
   std::set<std::string> draining;
   {
     std::lock_guard lock(mu_);
-    draining = draining_;
-    if (auto it = placed_.find(layout.name); it != placed_.end()) current = it->second.placement, revision = it->second.revision;
-    for (const auto& [id, address] : nodes_) live.push_back(id);
-    if (auto it = claims_.find(layout.name); it != claims_.end())
+    draining = keys_.draining;
+    if (auto it = keys_.placements.find(layout.name); it != keys_.placements.end()) current = it->second.placement, revision = it->second.revision;
+    for (const auto& [id, node] : keys_.nodes) live.push_back(id);
+    if (auto it = keys_.claims.find(layout.name); it != keys_.claims.end())
       for (const auto& [shard, by_node] : it->second)
         for (const auto& [node, claim] : by_node)
-          if (nodes_.count(node) && claim.value("state", "") == "ready" &&
+          if (keys_.nodes.count(node) && claim.value("state", "") == "ready" &&
               claim.value("store_id", 0u) == layout.store_id)
             ready[shard].insert(node);
   }
@@ -184,7 +157,7 @@ Status ClusterNode::PlanCollection(const CollectionLayout& layout, std::map<std:
   (void)won;  // lost: another node's plan from the same state is written; read it either way
   MOEEDB_ASSIGN_OR_RETURN(auto now, placements_store_.Read(layout.name));
   std::lock_guard lock(mu_);
-  if (now.first) placed_[layout.name] = Placed{*now.first, now.second};
+  if (now.first) keys_.placements[layout.name] = ClusterKeys::Placed{*now.first, now.second};
   return Status::OK();
 }
 
@@ -204,7 +177,7 @@ Status ClusterNode::Coordinate() {
   std::vector<std::pair<std::string, int64_t>> stale;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [name, p] : placed_)
+    for (const auto& [name, p] : keys_.placements)
       if (!present.count(name)) stale.emplace_back(name, p.revision);
   }
   for (const auto& [name, revision] : stale)
@@ -219,12 +192,10 @@ Status ClusterNode::HoldAndClaim() {
   std::set<std::string> claimed_collections;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [name, p] : placed_)
+    for (const auto& [name, p] : keys_.placements)
       if (!p.placement.ShardsOf(options_.node_id).empty()) mine[name] = p.revision;
-    for (const auto& [key, value] : claimed_) {
-      const std::string rest = key.substr(placements_store_.prefix().size() + 9);
-      claimed_collections.insert(rest.substr(0, rest.find('/')));
-    }
+    for (const auto& [key, value] : claimed_)
+      if (auto r = placements_store_.ParseReplicaKey(key)) claimed_collections.insert(r->collection);
   }
   Status first;
   std::set<std::string> keep;
@@ -260,10 +231,8 @@ Status ClusterNode::HoldAndClaim() {
     auto it = claimed.find(key);
     const bool fresh = it == claimed.end();
     if (!fresh && (it->second == v.first || Clock::now() - written_at[key] < kClaimRefresh)) continue;
-    const std::string rest = key.substr(placements_store_.prefix().size() + 9);  // <collection>/<shard>/<node>
-    const size_t a = rest.find('/'), b = rest.rfind('/');
-    auto won = placements_store_.Claim(rest.substr(0, a), static_cast<uint32_t>(std::stoul(rest.substr(a + 1, b - a - 1))),
-                                       options_.node_id, lease_, v.first, v.second);
+    const auto r = placements_store_.ParseReplicaKey(key);  // a key this node made
+    auto won = placements_store_.Claim(r->collection, r->shard, options_.node_id, lease_, v.first, v.second);
     if (!won.ok()) {
       if (first.ok()) first = won.status();
       continue;
@@ -289,15 +258,15 @@ std::optional<std::vector<uint32_t>> ClusterNode::HeldShards(const CollectionLay
   bool planned = false;
   {
     std::lock_guard lock(mu_);
-    auto it = placed_.find(layout.name);
-    planned = it != placed_.end() && it->second.placement.store_id == layout.store_id;
+    auto it = keys_.placements.find(layout.name);
+    planned = it != keys_.placements.end() && it->second.placement.store_id == layout.store_id;
   }
   if (!planned) {
     // A collection new to the cluster: placed now, so its creator holds its share at once.
     std::map<std::string, size_t> load;
     {
       std::lock_guard lock(mu_);
-      for (const auto& [name, p] : placed_)
+      for (const auto& [name, p] : keys_.placements)
         if (name != layout.name)
           for (const auto& a : p.placement.assigned)
             for (const auto& n : a) ++load[n];
@@ -306,8 +275,8 @@ std::optional<std::vector<uint32_t>> ClusterNode::HeldShards(const CollectionLay
     if (!s.ok()) std::cerr << "moeedb cluster: placing " << layout.name << ": " << s.message() << "\n";
   }
   std::lock_guard lock(mu_);
-  auto it = placed_.find(layout.name);
-  if (it == placed_.end() || it->second.placement.store_id != layout.store_id) return std::vector<uint32_t>{};
+  auto it = keys_.placements.find(layout.name);
+  if (it == keys_.placements.end() || it->second.placement.store_id != layout.store_id) return std::vector<uint32_t>{};
   return it->second.placement.ShardsOf(options_.node_id);
 }
 
@@ -317,15 +286,15 @@ void ClusterNode::AwaitReplicas(const CollectionLayout& layout, std::chrono::mil
   while (Clock::now() < until) {
     if (Refresh().ok()) {
       std::lock_guard lock(mu_);
-      const size_t want = std::min<size_t>(layout.replicas, nodes_.size());
+      const size_t want = std::min<size_t>(layout.replicas, keys_.nodes.size());
       bool ready = true;
-      auto coll = claims_.find(layout.name);
+      auto coll = keys_.claims.find(layout.name);
       for (uint32_t k = 0; k < layout.shards && ready; ++k) {
         size_t n = 0;
-        if (coll != claims_.end())
+        if (coll != keys_.claims.end())
           if (auto sh = coll->second.find(k); sh != coll->second.end())
             for (const auto& [node, claim] : sh->second)
-              n += nodes_.count(node) && claim.value("store_id", 0u) == layout.store_id;
+              n += keys_.nodes.count(node) && claim.value("store_id", 0u) == layout.store_id;
         ready = n >= want;
       }
       if (ready) return;
@@ -351,8 +320,8 @@ std::vector<std::pair<std::vector<uint32_t>, json>> ClusterNode::Ask(const Shard
     bool unknown = round > 0;
     {
       std::lock_guard lock(mu_);
-      auto coll = claims_.find(q.collection);
-      for (uint32_t k : pending) unknown |= coll == claims_.end() || !coll->second.count(k);
+      auto coll = keys_.claims.find(q.collection);
+      for (uint32_t k : pending) unknown |= coll == keys_.claims.end() || !coll->second.count(k);
     }
     if (unknown) (void)Refresh();
     {
@@ -360,11 +329,11 @@ std::vector<std::pair<std::vector<uint32_t>, json>> ClusterNode::Ask(const Shard
       const auto now = Clock::now();
       for (uint32_t k : pending) {
         std::vector<std::string> good, suspect;
-        auto coll = claims_.find(q.collection);
-        if (coll != claims_.end())
+        auto coll = keys_.claims.find(q.collection);
+        if (coll != keys_.claims.end())
           if (auto sh = coll->second.find(k); sh != coll->second.end())
             for (const auto& [node, claim] : sh->second) {
-              if (node == options_.node_id || failed.count(node) || !nodes_.count(node)) continue;
+              if (node == options_.node_id || failed.count(node) || !keys_.nodes.count(node)) continue;
               if (claim.value("state", "") != "ready" || claim.value("store_id", 0u) != q.store_id) continue;
               auto s = suspect_.find(node);
               (s != suspect_.end() && s->second > now ? suspect : good).push_back(node);
@@ -373,7 +342,7 @@ std::vector<std::pair<std::vector<uint32_t>, json>> ClusterNode::Ask(const Shard
         if (pick_from.empty()) continue;
         const std::string& node = pick_from[(spread_ + k) % pick_from.size()];
         by_node[node].push_back(k);
-        address[node] = nodes_[node];
+        address[node] = keys_.nodes[node].address;
       }
       ++spread_;
     }

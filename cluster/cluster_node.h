@@ -92,16 +92,8 @@ class ClusterNode : public ShardPeers {
   std::atomic<int64_t> lease_{0};
 
   mutable std::mutex mu_;
-  std::map<std::string, std::string> nodes_;  // live node id -> address
-  struct Placed {
-    Placement placement;
-    int64_t revision = 0;
-  };
-  std::map<std::string, Placed> placed_;  // by collection
-  // collection -> shard -> node -> its claim
-  std::map<std::string, std::map<uint32_t, std::map<std::string, nlohmann::json>>> claims_;
+  ClusterKeys keys_;  // the cluster as last read from etcd
   std::map<std::string, std::chrono::steady_clock::time_point> suspect_;  // node -> skipped until
-  std::set<std::string> draining_;  // nodes being drained (placement.h)
   std::map<std::string, std::string> claimed_;  // claim key -> the value this node last wrote
   std::map<std::string, std::chrono::steady_clock::time_point> claim_written_at_;  // the poll thread's
   uint64_t spread_ = 0;

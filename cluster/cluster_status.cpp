@@ -1,7 +1,5 @@
 #include "cluster/cluster_status.h"
 
-#include <map>
-
 #include "cluster/placement.h"
 
 namespace moeedb::cluster {
@@ -10,38 +8,16 @@ using json = nlohmann::json;
 
 Result<json> ReadClusterStatus(const EtcdClient& etcd, const std::string& cluster, const Store* store) {
   PlacementStore keys(&etcd, cluster);
-  MOEEDB_ASSIGN_OR_RETURN(std::vector<KeyValue> kvs, etcd.List(keys.prefix()));
+  MOEEDB_ASSIGN_OR_RETURN(ClusterKeys all, keys.ReadAll());
   json nodes = json::array();
-  std::map<std::string, Placement> placed;
-  std::map<std::string, std::map<uint32_t, json>> claims;  // collection -> shard -> [claims]
-  std::set<std::string> draining;
-  for (const KeyValue& kv : kvs) {
-    const std::string rest = kv.key.substr(keys.prefix().size());
-    if (rest.rfind("drain/", 0) == 0) draining.insert(rest.substr(6));
-  }
-  for (const KeyValue& kv : kvs) {
-    const std::string rest = kv.key.substr(keys.prefix().size());
-    const json value = json::parse(kv.value, nullptr, false);
-    if (rest.rfind("nodes/", 0) == 0) {
-      const std::string id = rest.substr(6);
-      auto ttl = etcd.LeaseTimeToLive(kv.lease);
-      nodes.push_back({{"id", id}, {"address", value.is_object() ? value.value("address", "") : ""},
-                       {"lease", kv.lease}, {"ttl_s", ttl.ok() ? json(*ttl) : json(nullptr)},
-                       {"draining", draining.count(id) > 0}});
-    } else if (rest.rfind("placement/", 0) == 0) {
-      auto p = Placement::FromJson(kv.value);
-      if (p.ok()) placed[rest.substr(10)] = *p;
-    } else if (rest.rfind("replicas/", 0) == 0 && value.is_object()) {
-      const std::string path = rest.substr(9);
-      const size_t a = path.find('/'), b = path.rfind('/');
-      if (a == std::string::npos || a == b) continue;
-      json claim = value;
-      claim["node"] = path.substr(b + 1);
-      claims[path.substr(0, a)][static_cast<uint32_t>(std::stoul(path.substr(a + 1, b - a - 1)))].push_back(claim);
-    }
+  for (const auto& [id, node] : all.nodes) {
+    auto ttl = etcd.LeaseTimeToLive(node.lease);
+    nodes.push_back({{"id", id}, {"address", node.address}, {"lease", node.lease},
+                     {"ttl_s", ttl.ok() ? json(*ttl) : json(nullptr)}, {"draining", all.draining.count(id) > 0}});
   }
   json collections = json::array();
-  for (const auto& [name, p] : placed) {
+  for (const auto& [name, placed] : all.placements) {
+    const Placement& p = placed.placement;
     int64_t last_op = -1;
     if (store != nullptr) {
       auto rec = store->GetCollection(name);
@@ -50,8 +26,8 @@ Result<json> ReadClusterStatus(const EtcdClient& etcd, const std::string& cluste
     json shards = json::array();
     for (uint32_t k = 0; k < p.shards; ++k) {
       json replicas = json::array();
-      for (const json& c : claims[name][k]) {
-        json r = {{"node", c.value("node", "")}, {"applied_seq", c.value("applied_seq", 0)},
+      for (const auto& [node, c] : all.claims[name][k]) {
+        json r = {{"node", node}, {"applied_seq", c.value("applied_seq", 0)},
                   {"documents", c.value("documents", 0)}, {"index_bytes", c.value("index_bytes", 0)}};
         if (last_op >= 0) r["lag"] = last_op - c.value("applied_seq", int64_t{0});
         replicas.push_back(r);

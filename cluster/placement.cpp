@@ -155,6 +155,38 @@ std::string PlacementStore::ReplicaKey(const std::string& collection, uint32_t s
   return prefix_ + "replicas/" + collection + "/" + std::to_string(shard) + "/" + node;
 }
 
+std::optional<ReplicaKeyParts> PlacementStore::ParseReplicaKey(const std::string& key) const {
+  const std::string head = prefix_ + "replicas/";
+  if (key.rfind(head, 0) != 0) return std::nullopt;
+  // <collection>/<shard>/<node>: collection names and node ids hold no '/'.
+  const std::string path = key.substr(head.size());
+  const size_t a = path.find('/'), b = path.rfind('/');
+  if (a == std::string::npos || a == 0 || a == b || b + 1 == path.size()) return std::nullopt;
+  const std::string shard = path.substr(a + 1, b - a - 1);
+  if (shard.empty() || shard.size() > 9 || shard.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return ReplicaKeyParts{path.substr(0, a), static_cast<uint32_t>(std::stoul(shard)), path.substr(b + 1)};
+}
+
+Result<ClusterKeys> PlacementStore::ReadAll() const {
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<KeyValue> kvs, etcd_->List(prefix_));
+  ClusterKeys out;
+  for (const KeyValue& kv : kvs) {
+    const std::string rest = kv.key.substr(prefix_.size());
+    const json value = json::parse(kv.value, nullptr, false);
+    if (rest.rfind("nodes/", 0) == 0) {
+      if (value.is_object()) out.nodes[rest.substr(6)] = ClusterKeys::Node{value.value("address", ""), kv.lease};
+    } else if (rest.rfind("drain/", 0) == 0) {
+      out.draining.insert(rest.substr(6));
+    } else if (rest.rfind("placement/", 0) == 0) {
+      auto p = Placement::FromJson(kv.value);
+      if (p.ok()) out.placements[rest.substr(10)] = ClusterKeys::Placed{*p, kv.mod_revision};
+    } else if (auto r = ParseReplicaKey(kv.key); r && value.is_object()) {
+      out.claims[r->collection][r->shard][r->node] = value;
+    }
+  }
+  return out;
+}
+
 Result<std::pair<std::optional<Placement>, int64_t>> PlacementStore::Read(const std::string& collection) const {
   MOEEDB_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd_->Get(PlacementKey(collection)));
   if (!kv) return std::make_pair(std::optional<Placement>(), int64_t{0});

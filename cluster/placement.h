@@ -64,6 +64,30 @@ Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint3
                const std::vector<std::string>& live_nodes, const ReadyReplicas& ready,
                std::map<std::string, size_t>* load, const std::set<std::string>& draining = {});
 
+// Every key of a cluster (one etcd range over PlacementStore::prefix()), read back.
+struct ClusterKeys {
+  struct Node {
+    std::string address;
+    int64_t lease = 0;
+  };
+  struct Placed {
+    Placement placement;
+    int64_t revision = 0;  // the placement key's mod_revision: what a change compares
+  };
+  std::map<std::string, Node> nodes;          // live node id -> its registration
+  std::map<std::string, Placed> placements;  // by collection
+  // collection -> shard -> node -> its claim (JSON: state, store_id, applied_seq, ...)
+  std::map<std::string, std::map<uint32_t, std::map<std::string, nlohmann::json>>> claims;
+  std::set<std::string> draining;            // nodes being drained
+};
+
+// A replica claim's key, taken apart.
+struct ReplicaKeyParts {
+  std::string collection;
+  uint32_t shard = 0;
+  std::string node;
+};
+
 class PlacementStore {
  public:
   PlacementStore(const EtcdClient* etcd, std::string cluster);
@@ -74,6 +98,12 @@ class PlacementStore {
   // A node being drained (`moeedb cluster drain`): its key exists while it drains.
   std::string DrainKey(const std::string& node) const;
   const std::string& prefix() const { return prefix_; }
+
+  // The collection, shard and node of a replica claim's key; std::nullopt
+  // for any other key (or a damaged one).
+  std::optional<ReplicaKeyParts> ParseReplicaKey(const std::string& key) const;
+  // Every key of the cluster, classified; keys it cannot read are skipped.
+  Result<ClusterKeys> ReadAll() const;
 
   // The collection's placement and the mod_revision it was read at (0 and
   // std::nullopt when there is none).

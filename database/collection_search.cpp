@@ -5,14 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "database/vector_collection.h"
 
 namespace moeedb {
 
-using json = nlohmann::json;
 
 namespace {
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -36,6 +37,14 @@ Result<CollectionLayout> CollectionLayout::FromRecord(const CollectionRecord& re
 std::string ShardReplica::Dir(const std::string& collection_dir, uint32_t shard, uint32_t shards) {
   // One shard keeps the folder collections had before shards existed.
   return shards <= 1 ? collection_dir : collection_dir + ".shard-" + std::to_string(shard);
+}
+
+void ShardReplica::RemoveFolders(const std::string& dir) {
+  // Leftovers would only waste disk (a collection created again gets a new
+  // id, hence new folders), so errors are ignored.
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::remove_all(dir + ".lexical", ec);
 }
 
 ShardReplica::~ShardReplica() = default;

@@ -56,6 +56,8 @@ class ShardReplica {
   ~ShardReplica();
   // The folders of shard `shard` of `shards` under a collection's index folder.
   static std::string Dir(const std::string& collection_dir, uint32_t shard, uint32_t shards);
+  // Removes a replica's folders (`dir` and its lexical one); nothing may have them open.
+  static void RemoveFolders(const std::string& dir);
 
   // This node's own committed write `res` (docs: the upserted documents,
   // nullptr for a delete), with the entries before it if the replica lags.

@@ -3,11 +3,9 @@
 // hybrid as every signal's candidate list, each candidate scored exactly on
 // all three signals.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <unordered_map>
 
 #include "database/shard_replica.h"

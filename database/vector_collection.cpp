@@ -69,14 +69,7 @@ Status VectorCollection::Drop(Store* store, const std::string& name, const std::
 }
 
 void VectorCollection::RemoveIndexFolders(const std::string& index_dir, uint32_t shards) {
-  // Leftovers would only waste disk (a new collection of the same name gets
-  // a new id, hence new folders), so errors are ignored.
-  std::error_code ec;
-  for (uint32_t k = 0; k < shards; ++k) {
-    const std::string dir = ShardReplica::Dir(index_dir, k, shards);
-    fs::remove_all(dir, ec);
-    fs::remove_all(dir + ".lexical", ec);
-  }
+  for (uint32_t k = 0; k < shards; ++k) ShardReplica::RemoveFolders(ShardReplica::Dir(index_dir, k, shards));
 }
 
 Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, const std::string& name,
@@ -126,9 +119,7 @@ Status VectorCollection::SyncShards() {
     }
     const std::string dir = gone->dir();
     gone.reset();  // closes its lexical index before the folders go
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    fs::remove_all(dir + ".lexical", ec);
+    ShardReplica::RemoveFolders(dir);
   }
   return first;
 }
@@ -190,27 +181,20 @@ bool VectorCollection::lexical_rebuilt() const {
   return false;
 }
 
-std::vector<uint64_t> VectorCollection::IndexedIds() const {
+std::vector<uint64_t> VectorCollection::SortedIds(std::vector<uint64_t> (ShardReplica::*ids)() const) const {
   std::shared_lock lock(replicas_mu_);
   std::vector<uint64_t> out;
   for (ShardReplica* r : Replicas()) {
-    auto ids = r->IndexedIds();
-    out.insert(out.end(), ids.begin(), ids.end());
+    const std::vector<uint64_t> part = (r->*ids)();
+    out.insert(out.end(), part.begin(), part.end());
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-std::vector<uint64_t> VectorCollection::LexicalIds() const {
-  std::shared_lock lock(replicas_mu_);
-  std::vector<uint64_t> out;
-  for (ShardReplica* r : Replicas()) {
-    auto ids = r->LexicalIds();
-    out.insert(out.end(), ids.begin(), ids.end());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::vector<uint64_t> VectorCollection::IndexedIds() const { return SortedIds(&ShardReplica::IndexedIds); }
+
+std::vector<uint64_t> VectorCollection::LexicalIds() const { return SortedIds(&ShardReplica::LexicalIds); }
 
 Result<WriteResult> VectorCollection::Upsert(const std::vector<StoredDocument>& docs, bool sync) {
   const size_t dim_hs = layout_.dim_hs, dim_rw = layout_.dim_rw;

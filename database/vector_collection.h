@@ -31,7 +31,6 @@
 #include "index/fusion.h"
 #include "index/lexical_index.h"
 #include "index/metadata_filter.h"
-#include "index/search_batcher.h"
 #include "database/spec/search_spec.h"
 #include "database/vector_schema.h"
 #include "index/standardizer.h"
@@ -191,6 +190,8 @@ class VectorCollection {
   static std::string IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec);
   // Every local replica, under a shared lock of replicas_mu_.
   std::vector<ShardReplica*> Replicas() const;
+  // The ids every local replica gives by `ids`, together, sorted.
+  std::vector<uint64_t> SortedIds(std::vector<uint64_t> (ShardReplica::*ids)() const) const;
   Result<std::vector<SearchHit>> ToSearchHits(const std::vector<FusedCandidate>& hits) const;
 
   Store* store_ = nullptr;

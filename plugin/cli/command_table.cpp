@@ -138,18 +138,14 @@ Prints the cluster as JSON: its nodes (address, lease, seconds left on it, drain
 sharded collection's placement: per shard the nodes assigned and leaving, and every ready
 replica's applied change-log entry, documents and index bytes; with --db, each collection's
 last entry and each replica's lag behind it.)",
-       {{"etcd", "HOSTS", "etcd client endpoints, host:port[,host:port...]"},
-        {"cluster", "NAME", "the cluster's name (default moeedb)"},
-        {"db", "URI", "the cluster's PostgreSQL store, for each replica's lag"}},
+       {kEtcdFlag, kClusterNameFlag, {"db", "URI", "the cluster's PostgreSQL store, for each replica's lag"}},
        RunClusterStatus, {"etcd"}},
       {"cluster drain", "move a node's replicas to the others before maintenance",
        "cluster drain NODE --etcd HOSTS [--cluster NAME] [--undo]", R"(
 Marks NODE as draining: the placement assigns it nothing new and moves each of its replicas to
 another node, while NODE serves them until their new replicas are ready (watch with cluster
 status). --undo lets it take replicas again.)",
-       {{"etcd", "HOSTS", "etcd client endpoints, host:port[,host:port...]"},
-        {"cluster", "NAME", "the cluster's name (default moeedb)"},
-        {"undo", "", "end the draining"}},
+       {kEtcdFlag, kClusterNameFlag, {"undo", "", "end the draining"}},
        RunClusterDrain, {"etcd"}},
       {"checkpoint", "consistent backup of the database",
        "checkpoint --db DIR --out DIR", R"(

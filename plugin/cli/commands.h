@@ -18,6 +18,9 @@ inline const FlagSpec kDbFlag{"db", "DIR", "database folder (created on first in
 inline const FlagSpec kIndexDirFlag{"index-dir", "DIR",
                                     "local folder of the derived indexes (needed with a PostgreSQL --db; default: the --db folder)"};
 inline const FlagSpec kCollFlag{"collection", "NAME", "collection name"};
+// The cluster commands' etcd and cluster name.
+inline const FlagSpec kEtcdFlag{"etcd", "HOSTS", "etcd client endpoints, host:port[,host:port...]"};
+inline const FlagSpec kClusterNameFlag{"cluster", "NAME", "the cluster's name (default moeedb)"};
 // ingest embeds texts: the client-vector settings belong to the server's APIs.
 inline const FieldPick kIngestFields{.skip = {"vector_size", "distance", "text_key"}};
 // The evaluation commands' model or baseline, dataset and limit.
