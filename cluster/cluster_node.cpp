@@ -190,12 +190,16 @@ Status ClusterNode::HoldAndClaim() {
   // The collections this node holds shards of, or has claims in.
   std::map<std::string, int64_t> mine;  // collection -> placement revision
   std::set<std::string> claimed_collections;
+  std::set<std::string> in_etcd;  // this node's claims as last read
   {
     std::lock_guard lock(mu_);
     for (const auto& [name, p] : keys_.placements)
       if (!p.placement.ShardsOf(options_.node_id).empty()) mine[name] = p.revision;
     for (const auto& [key, value] : claimed_)
       if (auto r = placements_store_.ParseReplicaKey(key)) claimed_collections.insert(r->collection);
+    for (const auto& [name, shards] : keys_.claims)
+      for (const auto& [shard, by_node] : shards)
+        if (by_node.count(options_.node_id)) in_etcd.insert(placements_store_.ReplicaKey(name, shard, options_.node_id));
   }
   Status first;
   std::set<std::string> keep;
@@ -229,7 +233,9 @@ Status ClusterNode::HoldAndClaim() {
   }
   for (const auto& [key, v] : to_claim) {
     auto it = claimed.find(key);
-    const bool fresh = it == claimed.end();
+    // Written but gone from etcd (its lease expired while this node was
+    // stopped or cut off): written again, whatever this node remembers.
+    const bool fresh = it == claimed.end() || !in_etcd.count(key);
     if (!fresh && (it->second == v.first || Clock::now() - written_at[key] < kClaimRefresh)) continue;
     const auto r = placements_store_.ParseReplicaKey(key);  // a key this node made
     auto won = placements_store_.Claim(r->collection, r->shard, options_.node_id, lease_, v.first, v.second);

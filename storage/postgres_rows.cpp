@@ -85,7 +85,8 @@ std::string ShardCondition(const ShardFilter& shard) {
 // may": read-only (a standby, or a primary demoted under us), shutting down,
 // starting up, or any connection exception (class 08).
 bool IsUnavailableState(const std::string& state) {
-  return state == "25006" || state == "57P01" || state == "57P02" || state == "57P03" || state.rfind("08", 0) == 0;
+  // 25P03: the session was ended idle in a transaction; 55P03: lock_timeout.
+  return state == "25006" || state == "25P03" || state == "55P03" || state == "57P01" || state == "57P02" || state == "57P03" || state.rfind("08", 0) == 0;
 }
 
 // A random 128-bit write id (hex).

@@ -25,10 +25,26 @@ constexpr int kScanPage = 1000;
 constexpr auto kWriteRetry = std::chrono::seconds(10);
 constexpr auto kResolveFor = std::chrono::seconds(30);
 constexpr auto kRetryPause = std::chrono::milliseconds(200);
+
+// A write's transaction holds its collection's row (the change log's order):
+// a node frozen inside one (SIGSTOP, a paused VM, a cut link that TCP has not
+// noticed) would stop every writer of the collection for good. PostgreSQL
+// ends a session idle inside a transaction this long, rolling it back; the
+// frozen node, thawed, finds its connection gone and retries the write.
+// Writes run in milliseconds between statements, far below it.
+constexpr const char* kIdleInTransactionTimeout = "5s";
+// A write waits this long for its collection's row, then retries (and answers
+// Unavailable once kWriteRetry is spent) rather than hang: above the idle
+// timeout, so a frozen holder is cut off before its waiters give up.
+constexpr const char* kWriteLockTimeout = "8s";
 }  // namespace
 
 struct PostgresStore::Connection {
-  explicit Connection(const std::string& uri) : c(uri) {}
+  // `writer`: the connection writes run on (the session timeout above).
+  Connection(const std::string& uri, bool writer) : c(uri) {
+    if (writer) pqxx::nontransaction(c).exec(std::string("SET idle_in_transaction_session_timeout = '") +
+                                             kIdleInTransactionTimeout + "'");
+  }
   pqxx::connection c;
 };
 
@@ -86,7 +102,7 @@ template <typename Fn>
 auto PostgresStore::WithConnection(const std::string& what, Fn&& fn) const {
   std::lock_guard<std::mutex> lock(mu_);
   return Guarded(what, &conn_, [&] {
-    if (!conn_ || !conn_->c.is_open()) conn_ = std::make_unique<Connection>(uri_);
+    if (!conn_ || !conn_->c.is_open()) conn_ = std::make_unique<Connection>(uri_, true);
     return fn(conn_->c);
   });
 }
@@ -107,10 +123,20 @@ const Status& StatusOf(const Result<T>& r) { return r.status(); }
 
 template <typename Fn>
 auto PostgresStore::ReadPrimary(const std::string& what, Fn&& fn) const {
-  auto r = WithConnection(what, fn);
+  // A connection apart from the writes': a write waiting for its collection's
+  // row does not hold up the reads (a search's hits, the change log).
+  auto once = [&] {
+    std::lock_guard<std::mutex> lock(primary_read_mu_);
+    return Guarded(what, &primary_read_conn_, [&] {
+      if (!primary_read_conn_ || !primary_read_conn_->c.is_open())
+        primary_read_conn_ = std::make_unique<Connection>(uri_, false);
+      return fn(primary_read_conn_->c);
+    });
+  };
+  auto r = once();
   // The connection may have died with a server long gone (a failover since
   // it was last used): a new one finds the primary of the moment.
-  if (StatusOf(r).code() == Status::Code::kUnavailable) r = WithConnection(what, fn);
+  if (StatusOf(r).code() == Status::Code::kUnavailable) r = once();
   return r;
 }
 
@@ -127,7 +153,7 @@ auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
   std::lock_guard<std::mutex> lock(read_mu_);
   auto any = [&] {
     return Guarded(what, &read_conn_, [&] {
-      if (!read_conn_ || !read_conn_->c.is_open()) read_conn_ = std::make_unique<Connection>(AnyServerUri(uri_));
+      if (!read_conn_ || !read_conn_->c.is_open()) read_conn_ = std::make_unique<Connection>(AnyServerUri(uri_), false);
       return fn(read_conn_->c);
     });
   };
@@ -261,6 +287,7 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
     bool no_standby = false, stored_before = false;
     Result<WriteResult> r = WithConnection(what, [&](pqxx::connection& c) -> Result<WriteResult> {
       pqxx::work t(c);
+      t.exec(std::string("SET LOCAL lock_timeout = '") + kWriteLockTimeout + "'");
       if (!sync) {
         t.exec("SET LOCAL synchronous_commit = off");
       } else if (!HasSynchronousStandby(t)) {

@@ -29,10 +29,14 @@
 // acknowledged; not stored, it is retried with the same id (so at most one
 // attempt commits); not answerable, OutcomeUnknown. A write needing a
 // synchronous standby while none streams answers Unavailable at once rather
-// than hang at COMMIT. Reads of documents fall back to any of the servers (a
-// standby) while no primary answers, so a node keeps serving searches; the
-// change log is read from the primary only (a failed primary, restarted, may
-// hold entries the new one never had until it rejoins).
+// than hang at COMMIT. A node frozen inside a write (SIGSTOP, a paused VM)
+// holds its collection's row: PostgreSQL ends its session once it has idled
+// 5 s in the transaction, and a write waits at most 8 s for the row before it
+// retries; reads run on a connection apart from the writes'. Reads of
+// documents fall back to any of the servers (a standby) while no primary
+// answers, so a node keeps serving searches; the change log is read from the
+// primary only (a failed primary, restarted, may hold entries the new one
+// never had until it rejoins).
 #pragma once
 
 #include <atomic>
@@ -116,7 +120,8 @@ class PostgresStore final : public Store {
   struct Connection;  // libpqxx's connection (its headers stay in the .cpp)
   template <typename Fn>
   auto Guarded(const std::string& what, std::unique_ptr<Connection>* conn, Fn&& fn) const;
-  // WithConnection, once more on a new connection if it answers Unavailable.
+  // `fn` on the primary, on a connection of the reads' own; once more on a
+  // new connection if it answers Unavailable.
   template <typename Fn>
   auto ReadPrimary(const std::string& what, Fn&& fn) const;
   // ReadPrimary, or while no primary answers, a connection to any of the
@@ -140,6 +145,8 @@ class PostgresStore final : public Store {
 
   std::string uri_, location_;
   mutable std::unique_ptr<Connection> conn_;
+  mutable std::unique_ptr<Connection> primary_read_conn_;  // ReadPrimary's
+  mutable std::mutex primary_read_mu_;
   mutable std::unique_ptr<Connection> read_conn_;  // Read()'s fallback
   mutable std::mutex read_mu_;
   mutable std::atomic<int64_t> primary_retry_at_{0};  // steady_clock ticks

@@ -4,13 +4,16 @@
 // after the write was stored (resolved by its write id: acknowledged once),
 // one lost before it was stored (retried with the same id), and a server
 // that needs a synchronous standby while none streams (Unavailable at once,
-// nothing written) instead of a COMMIT that hangs.
+// nothing written) instead of a COMMIT that hangs; a writer frozen inside
+// its transaction (ended by the server, so the others go on).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <thread>
@@ -113,6 +116,56 @@ TEST_F(PostgresFailure, ALostCommitThatNeverArrivedIsRetriedOnce) {
   EXPECT_EQ(d->seq, 3u);
   EXPECT_EQ(d->removed.size(), 1u);
   EXPECT_FALSE((*store_->Get("c", "b")).has_value());
+}
+
+// A node frozen inside a write (SIGSTOP: its connection open, its
+// transaction holding the collection's row): PostgreSQL ends the idle
+// session, so another node's write goes through while it is still frozen,
+// and the frozen node's own reads do not wait behind it; thawed, its write
+// finds the session gone and is retried under the next number.
+TEST_F(PostgresFailure, AWriterFrozenInItsTransactionDoesNotStopTheOthers) {
+  auto other = Store::Open(pg_.uri());  // another node
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool frozen = false, thaw = false;
+  int attempts = 0;
+  Pg(store_)->SetCommitHookForTest([&](bool committed) {
+    if (committed || attempts++ > 0) return;
+    std::unique_lock lock(mu);
+    frozen = true;
+    cv.notify_all();
+    // Until the other node's write is through; a cap keeps a failing run finite.
+    cv.wait_for(lock, std::chrono::seconds(60), [&] { return thaw; });
+    frozen = false;
+  });
+  auto write = std::async(std::launch::async, [&] { return store_->Upsert("c", {Doc("b", 2)}, true); });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return frozen; }));
+  }
+  auto read = store_->Get("c", "a");  // the frozen node's own read
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(read->has_value());
+  auto theirs = (*other)->Upsert("c", {Doc("x", 5)}, true);
+  {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(frozen) << "the other node's write waited for the frozen one";
+    thaw = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+  EXPECT_EQ(theirs->seq, 2u);
+  auto mine = write.get();
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_EQ(mine->seq, 3u);
+  EXPECT_EQ(attempts, 2);
+  const CollectionRecord rec = *store_->GetCollection("c");
+  EXPECT_EQ(rec.last_op, 3u);
+  EXPECT_EQ(rec.count, 3u);
+  EXPECT_EQ(Count(pg_.uri(), "SELECT count(*) FROM moeedb_ops"), 3);
+  EXPECT_TRUE((*store_->Get("c", "b")).has_value());
+  EXPECT_TRUE((*store_->Get("c", "x")).has_value());
 }
 
 // A server of its own whose synchronous_standby_names names a standby that
