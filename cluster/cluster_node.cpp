@@ -4,6 +4,7 @@
 #include <iostream>
 #include <regex>
 
+#include "cluster/cluster_status.h"
 #include "cluster/http_client.h"
 
 namespace moeedb::cluster {
@@ -307,6 +308,12 @@ void ClusterNode::AwaitReplicas(const CollectionLayout& layout, std::chrono::mil
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.poll_ms / 3 + 1));
   }
+}
+
+Result<std::string> ClusterNode::ClusterStatus() {
+  MOEEDB_ASSIGN_OR_RETURN(json status, ReadClusterStatus(etcd_, options_.cluster, db_ ? db_->store() : nullptr));
+  status["node"] = options_.node_id;
+  return status.dump();
 }
 
 std::vector<std::pair<std::vector<uint32_t>, json>> ClusterNode::Ask(const ShardQuery& q,

@@ -63,6 +63,8 @@ class ClusterNode : public ShardPeers {
   std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
   std::vector<ShardAnswer> Search(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
   void AwaitReplicas(const CollectionLayout& layout, std::chrono::milliseconds timeout) override;
+  // ReadClusterStatus (cluster_status.h), lag included, with "node": this node's id.
+  Result<std::string> ClusterStatus() override;
 
   const std::string& node_id() const { return options_.node_id; }
 

@@ -265,6 +265,11 @@ std::vector<std::pair<std::string, VectorCollection::ReplicaState>> Database::Op
   return out;
 }
 
+Result<std::string> Database::ClusterStatus() {
+  if (options_.peers == nullptr) return Status::NotFound("this node is not part of a cluster (moeedb serve --etcd)");
+  return options_.peers->ClusterStatus();
+}
+
 Status Database::SaveIndexes() {
   std::lock_guard<std::mutex> lock(mu_);
   Status first;

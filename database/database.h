@@ -130,6 +130,9 @@ class Database {
   std::vector<IndexState> OpenIndexStates();
   // Each open collection's shard replicas on this node (name, replica).
   std::vector<std::pair<std::string, VectorCollection::ReplicaState>> OpenReplicaStates();
+  // The cluster this node is part of, as JSON text (ShardPeers::ClusterStatus);
+  // NotFound on a node that is not in a cluster.
+  Result<std::string> ClusterStatus();
 
  private:
   explicit Database(DatabaseOptions options) : options_(std::move(options)) {}

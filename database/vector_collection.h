@@ -68,6 +68,9 @@ class ShardPeers {
   // Waits (up to `timeout`) until every shard of a collection just created
   // has a ready replica, so that its first searches find them all.
   virtual void AwaitReplicas(const CollectionLayout& layout, std::chrono::milliseconds timeout) {}
+  // The cluster as its coordination service holds it (nodes, placements,
+  // replicas), as JSON text: what `moeedb cluster status` prints.
+  virtual Result<std::string> ClusterStatus() { return Status::NotSupported("no cluster status"); }
 };
 
 // What a search reports beside its hits.

@@ -5,6 +5,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --tests
 # The tree itself: cited paths exist, each default and limit is written once.
 node scripts/check_tree.mjs
+# The npm clients and playwright-core: the end-to-end tests below, and the
+# cluster test's look at the web console in ctest.
+(cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 # The cluster under faults, a short run (docs/tests.md): etcd x3, PostgreSQL
 # primary + synchronous standby under Patroni, 3 nodes; 2 primary losses and 2
@@ -14,7 +17,7 @@ node tests/soak/cluster_soak.mjs --pg-kills 2 --node-kills 2 --node-stops 2 --ga
 node scripts/cli_flags.mjs --check
 # End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
 # and the web console in Debian's Chromium (playwright-core).
-(cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error && MOEEDB_BIN="$PWD/../../build/moeedb" npm test)
+(cd tests/e2e && MOEEDB_BIN="$PWD/../../build/moeedb" npm test)
 # The same suite over the PostgreSQL store: each server's database in a
 # throwaway PostgreSQL 15 on loopback (tests/e2e/moeedb.mjs, MOEEDB_E2E_PG).
 PG_E2E="$PWD/build/e2e-pg"

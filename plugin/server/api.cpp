@@ -82,6 +82,7 @@ Api::Api(ApiOptions options, Database* db, const EmbeddingSetup* served, EmbedQu
   routers_.push_back(NewOpenAiRouter(&core_));
   routers_.push_back(NewTeiRouter(&core_));
   routers_.push_back(NewCollectionsRouter(&core_));
+  routers_.push_back(NewClusterRouter(&core_));
   routers_.push_back(NewChromaRouter(&core_));  // /api/v2 before Ollama's /api
   routers_.push_back(NewOllamaRouter(&core_));
   routers_.push_back(NewWeaviateRouter(&core_));

@@ -3,7 +3,9 @@
 // in every mode (hybrid and lexical included, filters included) with the
 // same ids and scores (1e-6) as a collection of one shard, which every node
 // holds whole, over the same documents. Exact indexes; the same collection
-// with HNSW indexes reports its recall@10 against the exact answer.
+// with HNSW indexes reports its recall@10 against the exact answer. Then
+// `moeedb cluster status` and draining a node, with the web console's
+// cluster page checked against GET /cluster.
 //
 //   node tests/cluster/sharded_cluster.mjs --pg URI --etcd HOST:PORT [--bin build/moeedb]
 //        [--model models/moeedb-tiny] [--docs 600] [--queries 200]
@@ -14,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import net from 'node:net';
 import { arg } from '../soak/soak_util.mjs';
+import { readClusterConsole } from './cluster_console.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const PG = arg('pg', process.env.MOEEDB_TEST_PG_DIR ? fs.readFileSync(`${process.env.MOEEDB_TEST_PG_DIR}/uri`, 'utf8').trim() : '');
@@ -191,9 +194,21 @@ async function main() {
     }
     const drained = (await call(nodes[2].port, 'GET', '/collections/six')).json.node.replicas.length;
     if (drained !== 0) fail(`n2 still holds ${drained} replicas after draining`);
+    // The web console's cluster page on n0 shows what GET /cluster answers: n2 draining, each shard's replicas.
+    const shown = await readClusterConsole(ROOT, `http://127.0.0.1:${a.port}`);
+    const api = (await call(a.port, 'GET', '/cluster')).json;
+    const want = {
+      nodes: api.nodes.map((n) => ({ id: n.id, state: n.draining ? 'draining' : 'serving' })),
+      collections: Object.fromEntries(api.collections.map((c) => [c.name, c.shard_list.map((s) => ({
+        shard: s.shard, assigned: s.assigned, ready: s.replicas.map((r) => r.node) }))])),
+    };
+    if (api.node !== 'n0' || JSON.stringify(shown) !== JSON.stringify(want) ||
+        !shown.nodes.some((n) => n.id === 'n2' && n.state === 'draining') || shown.collections.six.length !== 6)
+      fail(`the console's cluster page ${JSON.stringify(shown)} is not GET /cluster's ${JSON.stringify(want)}`);
     execFileSync(BIN, ['cluster', 'drain', 'n2', '--undo', '--etcd', ETCD, '--cluster', cluster]);
     console.log('sharded_cluster: cluster status lists 3 nodes, 6 shards x 2 ready replicas, lag 0; ' +
-      'n2 drained: its replicas moved to n0 and n1, answers unchanged (20 queries through n2)');
+      'n2 drained: its replicas moved to n0 and n1, answers unchanged (20 queries through n2); ' +
+      "the console's cluster page shows it as GET /cluster does");
     // Each node's indexes hold its four shards, about two thirds of the documents.
     for (const [i, n] of nodes.entries()) {
       const info = await call(n.port, 'GET', '/collections/six');

@@ -146,6 +146,11 @@ test('with the key: collections, and creating one from the console', async () =>
   await page.waitForSelector('#collections-table tr[data-name="private-notes"]');
   const info = await call('GET', '/info');
   assert.ok((await page.textContent('#server-info')).includes(info.body.model_id));
+  // A node outside a cluster: GET /cluster is 404 and the console offers no cluster page.
+  const cluster = await call('GET', '/cluster');
+  assert.equal(cluster.status, 404);
+  assert.match(cluster.body.error.message, /not part of a cluster/);
+  assert.equal(await page.isVisible('#nav-cluster'), false);
   const row = await page.innerText('#collections-table tr[data-name="private-notes"]');
   assert.match(row, /\b1\b/); // its one document
   await page.fill('#create-name', 'field-notes');

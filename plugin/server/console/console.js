@@ -1,11 +1,11 @@
 // moeedb console: plain JavaScript over the server's own HTTP API (the
-// collections API, /info, /metrics). Everything it shows comes from those
+// collections API, /info, /metrics, /cluster). Everything it shows comes from those
 // answers; data is written with textContent only, never as HTML.
 'use strict';
 (() => {
   const $ = (id) => document.getElementById(id);
   const KEY_STORE = 'moeedb-api-key';
-  const PAGES = ['auth', 'collections', 'documents', 'search', 'metrics'];
+  const PAGES = ['auth', 'collections', 'documents', 'search', 'metrics', 'cluster'];
   const SVG = 'http://www.w3.org/2000/svg';
   let apiKey = sessionStorage.getItem(KEY_STORE) || '';
   let collections = []; // [{name, documents, spec}]
@@ -56,6 +56,7 @@
     if (box) box.textContent = e.message;
     else setStatus('Error: ' + e.message);
   }
+  const cluster = window.moeedbClusterPage({ api, el, $, reportError }); // cluster.js
 
   // ---- pages and authentication -------------------------------------------
 
@@ -71,6 +72,7 @@
   function showAuth(message) {
     authorized = false;
     stopMetrics();
+    cluster.clear();
     for (const id of ['collections-table', 'documents-table', 'metrics-routes'])
       $(id).querySelector('tbody').replaceChildren();
     for (const id of ['hits', 'metrics-summary', 'get-result', 'sweep-plot', 'documents-collection', 'search-collection'])
@@ -94,6 +96,7 @@
       $('forget-key').hidden = !apiKey;
       $('server-info').textContent = `model ${info.model_id} (${info.model_family}) · routing ${info.routing} · ` +
         `prompt ${info.prompt || 'none'} · HS ${info.dim_hs} / RW ${info.dim_rw} dims`;
+      $('nav-cluster').hidden = !(await cluster.available());
       await route();
     } catch (e) {
       reportError(null, e);
@@ -123,6 +126,7 @@
     if (!authorized) return;
     const { page, arg } = hashRoute();
     stopMetrics();
+    cluster.stop();
     setStatus('');
     showPage(page);
     try {
@@ -131,6 +135,7 @@
       if (page === 'documents') await openDocuments(arg);
       if (page === 'search') openSearch(arg);
       if (page === 'metrics') startMetrics();
+      if (page === 'cluster') cluster.start();
     } catch (e) {
       reportError(null, e);
     }

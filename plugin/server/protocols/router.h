@@ -55,6 +55,7 @@ class ProtocolRouter {
 std::unique_ptr<ProtocolRouter> NewOpenAiRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewTeiRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewCollectionsRouter(ServerCore* core);
+std::unique_ptr<ProtocolRouter> NewClusterRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewOllamaRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewWeaviateRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewQdrantRouter(ServerCore* core);
