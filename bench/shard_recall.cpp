@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
               {"dim_rw", dr}, {"clusters", clusters}, {"noise", noise}, {"k", k}};
 
   const std::string root = (fs::temp_directory_path() / ("shard_recall." + std::to_string(getpid()))).string();
+  fs::create_directories(root);
   auto store = moeedb::Store::Open(root + "/store");
   if (!store.ok()) Die(store.status().ToString());
   Data data{dh, dr, {}, {}};
