@@ -1,6 +1,6 @@
 // What the web console's cluster page shows (Debian's Chromium, headless,
-// driven by playwright-core from tests/e2e/node_modules: `npm ci` there
-// first, as scripts/test.sh does): its node rows and each collection's shard
+// driven by playwright-core, one of the end-to-end tests' npm packages:
+// `npm ci` in tests/e2e first, as scripts/test.sh does): its node rows and each collection's shard
 // rows, read back from the page for a test to hold against GET /cluster;
 // a screenshot in build/e2e-artifacts/ (or $MOEEDB_ARTIFACTS).
 import fs from 'node:fs';
