@@ -82,11 +82,12 @@ std::string ShardCondition(const ShardFilter& shard) {
 }
 
 // SQLSTATEs that mean "this server cannot take the statement now, another
-// may": read-only (a standby, or a primary demoted under us), shutting down,
-// starting up, or any connection exception (class 08).
+// (or a retry) may": read-only (a standby, or a primary demoted under us),
+// shutting down, starting up, any connection exception (class 08), a session
+// ended idle in a transaction (25P03), a row still locked at lock_timeout (55P03).
 bool IsUnavailableState(const std::string& state) {
-  // 25P03: the session was ended idle in a transaction; 55P03: lock_timeout.
-  return state == "25006" || state == "25P03" || state == "55P03" || state == "57P01" || state == "57P02" || state == "57P03" || state.rfind("08", 0) == 0;
+  return state == "25006" || state == "25P03" || state == "55P03" || state == "57P01" || state == "57P02" ||
+         state == "57P03" || state.rfind("08", 0) == 0;
 }
 
 // A random 128-bit write id (hex).
