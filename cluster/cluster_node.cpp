@@ -144,12 +144,8 @@ Status ClusterNode::PlanCollection(const CollectionLayout& layout, std::map<std:
     draining = keys_.draining;
     if (auto it = keys_.placements.find(layout.name); it != keys_.placements.end()) current = it->second.placement, revision = it->second.revision;
     for (const auto& [id, node] : keys_.nodes) live.push_back(id);
-    if (auto it = keys_.claims.find(layout.name); it != keys_.claims.end())
-      for (const auto& [shard, by_node] : it->second)
-        for (const auto& [node, claim] : by_node)
-          if (keys_.nodes.count(node) && claim.value("state", "") == "ready" &&
-              claim.value("store_id", 0u) == layout.store_id)
-            ready[shard].insert(node);
+    for (uint32_t k = 0; k < layout.shards; ++k)
+      for (const std::string& node : keys_.ReadyNodes(layout.name, k, layout.store_id)) ready[k].insert(node);
   }
   if (live.empty()) return Status::OK();
   const Placement next = Plan(current, layout.store_id, layout.shards, layout.replicas, live, ready, load, draining);
@@ -295,15 +291,8 @@ void ClusterNode::AwaitReplicas(const CollectionLayout& layout, std::chrono::mil
       std::lock_guard lock(mu_);
       const size_t want = std::min<size_t>(layout.replicas, keys_.nodes.size());
       bool ready = true;
-      auto coll = keys_.claims.find(layout.name);
-      for (uint32_t k = 0; k < layout.shards && ready; ++k) {
-        size_t n = 0;
-        if (coll != keys_.claims.end())
-          if (auto sh = coll->second.find(k); sh != coll->second.end())
-            for (const auto& [node, claim] : sh->second)
-              n += keys_.nodes.count(node) && claim.value("store_id", 0u) == layout.store_id;
-        ready = n >= want;
-      }
+      for (uint32_t k = 0; k < layout.shards && ready; ++k)
+        ready = keys_.ReadyNodes(layout.name, k, layout.store_id).size() >= want;
       if (ready) return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.poll_ms / 3 + 1));
@@ -342,15 +331,11 @@ std::vector<std::pair<std::vector<uint32_t>, json>> ClusterNode::Ask(const Shard
       const auto now = Clock::now();
       for (uint32_t k : pending) {
         std::vector<std::string> good, suspect;
-        auto coll = keys_.claims.find(q.collection);
-        if (coll != keys_.claims.end())
-          if (auto sh = coll->second.find(k); sh != coll->second.end())
-            for (const auto& [node, claim] : sh->second) {
-              if (node == options_.node_id || failed.count(node) || !keys_.nodes.count(node)) continue;
-              if (claim.value("state", "") != "ready" || claim.value("store_id", 0u) != q.store_id) continue;
-              auto s = suspect_.find(node);
-              (s != suspect_.end() && s->second > now ? suspect : good).push_back(node);
-            }
+        for (const std::string& node : keys_.ReadyNodes(q.collection, k, q.store_id)) {
+          if (node == options_.node_id || failed.count(node)) continue;
+          auto s = suspect_.find(node);
+          (s != suspect_.end() && s->second > now ? suspect : good).push_back(node);
+        }
         const auto& pick_from = good.empty() ? suspect : good;
         if (pick_from.empty()) continue;
         const std::string& node = pick_from[(spread_ + k) % pick_from.size()];

@@ -142,6 +142,19 @@ Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint3
   return p;
 }
 
+std::vector<std::string> ClusterKeys::ReadyNodes(const std::string& collection, uint32_t shard,
+                                                uint32_t store_id) const {
+  std::vector<std::string> out;
+  auto coll = claims.find(collection);
+  if (coll == claims.end()) return out;
+  auto sh = coll->second.find(shard);
+  if (sh == coll->second.end()) return out;
+  for (const auto& [node, claim] : sh->second)
+    if (nodes.count(node) && claim.value("state", "") == "ready" && claim.value("store_id", 0u) == store_id)
+      out.push_back(node);
+  return out;
+}
+
 PlacementStore::PlacementStore(const EtcdClient* etcd, std::string cluster)
     : etcd_(etcd), prefix_("/moeedb/" + cluster + "/") {}
 

@@ -79,6 +79,10 @@ struct ClusterKeys {
   // collection -> shard -> node -> its claim (JSON: state, store_id, applied_seq, ...)
   std::map<std::string, std::map<uint32_t, std::map<std::string, nlohmann::json>>> claims;
   std::set<std::string> draining;            // nodes being drained
+
+  // The live nodes with a ready claim on the shard of the collection as
+  // created `store_id` (a collection dropped and created again has another).
+  std::vector<std::string> ReadyNodes(const std::string& collection, uint32_t shard, uint32_t store_id) const;
 };
 
 // A replica claim's key, taken apart.

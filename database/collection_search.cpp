@@ -11,7 +11,6 @@
 
 namespace moeedb {
 
-
 namespace {
 
 std::string ShardList(const std::vector<uint32_t>& shards) {
