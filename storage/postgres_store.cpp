@@ -99,12 +99,18 @@ auto PostgresStore::Guarded(const std::string& what, std::unique_ptr<Connection>
 }
 
 template <typename Fn>
-auto PostgresStore::WithConnection(const std::string& what, Fn&& fn) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return Guarded(what, &conn_, [&] {
-    if (!conn_ || !conn_->c.is_open()) conn_ = std::make_unique<Connection>(uri_, true);
-    return fn(conn_->c);
+auto PostgresStore::OnSession(const std::string& what, Session* s, const std::string& uri, bool writer,
+                              Fn&& fn) const {
+  std::lock_guard<std::mutex> lock(s->mu);
+  return Guarded(what, &s->conn, [&] {
+    if (!s->conn || !s->conn->c.is_open()) s->conn = std::make_unique<Connection>(uri, writer);
+    return fn(s->conn->c);
   });
+}
+
+template <typename Fn>
+auto PostgresStore::WithConnection(const std::string& what, Fn&& fn) const {
+  return OnSession(what, &writes_, uri_, true, fn);
 }
 
 template <typename Fn>
@@ -125,18 +131,10 @@ template <typename Fn>
 auto PostgresStore::ReadPrimary(const std::string& what, Fn&& fn) const {
   // A connection apart from the writes': a write waiting for its collection's
   // row does not hold up the reads (a search's hits, the change log).
-  auto once = [&] {
-    std::lock_guard<std::mutex> lock(primary_read_mu_);
-    return Guarded(what, &primary_read_conn_, [&] {
-      if (!primary_read_conn_ || !primary_read_conn_->c.is_open())
-        primary_read_conn_ = std::make_unique<Connection>(uri_, false);
-      return fn(primary_read_conn_->c);
-    });
-  };
-  auto r = once();
+  auto r = OnSession(what, &primary_reads_, uri_, false, fn);
   // The connection may have died with a server long gone (a failover since
   // it was last used): a new one finds the primary of the moment.
-  if (StatusOf(r).code() == Status::Code::kUnavailable) r = once();
+  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &primary_reads_, uri_, false, fn);
   return r;
 }
 
@@ -150,15 +148,9 @@ auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
     // Asked again in a while; meanwhile reads go to any server at once.
     primary_retry_at_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(500)).count();
   }
-  std::lock_guard<std::mutex> lock(read_mu_);
-  auto any = [&] {
-    return Guarded(what, &read_conn_, [&] {
-      if (!read_conn_ || !read_conn_->c.is_open()) read_conn_ = std::make_unique<Connection>(AnyServerUri(uri_), false);
-      return fn(read_conn_->c);
-    });
-  };
-  auto r = any();
-  if (StatusOf(r).code() == Status::Code::kUnavailable) r = any();
+  const std::string any = AnyServerUri(uri_);
+  auto r = OnSession(what, &any_reads_, any, false, fn);
+  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &any_reads_, any, false, fn);
   return r;
 }
 

@@ -106,8 +106,19 @@ class PostgresStore final : public Store {
 
  private:
   PostgresStore() = default;
-  // Runs `fn` with the connection, reconnecting first if it was lost; maps
-  // libpqxx's exceptions to a Status (errors are values past this class).
+  struct Connection;  // libpqxx's connection (its headers stay in the .cpp)
+  // A connection kept for one use (writes, primary reads, fallback reads),
+  // one statement at a time.
+  struct Session {
+    std::mutex mu;
+    std::unique_ptr<Connection> conn;
+  };
+  // Runs `fn` on the session's connection, (re)connecting to `uri` first if
+  // it is closed (`writer`: the writes' session settings); maps libpqxx's
+  // exceptions to a Status (errors are values past this class).
+  template <typename Fn>
+  auto OnSession(const std::string& what, Session* s, const std::string& uri, bool writer, Fn&& fn) const;
+  // OnSession with the writes' connection.
   template <typename Fn>
   auto WithConnection(const std::string& what, Fn&& fn) const;
   // Runs `fn` on a connection of its own (scans: their callbacks may call
@@ -117,7 +128,6 @@ class PostgresStore final : public Store {
   // `fn()`, libpqxx's exceptions mapped to a Status (Unavailable: no server
   // could take it, nothing was done; OutcomeUnknown: COMMIT's answer was
   // lost); a lost connection `conn` is dropped (its mutex held).
-  struct Connection;  // libpqxx's connection (its headers stay in the .cpp)
   template <typename Fn>
   auto Guarded(const std::string& what, std::unique_ptr<Connection>* conn, Fn&& fn) const;
   // `fn` on the primary, on a connection of the reads' own; once more on a
@@ -144,14 +154,11 @@ class PostgresStore final : public Store {
                        const std::function<void(uint64_t internal, const StoredDocument&)>& fn) const;
 
   std::string uri_, location_;
-  mutable std::unique_ptr<Connection> conn_;
-  mutable std::unique_ptr<Connection> primary_read_conn_;  // ReadPrimary's
-  mutable std::mutex primary_read_mu_;
-  mutable std::unique_ptr<Connection> read_conn_;  // Read()'s fallback
-  mutable std::mutex read_mu_;
+  mutable Session writes_;         // writes, DDL and write lookups
+  mutable Session primary_reads_;  // ReadPrimary's
+  mutable Session any_reads_;      // Read()'s fallback to any server
   mutable std::atomic<int64_t> primary_retry_at_{0};  // steady_clock ticks
   std::function<void(bool)> commit_hook_;
-  mutable std::mutex mu_;  // one statement at a time on the connection
   struct Listener;          // the LISTEN connection (WaitForChange's alone)
   mutable std::unique_ptr<Listener> listener_;
   mutable std::mutex listen_mu_;
