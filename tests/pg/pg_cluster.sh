@@ -1,39 +1,58 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL 15 server for the tests, on loopback only:
-#   pg_cluster.sh start DIR   initdb in DIR/data, start on a free port; writes
-#                             the connection URI of its database "postgres"
-#                             to DIR/uri (the tests create their own databases)
-#   pg_cluster.sh stop DIR    stop it (fast shutdown) and remove DIR
-# As root, the server runs as the user postgres (PostgreSQL refuses root).
-# fsync is off (the tests need no durability across machine crashes) unless
-# PG_FSYNC=on (benchmarks).
+#   pg_cluster.sh start DIR   initdb, start on a free port; writes the
+#                             connection URI of its database "postgres" to
+#                             DIR/uri (the tests create their own databases)
+#   pg_cluster.sh stop DIR    stop it (fast shutdown) and remove its folders
+# As root, the server runs as the user postgres (PostgreSQL refuses root);
+# when that user cannot reach DIR (a checkout under a private folder, as
+# mktemp -d makes), the server's files go to a folder of its own under the
+# temporary directory, named in DIR/home. fsync is off (the tests need no
+# durability across machine crashes) unless PG_FSYNC=on (benchmarks).
 set -euo pipefail
 CMD="${1:?start|stop}"; DIR="${2:?folder}"
 BIN=/usr/lib/postgresql/15/bin
 as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# The folder holding the server's data, socket and log.
+home_of() { if [ -f "$1/home" ]; then cat "$1/home"; else echo "$1"; fi; }
+stop_server() {  # $1: home, $2: pg_ctl's shutdown mode
+  if [ -f "$1/data/postmaster.pid" ]; then as_owner "$BIN/pg_ctl" -D "$1/data" -m "$2" -w stop > /dev/null; fi
+}
+remove() {  # the server's folders: DIR and, if apart, its home
+  local home; home="$(home_of "$1")"
+  [ "$home" != "$1" ] && rm -rf "$home"
+  rm -rf "$1"
+}
 case "$CMD" in
   start)
     [ -x "$BIN/initdb" ] || { echo "PostgreSQL 15 is not installed (apt-get install postgresql-15)" >&2; exit 1; }
-    if [ -f "$DIR/data/postmaster.pid" ]; then as_owner "$BIN/pg_ctl" -D "$DIR/data" -m immediate stop >/dev/null 2>&1 || true; fi
-    rm -rf "$DIR"; mkdir -p "$DIR"
-    [ "$(id -u)" = 0 ] && chown postgres "$DIR"
-    as_owner "$BIN/initdb" -D "$DIR/data" -U postgres -A trust --no-sync -E UTF8 --locale=C.UTF-8 > "$DIR/initdb.log"
+    if [ -d "$DIR" ]; then stop_server "$(home_of "$DIR")" immediate 2>/dev/null || true; remove "$DIR"; fi
+    mkdir -p "$DIR"
+    HOME_DIR="$DIR"
+    if [ "$(id -u)" = 0 ]; then
+      chown postgres "$DIR"
+      if ! runuser -u postgres -- test -w "$DIR"; then
+        HOME_DIR="$(mktemp -d "${TMPDIR:-/tmp}/moeedb-pg.XXXXXX")"
+        chown postgres "$HOME_DIR"
+        echo "$HOME_DIR" > "$DIR/home"
+      fi
+    fi
+    as_owner "$BIN/initdb" -D "$HOME_DIR/data" -U postgres -A trust --no-sync -E UTF8 --locale=C.UTF-8 > "$DIR/initdb.log"
     # A free port: a random one, another if the server cannot bind it.
     for _ in 1 2 3 4 5 6 7 8; do
       PORT=$((20000 + RANDOM % 30000))
-      if as_owner "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
-           -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$DIR -c fsync=${PG_FSYNC:-off} -c max_connections=200" \
+      if as_owner "$BIN/pg_ctl" -D "$HOME_DIR/data" -l "$HOME_DIR/server.log" -w -t 60 \
+           -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$HOME_DIR -c fsync=${PG_FSYNC:-off} -c max_connections=200" \
            start > /dev/null; then
         break
       fi
       PORT=""
     done
-    [ -n "$PORT" ] || { cat "$DIR/server.log" >&2; exit 1; }
+    [ -n "$PORT" ] || { cat "$HOME_DIR/server.log" >&2; exit 1; }
     echo "postgresql://postgres@127.0.0.1:$PORT/postgres" > "$DIR/uri"
     ;;
   stop)
-    if [ -f "$DIR/data/postmaster.pid" ]; then as_owner "$BIN/pg_ctl" -D "$DIR/data" -m fast -w stop > /dev/null; fi
-    rm -rf "$DIR"
+    if [ -d "$DIR" ]; then stop_server "$(home_of "$DIR")" fast; remove "$DIR"; fi
     ;;
   *) echo "usage: pg_cluster.sh start|stop DIR" >&2; exit 2 ;;
 esac
