@@ -117,15 +117,18 @@ function childrenOf(pid) {
 }
 
 // Starts a detached process logging to `log`; as root, `user` runs it
-// (setpriv execs it, so the pid is the program's own).
+// (setpriv execs it, so the pid is the program's own) in the log's folder,
+// not in ours, which that user may not be able to enter (a checkout under a
+// private folder).
 function start(cmd, args, log, { user, env } = {}) {
   const fd = fs.openSync(log, 'a');
-  let file = cmd, argv = args;
+  let file = cmd, argv = args, cwd;
   if (user && isRoot()) {
     file = 'setpriv';
     argv = ['--reuid', user, '--regid', user, '--init-groups', '--', cmd, ...args];
+    cwd = path.dirname(log);
   }
-  const child = spawn(file, argv, { detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+  const child = spawn(file, argv, { detached: true, cwd, stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
   child.unref();
   fs.closeSync(fd);
   return child.pid;
