@@ -14,6 +14,7 @@ const char* Status::CodeName(Code code) {
     case Code::kResourceExhausted: return "Resource exhausted";
     case Code::kUnavailable: return "Unavailable";
     case Code::kOutcomeUnknown: return "Outcome unknown";
+    case Code::kConflict: return "Conflict";
   }
   return "Unknown";
 }

@@ -26,6 +26,8 @@ class Status {
                        // synchronous standby): nothing was written, retry later
     kOutcomeUnknown,   // the answer to a commit was lost and could not be
                        // resolved: the write may or may not be stored
+    kConflict,         // a conditional write found the data changed since it
+                       // was read: nothing was written, read again
   };
 
   Status() = default;
@@ -39,6 +41,7 @@ class Status {
   static Status ResourceExhausted(std::string msg) { return Status(Code::kResourceExhausted, std::move(msg)); }
   static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
   static Status OutcomeUnknown(std::string msg) { return Status(Code::kOutcomeUnknown, std::move(msg)); }
+  static Status Conflict(std::string msg) { return Status(Code::kConflict, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

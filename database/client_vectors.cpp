@@ -29,21 +29,54 @@ double Dot(const float* a, const float* b, size_t n) {
   return s;
 }
 
+std::vector<float> UnitLength(std::vector<float> v) {
+  const double norm = std::sqrt(Dot(v.data(), v.data(), v.size()));
+  if (norm > 0)
+    for (float& x : v) x = static_cast<float>(x / norm);
+  return v;
+}
+
 // The raw vectors whose standardized images are the halves of `fused`.
 void Unfuse(const VectorCollection& c, const std::vector<float>& fused, std::vector<float>* hs, std::vector<float>* rw) {
   hs->resize(c.dim_hs());
   rw->resize(c.dim_rw());
   // Invert wants unit-length halves (Apply's image); scale each first.
-  auto half = [](const float* in, size_t n) {
-    std::vector<float> u(in, in + n);
-    const double norm = std::sqrt(Dot(in, in, n));
-    if (norm > 0)
-      for (float& x : u) x = static_cast<float>(x / norm);
-    return u;
-  };
-  const auto uh = half(fused.data(), c.dim_hs()), ur = half(fused.data() + c.dim_hs(), c.dim_rw());
+  const auto uh = UnitLength({fused.begin(), fused.begin() + c.dim_hs()});
+  const auto ur = UnitLength({fused.begin() + c.dim_hs(), fused.end()});
   c.standardizer_hs().Invert(uh.data(), hs->data());
   c.standardizer_rw().Invert(ur.data(), rw->data());
+}
+
+std::string Quoted(const std::string& name) { return "'" + name.substr(0, 80) + "'"; }
+
+// The declared vectors of a client collection, in slot order.
+std::vector<NamedVector> Declared(const VectorCollection& c) { return c.schema().Vectors(c.dim_hs() + c.dim_rw()); }
+
+// The client's vector under `name` ("" the unnamed one); nullptr when not given.
+const std::vector<float>* Given(const ClientVector& v, const std::string& name) {
+  if (name.empty()) return v.unnamed.empty() ? nullptr : &v.unnamed;
+  auto it = v.named.find(name);
+  return it == v.named.end() ? nullptr : &it->second;
+}
+
+// InvalidArgument for a vector the client gave under a name this collection does not declare.
+Status RefuseUndeclared(const VectorCollection& c, const ClientVector& v) {
+  const VectorSchema& s = c.schema();
+  // A fused or model collection takes the fused vector unnamed too.
+  if (!v.unnamed.empty() && s.kind == VectorKind::kPlain) MOEEDB_RETURN_IF_ERROR(s.Find("").status());
+  for (const auto& [name, x] : v.named) MOEEDB_RETURN_IF_ERROR(s.Find(name).status());
+  if (s.kind == VectorKind::kPlain && (!v.hs.empty() || !v.rw.empty()))
+    return Status::InvalidArgument("this collection's vectors are the client's own (" + Quoted(s.name) +
+                                   (s.second ? " and " + Quoted(s.second->name) : "") +
+                                   "); named vectors hs and rw belong to collections of the served model");
+  return Status::OK();
+}
+
+// A plain collection of two vectors: the slot of vector x, Euclid's term appended.
+std::vector<float> Slot(const NamedVector& d, const std::vector<float>& x) {
+  std::vector<float> out = x;
+  if (d.distance == Distance::kEuclid) out.push_back(static_cast<float>(-Dot(x.data(), x.data(), x.size()) / 2));
+  return out;
 }
 
 }  // namespace
@@ -51,12 +84,23 @@ void Unfuse(const VectorCollection& c, const std::vector<float>& fused, std::vec
 Result<CollectionOptions> PlainCollectionOptions(const VectorSchema& schema) {
   if (schema.kind != VectorKind::kPlain || schema.size == 0)
     return Status::InvalidArgument("a plain collection needs a positive vector size");
+  auto standardizer = [](const NamedVector& v, size_t dim) {
+    return (v.distance == Distance::kCosine ? Standardizer::Identity(dim) : Standardizer::Raw(dim)).ToJson();
+  };
+  const NamedVector first{schema.name, schema.size, schema.distance};
   CollectionOptions o;
-  o.dim_hs = schema.size;
-  o.dim_rw = 1;  // the Euclid term, or 0 (client_vectors.h)
-  const bool cosine = schema.distance == Distance::kCosine;
-  o.std_hs_json = (cosine ? Standardizer::Identity(schema.size) : Standardizer::Raw(schema.size)).ToJson();
-  o.std_rw_json = Standardizer::Raw(1).ToJson();
+  if (schema.second) {
+    const NamedVector& second = *schema.second;
+    o.dim_hs = first.size + (first.distance == Distance::kEuclid ? 1 : 0);
+    o.dim_rw = second.size + (second.distance == Distance::kEuclid ? 1 : 0);
+    o.std_hs_json = standardizer(first, o.dim_hs);
+    o.std_rw_json = standardizer(second, o.dim_rw);
+  } else {
+    o.dim_hs = schema.size;
+    o.dim_rw = 1;  // the Euclid term, or 0 (client_vectors.h)
+    o.std_hs_json = standardizer(first, schema.size);
+    o.std_rw_json = Standardizer::Raw(1).ToJson();
+  }
   o.default_alpha = 1.0f;
   MOEEDB_ASSIGN_OR_RETURN(o.info_json, schema.RecordIn("{}"));
   return o;
@@ -64,23 +108,37 @@ Result<CollectionOptions> PlainCollectionOptions(const VectorSchema& schema) {
 
 Status ToStoredVectors(const VectorCollection& c, const ClientVector& v, StoredDocument* doc) {
   const VectorSchema& s = c.schema();
+  MOEEDB_RETURN_IF_ERROR(RefuseUndeclared(c, v));
   if (s.kind == VectorKind::kPlain) {
-    if (!v.hs.empty() || !v.rw.empty())
-      return Status::InvalidArgument("this collection has one unnamed vector of size " + std::to_string(s.size) +
-                                     "; named vectors (hs, rw) belong to collections of the served model");
-    MOEEDB_RETURN_IF_ERROR(CheckSize(v.unnamed, s.size, "the vector"));
-    const double n2 = Dot(v.unnamed.data(), v.unnamed.data(), v.unnamed.size());
-    const float aux = s.distance == Distance::kEuclid ? static_cast<float>(-n2 / 2) : 0.0f;
-    if (!std::isfinite(aux)) return Status::InvalidArgument("the vector's squared length overflows a float");
-    doc->hs = v.unnamed;
-    doc->rw = {aux};
+    const std::vector<NamedVector> declared = Declared(c);
+    std::vector<const std::vector<float>*> x;
+    for (const NamedVector& d : declared) {
+      const std::vector<float>* given = Given(v, d.name);
+      const std::string what = d.name.empty() ? "the vector" : "vector " + Quoted(d.name);
+      if (given == nullptr)
+        return Status::InvalidArgument("the point lacks " + what + ": moeedb stores every declared vector of a point");
+      MOEEDB_RETURN_IF_ERROR(CheckSize(*given, d.size, what));
+      x.push_back(given);
+    }
+    if (declared.size() == 2) {
+      doc->hs = Slot(declared[0], *x[0]);
+      doc->rw = Slot(declared[1], *x[1]);
+    } else {
+      const double n2 = Dot(x[0]->data(), x[0]->data(), x[0]->size());
+      doc->hs = *x[0];
+      doc->rw = {s.distance == Distance::kEuclid ? static_cast<float>(-n2 / 2) : 0.0f};
+    }
+    for (const auto& slot : {doc->hs, doc->rw})
+      if (!std::isfinite(slot.back())) return Status::InvalidArgument("the vector's squared length overflows a float");
     return Status::OK();
   }
   const size_t fused = c.dim_hs() + c.dim_rw();
-  if (!v.unnamed.empty()) {
-    if (!v.hs.empty() || !v.rw.empty()) return Status::InvalidArgument("give either one unnamed vector or named hs and rw");
-    MOEEDB_RETURN_IF_ERROR(CheckSize(v.unnamed, fused, "the fused vector"));
-    Unfuse(c, v.unnamed, &doc->hs, &doc->rw);
+  const std::vector<float>* whole = s.kind == VectorKind::kFused ? Given(v, s.name) : nullptr;
+  if (whole == nullptr && !v.unnamed.empty()) whole = &v.unnamed;  // a model collection takes the fused vector too
+  if (whole != nullptr) {
+    if (!v.hs.empty() || !v.rw.empty()) return Status::InvalidArgument("give either the fused vector or named hs and rw");
+    MOEEDB_RETURN_IF_ERROR(CheckSize(*whole, fused, "the fused vector"));
+    Unfuse(c, *whole, &doc->hs, &doc->rw);
     return Status::OK();
   }
   if (v.hs.empty() || v.rw.empty())
@@ -93,16 +151,25 @@ Status ToStoredVectors(const VectorCollection& c, const ClientVector& v, StoredD
   return Status::OK();
 }
 
-ClientVector FromStoredVectors(const VectorCollection& c, const StoredDocument& doc) {
+ClientVector FromStoredVectors(const VectorCollection& c, const StoredDocument& doc, bool unit_length) {
   ClientVector out;
   const VectorSchema& s = c.schema();
+  if (doc.hs.size() != c.dim_hs() || doc.rw.size() != c.dim_rw()) return out;
+  auto put = [&](const std::string& name, std::vector<float> x) {
+    (name.empty() ? out.unnamed : out.named[name]) = std::move(x);
+  };
   if (s.kind == VectorKind::kPlain) {
-    out.unnamed = doc.hs;
+    const std::vector<NamedVector> declared = Declared(c);
+    for (size_t i = 0; i < declared.size(); ++i) {
+      const std::vector<float>& slot = i == 0 ? doc.hs : doc.rw;
+      std::vector<float> x(slot.begin(), slot.begin() + declared[i].size);
+      put(declared[i].name, unit_length && declared[i].distance == Distance::kCosine ? UnitLength(std::move(x)) : x);
+    }
   } else if (s.kind == VectorKind::kFused) {
-    if (doc.hs.size() != c.dim_hs() || doc.rw.size() != c.dim_rw()) return out;
-    out.unnamed.resize(c.dim_hs() + c.dim_rw());
-    c.standardizer_hs().Apply(doc.hs.data(), out.unnamed.data());
-    c.standardizer_rw().Apply(doc.rw.data(), out.unnamed.data() + c.dim_hs());
+    std::vector<float> x(c.dim_hs() + c.dim_rw());
+    c.standardizer_hs().Apply(doc.hs.data(), x.data());
+    c.standardizer_rw().Apply(doc.rw.data(), x.data() + c.dim_hs());
+    put(s.name, unit_length ? UnitLength(std::move(x)) : x);
   } else {
     out.hs = doc.hs;
     out.rw = doc.rw;
@@ -114,22 +181,35 @@ Result<VectorQuery> ToVectorQuery(const VectorCollection& c, const ClientVector&
   const VectorSchema& s = c.schema();
   VectorQuery q;
   if (s.kind == VectorKind::kPlain) {
-    if (!use.empty()) return Status::InvalidArgument("vector '" + use + "' does not exist: this collection has one unnamed vector");
-    if (!v.hs.empty() || !v.rw.empty()) return Status::InvalidArgument("this collection has one unnamed vector, not hs and rw");
-    MOEEDB_RETURN_IF_ERROR(CheckSize(v.unnamed, s.size, "the query vector"));
+    if (!v.hs.empty() || !v.rw.empty() || !v.named.empty())
+      return Status::InvalidArgument("give the query as one vector and name the vector searched by 'using'");
+    MOEEDB_ASSIGN_OR_RETURN(q.slot, s.Find(use));
+    const NamedVector d = Declared(c)[q.slot];
+    MOEEDB_RETURN_IF_ERROR(CheckSize(v.unnamed, d.size, "the query vector"));
+    q.norm2 = Dot(v.unnamed.data(), v.unnamed.data(), v.unnamed.size());
+    if (s.second) {
+      std::vector<float> x = v.unnamed;
+      if (d.distance == Distance::kEuclid) x.push_back(1.0f);
+      (q.slot == 0 ? q.hs : q.rw) = std::move(x);
+      (q.slot == 0 ? q.rw : q.hs).assign(q.slot == 0 ? c.dim_rw() : c.dim_hs(), 0.0f);
+      q.mode = q.slot == 0 ? QueryMode::kHs : QueryMode::kRw;
+      return q;
+    }
     q.hs = v.unnamed;
     q.rw = {s.distance == Distance::kEuclid ? 1.0f : 0.0f};
-    q.norm2 = Dot(v.unnamed.data(), v.unnamed.data(), v.unnamed.size());
     return q;
   }
-  if (!use.empty() && use != "hs" && use != "rw")
-    return Status::InvalidArgument("vector '" + use + "' does not exist; the vectors are hs and rw");
+  // The fused vector under its declared name: searched as "".
+  const std::string half = s.kind == VectorKind::kFused && !s.name.empty() && use == s.name ? "" : use;
+  if (!half.empty() && half != "hs" && half != "rw") return s.Find(use).status();
+  if (half.empty() && s.kind == VectorKind::kFused && s.named && s.name != use) return s.Find(use).status();
+  if (!v.named.empty()) return Status::InvalidArgument("give the query as one vector and name the vector searched by 'using'");
   if (!v.unnamed.empty()) {
     // An unnamed vector under `using`: that half alone, given raw.
-    if (use == "hs" || use == "rw") {
+    if (half == "hs" || half == "rw") {
       ClientVector named;
-      (use == "hs" ? named.hs : named.rw) = v.unnamed;
-      return ToVectorQuery(c, named, use);
+      (half == "hs" ? named.hs : named.rw) = v.unnamed;
+      return ToVectorQuery(c, named, half);
     }
     MOEEDB_RETURN_IF_ERROR(CheckSize(v.unnamed, c.dim_hs() + c.dim_rw(), "the fused query vector"));
     Unfuse(c, v.unnamed, &q.hs, &q.rw);
@@ -139,27 +219,31 @@ Result<VectorQuery> ToVectorQuery(const VectorCollection& c, const ClientVector&
   if (!v.rw.empty()) MOEEDB_RETURN_IF_ERROR(CheckSize(v.rw, c.dim_rw(), "vector 'rw'"));
   q.hs = v.hs.empty() ? std::vector<float>(c.dim_hs(), 0.0f) : v.hs;
   q.rw = v.rw.empty() ? std::vector<float>(c.dim_rw(), 0.0f) : v.rw;
-  if (use == "hs" || (use.empty() && v.rw.empty())) {
+  if (half == "hs" || (half.empty() && v.rw.empty())) {
     if (v.hs.empty()) return Status::InvalidArgument("give vector 'hs' to search hs");
     q.mode = QueryMode::kHs;
-  } else if (use == "rw" || (use.empty() && v.hs.empty())) {
+  } else if (half == "rw" || (half.empty() && v.hs.empty())) {
     if (v.rw.empty()) return Status::InvalidArgument("give vector 'rw' to search rw");
     q.mode = QueryMode::kRw;
   }
   return q;
 }
 
-double ClientScore(const VectorCollection& c, const VectorQuery& q, double score) {
-  if (c.schema().kind == VectorKind::kPlain && c.schema().distance == Distance::kEuclid)
-    return std::sqrt(std::max(0.0, q.norm2 - 2 * score));
+Distance QueryDistance(const VectorCollection& c, const VectorQuery& q) {
+  const VectorSchema& s = c.schema();
+  if (s.kind != VectorKind::kPlain) return Distance::kCosine;
+  return q.slot == 1 && s.second ? s.second->distance : s.distance;
+}
+
+double ClientScore(const VectorCollection& c, const VectorQuery& q, double score, double alpha) {
+  if (QueryDistance(c, q) == Distance::kEuclid) return std::sqrt(std::max(0.0, q.norm2 - 2 * score));
+  if (c.schema().kind != VectorKind::kPlain && q.mode == QueryMode::kFused) return score / (1 + std::fabs(alpha));
   return score;
 }
 
-bool HigherIsBetter(const VectorCollection& c) {
-  return !(c.schema().kind == VectorKind::kPlain && c.schema().distance == Distance::kEuclid);
-}
+bool HigherIsBetter(const VectorCollection& c, const VectorQuery& q) { return QueryDistance(c, q) != Distance::kEuclid; }
 
-ComparablePoint Comparable(const VectorCollection& c, const StoredDocument& doc) {
+ComparablePoint Comparable(const VectorCollection& c, const VectorQuery& q, const StoredDocument& doc) {
   ComparablePoint p;
   const VectorSchema& s = c.schema();
   auto image = [](const Standardizer& st, const std::vector<float>& x) {
@@ -168,26 +252,34 @@ ComparablePoint Comparable(const VectorCollection& c, const StoredDocument& doc)
     st.Apply(x.data(), u.data());
     return u;
   };
-  if (s.kind == VectorKind::kPlain && s.distance != Distance::kCosine) {
-    p.hs = doc.hs;
+  if (s.kind == VectorKind::kPlain) {
+    // The searched vector alone, as given or at unit length (Cosine).
+    const NamedVector d = Declared(c)[q.slot];
+    const std::vector<float>& slot = q.slot == 0 ? doc.hs : doc.rw;
+    if (slot.size() < d.size) return p;
+    std::vector<float> x(slot.begin(), slot.begin() + d.size);
+    p.hs = d.distance == Distance::kCosine ? UnitLength(std::move(x)) : std::move(x);
     return p;
   }
-  p.hs = image(c.standardizer_hs(), doc.hs);
-  if (s.kind != VectorKind::kPlain) p.rw = image(c.standardizer_rw(), doc.rw);
+  if (q.mode != QueryMode::kRw) p.hs = image(c.standardizer_hs(), doc.hs);
+  if (q.mode != QueryMode::kHs) p.rw = image(c.standardizer_rw(), doc.rw);
   return p;
 }
 
-double PointSimilarity(const VectorCollection& c, const ComparablePoint& a, const ComparablePoint& b, float alpha) {
-  const VectorSchema& s = c.schema();
+double PointSimilarity(const VectorCollection& c, const VectorQuery& q, const ComparablePoint& a,
+                       const ComparablePoint& b, float alpha) {
   const size_t n = std::min(a.hs.size(), b.hs.size());
-  if (s.kind == VectorKind::kPlain && s.distance == Distance::kEuclid) {
+  if (c.schema().kind == VectorKind::kPlain && QueryDistance(c, q) == Distance::kEuclid) {
     double d2 = 0;
     for (size_t i = 0; i < n; ++i) d2 += (static_cast<double>(a.hs[i]) - b.hs[i]) * (static_cast<double>(a.hs[i]) - b.hs[i]);
     return -std::sqrt(d2);
   }
   const double hs = Dot(a.hs.data(), b.hs.data(), n);
-  if (s.kind == VectorKind::kPlain) return hs;  // the cosine (unit images) or the dot product
-  return hs + alpha * Dot(a.rw.data(), b.rw.data(), std::min(a.rw.size(), b.rw.size()));
+  if (c.schema().kind == VectorKind::kPlain) return hs;  // the cosine (unit images) or the dot product
+  const double rw = Dot(a.rw.data(), b.rw.data(), std::min(a.rw.size(), b.rw.size()));
+  if (q.mode == QueryMode::kHs) return hs;
+  if (q.mode == QueryMode::kRw) return rw;
+  return hs + alpha * rw;
 }
 
 std::string PayloadText(const VectorSchema& schema, const json& payload) {
@@ -196,8 +288,10 @@ std::string PayloadText(const VectorSchema& schema, const json& payload) {
     auto it = payload.find(schema.text_key);
     return it != payload.end() && it->is_string() ? it->get<std::string>() : "";
   }
-  auto content = payload.find("content");
-  if (content != payload.end() && content->is_string()) return content->get<std::string>();
+  for (const char* key : {"content", "page_content"}) {
+    auto it = payload.find(key);
+    if (it != payload.end() && it->is_string()) return it->get<std::string>();
+  }
   auto node = payload.find("_node_content");
   if (node != payload.end() && node->is_string()) {
     const json n = json::parse(node->get<std::string>(), nullptr, false);

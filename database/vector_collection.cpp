@@ -197,6 +197,24 @@ std::vector<uint64_t> VectorCollection::IndexedIds() const { return SortedIds(&S
 std::vector<uint64_t> VectorCollection::LexicalIds() const { return SortedIds(&ShardReplica::LexicalIds); }
 
 Result<WriteResult> VectorCollection::Upsert(const std::vector<StoredDocument>& docs, bool sync) {
+  return Write(docs, nullptr, sync);
+}
+
+Result<WriteResult> VectorCollection::UpsertIfUnchanged(const std::vector<StoredDocument>& docs,
+                                                        const std::vector<uint64_t>& expected, bool sync) {
+  return Write(docs, &expected, sync);
+}
+
+Result<std::optional<uint64_t>> VectorCollection::InternalId(const std::string& id) const {
+  return store_->InternalId(name_, id);
+}
+
+Result<StoredDocument> VectorCollection::GetByInternal(uint64_t internal) const {
+  return store_->GetByInternal(name_, internal, true);
+}
+
+Result<WriteResult> VectorCollection::Write(const std::vector<StoredDocument>& docs, const std::vector<uint64_t>* expected,
+                                            bool sync) {
   const size_t dim_hs = layout_.dim_hs, dim_rw = layout_.dim_rw;
   for (size_t i = 0; i < docs.size(); ++i) {
     const StoredDocument& d = docs[i];
@@ -220,7 +238,8 @@ Result<WriteResult> VectorCollection::Upsert(const std::vector<StoredDocument>& 
     }
   }
   std::lock_guard write(write_mu_);
-  MOEEDB_ASSIGN_OR_RETURN(WriteResult res, store_->Upsert(name_, docs, sync));
+  MOEEDB_ASSIGN_OR_RETURN(WriteResult res, expected != nullptr ? store_->UpsertIfUnchanged(name_, docs, *expected, sync)
+                                                               : store_->Upsert(name_, docs, sync));
   std::shared_lock lock(replicas_mu_);
   for (ShardReplica* r : Replicas()) MOEEDB_RETURN_IF_ERROR(r->FollowOwnWrite(res, &docs));
   return res;

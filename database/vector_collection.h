@@ -117,8 +117,17 @@ class VectorCollection {
   // All or nothing: every document is validated first (id, UTF-8 text,
   // metadata object, vector dims, finite values); any error stores nothing.
   Result<WriteResult> Upsert(const std::vector<StoredDocument>& docs, bool sync = true);
+  // Upsert if each document's id is still stored under the internal id
+  // beside it in `expected` (0: absent), as read by InternalId; Conflict,
+  // nothing written, otherwise (document_update.h retries).
+  Result<WriteResult> UpsertIfUnchanged(const std::vector<StoredDocument>& docs, const std::vector<uint64_t>& expected,
+                                        bool sync = true);
   Result<WriteResult> Delete(const std::vector<std::string>& ids, bool sync = true);
   Result<std::optional<StoredDocument>> Get(const std::string& id) const;
+  // The internal id `id` is stored under now, and the document stored under
+  // an internal id (NotFound once replaced or deleted): a consistent read.
+  Result<std::optional<uint64_t>> InternalId(const std::string& id) const;
+  Result<StoredDocument> GetByInternal(uint64_t internal) const;
   // A page of documents in id order (Store::ListDocuments).
   Result<DocumentPage> List(const std::string& after, size_t limit) const;
   // Dense modes need hs and rw; lexical needs options.query (the vectors,
@@ -196,6 +205,7 @@ class VectorCollection {
   // The ids every local replica gives by `ids`, together, sorted.
   std::vector<uint64_t> SortedIds(std::vector<uint64_t> (ShardReplica::*ids)() const) const;
   Result<std::vector<SearchHit>> ToSearchHits(const std::vector<FusedCandidate>& hits) const;
+  Result<WriteResult> Write(const std::vector<StoredDocument>& docs, const std::vector<uint64_t>* expected, bool sync);
 
   Store* store_ = nullptr;
   ShardPeers* peers_ = nullptr;

@@ -6,12 +6,99 @@ namespace moeedb {
 
 using json = nlohmann::json;
 
+namespace {
+
+constexpr size_t kMaxVectorSize = 65536;
+
+json VectorJson(const NamedVector& v) {
+  return {{"name", v.name}, {"size", v.size}, {"distance", kDistances.Name(v.distance)}};
+}
+
+Result<NamedVector> VectorFromJson(const json& v) {
+  if (!v.is_object() || !v.contains("size") || !v["size"].is_number_unsigned() || !v.contains("distance") ||
+      !v["distance"].is_string())
+    return Status::Corruption("collection info: a vector needs its size and distance");
+  NamedVector out;
+  out.name = v.value("name", std::string());
+  out.size = v["size"].get<size_t>();
+  MOEEDB_ASSIGN_OR_RETURN(out.distance, kDistances.Parse(v["distance"].get<std::string>()));
+  return out;
+}
+
+}  // namespace
+
+Result<VectorSchema> VectorSchema::Declared(const std::vector<NamedVector>& vectors, bool named, size_t dim_hs,
+                                            size_t dim_rw) {
+  VectorSchema s;
+  if (vectors.empty()) return s;
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    const NamedVector& v = vectors[i];
+    if (v.size == 0 || v.size > kMaxVectorSize)
+      return Status::InvalidArgument("vector '" + v.name.substr(0, 80) + "': the size must be in [1, " +
+                                     std::to_string(kMaxVectorSize) + "]");
+    for (size_t j = 0; j < i; ++j)
+      if (vectors[j].name == v.name) return Status::InvalidArgument("vector '" + v.name.substr(0, 80) + "' is declared twice");
+  }
+  // hs and rw name the model's two vectors; they mean nothing else here.
+  bool model = true;
+  for (const NamedVector& v : vectors) {
+    const size_t dim = v.name == "hs" ? dim_hs : v.name == "rw" ? dim_rw : 0;
+    if (v.name != "hs" && v.name != "rw") {
+      model = false;
+      continue;
+    }
+    if (v.size != dim || v.distance != Distance::kCosine)
+      return Status::InvalidArgument("vector '" + v.name + "' is the served model's: size " + std::to_string(dim) +
+                                     ", distance Cosine (the names hs and rw are kept for it)");
+  }
+  if (model) return s;
+  for (const NamedVector& v : vectors)
+    if (v.name == "hs" || v.name == "rw")
+      return Status::InvalidArgument("vector '" + v.name + "' names the served model's vector; it cannot sit beside '" +
+                                     (vectors[0].name == v.name ? vectors[1].name : vectors[0].name).substr(0, 80) + "'");
+  if (vectors.size() > kMaxClientVectors)
+    return Status::InvalidArgument("a moeedb collection holds at most " + std::to_string(kMaxClientVectors) +
+                                   " named vectors; " + std::to_string(vectors.size()) + " were declared");
+  s.named = named;
+  s.name = vectors[0].name;
+  s.size = vectors[0].size;
+  s.distance = vectors[0].distance;
+  if (vectors.size() == 1 && s.size == dim_hs + dim_rw && s.distance == Distance::kCosine) {
+    s.kind = VectorKind::kFused;
+    s.size = 0;  // the fused size is the model's
+    return s;
+  }
+  s.kind = VectorKind::kPlain;
+  if (vectors.size() == 2) s.second = vectors[1];
+  return s;
+}
+
+std::vector<NamedVector> VectorSchema::Vectors(size_t fused_size) const {
+  std::vector<NamedVector> out;
+  if (kind == VectorKind::kFused) out.push_back({name, fused_size, Distance::kCosine});
+  if (kind == VectorKind::kPlain) out.push_back({name, size, distance});
+  if (second) out.push_back(*second);
+  return out;
+}
+
+Result<size_t> VectorSchema::Find(const std::string& want) const {
+  if (kind != VectorKind::kModel && want == name) return size_t{0};
+  if (second && want == second->name) return size_t{1};
+  std::string have;
+  if (kind == VectorKind::kModel) have = "hs and rw";
+  else have = "'" + name + "'" + (second ? " and '" + second->name + "'" : "");
+  return Status::InvalidArgument("vector '" + want.substr(0, 80) + "' does not exist; this collection's vectors are " + have);
+}
+
 std::string VectorSchema::ToJson() const {
   json j = {{"kind", kVectorKinds.Name(kind)}};
   if (kind == VectorKind::kPlain) {
     j["size"] = size;
     j["distance"] = kDistances.Name(distance);
   }
+  if (kind != VectorKind::kModel && (!name.empty() || named)) j["name"] = name;
+  if (named) j["named"] = true;
+  if (second) j["second"] = VectorJson(*second);
   if (!text_key.empty()) j["text_key"] = text_key;
   return j.dump();
 }
@@ -31,6 +118,9 @@ Result<VectorSchema> VectorSchema::FromInfo(const std::string& info_json) {
     s.size = v["size"].get<size_t>();
     MOEEDB_ASSIGN_OR_RETURN(s.distance, kDistances.Parse(v["distance"].get<std::string>()));
   }
+  if (v.contains("name") && v["name"].is_string()) s.name = v["name"].get<std::string>();
+  s.named = v.value("named", false);
+  if (v.contains("second")) { MOEEDB_ASSIGN_OR_RETURN(s.second, VectorFromJson(v["second"])); }
   if (v.contains("text_key") && v["text_key"].is_string()) s.text_key = v["text_key"].get<std::string>();
   return s;
 }

@@ -4,17 +4,26 @@
 // client's own vectors are:
 //   model  named "hs" and "rw" vectors of the model's sizes, kept as given
 //          (the default; Documents are embedded by moeedb as always);
-//   fused  one unnamed vector of the model's fused size, [z(hs)/|.|; z(rw)/|.|]
-//          (what moeedb's /v1/embeddings returns); named hs/rw are taken too;
-//   plain  one vector of a size no served model produces: no model runs,
-//          vectors are stored and searched as given by Cosine, Dot or Euclid.
+//   fused  one vector of the model's fused size and Cosine, [z(hs)/|.|;
+//          z(rw)/|.|] (what moeedb's /v1/embeddings returns), unnamed or
+//          under a name of the client's; named hs/rw are taken too;
+//   plain  one or two vectors of the client's (any names, each its own size
+//          and distance): no model runs, vectors are stored and searched as
+//          given by Cosine, Dot or Euclid. The first is kept in the HS slot,
+//          a second in the RW slot (client_vectors.h).
+// A name "" is Qdrant's unnamed default vector; `named` says whether the
+// client declared its vectors as a map of names ({"": {...}} included), so
+// that a collection's config is answered in the form it was created with.
 // text_key names the payload field whose string is the point's text (what
-// the lexical index reads); empty: "content" (LangChain), then the "text"
-// inside the JSON string "_node_content" (LlamaIndex).
+// the lexical index reads); empty: "content" (LangChain.js, Haystack), then
+// "page_content" (Python LangChain), then the "text" inside the JSON string
+// "_node_content" (LlamaIndex).
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/enum_table.h"
 #include "base/status.h"
@@ -30,11 +39,38 @@ enum class Distance { kCosine, kDot, kEuclid };
 inline constexpr EnumTable<Distance, 3> kDistances{
     "distance", {{{Distance::kCosine, "Cosine"}, {Distance::kDot, "Dot"}, {Distance::kEuclid, "Euclid"}}}};
 
+// Most vectors a collection of the client's own vectors holds: one in each
+// of a point's two stored slots.
+inline constexpr size_t kMaxClientVectors = 2;
+
+// One vector a client declares: its name ("" the unnamed one), size and distance.
+struct NamedVector {
+  std::string name;
+  size_t size = 0;
+  Distance distance = Distance::kCosine;
+};
+
 struct VectorSchema {
   VectorKind kind = VectorKind::kModel;
-  size_t size = 0;                     // plain: the vector's size
-  Distance distance = Distance::kCosine;  // plain: how vectors are compared
-  std::string text_key;                // "": content, then _node_content's text
+  size_t size = 0;                        // plain: the first vector's size
+  Distance distance = Distance::kCosine;  // plain: how the first vector is compared
+  std::string text_key;                   // "": content, page_content, then _node_content's text
+  std::string name;                       // fused and plain: the first vector's name ("" unnamed)
+  bool named = false;                     // declared as a map of names
+  std::optional<NamedVector> second;      // plain: a second vector, in the RW slot
+
+  // The vectors a client declared, as a schema: none (or hs and rw of the
+  // model's sizes) a model collection; one of `fused_size` with Cosine a
+  // fused one; anything else plain. InvalidArgument naming what moeedb does
+  // not hold (more than kMaxClientVectors, a size of 0 or over 65536, a name
+  // twice, hs/rw of other sizes beside each other).
+  static Result<VectorSchema> Declared(const std::vector<NamedVector>& vectors, bool named, size_t dim_hs,
+                                       size_t dim_rw);
+  // The vectors as the client declared them (empty for a model collection).
+  std::vector<NamedVector> Vectors(size_t fused_size) const;
+  // Which declared vector `name` is: 0 the first (HS slot), 1 the second
+  // (RW slot); InvalidArgument naming the ones there are.
+  Result<size_t> Find(const std::string& name) const;
 
   // The "vectors" value of a collection's info, and back (absent: model).
   std::string ToJson() const;

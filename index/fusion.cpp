@@ -73,4 +73,23 @@ void Fuse(const FusionOptions& o, std::vector<FusedCandidate>* cands) {
   });
 }
 
+std::vector<double> FuseLists(ListFusion kind, const std::vector<std::vector<RankedItem>>& lists, size_t keys, int rrf_k) {
+  std::vector<double> fused(keys, 0.0);
+  for (const auto& list : lists) {
+    if (kind == ListFusion::kRrf) {
+      for (size_t pos = 0; pos < list.size(); ++pos) fused[list[pos].key] += 1.0 / (static_cast<double>(pos) + rrf_k);
+      continue;
+    }
+    if (list.empty()) continue;
+    double mean = 0, var = 0;
+    for (const auto& x : list) mean += x.score;
+    mean /= list.size();
+    for (const auto& x : list) var += (x.score - mean) * (x.score - mean);
+    const double sd = std::sqrt(var / list.size());
+    const double lo = mean - 3 * sd, hi = mean + 3 * sd;
+    for (const auto& x : list) fused[x.key] += hi > lo ? (x.score - lo) / (hi - lo) : 0.5;
+  }
+  return fused;
+}
+
 }  // namespace moeedb

@@ -63,4 +63,24 @@ struct FusedCandidate {
 // (ties by ascending id).
 void Fuse(const FusionOptions& options, std::vector<FusedCandidate>* candidates);
 
+// Fusion of ranked lists (each its own search's candidates, best first, with
+// its scores, higher better), as Qdrant fuses a query's prefetches:
+//   rrf:  sum over the lists holding a candidate of 1 / (k + position), the
+//         position counted from 0 (Qdrant's k defaults to 2);
+//   dbsf: distribution-based score fusion: each list's scores mapped onto
+//         [0, 1] by its mean -+ 3 standard deviations (0.5 when they are all
+//         equal), summed over the lists holding the candidate.
+enum class ListFusion { kRrf, kDbsf };
+inline constexpr EnumTable<ListFusion, 2> kListFusions{"fusion", {{{ListFusion::kRrf, "rrf"}, {ListFusion::kDbsf, "dbsf"}}}};
+inline constexpr int kDefaultListRrfK = 2;
+
+struct RankedItem {
+  size_t key = 0;      // the caller's candidate number, shared across lists
+  double score = 0;
+};
+// Each key's fused score (keys absent from every list: 0), indexed by key;
+// `keys` is one past the largest key.
+std::vector<double> FuseLists(ListFusion kind, const std::vector<std::vector<RankedItem>>& lists, size_t keys,
+                              int rrf_k = kDefaultListRrfK);
+
 }  // namespace moeedb

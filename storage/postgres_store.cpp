@@ -329,6 +329,30 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
 
 Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
                                           bool sync) {
+  return Write(collection, docs, nullptr, sync);
+}
+
+Result<WriteResult> PostgresStore::UpsertIfUnchanged(const std::string& collection,
+                                                     const std::vector<StoredDocument>& docs,
+                                                     const std::vector<uint64_t>& expected, bool sync) {
+  if (expected.size() != docs.size()) return Status::InvalidArgument("one expected internal id per document");
+  return Write(collection, docs, &expected, sync);
+}
+
+Result<std::optional<uint64_t>> PostgresStore::InternalId(const std::string& collection,
+                                                          const std::string& external) const {
+  return Read("reading " + collection, [&](pqxx::connection& c) -> Result<std::optional<uint64_t>> {
+    pqxx::read_transaction t(c);
+    MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
+    pqxx::result row =
+        t.exec_params("SELECT internal FROM moeedb_documents WHERE coll = $1 AND external = $2", r.id, external);
+    if (row.empty()) return std::optional<uint64_t>();
+    return std::optional<uint64_t>(row[0][0].as<uint64_t>());
+  });
+}
+
+Result<WriteResult> PostgresStore::Write(const std::string& collection, const std::vector<StoredDocument>& docs,
+                                         const std::vector<uint64_t>* expected, bool sync) {
   MOEEDB_RETURN_IF_ERROR(CheckBatchIds(docs));
   std::vector<std::string> records;
   for (const auto& d : docs) {
@@ -348,6 +372,11 @@ Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const s
     std::vector<std::string> ids;
     for (const auto& d : docs) ids.push_back(d.id);
     const auto replaced = RemoveDocuments(t, r.id, ids);
+    for (size_t i = 0; expected != nullptr && i < docs.size(); ++i) {
+      auto old = replaced.find(docs[i].id);
+      if ((*expected)[i] != (old == replaced.end() ? 0 : old->second))
+        return Status::Conflict("document '" + docs[i].id + "' of " + collection + " changed since it was read");
+    }
     uint64_t next = r.next_internal;
     for (size_t i = 0; i < docs.size(); ++i) {
       auto old = replaced.find(docs[i].id);

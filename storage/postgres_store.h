@@ -69,6 +69,9 @@ class PostgresStore final : public Store {
   // sync=false commits with synchronous_commit off (durable shortly after).
   Result<WriteResult> Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
                              bool sync) override;
+  Result<WriteResult> UpsertIfUnchanged(const std::string& collection, const std::vector<StoredDocument>& docs,
+                                        const std::vector<uint64_t>& expected, bool sync) override;
+  Result<std::optional<uint64_t>> InternalId(const std::string& collection, const std::string& external_id) const override;
   Result<WriteResult> Delete(const std::string& collection, const std::vector<std::string>& ids, bool sync) override;
   Result<std::optional<StoredDocument>> Get(const std::string& collection,
                                             const std::string& external_id) const override;
@@ -106,6 +109,9 @@ class PostgresStore final : public Store {
 
  private:
   PostgresStore() = default;
+  // Upsert, and UpsertIfUnchanged when `expected` is given.
+  Result<WriteResult> Write(const std::string& collection, const std::vector<StoredDocument>& docs,
+                            const std::vector<uint64_t>* expected, bool sync);
   struct Connection;  // libpqxx's connection (its headers stay in the .cpp)
   // A connection kept for one use (writes, primary reads, fallback reads),
   // one statement at a time.

@@ -207,15 +207,39 @@ Status RocksStore::UpdateSpec(const std::string& name, const std::string& spec_j
 }
 
 Result<WriteResult> RocksStore::Upsert(const std::string& collection, const std::vector<StoredDocument>& docs, bool sync) {
+  return Write(collection, docs, nullptr, sync);
+}
+
+Result<WriteResult> RocksStore::UpsertIfUnchanged(const std::string& collection, const std::vector<StoredDocument>& docs,
+                                                  const std::vector<uint64_t>& expected, bool sync) {
+  if (expected.size() != docs.size()) return Status::InvalidArgument("one expected internal id per document");
+  return Write(collection, docs, &expected, sync);
+}
+
+Result<std::optional<uint64_t>> RocksStore::InternalId(const std::string& collection, const std::string& external) const {
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
+  std::string v;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kIds], ExtKey(r.id, external), &v);
+  if (s.IsNotFound()) return std::optional<uint64_t>();
+  if (!s.ok() || v.size() != 8) return FromRocks(s, "reading id " + external);
+  return std::optional<uint64_t>(GetBE64(v.data()));
+}
+
+Result<WriteResult> RocksStore::Write(const std::string& collection, const std::vector<StoredDocument>& docs,
+                                      const std::vector<uint64_t>* expected, bool sync) {
   std::lock_guard<std::mutex> lock(write_mu_);
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
   MOEEDB_RETURN_IF_ERROR(CheckBatchIds(docs));
   WriteResult res;
   if (docs.empty()) return res;
   rocksdb::WriteBatch batch;
-  for (const auto& d : docs) {
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const StoredDocument& d = docs[i];
     std::string existing;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kIds], ExtKey(r.id, d.id), &existing);
+    const uint64_t now = s.ok() && existing.size() == 8 ? GetBE64(existing.data()) : 0;
+    if (expected != nullptr && (*expected)[i] != now)
+      return Status::Conflict("document '" + d.id + "' of " + collection + " changed since it was read");
     if (s.ok() && existing.size() == 8) {
       const uint64_t old = GetBE64(existing.data());
       res.removed.push_back(old);

@@ -44,6 +44,9 @@ class RocksStore final : public Store {
   Status UpdateSpec(const std::string& name, const std::string& spec_json) override;
   Result<WriteResult> Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
                              bool sync) override;
+  Result<WriteResult> UpsertIfUnchanged(const std::string& collection, const std::vector<StoredDocument>& docs,
+                                        const std::vector<uint64_t>& expected, bool sync) override;
+  Result<std::optional<uint64_t>> InternalId(const std::string& collection, const std::string& external_id) const override;
   Result<WriteResult> Delete(const std::string& collection, const std::vector<std::string>& ids, bool sync) override;
   Result<std::optional<StoredDocument>> Get(const std::string& collection,
                                             const std::string& external_id) const override;
@@ -72,6 +75,9 @@ class RocksStore final : public Store {
  private:
   RocksStore() = default;
   Status WriteCollection(void* batch, const CollectionRecord& rec);
+  // Upsert, and UpsertIfUnchanged when `expected` is given.
+  Result<WriteResult> Write(const std::string& collection, const std::vector<StoredDocument>& docs,
+                            const std::vector<uint64_t>* expected, bool sync);
   Result<CollectionRecord> LoadCollection(const std::string& name) const;
   // std::nullopt when the document is not stored.
   Result<std::optional<StoredDocument>> ReadDocument(const CollectionRecord& rec, uint64_t internal,

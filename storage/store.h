@@ -99,10 +99,19 @@ class Store {
   // (their dims are the collection's to check).
   virtual Result<WriteResult> Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
                                      bool sync) = 0;
+  // Upsert on a condition: each document's id must be stored now under the
+  // internal id at the same place in `expected` (what InternalId read), so a
+  // read-modify-write lands only if no other write came between; Conflict,
+  // and nothing written, otherwise.
+  virtual Result<WriteResult> UpsertIfUnchanged(const std::string& collection, const std::vector<StoredDocument>& docs,
+                                                const std::vector<uint64_t>& expected, bool sync) = 0;
   // Deletes documents by external id, atomically; absent ids are counted, not errors.
   virtual Result<WriteResult> Delete(const std::string& collection, const std::vector<std::string>& ids,
                                      bool sync) = 0;
 
+  // The internal id the document is stored under now; std::nullopt when absent.
+  virtual Result<std::optional<uint64_t>> InternalId(const std::string& collection,
+                                                     const std::string& external_id) const = 0;
   // std::nullopt when absent.
   virtual Result<std::optional<StoredDocument>> Get(const std::string& collection,
                                                     const std::string& external_id) const = 0;

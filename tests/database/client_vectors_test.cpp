@@ -176,10 +176,10 @@ TEST(ClientVectors, PlainCollectionsMatchBruteForce) {
     ASSERT_EQ(hits->size(), 10u);
     for (size_t i = 0; i < 10; ++i) {
       EXPECT_EQ((*hits)[i].id, std::to_string(truth[i].second)) << name << " rank " << i;
-      const double shown = ClientScore(**c, *vq, (*hits)[i].score);
+      const double shown = ClientScore(**c, *vq, (*hits)[i].score, 1.0);
       EXPECT_NEAR(distance == Distance::kEuclid ? -shown : shown, truth[i].first, 1e-4) << name;
     }
-    EXPECT_EQ(HigherIsBetter(**c), distance != Distance::kEuclid);
+    EXPECT_EQ(HigherIsBetter(**c, *vq), distance != Distance::kEuclid);
     // A filter on the documents' own ids (Qdrant's has_id), read from the store.
     SearchSpec by_id = s;
     ASSERT_TRUE(by_id.SetFilter(R"({"$id": {"$in": ["3", "7", "nope"]}})").ok());
@@ -201,6 +201,117 @@ TEST(ClientVectors, PlainCollectionsMatchBruteForce) {
   auto o = PlainCollectionOptions(dotted);
   o->index.hs.kind = IndexKind::kHnsw;
   EXPECT_FALSE(VectorCollection::Create(env.store.get(), "hnsw-dot", *o).ok());
+}
+
+// Two named vectors of the client's, each its own size and distance (what
+// Qdrant allows): each searched alone ranks as brute force computed here,
+// reads back under its name (Cosine at unit length when asked), and a point
+// lacking one, or a name not declared, is refused with nothing stored.
+TEST(ClientVectors, TwoNamedVectorsSearchEachByItsOwnDistance) {
+  Env env;
+  std::mt19937 rng(11);
+  const size_t n = 60;
+  for (auto [d0, d1] : {std::pair{Distance::kCosine, Distance::kEuclid}, std::pair{Distance::kEuclid, Distance::kDot}}) {
+    auto schema = VectorSchema::Declared({{"text", 5, d0}, {"image", 3, d1}}, true, 8, 4);
+    ASSERT_TRUE(schema.ok()) << schema.status().ToString();
+    ASSERT_EQ(schema->kind, VectorKind::kPlain);
+    auto o = PlainCollectionOptions(*schema);
+    ASSERT_TRUE(o.ok());
+    const std::string name = std::string("two-") + kDistances.Name(d0);
+    auto c = VectorCollection::Create(env.store.get(), name, *o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    std::vector<std::vector<float>> text, image;
+    std::vector<StoredDocument> docs;
+    for (size_t i = 0; i < n; ++i) {
+      text.push_back(Random(&rng, 5, 0.3f));
+      image.push_back(Random(&rng, 3, -0.2f));
+      StoredDocument d{std::to_string(i), "", "{}", {}, {}};
+      ClientVector v;
+      v.named = {{"text", text.back()}, {"image", image.back()}};
+      ASSERT_TRUE(ToStoredVectors(**c, v, &d).ok());
+      docs.push_back(std::move(d));
+    }
+    ASSERT_TRUE((*c)->Upsert(docs).ok());
+    for (size_t slot = 0; slot < 2; ++slot) {
+      const auto& rows = slot == 0 ? text : image;
+      const Distance distance = slot == 0 ? d0 : d1;
+      const auto q = Random(&rng, rows[0].size(), 0.1f);
+      std::vector<std::pair<double, size_t>> truth;
+      for (size_t i = 0; i < n; ++i) {
+        double dot = 0, qq = 0, rr = 0, d2 = 0;
+        for (size_t j = 0; j < q.size(); ++j)
+          dot += q[j] * rows[i][j], qq += q[j] * q[j], rr += rows[i][j] * rows[i][j], d2 += (q[j] - rows[i][j]) * (q[j] - rows[i][j]);
+        truth.push_back({distance == Distance::kCosine ? dot / std::sqrt(qq * rr) : distance == Distance::kDot ? dot : -std::sqrt(d2), i});
+      }
+      std::sort(truth.begin(), truth.end(), [](auto& x, auto& y) { return x.first > y.first; });
+      auto vq = ToVectorQuery(**c, ClientVector{q, {}, {}, {}}, slot == 0 ? "text" : "image");
+      ASSERT_TRUE(vq.ok()) << vq.status().ToString();
+      SearchSpec s;
+      s.k = 8;
+      auto hits = (*c)->Search(vq->hs.data(), vq->rw.data(), s);
+      ASSERT_TRUE(hits.ok()) << hits.status().ToString();
+      ASSERT_EQ(hits->size(), 8u);
+      for (size_t i = 0; i < 8; ++i) {
+        EXPECT_EQ((*hits)[i].id, std::to_string(truth[i].second)) << name << " slot " << slot << " rank " << i;
+        const double shown = ClientScore(**c, *vq, (*hits)[i].score, 1.0);
+        EXPECT_NEAR(distance == Distance::kEuclid ? -shown : shown, truth[i].first, 1e-4);
+      }
+      EXPECT_EQ(HigherIsBetter(**c, *vq), distance != Distance::kEuclid);
+    }
+    const ClientVector back = FromStoredVectors(**c, docs[2], /*unit_length=*/true);
+    ASSERT_EQ(back.named.size(), 2u);
+    EXPECT_TRUE(back.unnamed.empty());
+    const auto& t = back.named.at("text");
+    double norm = 0;
+    for (float x : t) norm += x * x;
+    if (d0 == Distance::kCosine) EXPECT_NEAR(norm, 1.0, 1e-5);
+    else EXPECT_EQ(t, text[2]);
+    EXPECT_EQ(FromStoredVectors(**c, docs[2]).named.at("image"), image[2]);
+    StoredDocument d{"x", "", "{}", {}, {}};
+    ClientVector lacking;
+    lacking.named = {{"text", text[0]}};
+    EXPECT_FALSE(ToStoredVectors(**c, lacking, &d).ok());
+    ClientVector stranger;
+    stranger.named = {{"text", text[0]}, {"image", image[0]}, {"audio", image[0]}};
+    EXPECT_FALSE(ToStoredVectors(**c, stranger, &d).ok());
+    EXPECT_FALSE(ToVectorQuery(**c, ClientVector{text[0], {}, {}, {}}, "").ok());  // no unnamed vector here
+  }
+}
+
+// What a client may declare: none or hs/rw (the model's), one vector of the
+// fused size and Cosine under any name (fused), else plain; refused: three
+// vectors, a name twice, hs beside another name, hs of another size.
+TEST(ClientVectors, DeclaredVectorsMakeTheSchema) {
+  const size_t dh = 8, dr = 4;
+  EXPECT_EQ(VectorSchema::Declared({}, false, dh, dr)->kind, VectorKind::kModel);
+  EXPECT_EQ(VectorSchema::Declared({{"hs", 8, Distance::kCosine}, {"rw", 4, Distance::kCosine}}, true, dh, dr)->kind,
+            VectorKind::kModel);
+  auto fused = VectorSchema::Declared({{"text-dense", 12, Distance::kCosine}}, true, dh, dr);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(fused->kind, VectorKind::kFused);
+  EXPECT_EQ(fused->name, "text-dense");
+  auto back = VectorSchema::FromInfo(*fused->RecordIn("{}"));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->name, "text-dense");
+  EXPECT_TRUE(back->named);
+  EXPECT_EQ(VectorSchema::Declared({{"", 12, Distance::kDot}}, true, dh, dr)->kind, VectorKind::kPlain);
+  auto two = VectorSchema::Declared({{"a", 3, Distance::kDot}, {"b", 5, Distance::kEuclid}}, true, dh, dr);
+  ASSERT_TRUE(two.ok());
+  auto two_back = VectorSchema::FromInfo(*two->RecordIn("{}"));
+  ASSERT_TRUE(two_back.ok() && two_back->second);
+  EXPECT_EQ(two_back->second->name, "b");
+  EXPECT_EQ(two_back->second->size, 5u);
+  EXPECT_EQ(two_back->second->distance, Distance::kEuclid);
+  EXPECT_EQ(*two_back->Find("b"), 1u);
+  EXPECT_FALSE(two_back->Find("c").ok());
+  const auto three = VectorSchema::Declared({{"a", 3, Distance::kDot}, {"b", 3, Distance::kDot}, {"c", 3, Distance::kDot}},
+                                            true, dh, dr);
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find("at most 2"), std::string::npos);
+  EXPECT_FALSE(VectorSchema::Declared({{"a", 3, Distance::kDot}, {"a", 3, Distance::kDot}}, true, dh, dr).ok());
+  EXPECT_FALSE(VectorSchema::Declared({{"hs", 8, Distance::kCosine}, {"a", 3, Distance::kDot}}, true, dh, dr).ok());
+  EXPECT_FALSE(VectorSchema::Declared({{"hs", 9, Distance::kCosine}}, true, dh, dr).ok());
+  EXPECT_FALSE(VectorSchema::Declared({{"a", 0, Distance::kDot}}, true, dh, dr).ok());
 }
 
 TEST(ClientVectors, SchemaRecordAndPayloadText) {

@@ -57,11 +57,14 @@ after(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-// moeedb's own search of the reference collection: [{text, score}].
-async function reference(q, k, extra = {}) {
-  const r = await api('/collections/ref/search', { query: q, k, ...extra });
+// moeedb's own search of the reference collection: [{text, score}], each
+// score as a Qdrant client of a Cosine collection sees it: the fused score
+// cos_HS + alpha * cos_RW over 1 + |alpha|.
+async function reference(q, k, extra = {}, collection = 'ref') {
+  const r = await api(`/collections/${collection}/search`, { query: q, k, ...extra });
   assert.equal(r.status, 200, JSON.stringify(r.body));
-  return r.body.hits;
+  const alpha = extra.alpha ?? (await api(`/collections/${collection}`)).body.spec.alpha;
+  return r.body.hits.map((h) => ({ ...h, score: h.score / (1 + Math.abs(alpha)) }));
 }
 
 function assertSameHits(got, want, what) {
@@ -99,7 +102,7 @@ test('documents with their own ids: the same ids and scores as moeedb over the s
   assert.equal((await api('/collections/ref-ids', {}, 'PUT')).status, 201);
   assert.equal((await api('/collections/ref-ids/documents', { documents: docs.map((d) => ({ id: d.id, text: d.pageContent })) })).status, 200);
   const got = await lc.similaritySearchWithScore(query, 5);
-  const want = (await api('/collections/ref-ids/search', { query, k: 5 })).body.hits;
+  const want = await reference(query, 5, {}, 'ref-ids');
   assert.deepEqual(got.map(([d]) => d.id), want.map((h) => h.id));
   got.forEach(([, score], i) => assert.ok(Math.abs(score - want[i].score) < 1e-5, `hit ${i}`));
 });
@@ -191,7 +194,7 @@ test('hybrid and lexical search on the client-vector collection read the payload
   assert.equal(lex.status, 200, JSON.stringify(lex.body));
   assert.equal(lex.body.hits[0].text, texts[0][0]);
   const hybrid = await api('/collections/lc/search', { query: 'flute music', mode: 'hybrid', k: 3 });
-  const want = await reference('flute music', 3, { mode: 'hybrid' });
+  const want = (await api('/collections/ref/search', { query: 'flute music', k: 3, mode: 'hybrid' })).body.hits;
   assert.deepEqual(hybrid.body.hits.map((h) => h.text), want.map((h) => h.text));
   hybrid.body.hits.forEach((h, i) => assert.ok(Math.abs(h.score - want[i].score) < 1e-5, `hybrid hit ${i}`));
 });
@@ -247,8 +250,10 @@ test('plain vector collections: Cosine, Dot and Euclid against brute force; bad 
     const re = (await q.query(name, { prefetch: [{ query: qv, limit: 10 }], query: qv, limit: 5 })).points;
     assert.deepEqual(re.map((p) => p.id), order.map((o) => o.i), `${distance} re-ranked`);
     re.forEach((p, j) => assert.ok(Math.abs(p.score - order[j].s) < 1e-4, `${distance} re-ranked score ${p.score} vs ${order[j].s}`));
+    // Cosine vectors come back at unit length, as Qdrant stores them.
     const back = await q.retrieve(name, { ids: [3], with_vector: true });
-    back[0].vector.forEach((x, j) => assert.ok(Math.abs(x - vecs[3][j]) < 1e-6));
+    const length = distance === 'Cosine' ? Math.hypot(...vecs[3]) : 1;
+    back[0].vector.forEach((x, j) => assert.ok(Math.abs(x - vecs[3][j] / length) < 1e-6));
   }
   // The same through moeedb's own collections API: vector_size and distance, documents with a
   // vector (text optional), search by vector; wrong sizes are 400s that store nothing.

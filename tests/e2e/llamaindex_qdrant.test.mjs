@@ -57,7 +57,10 @@ test('VectorStoreIndex.fromDocuments over QdrantVectorStore retrieves as moeedb 
   assert.equal(info.body.spec.info.vectors.kind, 'fused');
   for (const k of [1, 3, texts.length]) {
     const nodes = await index.asRetriever({ similarityTopK: k }).retrieve({ query });
-    const want = (await api('/collections/ref/search', { query, k })).body.hits;
+    // Qdrant's score of a fused collection: cos_HS + alpha * cos_RW over 1 + |alpha|.
+    const alpha = (await api('/collections/ref')).body.spec.alpha;
+    const want = (await api('/collections/ref/search', { query, k })).body.hits
+      .map((h) => ({ ...h, score: h.score / (1 + Math.abs(alpha)) }));
     assert.deepEqual(nodes.map((n) => n.node.getContent(MetadataMode.NONE)), want.map((h) => h.text), `k=${k}`);
     nodes.forEach((n, i) => assert.ok(Math.abs(n.score - want[i].score) < 1e-5, `k=${k} hit ${i}: ${n.score} vs ${want[i].score}`));
     assert.equal(nodes[0].node.metadata.topic, texts.find(([t]) => t === want[0].text)[1]);

@@ -51,7 +51,7 @@ TEST(QdrantSpec, ABadValueGetsTheTablesRuleUnderQdrantsName) {
   ASSERT_FALSE(alpha.ok());
   const std::string own = SearchSpecFromJson({{"query", ""}, {"alpha", "high"}}).status().message();
   EXPECT_EQ(alpha.status().message(), "'params.alpha'" + own.substr(own.find(' ')));
-  EXPECT_FALSE(qdrant::QuerySpec({{"using", "sparse"}}).ok());
+  EXPECT_FALSE(qdrant::QuerySpec({{"using", 5}}).ok());
   EXPECT_FALSE(qdrant::QuerySpec({{"filter", {{"must", {{{"key", "a[].b"}, {"match", {{"value", 1}}}}}}}}}).ok());
 }
 

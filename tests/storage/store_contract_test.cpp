@@ -124,6 +124,35 @@ TEST_P(StoreContract, ReplacementsAndDeletesGoToAGaplessChangeLogInOrder) {
   EXPECT_EQ(store_->GetByInternal("c", 999, true).status().code(), Status::Code::kNotFound);
 }
 
+// A conditional upsert lands only where each id is still stored under the
+// internal id the writer read (0: absent); another write in between makes it
+// a Conflict with nothing written: no document, counter or log entry changes.
+TEST_P(StoreContract, AConditionalUpsertLandsOnlyOnWhatItRead) {
+  ASSERT_TRUE(store_->Upsert("c", {Doc("a", 1), Doc("b", 2)}, true).ok());
+  auto a = store_->InternalId("c", "a");
+  auto none = store_->InternalId("c", "zz");
+  ASSERT_TRUE(a.ok() && *a && none.ok() && !*none);
+  EXPECT_EQ(store_->GetByInternal("c", **a, true)->id, "a");
+  // Someone else replaces "a" after it was read: the conditional write conflicts.
+  ASSERT_TRUE(store_->Upsert("c", {Doc("a", 5)}, true).ok());
+  const uint64_t last_op = store_->GetCollection("c")->last_op;
+  auto b = store_->InternalId("c", "b");
+  auto stale = store_->UpsertIfUnchanged("c", {Doc("b", 7), Doc("a", 8)}, {**b, **a}, true);
+  EXPECT_EQ(stale.status().code(), Status::Code::kConflict) << stale.status().ToString();
+  EXPECT_EQ(store_->GetCollection("c")->last_op, last_op);
+  EXPECT_EQ((*store_->Get("c", "b"))->hs, Doc("b", 2).hs);  // b untouched: all or nothing
+  EXPECT_FALSE(store_->GetByInternal("c", **a, true).ok());  // the version read is gone
+  // Read again, written: the new versions, one log entry, a new doc counted once.
+  auto fresh = store_->InternalId("c", "a");
+  auto ok = store_->UpsertIfUnchanged("c", {Doc("b", 7), Doc("a", 8), Doc("n", 9)}, {**b, **fresh, 0}, true);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->seq, last_op + 1);
+  EXPECT_EQ((*store_->Get("c", "a"))->hs, Doc("a", 8).hs);
+  EXPECT_EQ(store_->GetCollection("c")->count, 3u);
+  // "Absent" expected where the id exists: a conflict too.
+  EXPECT_EQ(store_->UpsertIfUnchanged("c", {Doc("n", 1)}, {0}, true).status().code(), Status::Code::kConflict);
+}
+
 TEST_P(StoreContract, IdsWithQuotesCommasAndBracesAreReplacedExactly) {
   const std::vector<std::string> ids = {"a\"b", "c\\d", "e,f", "{g}", " h ", "NULL", "\xc3\xa9"};
   std::vector<StoredDocument> first, second;

@@ -26,6 +26,7 @@
 // 1 - s / (1 + alpha), ip 1 - s, which at alpha 1 are exactly what Chroma
 // computes on the fused vectors. Errors are Chroma's {"error", "message"}.
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <optional>
 #include <regex>
@@ -477,10 +478,12 @@ HttpResponse ChromaRouter::Query(Found& f, const json& body) {
     for (const auto& h : *hits) {
       if (narrowed && !allowed.count(h.id)) continue;
       if (qi.size() == n_results) break;
-      const double s = ClientScore(*f.c, *q, h.score);
+      // A fused score comes over 1 + |alpha|: a cosine of the fused vectors.
+      const double s = ClientScore(*f.c, *q, h.score, alpha);
+      const double scale = 1 + std::fabs(alpha);
       double distance;
       if (plain) distance = space == Space::kL2 ? s * s : 1 - s;
-      else distance = space == Space::kL2 ? 2 * (1 + alpha) - 2 * s : space == Space::kCosine ? 1 - s / (1 + alpha) : 1 - s;
+      else distance = space == Space::kL2 ? 2 * scale * (1 - s) : space == Space::kCosine ? 1 - s : 1 - scale * s;
       qi.push_back(h.id);
       qd.push_back(distance);
       qdoc.push_back(h.text.empty() ? json(nullptr) : json(h.text));

@@ -291,7 +291,7 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
   for (const auto& h : *hits) {
     json hit = SearchHitJson(h, (*c)->has_lexical());
     // A plain Euclid collection ranks by (|q|^2 - d^2)/2: report the distance too.
-    if (vq && !HigherIsBetter(**c)) hit["distance"] = ClientScore(**c, *vq, h.score);
+    if (vq && !HigherIsBetter(**c, *vq)) hit["distance"] = ClientScore(**c, *vq, h.score, 1.0);
     out.push_back(std::move(hit));
   }
   json reply = {{"hits", out},

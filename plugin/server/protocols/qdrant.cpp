@@ -34,6 +34,10 @@ constexpr Route kRoutes[] = {
     {"POST", "/collections/{name}/points/delete", &QdrantRouter::Delete},
     {"POST", "/collections/{name}/points/scroll", &QdrantRouter::Scroll},
     {"POST", "/collections/{name}/points/count", &QdrantRouter::Count},
+    {"POST", "/collections/{name}/points/payload", &QdrantRouter::SetPayload},
+    {"PUT", "/collections/{name}/points/payload", &QdrantRouter::OverwritePayload},
+    {"POST", "/collections/{name}/points/payload/delete", &QdrantRouter::DeletePayload},
+    {"POST", "/collections/{name}/points/payload/clear", &QdrantRouter::ClearPayload},
     {"POST", "/collections/{name}/points/query", &QdrantRouter::Query},
     {"POST", "/collections/{name}/points/query/batch", &QdrantRouter::QueryBatch},
     {"POST", "/collections/{name}/points/search", &QdrantRouter::Search},
@@ -142,18 +146,35 @@ HttpResponse QdrantRouter::GetCollection(const Call& call) {
   auto c = core_->OpenCollection(name);
   if (!c.ok()) return FromStatus(c.status());
   const VectorSchema& s = (*c)->schema();
-  json vectors;
-  if (s.kind == VectorKind::kPlain)
-    vectors = {{"size", s.size}, {"distance", kDistances.Name(s.distance)}};
-  else if (s.kind == VectorKind::kFused)
-    vectors = {{"size", (*c)->dim_hs() + (*c)->dim_rw()}, {"distance", "Cosine"}};
-  else
-    vectors = {{"hs", {{"size", (*c)->dim_hs()}, {"distance", "Cosine"}}},
-               {"rw", {{"size", (*c)->dim_rw()}, {"distance", "Cosine"}}}};
+  auto params = [](size_t size, Distance d) { return json{{"size", size}, {"distance", kDistances.Name(d)}}; };
+  json vectors = json::object();
+  if (s.kind == VectorKind::kModel) {
+    vectors = {{"hs", params((*c)->dim_hs(), Distance::kCosine)}, {"rw", params((*c)->dim_rw(), Distance::kCosine)}};
+  } else {
+    const auto declared = s.Vectors((*c)->dim_hs() + (*c)->dim_rw());
+    if (!s.named) vectors = params(declared[0].size, declared[0].distance);
+    else for (const auto& v : declared) vectors[v.name] = params(v.size, v.distance);
+  }
+  // What moeedb's indexes are, in Qdrant's terms: an HNSW index reports its
+  // graph's settings; a flat one is an exact scan (Qdrant's full scan).
+  const auto& index = (*c)->layout().index.hs;
+  const bool hnsw = index.kind == IndexKind::kHnsw;
+  const json hnsw_config = {{"m", hnsw ? index.hnsw_m : 0}, {"ef_construct", hnsw ? index.ef_construction : 0},
+                            {"full_scan_threshold", 10000}, {"max_indexing_threads", 0}, {"on_disk", false}};
+  const json optimizer_config = {{"deleted_threshold", 0.2}, {"vacuum_min_vector_number", 1000}, {"default_segment_number", 0},
+                                 {"max_segment_size", nullptr}, {"memmap_threshold", nullptr}, {"indexing_threshold", 0},
+                                 {"flush_interval_sec", 5}, {"max_optimization_threads", nullptr}};
+  const json quantization = index.sq8 ? json{{"scalar", {{"type", "int8"}, {"always_ram", true}}}} : json(nullptr);
+  const json config = {{"params", {{"vectors", vectors}, {"shard_number", (*c)->shards()}, {"replication_factor", (*c)->layout().replicas},
+                                   {"write_consistency_factor", 1}, {"on_disk_payload", true}}},
+                       {"hnsw_config", hnsw_config},
+                       {"optimizer_config", optimizer_config},
+                       {"wal_config", {{"wal_capacity_mb", 32}, {"wal_segments_ahead", 0}}},
+                       {"quantization_config", quantization},
+                       {"strict_mode_config", {{"enabled", false}}}};
   return Ok({{"status", "green"}, {"optimizer_status", "ok"}, {"points_count", rec->count},
-             {"indexed_vectors_count", rec->count}, {"segments_count", 1},
-             {"config", {{"params", {{"vectors", vectors}, {"shard_number", 1}, {"replication_factor", 1}}}}},
-             {"payload_schema", json::object()}}, call.t0);
+             {"indexed_vectors_count", rec->count}, {"segments_count", (*c)->shards()},
+             {"config", config}, {"payload_schema", json::object()}}, call.t0);
 }
 
 HttpResponse QdrantRouter::DeleteCollection(const Call& call) {
@@ -198,45 +219,49 @@ HttpResponse QdrantRouter::CreateCollection(const Call& call) {
     return FromStatus(st);
   if (j.contains("sparse_vectors") && !j["sparse_vectors"].is_null() && !j["sparse_vectors"].empty())
     return QdrantError(400, "Bad request: sparse vectors are not supported (moeedb's lexical index is BM25 over the payload's text)");
-  VectorSchema schema;
-  const size_t fused = s.dim_hs() + s.dim_rw();
+  // One unnamed vector {"size", "distance"}, or named ones {"name": {...}}
+  // ("" is the unnamed one by name).
+  std::vector<NamedVector> declared;
+  bool named = false;
   if (j.contains("vectors") && !j["vectors"].is_null()) {
     const json& v = j["vectors"];
     if (!v.is_object()) return QdrantError(400, "Bad request: 'vectors' must be an object");
-    if (v.contains("size")) {
-      // One unnamed vector.
-      if (!v["size"].is_number_unsigned() || v["size"].get<uint64_t>() == 0 || v["size"].get<uint64_t>() > 65536)
-        return QdrantError(400, "Bad request: 'vectors.size' must be an integer in [1, 65536]");
-      if (!v.contains("distance") || !v["distance"].is_string())
-        return QdrantError(400, "Bad request: 'vectors.distance' is required: Cosine, Dot or Euclid");
-      auto distance = kDistances.Parse(v["distance"].get<std::string>());
-      if (!distance.ok()) return FromStatus(distance.status());
-      schema.size = v["size"].get<size_t>();
-      schema.distance = *distance;
-      schema.kind = schema.size == fused && *distance == Distance::kCosine ? VectorKind::kFused : VectorKind::kPlain;
+    auto one = [&](const std::string& name, const json& p) -> Status {
+      const std::string label = name.empty() && !named ? "'vectors" : "vector '" + name.substr(0, 80);
+      if (!p.is_object()) return Bad(label + "' must be an object {\"size\", \"distance\"}");
+      for (auto it = p.begin(); it != p.end(); ++it)
+        if (it.key() == "multivector_config" && !it.value().is_null())
+          return Bad(label + "': multivectors are not supported by moeedb");
+        else if (it.key() == "datatype" && !it.value().is_null() && it.value() != "float32")
+          return Bad(label + "': datatype " + it.value().dump().substr(0, 40) + " is not supported by moeedb (float32 only)");
+      if (!p.contains("size") || !p["size"].is_number_unsigned())
+        return Bad(label + ".size' must be an integer in [1, 65536]");
+      if (!p.contains("distance") || !p["distance"].is_string())
+        return Bad(label + ".distance' is required: Cosine, Dot or Euclid");
+      auto distance = kDistances.Parse(p["distance"].get<std::string>());
+      if (!distance.ok()) return Bad(label + ".distance': " + distance.status().message() + " (Manhattan is not supported by moeedb)");
+      declared.push_back({name, p["size"].get<size_t>(), *distance});
+      return Status::OK();
+    };
+    if (v.contains("size") && !v["size"].is_object()) {
+      if (Status st = one("", v); !st.ok()) return FromStatus(st);
     } else {
-      const std::string want = "a collection of the served model has two named vectors: hs (" + std::to_string(s.dim_hs()) +
-                               ", Cosine) and rw (" + std::to_string(s.dim_rw()) + ", Cosine); or give one unnamed vector {\"size\", \"distance\"}";
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        const size_t dim = it.key() == "hs" ? s.dim_hs() : it.key() == "rw" ? s.dim_rw() : 0;
-        if (dim == 0) return QdrantError(400, "Bad request: unknown vector '" + it.key().substr(0, 80) + "'; " + want);
-        const json& p = it.value();
-        if (!p.is_object() || !p.contains("size") || !p["size"].is_number_integer() || p["size"].get<int64_t>() != static_cast<int64_t>(dim))
-          return QdrantError(400, "Bad request: vector '" + it.key() + "' must have size " + std::to_string(dim) + " (the served model's)");
-        if (p.contains("distance") && p["distance"] != "Cosine")
-          return QdrantError(400, "Bad request: vector '" + it.key() + "' must use distance Cosine");
-      }
+      named = true;
+      for (auto it = v.begin(); it != v.end(); ++it)
+        if (Status st = one(it.key(), it.value()); !st.ok()) return FromStatus(st);
     }
   }
+  auto schema = VectorSchema::Declared(declared, named, s.dim_hs(), s.dim_rw());
+  if (!schema.ok()) return FromStatus(schema.status());
   if (core_->GetCollection(name).ok()) return QdrantError(409, "Wrong input: Collection `" + name + "` already exists!");
   CollectionOptions o;
-  if (schema.kind == VectorKind::kPlain) {
-    auto plain = PlainCollectionOptions(schema);
+  if (schema->kind == VectorKind::kPlain) {
+    auto plain = PlainCollectionOptions(*schema);
     if (!plain.ok()) return FromStatus(plain.status());
     o = std::move(plain).value();
   } else {
     o = core_->NewCollectionOptions();
-    auto info = schema.RecordIn(o.info_json);
+    auto info = schema->RecordIn(o.info_json);
     if (!info.ok()) return FromStatus(info.status());
     o.info_json = std::move(info).value();
   }

@@ -1,7 +1,9 @@
-// Qdrant's REST API (qdrant_router.h): the point routes.
+// Qdrant's REST API (qdrant_router.h): the point routes, and the payload
+// routes (set, overwrite, delete keys, clear) over database/document_update.h.
 #include <set>
 
-#include "index/metadata_filter.h"
+#include "database/document_scan.h"
+#include "database/document_update.h"
 #include "plugin/server/protocols/qdrant_router.h"
 
 namespace moeedb::qdrant {
@@ -32,9 +34,14 @@ Result<std::string> QdrantRouter::DocumentText(const json& d) const {
 }
 
 json QdrantRouter::VectorJson(const VectorCollection& c, const StoredDocument& d) const {
-  ClientVector v = FromStoredVectors(c, d);
-  if (!v.unnamed.empty()) return v.unnamed;
-  return {{"hs", v.hs}, {"rw", v.rw}};
+  // Cosine vectors at unit length: Qdrant normalises them when they are stored.
+  ClientVector v = FromStoredVectors(c, d, /*unit_length=*/true);
+  if (!v.unnamed.empty() && v.named.empty()) return v.unnamed;
+  if (v.named.empty() && v.unnamed.empty()) return {{"hs", v.hs}, {"rw", v.rw}};
+  json out = json::object();
+  if (!v.unnamed.empty()) out[""] = v.unnamed;
+  for (const auto& [name, x] : v.named) out[name] = x;
+  return out;
 }
 
 json QdrantRouter::PointJson(VectorCollection* c, const std::string& id, double score, const std::string& metadata_json,
@@ -96,14 +103,21 @@ HttpResponse QdrantRouter::Upsert(const Call& call) {
       if (!f.ok()) return fail(f.status().message());
       pv.numbers.unnamed = std::move(f).value();
     } else if (v.is_object() && !v.contains("text")) {
+      // Named vectors: numbers under any declared name ("" the unnamed
+      // one), or the model's hs and rw as numbers or one Document.
       for (auto it = v.begin(); it != v.end(); ++it) {
-        if (it.key() != "hs" && it.key() != "rw") return fail("unknown vector '" + it.key().substr(0, 80) + "'; the vectors are hs and rw");
+        const std::string& name = it.key();
         if (it.value().is_array()) {
-          auto f = Floats(it.value(), "vector '" + it.key() + "'");
+          auto f = Floats(it.value(), name.empty() ? "the vector" : "vector '" + name.substr(0, 80) + "'");
           if (!f.ok()) return fail(f.status().message());
-          (it.key() == "hs" ? pv.numbers.hs : pv.numbers.rw) = std::move(f).value();
+          if (name == "hs") pv.numbers.hs = std::move(f).value();
+          else if (name == "rw") pv.numbers.rw = std::move(f).value();
+          else if (name.empty()) pv.numbers.unnamed = std::move(f).value();
+          else pv.numbers.named[name] = std::move(f).value();
           continue;
         }
+        if (name != "hs" && name != "rw")
+          return fail("vector '" + name.substr(0, 80) + "' must be a list of numbers (Documents are embedded into hs and rw)");
         auto t = DocumentText(it.value());
         if (!t.ok()) return fail(t.status().message());
         if (!pv.text.empty() && *t != pv.text) return fail("hs and rw come from one forward pass: give both the same text");
@@ -169,18 +183,28 @@ HttpResponse QdrantRouter::GetPoint(const Call& call) {
 
 namespace {
 
-// Every stored id whose payload matches `filter` (moeedb filter text).
-Result<std::vector<std::string>> MatchingIds(VectorCollection* c, const std::string& filter) {
-  MOEEDB_ASSIGN_OR_RETURN(auto parsed, MetadataFilter::Parse(filter.empty() ? "{}" : filter));
-  std::vector<std::string> ids;
-  std::string after;
-  do {
-    MOEEDB_ASSIGN_OR_RETURN(DocumentPage page, c->List(after, 1000));
-    for (const auto& d : page.documents)
-      if (MatchesDocument(*parsed, d.metadata_json, d.id)) ids.push_back(d.id);
-    after = page.next_after;
-  } while (!after.empty());
-  return ids;
+// The ScanSpec of a request's "filter" (every document without one).
+Result<ScanSpec> FilterScan(const json& j) {
+  ScanSpec scan;
+  MOEEDB_ASSIGN_OR_RETURN(std::string filter, FilterOf(j));
+  if (!filter.empty()) { MOEEDB_ASSIGN_OR_RETURN(scan.filter, MetadataFilter::Parse(filter)); }
+  return scan;
+}
+
+// The points a request selects: "points" (ids) or "filter", one of them.
+Result<ScanSpec> Selected(const json& j) {
+  const bool by_ids = j.contains("points") && !j["points"].is_null();
+  const bool by_filter = j.contains("filter") && !j["filter"].is_null();
+  if (by_ids == by_filter) return Bad("give either 'points' (ids) or 'filter'");
+  if (by_filter) return FilterScan(j);
+  if (!j["points"].is_array()) return Bad("'points' must be an array of ids");
+  ScanSpec scan;
+  scan.ids.emplace();
+  for (const auto& raw : j["points"]) {
+    MOEEDB_ASSIGN_OR_RETURN(std::string id, PointId(raw));
+    scan.ids->push_back(std::move(id));
+  }
+  return scan;
 }
 
 }  // namespace
@@ -188,23 +212,17 @@ Result<std::vector<std::string>> MatchingIds(VectorCollection* c, const std::str
 HttpResponse QdrantRouter::Delete(const Call& call) {
   const json& j = call.body;
   if (Status s = RefuseUnknown(j, {"points", "filter", "shard_key"}, "a delete"); !s.ok()) return FromStatus(s);
-  if (j.contains("points") == j.contains("filter")) return QdrantError(400, "Bad request: give either 'points' (ids) or 'filter'");
+  auto scan = Selected(j);
+  if (!scan.ok()) return FromStatus(scan.status());
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
   std::vector<std::string> ids;
-  if (j.contains("points")) {
-    if (!j["points"].is_array()) return QdrantError(400, "Bad request: 'points' must be an array of ids");
-    for (const auto& raw : j["points"]) {
-      auto id = PointId(raw);
-      if (!id.ok()) return FromStatus(id.status());
-      ids.push_back(*id);
-    }
+  if (scan->ids) {
+    ids = *scan->ids;
   } else {
-    auto filter = FilterOf(j);
-    if (!filter.ok()) return FromStatus(filter.status());
-    auto matching = MatchingIds(*c, *filter);
+    auto matching = Scan(**c, *scan);
     if (!matching.ok()) return FromStatus(matching.status());
-    ids = std::move(matching).value();
+    for (const auto& d : matching->documents) ids.push_back(d.id);
   }
   uint64_t seq = 0;
   if (!ids.empty()) {
@@ -215,17 +233,54 @@ HttpResponse QdrantRouter::Delete(const Call& call) {
   return Ok({{"operation_id", seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
 }
 
+HttpResponse QdrantRouter::ChangePayload(const Call& call, MetadataChange::Kind kind) {
+  const json& j = call.body;
+  MetadataChange change;
+  change.kind = kind;
+  Status known = kind == MetadataChange::Kind::kDeleteKeys ? RefuseUnknown(j, {"keys", "points", "filter", "shard_key"}, "a payload delete")
+                 : kind == MetadataChange::Kind::kClear   ? RefuseUnknown(j, {"points", "filter", "shard_key"}, "a payload clear")
+                                                          : RefuseUnknown(j, {"payload", "points", "filter", "key", "shard_key"}, "a payload update");
+  if (!known.ok()) return FromStatus(known);
+  if (kind == MetadataChange::Kind::kSet || kind == MetadataChange::Kind::kOverwrite) {
+    if (!j.contains("payload") || !j["payload"].is_object()) return QdrantError(400, "Bad request: 'payload' must be an object");
+    change.values = j["payload"];
+    if (j.contains("key") && !j["key"].is_null()) {
+      if (!j["key"].is_string()) return QdrantError(400, "Bad request: 'key' must be a string");
+      if (kind == MetadataChange::Kind::kOverwrite) return QdrantError(400, "Bad request: 'key' belongs to set_payload, not overwrite_payload");
+      change.at = j["key"].get<std::string>();
+    }
+  }
+  if (kind == MetadataChange::Kind::kDeleteKeys) {
+    if (!j.contains("keys") || !j["keys"].is_array()) return QdrantError(400, "Bad request: 'keys' must be an array of payload keys");
+    for (const auto& k : j["keys"]) {
+      if (!k.is_string()) return QdrantError(400, "Bad request: 'keys' must be an array of payload keys");
+      change.keys.push_back(k.get<std::string>());
+    }
+  }
+  auto scan = Selected(j);
+  if (!scan.ok()) return FromStatus(scan.status());
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  auto w = ChangeMetadata(*c, *scan, change, call.wait);
+  if (!w.ok()) return FromStatus(w.status());
+  return Ok({{"operation_id", w->seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
+}
+
+HttpResponse QdrantRouter::SetPayload(const Call& call) { return ChangePayload(call, MetadataChange::Kind::kSet); }
+HttpResponse QdrantRouter::OverwritePayload(const Call& call) { return ChangePayload(call, MetadataChange::Kind::kOverwrite); }
+HttpResponse QdrantRouter::DeletePayload(const Call& call) { return ChangePayload(call, MetadataChange::Kind::kDeleteKeys); }
+HttpResponse QdrantRouter::ClearPayload(const Call& call) { return ChangePayload(call, MetadataChange::Kind::kClear); }
+
 HttpResponse QdrantRouter::Count(const Call& call) {
   const json& j = call.body;
   if (Status s = RefuseUnknown(j, {"filter", "exact", "shard_key"}, "a count"); !s.ok()) return FromStatus(s);
-  auto filter = FilterOf(j);
-  if (!filter.ok()) return FromStatus(filter.status());
+  auto scan = FilterScan(j);
+  if (!scan.ok()) return FromStatus(scan.status());
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
-  if (filter->empty()) return Ok({{"count", (*c)->size()}}, call.t0);
-  auto matching = MatchingIds(*c, *filter);
-  if (!matching.ok()) return FromStatus(matching.status());
-  return Ok({{"count", matching->size()}}, call.t0);
+  auto n = CountMatching(**c, *scan);
+  if (!n.ok()) return FromStatus(n.status());
+  return Ok({{"count", *n}}, call.t0);
 }
 
 HttpResponse QdrantRouter::Scroll(const Call& call) {
@@ -239,52 +294,25 @@ HttpResponse QdrantRouter::Scroll(const Call& call) {
   auto limit = qdrant::Count(j, "limit", 10, kMaxSearchK);
   if (!limit.ok()) return FromStatus(limit.status());
   if (*limit == 0) return QdrantError(400, "Bad request: 'limit' must be at least 1");
-  auto filter = FilterOf(j);
-  if (!filter.ok()) return FromStatus(filter.status());
-  std::shared_ptr<const MetadataFilter> parsed;
-  if (!filter->empty()) {
-    auto f = MetadataFilter::Parse(*filter);
-    if (!f.ok()) return FromStatus(f.status());
-    parsed = *f;
-  }
+  auto scan = FilterScan(j);
+  if (!scan.ok()) return FromStatus(scan.status());
   auto payload = PayloadSelector::Parse(j.value("with_payload", json(true)), true);
   if (!payload.ok()) return FromStatus(payload.status());
   const bool vectors = j.contains("with_vector") && j["with_vector"].is_boolean() && j["with_vector"].get<bool>();
-  auto c = core_->OpenCollection(call.name());
-  if (!c.ok()) return FromStatus(c.status());
   // `offset` is the first point of the page: it, then the ids after it.
-  std::string after;
-  std::vector<StoredDocument> first;
   if (j.contains("offset") && !j["offset"].is_null()) {
     auto id = PointId(j["offset"]);
     if (!id.ok()) return FromStatus(id.status());
-    auto got = (*c)->Get(*id);
-    if (!got.ok()) return FromStatus(got.status());
-    if (got->has_value()) first.push_back(std::move(**got));
-    after = *id;
+    scan->start = *id;
   }
+  scan->limit = *limit;
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  auto page = Scan(**c, *scan);
+  if (!page.ok()) return FromStatus(page.status());
   json points = json::array();
-  json next = nullptr;
-  auto take = [&](const StoredDocument& d) {  // false once the page is full
-    if (parsed && !MatchesDocument(*parsed, d.metadata_json, d.id)) return true;
-    if (points.size() == *limit) {
-      next = QdrantId(d.id);
-      return false;
-    }
-    points.push_back(PointJson(*c, d.id, 0, d.metadata_json, *payload, vectors, false));
-    return true;
-  };
-  bool more = true;
-  for (const auto& d : first) more = take(d);
-  while (more) {
-    auto page = (*c)->List(after, 500);
-    if (!page.ok()) return FromStatus(page.status());
-    for (const auto& d : page->documents)
-      if (!(more = take(d))) break;
-    after = page->next_after;
-    if (after.empty()) break;
-  }
-  return Ok({{"points", points}, {"next_page_offset", next}}, call.t0);
+  for (const auto& d : page->documents) points.push_back(PointJson(*c, d.id, 0, d.metadata_json, *payload, vectors, false));
+  return Ok({{"points", points}, {"next_page_offset", page->next.empty() ? json(nullptr) : QdrantId(page->next)}}, call.t0);
 }
 
 }  // namespace moeedb::qdrant

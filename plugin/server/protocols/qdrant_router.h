@@ -9,19 +9,24 @@
 //   - created with no vectors or named "hs"/"rw" of the served model's sizes:
 //     points are Documents {"text", "model"} moeedb embeds, or the named
 //     vectors as numbers;
-//   - created with one unnamed vector of the served model's fused size
-//     (Cosine): points are that fused vector (what moeedb's /v1/embeddings
-//     returns) or Documents; a search scores cos_HS + alpha * cos_RW with the
-//     collection's alpha (params.alpha picks another), as a text search would;
-//   - created with any other size: a plain vector collection, searched by
-//     Cosine, Dot or Euclid as asked (Euclid reports the distance).
-// A point given as numbers takes its text (for the lexical index) from its
-// payload: "content" (LangChain), or "_node_content"'s "text" (LlamaIndex).
+//   - created with one vector of the served model's fused size and Cosine,
+//     unnamed or under a name of the client's ("" is Qdrant's unnamed one):
+//     points are that fused vector (what moeedb's /v1/embeddings returns) or
+//     Documents; a search ranks by cos_HS + alpha * cos_RW with the
+//     collection's alpha (params.alpha picks another) and reports that score
+//     over 1 + |alpha|, a cosine in [-1, 1];
+//   - created with any other vectors (one, or two named, each its own size
+//     and distance): a plain vector collection, searched by Cosine, Dot or
+//     Euclid as declared (Euclid reports the distance).
+// Cosine vectors are answered at unit length, as Qdrant stores them. A point
+// given as numbers takes its text (for the lexical index) from its payload:
+// "content" (LangChain.js, Haystack), "page_content" (LangChain), or
+// "_node_content"'s "text" (LlamaIndex).
 //
 // Point ids: an unsigned integer is stored as its decimal string ("42"), a
-// UUID as its lower-case hyphenated form; ids read back are numbers when
-// they are all digits, strings otherwise. Answers are {"result", "status":
-// "ok", "time"}; errors {"status": {"error": "..."}, "time"}.
+// UUID in any of its forms as its lower-case hyphenated one; ids read back
+// are numbers when they are all digits, strings otherwise. Answers are
+// {"result", "status": "ok", "time"}; errors {"status": {"error": "..."}, "time"}.
 #pragma once
 
 #include <chrono>
@@ -29,7 +34,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "database/client_query.h"
 #include "database/client_vectors.h"
+#include "database/document_update.h"
 #include "plugin/server/protocols/qdrant_wire.h"
 #include "plugin/server/protocols/router.h"
 
@@ -75,6 +82,10 @@ class QdrantRouter final : public ProtocolRouter {
   HttpResponse Delete(const Call& call);
   HttpResponse Scroll(const Call& call);
   HttpResponse Count(const Call& call);
+  HttpResponse SetPayload(const Call& call);
+  HttpResponse OverwritePayload(const Call& call);
+  HttpResponse DeletePayload(const Call& call);
+  HttpResponse ClearPayload(const Call& call);
   // qdrant_query.cpp
   HttpResponse Query(const Call& call);
   HttpResponse QueryBatch(const Call& call);
@@ -82,13 +93,6 @@ class QdrantRouter final : public ProtocolRouter {
   HttpResponse SearchBatch(const Call& call);
 
  private:
-  // A scored candidate: its id, both exact cosines, the score that ranks it
-  // (higher is better) and the score the client sees.
-  struct Candidate {
-    std::string id;
-    double hs = 0, rw = 0, score = 0, shown = 0;
-    std::string metadata_json;
-  };
   // Query vectors by a Document's text, embedded once per request.
   using QueryCache = std::unordered_map<std::string, Embedding>;
 
@@ -100,10 +104,13 @@ class QdrantRouter final : public ProtocolRouter {
   // The text of a Document {"text", "model"}.
   Result<std::string> DocumentText(const json& d) const;
   // A query's vectors: a Document, numbers, or {"nearest": either}; `use`
-  // names the vector searched ("", "hs" or "rw").
+  // names the vector searched (`using`).
   Result<VectorQuery> QueryVectors(VectorCollection* c, QueryCache* cache, const json& q, const std::string& use);
-  // One dense search by `q` with the spec's k, filter, alpha and exact.
-  Result<std::vector<Candidate>> Dense(VectorCollection* c, const VectorQuery& q, const SearchSpec& spec);
+  // One search of a query or prefetch `j`: its spec (k counting `offset`)
+  // and, unless `query` is null, the vectors of `query`.
+  Result<ClientSearch> SearchOf(VectorCollection* c, QueryCache* cache, const json& j, const json& query, size_t offset);
+  // The payload routes: `kind` of change to the selected points.
+  HttpResponse ChangePayload(const Call& call, MetadataChange::Kind kind);
   // A query request's answer (Query and Search share it); `points` the
   // scored points, or an error.
   Result<json> RunQuery(VectorCollection* c, const json& j, QueryCache* cache);
@@ -111,9 +118,6 @@ class QdrantRouter final : public ProtocolRouter {
   Result<json> RunSearch(VectorCollection* c, const json& j, QueryCache* cache);
   // Query, Search and their batches: each search run as a query or as the older search.
   HttpResponse Answer(const Call& call, bool older_search, bool batch);
-  // MMR over the candidates of `q` (Query with {"nearest", "mmr"}).
-  Result<std::vector<Candidate>> Mmr(VectorCollection* c, const VectorQuery& q, const json& mmr, const SearchSpec& spec);
-
 };
 
 }  // namespace moeedb::qdrant

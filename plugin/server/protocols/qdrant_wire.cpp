@@ -7,26 +7,41 @@
 
 namespace moeedb::qdrant {
 
-bool IsUuid(const std::string& s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (s[i] != '-') return false;
-    } else if (!std::isxdigit(static_cast<unsigned char>(s[i]))) {
-      return false;
+std::string CanonicalUuid(const std::string& text) {
+  std::string s = text;
+  if (s.size() == 45 && (s.rfind("urn:uuid:", 0) == 0 || s.rfind("URN:UUID:", 0) == 0)) s = s.substr(9);
+  else if (s.size() == 38 && s.front() == '{' && s.back() == '}') s = s.substr(1, 36);
+  std::string hex;
+  if (s.size() == 36) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (i == 8 || i == 13 || i == 18 || i == 23) {
+        if (s[i] != '-') return "";
+      } else {
+        hex += s[i];
+      }
     }
+  } else if (s.size() == 32) {
+    hex = s;
+  } else {
+    return "";
   }
-  return true;
+  std::string out;
+  for (size_t i = 0; i < hex.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(hex[i]);
+    if (!std::isxdigit(c)) return "";
+    if (i == 8 || i == 12 || i == 16 || i == 20) out += '-';
+    out += static_cast<char>(std::tolower(c));
+  }
+  return out;
 }
 
 // A Qdrant point id as moeedb's external id.
 Result<std::string> PointId(const json& id) {
   if (id.is_number_unsigned()) return std::to_string(id.get<uint64_t>());
   if (id.is_number_integer() && id.get<int64_t>() >= 0) return std::to_string(id.get<int64_t>());
-  if (id.is_string() && IsUuid(id.get<std::string>())) {
-    std::string s = id.get<std::string>();
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
+  if (id.is_string()) {
+    const std::string uuid = CanonicalUuid(id.get<std::string>());
+    if (!uuid.empty()) return uuid;
   }
   return Bad("a point id must be an unsigned integer or a UUID, got " + id.dump().substr(0, 80));
 }
@@ -156,12 +171,8 @@ Result<SearchSpec> QuerySpec(const json& j, size_t offset) {
   json limit = j.contains("limit") && !j["limit"].is_null() ? j["limit"] : json(s.k);
   if (offset > 0 && limit.is_number_integer() && limit.get<int64_t>() >= 0) limit = limit.get<int64_t>() + static_cast<int64_t>(offset);
   MOEEDB_RETURN_IF_ERROR(set("k", limit, offset > 0 ? "'limit' + 'offset'" : "'limit'"));
-  if (j.contains("using") && !j["using"].is_null()) {
-    if (!j["using"].is_string()) return Bad("'using' must be a string");
-    const std::string use = j["using"].get<std::string>();
-    if (use != "hs" && use != "rw") return Bad("vector '" + use.substr(0, 80) + "' does not exist; the vectors are hs and rw");
-    MOEEDB_RETURN_IF_ERROR(set("mode", use, "'using'"));
-  }
+  MOEEDB_ASSIGN_OR_RETURN(const std::string use, Using(j));
+  if (use == "hs" || use == "rw") MOEEDB_RETURN_IF_ERROR(set("mode", use, "'using'"));
   if (j.contains("params") && !j["params"].is_null()) {
     const json& p = j["params"];
     if (!p.is_object()) return Bad("'params' must be an object");
@@ -173,6 +184,12 @@ Result<SearchSpec> QuerySpec(const json& j, size_t offset) {
   MOEEDB_RETURN_IF_ERROR(s.SetFilter(filter));
   MOEEDB_RETURN_IF_ERROR(s.Check(spec::Spelling::kJson));
   return s;
+}
+
+Result<std::string> Using(const json& j) {
+  if (!j.contains("using") || j["using"].is_null()) return std::string();
+  if (!j["using"].is_string()) return Bad("'using' must be a string");
+  return j["using"].get<std::string>();
 }
 
 Result<PayloadSelector> PayloadSelector::Parse(const json& w, bool fallback) {
@@ -221,46 +238,42 @@ json PayloadSelector::Apply(const json& payload) const {
 
 // A formula over the prefetches' scores: numbers, "$score" / "$score[i]",
 // {"sum": [...]}, {"mult": [...]}, {"neg": x}, {"div": {"left", "right", "by_zero_default"}}.
-Result<double> Evaluate(const json& e, const std::vector<double>& scores, int depth) {
+Result<ScoreFormula> ParseFormula(const json& e, int depth) {
   if (depth > 32) return Bad("the formula nests too deep");
-  if (e.is_number()) return e.get<double>();
+  if (e.is_number()) return ScoreFormula::Constant(e.get<double>());
   if (e.is_string()) {
     const std::string s = e.get<std::string>();
-    size_t i = 0;
-    if (s == "$score") i = 0;
-    else if (s.rfind("$score[", 0) == 0 && s.back() == ']') {
+    if (s == "$score") return ScoreFormula::PrefetchScore(0);
+    if (s.rfind("$score[", 0) == 0 && s.back() == ']') {
       char* end = nullptr;
       const long v = std::strtol(s.c_str() + 7, &end, 10);
-      if (end != s.c_str() + s.size() - 1 || v < 0) return Bad("bad score reference '" + s + "'");
-      i = static_cast<size_t>(v);
-    } else {
-      return Bad("formula variable '" + s.substr(0, 80) + "': moeedb formulas use $score[i] and numbers only");
+      if (end != s.c_str() + s.size() - 1 || v < 0) return Bad("bad score reference '" + s.substr(0, 80) + "'");
+      return ScoreFormula::PrefetchScore(static_cast<size_t>(v));
     }
-    if (i >= scores.size()) return Bad("'" + s + "' names a prefetch that is not there");
-    return scores[i];
+    return Bad("formula variable '" + s.substr(0, 80) + "': moeedb formulas use $score[i] and numbers only");
   }
   if (!e.is_object() || e.size() != 1) return Bad("a formula expression is a number, \"$score[i]\" or one of sum, mult, neg, div");
   const std::string op = e.begin().key();
   const json& a = e.begin().value();
   if (op == "sum" || op == "mult") {
     if (!a.is_array() || a.empty()) return Bad("'" + op + "' needs a non-empty list");
-    double acc = op == "sum" ? 0.0 : 1.0;
+    std::vector<ScoreFormula> args;
     for (const auto& x : a) {
-      MOEEDB_ASSIGN_OR_RETURN(double v, Evaluate(x, scores, depth + 1));
-      acc = op == "sum" ? acc + v : acc * v;
+      MOEEDB_ASSIGN_OR_RETURN(ScoreFormula f, ParseFormula(x, depth + 1));
+      args.push_back(std::move(f));
     }
-    return acc;
+    return op == "sum" ? ScoreFormula::Sum(std::move(args)) : ScoreFormula::Product(std::move(args));
   }
   if (op == "neg") {
-    MOEEDB_ASSIGN_OR_RETURN(double v, Evaluate(a, scores, depth + 1));
-    return -v;
+    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula f, ParseFormula(a, depth + 1));
+    return ScoreFormula::Negate(std::move(f));
   }
   if (op == "div") {
     if (!a.is_object() || !a.contains("left") || !a.contains("right")) return Bad("'div' needs left and right");
-    MOEEDB_ASSIGN_OR_RETURN(double l, Evaluate(a["left"], scores, depth + 1));
-    MOEEDB_ASSIGN_OR_RETURN(double r, Evaluate(a["right"], scores, depth + 1));
-    if (r == 0) return a.contains("by_zero_default") && a["by_zero_default"].is_number() ? a["by_zero_default"].get<double>() : 0.0;
-    return l / r;
+    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula l, ParseFormula(a["left"], depth + 1));
+    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula r, ParseFormula(a["right"], depth + 1));
+    const double by_zero = a.contains("by_zero_default") && a["by_zero_default"].is_number() ? a["by_zero_default"].get<double>() : 0.0;
+    return ScoreFormula::Divide(std::move(l), std::move(r), by_zero);
   }
   return Bad("formula operator '" + op.substr(0, 40) + "' is not supported (sum, mult, neg, div)");
 }

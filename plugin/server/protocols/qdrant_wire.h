@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "database/score_formula.h"
 #include "database/spec/search_spec.h"
 
 namespace moeedb::qdrant {
@@ -17,8 +18,11 @@ namespace moeedb::qdrant {
 using json = nlohmann::json;
 
 inline Status Bad(const std::string& m) { return Status::InvalidArgument(m); }
-// A lower-case or upper-case hyphenated UUID (8-4-4-4-12 hex digits).
-bool IsUuid(const std::string& s);
+// A UUID in any form Qdrant reads (Rust's uuid crate): hyphenated
+// (8-4-4-4-12 hex digits), simple (32 hex digits, Python's uuid4().hex),
+// braced ({...}) or URN (urn:uuid:...), either case; its lower-case
+// hyphenated form, or "" when `s` is none of them.
+std::string CanonicalUuid(const std::string& s);
 // A point id as moeedb stores it: an unsigned integer as its decimal string,
 // a UUID in its lower-case hyphenated form.
 Result<std::string> PointId(const json& id);
@@ -37,9 +41,12 @@ Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max
 // The SearchSpec a Qdrant query, search or prefetch carries, read through
 // the spec's field table so each value gets the table's rule, named as
 // Qdrant names the field: `limit` (+ `offset`) as k, `filter` translated,
-// `using` as the mode (hs or rw; none: fused), `params.alpha` and
-// `params.exact`. The query vector itself is not part of the spec.
+// `using` hs or rw as the mode (any other name: the collection's vector of
+// that name, which the query vector resolves: client_vectors.h),
+// `params.alpha` and `params.exact`. The query vector is not part of the spec.
 Result<SearchSpec> QuerySpec(const json& request, size_t offset = 0);
+// The vector a query, search or prefetch names with `using` ("" none).
+Result<std::string> Using(const json& request);
 
 // What `with_payload` keeps of a payload: true (all), false (none: null),
 // a list of keys, or {"include": [...]} / {"exclude": [...]}.
@@ -56,6 +63,6 @@ class PayloadSelector {
 // A score formula over the prefetches' scores: numbers, "$score" /
 // "$score[i]", {"sum": [...]}, {"mult": [...]}, {"neg": x},
 // {"div": {"left", "right", "by_zero_default"}}; nesting to 32 levels.
-Result<double> Evaluate(const json& e, const std::vector<double>& scores, int depth);
+Result<ScoreFormula> ParseFormula(const json& e, int depth = 0);
 
 }  // namespace moeedb::qdrant

@@ -1,0 +1,148 @@
+#include "database/client_query.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "database/database.h"
+#include "index/fusion.h"
+#include "index/mmr.h"
+
+namespace moeedb {
+
+using json = nlohmann::json;
+
+namespace {
+
+// A candidate with both exact cosines (or a plain vector's terms), the score
+// that ranks it (higher better) and the score the client sees.
+struct Candidate {
+  std::string id;
+  double hs = 0, rw = 0, rank = 0, shown = 0;
+  std::string metadata_json;
+};
+
+float AlphaOf(const VectorCollection& c, const SearchSpec& spec) { return spec.alpha.value_or(c.default_alpha()); }
+
+Result<std::vector<Candidate>> Nearest(Database* db, VectorCollection* c, const ClientSearch& s) {
+  MOEEDB_ASSIGN_OR_RETURN(auto hits, db->SearchVectors(c->name(), s.query, s.spec));
+  const float alpha = AlphaOf(*c, s.spec);
+  const bool higher = HigherIsBetter(*c, s.query);
+  std::vector<Candidate> out;
+  for (const auto& h : hits) {
+    const double shown = ClientScore(*c, s.query, h.score, alpha);
+    out.push_back({h.id, h.score_hs, h.score_rw, higher ? shown : -shown, shown, h.metadata_json});
+  }
+  return out;
+}
+
+// The score a candidate has on a search's signal, from its exact cosines, as the client sees it.
+double SignalScore(const VectorCollection& c, const ClientSearch& s, const Candidate& x) {
+  double raw;
+  if (s.query.mode == QueryMode::kHs) raw = x.hs;
+  else if (s.query.mode == QueryMode::kRw) raw = x.rw;
+  else raw = x.hs + (c.schema().kind == VectorKind::kPlain ? 1.0 : AlphaOf(c, s.spec)) * x.rw;
+  return ClientScore(c, s.query, raw, AlphaOf(c, s.spec));
+}
+
+Result<std::vector<Candidate>> Mmr(Database* db, VectorCollection* c, const ClientSearch& s, const MmrSpec& m) {
+  if (!(m.diversity >= 0 && m.diversity <= 1)) return Status::InvalidArgument("'mmr.diversity' must be a number in [0, 1]");
+  ClientSearch pooled = s;
+  pooled.spec.k = std::max(m.candidates, s.spec.k);
+  MOEEDB_ASSIGN_OR_RETURN(auto candidates, Nearest(db, c, pooled));
+  std::vector<ComparablePoint> points;
+  std::vector<double> relevance;
+  for (const auto& x : candidates) {
+    MOEEDB_ASSIGN_OR_RETURN(auto d, c->Get(x.id));
+    points.push_back(d ? Comparable(*c, s.query, *d) : ComparablePoint{});
+    relevance.push_back(x.rank);
+  }
+  const float a = AlphaOf(*c, s.spec);
+  const auto order = SelectMmr(
+      relevance, [&](size_t i, size_t j) { return PointSimilarity(*c, s.query, points[i], points[j], a); }, s.spec.k,
+      m.diversity);
+  std::vector<Candidate> out;
+  for (size_t i : order) out.push_back(candidates[i]);
+  return out;
+}
+
+Result<std::vector<Candidate>> Prefetched(Database* db, VectorCollection* c, const ClientQuery& q) {
+  std::vector<std::vector<Candidate>> lists;
+  for (ClientSearch p : q.prefetches) {
+    // The request's filter and the prefetch's own, both.
+    if (!q.search.spec.filter_json.empty())
+      MOEEDB_RETURN_IF_ERROR(p.spec.SetFilter(
+          p.spec.filter_json.empty()
+              ? q.search.spec.filter_json
+              : json{{"$and", {json::parse(q.search.spec.filter_json), json::parse(p.spec.filter_json)}}}.dump()));
+    if (!p.spec.alpha) p.spec.alpha = q.search.spec.alpha;
+    p.spec.exact = p.spec.exact || q.search.spec.exact;
+    MOEEDB_ASSIGN_OR_RETURN(auto hits, Nearest(db, c, p));
+    lists.push_back(std::move(hits));
+  }
+  std::unordered_map<std::string, size_t> at;
+  std::vector<Candidate> all;
+  for (const auto& l : lists)
+    for (const auto& h : l)
+      if (at.emplace(h.id, all.size()).second) all.push_back(h);
+  if (q.combine == Combine::kRrf || q.combine == Combine::kDbsf) {
+    std::vector<std::vector<RankedItem>> ranked;
+    for (const auto& l : lists) {
+      ranked.emplace_back();
+      for (const auto& h : l) ranked.back().push_back({at[h.id], h.rank});
+    }
+    const auto fused = FuseLists(q.combine == Combine::kRrf ? ListFusion::kRrf : ListFusion::kDbsf, ranked, all.size(),
+                                 q.rrf_k);
+    for (size_t i = 0; i < all.size(); ++i) all[i].rank = all[i].shown = fused[i];
+  } else if (q.combine == Combine::kFormula) {
+    MOEEDB_RETURN_IF_ERROR(q.formula.Check(q.prefetches.size()));
+    for (auto& x : all) {
+      std::vector<double> scores;
+      for (const auto& p : q.prefetches) scores.push_back(SignalScore(*c, p, x));
+      x.rank = x.shown = q.formula.Evaluate(scores);
+    }
+  } else if (q.combine == Combine::kRescore) {
+    // The prefetched candidates ranked by the main vector. Over kMaxSearchK
+    // documents, a candidate outside the exact top kMaxSearchK ranks below
+    // every kept one, past any page asked for unless fewer candidates than
+    // the page fall inside it.
+    ClientSearch every = q.search;
+    every.spec.k = std::max<size_t>(1, std::min(c->size(), kMaxSearchK));
+    every.spec.exact = true;
+    MOEEDB_ASSIGN_OR_RETURN(auto exact, Nearest(db, c, every));
+    std::vector<Candidate> rescored;
+    for (const auto& h : exact)
+      if (at.count(h.id)) rescored.push_back(h);
+    all = std::move(rescored);
+  } else {
+    return Status::InvalidArgument("prefetches need a way to combine them: a fusion, a formula or a vector");
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Candidate& x, const Candidate& y) { return x.rank > y.rank; });
+  return all;
+}
+
+}  // namespace
+
+Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c, const ClientQuery& q) {
+  std::vector<Candidate> ranked;
+  if (!q.prefetches.empty()) {
+    MOEEDB_ASSIGN_OR_RETURN(ranked, Prefetched(db, c, q));
+  } else if (q.mmr) {
+    MOEEDB_ASSIGN_OR_RETURN(ranked, Mmr(db, c, q.search, *q.mmr));
+  } else {
+    MOEEDB_ASSIGN_OR_RETURN(ranked, Nearest(db, c, q.search));
+  }
+  // A fusion's or formula's score is higher-better; a search's follows its distance.
+  const bool higher = q.combine == Combine::kRrf || q.combine == Combine::kDbsf || q.combine == Combine::kFormula ||
+                      HigherIsBetter(*c, q.search.query);
+  const size_t limit = q.search.spec.k - std::min(q.search.spec.k, q.offset);
+  std::vector<ClientHit> out;
+  for (size_t i = q.offset; i < ranked.size() && out.size() < limit; ++i) {
+    const Candidate& x = ranked[i];
+    if (q.score_threshold && (higher ? x.shown < *q.score_threshold : x.shown > *q.score_threshold)) continue;
+    out.push_back({x.id, x.shown, x.metadata_json});
+  }
+  return out;
+}
+
+}  // namespace moeedb

@@ -1,0 +1,67 @@
+// Client queries: a search by a client's own vectors as a vector API asks
+// it (Qdrant's query and search API), in moeedb's service layer so every
+// front end shares it. One of:
+//   - a nearest-neighbour search (`search`);
+//   - maximal marginal relevance over a search's candidates (`mmr`), the
+//     similarity between two points being what the search would score
+//     between them (PointSimilarity);
+//   - prefetches, each a search of its own, combined by list fusion (rrf,
+//     dbsf: index/fusion.h), by a score formula over their scores
+//     (score_formula.h), or re-ranked by `search`'s vector. Every candidate
+//     of the union is scored exactly on each prefetch's signal, so a formula
+//     never needs a default for a point one prefetch did not return.
+// Scores are what the client sees (ClientScore): a fusion's or formula's own
+// score, a plain Euclid search's distance; `score_threshold` and `offset`
+// apply to them.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "database/client_vectors.h"
+#include "database/score_formula.h"
+#include "database/spec/search_spec.h"
+
+namespace moeedb {
+
+class Database;
+
+// One nearest-neighbour search by a client's vector: the vector, and the
+// spec's k, filter, alpha and exact.
+struct ClientSearch {
+  VectorQuery query;
+  SearchSpec spec;
+};
+
+struct MmrSpec {
+  double diversity = 0.5;  // Qdrant's default; in [0, 1]
+  size_t candidates = 0;   // the search's candidates MMR picks from (0: its k)
+};
+
+enum class Combine { kNone, kRrf, kDbsf, kFormula, kRescore };
+
+struct ClientQuery {
+  ClientSearch search;                   // k (limit + offset) and filter of the answer; its vector unless combined
+  std::vector<ClientSearch> prefetches;  // each filtered by search's filter too
+  Combine combine = Combine::kNone;      // with prefetches: how; kNone: no prefetches
+  int rrf_k = 2;                         // Qdrant's default
+  ScoreFormula formula;
+  std::optional<MmrSpec> mmr;            // without prefetches
+  std::optional<double> score_threshold;
+  size_t offset = 0;
+};
+
+struct ClientHit {
+  std::string id;
+  double score = 0;  // what the client sees
+  std::string metadata_json;
+};
+
+// The query's hits, best first, past `offset` (at most search.spec.k -
+// offset of them). InvalidArgument for a query this collection cannot run.
+Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c, const ClientQuery& q);
+
+}  // namespace moeedb

@@ -1,0 +1,85 @@
+#include "database/document_scan.h"
+
+#include <algorithm>
+
+namespace moeedb {
+
+namespace {
+
+constexpr size_t kPage = 1000;
+
+bool Keeps(const ScanSpec& spec, const StoredDocument& d) {
+  if (spec.filter && !MatchesDocument(*spec.filter, d.metadata_json, d.id)) return false;
+  return !spec.text_test || spec.text_test(d.text);
+}
+
+// Calls `take` with each kept document in order until it returns false.
+Status Each(const VectorCollection& c, const ScanSpec& spec, const std::function<bool(StoredDocument&&)>& take) {
+  if (spec.ids) {
+    for (const std::string& id : *spec.ids) {
+      if (!spec.start.empty() && id < spec.start) continue;
+      MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, c.Get(id));
+      if (!d) continue;
+      d->hs.clear();
+      d->rw.clear();
+      if (Keeps(spec, *d) && !take(std::move(*d))) return Status::OK();
+    }
+    return Status::OK();
+  }
+  // ListDocuments starts after an id: the start itself is read first.
+  std::string after;
+  if (!spec.start.empty()) {
+    MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> first, c.Get(spec.start));
+    if (first) {
+      first->hs.clear();
+      first->rw.clear();
+      if (Keeps(spec, *first) && !take(std::move(*first))) return Status::OK();
+    }
+    after = spec.start;
+  }
+  for (;;) {
+    MOEEDB_ASSIGN_OR_RETURN(DocumentPage page, c.List(after, kPage));
+    for (StoredDocument& d : page.documents)
+      if (Keeps(spec, d) && !take(std::move(d))) return Status::OK();
+    if (page.next_after.empty()) return Status::OK();
+    after = page.next_after;
+  }
+}
+
+}  // namespace
+
+Result<ScanPage> Scan(const VectorCollection& c, const ScanSpec& spec) {
+  ScanPage out;
+  size_t skipped = 0;
+  MOEEDB_RETURN_IF_ERROR(Each(c, spec, [&](StoredDocument&& d) {
+    if (skipped < spec.skip) {
+      ++skipped;
+      return true;
+    }
+    if (out.documents.size() == spec.limit) {
+      out.next = d.id;
+      return false;
+    }
+    out.documents.push_back(std::move(d));
+    return true;
+  }));
+  return out;
+}
+
+Result<size_t> CountMatching(const VectorCollection& c, const ScanSpec& spec) {
+  if (!spec.filter && !spec.text_test && !spec.ids && spec.start.empty()) {
+    const size_t n = c.size();
+    return std::min(n - std::min(n, spec.skip), spec.limit);
+  }
+  size_t n = 0, skipped = 0;
+  MOEEDB_RETURN_IF_ERROR(Each(c, spec, [&](StoredDocument&&) {
+    if (skipped < spec.skip) {
+      ++skipped;
+      return true;
+    }
+    return ++n < spec.limit;
+  }));
+  return n;
+}
+
+}  // namespace moeedb

@@ -1,0 +1,126 @@
+#include "database/document_update.h"
+
+#include "database/client_vectors.h"
+
+namespace moeedb {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int kTries = 8;
+
+std::vector<std::string> Split(const std::string& path) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (;;) {
+    const size_t dot = path.find('.', at);
+    out.push_back(path.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
+    if (dot == std::string::npos) return out;
+    at = dot + 1;
+  }
+}
+
+Status CheckPath(const std::string& path, const std::string& what) {
+  if (path.find('[') != std::string::npos)
+    return Status::InvalidArgument(what + " '" + path.substr(0, 80) +
+                                   "': paths into arrays (a[].b) are not supported by moeedb; name an object key or a dotted path");
+  for (const auto& part : Split(path))
+    if (part.empty()) return Status::InvalidArgument(what + " '" + path.substr(0, 80) + "' has an empty part");
+  return Status::OK();
+}
+
+// Removes `path` from `j`: the key itself when `j` has it, else the dotted path.
+void Erase(json* j, const std::string& path) {
+  if (!j->is_object()) return;
+  if (j->contains(path)) {
+    j->erase(path);
+    return;
+  }
+  json* at = j;
+  const auto parts = Split(path);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!at->is_object() || !at->contains(parts[i])) return;
+    at = &(*at)[parts[i]];
+  }
+  if (at->is_object()) at->erase(parts.back());
+}
+
+}  // namespace
+
+Status MetadataChange::Validate() const {
+  if ((kind == Kind::kSet || kind == Kind::kOverwrite) && !values.is_object())
+    return Status::InvalidArgument("'payload' must be an object");
+  if (kind == Kind::kSet && !at.empty()) MOEEDB_RETURN_IF_ERROR(CheckPath(at, "key"));
+  if (kind == Kind::kDeleteKeys) {
+    if (keys.empty()) return Status::InvalidArgument("'keys' must name at least one key");
+    for (const auto& k : keys) MOEEDB_RETURN_IF_ERROR(CheckPath(k, "key"));
+  }
+  return Status::OK();
+}
+
+json MetadataChange::Apply(json metadata) const {
+  if (!metadata.is_object()) metadata = json::object();
+  switch (kind) {
+    case Kind::kOverwrite: return values;
+    case Kind::kClear: return json::object();
+    case Kind::kDeleteKeys:
+      for (const auto& k : keys) Erase(&metadata, k);
+      return metadata;
+    case Kind::kSet: {
+      json* target = &metadata;
+      if (!at.empty())
+        for (const auto& part : Split(at)) {
+          if (!(*target)[part].is_object()) (*target)[part] = json::object();
+          target = &(*target)[part];
+        }
+      for (auto it = values.begin(); it != values.end(); ++it) (*target)[it.key()] = it.value();
+      return metadata;
+    }
+  }
+  return metadata;
+}
+
+Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, const MetadataChange& change, bool sync) {
+  MOEEDB_RETURN_IF_ERROR(change.Validate());
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    std::vector<std::string> ids;
+    if (which.ids) {
+      ids = *which.ids;
+    } else {
+      MOEEDB_ASSIGN_OR_RETURN(ScanPage page, Scan(*c, which));
+      for (const auto& d : page.documents) ids.push_back(d.id);
+    }
+    std::vector<StoredDocument> docs;
+    std::vector<uint64_t> expected;
+    bool changed_meanwhile = false;
+    for (const std::string& id : ids) {
+      MOEEDB_ASSIGN_OR_RETURN(std::optional<uint64_t> internal, c->InternalId(id));
+      if (!internal) {
+        if (which.ids) return Status::NotFound("no point with id " + id.substr(0, 80) + " in " + c->name());
+        continue;  // deleted since the scan
+      }
+      auto d = c->GetByInternal(*internal);
+      if (!d.ok() && d.status().code() == Status::Code::kNotFound) {
+        changed_meanwhile = true;  // replaced between the two reads
+        break;
+      }
+      if (!d.ok()) return d.status();
+      // A filter keeps what it keeps now (the document may have changed since the scan).
+      if (!which.ids && which.filter && !MatchesDocument(*which.filter, d->metadata_json, d->id)) continue;
+      const json before = json::parse(d->metadata_json.empty() ? "{}" : d->metadata_json, nullptr, false);
+      const json after = change.Apply(before);
+      if (d->text == PayloadText(c->schema(), before)) d->text = PayloadText(c->schema(), after);
+      d->metadata_json = after.dump();
+      docs.push_back(std::move(d).value());
+      expected.push_back(*internal);
+    }
+    if (changed_meanwhile) continue;
+    if (docs.empty()) return WriteResult{};
+    auto w = c->UpsertIfUnchanged(docs, expected, sync);
+    if (w.ok() || w.status().code() != Status::Code::kConflict) return w;
+  }
+  return Status::Unavailable("the documents of " + c->name() + " kept changing under other writes: nothing was changed; retry");
+}
+
+}  // namespace moeedb

@@ -1,0 +1,41 @@
+// Document updates: a change to the metadata (a client's payload) of stored
+// documents, Qdrant's set, overwrite, delete-keys and clear payload. Applied
+// as one atomic write that no other write overtook: each document is read
+// with the internal id it is stored under, changed, and written on the
+// condition that the id still holds it (Store::UpsertIfUnchanged); when
+// another write came between, the whole change is read and applied again.
+// A document's vectors are kept; its text (what the lexical index reads)
+// follows the metadata where it came from it (PayloadText).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "database/document_scan.h"
+#include "database/vector_collection.h"
+
+namespace moeedb {
+
+struct MetadataChange {
+  enum class Kind { kSet, kOverwrite, kDeleteKeys, kClear };
+  Kind kind = Kind::kSet;
+  nlohmann::json values = nlohmann::json::object();  // kSet: merged in; kOverwrite: the new metadata
+  std::string at;                                     // kSet: a dotted path to the object merged into ("" the top)
+  std::vector<std::string> keys;                      // kDeleteKeys: keys or dotted paths removed
+
+  // InvalidArgument naming the field: values not an object, an empty or
+  // array path ("a[].b": not supported).
+  Status Validate() const;
+  // The metadata after the change.
+  nlohmann::json Apply(nlohmann::json metadata) const;
+};
+
+// Applies `change` to the documents `which` keeps, all or nothing. With
+// `which.ids`, an id that is not stored is NotFound and nothing changes
+// (Qdrant's rule); with a filter, the documents it keeps when read.
+// Unavailable when other writes kept changing the documents (8 tries).
+Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, const MetadataChange& change, bool sync);
+
+}  // namespace moeedb
