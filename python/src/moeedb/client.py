@@ -1,0 +1,266 @@
+"""`Client`: the synchronous client of moeedb's collections API (over httpx)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from moeedb import _http, _wire
+from moeedb.batching import DEFAULT_MAX_REQUEST_BYTES, MAX_DOCUMENTS_PER_UPSERT, batches
+from moeedb.collection import CollectionInfo, CollectionSummary, Distance
+from moeedb.document import DeleteResult, Document, DocumentLike, DocumentPage, UpsertResult, Vector, to_document
+from moeedb.errors import ConflictError, MoeedbError, NotFoundError
+from moeedb.retry import RetryPolicy
+from moeedb.search import Fusion, Norm, SearchMode, SearchResult, Using
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+
+
+class Client:
+    """A synchronous client of one moeedb server's collections API and `/v1/embeddings`.
+
+    `api_key` is sent as `Authorization: Bearer KEY`. Answers 429 and 503
+    `unavailable_error` are retried up to `max_retries` times with exponential
+    backoff (from `retry_backoff` seconds) honouring `Retry-After`; nothing else
+    is retried. Use it as a context manager, or call `close()`.
+    """
+
+    def __init__(
+        self,
+        url: str = _http.DEFAULT_URL,
+        api_key: str | None = None,
+        timeout: float | None = _http.DEFAULT_TIMEOUT,
+        max_retries: int = 3,
+        *,
+        retry_backoff: float = 0.5,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = _http.base_url(url)
+        self.retry = RetryPolicy(max_retries=max_retries, backoff=retry_backoff)
+        self.max_request_bytes = max_request_bytes
+        self._http = httpx.Client(base_url=self.url, headers=_http.headers(api_key, headers),
+                                  timeout=timeout, transport=transport)
+
+    # -- lifecycle -------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection pool; the client cannot be used afterwards."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"moeedb.Client({self.url!r})"
+
+    # -- transport -------------------------------------------------------
+
+    def _send(self, call: _wire.Call[T]) -> T:
+        content, content_headers = _http.request_content(call.body)
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(call.method, call.path, params=call.params, content=content,
+                                              headers=content_headers)
+                return call.parse(_http.read_answer(response))
+            except httpx.TransportError as e:
+                raise _http.connection_error(e, call.method, self.url + call.path) from e
+            except MoeedbError as e:
+                delay = self.retry.delay(attempt, e)
+                if delay is None:
+                    raise
+            time.sleep(delay)
+            attempt += 1
+
+    # -- collections -----------------------------------------------------
+
+    def create_collection(
+        self,
+        name: str,
+        *,
+        vector_size: int | None = None,
+        distance: Distance | None = None,
+        alpha: float | None = None,
+        lexical: bool | Mapping[str, Any] | None = None,
+        index: Mapping[str, Any] | None = None,
+        text_key: str | None = None,
+        shards: int | None = None,
+        replicas: int | None = None,
+        exist_ok: bool = False,
+    ) -> bool:
+        """Create collection `name`; True when created, False when it existed and `exist_ok`.
+
+        Without `vector_size` the server embeds documents with its model; with it the
+        collection holds the client's vectors (`distance` Cosine, Dot or Euclid). An
+        existing name raises `ConflictError` unless `exist_ok` (its setup is not compared).
+        """
+        call = _wire.create_collection(name, vector_size=vector_size, distance=distance, alpha=alpha,
+                                       lexical=lexical, index=index, text_key=text_key, shards=shards,
+                                       replicas=replicas)
+        try:
+            self._send(call)
+        except ConflictError:
+            if not exist_ok:
+                raise
+            return False
+        return True
+
+    def get_collection(self, name: str) -> CollectionInfo:
+        """Describe collection `name` (raises `NotFoundError` when there is none)."""
+        return self._send(_wire.get_collection(name))
+
+    def list_collections(self) -> list[CollectionSummary]:
+        """Every collection's name and document count."""
+        return self._send(_wire.list_collections())
+
+    def delete_collection(self, name: str, *, missing_ok: bool = False) -> bool:
+        """Drop collection `name` and its documents; True when dropped.
+
+        A missing collection raises `NotFoundError`, or returns False with `missing_ok`.
+        """
+        try:
+            self._send(_wire.delete_collection(name))
+        except NotFoundError:
+            if not missing_ok:
+                raise
+            return False
+        return True
+
+    def collection_exists(self, name: str) -> bool:
+        """Whether collection `name` exists."""
+        try:
+            self.get_collection(name)
+        except NotFoundError:
+            return False
+        return True
+
+    def count(self, collection: str) -> int:
+        """The number of documents in `collection`."""
+        return self.get_collection(collection).documents
+
+    # -- documents -------------------------------------------------------
+
+    def upsert(self, collection: str, documents: Iterable[DocumentLike], *, wait: bool = True,
+               batch_size: int = MAX_DOCUMENTS_PER_UPSERT) -> UpsertResult:
+        """Insert or replace `documents` (by id); the server embeds those without a vector.
+
+        More than `batch_size` (at most the server's 1000) documents, or a body over
+        `max_request_bytes`, go as several requests: each batch is its own atomic
+        write, so an error leaves the batches before it stored. `wait` syncs each
+        write before the answer; the result's `seq` is the last batch's.
+        """
+        payload = [to_document(d).to_json() for d in documents]
+        if not payload:
+            raise ValueError("upsert needs at least one document")
+        total = UpsertResult(upserted=0, replaced=0, durable=True, seq=0, batches=0)
+        for group in batches(payload, max_items=min(batch_size, MAX_DOCUMENTS_PER_UPSERT),
+                             max_bytes=self.max_request_bytes):
+            r = self._send(_wire.upsert(collection, group, wait))
+            total.upserted += r.upserted
+            total.replaced += r.replaced
+            total.durable = total.durable and r.durable
+            total.seq = max(total.seq, r.seq)
+            total.batches += 1
+        return total
+
+    def get(self, collection: str, id: str) -> Document:
+        """Document `id` of `collection` (`NotFoundError` if either is missing)."""
+        return self._send(_wire.get_document(collection, id))
+
+    def delete(self, collection: str, ids: str | Sequence[str]) -> DeleteResult:
+        """Delete documents by id, one request each; ids that do not exist are reported
+        in `missing`, not raised. A missing collection raises `NotFoundError`."""
+        result = DeleteResult()
+        collection_checked = False
+        for id in [ids] if isinstance(ids, str) else list(ids):
+            try:
+                seq = self._send(_wire.delete_document(collection, id))
+            except NotFoundError:
+                if not collection_checked:
+                    self.get_collection(collection)  # raises when the collection is the missing one
+                    collection_checked = True
+                result.missing.append(id)
+                continue
+            collection_checked = True
+            result.deleted.append(id)
+            result.seq = seq if result.seq is None else max(result.seq, seq)
+        return result
+
+    def list_documents(self, collection: str, *, limit: int = 100, after: str | None = None) -> DocumentPage:
+        """One page of documents in byte order of their ids, starting after id `after`.
+
+        `limit` is 1-1000; pass the page's `next_after` as `after` for the next one.
+        """
+        return self._send(_wire.list_documents(collection, limit, after))
+
+    def iter_documents(self, collection: str, *, page_size: int = 1000, after: str | None = None) -> Iterator[Document]:
+        """Every document of `collection` (after id `after`), fetched page by page.
+
+        Each page is read from its own snapshot: writes made while iterating may or
+        may not be seen.
+        """
+        while True:
+            page = self.list_documents(collection, limit=page_size, after=after)
+            yield from page.documents
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    # -- search and embeddings --------------------------------------------
+
+    def search(
+        self,
+        collection: str,
+        query: str | None = None,
+        *,
+        vector: Vector | None = None,
+        using: Using | None = None,
+        k: int = 10,
+        alpha: float | None = None,
+        mode: SearchMode | None = None,
+        filter: Mapping[str, Any] | None = None,
+        exact: bool | None = None,
+        min_seq: int | None = None,
+        partial: bool | None = None,
+        beta: float | None = None,
+        w_hs: float | None = None,
+        fusion: Fusion | None = None,
+        norm: Norm | None = None,
+        rrf_k: float | None = None,
+    ) -> SearchResult:
+        """The `k` best documents for a text `query` and/or the client's `vector`.
+
+        `alpha` weighs RW against HS (`score = score_hs + alpha * score_rw`; default the
+        collection's); `mode` is fused, hs, rw, lexical or hybrid (with `beta`, `w_hs`,
+        `fusion`, `norm`, `rrf_k`); `filter` is moeedb's metadata filter; `min_seq`
+        waits for that write to be applied. Fields left None take the server's defaults.
+        """
+        return self._send(_wire.search(collection, query, vector=vector, using=using, k=k, alpha=alpha, mode=mode,
+                                       filter=filter, exact=exact, min_seq=min_seq, partial=partial, beta=beta,
+                                       w_hs=w_hs, fusion=fusion, norm=norm, rrf_k=rrf_k))
+
+    def embed(self, texts: str | Sequence[str], *, model: str = "default",
+              batch_size: int = 1000) -> list[list[float]]:
+        """The server's embeddings of `texts` over `/v1/embeddings`, in order.
+
+        `model` `default` (or the served name) is the fused vector `[hs; rw]`, each half
+        unit length; `NAME:hs` and `NAME:rw` the raw halves.
+        """
+        items = [texts] if isinstance(texts, str) else list(texts)
+        out: list[list[float]] = []
+        for group in batches(items, max_items=batch_size, max_bytes=self.max_request_bytes):
+            vectors: list[list[float]] = self._send(_wire.embed(group, model))
+            out.extend(vectors)
+        return out
