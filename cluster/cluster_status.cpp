@@ -50,4 +50,10 @@ Status SetDraining(const EtcdClient& etcd, const std::string& cluster, const std
   return etcd.Put(keys.DrainKey(node), "{}").status();
 }
 
+Result<json> ReadClusterStatusAt(const EtcdClient& etcd, const std::string& cluster, const std::string& db_location) {
+  std::unique_ptr<Store> store;
+  if (!db_location.empty()) { MOEEDB_ASSIGN_OR_RETURN(store, Store::Open(db_location)); }
+  return ReadClusterStatus(etcd, cluster, store.get());
+}
+
 }  // namespace moeedb::cluster

@@ -18,6 +18,8 @@ namespace moeedb::cluster {
 // shard_list: [{shard, assigned, leaving, replicas: [{node, applied_seq, lag,
 // documents, index_bytes}]}]}]}; `store` (may be nullptr) gives last_op and lag.
 Result<nlohmann::json> ReadClusterStatus(const EtcdClient& etcd, const std::string& cluster, const Store* store);
+// The same, with the store opened at `db_location` ("" none): `moeedb cluster status --db`.
+Result<nlohmann::json> ReadClusterStatusAt(const EtcdClient& etcd, const std::string& cluster, const std::string& db_location);
 // Starts (or, with drain false, ends) draining `node`: the placement moves
 // its replicas to the other nodes, which it serves until they are ready.
 Status SetDraining(const EtcdClient& etcd, const std::string& cluster, const std::string& node, bool drain);

@@ -120,6 +120,13 @@ class Database {
   // closed here; its name opens from the store again on next use.
   Result<size_t> CatchUp();
   Store* store() { return store_.get(); }
+  // Whether `location` names a store other nodes share (PostgreSQL), before opening it.
+  static bool IsSharedLocation(const std::string& location) { return IsPostgresLocation(location); }
+  // Whether other processes write to this database too (Store::shared), and
+  // the wait for their next commit (Store::WaitForChange): what a node's
+  // follower loop runs between CatchUp calls.
+  bool shared() const { return store_->shared(); }
+  bool WaitForChange(int timeout_ms) const { return store_->WaitForChange(timeout_ms); }
   // What this node's indexes of each open collection hold: the newest
   // change-log entry they include and their document count.
   struct IndexState {

@@ -48,6 +48,13 @@ Status Each(const VectorCollection& c, const ScanSpec& spec, const std::function
 
 }  // namespace
 
+Status ScanSpec::SetFilter(const std::string& filter_json) {
+  filter.reset();
+  if (filter_json.empty() || filter_json == "{}") return Status::OK();
+  MOEEDB_ASSIGN_OR_RETURN(filter, MetadataFilter::Parse(filter_json));
+  return Status::OK();
+}
+
 Result<ScanPage> Scan(const VectorCollection& c, const ScanSpec& spec) {
   ScanPage out;
   size_t skipped = 0;

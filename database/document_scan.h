@@ -27,6 +27,9 @@ struct ScanSpec {
   std::string start;                                        // the first id considered, inclusive ("" the first)
   size_t skip = 0;                                          // matching documents passed over first
   size_t limit = SIZE_MAX;                                  // matching documents returned at most
+
+  // `filter` from moeedb's filter JSON text ("" or {} for none): InvalidArgument naming the bad part.
+  Status SetFilter(const std::string& filter_json);
 };
 
 struct ScanPage {

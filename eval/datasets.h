@@ -6,13 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "base/csv.h"
 #include "base/status.h"
 
 namespace moeedb::eval {
-
-// RFC 4180 CSV: fields separated by commas, optionally double-quoted ("" is a
-// quote inside a quoted field; quoted fields may span lines).
-Result<std::vector<std::vector<std::string>>> ReadCsv(const std::string& path);
 
 struct StsPair {
   std::string a, b;

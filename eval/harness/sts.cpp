@@ -7,7 +7,7 @@
 #include "eval/datasets.h"
 #include "eval/harness/harness.h"
 #include "eval/harness/harness_util.h"
-#include "eval/png_plot.h"
+#include "base/png_plot.h"
 #include "eval/tfidf.h"
 
 namespace moeedb::eval {

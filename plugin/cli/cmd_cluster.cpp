@@ -5,7 +5,6 @@
 
 #include "cluster/cluster_status.h"
 #include "plugin/cli/commands.h"
-#include "storage/store.h"
 
 namespace moeedb::cli {
 
@@ -22,14 +21,8 @@ cluster::EtcdClient EtcdOf(const Args& args) {
 }  // namespace
 
 int RunClusterStatus(const Args& args) {
-  std::unique_ptr<Store> store;
-  if (args.Has("db")) {
-    auto s = Store::Open(args.Get("db"));
-    if (!s.ok()) return Fail("cluster status", s.status().message());
-    store = std::move(s).value();
-  }
   const cluster::EtcdClient etcd = EtcdOf(args);
-  auto status = cluster::ReadClusterStatus(etcd, args.Get("cluster", "moeedb"), store.get());
+  auto status = cluster::ReadClusterStatusAt(etcd, args.Get("cluster", "moeedb"), args.Has("db") ? args.Get("db") : "");
   if (!status.ok()) return Fail("cluster status", status.status().message());
   std::cout << status->dump(2) << std::endl;
   return 0;

@@ -10,7 +10,7 @@
 #include "engine/analysis/expert_usage.h"
 #include "engine/model/model.h"
 #include "engine/kernels/runtime.h"
-#include "eval/png_plot.h"
+#include "base/png_plot.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
@@ -194,7 +194,7 @@ int RunLensSpecialise(const Args& args) {
               rgb[px] = R, rgb[px + 1] = G, rgb[px + 2] = B;
             }
         }
-      auto png = eval::EncodePng(rgb, W, H);
+      auto png = EncodePng(rgb, W, H);
       if (!png.ok()) return Fail("lens specialise", png.status().message());
       std::ofstream(dir / ("layer-" + std::to_string(m) + ".png"), std::ios::binary) << *png;
     }

@@ -24,7 +24,6 @@
 #include "plugin/server/http_server.h"
 #include "database/embedding_setup.h"
 #include "database/vector_collection.h"
-#include "storage/store.h"
 
 namespace moeedb::cli {
 
@@ -125,7 +124,7 @@ int RunServe(const Args& args) {
   // are the ones the placement gives this node.
   std::unique_ptr<cluster::ClusterNode> node;
   if (args.Has("etcd")) {
-    if (!IsPostgresLocation(args.Get("db"))) return UsageError("serve", "--etcd needs a PostgreSQL --db (the nodes' shared store)");
+    if (!Database::IsSharedLocation(args.Get("db"))) return UsageError("serve", "--etcd needs a PostgreSQL --db (the nodes' shared store)");
     if (port == 0 && !args.Has("advertise")) return UsageError("serve", "--etcd needs a fixed --port (or --advertise)");
     cluster::ClusterOptions co;
     std::stringstream endpoints(args.Get("etcd"));
@@ -204,7 +203,7 @@ int RunServe(const Args& args) {
   // least every --follow-ms (notifications are lost across a reconnect).
   std::atomic<bool> stopping{false};
   std::thread follower;
-  if ((*db)->store()->shared()) {
+  if ((*db)->shared()) {
     const auto period = std::chrono::milliseconds(args.Int("follow-ms"));
     follower = std::thread([&, period] {
       std::string last_error;
@@ -213,7 +212,7 @@ int RunServe(const Args& args) {
         const std::string error = n.ok() ? "" : n.status().message();
         if (error != last_error && !error.empty()) std::cerr << "moeedb serve: following the change log: " << error << "\n";
         last_error = error;
-        (*db)->store()->WaitForChange(static_cast<int>(period.count()));
+        (*db)->WaitForChange(static_cast<int>(period.count()));
       }
     });
   }

@@ -12,8 +12,8 @@
 #include "engine/model/model_config.h"
 #include "engine/tokenizer/bpe_trainer.h"
 #include "engine/train/lm_trainer.h"
-#include "eval/datasets.h"
-#include "eval/png_plot.h"
+#include "base/csv.h"
+#include "base/png_plot.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
@@ -61,7 +61,7 @@ Result<std::vector<Document>> ReadCorpusFile(const std::string& path, bool line_
     return docs;
   }
   if (fs::path(path).extension() == ".csv") {
-    MOEEDB_ASSIGN_OR_RETURN(auto rows, eval::ReadCsv(path));
+    MOEEDB_ASSIGN_OR_RETURN(auto rows, ReadCsv(path));
     for (const auto& row : rows)
       for (const auto& field : row)
         if (field.find(' ') != std::string::npos) docs.push_back({field, true});
@@ -95,7 +95,7 @@ Status PlotLossCurve(const std::string& out_dir) {
   MOEEDB_ASSIGN_OR_RETURN(auto log, ReadTrainingLog((fs::path(out_dir) / "training_log.json").string()));
   const auto train = WithHistory({{}, {}, 40, 90, 200}, log, "train_loss");
   const auto val = WithHistory({{0.0}, {log.value("untrained_val_loss", 0.0)}, 210, 40, 40}, log, "val_loss");
-  return eval::WriteLinePlotPng((fs::path(out_dir) / "loss_curve.png").string(), {train, val},
+  return WriteLinePlotPng((fs::path(out_dir) / "loss_curve.png").string(), {train, val},
                                 {"language model loss (blue train, red validation)", "step", "loss"});
 }
 

@@ -15,8 +15,8 @@
 #include "engine/embed/embedder.h"
 #include "engine/model/model.h"
 #include "engine/train/embed_trainer.h"
-#include "eval/datasets.h"
-#include "eval/png_plot.h"
+#include "base/csv.h"
+#include "base/png_plot.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
 #include "engine/model/model_defaults.h"
@@ -113,7 +113,7 @@ Status ReadPairsFile(const std::string& path, int32_t source, SentenceTable* tab
 
 // CSV sentence1,sentence2,score (STS-B).
 Status ReadScoredFile(const std::string& path, SentenceTable* table, std::vector<ScoredPair>* out) {
-  MOEEDB_ASSIGN_OR_RETURN(auto rows, eval::ReadCsv(path));
+  MOEEDB_ASSIGN_OR_RETURN(auto rows, ReadCsv(path));
   for (const auto& r : rows) {
     if (r.size() < 3) continue;
     ScoredPair p;
@@ -133,7 +133,7 @@ Status ReadScoredFile(const std::string& path, SentenceTable* table, std::vector
 // text of its label (drawn with `seed`), grouped by label.
 Status ReadLabeledFile(const std::string& path, int32_t source, uint64_t seed, SentenceTable* table,
                        std::vector<ContrastivePair>* out) {
-  MOEEDB_ASSIGN_OR_RETURN(auto rows, eval::ReadCsv(path));
+  MOEEDB_ASSIGN_OR_RETURN(auto rows, ReadCsv(path));
   std::map<std::string, std::vector<int32_t>> by_label;
   for (size_t i = 1; i < rows.size(); ++i) {
     if (rows[i].size() < 2) continue;
@@ -199,9 +199,9 @@ Status PlotEmbedCurves(const std::string& out_dir) {
   MOEEDB_ASSIGN_OR_RETURN(auto log, ReadTrainingLog((fs::path(out_dir) / "embed_training_log.json").string()));
   const auto loss = WithHistory({{}, {}, 40, 90, 200}, log, "loss");
   const auto val = WithHistory({{0.0}, {log.value("initial_val_spearman", 0.0)}, 210, 40, 40}, log, "val_spearman");
-  MOEEDB_RETURN_IF_ERROR(eval::WriteLinePlotPng((fs::path(out_dir) / "embed_loss_curve.png").string(), {loss},
+  MOEEDB_RETURN_IF_ERROR(WriteLinePlotPng((fs::path(out_dir) / "embed_loss_curve.png").string(), {loss},
                                                 {"embedding training loss", "step", "loss"}));
-  return eval::WriteLinePlotPng((fs::path(out_dir) / "embed_validation_curve.png").string(), {val},
+  return WriteLinePlotPng((fs::path(out_dir) / "embed_validation_curve.png").string(), {val},
                                 {"validation spearman", "step", "spearman"});
 }
 

@@ -102,7 +102,7 @@ Result<nlohmann::json> ReadTrainingLog(const std::string& path) {
   return log;
 }
 
-eval::PlotSeries WithHistory(eval::PlotSeries series, const nlohmann::json& log, const std::string& key) {
+PlotSeries WithHistory(PlotSeries series, const nlohmann::json& log, const std::string& key) {
   for (const auto& h : log["history"])
     if (h.contains(key) && h[key].is_number()) {
       series.x.push_back(h.value("step", 0.0));

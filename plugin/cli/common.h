@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/prompt.h"
-#include "eval/png_plot.h"
+#include "base/png_plot.h"
 #include "base/status.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "plugin/cli/args.h"
@@ -66,7 +66,7 @@ TempDir MakeTempDir();
 // `path`; Corruption naming the file when it is not one.
 Result<nlohmann::json> ReadTrainingLog(const std::string& path);
 // `series` with the (step, value) of every history entry holding `key` appended.
-eval::PlotSeries WithHistory(eval::PlotSeries series, const nlohmann::json& log, const std::string& key);
+PlotSeries WithHistory(PlotSeries series, const nlohmann::json& log, const std::string& key);
 
 // Shortest round-trip text for a float (std::to_chars).
 void AppendFloat(std::string* out, float v);

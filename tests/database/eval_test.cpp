@@ -14,7 +14,7 @@
 #include "engine/model/random_checkpoint.h"
 #include "eval/datasets.h"
 #include "eval/metrics.h"
-#include "eval/png_plot.h"
+#include "base/png_plot.h"
 #include "eval/tfidf.h"
 #include "tests/test_util.h"
 
@@ -57,14 +57,14 @@ TEST(EvalTfIdf, WeightsAndCosines) {
 TEST(EvalDatasets, CsvQuotingAndReaders) {
   test::TempDir dir;
   test::WriteFile(dir / "a.csv", "x,\"a, b\",\"say \"\"hi\"\"\"\r\n\"two\nlines\",,3\nlast,row,1");
-  auto rows = eval::ReadCsv(dir / "a.csv");
+  auto rows = ReadCsv(dir / "a.csv");
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 3u);
   EXPECT_EQ((*rows)[0], (std::vector<std::string>{"x", "a, b", "say \"hi\""}));
   EXPECT_EQ((*rows)[1], (std::vector<std::string>{"two\nlines", "", "3"}));
   EXPECT_EQ((*rows)[2], (std::vector<std::string>{"last", "row", "1"}));
   test::WriteFile(dir / "bad.csv", "a,\"unterminated\n");
-  EXPECT_FALSE(eval::ReadCsv(dir / "bad.csv").ok());
+  EXPECT_FALSE(ReadCsv(dir / "bad.csv").ok());
   test::WriteFile(dir / "sts.csv", "a,b,not-a-number\n");
   EXPECT_FALSE(eval::LoadSts(dir / "sts.csv").ok());
 
@@ -115,7 +115,7 @@ TEST(EvalPng, DecodesBackToThePixels) {
   const int w = 37, h = 11;
   std::vector<unsigned char> rgb(w * h * 3);
   for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<unsigned char>((i * 13) ^ (i >> 3));
-  auto png = eval::EncodePng(rgb, w, h);
+  auto png = EncodePng(rgb, w, h);
   ASSERT_TRUE(png.ok());
   ASSERT_EQ(png->substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
   uint32_t width = 0, height = 0;
@@ -128,14 +128,14 @@ TEST(EvalPng, DecodesBackToThePixels) {
     for (int i = 0; i < w * 3; ++i)
       ASSERT_EQ(static_cast<unsigned char>(raw[y * (1 + w * 3) + 1 + i]), rgb[y * w * 3 + i]) << y << " " << i;
   }
-  EXPECT_FALSE(eval::EncodePng(rgb, w + 1, h).ok());
+  EXPECT_FALSE(EncodePng(rgb, w + 1, h).ok());
 }
 
 TEST(EvalPng, APlotIsCompressedAndCarriesItsLabels) {
   test::TempDir dir;
-  const eval::PlotSeries s{{0, 1, 2, 3}, {0.1, 0.5, 0.3, 0.4}, 255, 0, 0};
-  ASSERT_TRUE(eval::WriteLinePlotPng(dir / "p.png", {s}).ok());
-  ASSERT_TRUE(eval::WriteLinePlotPng(dir / "l.png", {s}, {"title", "step", "loss"}).ok());
+  const PlotSeries s{{0, 1, 2, 3}, {0.1, 0.5, 0.3, 0.4}, 255, 0, 0};
+  ASSERT_TRUE(WriteLinePlotPng(dir / "p.png", {s}).ok());
+  ASSERT_TRUE(WriteLinePlotPng(dir / "l.png", {s}, {"title", "step", "loss"}).ok());
   const std::string plain = test::ReadFile(dir / "p.png"), labelled = test::ReadFile(dir / "l.png");
   // Compressed: a 640 x 400 chart is far below its 768 KB of pixels.
   EXPECT_LT(plain.size(), 40000u);
@@ -146,7 +146,7 @@ TEST(EvalPng, APlotIsCompressedAndCarriesItsLabels) {
   size_t more_ink = 0;
   for (size_t i = 0; i < a.size(); ++i) more_ink += static_cast<unsigned char>(b[i]) < 100 && static_cast<unsigned char>(a[i]) >= 100;
   EXPECT_GT(more_ink, 100u);
-  EXPECT_FALSE(eval::WriteLinePlotPng(dir / "q.png", {}).ok());
+  EXPECT_FALSE(WriteLinePlotPng(dir / "q.png", {}).ok());
 }
 
 // Pooling modes, checked against the model's own per-layer taps pooled here.

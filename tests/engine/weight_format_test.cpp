@@ -115,7 +115,7 @@ class Formats : public ::testing::Test {
  protected:
   static std::string ModelDir() { return test::DataDir() + "/../../models/moeedb-tiny"; }
   static std::vector<std::string> Texts() {
-    auto rows = eval::ReadCsv(test::Data("eval/stsb/stsb-en-test.csv"));
+    auto rows = ReadCsv(test::Data("eval/stsb/stsb-en-test.csv"));
     EXPECT_TRUE(rows.ok());
     std::vector<std::string> texts;
     for (size_t i = 0; i < rows->size() && texts.size() < 100; ++i) texts.push_back((*rows)[i][0]);

@@ -32,7 +32,7 @@
 #include <regex>
 #include <set>
 
-#include "index/metadata_filter.h"
+#include "database/document_scan.h"
 #include "plugin/server/protocols/chroma_wire.h"
 #include "plugin/server/protocols/router.h"
 
@@ -50,6 +50,8 @@ struct Found {
   VectorCollection* c = nullptr;
 };
 
+HttpResponse Named(const RouteRequest& req, const char* what);
+
 class ChromaRouter final : public ProtocolRouter {
  public:
   using ProtocolRouter::ProtocolRouter;
@@ -59,9 +61,14 @@ class ChromaRouter final : public ProtocolRouter {
   HttpResponse Error(int status, const std::string& message) const override { return ChromaError(status, message); }
   HttpResponse Handle(const RouteRequest& req, std::string* route) override;
 
+  // The route handlers (the table in Handle): a database's routes (`what`
+  // database, drop, count, list, create) and a collection's (describe, drop,
+  // count, or a records route: add, upsert, update, get, query, delete).
+  HttpResponse PreFlight() const;
+  HttpResponse InDatabase(const RouteRequest& req, const std::vector<std::string>& args, const std::string& what);
+  HttpResponse InCollection(const RouteRequest& req, const std::vector<std::string>& args, const std::string& what);
+
  private:
-  HttpResponse Collections(const Scope& scope, const std::string& m, const std::vector<std::string>& p, const RouteRequest& req,
-                           std::string* route);
   HttpResponse Records(const std::string& what, Found& f, const json& body);
   // The collections of `scope`, in name order; with a `key`, the one named
   // or with that id (if any); `open` opens them.
@@ -131,108 +138,123 @@ json ChromaRouter::CollectionJson(const Found& f) const {
           {"schema", nullptr}};
 }
 
+using Args = std::vector<std::string>;
+using Handler = HttpResponse (*)(ChromaRouter&, const RouteRequest&, const Args&);
+
+// The collection routes' shared prefix, after /api/v2.
+#define CHROMA_DB "/tenants/{tenant}/databases/{database}"
+
+constexpr Route<Handler> kRoutes[] = {
+    {"GET", "/heartbeat", [](ChromaRouter&, const RouteRequest&, const Args&) {
+       const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch());
+       return JsonResponse({{"nanosecond heartbeat", ns.count()}});
+     }},
+    {"GET", "/version", [](ChromaRouter&, const RouteRequest&, const Args&) { return JsonResponse("1.0.0"); }},
+    {"GET", "/healthcheck", [](ChromaRouter&, const RouteRequest&, const Args&) {
+       return JsonResponse({{"is_executor_ready", true}, {"is_log_client_ready", true}});
+     }},
+    {"GET", "/pre-flight-checks", [](ChromaRouter& r, const RouteRequest&, const Args&) { return r.PreFlight(); }},
+    {"GET", "/auth/identity", [](ChromaRouter&, const RouteRequest&, const Args&) {
+       return JsonResponse({{"user_id", ""}, {"tenant", kTenant}, {"databases", {kDatabase}}});
+     }},
+    {"POST", "/tenants", [](ChromaRouter&, const RouteRequest& q, const Args&) { return Named(q, "tenant"); }},
+    {"GET", "/tenants/{tenant}", [](ChromaRouter&, const RouteRequest&, const Args& a) {
+       if (!ValidScopeName(a[0])) return ChromaError(400, "a tenant name is 1-64 characters from [a-zA-Z0-9_-]");
+       return JsonResponse({{"name", a[0]}});
+     }},
+    {"POST", "/tenants/{tenant}/databases", [](ChromaRouter&, const RouteRequest& q, const Args& a) {
+       if (!ValidScopeName(a[0])) return ChromaError(400, "a tenant name is 1-64 characters from [a-zA-Z0-9_-]");
+       return Named(q, "database");
+     }},
+    {"GET", CHROMA_DB, [](ChromaRouter& r, const RouteRequest& q, const Args& a) { return r.InDatabase(q, a, "database"); }},
+    {"DELETE", CHROMA_DB, [](ChromaRouter& r, const RouteRequest& q, const Args& a) { return r.InDatabase(q, a, "drop"); }},
+    {"GET", CHROMA_DB "/collections_count",
+     [](ChromaRouter& r, const RouteRequest& q, const Args& a) { return r.InDatabase(q, a, "count"); }},
+    {"GET", CHROMA_DB "/collections", [](ChromaRouter& r, const RouteRequest& q, const Args& a) { return r.InDatabase(q, a, "list"); }},
+    {"POST", CHROMA_DB "/collections",
+     [](ChromaRouter& r, const RouteRequest& q, const Args& a) { return r.InDatabase(q, a, "create"); }},
+    {"GET", CHROMA_DB "/collections/{id}",
+     [](ChromaRouter& r, const RouteRequest& q, const Args& a) { return r.InCollection(q, a, "describe"); }},
+    {"DELETE", CHROMA_DB "/collections/{id}",
+     [](ChromaRouter& r, const RouteRequest& q, const Args& a) { return r.InCollection(q, a, "drop"); }},
+    {"GET", CHROMA_DB "/collections/{id}/count",
+     [](ChromaRouter& r, const RouteRequest& q, const Args& a) { return r.InCollection(q, a, "count"); }},
+    {"POST", CHROMA_DB "/collections/{id}/{records}",
+     [](ChromaRouter& r, const RouteRequest& q, const Args& a) { return r.InCollection(q, a, a[3]); }},
+};
+
+#undef CHROMA_DB
+
 HttpResponse ChromaRouter::Handle(const RouteRequest& req, std::string* route) {
-  const std::vector<std::string> p(req.parts.begin() + 2, req.parts.end());  // after /api/v2
-  const std::string& m = req.method();
-  auto one = [&](const char* name, const char* method) { return p.size() == 1 && p[0] == name && m == method; };
-  *route = "/api/v2/" + (p.empty() ? std::string() : p[0]);
-  if (one("heartbeat", "GET")) {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch());
-    return JsonResponse({{"nanosecond heartbeat", ns.count()}});
-  }
-  if (one("version", "GET")) return JsonResponse("1.0.0");
-  if (one("healthcheck", "GET")) return JsonResponse({{"is_executor_ready", true}, {"is_log_client_ready", true}});
-  if (one("pre-flight-checks", "GET"))
-    return JsonResponse({{"max_batch_size", core_->options().max_documents}, {"supports_base64_encoding", false}});
-  if (p.size() == 2 && p[0] == "auth" && p[1] == "identity" && m == "GET")
-    return JsonResponse({{"user_id", ""}, {"tenant", kTenant}, {"databases", {kDatabase}}});
-  // Tenants and databases exist as soon as they are named: creating one is accepted.
-  auto named = [&](const char* what) -> std::optional<HttpResponse> {
-    std::optional<json> body = req.body().empty() ? std::optional<json>(json::object()) : ParseJson(req.body());
-    if (!body || !body->is_object() || !body->contains("name") || !(*body)["name"].is_string() ||
-        !ValidScopeName((*body)["name"].get<std::string>()))
-      return ChromaError(400, std::string("a ") + what + " name is 1-64 characters from [a-zA-Z0-9_-]");
-    return JsonResponse(json::object());
-  };
-  if (one("tenants", "POST")) return *named("tenant");
-  if (p.size() >= 2 && p[0] == "tenants") {
-    if (!ValidScopeName(p[1])) return ChromaError(400, "a tenant name is 1-64 characters from [a-zA-Z0-9_-]");
-    if (p.size() == 2 && m == "GET") return JsonResponse({{"name", p[1]}});
-    if (p.size() == 3 && p[2] == "databases" && m == "POST") return *named("database");
-    if (p.size() >= 4 && p[2] == "databases") {
-      if (!ValidScopeName(p[3])) return ChromaError(400, "a database name is 1-64 characters from [a-zA-Z0-9_-]");
-      const Scope scope{p[1], p[3]};
-      if (p.size() == 4 && m == "GET")
-        return JsonResponse({{"id", DerivedId(p[1] + ":" + p[3], 0)}, {"name", p[3]}, {"tenant", p[1]}});
-      if (p.size() == 4 && m == "DELETE") {
-        auto here = InScope(scope, "", false);
-        if (!here.ok()) return FromStatus(here.status());
-        for (const Found& f : *here)
-          if (Status st = core_->DropCollection(f.name); !st.ok()) return FromStatus(st);
-        return JsonResponse(json::object());
-      }
-      if (p.size() >= 5) return Collections(scope, m, std::vector<std::string>(p.begin() + 4, p.end()), req, route);
-    }
-  }
-  *route = "unknown";
-  return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
+  return RouteTo(*this, kRoutes, req, 2, "/api/v2", route, [&](Handler h, const Args& args) { return h(*this, req, args); });
 }
 
-HttpResponse ChromaRouter::Collections(const Scope& scope, const std::string& m, const std::vector<std::string>& p,
-                                       const RouteRequest& req, std::string* route) {
+HttpResponse ChromaRouter::PreFlight() const {
+  return JsonResponse({{"max_batch_size", core_->options().max_documents}, {"supports_base64_encoding", false}});
+}
+
+// Tenants and databases exist as soon as they are named: creating one is accepted.
+HttpResponse Named(const RouteRequest& req, const char* what) {
+  std::optional<json> body = req.body().empty() ? std::optional<json>(json::object()) : ParseJson(req.body());
+  if (!body || !body->is_object() || !body->contains("name") || !(*body)["name"].is_string() ||
+      !ValidScopeName((*body)["name"].get<std::string>()))
+    return ChromaError(400, std::string("a ") + what + " name is 1-64 characters from [a-zA-Z0-9_-]");
+  return JsonResponse(json::object());
+}
+
+HttpResponse ChromaRouter::InDatabase(const RouteRequest& req, const std::vector<std::string>& args, const std::string& what) {
+  if (!ValidScopeName(args[0])) return ChromaError(400, "a tenant name is 1-64 characters from [a-zA-Z0-9_-]");
+  if (!ValidScopeName(args[1])) return ChromaError(400, "a database name is 1-64 characters from [a-zA-Z0-9_-]");
+  const Scope scope{args[0], args[1]};
+  if (what == "database") return JsonResponse({{"id", DerivedId(args[0] + ":" + args[1], 0)}, {"name", args[1]}, {"tenant", args[0]}});
+  if (what == "create") {
+    std::optional<json> body = req.body().empty() ? std::optional<json>(json::object()) : ParseJson(req.body());
+    if (!body || !body->is_object()) return ChromaError(400, "the body must be a JSON object");
+    return Create(scope, *body);
+  }
+  auto here = InScope(scope, "", false);
+  if (!here.ok()) return FromStatus(here.status());
+  if (what == "count") return JsonResponse(here->size());
+  if (what == "drop") {
+    for (const Found& f : *here)
+      if (Status st = core_->DropCollection(f.name); !st.ok()) return FromStatus(st);
+    return JsonResponse(json::object());
+  }
+  size_t limit = here->size(), offset = 0;
+  for (auto [key, out] : {std::pair{"limit", &limit}, std::pair{"offset", &offset}})
+    if (req.query.count(key)) {
+      char* end = nullptr;
+      const long v = std::strtol(req.query.at(key).c_str(), &end, 10);
+      if (*end != '\0' || v < 0) return ChromaError(400, std::string("'") + key + "' must be a non-negative integer");
+      *out = static_cast<size_t>(v);
+    }
+  json out = json::array();
+  for (size_t i = offset; i < here->size() && out.size() < limit; ++i) {
+    Found& f = (*here)[i];
+    auto c = core_->OpenCollection(f.name);  // the page's collections only
+    if (!c.ok()) continue;
+    f.c = *c;
+    out.push_back(CollectionJson(f));
+  }
+  return JsonResponse(out);
+}
+
+HttpResponse ChromaRouter::InCollection(const RouteRequest& req, const std::vector<std::string>& args, const std::string& what) {
+  if (!ValidScopeName(args[0])) return ChromaError(400, "a tenant name is 1-64 characters from [a-zA-Z0-9_-]");
+  if (!ValidScopeName(args[1])) return ChromaError(400, "a database name is 1-64 characters from [a-zA-Z0-9_-]");
   std::optional<json> body = json::object();
   if (!req.body().empty()) body = ParseJson(req.body());
   if (!body || !body->is_object()) return ChromaError(400, "the body must be a JSON object");
-  if (p.size() == 1 && p[0] == "collections_count") {
-    *route = "/api/v2/.../collections_count";
-    auto here = InScope(scope, "", false);
-    if (!here.ok()) return FromStatus(here.status());
-    return JsonResponse(here->size());
+  auto f = Find(Scope{args[0], args[1]}, args[2]);
+  if (!f.ok()) return FromStatus(f.status());
+  if (what == "describe") return JsonResponse(CollectionJson(*f));
+  if (what == "count") return JsonResponse(f->c->size());
+  if (what == "drop") {
+    Status s = core_->DropCollection(f->name);
+    if (!s.ok()) return FromStatus(s);
+    return JsonResponse(json::object());
   }
-  if (p[0] != "collections") return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
-  if (p.size() == 1) {
-    *route = "/api/v2/.../collections";
-    if (m == "POST") return Create(scope, *body);
-    if (m != "GET") return ChromaError(405, "use GET or POST");
-    auto here = InScope(scope, "", false);
-    if (!here.ok()) return FromStatus(here.status());
-    size_t limit = here->size(), offset = 0;
-    for (auto [key, out] : {std::pair{"limit", &limit}, std::pair{"offset", &offset}})
-      if (req.query.count(key)) {
-        char* end = nullptr;
-        const long v = std::strtol(req.query.at(key).c_str(), &end, 10);
-        if (*end != '\0' || v < 0) return ChromaError(400, std::string("'") + key + "' must be a non-negative integer");
-        *out = static_cast<size_t>(v);
-      }
-    json out = json::array();
-    for (size_t i = offset; i < here->size() && out.size() < limit; ++i) {
-      Found& f = (*here)[i];
-      auto c = core_->OpenCollection(f.name);  // the page's collections only
-      if (!c.ok()) continue;
-      f.c = *c;
-      out.push_back(CollectionJson(f));
-    }
-    return JsonResponse(out);
-  }
-  auto f = Find(scope, p[1]);
-  if (!f.ok()) {
-    *route = "/api/v2/.../collections/{id}";
-    return FromStatus(f.status());
-  }
-  if (p.size() == 2) {
-    *route = "/api/v2/.../collections/{id}";
-    if (m == "GET") return JsonResponse(CollectionJson(*f));
-    if (m == "DELETE") {
-      Status s = core_->DropCollection(f->name);
-      if (!s.ok()) return FromStatus(s);
-      return JsonResponse(json::object());
-    }
-    return ChromaError(405, "use GET or DELETE (moeedb does not rename or modify collections)");
-  }
-  *route = "/api/v2/.../collections/{id}/" + p[2];
-  if (p.size() == 3 && p[2] == "count" && m == "GET") return JsonResponse(f->c->size());
-  if (p.size() == 3 && m == "POST") return Records(p[2], *f, *body);
-  return ChromaError(404, "no route " + m + " " + req.http.target.substr(0, 160));
+  return Records(what, *f, *body);
 }
 
 HttpResponse ChromaRouter::Create(const Scope& scope, const json& body) {
@@ -371,33 +393,22 @@ HttpResponse ChromaRouter::Write(Found& f, const json& body, const std::string& 
 }
 
 Result<std::vector<StoredDocument>> ChromaRouter::Matching(Found& f, const json& body) {
-  std::shared_ptr<const MetadataFilter> where;
-  TextTest text;
-  if (body.contains("where") && !body["where"].is_null() && !(body["where"].is_object() && body["where"].empty())) {
-    MOEEDB_ASSIGN_OR_RETURN(where, MetadataFilter::Parse(body["where"].dump()));
-  }
+  ScanSpec scan;
+  if (body.contains("where") && !body["where"].is_null()) MOEEDB_RETURN_IF_ERROR(scan.SetFilter(body["where"].dump()));
   if (body.contains("where_document") && !body["where_document"].is_null() &&
       !(body["where_document"].is_object() && body["where_document"].empty())) {
-    MOEEDB_ASSIGN_OR_RETURN(text, DocumentTest(body["where_document"], 0));
+    MOEEDB_ASSIGN_OR_RETURN(scan.text_test, DocumentTest(body["where_document"], 0));
   }
-  std::vector<StoredDocument> out;
   if (body.contains("ids") && !body["ids"].is_null()) {
     if (!body["ids"].is_array()) return Status::InvalidArgument("'ids' must be a list of strings");
+    scan.ids.emplace();
     for (const auto& id : body["ids"]) {
       if (!id.is_string()) return Status::InvalidArgument("'ids' must be a list of strings");
-      MOEEDB_ASSIGN_OR_RETURN(auto d, f.c->Get(id.get<std::string>()));
-      if (d && (!where || MatchesDocument(*where, d->metadata_json, d->id)) && (!text || text(d->text))) out.push_back(std::move(*d));
+      scan.ids->push_back(id.get<std::string>());
     }
-    return out;
   }
-  std::string after;
-  do {
-    MOEEDB_ASSIGN_OR_RETURN(DocumentPage page, f.c->List(after, 1000));
-    for (auto& d : page.documents)
-      if ((!where || MatchesDocument(*where, d.metadata_json, d.id)) && (!text || text(d.text))) out.push_back(std::move(d));
-    after = page.next_after;
-  } while (!after.empty());
-  return out;
+  MOEEDB_ASSIGN_OR_RETURN(ScanPage page, Scan(*f.c, scan));
+  return std::move(page.documents);
 }
 
 HttpResponse ChromaRouter::Get(Found& f, const json& body) {
@@ -455,11 +466,8 @@ HttpResponse ChromaRouter::Query(Found& f, const json& body) {
   }
   SearchSpec so;
   so.k = narrowed ? f.c->size() : n_results;
-  if (body.contains("where") && !body["where"].is_null() && !(body["where"].is_object() && body["where"].empty())) {
-    auto parsed = MetadataFilter::Parse(body["where"].dump());
-    if (!parsed.ok()) return FromStatus(parsed.status());
-    so.filter = *parsed;
-  }
+  if (body.contains("where") && !body["where"].is_null())
+    if (Status st = so.SetFilter(body["where"].dump()); !st.ok()) return FromStatus(st);
   const Space space = SpaceOf(f);
   const bool plain = f.c->schema().kind == VectorKind::kPlain;
   const double alpha = f.c->default_alpha();

@@ -11,14 +11,20 @@ class ClusterRouter final : public ProtocolRouter {
   bool Owns(const std::vector<std::string>& parts) const override {
     return parts.size() == 1 && parts[0] == "cluster";
   }
-  HttpResponse Handle(const RouteRequest& req, std::string* route) override {
-    *route = "/cluster";
-    if (req.method() != "GET") return NativeError(405, "use GET", "invalid_request_error");
+  HttpResponse Handle(const RouteRequest& req, std::string* route) override;
+  HttpResponse Status() const {
     auto status = core_->db().ClusterStatus();
     if (!status.ok()) return NativeFromStatus(status.status());
     return {200, "application/json", *status};
   }
 };
+
+using Handler = HttpResponse (ClusterRouter::*)() const;
+constexpr Route<Handler> kRoutes[] = {{"GET", "/cluster", &ClusterRouter::Status}};
+
+HttpResponse ClusterRouter::Handle(const RouteRequest& req, std::string* route) {
+  return RouteTo(*this, kRoutes, req, 0, "", route, [&](Handler h, const std::vector<std::string>&) { return (this->*h)(); });
+}
 
 }  // namespace
 

@@ -17,7 +17,8 @@ class CollectionsRouter final : public ProtocolRouter {
   bool Owns(const std::vector<std::string>& parts) const override { return !parts.empty() && parts[0] == "collections"; }
   HttpResponse Handle(const RouteRequest& req, std::string* route) override;
 
- private:
+  // The route handlers (the table in Handle).
+  HttpResponse List();
   HttpResponse Collection(const std::string& method, const std::string& name, const std::string& body);
   HttpResponse Upsert(const std::string& name, const std::string& body);
   HttpResponse Document(const std::string& method, const std::string& name, const std::string& id);
@@ -35,45 +36,43 @@ std::optional<json> ObjectBody(const std::string& body) {
   return j;
 }
 
+using Args = std::vector<std::string>;
+using Handler = HttpResponse (*)(CollectionsRouter&, const RouteRequest&, const Args&);
+
+constexpr Route<Handler> kRoutes[] = {
+    {"GET", "/collections", [](CollectionsRouter& r, const RouteRequest&, const Args&) { return r.List(); }},
+    {"GET", "/collections/{name}",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Collection("GET", a[0], q.body()); }},
+    {"PUT", "/collections/{name}",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Collection("PUT", a[0], q.body()); }},
+    {"DELETE", "/collections/{name}",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Collection("DELETE", a[0], q.body()); }},
+    {"GET", "/collections/{name}/documents",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.ListDocuments(a[0], q.query); }},
+    {"POST", "/collections/{name}/documents",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Upsert(a[0], q.body()); }},
+    {"GET", "/collections/{name}/documents/{id}",
+     [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.Document("GET", a[0], a[1]); }},
+    {"DELETE", "/collections/{name}/documents/{id}",
+     [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.Document("DELETE", a[0], a[1]); }},
+    {"POST", "/collections/{name}/shards/search",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Shards("search", a[0], q.body()); }},
+    {"POST", "/collections/{name}/shards/stats",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Shards("stats", a[0], q.body()); }},
+    {"POST", "/collections/{name}/search",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Search(a[0], q.body()); }},
+};
+
 HttpResponse CollectionsRouter::Handle(const RouteRequest& req, std::string* route) {
-  const auto& parts = req.parts;
-  const std::string& m = req.method();
-  if (parts.size() == 1) {
-    *route = "/collections";
-    if (m != "GET") return NativeError(405, "use GET", "invalid_request_error");
-    auto all = core_->ListCollections();
-    if (!all.ok()) return NativeFromStatus(all.status());
-    json out = json::array();
-    for (const auto& c : *all) out.push_back({{"name", c.name}, {"documents", c.count}});
-    return JsonResponse({{"collections", out}});
-  }
-  const std::string& name = parts[1];
-  if (parts.size() == 2) {
-    *route = "/collections/{name}";
-    return Collection(m, name, req.body());
-  }
-  if (parts[2] == "documents" && parts.size() == 3) {
-    *route = "/collections/{name}/documents";
-    if (m == "GET") return ListDocuments(name, req.query);
-    if (m != "POST") return NativeError(405, "use GET or POST", "invalid_request_error");
-    return Upsert(name, req.body());
-  }
-  if (parts[2] == "documents" && parts.size() == 4) {
-    *route = "/collections/{name}/documents/{id}";
-    return Document(m, name, parts[3]);
-  }
-  if (parts[2] == "shards" && parts.size() == 4 && (parts[3] == "search" || parts[3] == "stats")) {
-    *route = "/collections/{name}/shards/" + parts[3];
-    if (m != "POST") return NativeError(405, "use POST", "invalid_request_error");
-    return Shards(parts[3], name, req.body());
-  }
-  if (parts[2] == "search" && parts.size() == 3) {
-    *route = "/collections/{name}/search";
-    if (m != "POST") return NativeError(405, "use POST", "invalid_request_error");
-    return Search(name, req.body());
-  }
-  *route = "unknown";
-  return NativeError(404, "no route " + m + " /collections/...", "not_found_error");
+  return RouteTo(*this, kRoutes, req, 0, "", route, [&](Handler h, const Args& args) { return h(*this, req, args); });
+}
+
+HttpResponse CollectionsRouter::List() {
+  auto all = core_->ListCollections();
+  if (!all.ok()) return NativeFromStatus(all.status());
+  json out = json::array();
+  for (const auto& c : *all) out.push_back({{"name", c.name}, {"documents", c.count}});
+  return JsonResponse({{"collections", out}});
 }
 
 HttpResponse CollectionsRouter::Collection(const std::string& m, const std::string& name, const std::string& body) {

@@ -18,33 +18,39 @@ class OllamaRouter final : public ProtocolRouter {
   using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override { return !parts.empty() && parts[0] == "api"; }
   HttpResponse Error(int status, const std::string& message) const override { return MessageError(status, message); }
-  HttpResponse Handle(const RouteRequest& req, std::string* route) override {
-    const std::string name = req.parts.size() == 2 ? req.parts[1] : "";
-    *route = "/api/" + (name.empty() ? std::string("unknown") : name);
-    if (name == "version" || name == "tags") {
-      if (req.method() != "GET") return MessageError(405, "use GET");
-      if (name == "version") return JsonResponse({{"version", "0.6.4"}});
-      json models = json::array();
-      const auto& s = core_->setup();
-      for (const char* tag : {"latest", "hs", "rw", "fused"})
-        models.push_back({{"name", core_->options().served_model_name + ":" + tag},
-                          {"model", core_->options().served_model_name + ":" + tag},
-                          {"details", {{"family", s.model().config().model_type}, {"format", "safetensors"}}}});
-      return JsonResponse({{"models", models}});
-    }
-    if (name != "embed" && name != "embeddings") {
-      *route = "unknown";
-      return MessageError(404, "no route " + req.method() + " /api/" + name.substr(0, 100));
-    }
-    if (req.method() != "POST") return MessageError(405, "use POST");
-    auto j = ParseJson(req.body());
+  HttpResponse Handle(const RouteRequest& req, std::string* route) override;
+
+  // The route handlers (the table in Handle).
+  HttpResponse Tags() const {
+    json models = json::array();
+    const auto& s = core_->setup();
+    for (const char* tag : {"latest", "hs", "rw", "fused"})
+      models.push_back({{"name", core_->options().served_model_name + ":" + tag},
+                        {"model", core_->options().served_model_name + ":" + tag},
+                        {"details", {{"family", s.model().config().model_type}, {"format", "safetensors"}}}});
+    return JsonResponse({{"models", models}});
+  }
+  HttpResponse EmbedRequest(const std::string& body, bool batch_form) {
+    auto j = ParseJson(body);
     if (!j || !j->is_object()) return MessageError(400, "the body must be a JSON object");
-    return Embed(*j, name == "embed");
+    return Embed(*j, batch_form);
   }
 
  private:
   HttpResponse Embed(const json& j, bool batch_form);
 };
+
+using Handler = HttpResponse (*)(OllamaRouter&, const RouteRequest&);
+constexpr Route<Handler> kRoutes[] = {
+    {"GET", "/api/version", [](OllamaRouter&, const RouteRequest&) { return JsonResponse({{"version", "0.6.4"}}); }},
+    {"GET", "/api/tags", [](OllamaRouter& r, const RouteRequest&) { return r.Tags(); }},
+    {"POST", "/api/embed", [](OllamaRouter& r, const RouteRequest& q) { return r.EmbedRequest(q.body(), true); }},
+    {"POST", "/api/embeddings", [](OllamaRouter& r, const RouteRequest& q) { return r.EmbedRequest(q.body(), false); }},
+};
+
+HttpResponse OllamaRouter::Handle(const RouteRequest& req, std::string* route) {
+  return RouteTo(*this, kRoutes, req, 0, "", route, [&](Handler h, const std::vector<std::string>&) { return h(*this, req); });
+}
 
 HttpResponse OllamaRouter::Embed(const json& j, bool batch_form) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -26,28 +26,29 @@ class OpenAiRouter final : public ProtocolRouter {
  public:
   using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override { return !parts.empty() && parts[0] == "v1"; }
-  HttpResponse Handle(const RouteRequest& req, std::string* route) override {
-    const auto& parts = req.parts;
-    if (parts.size() == 2 && parts[1] == "embeddings") {
-      *route = "/v1/embeddings";
-      if (req.method() != "POST") return NativeError(405, "use POST", "invalid_request_error");
-      return Embeddings(req.body());
-    }
-    if (parts.size() == 2 && parts[1] == "models") {
-      *route = "/v1/models";
-      if (req.method() != "GET") return NativeError(405, "use GET", "invalid_request_error");
-      json data = json::array();
-      for (const char* suffix : {"", ":hs", ":rw", ":fused"})
-        data.push_back({{"id", core_->options().served_model_name + suffix}, {"object", "model"}, {"owned_by", "moeedb"}});
-      return JsonResponse({{"object", "list"}, {"data", data}});
-    }
-    *route = "unknown";
-    return NativeError(404, "no route " + req.method() + " " + req.http.target.substr(0, 200), "not_found_error");
-  }
+  HttpResponse Handle(const RouteRequest& req, std::string* route) override;
 
- private:
+  // The route handlers (the table in Handle).
   HttpResponse Embeddings(const std::string& body);
+  HttpResponse Models() const;
 };
+
+using Handler = HttpResponse (*)(OpenAiRouter&, const RouteRequest&);
+constexpr Route<Handler> kRoutes[] = {
+    {"POST", "/v1/embeddings", [](OpenAiRouter& r, const RouteRequest& q) { return r.Embeddings(q.body()); }},
+    {"GET", "/v1/models", [](OpenAiRouter& r, const RouteRequest&) { return r.Models(); }},
+};
+
+HttpResponse OpenAiRouter::Handle(const RouteRequest& req, std::string* route) {
+  return RouteTo(*this, kRoutes, req, 0, "", route, [&](Handler h, const std::vector<std::string>&) { return h(*this, req); });
+}
+
+HttpResponse OpenAiRouter::Models() const {
+  json data = json::array();
+  for (const char* suffix : {"", ":hs", ":rw", ":fused"})
+    data.push_back({{"id", core_->options().served_model_name + suffix}, {"object", "model"}, {"owned_by", "moeedb"}});
+  return JsonResponse({{"object", "list"}, {"data", data}});
+}
 
 HttpResponse OpenAiRouter::Embeddings(const std::string& body) {
   auto parsed = ParseJson(body);

@@ -11,15 +11,10 @@ namespace {
 
 constexpr const char* kVersion = "1.18.0";  // the Qdrant API version this subset follows
 
-struct Route {
-  const char* method;
-  const char* path;  // after /qdrant; {x} matches one segment
-  HttpResponse (QdrantRouter::*handle)(const Call&);
-};
-
 // Literal segments before placeholders: a POST to /points/delete is the
 // delete route, not a point whose id is "delete".
-constexpr Route kRoutes[] = {
+using Handler = HttpResponse (QdrantRouter::*)(const Call&);
+constexpr Route<Handler> kRoutes[] = {
     {"GET", "", &QdrantRouter::Root},
     {"GET", "/collections", &QdrantRouter::ListCollections},
     {"GET", "/collections/{name}", &QdrantRouter::GetCollection},
@@ -44,30 +39,6 @@ constexpr Route kRoutes[] = {
     {"POST", "/collections/{name}/points/search/batch", &QdrantRouter::SearchBatch},
     {"GET", "/collections/{name}/points/{id}", &QdrantRouter::GetPoint},
 };
-
-std::vector<std::string> Segments(const char* path) {
-  std::vector<std::string> out;
-  std::string p(path);
-  size_t at = 1;
-  while (at <= p.size() && !p.empty()) {
-    const size_t slash = p.find('/', at);
-    out.push_back(p.substr(at, slash == std::string::npos ? std::string::npos : slash - at));
-    if (slash == std::string::npos) break;
-    at = slash + 1;
-  }
-  return out;
-}
-
-// Whether `parts` (without "qdrant") match the pattern; captures its {x}.
-bool Match(const std::vector<std::string>& pattern, const std::vector<std::string>& parts, std::vector<std::string>* args) {
-  if (pattern.size() != parts.size()) return false;
-  args->clear();
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (!pattern[i].empty() && pattern[i][0] == '{') args->push_back(parts[i]);
-    else if (pattern[i] != parts[i]) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -94,15 +65,7 @@ HttpResponse FromStatus(const Status& s) {
 
 HttpResponse QdrantRouter::Handle(const RouteRequest& req, std::string* route) {
   const auto t0 = Clock::now();
-  const std::vector<std::string> parts(req.parts.begin() + 1, req.parts.end());
-  std::vector<std::string> args, allowed;
-  for (const Route& r : kRoutes) {
-    if (!Match(Segments(r.path), parts, &args)) continue;
-    if (req.method() != r.method) {
-      allowed.push_back(r.method);
-      continue;
-    }
-    *route = std::string("/qdrant") + r.path;
+  return RouteTo(*this, kRoutes, req, 1, "/qdrant", route, [&](Handler handle, std::vector<std::string>& args) {
     json body = json::object();
     if (!req.body().empty() && req.method() != "GET" && req.method() != "DELETE") {
       auto j = ParseJson(req.body());
@@ -110,17 +73,8 @@ HttpResponse QdrantRouter::Handle(const RouteRequest& req, std::string* route) {
       body = std::move(*j);
     }
     const bool wait = req.query.count("wait") && (req.query.at("wait") == "true" || req.query.at("wait") == "1");
-    return (this->*r.handle)(Call{req, args, std::move(body), wait, t0});
-  }
-  *route = "unknown";
-  if (!allowed.empty()) {
-    std::string list;
-    for (const auto& m : allowed) list += (list.empty() ? "" : " or ") + m;
-    return QdrantError(405, "Method not allowed: use " + list);
-  }
-  std::string path;
-  for (const auto& p : parts) path += "/" + p;
-  return QdrantError(404, "Not found: no route " + path.substr(0, 120));
+    return (this->*handle)(Call{req, std::move(args), std::move(body), wait, t0});
+  });
 }
 
 HttpResponse QdrantRouter::Root(const Call&) {

@@ -102,7 +102,7 @@ HttpResponse QdrantRouter::Upsert(const Call& call) {
       auto f = Floats(v, "the vector");
       if (!f.ok()) return fail(f.status().message());
       pv.numbers.unnamed = std::move(f).value();
-    } else if (v.is_object() && !v.contains("text")) {
+    } else if (v.is_object() && !(v.contains("text") && v["text"].is_string())) {
       // Named vectors: numbers under any declared name ("" the unnamed
       // one), or the model's hs and rw as numbers or one Document.
       for (auto it = v.begin(); it != v.end(); ++it) {
@@ -187,7 +187,7 @@ namespace {
 Result<ScanSpec> FilterScan(const json& j) {
   ScanSpec scan;
   MOEEDB_ASSIGN_OR_RETURN(std::string filter, FilterOf(j));
-  if (!filter.empty()) { MOEEDB_ASSIGN_OR_RETURN(scan.filter, MetadataFilter::Parse(filter)); }
+  MOEEDB_RETURN_IF_ERROR(scan.SetFilter(filter));
   return scan;
 }
 

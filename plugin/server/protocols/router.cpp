@@ -27,6 +27,30 @@ HttpResponse ProtocolRouter::Error(int status, const std::string& message) const
   return NativeStatusError(status, message);
 }
 
+bool MatchRoute(const char* pattern, const std::vector<std::string>& parts, size_t skip, std::vector<std::string>* args) {
+  args->clear();
+  const std::string p(pattern);
+  size_t at = 0, i = skip;
+  while (at < p.size()) {
+    if (p[at] == '/') ++at;
+    const size_t end = std::min(p.find('/', at), p.size());
+    const std::string segment = p.substr(at, end - at);
+    at = end;
+    if (segment.empty()) continue;  // "/" alone: the prefix itself
+    if (segment == "*") {
+      std::string rest;
+      for (; i < parts.size(); ++i) rest += (rest.empty() ? "" : "/") + parts[i];
+      args->push_back(rest);
+      return true;
+    }
+    if (i >= parts.size()) return false;
+    if (!segment.empty() && segment.front() == '{') args->push_back(parts[i]);
+    else if (segment != parts[i]) return false;
+    ++i;
+  }
+  return i == parts.size();
+}
+
 HttpResponse MessageError(int status, const std::string& message) {
   return {status, "application/json", nlohmann::json{{"error", message}}.dump()};
 }

@@ -36,6 +36,32 @@ struct RouteRequest {
   const std::string& body() const { return http.body; }
 };
 
+// One route of a protocol's route table: a method, a path pattern and the
+// handler its router runs. A pattern is the path's segments after the
+// router's prefix ("/collections/{name}/search"): "{x}" matches any one
+// segment, a trailing "/*" the rest (none or more). Rows are tried in order,
+// so a literal segment listed before a placeholder wins.
+template <typename Handler>
+struct Route {
+  const char* method;
+  const char* pattern;
+  Handler handle;
+};
+
+// Whether `parts` from `skip` on match `pattern`; fills *args with the
+// segments "{x}" matched (and, for "/*", the rest joined by '/').
+bool MatchRoute(const char* pattern, const std::vector<std::string>& parts, size_t skip, std::vector<std::string>* args);
+
+class ProtocolRouter;
+
+// Runs the first row of `table` whose pattern and method match `req` (its
+// parts from `skip` on): `run(row.handle, args)`; *route is `prefix` + the
+// pattern (the metrics label). A path no pattern matches is 404, one matched
+// only under other methods 405 naming them: both in `router`'s error shape.
+template <typename Handler, size_t N, typename Run>
+HttpResponse RouteTo(const ProtocolRouter& router, const Route<Handler> (&table)[N], const RouteRequest& req, size_t skip,
+                     const std::string& prefix, std::string* route, Run&& run);
+
 class ProtocolRouter {
  public:
   explicit ProtocolRouter(ServerCore* core) : core_(core) {}
@@ -51,6 +77,27 @@ class ProtocolRouter {
  protected:
   ServerCore* const core_;  // every route calls the service core, nothing below it
 };
+
+template <typename Handler, size_t N, typename Run>
+HttpResponse RouteTo(const ProtocolRouter& router, const Route<Handler> (&table)[N], const RouteRequest& req, size_t skip,
+                     const std::string& prefix, std::string* route, Run&& run) {
+  std::vector<std::string> args;
+  std::string allowed;
+  for (const Route<Handler>& r : table) {
+    if (!MatchRoute(r.pattern, req.parts, skip, &args)) continue;
+    if (req.method() != r.method) {
+      if (allowed.find(r.method) == std::string::npos) allowed += (allowed.empty() ? "" : " or ") + std::string(r.method);
+      continue;
+    }
+    *route = prefix + r.pattern;
+    return run(r.handle, args);
+  }
+  *route = "unknown";
+  if (!allowed.empty()) return router.Error(405, "method " + req.method().substr(0, 16) + " not allowed here: use " + allowed);
+  std::string path;
+  for (size_t i = skip; i < req.parts.size(); ++i) path += "/" + req.parts[i];
+  return router.Error(404, "no route " + req.method().substr(0, 16) + " " + prefix + path.substr(0, 160));
+}
 
 std::unique_ptr<ProtocolRouter> NewOpenAiRouter(ServerCore* core);
 std::unique_ptr<ProtocolRouter> NewTeiRouter(ServerCore* core);

@@ -34,43 +34,51 @@ class TeiRouter final : public ProtocolRouter {
  public:
   using ProtocolRouter::ProtocolRouter;
   bool Owns(const std::vector<std::string>& parts) const override {
-    static const char* kRoutes[] = {"embed", "embed_sparse", "embed_all", "rerank", "tokenize", "decode", "info"};
-    return parts.empty() || (parts.size() == 1 && std::any_of(std::begin(kRoutes), std::end(kRoutes),
+    static const char* kNames[] = {"embed", "embed_sparse", "embed_all", "rerank", "tokenize", "decode", "info"};
+    return parts.empty() || (parts.size() == 1 && std::any_of(std::begin(kNames), std::end(kNames),
                                                               [&](const char* r) { return parts[0] == r; }));
   }
   HttpResponse Error(int status, const std::string& message) const override {
     return TeiError(status, message, status == 401 ? "unauthorized" : status >= 500 ? "backend" : "validation");
   }
-  HttpResponse Handle(const RouteRequest& req, std::string* route) override {
-    const std::string name = req.parts.empty() ? "" : req.parts[0];
-    *route = "/" + name;
-    if (name == "info") {
-      if (req.method() != "GET") return TeiError(405, "use GET", "validation");
-      return Info();
-    }
-    if (req.method() != "POST") return TeiError(405, "use POST", "validation");
-    auto j = ParseJson(req.body());
-    if (!j || !j->is_object()) return Invalid("the body must be a JSON object");
-    if (name.empty() || name == "embed") return Embed(*j, false);
-    if (name == "embed_sparse") return Embed(*j, true);
-    if (name == "rerank") return Rerank(*j);
-    if (name == "tokenize") return Tokenize(*j);
-    if (name == "decode") return Decode(*j);
-    return EmbedAll(*j);
-  }
+  HttpResponse Handle(const RouteRequest& req, std::string* route) override;
 
- private:
+  // The route handlers (the table in Handle): each POST takes a JSON object.
   HttpResponse Info() const;
-  // The inputs of a request (a string or strings), or the error to answer.
-  std::optional<HttpResponse> ReadInputs(const json& j, const char* key, std::vector<std::string>* texts) const;
-  // The request's truncate / truncation_direction / prompt_name, or the error to answer.
-  std::optional<HttpResponse> ReadEmbedOptions(const json& j, bool* truncate, bool* keep_end) const;
   HttpResponse Embed(const json& j, bool sparse);
   HttpResponse EmbedAll(const json& j);
   HttpResponse Rerank(const json& j);
   HttpResponse Tokenize(const json& j) const;
   HttpResponse Decode(const json& j) const;
+
+ private:
+  // The inputs of a request (a string or strings), or the error to answer.
+  std::optional<HttpResponse> ReadInputs(const json& j, const char* key, std::vector<std::string>* texts) const;
+  // The request's truncate / truncation_direction / prompt_name, or the error to answer.
+  std::optional<HttpResponse> ReadEmbedOptions(const json& j, bool* truncate, bool* keep_end) const;
 };
+
+// A POST route's handler, given the body as a JSON object.
+using Handler = HttpResponse (*)(TeiRouter&, const json&);
+constexpr Route<Handler> kRoutes[] = {
+    {"GET", "/info", nullptr},
+    {"POST", "/", [](TeiRouter& r, const json& j) { return r.Embed(j, false); }},
+    {"POST", "/embed", [](TeiRouter& r, const json& j) { return r.Embed(j, false); }},
+    {"POST", "/embed_sparse", [](TeiRouter& r, const json& j) { return r.Embed(j, true); }},
+    {"POST", "/embed_all", [](TeiRouter& r, const json& j) { return r.EmbedAll(j); }},
+    {"POST", "/rerank", [](TeiRouter& r, const json& j) { return r.Rerank(j); }},
+    {"POST", "/tokenize", [](TeiRouter& r, const json& j) { return r.Tokenize(j); }},
+    {"POST", "/decode", [](TeiRouter& r, const json& j) { return r.Decode(j); }},
+};
+
+HttpResponse TeiRouter::Handle(const RouteRequest& req, std::string* route) {
+  return RouteTo(*this, kRoutes, req, 0, "", route, [&](Handler h, const std::vector<std::string>&) {
+    if (h == nullptr) return Info();  // the one GET
+    auto j = ParseJson(req.body());
+    if (!j || !j->is_object()) return Invalid("the body must be a JSON object");
+    return h(*this, *j);
+  });
+}
 
 HttpResponse TeiRouter::Info() const {
   const EmbeddingSetup& s = core_->setup();

@@ -18,24 +18,17 @@ class WeaviateRouter final : public ProtocolRouter {
     return (!parts.empty() && parts[0] == ".well-known") || (parts.size() == 1 && (parts[0] == "meta" || parts[0] == "vectors"));
   }
   HttpResponse Error(int status, const std::string& message) const override { return MessageError(status, message); }
-  HttpResponse Handle(const RouteRequest& req, std::string* route) override {
-    const auto& parts = req.parts;
-    if (parts[0] == ".well-known") {
-      *route = "/.well-known";
-      if (parts.size() != 2 || (parts[1] != "live" && parts[1] != "ready")) return MessageError(404, "no such route");
-      if (req.method() != "GET") return MessageError(405, "use GET");
-      return {204, "application/json", ""};
-    }
-    *route = "/" + parts[0];
-    if (parts[0] == "meta") {
-      if (req.method() != "GET") return MessageError(405, "use GET");
-      const EmbeddingSetup& s = core_->setup();
-      return JsonResponse({{"model", {{"name", core_->options().served_model_name}, {"model_type", s.model().config().model_type},
-                                      {"routing", s.routing()}, {"dim", core_->dim_fused()}, {"dim_hs", s.dim_hs()},
-                                      {"dim_rw", s.dim_rw()}}}});
-    }
-    if (req.method() != "POST") return MessageError(405, "use POST");
-    auto j = ParseJson(req.body());
+  HttpResponse Handle(const RouteRequest& req, std::string* route) override;
+
+  // The route handlers (the table in Handle).
+  HttpResponse Meta() const {
+    const EmbeddingSetup& s = core_->setup();
+    return JsonResponse({{"model", {{"name", core_->options().served_model_name}, {"model_type", s.model().config().model_type},
+                                    {"routing", s.routing()}, {"dim", core_->dim_fused()}, {"dim_hs", s.dim_hs()},
+                                    {"dim_rw", s.dim_rw()}}}});
+  }
+  HttpResponse VectorsRequest(const std::string& body) {
+    auto j = ParseJson(body);
     if (!j || !j->is_object()) return MessageError(422, "the body must be a JSON object");
     return Vectors(*j);
   }
@@ -43,6 +36,18 @@ class WeaviateRouter final : public ProtocolRouter {
  private:
   HttpResponse Vectors(const json& j);
 };
+
+using Handler = HttpResponse (*)(WeaviateRouter&, const RouteRequest&);
+constexpr Route<Handler> kRoutes[] = {
+    {"GET", "/.well-known/live", [](WeaviateRouter&, const RouteRequest&) { return HttpResponse{204, "application/json", ""}; }},
+    {"GET", "/.well-known/ready", [](WeaviateRouter&, const RouteRequest&) { return HttpResponse{204, "application/json", ""}; }},
+    {"GET", "/meta", [](WeaviateRouter& r, const RouteRequest&) { return r.Meta(); }},
+    {"POST", "/vectors", [](WeaviateRouter& r, const RouteRequest& q) { return r.VectorsRequest(q.body()); }},
+};
+
+HttpResponse WeaviateRouter::Handle(const RouteRequest& req, std::string* route) {
+  return RouteTo(*this, kRoutes, req, 0, "", route, [&](Handler h, const std::vector<std::string>&) { return h(*this, req); });
+}
 
 HttpResponse WeaviateRouter::Vectors(const json& j) {
   const bool batch = j.contains("texts");

@@ -9,7 +9,7 @@
 
 #include "base/status.h"
 
-namespace moeedb::eval {
+namespace moeedb {
 
 struct PlotSeries {
   std::vector<double> x, y;
@@ -33,4 +33,4 @@ Status WriteLinePlotPng(const std::string& path, const std::vector<PlotSeries>& 
 // for a size that does not match, Internal if libpng fails.
 Result<std::string> EncodePng(const std::vector<unsigned char>& rgb, int width, int height);
 
-}  // namespace moeedb::eval
+}  // namespace moeedb

@@ -1,4 +1,4 @@
-#include "eval/png_plot.h"
+#include "base/png_plot.h"
 
 #include <png.h>
 
@@ -12,7 +12,7 @@
 #include <fstream>
 #include <map>
 
-namespace moeedb::eval {
+namespace moeedb {
 
 namespace {
 
@@ -202,4 +202,4 @@ Status WriteLinePlotPng(const std::string& path, const std::vector<PlotSeries>& 
   return Status::OK();
 }
 
-}  // namespace moeedb::eval
+}  // namespace moeedb
