@@ -139,7 +139,8 @@ def test_alpha_modes_and_hybrid_parts(client: Client, collection_name: str) -> N
                                                                               abs=1e-5)
         hs = client.search(collection_name, query, k=6, mode="hs").hits
         assert all(h.score == pytest.approx(h.score_hs, abs=1e-6) for h in hs)
-        for beta, fusion in ((2.0, "rrf"), (16.0, "rrf"), (1.0, "weighted")):
+        fusions: list[tuple[float, moeedb.Fusion]] = [(2.0, "rrf"), (16.0, "rrf"), (1.0, "weighted")]
+        for beta, fusion in fusions:
             result = client.search(collection_name, "plane airport", k=6, mode="hybrid", beta=beta, fusion=fusion)
             assert result.hits[0].id == "travel1"
             for h in result.hits:
@@ -222,6 +223,16 @@ async def test_async_client_end_to_end(server: Server, collection_name: str) -> 
         finally:
             assert await c.delete_collection(collection_name)
         assert not await c.collection_exists(collection_name)
+
+
+def test_async_client_survives_a_new_event_loop(server: Server) -> None:
+    import asyncio
+
+    c = AsyncClient(server.base, api_key=server.api_key)
+    first = asyncio.run(c.list_collections())  # each asyncio.run is a new loop: a new pool there
+    second = asyncio.run(c.list_collections())
+    assert isinstance(first, list) and isinstance(second, list)
+    asyncio.run(c.close())  # from a third loop: the second loop's pool is dropped, not closed
 
 
 # -- retries, against a stub -------------------------------------------------------

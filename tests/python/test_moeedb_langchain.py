@@ -40,7 +40,7 @@ class TestMoeedbVectorStoreStandard(VectorStoreIntegrationTests):
     the store creates a plain Cosine collection of size 6 and sends vectors."""
 
     @pytest.fixture()
-    def vectorstore(self, server: Server, collection_name: str) -> Iterator[MoeedbVectorStore]:  # type: ignore[override]
+    def vectorstore(self, server: Server, collection_name: str) -> Iterator[MoeedbVectorStore]:
         store = MoeedbVectorStore(collection_name, self.get_embeddings(), url=server.base, api_key=server.api_key)
         try:
             yield store

@@ -199,6 +199,12 @@ def test_client_vectors_of_another_size(server: Server, collection_name: str) ->
         result = store.query(VectorStoreQuery(query_embedding=vectors[2], similarity_top_k=2))
         assert result.ids is not None and result.ids[0] == DOCS[2][0]
         assert result.similarities is not None and result.similarities[0] == pytest.approx(1.0, abs=1e-6)
+        hybrid = store.query(VectorStoreQuery(query_embedding=vectors[2], query_str="plane airport", alpha=0.5,
+                                              similarity_top_k=2, mode=VectorStoreQueryMode.HYBRID))
+        assert hybrid.nodes and hybrid.ids and hybrid.ids[0] == DOCS[2][0]
+        # No RW signal in a plain collection: half the weight dense (w_hs 0.5), half lexical (beta 0.5).
+        assert hybrid.nodes[0].metadata["_moeedb"]["parts"] == pytest.approx(
+            {"hs": 0.5 / 61, "rw": 0.0, "lex": 0.5 / 61}, rel=1e-4)
         store.delete(f"doc-{DOCS[2][0]}")  # by source document: an exact filtered scan of the plain vectors
         assert store.client.count(collection_name) == len(DOCS) - 1
     finally:

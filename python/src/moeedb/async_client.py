@@ -67,9 +67,10 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Close the connection pool (a later call opens a new one)."""
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        http, loop = self._http, self._loop
+        self._http, self._loop = None, None
+        if http is not None and loop is asyncio.get_running_loop():
+            await http.aclose()  # a pool of another (finished) loop cannot be closed from this one
 
     aclose = close
 

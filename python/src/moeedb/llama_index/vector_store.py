@@ -61,7 +61,8 @@ class MoeedbVectorStore(BasePydanticVectorStore):
     `query` modes: DEFAULT searches the query embedding (or `query_str`, embedded
     by the server); HYBRID and SEMANTIC_HYBRID are moeedb's hybrid search
     (`query_str` for the lexical signal, the embedding if given), with the query's
-    `alpha` mapped by `hybrid_weights`; TEXT_SEARCH and SPARSE are lexical (BM25).
+    `alpha` mapped by `hybrid_weights` (a plain collection's RW weight is 0);
+    TEXT_SEARCH and SPARSE are lexical (BM25).
     Keyword arguments of `query` are moeedb's search fields: `alpha` (RW weight),
     `beta`, `w_hs`, `fusion`, `norm`, `rrf_k`, `min_seq`, `exact`, `partial`,
     `filter` (a moeedb filter, ANDed) and `mode`. Each returned node carries its
@@ -195,8 +196,9 @@ class MoeedbVectorStore(BasePydanticVectorStore):
             options.setdefault("mode", "hybrid")
             k = query.hybrid_top_k or k
             if query.alpha is not None:
+                # The RW weight inside the dense share; a plain collection has no RW signal.
                 collection_alpha = float(options["alpha"]) if "alpha" in options else (
-                    info.alpha if info is not None else 1.0)
+                    0.0 if info is None or info.kind == "plain" else info.alpha)
                 for key, value in hybrid_weights(query.alpha, collection_alpha).items():
                     options.setdefault(key, value)
         elif mode in (VectorStoreQueryMode.TEXT_SEARCH, VectorStoreQueryMode.SPARSE):
