@@ -1,5 +1,7 @@
 #include "database/database.h"
 
+#include "database/spec/collection_name.h"
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -85,6 +87,7 @@ Result<CollectionOptions> Database::NewCollectionOptions(const EmbeddingSetup& s
 }
 
 Result<VectorCollection*> Database::CreateCollection(const std::string& name, const CollectionOptions& options) {
+  MOEEDB_RETURN_IF_ERROR(CheckCollectionName(name));
   VectorCollection* raw = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);

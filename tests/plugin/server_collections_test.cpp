@@ -50,6 +50,30 @@ TEST_F(ServerTest, CollectionsApi) {
   EXPECT_EQ(Call("GET", "/collections/docs").status, 404);
 }
 
+// Collection names are checked once (database/spec/collection_name.h) for
+// every protocol: a NUL, a newline, a path separator or a dot-only name is a
+// 400 in each protocol's own shape that names no server path, and nothing is
+// created; Qdrant adds its own characters, Chroma its own pattern.
+TEST_F(ServerTest, BadCollectionNamesAreRefusedByEveryProtocol) {
+  for (const std::string& bad : std::vector<std::string>{"con%00x", "two%0Alines", "..", ".", "a%5Cb", std::string(129, 'n')}) {
+    for (const std::string& prefix : {std::string("/collections/"), std::string("/qdrant/collections/")}) {
+      auto r = Call("PUT", prefix + bad, "{}");
+      EXPECT_EQ(r.status, 400) << prefix << bad << ": " << r.body;
+      EXPECT_EQ(r.body.find("/indexes"), std::string::npos) << r.body;  // no server path
+      EXPECT_EQ(r.body.find(db_.path()), std::string::npos) << r.body;
+      const json body = Body(r);
+      if (prefix == "/collections/") EXPECT_TRUE(body["error"]["message"].is_string()) << r.body;
+      else EXPECT_TRUE(body["status"]["error"].is_string()) << r.body;
+    }
+  }
+  EXPECT_EQ(Call("PUT", "/qdrant/collections/what%3F", "{}").status, 400);
+  auto chroma = Call("POST", "/api/v2/tenants/default_tenant/databases/default_database/collections", R"({"name": "a\u0000b"})");
+  EXPECT_EQ(chroma.status, 400) << chroma.body;
+  EXPECT_TRUE(Body(chroma)["error"].is_string() || Body(chroma)["message"].is_string()) << chroma.body;
+  EXPECT_EQ(Body(Call("GET", "/collections"))["collections"].size(), 0u);  // nothing was created
+  EXPECT_EQ(Call("PUT", "/collections/ok.name-1", "{}").status, 201);
+}
+
 // A sharded collection through the collections API: its shards recorded, a
 // write's seq read back with min_seq, a partial search naming no missing
 // shard on one node that holds them all, the same hits as one shard's.

@@ -165,6 +165,9 @@ HttpResponse QdrantRouter::CreateCollection(const Call& call) {
   const std::string& name = call.name();
   const json& j = call.body;
   const EmbeddingSetup& s = core_->setup();
+  // Qdrant's own rule beside moeedb's (database/spec/collection_name.h).
+  if (name.find_first_of("<>:\"|?*") != std::string::npos)
+    return QdrantError(400, "Bad request: collection name must not contain any of < > : \" | ? *");
   if (Status st = RefuseUnknown(j, {"vectors", "sparse_vectors", "hnsw_config", "optimizers_config", "wal_config",
                                     "quantization_config", "shard_number", "sharding_method", "replication_factor",
                                     "write_consistency_factor", "on_disk_payload", "strict_mode_config", "timeout",
