@@ -1,24 +1,11 @@
 #include "base/csv.h"
 
-#include <fstream>
-#include <sstream>
+#include "base/file_text.h"
 
 namespace moeedb {
 
-namespace {
-
-Result<std::string> Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::NotFound("cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 Result<std::vector<std::vector<std::string>>> ReadCsv(const std::string& path) {
-  MOEEDB_ASSIGN_OR_RETURN(std::string text, Slurp(path));
+  MOEEDB_ASSIGN_OR_RETURN(std::string text, ReadFileText(path));
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> row;
   std::string field;

@@ -81,6 +81,18 @@ json MetadataChange::Apply(json metadata) const {
   return metadata;
 }
 
+Result<WriteResult> DeleteDocuments(VectorCollection* c, const ScanSpec& which, bool sync) {
+  std::vector<std::string> ids;
+  if (which.ids) {
+    ids = *which.ids;
+  } else {
+    MOEEDB_ASSIGN_OR_RETURN(ScanPage page, Scan(*c, which));
+    for (const auto& d : page.documents) ids.push_back(d.id);
+  }
+  if (ids.empty()) return WriteResult{};
+  return c->Delete(ids, sync);
+}
+
 Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, const MetadataChange& change, bool sync) {
   MOEEDB_RETURN_IF_ERROR(change.Validate());
   for (int attempt = 0; attempt < kTries; ++attempt) {

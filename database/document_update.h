@@ -32,6 +32,11 @@ struct MetadataChange {
   nlohmann::json Apply(nlohmann::json metadata) const;
 };
 
+// Deletes the documents `which` keeps (its ids, or what its filter keeps when
+// read), as one atomic write; ids that are not stored are counted in the
+// result's not_found. Nothing to delete: an empty result (seq 0).
+Result<WriteResult> DeleteDocuments(VectorCollection* c, const ScanSpec& which, bool sync);
+
 // Applies `change` to the documents `which` keeps, all or nothing. With
 // `which.ids`, an id that is not stored is NotFound and nothing changes
 // (Qdrant's rule); with a filter, the documents it keeps when read.

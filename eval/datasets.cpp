@@ -1,5 +1,7 @@
 #include "eval/datasets.h"
 
+#include "base/file_text.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,14 +11,6 @@ namespace moeedb::eval {
 namespace fs = std::filesystem;
 
 namespace {
-
-Result<std::string> Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::NotFound("cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string Trim(const std::string& s) {
   size_t b = 0, e = s.size();
@@ -73,7 +67,7 @@ struct SmartRecord {
 };
 
 Result<std::vector<SmartRecord>> ReadSmart(const std::string& path) {
-  MOEEDB_ASSIGN_OR_RETURN(std::string text, Slurp(path));
+  MOEEDB_ASSIGN_OR_RETURN(std::string text, ReadFileText(path));
   std::vector<SmartRecord> out;
   std::istringstream in(text);
   std::string line;

@@ -218,6 +218,10 @@ Result<WriteResult> RocksStore::UpsertIfUnchanged(const std::string& collection,
 
 Result<std::optional<uint64_t>> RocksStore::InternalId(const std::string& collection, const std::string& external) const {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
+  return InternalIdIn(r, external);
+}
+
+Result<std::optional<uint64_t>> RocksStore::InternalIdIn(const CollectionRecord& r, const std::string& external) const {
   std::string v;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kIds], ExtKey(r.id, external), &v);
   if (s.IsNotFound()) return std::optional<uint64_t>();
@@ -344,11 +348,9 @@ Result<std::vector<std::optional<StoredDocument>>> RocksStore::GetManyByInternal
 
 Result<std::optional<StoredDocument>> RocksStore::Get(const std::string& collection, const std::string& external) const {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
-  std::string v;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kIds], ExtKey(r.id, external), &v);
-  if (s.IsNotFound()) return std::optional<StoredDocument>();
-  if (!s.ok() || v.size() != 8) return FromRocks(s, "reading id " + external);
-  return ReadDocument(r, GetBE64(v.data()), true);
+  MOEEDB_ASSIGN_OR_RETURN(std::optional<uint64_t> internal, InternalIdIn(r, external));
+  if (!internal) return std::optional<StoredDocument>();
+  return ReadDocument(r, *internal, true);
 }
 
 Result<DocumentPage> RocksStore::ListDocuments(const std::string& collection, const std::string& after, size_t limit) const {

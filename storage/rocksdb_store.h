@@ -79,6 +79,8 @@ class RocksStore final : public Store {
   Result<WriteResult> Write(const std::string& collection, const std::vector<StoredDocument>& docs,
                             const std::vector<uint64_t>* expected, bool sync);
   Result<CollectionRecord> LoadCollection(const std::string& name) const;
+  // The internal id `external` is stored under in collection `r` (std::nullopt: absent).
+  Result<std::optional<uint64_t>> InternalIdIn(const CollectionRecord& r, const std::string& external) const;
   // std::nullopt when the document is not stored.
   Result<std::optional<StoredDocument>> ReadDocument(const CollectionRecord& rec, uint64_t internal,
                                                      bool with_vectors) const;

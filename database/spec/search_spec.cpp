@@ -79,7 +79,8 @@ Result<SearchSpec> SearchSpecFromJson(const json& body) {
   if (!body.is_object()) return Status::InvalidArgument("the search must be a JSON object");
   if (!body.contains("query") || !body["query"].is_string()) return Status::InvalidArgument("'query' must be a string");
   SearchSpec s;
-  MOEEDB_RETURN_IF_ERROR(ReadJson(SearchFields(), body, /*refuse_unknown=*/false, &s));
+  // A misspelt field ("fliter") would otherwise be a search without it.
+  MOEEDB_RETURN_IF_ERROR(ReadJson(SearchFields(), body, /*refuse_unknown=*/true, &s));
   MOEEDB_RETURN_IF_ERROR(s.Check(Spelling::kJson));
   return s;
 }

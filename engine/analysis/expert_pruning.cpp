@@ -1,5 +1,7 @@
 #include "engine/analysis/expert_pruning.h"
 
+#include "base/file_text.h"
+
 #include <ATen/ATen.h>
 #include <unistd.h>
 
@@ -79,13 +81,7 @@ std::vector<int64_t> CoverExperts(const at::Tensor& centroids, const std::vector
 
 namespace {
 
-Result<std::string> ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return Status::NotFound(p.string() + " not found");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+Result<std::string> ReadFile(const fs::path& p) { return ReadFileText(p.string()); }
 
 // Which MoE module name and expert layout the checkpoint uses.
 Result<CheckpointNaming> DetectNaming(const Checkpoint& ckpt, const ModelConfig& c) {

@@ -74,6 +74,40 @@ TEST_F(ServerTest, BadCollectionNamesAreRefusedByEveryProtocol) {
   EXPECT_EQ(Call("PUT", "/collections/ok.name-1", "{}").status, 201);
 }
 
+// What a client could get silently wrong is a 400 instead: a misspelt
+// search field, `using` without a vector, a lexical search given a vector, a
+// `wait` that is not a boolean. A missing collection and a missing document
+// are 404s told apart by their codes. Many documents are deleted in one
+// atomic write, by ids or by a filter.
+TEST_F(ServerTest, CollectionsApiRefusesWhatItWouldIgnoreAndDeletesMany) {
+  ASSERT_EQ(Call("PUT", "/collections/p", R"({"vector_size": 3, "distance": "Dot"})").status, 201);
+  json docs = {{"documents", json::array()}};
+  for (int i = 0; i < 6; ++i)
+    docs["documents"].push_back({{"id", "d" + std::to_string(i)}, {"text", "text " + std::to_string(i)},
+                                 {"vector", {1.0, i, 0.5}}, {"metadata", {{"even", i % 2 == 0}}}});
+  ASSERT_EQ(Call("POST", "/collections/p/documents", docs.dump()).status, 200);
+  auto fliter = Call("POST", "/collections/p/search", R"({"vector": [1, 0, 0], "fliter": {"even": true}})");
+  EXPECT_EQ(fliter.status, 400);
+  EXPECT_NE(Body(fliter)["error"]["message"].get<std::string>().find("fliter"), std::string::npos);
+  EXPECT_EQ(Call("POST", "/collections/p/search", R"({"query": "text", "using": "hs"})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/p/search", R"({"query": "text", "vector": [1, 0, 0], "mode": "lexical"})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/p/documents", R"({"documents": [{"id": "x", "vector": [1, 2, 3]}], "wait": "yes"})").status, 400);
+  EXPECT_EQ(Body(Call("GET", "/collections/p/documents/x"))["error"]["code"], "document_not_found");
+  EXPECT_EQ(Body(Call("GET", "/collections/none/documents/x"))["error"]["code"], "collection_not_found");
+  auto by_ids = Call("POST", "/collections/p/documents/delete", R"({"ids": ["d0", "d1", "d1", "nope"]})");
+  ASSERT_EQ(by_ids.status, 200) << by_ids.body;
+  EXPECT_EQ(Body(by_ids)["deleted"], 2);
+  EXPECT_EQ(Body(by_ids)["missing"], 1);
+  auto by_filter = Call("POST", "/collections/p/documents/delete", R"({"filter": {"even": true}})");
+  ASSERT_EQ(by_filter.status, 200) << by_filter.body;
+  EXPECT_EQ(Body(by_filter)["deleted"], 2);  // d2, d4
+  EXPECT_GT(Body(by_filter)["seq"], Body(by_ids)["seq"]);
+  EXPECT_EQ(Body(Call("GET", "/collections/p"))["documents"], 2);  // d3, d5
+  EXPECT_EQ(Call("POST", "/collections/p/documents/delete", R"({"ids": ["d3"], "filter": {}})").status, 400);
+  EXPECT_EQ(Call("POST", "/collections/p/documents/delete", R"({"filter": {"n": {"$near": 1}}})").status, 400);
+  EXPECT_EQ(Body(Call("GET", "/collections/p"))["documents"], 2);
+}
+
 // A sharded collection through the collections API: its shards recorded, a
 // write's seq read back with min_seq, a partial search naming no missing
 // shard on one node that holds them all, the same hits as one shard's.

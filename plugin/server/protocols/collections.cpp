@@ -1,7 +1,9 @@
 // moeedb's collections API under /collections (docs/server.md).
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
+#include "database/document_update.h"
 #include "database/spec/collection_spec.h"
 #include "plugin/server/protocols/router.h"
 #include "database/search_hit_json.h"
@@ -24,9 +26,17 @@ class CollectionsRouter final : public ProtocolRouter {
   HttpResponse Document(const std::string& method, const std::string& name, const std::string& id);
   HttpResponse ListDocuments(const std::string& name, const std::map<std::string, std::string>& query);
   HttpResponse Search(const std::string& name, const std::string& body);
+  HttpResponse DeleteMany(const std::string& name, const std::string& body);
   // Another node's search of this node's shard replicas (ShardPeers, vector_collection.h).
   HttpResponse Shards(const std::string& what, const std::string& name, const std::string& body);
 };
+
+// A collection that could not be opened: a missing one is a 404 whose code
+// tells it from a missing document.
+HttpResponse OpenFailed(const Status& s) {
+  if (s.code() == Status::Code::kNotFound) return NativeError(404, s.message(), "not_found_error", "collection_not_found");
+  return NativeFromStatus(s);
+}
 
 // An object body ("" counts as {}); nullopt otherwise.
 std::optional<json> ObjectBody(const std::string& body) {
@@ -51,6 +61,8 @@ constexpr Route<Handler> kRoutes[] = {
      [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.ListDocuments(a[0], q.query); }},
     {"POST", "/collections/{name}/documents",
      [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Upsert(a[0], q.body()); }},
+    {"POST", "/collections/{name}/documents/delete",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.DeleteMany(a[0], q.body()); }},
     {"GET", "/collections/{name}/documents/{id}",
      [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.Document("GET", a[0], a[1]); }},
     {"DELETE", "/collections/{name}/documents/{id}",
@@ -91,12 +103,12 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
     if (core_->GetCollection(name).ok())
       return NativeError(409, "collection '" + name + "' already exists", "invalid_request_error", "conflict");
     auto c = core_->CreateCollection(name, *o);
-    if (!c.ok()) return NativeFromStatus(c.status());
+    if (!c.ok()) return OpenFailed(c.status());
     return JsonResponse({{"name", name}, {"created", true}}, 201);
   }
   if (m == "GET") {
     auto c = core_->GetCollection(name);
-    if (!c.ok()) return NativeFromStatus(c.status());
+    if (!c.ok()) return OpenFailed(c.status());
     json spec = json::parse(c->spec_json);
     spec.erase("std_hs");
     spec.erase("std_rw");
@@ -150,9 +162,10 @@ HttpResponse CollectionsRouter::Upsert(const std::string& name, const std::strin
   const ApiOptions& opt = core_->options();
   if (j["documents"].size() > opt.max_documents)
     return NativeError(413, "too many documents in one request (max " + std::to_string(opt.max_documents) + ")", "invalid_request_error");
-  const bool wait = !j.contains("wait") || (j["wait"].is_boolean() && j["wait"].get<bool>());
+  if (j.contains("wait") && !j["wait"].is_boolean()) return NativeBadRequest("'wait' must be true or false");
+  const bool wait = !j.contains("wait") || j["wait"].get<bool>();
   auto c = core_->OpenCollection(name);
-  if (!c.ok()) return NativeFromStatus(c.status());
+  if (!c.ok()) return OpenFailed(c.status());
   std::vector<StoredDocument> docs;
   for (size_t i = 0; i < j["documents"].size(); ++i) {
     const json& d = j["documents"][i];
@@ -185,20 +198,57 @@ HttpResponse CollectionsRouter::Upsert(const std::string& name, const std::strin
 
 HttpResponse CollectionsRouter::Document(const std::string& m, const std::string& name, const std::string& id) {
   auto c = core_->OpenCollection(name);
-  if (!c.ok()) return NativeFromStatus(c.status());
+  if (!c.ok()) return OpenFailed(c.status());
   if (m == "GET") {
     auto d = (*c)->Get(id);
     if (!d.ok()) return NativeFromStatus(d.status());
-    if (!d->has_value()) return NativeError(404, "no document '" + id + "'", "not_found_error");
+    if (!d->has_value()) return NativeError(404, "no document '" + id + "'", "not_found_error", "document_not_found");
     return JsonResponse({{"id", (*d)->id}, {"text", (*d)->text}, {"metadata", json::parse((*d)->metadata_json)}});
   }
   if (m == "DELETE") {
     auto r = (*c)->Delete({id}, true);
     if (!r.ok()) return NativeFromStatus(r.status());
-    if (r->removed.empty()) return NativeError(404, "no document '" + id + "'", "not_found_error");
+    if (r->removed.empty()) return NativeError(404, "no document '" + id + "'", "not_found_error", "document_not_found");
     return JsonResponse({{"id", id}, {"deleted", true}, {"seq", r->seq}});
   }
   return NativeError(405, "use GET or DELETE", "invalid_request_error");
+}
+
+// {"ids": [...]} or {"filter": {...}} (one of them), "wait": one atomic delete.
+HttpResponse CollectionsRouter::DeleteMany(const std::string& name, const std::string& body) {
+  auto j = ObjectBody(body);
+  if (!j) return NativeBadRequest("the body must be a JSON object");
+  for (auto it = j->begin(); it != j->end(); ++it)
+    if (it.key() != "ids" && it.key() != "filter" && it.key() != "wait")
+      return NativeBadRequest("unknown field '" + it.key().substr(0, 80) + "' (ids, filter, wait)");
+  if (j->contains("ids") == j->contains("filter")) return NativeBadRequest("give either 'ids' or 'filter'");
+  if (j->contains("wait") && !(*j)["wait"].is_boolean()) return NativeBadRequest("'wait' must be true or false");
+  const bool wait = j->value("wait", true);
+  ScanSpec scan;
+  if (j->contains("ids")) {
+    if (!(*j)["ids"].is_array()) return NativeBadRequest("'ids' must be an array of strings");
+    scan.ids.emplace();
+    for (const auto& id : (*j)["ids"]) {
+      if (!id.is_string()) return NativeBadRequest("'ids' must be an array of strings");
+      scan.ids->push_back(id.get<std::string>());
+    }
+    if (scan.ids->size() > core_->options().max_documents)
+      return NativeError(413, "too many ids in one request (max " + std::to_string(core_->options().max_documents) + ")",
+                         "invalid_request_error");
+  } else if (Status st = scan.SetFilter((*j)["filter"].dump()); !st.ok()) {
+    return NativeBadRequest(st.message());
+  }
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return OpenFailed(c.status());
+  if (scan.ids) {
+    std::sort(scan.ids->begin(), scan.ids->end());
+    scan.ids->erase(std::unique(scan.ids->begin(), scan.ids->end()), scan.ids->end());
+  }
+  auto w = DeleteDocuments(*c, scan, wait);
+  if (!w.ok()) return NativeFromStatus(w.status());
+  const size_t deleted = w->removed.size();
+  const uint64_t seq = w->seq;
+  return JsonResponse({{"deleted", deleted}, {"missing", w->not_found}, {"durable", wait}, {"seq", seq}});
 }
 
 HttpResponse CollectionsRouter::ListDocuments(const std::string& name, const std::map<std::string, std::string>& query) {
@@ -214,7 +264,7 @@ HttpResponse CollectionsRouter::ListDocuments(const std::string& name, const std
     }
   }
   auto c = core_->OpenCollection(name);
-  if (!c.ok()) return NativeFromStatus(c.status());
+  if (!c.ok()) return OpenFailed(c.status());
   auto page = (*c)->List(query.count("after") ? query.at("after") : "", limit);
   if (!page.ok()) return NativeFromStatus(page.status());
   json docs = json::array();
@@ -238,7 +288,7 @@ HttpResponse CollectionsRouter::Shards(const std::string& what, const std::strin
     return NativeBadRequest("'shards' must be shard numbers");
   }
   auto c = core_->OpenCollection(name);
-  if (!c.ok()) return NativeFromStatus(c.status());
+  if (!c.ok()) return OpenFailed(c.status());
   json out = json::array();
   if (what == "stats") {
     auto stats = (*c)->ShardStats(*q, shards);
@@ -267,13 +317,15 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
     if (request.contains("using") && !request["using"].is_string()) return NativeBadRequest("'using' must be \"hs\" or \"rw\"");
     use = request.value("using", "");
     if (!request.contains("query")) request["query"] = "";
+  } else if (request.contains("using") && !request["using"].is_null()) {
+    return NativeBadRequest("'using' names the vector a 'vector' searches; give 'vector', or 'mode' hs or rw to search a text by one half");
   }
   request.erase("vector");
   request.erase("using");
   auto so = SearchSpecFromJson(request);
   if (!so.ok()) return NativeBadRequest(so.status().message());
   auto c = core_->OpenCollection(name);
-  if (!c.ok()) return NativeFromStatus(c.status());
+  if (!c.ok()) return OpenFailed(c.status());
   Result<std::vector<SearchHit>> hits = Status::OK();
   std::optional<VectorQuery> vq;
   SearchInfo info;
@@ -281,6 +333,8 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
     auto q = ToVectorQuery(**c, *vector, use);
     if (!q.ok()) return NativeBadRequest(q.status().message());
     vq = std::move(q).value();
+    if (so->mode == QueryMode::kLexical)
+      return NativeBadRequest("a lexical search reads 'query' only: leave out 'vector' (or use mode hybrid to fuse both)");
     hits = core_->db().SearchVectors(name, *vq, *so, &info);
   } else {
     hits = core_->db().Search(name, *so, &info);  // the query embedded with the collection's setup (none if lexical)

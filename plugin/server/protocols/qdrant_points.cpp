@@ -216,20 +216,9 @@ HttpResponse QdrantRouter::Delete(const Call& call) {
   if (!scan.ok()) return FromStatus(scan.status());
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
-  std::vector<std::string> ids;
-  if (scan->ids) {
-    ids = *scan->ids;
-  } else {
-    auto matching = Scan(**c, *scan);
-    if (!matching.ok()) return FromStatus(matching.status());
-    for (const auto& d : matching->documents) ids.push_back(d.id);
-  }
-  uint64_t seq = 0;
-  if (!ids.empty()) {
-    auto w = (*c)->Delete(ids, call.wait);
-    if (!w.ok()) return FromStatus(w.status());
-    seq = w->seq;
-  }
+  auto w = DeleteDocuments(*c, *scan, call.wait);
+  if (!w.ok()) return FromStatus(w.status());
+  const uint64_t seq = w->seq;
   return Ok({{"operation_id", seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
 }
 
