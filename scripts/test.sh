@@ -15,6 +15,13 @@ ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 node tests/soak/cluster_soak.mjs --pg-kills 2 --node-kills 2 --node-stops 2 --gap-ms 2000
 # docs/cli.md lists every flag as the commands' --help prints it.
 node scripts/cli_flags.mjs --check
+# Python: the real clients from PyPI (qdrant-client, LangChain's, LlamaIndex's
+# and Haystack's stores, chromadb), pinned in tests/python/requirements.txt,
+# in the virtual environment build/pyenv; and the moeedb package in python/:
+# its wheel built, its tests and LangChain's standard suites run.
+PY="$(bash scripts/python_env.sh)"
+"$PY" -m build --wheel --no-isolation --outdir build/python-dist python >/dev/null
+"$PY" -m pytest tests/python -q -p no:cacheprovider
 # End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
 # and the web console in Debian's Chromium (playwright-core).
 (cd tests/e2e && MOEEDB_BIN="$PWD/../../build/moeedb" npm test)
