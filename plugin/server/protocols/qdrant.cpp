@@ -10,6 +10,8 @@ namespace qdrant {
 namespace {
 
 constexpr const char* kVersion = "1.18.0";  // the Qdrant API version this subset follows
+// Qdrant's own default, reported as it: moeedb's flat index is always a full scan.
+constexpr int kQdrantFullScanThresholdKb = 10'000;
 
 // Literal segments before placeholders: a POST to /points/delete is the
 // delete route, not a point whose id is "delete".
@@ -114,7 +116,7 @@ HttpResponse QdrantRouter::GetCollection(const Call& call) {
   const auto& index = (*c)->layout().index.hs;
   const bool hnsw = index.kind == IndexKind::kHnsw;
   const json hnsw_config = {{"m", hnsw ? index.hnsw_m : 0}, {"ef_construct", hnsw ? index.ef_construction : 0},
-                            {"full_scan_threshold", 10000}, {"max_indexing_threads", 0}, {"on_disk", false}};
+                            {"full_scan_threshold", kQdrantFullScanThresholdKb}, {"max_indexing_threads", 0}, {"on_disk", false}};
   const json optimizer_config = {{"deleted_threshold", 0.2}, {"vacuum_min_vector_number", 1000}, {"default_segment_number", 0},
                                  {"max_segment_size", nullptr}, {"memmap_threshold", nullptr}, {"indexing_threshold", 0},
                                  {"flush_interval_sec", 5}, {"max_optimization_threads", nullptr}};
