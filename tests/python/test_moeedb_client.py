@@ -65,8 +65,9 @@ def test_errors_carry_the_server_message(server: Server, client: Client, collect
         assert e400.value.type == "invalid_request_error"
         with pytest.raises(moeedb.BadRequestError, match="beta"):
             client.search(collection_name, "anything", beta=2.0)  # beta needs mode hybrid
-        with pytest.raises(moeedb.NotFoundError, match="no document 'nope'"):
+        with pytest.raises(moeedb.NotFoundError, match="no document 'nope'") as missing_doc:
             client.get(collection_name, "nope")
+        assert missing_doc.value.code == "document_not_found"
         with Client(server.base, api_key="wrong") as bad:
             with pytest.raises(moeedb.AuthenticationError) as e401:
                 bad.list_collections()
@@ -100,14 +101,28 @@ def test_upsert_search_count_list_delete(client: Client, collection_name: str) -
         rest = client.list_documents(collection_name, limit=4, after=page.next_after)
         assert rest.next_after is None and len(rest.documents) == len(DOCS) - 4
         assert [d.id for d in client.iter_documents(collection_name, page_size=2)] == sorted(k for k, _, _ in DOCS)
-        # Deletes: missing ids reported, not raised; a missing collection raises.
-        deleted = client.delete(collection_name, ["bank1", "music1", "nope"])
-        assert deleted.deleted == ["bank1", "music1"] and deleted.missing == ["nope"] and deleted.seq is not None
+        # Deletes: missing ids counted, not raised; a missing collection raises.
+        deleted = client.delete(collection_name, ["bank1", "music1", "nope", "bank1"])
+        assert (deleted.deleted, deleted.missing, deleted.ids) == (2, 1, ["bank1", "music1", "nope"])
+        assert deleted.seq is not None and deleted.durable and deleted.batches == 1
         assert client.count(collection_name) == len(DOCS) - 2
         ids = client.search(collection_name, PARAPHRASES[0][0], k=10, min_seq=deleted.seq).ids
         assert set(ids) == {k for k, _, _ in DOCS} - {"bank1", "music1"}
-        with pytest.raises(moeedb.NotFoundError, match="no collection"):
+        none = client.delete(collection_name, "nope")
+        assert (none.deleted, none.missing, none.seq) == (0, 1, None)
+        with pytest.raises(moeedb.NotFoundError, match="no collection") as e404:
             client.delete(collection_name + "_none", ["a"])
+        assert e404.value.code == "collection_not_found"
+        # By filter: one atomic write of every match; an empty filter or both forms are refused.
+        by_filter = client.delete(collection_name, filter={"year": {"$gte": 2023}}, wait=False)
+        assert (by_filter.deleted, by_filter.missing, by_filter.ids) == (3, 0, []) and not by_filter.durable
+        assert by_filter.seq is not None and by_filter.seq > deleted.seq
+        assert [d.id for d in client.iter_documents(collection_name)] == ["animal1"]
+        assert client.delete(collection_name, filter={"topic": "none"}).seq is None
+        for bad in ({}, {"ids": ["a"], "filter": {"topic": "x"}}, {"filter": {}}):
+            with pytest.raises(ValueError):
+                client.delete(collection_name, **bad)  # type: ignore[arg-type]
+        assert client.count(collection_name) == 1
     finally:
         client.delete_collection(collection_name)
 
@@ -180,6 +195,11 @@ def test_client_vectors_and_batches(server: Server, client: Client, collection_n
         with pytest.raises(moeedb.BadRequestError, match="give vectors, not text"):
             client.search(collection_name, "text")
         assert client.upsert(collection_name, docs[:1001], batch_size=5000).batches == 2  # capped at 1000
+        # Deletes go 1000 ids per request too.
+        gone = client.delete(collection_name, [d.id for d in docs[:1500]] + ["x0", "x1"])
+        assert (gone.deleted, gone.missing, gone.batches, len(gone.ids)) == (1500, 2, 2, 1502)
+        assert client.delete(collection_name, filter={"i": {"$gte": 2400}}).deleted == 100
+        assert client.count(collection_name) == 900
     finally:
         client.delete_collection(collection_name)
 
@@ -213,7 +233,10 @@ async def test_async_client_end_to_end(server: Server, collection_name: str) -> 
             assert [d.id async for d in c.iter_documents(collection_name, page_size=4)] == sorted(k for k, _, _ in DOCS)
             assert (await c.get(collection_name, "tech7")).text == DOCS[3][1]
             d = await c.delete(collection_name, ["tech7", "gone"])
-            assert (d.deleted, d.missing) == (["tech7"], ["gone"])
+            assert (d.deleted, d.missing, d.ids) == (1, 1, ["tech7", "gone"])
+            f = await c.delete(collection_name, filter={"topic": "banking"})
+            assert (f.deleted, f.missing) == (2, 0) and f.seq is not None
+            assert await c.count(collection_name) == len(DOCS) - 3
             with pytest.raises(moeedb.NotFoundError):
                 await c.get(collection_name, "tech7")
             with pytest.raises(moeedb.BadRequestError, match=r"'k' must be an integer in \[1, 10000\]"):
@@ -342,6 +365,31 @@ async def test_async_retries(stub: _Stub) -> None:
             await c.list_collections()
         assert len(stub.requests) == 3
         assert await c.list_collections() == []
+
+
+def test_batches_are_retried_one_by_one(stub: _Stub) -> None:
+    ok = (200, {}, {"upserted": 1000, "replaced": 0, "durable": True, "seq": 7})
+    stub.script = [ok, _error(503, "unavailable_error", "no primary", **{"Retry-After": "0"}),
+                   (200, {}, {"upserted": 500, "replaced": 2, "durable": True, "seq": 8}),
+                   (200, {}, {"deleted": 1000, "missing": 0, "durable": True, "seq": 9}),
+                   (200, {}, {"deleted": 0, "missing": 1, "durable": True, "seq": 0})]
+    with Client(stub.url, max_retries=3, retry_backoff=0.01) as c:
+        r = c.upsert("c", [Document(f"d{i}", "x") for i in range(1500)])
+        assert (r.upserted, r.replaced, r.seq, r.batches) == (1500, 2, 8, 2)
+        d = c.delete("c", [f"d{i}" for i in range(1001)])
+        assert (d.deleted, d.missing, d.seq, d.batches) == (1000, 1, 9, 2)
+    assert [(m, p) for m, p, _ in stub.requests] == [("POST", "/collections/c/documents")] * 3 + [
+        ("POST", "/collections/c/documents/delete")] * 2
+
+
+@pytest.mark.asyncio
+async def test_async_batches_are_retried_one_by_one(stub: _Stub) -> None:
+    stub.script = [(200, {}, {"data": [{"index": 0, "embedding": [1.0]}]}),
+                   _error(429, "rate_limit_error", "queue full"),
+                   (200, {}, {"data": [{"index": 0, "embedding": [2.0]}]})]
+    async with AsyncClient(stub.url, max_retries=3, retry_backoff=0.01) as c:
+        assert await c.embed(["a", "b"], batch_size=1) == [[1.0], [2.0]]
+    assert len(stub.requests) == 3
 
 
 def test_connection_refused_is_a_connection_error() -> None:

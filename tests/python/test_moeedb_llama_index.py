@@ -145,6 +145,9 @@ def test_deletes_and_get_nodes(store: MoeedbVectorStore) -> None:
     assert {n.node_id for n in store.get_nodes(["tech7", "bank1", "bank4"])} == {"tech7", "bank4"}
     got = store.get_nodes(filters=MetadataFilters(filters=[MetadataFilter(key="year", value=2024)]))
     assert [(n.node_id, n.get_content()) for n in got] == [("tech7", DOCS[3][1])]
+    # Ids and filters together: the ids that match.
+    store.delete_nodes(["tech7", "animal1"], filters=MetadataFilters(filters=[MetadataFilter(key="year", value=2024)]))
+    assert {n.node_id for n in store.get_nodes(["tech7", "animal1", "bank4"])} == {"animal1", "bank4"}
 
 
 def test_alpha_per_query_changes_scores(store: MoeedbVectorStore) -> None:
@@ -232,3 +235,6 @@ async def test_async_add_query_delete(server: Server, collection_name: str) -> N
         await store.aclear()
     empty = await store.aquery(VectorStoreQuery(query_str="anything", similarity_top_k=2))
     assert empty.ids == []
+    await store.adelete("doc-tech7")  # no collection: nothing to delete
+    store.delete_nodes(["music1"])
+    assert store.get_nodes(["music1"]) == [] and store.client.collection_exists(collection_name) is False

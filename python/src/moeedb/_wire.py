@@ -1,18 +1,32 @@
 """The collections API's requests and answers, shared by the sync and async clients.
 
-Each function returns a `Call`: the HTTP method, path, query parameters, JSON
-body and how to read the answer. The clients only send calls; no I/O here.
+A request function returns a `Call`: the HTTP method, path, query parameters,
+JSON body and how to read the answer. An operation of several requests (a write
+in batches) returns a `Plan`: a generator that yields its calls one at a time,
+is sent each call's answer, and returns the operation's result. No I/O here:
+`_http.Exchange` turns either into the requests a client sends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, Union
 from urllib.parse import quote
 
+from moeedb.batching import MAX_DOCUMENTS_PER_UPSERT, MAX_IDS_PER_DELETE, batches
 from moeedb.collection import CollectionInfo, CollectionSummary
-from moeedb.document import Document, DocumentPage, UpsertResult, Vector, vector_to_json
+from moeedb.document import (
+    DeleteResult,
+    Document,
+    DocumentLike,
+    DocumentPage,
+    UpsertResult,
+    Vector,
+    to_document,
+    vector_to_json,
+)
+from moeedb.errors import ConflictError, MoeedbError, NotFoundError
 from moeedb.search import SearchResult
 
 T = TypeVar("T")
@@ -20,23 +34,46 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
-    """One request of the API and the reader of its JSON answer."""
+    """One request of the API and the reader of its JSON answer.
+
+    `otherwise` is an error answer that is a result rather than a failure: its
+    class and the result it stands for (a 409 with `exist_ok`: False).
+    """
 
     method: str
     path: str
     parse: Callable[[Any], T]
     body: Any = None
     params: Mapping[str, str] | None = None
+    otherwise: tuple[type[MoeedbError], T] | None = None
+
+
+# Several calls: yields each, is sent its parsed answer, returns the result.
+Plan = Generator[Call[Any], Any, T]
+# What a client method hands to `_send`.
+Operation = Union[Call[T], Plan[T]]
+
+
+def _check(value: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"a collection name or document id must be a non-empty string, got {value!r}")
+    return value
 
 
 def _seg(value: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"a collection name or document id must be a non-empty string, got {value!r}")
-    return quote(value, safe="")
+    return quote(_check(value), safe="")
 
 
 def _collection(name: str) -> str:
     return f"/collections/{_seg(name)}"
+
+
+def _present(fields: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """The fields whose value is not None (None leaves a field to the server's default)."""
+    return {key: value for key, value in fields if value is not None}
+
+
+# -- collections ---------------------------------------------------------------
 
 
 def create_collection(
@@ -50,9 +87,10 @@ def create_collection(
     text_key: str | None,
     shards: int | None,
     replicas: int | None,
-) -> Call[None]:
-    body: dict[str, Any] = {}
-    for key, value in (
+    exist_ok: bool,
+) -> Call[bool]:
+    """True when created; False when it existed and `exist_ok` (else the 409 is raised)."""
+    body = _present((
         ("vector_size", vector_size),
         ("distance", distance),
         ("alpha", alpha),
@@ -61,14 +99,21 @@ def create_collection(
         ("text_key", text_key),
         ("shards", shards),
         ("replicas", replicas),
-    ):
-        if value is not None:
-            body[key] = value
-    return Call("PUT", _collection(name), lambda _: None, body=body)
+    ))
+    return Call("PUT", _collection(name), lambda _: True, body=body,
+                otherwise=(ConflictError, False) if exist_ok else None)
 
 
 def get_collection(name: str) -> Call[CollectionInfo]:
     return Call("GET", _collection(name), CollectionInfo.from_json)
+
+
+def collection_exists(name: str) -> Call[bool]:
+    return Call("GET", _collection(name), lambda _: True, otherwise=(NotFoundError, False))
+
+
+def count(name: str) -> Call[int]:
+    return Call("GET", _collection(name), lambda data: CollectionInfo.from_json(data).documents)
 
 
 def list_collections() -> Call[list[CollectionSummary]]:
@@ -79,26 +124,71 @@ def list_collections() -> Call[list[CollectionSummary]]:
     return Call("GET", "/collections", parse)
 
 
-def delete_collection(name: str) -> Call[None]:
-    return Call("DELETE", _collection(name), lambda _: None)
+def delete_collection(name: str, missing_ok: bool) -> Call[bool]:
+    """True when dropped; False when missing and `missing_ok` (else the 404 is raised)."""
+    return Call("DELETE", _collection(name), lambda _: True, otherwise=(NotFoundError, False) if missing_ok else None)
 
 
-def upsert(collection: str, documents: list[dict[str, Any]], wait: bool) -> Call[UpsertResult]:
+# -- documents -----------------------------------------------------------------
+
+
+def upsert(collection: str, documents: Iterable[DocumentLike], *, wait: bool, batch_size: int,
+           max_bytes: int) -> Plan[UpsertResult]:
+    """One request per batch (each its own atomic write); the results summed."""
+    payload = [to_document(d).to_json() for d in documents]
+    if not payload:
+        raise ValueError("upsert needs at least one document")
+    path = f"{_collection(collection)}/documents"
+
     def parse(data: Any) -> UpsertResult:
         return UpsertResult(upserted=int(data["upserted"]), replaced=int(data.get("replaced", 0)),
                             durable=bool(data.get("durable", wait)), seq=int(data.get("seq", 0)))
 
-    return Call("POST", f"{_collection(collection)}/documents", parse,
-                body={"documents": documents, "wait": wait})
+    total = UpsertResult(upserted=0, replaced=0, durable=True, seq=0, batches=0)
+    for group in batches(payload, max_items=min(batch_size, MAX_DOCUMENTS_PER_UPSERT), max_bytes=max_bytes):
+        r: UpsertResult = yield Call("POST", path, parse, body={"documents": group, "wait": wait})
+        total.upserted += r.upserted
+        total.replaced += r.replaced
+        total.durable = total.durable and r.durable
+        total.seq = max(total.seq, r.seq)
+        total.batches += 1
+    return total
 
 
 def get_document(collection: str, id: str) -> Call[Document]:
     return Call("GET", f"{_collection(collection)}/documents/{_seg(id)}", Document.from_json)
 
 
-def delete_document(collection: str, id: str) -> Call[int]:
-    """The answer is the removal's change-log number (`seq`)."""
-    return Call("DELETE", f"{_collection(collection)}/documents/{_seg(id)}", lambda data: int(data.get("seq", 0)))
+def delete(collection: str, ids: str | Sequence[str] | None, *, filter: Mapping[str, Any] | None, wait: bool,
+           max_bytes: int) -> Plan[DeleteResult]:
+    """`POST .../documents/delete`: the ids (each once) 1000 per request, or one
+    request for a filter; each request is one atomic write. The counts summed."""
+    if (ids is None) == (filter is None):
+        raise ValueError("delete takes ids or a filter (one of them)")
+    path = f"{_collection(collection)}/documents/delete"
+    if filter is not None:
+        if not filter:
+            raise ValueError("an empty filter would delete every document (delete_collection() drops them all)")
+        given: list[str] = []
+        selections: Iterable[dict[str, Any]] = [{"filter": dict(filter)}]
+    else:
+        given = list(dict.fromkeys(_check(id) for id in ([ids] if isinstance(ids, str) else ids or [])))
+        selections = ({"ids": group} for group in batches(given, max_items=MAX_IDS_PER_DELETE, max_bytes=max_bytes))
+
+    def parse(data: Any) -> DeleteResult:
+        deleted = int(data.get("deleted", 0))
+        return DeleteResult(deleted=deleted, missing=int(data.get("missing", 0)),
+                            durable=bool(data.get("durable", wait)), seq=int(data["seq"]) if deleted else None)
+
+    total = DeleteResult(ids=given)
+    for selection in selections:
+        r: DeleteResult = yield Call("POST", path, parse, body={**selection, "wait": wait})
+        total.deleted += r.deleted
+        total.missing += r.missing
+        total.durable = total.durable and r.durable
+        total.seq = max(total.seq or 0, r.seq) if r.seq is not None else total.seq
+        total.batches += 1
+    return total
 
 
 def list_documents(collection: str, limit: int, after: str | None) -> Call[DocumentPage]:
@@ -113,6 +203,9 @@ def list_documents(collection: str, limit: int, after: str | None) -> Call[Docum
                             total=int(data.get("total", 0)))
 
     return Call("GET", f"{_collection(collection)}/documents", parse, params=params)
+
+
+# -- search and embeddings -----------------------------------------------------
 
 
 def search(
@@ -136,12 +229,10 @@ def search(
 ) -> Call[SearchResult]:
     if query is None and vector is None:
         raise ValueError("search needs a query text, a vector, or both")
-    body: dict[str, Any] = {"k": k}
-    if query is not None:
-        body["query"] = query
-    if vector is not None:
-        body["vector"] = vector_to_json(vector)
-    for key, value in (
+    body = _present((
+        ("k", k),
+        ("query", query),
+        ("vector", vector_to_json(vector) if vector is not None else None),
         ("using", using),
         ("alpha", alpha),
         ("mode", mode),
@@ -154,15 +245,19 @@ def search(
         ("fusion", fusion),
         ("norm", norm),
         ("rrf_k", rrf_k),
-    ):
-        if value is not None:
-            body[key] = value
+    ))
     return Call("POST", f"{_collection(collection)}/search", SearchResult.from_json, body=body)
 
 
-def embed(texts: Sequence[str], model: str) -> Call[list[list[float]]]:
+def embed(texts: str | Sequence[str], model: str, *, batch_size: int, max_bytes: int) -> Plan[list[list[float]]]:
+    """`/v1/embeddings` in batches; the vectors in the order of `texts`."""
     def parse(data: Any) -> list[list[float]]:
         rows = sorted(data.get("data", []), key=lambda d: int(d.get("index", 0)))
         return [[float(x) for x in row["embedding"]] for row in rows]
 
-    return Call("POST", "/v1/embeddings", parse, body={"model": model, "input": list(texts)})
+    out: list[list[float]] = []
+    for group in batches([texts] if isinstance(texts, str) else list(texts), max_items=batch_size,
+                         max_bytes=max_bytes):
+        vectors: list[list[float]] = yield Call("POST", "/v1/embeddings", parse, body={"model": model, "input": group})
+        out.extend(vectors)
+    return out

@@ -1,6 +1,7 @@
 """`AsyncClient`: the asyncio client of moeedb's collections API (over httpx).
 
-The same methods as `Client`, as coroutines; written from client.py, keep the two alike."""
+The same methods as `Client`, as coroutines: each builds its request (`_wire`)
+and `_send` carries it out (`_http.Exchange`), as `Client` does; keep the two alike."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from typing import Any, TypeVar
 import httpx
 
 from moeedb import _http, _wire
-from moeedb.batching import DEFAULT_MAX_REQUEST_BYTES, MAX_DOCUMENTS_PER_UPSERT, batches
+from moeedb.batching import DEFAULT_MAX_REQUEST_BYTES, MAX_DOCUMENTS_PER_UPSERT
 from moeedb.collection import CollectionInfo, CollectionSummary, Distance
-from moeedb.document import DeleteResult, Document, DocumentLike, DocumentPage, UpsertResult, Vector, to_document
-from moeedb.errors import ConflictError, MoeedbError, NotFoundError
+from moeedb.document import DeleteResult, Document, DocumentLike, DocumentPage, UpsertResult, Vector
 from moeedb.retry import RetryPolicy
 from moeedb.search import Fusion, Norm, SearchMode, SearchResult, Using
 
@@ -86,22 +86,15 @@ class AsyncClient:
 
     # -- transport -------------------------------------------------------
 
-    async def _send(self, call: _wire.Call[T]) -> T:
-        content, content_headers = _http.request_content(call.body)
-        attempt = 0
-        while True:
-            try:
-                response = await self._pool().request(call.method, call.path, params=call.params,
-                                                      content=content, headers=content_headers)
-                return call.parse(_http.read_answer(response))
-            except httpx.TransportError as e:
-                raise _http.connection_error(e, call.method, self.url + call.path) from e
-            except MoeedbError as e:
-                delay = self.retry.delay(attempt, e)
-                if delay is None:
-                    raise
-            await asyncio.sleep(delay)
-            attempt += 1
+    async def _send(self, operation: _wire.Operation[T]) -> T:
+        exchange = _http.Exchange(operation, self.retry)
+        for request in exchange:
+            if request.delay:
+                await asyncio.sleep(request.delay)
+            with request.sending(self.url):
+                exchange.reply(await self._pool().request(request.method, request.path, params=request.params,
+                                                          content=request.content, headers=request.headers))
+        return exchange.result
 
     # -- collections -----------------------------------------------------
 
@@ -125,16 +118,9 @@ class AsyncClient:
         collection holds the client's vectors (`distance` Cosine, Dot or Euclid). An
         existing name raises `ConflictError` unless `exist_ok` (its setup is not compared).
         """
-        call = _wire.create_collection(name, vector_size=vector_size, distance=distance, alpha=alpha,
-                                       lexical=lexical, index=index, text_key=text_key, shards=shards,
-                                       replicas=replicas)
-        try:
-            await self._send(call)
-        except ConflictError:
-            if not exist_ok:
-                raise
-            return False
-        return True
+        return await self._send(_wire.create_collection(name, vector_size=vector_size, distance=distance, alpha=alpha,
+                                                        lexical=lexical, index=index, text_key=text_key, shards=shards,
+                                                        replicas=replicas, exist_ok=exist_ok))
 
     async def get_collection(self, name: str) -> CollectionInfo:
         """Describe collection `name` (raises `NotFoundError` when there is none)."""
@@ -149,30 +135,20 @@ class AsyncClient:
 
         A missing collection raises `NotFoundError`, or returns False with `missing_ok`.
         """
-        try:
-            await self._send(_wire.delete_collection(name))
-        except NotFoundError:
-            if not missing_ok:
-                raise
-            return False
-        return True
+        return await self._send(_wire.delete_collection(name, missing_ok))
 
     async def collection_exists(self, name: str) -> bool:
         """Whether collection `name` exists."""
-        try:
-            await self.get_collection(name)
-        except NotFoundError:
-            return False
-        return True
+        return await self._send(_wire.collection_exists(name))
 
     async def count(self, collection: str) -> int:
         """The number of documents in `collection`."""
-        return (await self.get_collection(collection)).documents
+        return await self._send(_wire.count(collection))
 
     # -- documents -------------------------------------------------------
 
     async def upsert(self, collection: str, documents: Iterable[DocumentLike], *, wait: bool = True,
-               batch_size: int = MAX_DOCUMENTS_PER_UPSERT) -> UpsertResult:
+                     batch_size: int = MAX_DOCUMENTS_PER_UPSERT) -> UpsertResult:
         """Insert or replace `documents` (by id); the server embeds those without a vector.
 
         More than `batch_size` (at most the server's 1000) documents, or a body over
@@ -180,42 +156,25 @@ class AsyncClient:
         write, so an error leaves the batches before it stored. `wait` syncs each
         write before the answer; the result's `seq` is the last batch's.
         """
-        payload = [to_document(d).to_json() for d in documents]
-        if not payload:
-            raise ValueError("upsert needs at least one document")
-        total = UpsertResult(upserted=0, replaced=0, durable=True, seq=0, batches=0)
-        for group in batches(payload, max_items=min(batch_size, MAX_DOCUMENTS_PER_UPSERT),
-                             max_bytes=self.max_request_bytes):
-            r = await self._send(_wire.upsert(collection, group, wait))
-            total.upserted += r.upserted
-            total.replaced += r.replaced
-            total.durable = total.durable and r.durable
-            total.seq = max(total.seq, r.seq)
-            total.batches += 1
-        return total
+        return await self._send(_wire.upsert(collection, documents, wait=wait, batch_size=batch_size,
+                                             max_bytes=self.max_request_bytes))
 
     async def get(self, collection: str, id: str) -> Document:
         """Document `id` of `collection` (`NotFoundError` if either is missing)."""
         return await self._send(_wire.get_document(collection, id))
 
-    async def delete(self, collection: str, ids: str | Sequence[str]) -> DeleteResult:
-        """Delete documents by id, one request each; ids that do not exist are reported
-        in `missing`, not raised. A missing collection raises `NotFoundError`."""
-        result = DeleteResult()
-        collection_checked = False
-        for id in [ids] if isinstance(ids, str) else list(ids):
-            try:
-                seq = await self._send(_wire.delete_document(collection, id))
-            except NotFoundError:
-                if not collection_checked:
-                    await self.get_collection(collection)  # raises when the collection is the missing one
-                    collection_checked = True
-                result.missing.append(id)
-                continue
-            collection_checked = True
-            result.deleted.append(id)
-            result.seq = seq if result.seq is None else max(result.seq, seq)
-        return result
+    async def delete(self, collection: str, ids: str | Sequence[str] | None = None, *,
+                     filter: Mapping[str, Any] | None = None, wait: bool = True) -> DeleteResult:
+        """Delete documents by id, or every document matching a moeedb `filter` (one of them).
+
+        Ids go 1000 per request, each request one atomic write (an error leaves the
+        batches before it deleted); ids that do not exist are counted in `missing`, not
+        raised. A filter deletes what it matches in one atomic write; an empty one is a
+        ValueError (`delete_collection` drops everything). `wait` syncs each write
+        before its answer. A missing collection raises `NotFoundError`.
+        """
+        return await self._send(_wire.delete(collection, ids, filter=filter, wait=wait,
+                                             max_bytes=self.max_request_bytes))
 
     async def list_documents(self, collection: str, *, limit: int = 100, after: str | None = None) -> DocumentPage:
         """One page of documents in byte order of their ids, starting after id `after`.
@@ -268,21 +227,15 @@ class AsyncClient:
         `fusion`, `norm`, `rrf_k`); `filter` is moeedb's metadata filter; `min_seq`
         waits for that write to be applied. Fields left None take the server's defaults.
         """
-        return await self._send(_wire.search(collection, query, vector=vector, using=using, k=k, alpha=alpha,
-                                             mode=mode, filter=filter, exact=exact, min_seq=min_seq,
-                                             partial=partial, beta=beta, w_hs=w_hs, fusion=fusion, norm=norm,
-                                             rrf_k=rrf_k))
+        return await self._send(_wire.search(collection, query, vector=vector, using=using, k=k, alpha=alpha, mode=mode,
+                                             filter=filter, exact=exact, min_seq=min_seq, partial=partial, beta=beta,
+                                             w_hs=w_hs, fusion=fusion, norm=norm, rrf_k=rrf_k))
 
     async def embed(self, texts: str | Sequence[str], *, model: str = "default",
-              batch_size: int = 1000) -> list[list[float]]:
+                    batch_size: int = 1000) -> list[list[float]]:
         """The server's embeddings of `texts` over `/v1/embeddings`, in order.
 
         `model` `default` (or the served name) is the fused vector `[hs; rw]`, each half
         unit length; `NAME:hs` and `NAME:rw` the raw halves.
         """
-        items = [texts] if isinstance(texts, str) else list(texts)
-        out: list[list[float]] = []
-        for group in batches(items, max_items=batch_size, max_bytes=self.max_request_bytes):
-            vectors: list[list[float]] = await self._send(_wire.embed(group, model))
-            out.extend(vectors)
-        return out
+        return await self._send(_wire.embed(texts, model, batch_size=batch_size, max_bytes=self.max_request_bytes))

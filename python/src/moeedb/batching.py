@@ -1,8 +1,8 @@
 """Splitting a large write into requests the server accepts.
 
-The server takes at most 1000 documents per upsert and a body of at most
-`--max-body-bytes` (2,000,000 by default); larger writes are sent as several
-requests, each its own atomic write.
+The server takes at most 1000 documents per upsert (1000 ids per delete) and a
+body of at most `--max-body-bytes` (2,000,000 by default); larger writes are sent
+as several requests, each its own atomic write.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["MAX_DOCUMENTS_PER_UPSERT", "DEFAULT_MAX_REQUEST_BYTES", "encode_json", "batches"]
+__all__ = ["MAX_DOCUMENTS_PER_UPSERT", "MAX_IDS_PER_DELETE", "DEFAULT_MAX_REQUEST_BYTES", "encode_json", "batches"]
 
 MAX_DOCUMENTS_PER_UPSERT = 1000
+MAX_IDS_PER_DELETE = 1000
 DEFAULT_MAX_REQUEST_BYTES = 2_000_000
-# Room for the envelope around the items ({"documents": [...], "wait": true}).
+# Room for the envelope around the items ({"documents": [...], "wait": true}, {"ids": [...], ...}).
 _ENVELOPE_BYTES = 64
 
 T = TypeVar("T")

@@ -10,10 +10,9 @@ from typing import Any, TypeVar
 import httpx
 
 from moeedb import _http, _wire
-from moeedb.batching import DEFAULT_MAX_REQUEST_BYTES, MAX_DOCUMENTS_PER_UPSERT, batches
+from moeedb.batching import DEFAULT_MAX_REQUEST_BYTES, MAX_DOCUMENTS_PER_UPSERT
 from moeedb.collection import CollectionInfo, CollectionSummary, Distance
-from moeedb.document import DeleteResult, Document, DocumentLike, DocumentPage, UpsertResult, Vector, to_document
-from moeedb.errors import ConflictError, MoeedbError, NotFoundError
+from moeedb.document import DeleteResult, Document, DocumentLike, DocumentPage, UpsertResult, Vector
 from moeedb.retry import RetryPolicy
 from moeedb.search import Fusion, Norm, SearchMode, SearchResult, Using
 
@@ -67,22 +66,15 @@ class Client:
 
     # -- transport -------------------------------------------------------
 
-    def _send(self, call: _wire.Call[T]) -> T:
-        content, content_headers = _http.request_content(call.body)
-        attempt = 0
-        while True:
-            try:
-                response = self._http.request(call.method, call.path, params=call.params, content=content,
-                                              headers=content_headers)
-                return call.parse(_http.read_answer(response))
-            except httpx.TransportError as e:
-                raise _http.connection_error(e, call.method, self.url + call.path) from e
-            except MoeedbError as e:
-                delay = self.retry.delay(attempt, e)
-                if delay is None:
-                    raise
-            time.sleep(delay)
-            attempt += 1
+    def _send(self, operation: _wire.Operation[T]) -> T:
+        exchange = _http.Exchange(operation, self.retry)
+        for request in exchange:
+            if request.delay:
+                time.sleep(request.delay)
+            with request.sending(self.url):
+                exchange.reply(self._http.request(request.method, request.path, params=request.params,
+                                                  content=request.content, headers=request.headers))
+        return exchange.result
 
     # -- collections -----------------------------------------------------
 
@@ -106,16 +98,9 @@ class Client:
         collection holds the client's vectors (`distance` Cosine, Dot or Euclid). An
         existing name raises `ConflictError` unless `exist_ok` (its setup is not compared).
         """
-        call = _wire.create_collection(name, vector_size=vector_size, distance=distance, alpha=alpha,
-                                       lexical=lexical, index=index, text_key=text_key, shards=shards,
-                                       replicas=replicas)
-        try:
-            self._send(call)
-        except ConflictError:
-            if not exist_ok:
-                raise
-            return False
-        return True
+        return self._send(_wire.create_collection(name, vector_size=vector_size, distance=distance, alpha=alpha,
+                                                  lexical=lexical, index=index, text_key=text_key, shards=shards,
+                                                  replicas=replicas, exist_ok=exist_ok))
 
     def get_collection(self, name: str) -> CollectionInfo:
         """Describe collection `name` (raises `NotFoundError` when there is none)."""
@@ -130,25 +115,15 @@ class Client:
 
         A missing collection raises `NotFoundError`, or returns False with `missing_ok`.
         """
-        try:
-            self._send(_wire.delete_collection(name))
-        except NotFoundError:
-            if not missing_ok:
-                raise
-            return False
-        return True
+        return self._send(_wire.delete_collection(name, missing_ok))
 
     def collection_exists(self, name: str) -> bool:
         """Whether collection `name` exists."""
-        try:
-            self.get_collection(name)
-        except NotFoundError:
-            return False
-        return True
+        return self._send(_wire.collection_exists(name))
 
     def count(self, collection: str) -> int:
         """The number of documents in `collection`."""
-        return self.get_collection(collection).documents
+        return self._send(_wire.count(collection))
 
     # -- documents -------------------------------------------------------
 
@@ -161,42 +136,25 @@ class Client:
         write, so an error leaves the batches before it stored. `wait` syncs each
         write before the answer; the result's `seq` is the last batch's.
         """
-        payload = [to_document(d).to_json() for d in documents]
-        if not payload:
-            raise ValueError("upsert needs at least one document")
-        total = UpsertResult(upserted=0, replaced=0, durable=True, seq=0, batches=0)
-        for group in batches(payload, max_items=min(batch_size, MAX_DOCUMENTS_PER_UPSERT),
-                             max_bytes=self.max_request_bytes):
-            r = self._send(_wire.upsert(collection, group, wait))
-            total.upserted += r.upserted
-            total.replaced += r.replaced
-            total.durable = total.durable and r.durable
-            total.seq = max(total.seq, r.seq)
-            total.batches += 1
-        return total
+        return self._send(_wire.upsert(collection, documents, wait=wait, batch_size=batch_size,
+                                       max_bytes=self.max_request_bytes))
 
     def get(self, collection: str, id: str) -> Document:
         """Document `id` of `collection` (`NotFoundError` if either is missing)."""
         return self._send(_wire.get_document(collection, id))
 
-    def delete(self, collection: str, ids: str | Sequence[str]) -> DeleteResult:
-        """Delete documents by id, one request each; ids that do not exist are reported
-        in `missing`, not raised. A missing collection raises `NotFoundError`."""
-        result = DeleteResult()
-        collection_checked = False
-        for id in [ids] if isinstance(ids, str) else list(ids):
-            try:
-                seq = self._send(_wire.delete_document(collection, id))
-            except NotFoundError:
-                if not collection_checked:
-                    self.get_collection(collection)  # raises when the collection is the missing one
-                    collection_checked = True
-                result.missing.append(id)
-                continue
-            collection_checked = True
-            result.deleted.append(id)
-            result.seq = seq if result.seq is None else max(result.seq, seq)
-        return result
+    def delete(self, collection: str, ids: str | Sequence[str] | None = None, *,
+               filter: Mapping[str, Any] | None = None, wait: bool = True) -> DeleteResult:
+        """Delete documents by id, or every document matching a moeedb `filter` (one of them).
+
+        Ids go 1000 per request, each request one atomic write (an error leaves the
+        batches before it deleted); ids that do not exist are counted in `missing`, not
+        raised. A filter deletes what it matches in one atomic write; an empty one is a
+        ValueError (`delete_collection` drops everything). `wait` syncs each write
+        before its answer. A missing collection raises `NotFoundError`.
+        """
+        return self._send(_wire.delete(collection, ids, filter=filter, wait=wait,
+                                       max_bytes=self.max_request_bytes))
 
     def list_documents(self, collection: str, *, limit: int = 100, after: str | None = None) -> DocumentPage:
         """One page of documents in byte order of their ids, starting after id `after`.
@@ -258,9 +216,4 @@ class Client:
         `model` `default` (or the served name) is the fused vector `[hs; rw]`, each half
         unit length; `NAME:hs` and `NAME:rw` the raw halves.
         """
-        items = [texts] if isinstance(texts, str) else list(texts)
-        out: list[list[float]] = []
-        for group in batches(items, max_items=batch_size, max_bytes=self.max_request_bytes):
-            vectors: list[list[float]] = self._send(_wire.embed(group, model))
-            out.extend(vectors)
-        return out
+        return self._send(_wire.embed(texts, model, batch_size=batch_size, max_bytes=self.max_request_bytes))

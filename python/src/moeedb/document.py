@@ -114,12 +114,20 @@ class UpsertResult:
 
 @dataclass
 class DeleteResult:
-    """Which of the ids given to `delete` were removed and which did not exist.
+    """What a `delete` removed: `deleted` documents; `missing` counts the ids given
+    that did not exist (0 for a delete by filter).
 
-    `seq` is the change-log number of the last removal (None when nothing was
-    removed): a search with `min_seq=seq` no longer sees them.
+    The server answers counts, not which ids it found: `ids` are the ids given,
+    each once, in order (empty for a delete by filter). Ids go 1000 per request,
+    each request its own atomic write (`batches` of them). `durable` says the
+    writes were synced before their answers (`wait=True`). `seq` is the
+    change-log number of the last removal (None when nothing was removed): a
+    search with `min_seq=seq` no longer sees them.
     """
 
-    deleted: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
+    deleted: int = 0
+    missing: int = 0
+    durable: bool = True
     seq: int | None = None
+    batches: int = 0
+    ids: list[str] = field(default_factory=list)

@@ -73,7 +73,10 @@ class AuthenticationError(MoeedbError):
 
 
 class NotFoundError(MoeedbError):
-    """404: no such collection, document, model or route."""
+    """404: no such collection, document, model or route.
+
+    `code` says which: `collection_not_found` or `document_not_found`.
+    """
 
 
 class ConflictError(MoeedbError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from langchain_core.embeddings import Embeddings
 
 from moeedb import _env
+from moeedb._integration import clients
 from moeedb.async_client import AsyncClient
 from moeedb.client import Client
 
@@ -35,9 +36,7 @@ class MoeedbEmbeddings(Embeddings):
         self.url = _env.server_url(url)
         self.model = model
         self.batch_size = batch_size
-        key = _env.api_key(api_key)
-        self._client = client or Client(self.url, key, timeout, max_retries)
-        self._async_client = async_client or AsyncClient(self.url, key, timeout, max_retries)
+        self._client, self._async_client = clients(self.url, api_key, timeout, max_retries, client, async_client)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """The vectors of `texts`, in order (one request per `batch_size` texts)."""

@@ -11,12 +11,12 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from typing_extensions import Self
 
-from moeedb import _env, mmr
+from moeedb import mmr
+from moeedb._integration import StoreCollection, clients, create_options, score_parts, search_options
 from moeedb.async_client import AsyncClient
 from moeedb.client import Client
 from moeedb.collection import CollectionInfo, Distance
 from moeedb.document import Document as MoeedbDocument
-from moeedb.errors import NotFoundError
 from moeedb.langchain.embeddings import MoeedbEmbeddings
 from moeedb.relevance import ScoreScale
 from moeedb.search import Hit
@@ -25,18 +25,6 @@ __all__ = ["MoeedbVectorStore", "SCORE_PARTS_KEY"]
 
 # The metadata key under which `*_with_score` results carry moeedb's score parts.
 SCORE_PARTS_KEY = "_moeedb"
-
-# The moeedb search fields the search methods take as keyword arguments.
-_SEARCH_FIELDS = frozenset(
-    {"filter", "alpha", "mode", "beta", "min_seq", "exact", "partial", "w_hs", "fusion", "norm", "rrf_k", "using"}
-)
-
-
-def _search_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = set(kwargs) - _SEARCH_FIELDS
-    if unknown:
-        raise TypeError(f"unknown search argument(s) {sorted(unknown)}; moeedb takes {sorted(_SEARCH_FIELDS)}")
-    return {key: value for key, value in kwargs.items() if value is not None}
 
 
 class MoeedbVectorStore(VectorStore):
@@ -84,13 +72,8 @@ class MoeedbVectorStore(VectorStore):
         self.collection_options = dict(collection_options or {})
         self.score_parts_key = score_parts_key
         self.wait = wait
-        resolved_url, key = _env.server_url(url), _env.api_key(api_key)
-        self._client = client or Client(resolved_url, key, timeout, max_retries)
-        self._aclient = async_client or AsyncClient(resolved_url, key, timeout, max_retries)
-        self._ready = False
-        self._info: CollectionInfo | None = None
-        self.last_seq: int | None = None
-        """The change-log number of this store's last write: a search's `min_seq`."""
+        client, async_client = clients(url, api_key, timeout, max_retries, client, async_client)
+        self._collection = StoreCollection(collection_name, client, async_client)
 
     # -- properties --------------------------------------------------------
 
@@ -107,12 +90,21 @@ class MoeedbVectorStore(VectorStore):
     @property
     def client(self) -> Client:
         """The synchronous moeedb client this store uses."""
-        return self._client
+        return self._collection.client
 
     @property
     def async_client(self) -> AsyncClient:
         """The asyncio moeedb client this store uses."""
-        return self._aclient
+        return self._collection.async_client
+
+    @property
+    def last_seq(self) -> int | None:
+        """The change-log number of this store's last write: a search's `min_seq`."""
+        return self._collection.last_seq
+
+    @last_seq.setter
+    def last_seq(self, value: int | None) -> None:
+        self._collection.last_seq = value
 
     # -- shared pieces -----------------------------------------------------
 
@@ -121,8 +113,10 @@ class MoeedbVectorStore(VectorStore):
         return self._embedding
 
     @staticmethod
-    def _prepare(texts: Iterable[str], metadatas: list[dict[str, Any]] | None,
-                 ids: Sequence[str | None] | None) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    def _prepare(texts: Iterable[str], metadatas: list[dict[str, Any]] | None, ids: Sequence[str | None] | None,
+                 kwargs: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+        if kwargs:
+            raise TypeError(f"unknown argument(s) {sorted(kwargs)}")
         texts_ = list(texts)
         if metadatas is not None and len(metadatas) != len(texts_):
             raise ValueError(f"got {len(metadatas)} metadatas for {len(texts_)} texts")
@@ -134,11 +128,7 @@ class MoeedbVectorStore(VectorStore):
         return texts_, metas, ids_
 
     def _create_options(self, vectors: list[list[float]] | None) -> dict[str, Any]:
-        options = dict(self.collection_options)
-        if vectors is not None:
-            options["vector_size"] = len(vectors[0])
-            options["distance"] = self.distance
-        return options
+        return create_options(self.collection_options, len(vectors[0]) if vectors else None, self.distance)
 
     @staticmethod
     def _payload(texts: list[str], metas: list[dict[str, Any]], ids: list[str],
@@ -164,17 +154,23 @@ class MoeedbVectorStore(VectorStore):
         metadata = dict(hit.metadata)
         key = self.score_parts_key
         if with_scores and key and key not in metadata:
-            scores: dict[str, Any] = {
-                "score": hit.score,
-                "score_hs": hit.score_hs,
-                "score_rw": hit.score_rw,
-                "score_lex": hit.score_lex,
-                "parts": {"hs": hit.parts.hs, "rw": hit.parts.rw, "lex": hit.parts.lex},
-            }
+            scores = score_parts(hit)
             if hit.distance is not None:
                 scores["distance"] = hit.distance
             metadata[key] = scores
         return Document(id=hit.id, page_content=hit.text, metadata=metadata)
+
+    @staticmethod
+    def _stored(d: MoeedbDocument) -> Document:
+        return Document(id=d.id, page_content=d.text or "", metadata=d.metadata or {})
+
+    @staticmethod
+    def _to_delete(ids: list[str] | None, kwargs: Mapping[str, Any], drop_all: str) -> list[str]:
+        if kwargs:
+            raise TypeError(f"unknown argument(s) {sorted(kwargs)}")
+        if ids is None:
+            raise ValueError(f"give the ids to delete ({drop_all}() drops everything)")
+        return ids
 
     def _scale(self, info: CollectionInfo | None, options: Mapping[str, Any]) -> ScoreScale:
         plain = info.kind == "plain" if info is not None else not self.server_embeds
@@ -202,11 +198,6 @@ class MoeedbVectorStore(VectorStore):
 
     # -- sync: writes ----------------------------------------------------------
 
-    def _ensure_collection(self, vectors: list[list[float]] | None) -> None:
-        if not self._ready:
-            self._client.create_collection(self.collection_name, exist_ok=True, **self._create_options(vectors))
-            self._ready = True
-
     def add_texts(
         self,
         texts: Iterable[str],
@@ -220,16 +211,12 @@ class MoeedbVectorStore(VectorStore):
 
         An existing id is replaced. Batches of `batch_size` are separate atomic writes.
         """
-        if kwargs:
-            raise TypeError(f"unknown argument(s) {sorted(kwargs)}")
-        texts_, metas, ids_ = self._prepare(texts, metadatas, ids)
+        texts_, metas, ids_ = self._prepare(texts, metadatas, ids, kwargs)
         if not texts_:
             return []
         vectors = None if self.server_embeds else self._client_embedding().embed_documents(texts_)
-        self._ensure_collection(vectors)
-        result = self._client.upsert(self.collection_name, self._payload(texts_, metas, ids_, vectors),
-                                     wait=self.wait, batch_size=batch_size)
-        self.last_seq = result.seq
+        self._collection.upsert(self._payload(texts_, metas, ids_, vectors), self._create_options(vectors),
+                                wait=self.wait, batch_size=batch_size)
         return ids_
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
@@ -245,79 +232,49 @@ class MoeedbVectorStore(VectorStore):
 
         `ids=None` deletes nothing and raises ValueError: call `delete_collection()`.
         """
-        if kwargs:
-            raise TypeError(f"unknown argument(s) {sorted(kwargs)}")
-        if ids is None:
-            raise ValueError("give the ids to delete (delete_collection() drops everything)")
-        try:
-            result = self._client.delete(self.collection_name, ids)
-        except NotFoundError:
-            return True  # no collection: nothing to delete
-        if result.seq is not None:
-            self.last_seq = result.seq
+        self._collection.delete(self._to_delete(ids, kwargs, "delete_collection"))
         return True
 
     def delete_collection(self) -> None:
         """Drop the whole collection (it is created again at the next write)."""
-        self._client.delete_collection(self.collection_name, missing_ok=True)
-        self._ready, self._info = False, None
+        self._collection.drop()
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents with these ids, in order; missing ids are left out."""
-        out: list[Document] = []
-        for id in ids:
-            try:
-                d = self._client.get(self.collection_name, id)
-            except NotFoundError:
-                continue
-            out.append(Document(id=d.id, page_content=d.text or "", metadata=d.metadata or {}))
-        return out
+        return [self._stored(d) for d in self._collection.get(ids)]
 
     # -- sync: searches --------------------------------------------------------
-
-    def _collection_info(self) -> CollectionInfo | None:
-        if self._info is None:
-            try:
-                self._info = self._client.get_collection(self.collection_name)
-            except NotFoundError:
-                return None
-        return self._info
 
     def _hits(self, query: str | None, vector: list[float] | None, k: int, options: dict[str, Any]) -> list[Hit]:
         text, vec, embed_here = self._plan(query, vector, options)
         if embed_here:
             assert query is not None
             vec = self._client_embedding().embed_query(query)
-        try:
-            return self._client.search(self.collection_name, text, vector=vec, k=k, **options).hits
-        except NotFoundError:
-            if self._client.collection_exists(self.collection_name):
-                raise
-            return []
+        return self._collection.search(query=text, vector=vec, k=k, **options)
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The `k` documents nearest to `query`, best first, as stored."""
-        return [self._document(h, False) for h in self._hits(query, None, k, _search_options(kwargs))]
+        return [self._document(h, False) for h in self._hits(query, None, k, search_options(kwargs))]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         """The `k` best documents with moeedb's score (higher is better); the score parts
         are in each document's metadata under `score_parts_key`."""
-        return [(self._document(h, True), h.score) for h in self._hits(query, None, k, _search_options(kwargs))]
+        return [(self._document(h, True), h.score) for h in self._hits(query, None, k, search_options(kwargs))]
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """The `k` documents nearest to a vector of this store's embeddings (for a
         server-embedded store: moeedb's fused vector from `MoeedbEmbeddings`)."""
-        return [self._document(h, False) for h in self._hits(None, embedding, k, _search_options(kwargs))]
+        return [self._document(h, False) for h in self._hits(None, embedding, k, search_options(kwargs))]
 
     def similarity_search_with_score_by_vector(self, embedding: list[float], k: int = 4,
                                                **kwargs: Any) -> list[tuple[Document, float]]:
         """`similarity_search_with_score` from a vector."""
-        return [(self._document(h, True), h.score) for h in self._hits(None, embedding, k, _search_options(kwargs))]
+        return [(self._document(h, True), h.score) for h in self._hits(None, embedding, k, search_options(kwargs))]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Relevance in [0, 1] of a default search's score (moeedb.relevance explains the
         mapping; the search methods use the query's own alpha and mode instead)."""
-        scale = self._scale(self._collection_info(), {})
+        scale = self._scale(self._collection.info(), {})
         if scale.plain and scale.distance == "Euclid":
             raise NotImplementedError("a Euclid collection's relevance needs the hit's distance: "
                                       "use similarity_search_with_relevance_scores")
@@ -325,9 +282,9 @@ class MoeedbVectorStore(VectorStore):
 
     def _similarity_search_with_relevance_scores(self, query: str, k: int = 4,
                                                  **kwargs: Any) -> list[tuple[Document, float]]:
-        options = _search_options(kwargs)
+        options = search_options(kwargs)
         hits = self._hits(query, None, k, options)
-        scale = self._scale(self._collection_info(), options)
+        scale = self._scale(self._collection.info(), options)
         return [(self._document(h, True), scale.relevance(h)) for h in hits]
 
     def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
@@ -335,12 +292,12 @@ class MoeedbVectorStore(VectorStore):
         """MMR over the `fetch_k` best candidates, computed here: the API returns no
         stored vectors, so the candidates' texts are embedded again (by the server,
         or by this store's embeddings) and compared with the collection's similarity."""
-        options = _search_options(kwargs)
+        options = search_options(kwargs)
         if self.server_embeds:
             hits = self._hits(query, None, fetch_k, options)
             if not hits:
                 return []
-            vectors = self._client.embed([query] + [h.text for h in hits])
+            vectors = self.client.embed([query] + [h.text for h in hits])
             query_vector, vectors = vectors[0], vectors[1:]
         else:
             query_vector = self._client_embedding().embed_query(query)
@@ -348,31 +305,25 @@ class MoeedbVectorStore(VectorStore):
             if not hits:
                 return []
             vectors = self._client_embedding().embed_documents([h.text for h in hits])
-        info = self._collection_info()
+        info = self._collection.info()
         assert info is not None
         return self._pick(hits, query_vector, vectors, self._similarity(info, options), k, lambda_mult)
 
     def max_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
                                                 lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
         """MMR from a query vector (candidates re-embedded as in `max_marginal_relevance_search`)."""
-        options = _search_options(kwargs)
+        options = search_options(kwargs)
         hits = self._hits(None, embedding, fetch_k, options)
         if not hits:
             return []
         texts = [h.text for h in hits]
-        vectors = (self._client.embed(texts) if self.server_embeds
+        vectors = (self.client.embed(texts) if self.server_embeds
                    else self._client_embedding().embed_documents(texts))
-        info = self._collection_info()
+        info = self._collection.info()
         assert info is not None
         return self._pick(hits, embedding, vectors, self._similarity(info, options), k, lambda_mult)
 
     # -- async: writes ---------------------------------------------------------
-
-    async def _aensure_collection(self, vectors: list[list[float]] | None) -> None:
-        if not self._ready:
-            await self._aclient.create_collection(self.collection_name, exist_ok=True,
-                                                  **self._create_options(vectors))
-            self._ready = True
 
     async def aadd_texts(
         self,
@@ -384,16 +335,12 @@ class MoeedbVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[str]:
         """`add_texts` without blocking the event loop."""
-        if kwargs:
-            raise TypeError(f"unknown argument(s) {sorted(kwargs)}")
-        texts_, metas, ids_ = self._prepare(texts, metadatas, ids)
+        texts_, metas, ids_ = self._prepare(texts, metadatas, ids, kwargs)
         if not texts_:
             return []
         vectors = None if self.server_embeds else await self._client_embedding().aembed_documents(texts_)
-        await self._aensure_collection(vectors)
-        result = await self._aclient.upsert(self.collection_name, self._payload(texts_, metas, ids_, vectors),
-                                            wait=self.wait, batch_size=batch_size)
-        self.last_seq = result.seq
+        await self._collection.aupsert(self._payload(texts_, metas, ids_, vectors), self._create_options(vectors),
+                                       wait=self.wait, batch_size=batch_size)
         return ids_
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
@@ -406,43 +353,18 @@ class MoeedbVectorStore(VectorStore):
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """`delete` without blocking the event loop."""
-        if kwargs:
-            raise TypeError(f"unknown argument(s) {sorted(kwargs)}")
-        if ids is None:
-            raise ValueError("give the ids to delete (adelete_collection() drops everything)")
-        try:
-            result = await self._aclient.delete(self.collection_name, ids)
-        except NotFoundError:
-            return True
-        if result.seq is not None:
-            self.last_seq = result.seq
+        await self._collection.adelete(self._to_delete(ids, kwargs, "adelete_collection"))
         return True
 
     async def adelete_collection(self) -> None:
         """`delete_collection` without blocking the event loop."""
-        await self._aclient.delete_collection(self.collection_name, missing_ok=True)
-        self._ready, self._info = False, None
+        await self._collection.adrop()
 
     async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """`get_by_ids` without blocking the event loop."""
-        out: list[Document] = []
-        for id in ids:
-            try:
-                d = await self._aclient.get(self.collection_name, id)
-            except NotFoundError:
-                continue
-            out.append(Document(id=d.id, page_content=d.text or "", metadata=d.metadata or {}))
-        return out
+        return [self._stored(d) for d in await self._collection.aget(ids)]
 
     # -- async: searches -------------------------------------------------------
-
-    async def _acollection_info(self) -> CollectionInfo | None:
-        if self._info is None:
-            try:
-                self._info = await self._aclient.get_collection(self.collection_name)
-            except NotFoundError:
-                return None
-        return self._info
 
     async def _ahits(self, query: str | None, vector: list[float] | None, k: int,
                      options: dict[str, Any]) -> list[Hit]:
@@ -450,44 +372,39 @@ class MoeedbVectorStore(VectorStore):
         if embed_here:
             assert query is not None
             vec = await self._client_embedding().aembed_query(query)
-        try:
-            return (await self._aclient.search(self.collection_name, text, vector=vec, k=k, **options)).hits
-        except NotFoundError:
-            if await self._aclient.collection_exists(self.collection_name):
-                raise
-            return []
+        return await self._collection.asearch(query=text, vector=vec, k=k, **options)
 
     async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """`similarity_search` without blocking the event loop."""
-        return [self._document(h, False) for h in await self._ahits(query, None, k, _search_options(kwargs))]
+        return [self._document(h, False) for h in await self._ahits(query, None, k, search_options(kwargs))]
 
     async def asimilarity_search_with_score(self, query: str, k: int = 4,
                                             **kwargs: Any) -> list[tuple[Document, float]]:
         """`similarity_search_with_score` without blocking the event loop."""
-        hits = await self._ahits(query, None, k, _search_options(kwargs))
+        hits = await self._ahits(query, None, k, search_options(kwargs))
         return [(self._document(h, True), h.score) for h in hits]
 
     async def asimilarity_search_by_vector(self, embedding: list[float], k: int = 4,
                                            **kwargs: Any) -> list[Document]:
         """`similarity_search_by_vector` without blocking the event loop."""
-        return [self._document(h, False) for h in await self._ahits(None, embedding, k, _search_options(kwargs))]
+        return [self._document(h, False) for h in await self._ahits(None, embedding, k, search_options(kwargs))]
 
     async def _asimilarity_search_with_relevance_scores(self, query: str, k: int = 4,
                                                         **kwargs: Any) -> list[tuple[Document, float]]:
-        options = _search_options(kwargs)
+        options = search_options(kwargs)
         hits = await self._ahits(query, None, k, options)
-        scale = self._scale(await self._acollection_info(), options)
+        scale = self._scale(await self._collection.ainfo(), options)
         return [(self._document(h, True), scale.relevance(h)) for h in hits]
 
     async def amax_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20,
                                              lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
         """`max_marginal_relevance_search` without blocking the event loop."""
-        options = _search_options(kwargs)
+        options = search_options(kwargs)
         if self.server_embeds:
             hits = await self._ahits(query, None, fetch_k, options)
             if not hits:
                 return []
-            vectors = await self._aclient.embed([query] + [h.text for h in hits])
+            vectors = await self.async_client.embed([query] + [h.text for h in hits])
             query_vector, vectors = vectors[0], vectors[1:]
         else:
             query_vector = await self._client_embedding().aembed_query(query)
@@ -495,25 +412,29 @@ class MoeedbVectorStore(VectorStore):
             if not hits:
                 return []
             vectors = await self._client_embedding().aembed_documents([h.text for h in hits])
-        info = await self._acollection_info()
+        info = await self._collection.ainfo()
         assert info is not None
         return self._pick(hits, query_vector, vectors, self._similarity(info, options), k, lambda_mult)
 
     async def amax_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
                                                        lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
         """`max_marginal_relevance_search_by_vector` without blocking the event loop."""
-        options = _search_options(kwargs)
+        options = search_options(kwargs)
         hits = await self._ahits(None, embedding, fetch_k, options)
         if not hits:
             return []
         texts = [h.text for h in hits]
-        vectors = (await self._aclient.embed(texts) if self.server_embeds
+        vectors = (await self.async_client.embed(texts) if self.server_embeds
                    else await self._client_embedding().aembed_documents(texts))
-        info = await self._acollection_info()
+        info = await self._collection.ainfo()
         assert info is not None
         return self._pick(hits, embedding, vectors, self._similarity(info, options), k, lambda_mult)
 
     # -- constructors ------------------------------------------------------------
+
+    @classmethod
+    def _named(cls, collection_name: str | None, embedding: Embeddings | None, kwargs: dict[str, Any]) -> Self:
+        return cls(collection_name or f"langchain_{uuid.uuid4().hex}", embedding, **kwargs)
 
     @classmethod
     def from_texts(
@@ -528,7 +449,7 @@ class MoeedbVectorStore(VectorStore):
     ) -> Self:
         """A store over `collection_name` (default: a new `langchain_<uuid>` name)
         holding `texts`; other keyword arguments go to the constructor."""
-        store = cls(collection_name or f"langchain_{uuid.uuid4().hex}", embedding, **kwargs)
+        store = cls._named(collection_name, embedding, kwargs)
         store.add_texts(texts, metadatas, ids=ids)
         return store
 
@@ -544,6 +465,6 @@ class MoeedbVectorStore(VectorStore):
         **kwargs: Any,
     ) -> Self:
         """`from_texts` without blocking the event loop."""
-        store = cls(collection_name or f"langchain_{uuid.uuid4().hex}", embedding, **kwargs)
+        store = cls._named(collection_name, embedding, kwargs)
         await store.aadd_texts(texts, metadatas, ids=ids)
         return store

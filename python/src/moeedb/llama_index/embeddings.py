@@ -8,6 +8,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
 from moeedb import _env
+from moeedb._integration import clients
 from moeedb.async_client import AsyncClient
 from moeedb.client import Client
 
@@ -45,9 +46,7 @@ class MoeedbEmbedding(BaseEmbedding):
                                   "embed_batch_size": embed_batch_size, "timeout": timeout,
                                   "max_retries": max_retries, **kwargs}
         super().__init__(**fields)  # pydantic fields of this class (mypy sees only the base's)
-        key = _env.api_key(api_key)
-        self._client = Client(self.url, key, timeout, max_retries)
-        self._aclient = AsyncClient(self.url, key, timeout, max_retries)
+        self._client, self._aclient = clients(self.url, api_key, timeout, max_retries)
 
     @classmethod
     def class_name(cls) -> str:

@@ -17,20 +17,16 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from moeedb import _env
+from moeedb._integration import StoreCollection, clients, create_options, score_parts, search_options
 from moeedb.async_client import AsyncClient
 from moeedb.client import Client
 from moeedb.collection import CollectionInfo, Distance
 from moeedb.document import Document, Vector
-from moeedb.errors import NotFoundError
 from moeedb.llama_index.filters import all_of, to_moeedb_filter
 from moeedb.search import Hit
 
 __all__ = ["MoeedbVectorStore", "hybrid_weights"]
 
-# Keyword arguments `query` passes on to moeedb's search (`filter` is ANDed with the query's filters).
-_SEARCH_FIELDS = frozenset(
-    {"alpha", "beta", "w_hs", "fusion", "norm", "rrf_k", "min_seq", "exact", "partial", "filter", "mode", "using"}
-)
 # The most hits one search returns (the server's bound on k).
 _MAX_K = 10000
 
@@ -82,11 +78,7 @@ class MoeedbVectorStore(BasePydanticVectorStore):
     batch_size: int = Field(default=1000, description="Documents per upsert request (at most 1000).")
     score_parts_key: str | None = Field(default="_moeedb", description="Metadata key of the score parts.")
 
-    _client: Client = PrivateAttr()
-    _aclient: AsyncClient = PrivateAttr()
-    _ready: bool = PrivateAttr(default=False)
-    _info: CollectionInfo | None = PrivateAttr(default=None)
-    _last_seq: int | None = PrivateAttr(default=None)
+    _collection: StoreCollection = PrivateAttr()
 
     def __init__(
         self,
@@ -102,9 +94,8 @@ class MoeedbVectorStore(BasePydanticVectorStore):
     ) -> None:
         fields: dict[str, Any] = {"collection_name": collection_name, "url": _env.server_url(url), **kwargs}
         super().__init__(**fields)  # pydantic fields of this class (mypy sees only the base's)
-        key = _env.api_key(api_key)
-        self._client = client or Client(self.url, key, timeout, max_retries)
-        self._aclient = async_client or AsyncClient(self.url, key, timeout, max_retries)
+        client, async_client = clients(self.url, api_key, timeout, max_retries, client, async_client)
+        self._collection = StoreCollection(self.collection_name, client, async_client)
 
     @classmethod
     def class_name(cls) -> str:
@@ -114,17 +105,17 @@ class MoeedbVectorStore(BasePydanticVectorStore):
     @property
     def client(self) -> Client:
         """The synchronous moeedb client."""
-        return self._client
+        return self._collection.client
 
     @property
     def aclient(self) -> AsyncClient:
         """The asyncio moeedb client."""
-        return self._aclient
+        return self._collection.async_client
 
     @property
     def last_seq(self) -> int | None:
         """The change-log number of this store's last write: pass it as `min_seq`."""
-        return self._last_seq
+        return self._collection.last_seq
 
     # -- shared pieces -----------------------------------------------------
 
@@ -137,12 +128,8 @@ class MoeedbVectorStore(BasePydanticVectorStore):
         return out
 
     def _create_options(self, nodes: Sequence[BaseNode]) -> dict[str, Any]:
-        options = dict(self.collection_options)
         size = self.vector_size or next((len(n.embedding) for n in nodes if n.embedding), None)
-        if size:
-            options["vector_size"] = size
-            options["distance"] = self.distance
-        return options
+        return create_options(self.collection_options, size, self.distance)
 
     def _node(self, hit: Hit) -> BaseNode:
         try:
@@ -151,13 +138,13 @@ class MoeedbVectorStore(BasePydanticVectorStore):
             node = TextNode(id_=hit.id, text=hit.text, metadata=dict(hit.metadata))
         key = self.score_parts_key
         if key and key not in node.metadata:
-            node.metadata[key] = {
-                "score": hit.score, "score_hs": hit.score_hs, "score_rw": hit.score_rw, "score_lex": hit.score_lex,
-                "parts": {"hs": hit.parts.hs, "rw": hit.parts.rw, "lex": hit.parts.lex},
-            }
+            node.metadata[key] = score_parts(hit)
             node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys, key]
             node.excluded_embed_metadata_keys = [*node.excluded_embed_metadata_keys, key]
         return node
+
+    def _stored(self, documents: list[Document]) -> list[BaseNode]:
+        return [self._node(Hit(id=d.id, score=0.0, text=d.text or "", metadata=d.metadata or {})) for d in documents]
 
     def _result(self, hits: list[Hit]) -> VectorStoreQueryResult:
         return VectorStoreQueryResult(nodes=[self._node(h) for h in hits], similarities=[h.score for h in hits],
@@ -171,10 +158,7 @@ class MoeedbVectorStore(BasePydanticVectorStore):
     def _search_args(self, query: VectorStoreQuery, kwargs: Mapping[str, Any],
                      info: CollectionInfo | None) -> dict[str, Any]:
         """moeedb search arguments for a LlamaIndex query (see the class docstring)."""
-        unknown = set(kwargs) - _SEARCH_FIELDS
-        if unknown:
-            raise TypeError(f"unknown query argument(s) {sorted(unknown)}; moeedb takes {sorted(_SEARCH_FIELDS)}")
-        options = {k: v for k, v in kwargs.items() if v is not None}
+        options = search_options(kwargs, "query")
         flt = all_of([
             to_moeedb_filter(query.filters) if query.filters is not None else None,
             {"ref_doc_id": {"$in": list(query.doc_ids)}} if query.doc_ids else None,
@@ -212,6 +196,20 @@ class MoeedbVectorStore(BasePydanticVectorStore):
         return {"query": text, "vector": vector, "k": min(max(k, 1), _MAX_K), "filter": flt, **options}
 
     @staticmethod
+    def _filter(node_ids: list[str] | None, filters: MetadataFilters | None) -> dict[str, Any] | None:
+        """The moeedb filter of `filters` ANDed with the node ids (None when neither narrows)."""
+        return all_of([to_moeedb_filter(filters) if filters is not None else None,
+                       {"$id": {"$in": node_ids}} if node_ids else None])
+
+    def _to_delete(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> dict[str, Any]:
+        """What `delete_nodes` deletes: the ids, or what the filters (and the ids) match;
+        {} for nothing (empty filters delete nothing, never everything)."""
+        if filters is None:
+            return {"ids": node_ids} if node_ids else {}
+        flt = self._filter(node_ids, filters)
+        return {"filter": flt} if flt is not None else {}
+
+    @staticmethod
     def _scan_args(info: CollectionInfo, flt: dict[str, Any]) -> dict[str, Any]:
         """An exact search that returns every document matching `flt` (up to 10000):
         the API has no filter-only listing, so it ranks them against a basis vector."""
@@ -223,183 +221,78 @@ class MoeedbVectorStore(BasePydanticVectorStore):
 
     # -- sync ----------------------------------------------------------------
 
-    def _collection_info(self) -> CollectionInfo | None:
-        if self._info is None:
-            try:
-                self._info = self._client.get_collection(self.collection_name)
-            except NotFoundError:
-                return None
-        return self._info
-
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Upsert `nodes` (by node id); their ids. Batches are separate atomic writes."""
         if not nodes:
             return []
-        if not self._ready:
-            self._client.create_collection(self.collection_name, exist_ok=True, **self._create_options(nodes))
-            self._ready = True
-        result = self._client.upsert(self.collection_name, self._documents(nodes), wait=self.wait,
-                                     batch_size=self.batch_size)
-        self._last_seq = result.seq
+        self._collection.upsert(self._documents(nodes), self._create_options(nodes), wait=self.wait,
+                                batch_size=self.batch_size)
         return [n.node_id for n in nodes]
 
     def _matching(self, flt: dict[str, Any]) -> list[Hit]:
-        info = self._collection_info()
-        if info is None:
-            return []
-        return self._client.search(self.collection_name, **self._scan_args(info, flt)).hits
-
-    def _delete_matching(self, flt: dict[str, Any]) -> None:
-        while True:
-            hits = self._matching(flt)
-            if not hits:
-                return
-            result = self._client.delete(self.collection_name, [h.id for h in hits])
-            if result.seq is not None:
-                self._last_seq = result.seq
-            if len(hits) < _MAX_K:
-                return
+        info = self._collection.info()
+        return self._collection.search(**self._scan_args(info, flt)) if info is not None else []
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete every node of the source document `ref_doc_id`."""
-        self._delete_matching({"ref_doc_id": ref_doc_id})
+        self._collection.delete(filter={"ref_doc_id": ref_doc_id})
 
     def delete_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None,
                      **delete_kwargs: Any) -> None:
         """Delete nodes by id and/or by metadata filters (both given: those matching both)."""
-        if filters is None:
-            if node_ids:
-                try:
-                    result = self._client.delete(self.collection_name, node_ids)
-                except NotFoundError:
-                    return
-                self._last_seq = result.seq if result.seq is not None else self._last_seq
-            return
-        flt = all_of([to_moeedb_filter(filters), {"$id": {"$in": node_ids}} if node_ids else None])
-        if flt is not None:  # empty filters delete nothing (never everything)
-            self._delete_matching(flt)
+        self._collection.delete(**self._to_delete(node_ids, filters))
 
     def get_nodes(self, node_ids: list[str] | None = None,
                   filters: MetadataFilters | None = None) -> list[BaseNode]:
         """The stored nodes with these ids and/or matching `filters`."""
         if filters is None and node_ids is not None:
-            nodes = []
-            for id in node_ids:
-                try:
-                    d = self._client.get(self.collection_name, id)
-                except NotFoundError:
-                    continue
-                nodes.append(self._node(Hit(id=d.id, score=0.0, text=d.text or "", metadata=d.metadata or {})))
-            return nodes
-        flt = all_of([to_moeedb_filter(filters) if filters else None,
-                      {"$id": {"$in": node_ids}} if node_ids else None])
-        return [self._node(h) for h in self._matching(flt or {})]
+            return self._stored(self._collection.get(node_ids))
+        return [self._node(h) for h in self._matching(self._filter(node_ids, filters) or {})]
 
     def clear(self) -> None:
         """Drop the collection (created again at the next `add`)."""
-        self._client.delete_collection(self.collection_name, missing_ok=True)
-        self._ready, self._info = False, None
+        self._collection.drop()
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The `similarity_top_k` best nodes for `query` (modes: see the class docstring)."""
-        info = self._collection_info() if self._needs_collection_alpha(query, kwargs) else None
-        args = self._search_args(query, kwargs, info)
-        try:
-            hits = self._client.search(self.collection_name, **args).hits
-        except NotFoundError:
-            if self._client.collection_exists(self.collection_name):
-                raise
-            hits = []
-        return self._result(hits)
+        info = self._collection.info() if self._needs_collection_alpha(query, kwargs) else None
+        return self._result(self._collection.search(**self._search_args(query, kwargs, info)))
 
     # -- async ---------------------------------------------------------------
-
-    async def _acollection_info(self) -> CollectionInfo | None:
-        if self._info is None:
-            try:
-                self._info = await self._aclient.get_collection(self.collection_name)
-            except NotFoundError:
-                return None
-        return self._info
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """`add` without blocking the event loop."""
         if not nodes:
             return []
-        if not self._ready:
-            await self._aclient.create_collection(self.collection_name, exist_ok=True,
-                                                  **self._create_options(nodes))
-            self._ready = True
-        result = await self._aclient.upsert(self.collection_name, self._documents(nodes), wait=self.wait,
-                                            batch_size=self.batch_size)
-        self._last_seq = result.seq
+        await self._collection.aupsert(self._documents(nodes), self._create_options(nodes), wait=self.wait,
+                                       batch_size=self.batch_size)
         return [n.node_id for n in nodes]
 
     async def _amatching(self, flt: dict[str, Any]) -> list[Hit]:
-        info = await self._acollection_info()
-        if info is None:
-            return []
-        return (await self._aclient.search(self.collection_name, **self._scan_args(info, flt))).hits
-
-    async def _adelete_matching(self, flt: dict[str, Any]) -> None:
-        while True:
-            hits = await self._amatching(flt)
-            if not hits:
-                return
-            result = await self._aclient.delete(self.collection_name, [h.id for h in hits])
-            if result.seq is not None:
-                self._last_seq = result.seq
-            if len(hits) < _MAX_K:
-                return
+        info = await self._collection.ainfo()
+        return await self._collection.asearch(**self._scan_args(info, flt)) if info is not None else []
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """`delete` without blocking the event loop."""
-        await self._adelete_matching({"ref_doc_id": ref_doc_id})
+        await self._collection.adelete(filter={"ref_doc_id": ref_doc_id})
 
     async def adelete_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None,
                             **delete_kwargs: Any) -> None:
         """`delete_nodes` without blocking the event loop."""
-        if filters is None:
-            if node_ids:
-                try:
-                    result = await self._aclient.delete(self.collection_name, node_ids)
-                except NotFoundError:
-                    return
-                self._last_seq = result.seq if result.seq is not None else self._last_seq
-            return
-        flt = all_of([to_moeedb_filter(filters), {"$id": {"$in": node_ids}} if node_ids else None])
-        if flt is not None:  # empty filters delete nothing (never everything)
-            await self._adelete_matching(flt)
+        await self._collection.adelete(**self._to_delete(node_ids, filters))
 
     async def aget_nodes(self, node_ids: list[str] | None = None,
                          filters: MetadataFilters | None = None) -> list[BaseNode]:
         """`get_nodes` without blocking the event loop."""
         if filters is None and node_ids is not None:
-            nodes = []
-            for id in node_ids:
-                try:
-                    d = await self._aclient.get(self.collection_name, id)
-                except NotFoundError:
-                    continue
-                nodes.append(self._node(Hit(id=d.id, score=0.0, text=d.text or "", metadata=d.metadata or {})))
-            return nodes
-        flt = all_of([to_moeedb_filter(filters) if filters else None,
-                      {"$id": {"$in": node_ids}} if node_ids else None])
-        return [self._node(h) for h in await self._amatching(flt or {})]
+            return self._stored(await self._collection.aget(node_ids))
+        return [self._node(h) for h in await self._amatching(self._filter(node_ids, filters) or {})]
 
     async def aclear(self) -> None:
         """`clear` without blocking the event loop."""
-        await self._aclient.delete_collection(self.collection_name, missing_ok=True)
-        self._ready, self._info = False, None
+        await self._collection.adrop()
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """`query` without blocking the event loop."""
-        info = await self._acollection_info() if self._needs_collection_alpha(query, kwargs) else None
-        args = self._search_args(query, kwargs, info)
-        try:
-            hits = (await self._aclient.search(self.collection_name, **args)).hits
-        except NotFoundError:
-            if await self._aclient.collection_exists(self.collection_name):
-                raise
-            hits = []
-        return self._result(hits)
+        info = await self._collection.ainfo() if self._needs_collection_alpha(query, kwargs) else None
+        return self._result(await self._collection.asearch(**self._search_args(query, kwargs, info)))
