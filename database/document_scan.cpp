@@ -73,6 +73,14 @@ Result<ScanPage> Scan(const VectorCollection& c, const ScanSpec& spec) {
   return out;
 }
 
+Result<std::vector<std::string>> SelectedIds(const VectorCollection& c, const ScanSpec& spec) {
+  if (spec.ids) return *spec.ids;
+  MOEEDB_ASSIGN_OR_RETURN(ScanPage page, Scan(c, spec));
+  std::vector<std::string> ids;
+  for (const auto& d : page.documents) ids.push_back(d.id);
+  return ids;
+}
+
 Result<size_t> CountMatching(const VectorCollection& c, const ScanSpec& spec) {
   if (!spec.filter && !spec.text_test && !spec.ids && spec.start.empty()) {
     const size_t n = c.size();

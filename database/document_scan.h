@@ -40,6 +40,9 @@ struct ScanPage {
 // The documents `spec` keeps. Reads the store in pages of up to 1000, so a
 // scan of a large collection holds no more than a page beyond its answer.
 Result<ScanPage> Scan(const VectorCollection& c, const ScanSpec& spec);
+// The ids `spec` names (its ids as given, stored or not), else the ids of the
+// documents it keeps.
+Result<std::vector<std::string>> SelectedIds(const VectorCollection& c, const ScanSpec& spec);
 // How many documents `spec` keeps (skip and limit apply); the collection's
 // size without reading it when nothing narrows the scan.
 Result<size_t> CountMatching(const VectorCollection& c, const ScanSpec& spec);

@@ -82,13 +82,7 @@ json MetadataChange::Apply(json metadata) const {
 }
 
 Result<WriteResult> DeleteDocuments(VectorCollection* c, const ScanSpec& which, bool sync) {
-  std::vector<std::string> ids;
-  if (which.ids) {
-    ids = *which.ids;
-  } else {
-    MOEEDB_ASSIGN_OR_RETURN(ScanPage page, Scan(*c, which));
-    for (const auto& d : page.documents) ids.push_back(d.id);
-  }
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<std::string> ids, SelectedIds(*c, which));
   if (ids.empty()) return WriteResult{};
   return c->Delete(ids, sync);
 }
@@ -96,13 +90,7 @@ Result<WriteResult> DeleteDocuments(VectorCollection* c, const ScanSpec& which, 
 Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, const MetadataChange& change, bool sync) {
   MOEEDB_RETURN_IF_ERROR(change.Validate());
   for (int attempt = 0; attempt < kTries; ++attempt) {
-    std::vector<std::string> ids;
-    if (which.ids) {
-      ids = *which.ids;
-    } else {
-      MOEEDB_ASSIGN_OR_RETURN(ScanPage page, Scan(*c, which));
-      for (const auto& d : page.documents) ids.push_back(d.id);
-    }
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<std::string> ids, SelectedIds(*c, which));
     std::vector<StoredDocument> docs;
     std::vector<uint64_t> expected;
     bool changed_meanwhile = false;

@@ -17,6 +17,13 @@ struct PointVector {
   ClientVector numbers;  // the client's own
 };
 
+// A write's answer: its change-log entry as the operation id; acknowledged,
+// or completed when the request waited for a synced write.
+HttpResponse Updated(const Result<WriteResult>& w, const Call& call) {
+  if (!w.ok()) return FromStatus(w.status());
+  return Ok({{"operation_id", w->seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
+}
+
 }  // namespace
 
 Result<std::string> QdrantRouter::DocumentText(const json& d) const {
@@ -138,9 +145,8 @@ HttpResponse QdrantRouter::Upsert(const Call& call) {
   }
   const size_t n = docs.size();
   auto w = core_->db().Upsert(call.name(), std::move(docs), call.wait);  // Documents embedded with the collection's setup
-  if (!w.ok()) return FromStatus(w.status());
-  core_->CountStored(n);
-  return Ok({{"operation_id", w->seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
+  if (w.ok()) core_->CountStored(n);
+  return Updated(w, call);
 }
 
 HttpResponse QdrantRouter::Retrieve(const Call& call) {
@@ -216,10 +222,7 @@ HttpResponse QdrantRouter::Delete(const Call& call) {
   if (!scan.ok()) return FromStatus(scan.status());
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
-  auto w = DeleteDocuments(*c, *scan, call.wait);
-  if (!w.ok()) return FromStatus(w.status());
-  const uint64_t seq = w->seq;
-  return Ok({{"operation_id", seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
+  return Updated(DeleteDocuments(*c, *scan, call.wait), call);
 }
 
 HttpResponse QdrantRouter::ChangePayload(const Call& call, MetadataChange::Kind kind) {
@@ -250,9 +253,7 @@ HttpResponse QdrantRouter::ChangePayload(const Call& call, MetadataChange::Kind 
   if (!scan.ok()) return FromStatus(scan.status());
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
-  auto w = ChangeMetadata(*c, *scan, change, call.wait);
-  if (!w.ok()) return FromStatus(w.status());
-  return Ok({{"operation_id", w->seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
+  return Updated(ChangeMetadata(*c, *scan, change, call.wait), call);
 }
 
 HttpResponse QdrantRouter::SetPayload(const Call& call) { return ChangePayload(call, MetadataChange::Kind::kSet); }

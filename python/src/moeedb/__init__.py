@@ -10,18 +10,8 @@ from moeedb.async_client import AsyncClient
 from moeedb.client import Client
 from moeedb.collection import CollectionInfo, CollectionSummary, Distance
 from moeedb.document import DeleteResult, Document, DocumentPage, UpsertResult, Vector
-from moeedb.errors import (
-    AuthenticationError,
-    BadRequestError,
-    ConflictError,
-    MoeedbConnectionError,
-    MoeedbError,
-    NotFoundError,
-    OutcomeUnknownError,
-    RateLimitError,
-    ServerError,
-    UnavailableError,
-)
+from moeedb import errors as _errors
+from moeedb.errors import *  # noqa: F403  (every error class, listed once in errors.__all__)
 from moeedb.retry import RetryPolicy
 from moeedb.search import Fusion, Hit, Norm, ScoreParts, SearchMode, SearchResult, Using
 
@@ -45,14 +35,5 @@ __all__ = [
     "Norm",
     "Using",
     "RetryPolicy",
-    "MoeedbError",
-    "MoeedbConnectionError",
-    "BadRequestError",
-    "AuthenticationError",
-    "NotFoundError",
-    "ConflictError",
-    "RateLimitError",
-    "ServerError",
-    "UnavailableError",
-    "OutcomeUnknownError",
 ]
+__all__ += _errors.__all__

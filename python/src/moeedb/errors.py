@@ -21,8 +21,7 @@ __all__ = [
     "ServerError",
     "UnavailableError",
     "OutcomeUnknownError",
-    "error_from_response",
-]
+]  # the error classes the package exports; error_from_response stays in this module
 
 
 class MoeedbError(Exception):

@@ -454,17 +454,11 @@ class MoeedbVectorStore(VectorStore):
         return store
 
     @classmethod
-    async def afrom_texts(
-        cls,
-        texts: list[str],
-        embedding: Embeddings | None = None,
-        metadatas: list[dict[str, Any]] | None = None,
-        *,
-        ids: list[str] | None = None,
-        collection_name: str | None = None,
-        **kwargs: Any,
-    ) -> Self:
-        """`from_texts` without blocking the event loop."""
-        store = cls._named(collection_name, embedding, kwargs)
+    async def afrom_texts(cls, texts: list[str], embedding: Embeddings | None = None,
+                          metadatas: list[dict[str, Any]] | None = None, *, ids: list[str] | None = None,
+                          **kwargs: Any) -> Self:
+        """`from_texts` (its arguments, `collection_name` among the keywords) without
+        blocking the event loop."""
+        store = cls._named(kwargs.pop("collection_name", None), embedding, kwargs)
         await store.aadd_texts(texts, metadatas, ids=ids)
         return store
