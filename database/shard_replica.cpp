@@ -4,11 +4,35 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
+
+#include "base/atomic_file.h"
+#include "base/file_text.h"
+#include "base/log.h"
 
 namespace moeedb {
 
 using json = nlohmann::json;
+
+namespace {
+
+// Beside a dense snapshot: "<seq> <entry id>", the identity of the change-log
+// entry the snapshot covers (OpRecord::entry_id).
+constexpr const char* kEntryFile = "/applied_entry";
+
+// The entry id the snapshot in `dir` recorded for entry `seq` ("" unknown).
+std::string SnapshotEntry(const std::string& dir, uint64_t seq) {
+  auto text = ReadFileText(dir + kEntryFile);
+  if (!text.ok()) return "";
+  std::istringstream in(*text);
+  uint64_t at = 0;
+  std::string id;
+  if (!(in >> at >> id) || at != seq) return "";
+  return id;
+}
+
+}  // namespace
 
 Result<CollectionLayout> CollectionLayout::FromRecord(const CollectionRecord& rec) {
   CollectionLayout l;
@@ -62,56 +86,87 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
   r->shard_ = shard;
   r->filter_ = ShardFilter{shard, layout.shards};
   r->dir_ = dir;
-  const std::string& name = layout.name;
-  MOEEDB_RETURN_IF_ERROR(
-      store->ScanMetadata(name, [&](uint64_t id, const std::string& m) { r->metadata_[id] = m; }, r->filter_));
   // The index: snapshot + op-log replay when possible, else a rebuild.
   uint64_t applied = 0;
   auto snap = DualIndex::Load(dir, &applied);
   bool usable = snap.ok() && applied <= rec.last_op && (*snap)->spec().ToJson() == layout.index.ToJson();
+  if (snap.ok() && applied > rec.last_op && store->shared()) r->NoteRewind(applied);  // the log is shorter than the snapshot
   if (usable) {
+    MOEEDB_RETURN_IF_ERROR(store->ScanMetadata(
+        layout.name, [&](uint64_t id, const std::string& m) { r->metadata_[id] = m; }, r->filter_));
     r->index_ = std::move(snap).value();
     r->applied_seq_ = applied;
+    r->applied_entry_ = SnapshotEntry(dir, applied);
     auto replayed = r->CatchUpLocked();  // the lexical index is not open yet: it catches up on its own
     r->replayed_ops_ = replayed.ok() ? *replayed : 0;
     // A snapshot whose op log was trimmed past it cannot be caught up: rebuild.
-    if (!replayed.ok() || r->applied_seq_ != rec.last_op || r->index_->size() != r->metadata_.size()) usable = false;
-    else r->from_snapshot_ = true;
+    if (!replayed.ok() || r->index_->size() != r->metadata_.size()) usable = false;
+    else r->from_snapshot_ = r->log_rewinds_ == 0;
   }
-  if (!usable) {
-    MOEEDB_ASSIGN_OR_RETURN(r->index_, DualIndex::Create(layout.index, layout.std_hs, layout.std_rw));
-    std::vector<uint64_t> ids;
-    std::vector<float> hs, rw;
-    Status bad;
-    MOEEDB_RETURN_IF_ERROR(store->ScanVectors(
-        name,
-        [&](uint64_t id, const float* h, size_t dh, const float* w, size_t dr, const std::string&) {
-          if (dh != layout.dim_hs || dr != layout.dim_rw) {
-            bad = Status::Corruption("stored vector of the wrong size");
-            return;
-          }
-          ids.push_back(id);
-          hs.insert(hs.end(), h, h + dh);
-          rw.insert(rw.end(), w, w + dr);
-        },
-        r->filter_));
-    MOEEDB_RETURN_IF_ERROR(bad);
-    MOEEDB_RETURN_IF_ERROR(r->index_->Add(ids, hs.data(), rw.data()));
-    r->applied_seq_ = rec.last_op;
-    r->replayed_ops_ = 0;
-  }
-  if (layout.lexical.enabled) MOEEDB_RETURN_IF_ERROR(r->OpenLexical(rec));
+  if (!usable) MOEEDB_RETURN_IF_ERROR(r->RebuildDenseLocked());
+  if (layout.lexical.enabled) MOEEDB_RETURN_IF_ERROR(r->OpenLexical());
   return r;
 }
 
-Status ShardReplica::OpenLexical(const CollectionRecord& rec) {
+Status ShardReplica::RebuildDenseLocked() {
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(layout_.name));
+  MOEEDB_ASSIGN_OR_RETURN(applied_entry_, EntryAt(rec.last_op));
+  metadata_.clear();
+  MOEEDB_RETURN_IF_ERROR(store_->ScanMetadata(
+      layout_.name, [&](uint64_t id, const std::string& m) { metadata_[id] = m; }, filter_));
+  MOEEDB_ASSIGN_OR_RETURN(index_, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw));
+  std::vector<uint64_t> ids;
+  std::vector<float> hs, rw;
+  Status bad;
+  MOEEDB_RETURN_IF_ERROR(store_->ScanVectors(
+      layout_.name,
+      [&](uint64_t id, const float* h, size_t dh, const float* w, size_t dr, const std::string&) {
+        if (dh != layout_.dim_hs || dr != layout_.dim_rw) {
+          bad = Status::Corruption("stored vector of the wrong size");
+          return;
+        }
+        ids.push_back(id);
+        hs.insert(hs.end(), h, h + dh);
+        rw.insert(rw.end(), w, w + dr);
+      },
+      filter_));
+  MOEEDB_RETURN_IF_ERROR(bad);
+  MOEEDB_RETURN_IF_ERROR(index_->Add(ids, hs.data(), rw.data()));
+  // Entries committed during the scans are applied again by the next catch-up: harmless.
+  applied_seq_ = rec.last_op;
+  replayed_ops_ = 0;
+  return Status::OK();
+}
+
+void ShardReplica::NoteRewind(uint64_t seq) {
+  ++log_rewinds_;
+  LogLine("moeedb: collection " + layout_.name + " shard " + std::to_string(shard_) + ": change log entry " +
+          std::to_string(seq) + " is not the one this replica applied (the log went back): rebuilding it from the store");
+}
+
+Result<std::string> ShardReplica::EntryAt(uint64_t seq) const {
+  std::string id;
+  if (seq == 0) return id;
+  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, seq - 1, [&](const OpRecord& op) {
+    if (op.seq == seq) id = op.entry_id;
+  }));
+  return id;
+}
+
+Status ShardReplica::OpenLexical() {
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(layout_.name));
   MOEEDB_ASSIGN_OR_RETURN(lexical_, LexicalIndex::Open(dir_ + ".lexical", layout_.lexical));
   const std::string& name = layout_.name;
   // Catch up from the op log when it holds every op since the last commit
-  // (consecutive sequence numbers from committed + 1); replaying is
-  // idempotent, so ops a Xapian auto-flush already wrote are harmless.
+  // (consecutive sequence numbers from committed + 1) and its entry at the
+  // commit is still the one committed (the log did not go back); replaying
+  // is idempotent, so ops a Xapian auto-flush already wrote are harmless.
   const uint64_t from = lexical_->committed_seq();
-  bool usable = from <= rec.last_op;
+  bool usable = from <= rec.last_op && log_rewinds_ == 0;
+  if (usable && store_->shared() && from > 0) {
+    MOEEDB_ASSIGN_OR_RETURN(std::string entry, EntryAt(from));
+    usable = !entry.empty() && entry == lexical_->committed_entry();
+  }
   if (usable) {
     uint64_t expect = from + 1;
     Status inner;
@@ -137,7 +192,13 @@ Status ShardReplica::OpenLexical(const CollectionRecord& rec) {
     });
     usable = read.ok() && inner.ok() && expect == rec.last_op + 1 && lexical_->size() == index_->size();
   }
-  if (!usable) {
+  if (!usable) MOEEDB_RETURN_IF_ERROR(RebuildLexicalLocked());
+  return lexical_->Commit(applied_seq_, applied_entry_);
+}
+
+Status ShardReplica::RebuildLexicalLocked() {
+  const std::string& name = layout_.name;
+  {
     MOEEDB_RETURN_IF_ERROR(lexical_->Clear());
     std::vector<uint64_t> all;
     for (const auto& [id, m] : metadata_) all.push_back(id);
@@ -162,12 +223,17 @@ Status ShardReplica::OpenLexical(const CollectionRecord& rec) {
     }
     lexical_rebuilt_ = true;
   }
-  return lexical_->Commit(rec.last_op);
+  return Status::OK();
 }
 
 size_t ShardReplica::size() const {
   std::shared_lock lock(mu_);
   return index_->size();
+}
+
+size_t ShardReplica::log_rewinds() const {
+  std::shared_lock lock(mu_);
+  return log_rewinds_;
 }
 
 uint64_t ShardReplica::applied_seq() const {
@@ -199,8 +265,13 @@ std::vector<uint64_t> ShardReplica::LexicalIds() const {
 
 Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs) {
   std::unique_lock lock(mu_);
-  if (res.seq == 0 || res.seq <= applied_seq_) return Status::OK();
+  if (res.seq == 0) return Status::OK();
+  // Applied already (the follower read it first) or, in a shared store, a
+  // number at or below this replica's that the log may have reused after
+  // going back: the catch-up below checks which.
+  if (res.seq <= applied_seq_ && !store_->shared()) return Status::OK();
   if (res.seq == applied_seq_ + 1) {
+    applied_entry_next_ = res.entry_id;
     std::vector<uint64_t> ids;
     std::vector<const StoredDocument*> added;
     if (docs != nullptr)
@@ -229,10 +300,19 @@ Result<size_t> ShardReplica::CatchUp() {
 }
 
 Result<size_t> ShardReplica::CatchUpLocked() {
+  // A store that keeps its whole log (PostgreSQL) still holds the entry these
+  // indexes applied last: read from it, and check that it is the same entry.
+  const bool check = store_->shared() && applied_seq_ > 0;
   size_t applied = 0;
+  bool seen_own = !check, rewound = false;
   Status inner;
-  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, applied_seq_, [&](const OpRecord& op) {
-    if (!inner.ok()) return;
+  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, check ? applied_seq_ - 1 : applied_seq_, [&](const OpRecord& op) {
+    if (!inner.ok() || rewound) return;
+    if (!seen_own) {
+      seen_own = true;
+      if (op.seq != applied_seq_ || (!applied_entry_.empty() && op.entry_id != applied_entry_)) rewound = true;
+      return;
+    }
     if (op.seq != applied_seq_ + 1) {
       inner = Status::Corruption("collection " + layout_.name + ": change log entry " +
                                  std::to_string(applied_seq_ + 1) +
@@ -243,10 +323,18 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     if (inner.ok()) ++applied;
   }));
   MOEEDB_RETURN_IF_ERROR(inner);
-  return applied;
+  if (seen_own && !rewound) return applied;
+  // The log went back under this replica (a crash that lost commits, a
+  // point-in-time restore): the entry it applied last is gone or another
+  // one. What it holds may name other documents: rebuild from the store.
+  NoteRewind(applied_seq_);
+  MOEEDB_RETURN_IF_ERROR(RebuildDenseLocked());
+  if (lexical_) MOEEDB_RETURN_IF_ERROR(RebuildLexicalLocked());
+  return size_t{0};
 }
 
 Status ShardReplica::ApplyLoggedOp(const OpRecord& op) {
+  applied_entry_next_ = op.entry_id;
   std::vector<std::optional<StoredDocument>> docs;
   if (!op.added.empty()) { MOEEDB_ASSIGN_OR_RETURN(docs, store_->GetManyByInternal(layout_.name, op.added, true, filter_)); }
   std::vector<uint64_t> ids;
@@ -283,14 +371,17 @@ Status ShardReplica::ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone
     if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Replace(ids, texts));
   }
   applied_seq_ = seq;
+  applied_entry_ = std::move(applied_entry_next_);
+  applied_entry_next_.clear();
   return Status::OK();
 }
 
 Result<uint64_t> ShardReplica::Save() {
   std::unique_lock lock(mu_);
   // Both indexes cover applied_seq_ before the op log is trimmed to it.
-  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Commit(applied_seq_));
+  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Commit(applied_seq_, applied_entry_));
   MOEEDB_RETURN_IF_ERROR(index_->Save(dir_, applied_seq_));
+  MOEEDB_RETURN_IF_ERROR(WriteFileAtomic(dir_ + kEntryFile, std::to_string(applied_seq_) + " " + applied_entry_ + "\n"));
   return applied_seq_;
 }
 

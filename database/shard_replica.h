@@ -91,6 +91,8 @@ class ShardReplica {
   bool opened_from_snapshot() const { return from_snapshot_; }
   size_t replayed_ops() const { return replayed_ops_; }
   bool lexical_rebuilt() const { return lexical_rebuilt_; }
+  // Times this replica found the change log gone back under it and rebuilt.
+  size_t log_rewinds() const;
 
  private:
   ShardReplica() = default;
@@ -98,7 +100,15 @@ class ShardReplica {
   Status ApplyLoggedOp(const OpRecord& op);
   Status ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,
                      const std::vector<const StoredDocument*>& docs);
-  Status OpenLexical(const CollectionRecord& rec);
+  Status OpenLexical();
+  // From the store, as of the log's head now: the dense index and the
+  // metadata, and the lexical index (mu_ held exclusively).
+  Status RebuildDenseLocked();
+  Status RebuildLexicalLocked();
+  // Counts and logs a change log found gone back below entry `seq`.
+  void NoteRewind(uint64_t seq);
+  // The identity of change-log entry `seq` ("" for 0 or an entry without one).
+  Result<std::string> EntryAt(uint64_t seq) const;
   // The metadata filter of `q` over this replica's documents (empty: none).
   std::function<bool(uint64_t)> FilterOf(const ShardQuery& q, std::unordered_map<uint64_t, nlohmann::json>* parsed) const;
   Result<std::vector<ShardCandidate>> Dense(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
@@ -120,6 +130,9 @@ class ShardReplica {
   bool lexical_rebuilt_ = false;
   std::unordered_map<uint64_t, std::string> metadata_;  // internal id -> metadata JSON text
   uint64_t applied_seq_ = 0;
+  std::string applied_entry_;       // the identity of entry applied_seq_ ("" unknown)
+  std::string applied_entry_next_;  // of the entry ApplyChange is applying
+  size_t log_rewinds_ = 0;          // times the log went back under this replica
   bool from_snapshot_ = false;
   size_t replayed_ops_ = 0;
   mutable std::shared_mutex mu_;

@@ -140,7 +140,7 @@ std::vector<ShardReplica*> VectorCollection::Replicas() const {
 std::vector<VectorCollection::ReplicaState> VectorCollection::ReplicaStates() const {
   std::shared_lock lock(replicas_mu_);
   std::vector<ReplicaState> out;
-  for (ShardReplica* r : Replicas()) out.push_back(ReplicaState{r->shard(), r->size(), r->applied_seq(), r->index_bytes()});
+  for (ShardReplica* r : Replicas()) out.push_back(ReplicaState{r->shard(), r->size(), r->applied_seq(), r->index_bytes(), r->log_rewinds()});
   return out;
 }
 
@@ -157,6 +157,13 @@ size_t VectorCollection::index_rebuilds() const {
   std::shared_lock lock(replicas_mu_);
   size_t n = 0;
   for (ShardReplica* r : Replicas()) n += r->index_rebuilds();
+  return n;
+}
+
+size_t VectorCollection::log_rewinds() const {
+  std::shared_lock lock(replicas_mu_);
+  size_t n = 0;
+  for (ShardReplica* r : Replicas()) n += r->log_rewinds();
   return n;
 }
 

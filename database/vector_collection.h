@@ -160,12 +160,14 @@ class VectorCollection {
   uint32_t shards() const { return layout_.shards; }
   // The shards this node holds a replica of, ascending.
   std::vector<uint32_t> HeldShards() const;
-  // What a held replica holds: its document count, applied entry, index bytes.
+  // What a held replica holds: its document count, applied entry, index
+  // bytes, and the times it found the change log gone back and rebuilt.
   struct ReplicaState {
     uint32_t shard = 0;
     size_t documents = 0;
     uint64_t applied_seq = 0;
     size_t index_bytes = 0;
+    size_t log_rewinds = 0;
   };
   std::vector<ReplicaState> ReplicaStates() const;
   // How clients' own vectors map onto the stored ones (client_vectors.h).
@@ -190,6 +192,8 @@ class VectorCollection {
   bool opened_from_snapshot() const;
   size_t replayed_ops() const;
   size_t index_rebuilds() const;
+  // Times a local replica found the change log gone back under it and rebuilt from the store.
+  size_t log_rewinds() const;
   // The newest change-log entry every local replica includes.
   uint64_t applied_seq() const;
   // Applies the store's change-log entries above applied_seq(): the writes

@@ -16,6 +16,7 @@ namespace {
 
 constexpr const char* kSeqKey = "moeedb_applied_seq";
 constexpr const char* kLanguageKey = "moeedb_language";
+constexpr const char* kEntryKey = "moeedb_applied_entry";
 constexpr uint64_t kMaxDocId = 0xffffffffull;
 
 // Okapi BM25 with Lucene's idf (never negative, unlike Robertson's), the
@@ -147,6 +148,7 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::Open(const std::string& dir,
     if (!lang.empty() && lang != spec.language) MOEEDB_RETURN_IF_ERROR(ix->Clear());
     const std::string seq = ix->db_->db.get_metadata(kSeqKey);
     ix->committed_seq_ = seq.empty() ? 0 : std::stoull(seq);
+    ix->committed_entry_ = ix->db_->db.get_metadata(kEntryKey);
   } catch (const Xapian::DatabaseLockError& e) {
     return Status::IOError("lexical index " + dir + " is open elsewhere: " + e.get_description());
   } catch (const Xapian::Error& e) {
@@ -165,6 +167,7 @@ Status LexicalIndex::Clear() {
     if (ec) return Status::IOError("cannot clear " + db_->dir + ": " + ec.message());
     db_->db = Xapian::WritableDatabase(db_->dir, Xapian::DB_CREATE_OR_OPEN);
     committed_seq_ = 0;
+    committed_entry_.clear();
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index " + db_->dir + ": " + e.get_description());
   }
@@ -334,15 +337,17 @@ Result<std::vector<double>> LexicalIndex::Score(const std::string& query, const 
   return scores;
 }
 
-Status LexicalIndex::Commit(uint64_t applied_seq) {
+Status LexicalIndex::Commit(uint64_t applied_seq, const std::string& applied_entry) {
   try {
     db_->db.set_metadata(kSeqKey, std::to_string(applied_seq));
+    db_->db.set_metadata(kEntryKey, applied_entry);
     db_->db.set_metadata(kLanguageKey, spec_.language);
     db_->db.commit();
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index commit: " + e.get_description());
   }
   committed_seq_ = applied_seq;
+  committed_entry_ = applied_entry;
   return Status::OK();
 }
 

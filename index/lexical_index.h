@@ -86,10 +86,12 @@ class LexicalIndex {
   // the query side).
   std::vector<std::string> Terms(const std::string& text) const;
 
-  // Records `applied_seq` and makes everything durable.
-  Status Commit(uint64_t applied_seq);
-  // The op-log sequence number recorded by the last commit (0: none).
+  // Records `applied_seq` (and the identity of that change-log entry,
+  // OpRecord::entry_id) and makes everything durable.
+  Status Commit(uint64_t applied_seq, const std::string& applied_entry = "");
+  // The op-log sequence number recorded by the last commit (0: none), and its entry's identity ("" unknown).
   uint64_t committed_seq() const { return committed_seq_; }
+  const std::string& committed_entry() const { return committed_entry_; }
   size_t size() const;
   std::vector<uint64_t> Ids() const;
   const LexicalSpec& spec() const { return spec_; }
@@ -100,6 +102,7 @@ class LexicalIndex {
   std::unique_ptr<Db> db_;
   LexicalSpec spec_;
   uint64_t committed_seq_ = 0;
+  std::string committed_entry_;
 };
 
 }  // namespace moeedb

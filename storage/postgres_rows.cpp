@@ -55,6 +55,11 @@ const char* const kMigrations[] = {
     // reads only the shards it holds; BackfillShardKeys fills in the rows
     // written before, then the column becomes NOT NULL.
     "ALTER TABLE moeedb_documents ADD COLUMN shard_key bigint;",
+    // 3 -> 4: each change-log entry's identity (its write's random id), which
+    // followers compare at their cursor: a log that went back under them (a
+    // lost commit, a point-in-time restore) and numbered other writes anew is
+    // noticed. Entries written before have none (NULL).
+    "ALTER TABLE moeedb_ops ADD COLUMN entry_id text;",
 };
 
 void BackfillShardKeys(pqxx::work& t) {
@@ -224,8 +229,8 @@ std::map<std::string, uint64_t> RemoveDocuments(pqxx::transaction_base& t, uint3
 // that wakes other nodes.
 void LogChange(pqxx::work& t, const CollectionRecord& r, const WriteResult& res, uint64_t next_internal,
                const std::string& write_id) {
-  t.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed) VALUES ($1, $2, $3::bigint[], $4::bigint[])", r.id,
-                res.seq, ArrayLiteral(res.added), ArrayLiteral(res.removed));
+  t.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed, entry_id) VALUES ($1, $2, $3::bigint[], $4::bigint[], $5)",
+                r.id, res.seq, ArrayLiteral(res.added), ArrayLiteral(res.removed), write_id);
   const int64_t live_delta = static_cast<int64_t>(res.added.size()) - static_cast<int64_t>(res.removed.size());
   t.exec_params("UPDATE moeedb_collections SET next_internal = $2, doc_count = doc_count + $3 WHERE id = $1", r.id,
                 next_internal, live_delta);

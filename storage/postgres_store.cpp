@@ -268,7 +268,7 @@ Result<std::optional<uint64_t>> PostgresStore::FindWrite(const std::string& coll
 }
 
 template <typename Fn>
-Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, const std::string& what, bool sync,
+Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, const std::string& what,
                                                Fn&& write) {
   using Clock = std::chrono::steady_clock;
   const std::string write_id = NewWriteId();
@@ -280,9 +280,7 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
     Result<WriteResult> r = WithConnection(what, [&](pqxx::connection& c) -> Result<WriteResult> {
       pqxx::work t(c);
       t.exec(std::string("SET LOCAL lock_timeout = '") + kWriteLockTimeout + "'");
-      if (!sync) {
-        t.exec("SET LOCAL synchronous_commit = off");
-      } else if (!HasSynchronousStandby(t)) {
+      if (!HasSynchronousStandby(t)) {
         no_standby = true;
         return Status::Unavailable(what + ": PostgreSQL has no synchronous standby now (after a failover, until "
                                    "the old primary rejoins): nothing was written; retry in a few seconds");
@@ -363,7 +361,7 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
     MOEEDB_RETURN_IF_ERROR(GetCollection(collection).status());
     return WriteResult{};
   }
-  return CommitWrite(collection, "writing to " + collection, sync,
+  return CommitWrite(collection, "writing to " + collection,
                      [&](pqxx::work& t, const std::string& write_id, WriteResult* out) -> Result<bool> {
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LockForWrite(t, collection));
     WriteResult& res = *out;
@@ -384,6 +382,7 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
       res.added.push_back(next++);
     }
     InsertDocuments(t, r.id, res.added, docs, records);
+    res.entry_id = write_id;
     LogChange(t, r, res, next, write_id);
     return true;
   });
@@ -391,7 +390,7 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
 
 Result<WriteResult> PostgresStore::Delete(const std::string& collection, const std::vector<std::string>& ids,
                                           bool sync) {
-  return CommitWrite(collection, "deleting from " + collection, sync,
+  return CommitWrite(collection, "deleting from " + collection,
                      [&](pqxx::work& t, const std::string& write_id, WriteResult* out) -> Result<bool> {
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LockForWrite(t, collection));
     WriteResult& res = *out;
@@ -405,6 +404,7 @@ Result<WriteResult> PostgresStore::Delete(const std::string& collection, const s
     }
     if (res.removed.empty()) return false;  // nothing changed: the advanced last_op is rolled back
     res.seq = r.last_op;
+    res.entry_id = write_id;
     LogChange(t, r, res, r.next_internal, write_id);
     return true;
   });
@@ -526,13 +526,14 @@ Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result rows = t.exec_params(
-        "SELECT seq, added, removed FROM moeedb_ops WHERE coll = $1 AND seq > $2 ORDER BY seq", r.id,
+        "SELECT seq, added, removed, entry_id FROM moeedb_ops WHERE coll = $1 AND seq > $2 ORDER BY seq", r.id,
         static_cast<int64_t>(after));
     for (const auto& row : rows) {
       OpRecord op;
       op.seq = row["seq"].as<uint64_t>();
       MOEEDB_ASSIGN_OR_RETURN(op.added, ParseArray(row["added"].as<std::string>()));
       MOEEDB_ASSIGN_OR_RETURN(op.removed, ParseArray(row["removed"].as<std::string>()));
+      if (!row["entry_id"].is_null()) op.entry_id = row["entry_id"].as<std::string>();
       ops.push_back(std::move(op));
     }
     return Status::OK();

@@ -53,7 +53,7 @@ namespace moeedb {
 class PostgresStore final : public Store {
  public:
   // The schema version this build reads and writes.
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Connects to `uri` (any libpq connection string) and creates or migrates
   // the tables; Unavailable naming the server (password hidden) when it cannot
@@ -66,7 +66,9 @@ class PostgresStore final : public Store {
   Result<std::vector<CollectionRecord>> ListCollections() const override;
   Status DropCollection(const std::string& name) override;
   Status UpdateSpec(const std::string& name, const std::string& spec_json) override;
-  // sync=false commits with synchronous_commit off (durable shortly after).
+  // Every write commits synced (sync=false too): a commit that is visible,
+  // NOTIFYed and acknowledged is never lost to a crash or failover, which
+  // would rewind the change log under the nodes that applied it.
   Result<WriteResult> Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
                              bool sync) override;
   Result<WriteResult> UpsertIfUnchanged(const std::string& collection, const std::vector<StoredDocument>& docs,
@@ -148,7 +150,7 @@ class PostgresStore final : public Store {
   // LogChange included; false: nothing to commit), handling retries and lost
   // COMMIT answers as the header says.
   template <typename Fn>
-  Result<WriteResult> CommitWrite(const std::string& collection, const std::string& what, bool sync, Fn&& write);
+  Result<WriteResult> CommitWrite(const std::string& collection, const std::string& what, Fn&& write);
   // The number the write `write_id` was stored under, nullopt if it was not
   // (once no attempt of it is in flight); retried until `until`.
   Result<std::optional<uint64_t>> FindWrite(const std::string& collection, const std::string& write_id,

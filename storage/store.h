@@ -14,7 +14,9 @@
 //  - each write that changes a collection appends one change-log entry whose
 //    sequence number is the collection's last_op + 1: numbers are gapless and
 //    in commit order, so a reader that has applied every entry up to N has
-//    missed nothing when it next reads the entries above N.
+//    missed nothing when it next reads the entries above N, as long as entry
+//    N is still the one it applied (OpRecord::entry_id: a store restored to
+//    an earlier point numbers new writes anew).
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,12 @@ struct DocumentPage {
 struct OpRecord {
   uint64_t seq = 0;
   std::vector<uint64_t> added, removed;  // internal ids
+  // The entry's identity where the store gives one (PostgreSQL: the write's
+  // random id; "" otherwise): a reader that applied entry N checks that the
+  // log's entry N is still the one it applied, so a log that went back (a
+  // crash that lost commits, a point-in-time restore) and numbered other
+  // writes anew is noticed, not followed into the wrong documents.
+  std::string entry_id;
 };
 
 // Which of a collection's documents a reader wants: those in shard `shard`
@@ -72,6 +80,7 @@ uint32_t ShardOfId(const std::string& external_id, uint32_t count);
 
 struct WriteResult {
   uint64_t seq = 0;                    // the op-log entry this write created (0: no change)
+  std::string entry_id;                // that entry's identity (OpRecord::entry_id)
   std::vector<uint64_t> added;         // internal ids, in input order
   std::vector<uint64_t> removed;       // internal ids replaced or deleted
   size_t not_found = 0;                // deletes of ids that were not there

@@ -160,6 +160,8 @@ std::string Api::MetricsText() {
               [](const auto& r) { return r.documents; });
   per_replica("moeedb_shard_index_bytes", "Bytes the replica's dense indexes hold in memory.",
               [](const auto& r) { return r.index_bytes; });
+  per_replica("moeedb_shard_log_rewinds", "Times this node's replica found the change log gone back under it (a lost "
+              "commit, a restore) and rebuilt from the store.", [](const auto& r) { return r.log_rewinds; });
   o << "# HELP moeedb_queue_depth Embedding jobs waiting.\n# TYPE moeedb_queue_depth gauge\n";
   o << "moeedb_queue_depth " << qs.depth << "\n";
   o << "# HELP moeedb_model_busy_seconds_total Time the model workers spent embedding, summed over workers.\n"

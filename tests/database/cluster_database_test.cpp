@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <pqxx/pqxx>
+#include <random>
 
 #include "database/database.h"
 #include "tests/storage/pg_test_db.h"
@@ -22,6 +24,51 @@ CollectionOptions Flat() {
 }
 
 StoredDocument Doc(const std::string& id, float x) { return {id, "text " + id, "{}", {x, 1, 0, 0}, {1, x}}; }
+
+// A document with random vectors and a word of its own in its text.
+StoredDocument RandomDoc(const std::string& id, std::mt19937* rng) {
+  std::normal_distribution<float> g(0, 1);
+  StoredDocument d{id, "about " + id + "word", "{}", std::vector<float>(4), std::vector<float>(2)};
+  for (auto& x : d.hs) x = g(*rng);
+  for (auto& x : d.rw) x = g(*rng);
+  return d;
+}
+
+// Every document of the store, found on `c` (one node's replicas) by its own
+// vectors as the top hit with its own text and a score of 1 + alpha, and by
+// its own word; no other document in c's indexes.
+void ExpectAnswersAsTheStore(VectorCollection* c, const std::string& node) {
+  std::vector<StoredDocument> stored;
+  for (std::string after;;) {
+    auto page = c->List(after, 100);
+    ASSERT_TRUE(page.ok());
+    for (auto& d : page->documents) stored.push_back(std::move(d));
+    if (page->next_after.empty()) break;
+    after = page->next_after;
+  }
+  EXPECT_EQ(c->IndexedIds().size(), stored.size()) << node;
+  for (const auto& listed : stored) {
+    auto d = c->Get(listed.id);
+    ASSERT_TRUE(d.ok() && d->has_value());
+    SearchSpec s;
+    s.k = 1;
+    s.exact = true;
+    auto hits = c->Search((*d)->hs.data(), (*d)->rw.data(), s);
+    ASSERT_TRUE(hits.ok()) << hits.status().ToString();
+    ASSERT_EQ(hits->size(), 1u) << node;
+    EXPECT_EQ((*hits)[0].id, (*d)->id) << node << ": another document's vector answers for " << (*d)->id;
+    EXPECT_EQ((*hits)[0].text, (*d)->text) << node;
+    EXPECT_NEAR((*hits)[0].score, 1.0 + c->default_alpha(), 1e-4) << node << " " << (*d)->id;
+    SearchSpec lex;
+    lex.k = 1;
+    lex.mode = QueryMode::kLexical;
+    lex.query = (*d)->id + "word";
+    auto found = c->Search(nullptr, nullptr, lex);
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    ASSERT_EQ(found->size(), 1u) << node << " " << lex.query;
+    EXPECT_EQ((*found)[0].id, (*d)->id) << node;
+  }
+}
 
 TEST(ClusterDatabase, ADropOnOneNodeClosesTheCollectionOnAnotherAndItsNameOpensAnew) {
   test::TempDir dir;
@@ -67,6 +114,70 @@ TEST(ClusterDatabase, ADropOnOneNodeClosesTheCollectionOnAnotherAndItsNameOpensA
   EXPECT_EQ((*cb3)->size(), 1u);
   EXPECT_TRUE((*(*cb3)->Get("z1")).has_value());
   EXPECT_NE((*cb3)->index_dir(), (*cb2)->index_dir());
+}
+
+// The change log goes back under running nodes (a crash that lost unsynced
+// commits, a point-in-time restore): entries 4 and 5, which both nodes had
+// applied, are gone and the next writes reuse their numbers and internal ids
+// for other documents. Each node notices at its cursor (the entry it applied
+// last is not the one the log holds now) and rebuilds what it holds: every
+// stored document is then found on both nodes by its own vectors and words.
+TEST(ClusterDatabase, ARewoundChangeLogIsNoticedAndEveryNodeRebuilds) {
+  test::TempDir dir;
+  test::PgDatabase pg;
+  DatabaseOptions oa, ob;
+  oa.index_dir = dir / "a";
+  ob.index_dir = dir / "b";
+  auto a = Database::Open(pg.uri(), oa);
+  auto b = Database::Open(pg.uri(), ob);
+  ASSERT_TRUE(a.ok() && b.ok());
+  CollectionOptions o = Flat();
+  o.lexical = LexicalSpec{true};
+  auto ca = (*a)->CreateCollection("c", o);
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  std::mt19937 rng(7);
+  for (const char* id : {"d1", "d2", "d3"}) ASSERT_TRUE((*ca)->Upsert({RandomDoc(id, &rng)}).ok());
+  auto cb = (*b)->OpenCollection("c");
+  ASSERT_TRUE(cb.ok());
+  // The point the log will go back to.
+  pqxx::connection sql(pg.uri());
+  pqxx::nontransaction(sql).exec(
+      "CREATE TABLE saved_docs AS SELECT * FROM moeedb_documents; CREATE TABLE saved_ops AS SELECT * FROM moeedb_ops;"
+      "CREATE TABLE saved_colls AS SELECT * FROM moeedb_collections;");
+  for (const char* id : {"d4", "d5"}) ASSERT_TRUE((*ca)->Upsert({RandomDoc(id, &rng)}, /*sync=*/false).ok());
+  ASSERT_TRUE((*b)->CatchUp().ok());
+  EXPECT_EQ((*cb)->applied_seq(), 5u);
+  // A third node snapshots its indexes at entry 5 and is down meanwhile.
+  DatabaseOptions oc;
+  oc.index_dir = dir / "c";
+  {
+    auto c = Database::Open(pg.uri(), oc);
+    ASSERT_TRUE(c.ok() && (*c)->OpenCollection("c").ok());
+    ASSERT_TRUE((*c)->SaveIndexes().ok());
+  }
+  {
+    pqxx::work t(sql);
+    t.exec("DELETE FROM moeedb_documents; INSERT INTO moeedb_documents SELECT * FROM saved_docs;"
+           "DELETE FROM moeedb_ops; INSERT INTO moeedb_ops SELECT * FROM saved_ops;"
+           "UPDATE moeedb_collections c SET last_op = s.last_op, next_internal = s.next_internal, doc_count = s.doc_count "
+           "FROM saved_colls s WHERE c.id = s.id;");
+    t.commit();
+  }
+  // New documents under the lost numbers.
+  for (const char* id : {"e4", "e5", "e6"}) ASSERT_TRUE((*ca)->Upsert({RandomDoc(id, &rng)}).ok());
+  ASSERT_TRUE((*a)->CatchUp().ok());
+  ASSERT_TRUE((*b)->CatchUp().ok());
+  EXPECT_FALSE((*(*ca)->Get("d4")).has_value());
+  ExpectAnswersAsTheStore(*ca, "writer");
+  ExpectAnswersAsTheStore(*cb, "follower");
+  EXPECT_GE((*cb)->log_rewinds(), 1u);
+  EXPECT_GE((*ca)->log_rewinds(), 1u);
+  // The node that was down notices at its snapshot's cursor when it opens.
+  auto c = Database::Open(pg.uri(), oc);
+  ASSERT_TRUE(c.ok());
+  auto cc = (*c)->OpenCollection("c");
+  ASSERT_TRUE(cc.ok());
+  ExpectAnswersAsTheStore(*cc, "node back from down");
 }
 
 }  // namespace

@@ -245,6 +245,7 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
     pqxx::connection c(pg.uri());
     pqxx::work t(c);
     t.exec("ALTER TABLE moeedb_documents DROP COLUMN shard_key");
+    t.exec("ALTER TABLE moeedb_ops DROP COLUMN entry_id");  // version 4's
     t.exec("UPDATE moeedb_meta SET value = '2' WHERE key = 'schema_version'");
     t.commit();
   }
@@ -255,7 +256,7 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
     pqxx::work t(c);
     for (const auto& row : t.exec("SELECT external, shard_key FROM moeedb_documents"))
       EXPECT_EQ(row[1].as<uint64_t>(), ShardKey(row[0].as<std::string>())) << row[0].as<std::string>();
-    EXPECT_EQ(t.exec1("SELECT value FROM moeedb_meta WHERE key = 'schema_version'")[0].as<int>(), 3);
+    EXPECT_EQ(t.exec1("SELECT value FROM moeedb_meta WHERE key = 'schema_version'")[0].as<int>(), PostgresStore::kSchemaVersion);
   }
   // Each shard's scan holds exactly the ids ShardOfId puts there, together all.
   size_t seen = 0;
@@ -353,6 +354,27 @@ TEST(PostgresStore, KeepsItsChangeLogForOtherNodesAndHasNoFolderCheckpoint) {
   test::TempDir dir;
   EXPECT_EQ((*store)->Checkpoint(dir / "copy").code(), Status::Code::kNotSupported);
   EXPECT_EQ((*store)->location().find("postgresql://"), 0u);
+}
+
+// Each change-log entry carries its write's identity, the same in the write's
+// answer and in the log, and different for every write: what a follower
+// compares at its cursor (shard_replica.h), and what numbers alone cannot say
+// once a log has gone back and numbered other writes anew.
+TEST(PostgresStore, EachChangeLogEntryCarriesItsWritesIdentity) {
+  test::PgDatabase pg;
+  auto store = Store::Open(pg.uri());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateCollection("c", "{}").ok());
+  auto a = (*store)->Upsert("c", {Doc("a", 1)}, true);
+  auto b = (*store)->Upsert("c", {Doc("b", 2)}, /*sync=*/false);
+  auto d = (*store)->Delete("c", {"a"}, true);
+  ASSERT_TRUE(a.ok() && b.ok() && d.ok());
+  std::vector<std::string> logged;
+  ASSERT_TRUE((*store)->ReadOps("c", 0, [&](const OpRecord& op) { logged.push_back(op.entry_id); }).ok());
+  EXPECT_EQ(logged, (std::vector<std::string>{a->entry_id, b->entry_id, d->entry_id}));
+  EXPECT_FALSE(a->entry_id.empty());
+  EXPECT_NE(a->entry_id, b->entry_id);
+  EXPECT_NE(b->entry_id, d->entry_id);
 }
 
 }  // namespace
