@@ -36,6 +36,11 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   if (hs != nullptr && rw != nullptr) q.hs.assign(hs, hs + layout_.dim_hs), q.rw.assign(rw, rw + layout_.dim_rw);
   q.spec = o;
   q.min_seq = o.min_seq;
+  if (o.consistency == ReadConsistency::kHead) {
+    // The log's head as of now: every write acknowledged before this search is at or below it.
+    MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(name_));
+    q.min_seq = std::max(q.min_seq, rec.last_op);
+  }
   if (o.mode == QueryMode::kHybrid) q.candidates = HybridCandidates(o.k, layout_.index.oversample);
 
   std::shared_lock lock(replicas_mu_);

@@ -36,6 +36,9 @@ FieldTable<SearchSpec> MakeSearchFields() {
                       "sharded collection: answer from the shards with a live replica, listing the missing ones"));
   t.push_back(Integer("min_seq", &SearchSpec::min_seq, 0, 9007199254740991.0, "SEQ",
                       "read your writes: only replicas that applied this write's seq"));
+  t.push_back(Enum("consistency", &SearchSpec::consistency, kReadConsistencies, "C",
+                   "any: a replica as it is (with min_seq: past that write) | head: every write acknowledged before "
+                   "the search (replicas catch up to the log's head first)"));
   return t;
 }
 

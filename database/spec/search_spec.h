@@ -30,6 +30,10 @@ inline constexpr double kDefaultWHs = 1.0;
 inline constexpr FusionKind kDefaultFusion = FusionKind::kRrf;
 inline constexpr ScoreNorm kDefaultNorm = ScoreNorm::kMinMax;
 
+enum class ReadConsistency { kAny, kHead };
+inline constexpr EnumTable<ReadConsistency, 2> kReadConsistencies{
+    "consistency", {{{ReadConsistency::kAny, "any"}, {ReadConsistency::kHead, "head"}}}};
+
 struct SearchSpec {
   std::string query;  // the query's text (embedded for the dense signals; BM25's words)
   size_t k = 10;
@@ -53,6 +57,10 @@ struct SearchSpec {
   // Read-your-writes: answer only from replicas that have applied this
   // change-log entry (the `seq` a write returned); 0: any.
   uint64_t min_seq = 0;
+  // What a read must include: any replica's (kAny, what min_seq allows), or
+  // every write acknowledged before the search began (kHead: the replicas
+  // asked first apply the change log up to its head, read from the store).
+  ReadConsistency consistency = ReadConsistency::kAny;
 
   // Parses `filter_json` ("" or "null" clears it); InvalidArgument naming the bad part.
   Status SetFilter(const std::string& filter_json);
@@ -62,7 +70,7 @@ struct SearchSpec {
   Status Check(spec::Spelling spelling) const;
 };
 
-// The field table: query, k, mode, alpha, beta, w_hs, fusion, norm, rrf_k, filter, exact, partial, min_seq.
+// The field table: query, k, mode, alpha, beta, w_hs, fusion, norm, rrf_k, filter, exact, partial, min_seq, consistency.
 const spec::FieldTable<SearchSpec>& SearchFields();
 // A JSON body into a checked spec (unknown keys ignored, as the collections API
 // always has: clients add their own); the query must be a string.

@@ -180,5 +180,39 @@ TEST(ClusterDatabase, ARewoundChangeLogIsNoticedAndEveryNodeRebuilds) {
   ExpectAnswersAsTheStore(*cc, "node back from down");
 }
 
+// A search with consistency "head" includes every write acknowledged before
+// it, on a node that has not followed the log since (no follower runs here):
+// its replicas catch up to the log's head first. "any" answers from the
+// replica as it is.
+TEST(ClusterDatabase, AHeadConsistentReadSeesEveryAcknowledgedWrite) {
+  test::TempDir dir;
+  test::PgDatabase pg;
+  DatabaseOptions oa, ob;
+  oa.index_dir = dir / "a";
+  ob.index_dir = dir / "b";
+  auto a = Database::Open(pg.uri(), oa);
+  auto b = Database::Open(pg.uri(), ob);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ca = (*a)->CreateCollection("c", Flat());
+  ASSERT_TRUE(ca.ok());
+  std::mt19937 rng(3);
+  ASSERT_TRUE((*ca)->Upsert({RandomDoc("x1", &rng)}).ok());
+  auto cb = (*b)->OpenCollection("c");
+  ASSERT_TRUE(cb.ok());
+  const StoredDocument late = RandomDoc("x2", &rng);
+  ASSERT_TRUE((*ca)->Upsert({late}).ok());  // acknowledged on A; B has not read the log since
+  SearchSpec s;
+  s.k = 1;
+  s.exact = true;
+  auto stale = (*cb)->Search(late.hs.data(), late.rw.data(), s);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ((*stale)[0].id, "x1");  // "any": the replica as it is
+  s.consistency = ReadConsistency::kHead;
+  auto head = (*cb)->Search(late.hs.data(), late.rw.data(), s);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ((*head)[0].id, "x2");
+  EXPECT_EQ((*cb)->applied_seq(), 2u);
+}
+
 }  // namespace
 }  // namespace moeedb

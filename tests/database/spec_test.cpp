@@ -36,7 +36,8 @@ json Members(const SearchSpec& s) {
           {"has_filter", s.filter != nullptr},
           {"exact", s.exact},
           {"partial", s.partial},
-          {"min_seq", s.min_seq}};
+          {"min_seq", s.min_seq},
+          {"consistency", kReadConsistencies.Name(s.consistency)}};
 }
 
 json Members(const CollectionSpec& s) {
@@ -69,6 +70,7 @@ SearchSpec FullSearch() {
   s.exact = true;
   s.partial = true;
   s.min_seq = 12345678901ull;
+  s.consistency = ReadConsistency::kHead;
   return s;
 }
 
@@ -128,7 +130,7 @@ TEST(SearchSpecTest, EveryFieldRoundTripsThroughJson) {
   // Defaults stay unset on the wire, so a forwarded spec keeps "not given".
   auto minimal = SearchSpecFromJson({{"query", "x"}});
   ASSERT_TRUE(minimal.ok());
-  EXPECT_EQ(SearchSpecToJson(*minimal), json({{"query", "x"}, {"k", 10}, {"mode", "fused"}, {"exact", false}, {"partial", false}, {"min_seq", 0}}));
+  EXPECT_EQ(SearchSpecToJson(*minimal), json({{"query", "x"}, {"k", 10}, {"mode", "fused"}, {"exact", false}, {"partial", false}, {"min_seq", 0}, {"consistency", "any"}}));
 }
 
 TEST(SearchSpecTest, EveryFieldRoundTripsThroughTheCommandLine) {

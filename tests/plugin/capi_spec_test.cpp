@@ -29,7 +29,7 @@ TEST(CApiSpec, EverySearchFieldRoundTrips) {
   const json full = {{"query", "card not delivered"}, {"k", 7}, {"mode", "hybrid"}, {"alpha", 0.5},
                      {"beta", 2.5}, {"w_hs", 0.75}, {"fusion", "weighted"}, {"norm", "zscore"}, {"rrf_k", 30},
                      {"filter", {{"topic", "banking"}}}, {"exact", true}, {"partial", true},
-                     {"min_seq", 42}};
+                     {"min_seq", 42}, {"consistency", "head"}};
   for (const auto& f : SearchFields()) ASSERT_TRUE(full.contains(f.name)) << "the test misses field " << f.name;
   auto [st, text] = ThroughC("search", full);
   ASSERT_EQ(st, MOEEDB_OK) << text;

@@ -10,6 +10,8 @@
 // the collection). Prefetches fuse by {"fusion": "rrf"} (Qdrant's
 // 1 / (k + position), k = 2, or {"rrf": {"k"}}), {"fusion": "dbsf"} or a
 // {"formula"} over $score[i].
+#include <algorithm>
+
 #include "plugin/server/protocols/qdrant_router.h"
 
 namespace moeedb::qdrant {
@@ -43,6 +45,18 @@ Result<VectorQuery> QdrantRouter::QueryVectors(VectorCollection* c, QueryCache* 
   return ToVectorQuery(*c, cv, half ? use : "");
 }
 
+// Qdrant's read consistency (`?consistency=` a replica count, majority, quorum
+// or all): anything beyond one replica reads at the log's head in moeedb,
+// which is at least as strong (every write acknowledged before the search).
+Result<ReadConsistency> QdrantRouter::Consistency(const Call& call) {
+  auto it = call.req.query.find("consistency");
+  if (it == call.req.query.end() || it->second.empty()) return ReadConsistency::kAny;
+  const std::string& v = it->second;
+  if (v == "majority" || v == "quorum" || v == "all") return ReadConsistency::kHead;
+  if (std::all_of(v.begin(), v.end(), ::isdigit) && v.size() < 10) return std::stoi(v) > 1 ? ReadConsistency::kHead : ReadConsistency::kAny;
+  return Bad("'consistency' is a replica count, majority, quorum or all");
+}
+
 Result<ClientSearch> QdrantRouter::SearchOf(VectorCollection* c, QueryCache* cache, const json& j, const json& query,
                                             size_t offset) {
   ClientSearch s;
@@ -52,7 +66,7 @@ Result<ClientSearch> QdrantRouter::SearchOf(VectorCollection* c, QueryCache* cac
   return s;
 }
 
-Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCache* cache) {
+Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency) {
   MOEEDB_RETURN_IF_ERROR(RefuseUnknown(j, {"query", "prefetch", "using", "filter", "limit", "offset", "with_payload", "with_vector",
                                            "score_threshold", "params", "lookup_from", "shard_key", "consistency", "timeout"},
                                        "a query"));
@@ -114,13 +128,15 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
       return Bad("with prefetch, 'query' is a fusion, a formula, a vector or a Document");
     }
   }
+  q.search.spec.consistency = consistency;
+  for (auto& p : q.prefetches) p.spec.consistency = consistency;
   MOEEDB_ASSIGN_OR_RETURN(auto hits, RunClientQuery(&core_->db(), c, q));
   json points = json::array();
   for (const auto& h : hits) points.push_back(PointJson(c, h.id, h.score, h.metadata_json, payload, WithVector(j), true));
   return points;
 }
 
-Result<json> QdrantRouter::RunSearch(VectorCollection* c, const json& j, QueryCache* cache) {
+Result<json> QdrantRouter::RunSearch(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency) {
   MOEEDB_RETURN_IF_ERROR(RefuseUnknown(j, {"vector", "filter", "limit", "offset", "with_payload", "with_vector", "score_threshold",
                                            "params", "shard_key", "consistency", "timeout"},
                                        "a search"));
@@ -136,7 +152,7 @@ Result<json> QdrantRouter::RunSearch(VectorCollection* c, const json& j, QueryCa
     q["query"] = v;
   }
   if (!q.contains("with_payload")) q["with_payload"] = false;
-  return RunQuery(c, q, cache);
+  return RunQuery(c, q, cache, consistency);
 }
 
 // One request (`batch`: {"searches": [...]}, answered in order), run as a
@@ -147,13 +163,15 @@ HttpResponse QdrantRouter::Answer(const Call& call, bool older_search, bool batc
     if (!call.body.contains("searches") || !call.body["searches"].is_array())
       return QdrantError(400, "Bad request: 'searches' must be an array");
   }
+  auto consistency = Consistency(call);
+  if (!consistency.ok()) return FromStatus(consistency.status());
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
   QueryCache cache;  // a Document embedded once per request
   json out = json::array();
   for (const auto& s : batch ? call.body["searches"] : json::array({call.body})) {
     if (!s.is_object()) return QdrantError(400, "Bad request: each search must be an object");
-    auto points = older_search ? RunSearch(*c, s, &cache) : RunQuery(*c, s, &cache);
+    auto points = older_search ? RunSearch(*c, s, &cache, *consistency) : RunQuery(*c, s, &cache, *consistency);
     if (!points.ok()) return FromStatus(points.status());
     out.push_back(older_search ? *points : json{{"points", *points}});
   }

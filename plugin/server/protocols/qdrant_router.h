@@ -113,9 +113,11 @@ class QdrantRouter final : public ProtocolRouter {
   HttpResponse ChangePayload(const Call& call, MetadataChange::Kind kind);
   // A query request's answer (Query and Search share it); `points` the
   // scored points, or an error.
-  Result<json> RunQuery(VectorCollection* c, const json& j, QueryCache* cache);
+  Result<json> RunQuery(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency);
   // A search request (the older API) as its scored points.
-  Result<json> RunSearch(VectorCollection* c, const json& j, QueryCache* cache);
+  Result<json> RunSearch(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency);
+  // The request's `?consistency=` as moeedb's read consistency.
+  Result<ReadConsistency> Consistency(const Call& call);
   // Query, Search and their batches: each search run as a query or as the older search.
   HttpResponse Answer(const Call& call, bool older_search, bool batch);
 };
