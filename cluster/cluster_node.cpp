@@ -214,7 +214,11 @@ Status ClusterNode::HoldAndClaim() {
     if (revision < 0) continue;
     for (const auto& r : (*c)->ReplicaStates()) {
       const std::string key = placements_store_.ReplicaKey(name, r.shard, options_.node_id);
-      const json value = {{"state", "ready"},         {"store_id", (*c)->store_id()}, {"applied_seq", r.applied_seq},
+      // A replica that has not read the change log within the staleness bound
+      // (cut off from PostgreSQL, stalled) claims "stale": coordinators pass it over.
+      const uint64_t bound = (*c)->max_staleness_ms();
+      const bool fresh_log = bound == 0 || r.log_read_age_ms <= bound;
+      const json value = {{"state", fresh_log ? "ready" : "stale"}, {"store_id", (*c)->store_id()}, {"applied_seq", r.applied_seq},
                           {"documents", r.documents}, {"index_bytes", r.index_bytes}, {"address", options_.address}};
       keep.insert(key);
       to_claim[key] = {value.dump(), revision};
@@ -233,7 +237,10 @@ Status ClusterNode::HoldAndClaim() {
     // Written but gone from etcd (its lease expired while this node was
     // stopped or cut off): written again, whatever this node remembers.
     const bool fresh = it == claimed.end() || !in_etcd.count(key);
-    if (!fresh && (it->second == v.first || Clock::now() - written_at[key] < kClaimRefresh)) continue;
+    // A change of state is written at once; the counters at most every kClaimRefresh.
+    const bool same_state = !fresh && json::parse(it->second, nullptr, false).value("state", "") ==
+                                          json::parse(v.first, nullptr, false).value("state", "");
+    if (!fresh && (it->second == v.first || (same_state && Clock::now() - written_at[key] < kClaimRefresh))) continue;
     const auto r = placements_store_.ParseReplicaKey(key);  // a key this node made
     auto won = placements_store_.Claim(r->collection, r->shard, options_.node_id, lease_, v.first, v.second);
     if (!won.ok()) {

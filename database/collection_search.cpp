@@ -36,6 +36,7 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   if (hs != nullptr && rw != nullptr) q.hs.assign(hs, hs + layout_.dim_hs), q.rw.assign(rw, rw + layout_.dim_rw);
   q.spec = o;
   q.min_seq = o.min_seq;
+  q.max_staleness_ms = max_staleness_ms_;
   if (o.consistency == ReadConsistency::kHead) {
     // The log's head as of now: every write acknowledged before this search is at or below it.
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(name_));

@@ -71,6 +71,7 @@ Result<VectorCollection*> Database::OpenCollection(const std::string& name) {
   auto it = collections_.find(name);
   if (it != collections_.end()) return it->second.get();
   MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name, options_.index_dir, options_.peers));
+  c->SetMaxStaleness(options_.max_staleness_ms);
   VectorCollection* raw = c.get();
   collections_[name] = std::move(c);
   return raw;
@@ -93,6 +94,7 @@ Result<VectorCollection*> Database::CreateCollection(const std::string& name, co
     std::lock_guard<std::mutex> lock(mu_);
     if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
     MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options, options_.index_dir, options_.peers));
+    c->SetMaxStaleness(options_.max_staleness_ms);
     raw = c.get();
     collections_[name] = std::move(c);
   }

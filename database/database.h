@@ -31,6 +31,10 @@ enum class EmbedPurpose { kDocuments, kQuery };
 using EmbedFunction =
     std::function<Result<std::vector<Embedding>>(const EmbeddingSetup&, const std::vector<std::string>&, EmbedPurpose)>;
 
+// The default bound on a search's staleness over a shared store: ten times
+// the follower's period (200 ms), so a node that keeps up never trips it.
+inline constexpr uint64_t kDefaultMaxStalenessMs = 2000;
+
 struct DatabaseOptions {
   // How this process computes (dtype, quant, device, threads, workers, batch
   // tokens, SSMoE cache): used for every setup loaded. Its recorded fields
@@ -49,6 +53,10 @@ struct DatabaseOptions {
   // The cluster's other nodes, which hold the shards this one does not
   // (must outlive the database); nullptr: this node holds every shard.
   ShardPeers* peers = nullptr;
+  // Over a shared store: the most a search may lag the change log, in
+  // milliseconds since a replica last read it (it reads it first, or the
+  // search is Unavailable); 0: no bound.
+  uint64_t max_staleness_ms = kDefaultMaxStalenessMs;
 };
 
 class Database {

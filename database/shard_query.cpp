@@ -44,7 +44,7 @@ Result<LexicalStats> LexicalStatsFromJson(const json& j) {
 json ShardQueryToJson(const ShardQuery& q) {
   json j = {{"collection", q.collection}, {"store_id", q.store_id}, {"hs", q.hs},
             {"rw", q.rw},                 {"spec", SearchSpecToJson(q.spec)},
-            {"candidates", q.candidates}, {"min_seq", q.min_seq}};
+            {"candidates", q.candidates}, {"min_seq", q.min_seq}, {"max_staleness_ms", q.max_staleness_ms}};
   if (q.stats) j["stats"] = LexicalStatsToJson(*q.stats);
   return j;
 }
@@ -58,6 +58,7 @@ Result<ShardQuery> ShardQueryFromJson(const json& j) {
     q.rw = j.at("rw").get<std::vector<float>>();
     q.candidates = j.at("candidates").get<size_t>();
     q.min_seq = j.at("min_seq").get<uint64_t>();
+    q.max_staleness_ms = j.value("max_staleness_ms", uint64_t{0});
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("shard query: ") + e.what());
   }

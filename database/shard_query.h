@@ -37,6 +37,9 @@ struct ShardQuery {
   size_t candidates = 0;        // hybrid: each signal's list length
   std::optional<LexicalStats> stats;  // the collection's BM25 statistics; unset: the shard's own
   uint64_t min_seq = 0;         // answer only once the replica has applied this change-log entry
+  // A replica of a shared store that has not read the change log for longer
+  // than this reads it first, or answers Unavailable (0: no bound).
+  uint64_t max_staleness_ms = 0;
 };
 
 // Which of a hybrid search's lists a candidate was in.

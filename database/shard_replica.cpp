@@ -323,13 +323,17 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     if (inner.ok()) ++applied;
   }));
   MOEEDB_RETURN_IF_ERROR(inner);
-  if (seen_own && !rewound) return applied;
+  if (seen_own && !rewound) {
+    log_read_at_ = std::chrono::steady_clock::now();
+    return applied;
+  }
   // The log went back under this replica (a crash that lost commits, a
   // point-in-time restore): the entry it applied last is gone or another
   // one. What it holds may name other documents: rebuild from the store.
   NoteRewind(applied_seq_);
   MOEEDB_RETURN_IF_ERROR(RebuildDenseLocked());
   if (lexical_) MOEEDB_RETURN_IF_ERROR(RebuildLexicalLocked());
+  log_read_at_ = std::chrono::steady_clock::now();
   return size_t{0};
 }
 

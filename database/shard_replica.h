@@ -13,6 +13,7 @@
 // Thread-safe: searches share a lock, changes take it exclusively.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -74,6 +75,13 @@ class ShardReplica {
   Result<LexicalStats> Stats(const ShardQuery& q);
   // Catches up until applied_seq() >= seq; Unavailable if the log does not reach it.
   Status CatchUpTo(uint64_t seq);
+  // Over a shared store: reads the change log first when this replica last
+  // read it more than `max_staleness_ms` ago (0: no bound); Unavailable when
+  // it cannot, so no answer is staler than the bound.
+  Status WithinStaleness(uint64_t max_staleness_ms);
+  // Milliseconds since this replica last read the change log to its end
+  // (0 over a store only this process writes).
+  uint64_t log_read_age_ms() const;
 
   // Commits the lexical index and snapshots the dense one; the sequence
   // number both cover (the log may be trimmed to it).
@@ -133,6 +141,7 @@ class ShardReplica {
   std::string applied_entry_;       // the identity of entry applied_seq_ ("" unknown)
   std::string applied_entry_next_;  // of the entry ApplyChange is applying
   size_t log_rewinds_ = 0;          // times the log went back under this replica
+  std::chrono::steady_clock::time_point log_read_at_ = std::chrono::steady_clock::now();  // last read to the log's end
   bool from_snapshot_ = false;
   size_t replayed_ops_ = 0;
   mutable std::shared_mutex mu_;

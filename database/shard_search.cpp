@@ -24,9 +24,27 @@ Status ShardReplica::CatchUpTo(uint64_t seq) {
   return Status::OK();
 }
 
+Status ShardReplica::WithinStaleness(uint64_t max_staleness_ms) {
+  if (max_staleness_ms == 0 || !store_->shared() || log_read_age_ms() <= max_staleness_ms) return Status::OK();
+  const uint64_t age = log_read_age_ms();
+  Status s = CatchUp().status();
+  if (s.ok()) return s;
+  return Status::Unavailable("shard " + std::to_string(shard_) + " of " + layout_.name + " has not read the change log for " +
+                             std::to_string(age) + " ms (the bound is " + std::to_string(max_staleness_ms) +
+                             " ms) and cannot read it now: " + s.message());
+}
+
+uint64_t ShardReplica::log_read_age_ms() const {
+  if (!store_->shared()) return 0;
+  std::shared_lock lock(mu_);
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - log_read_at_).count());
+}
+
 Result<LexicalStats> ShardReplica::Stats(const ShardQuery& q) {
   // Statistics without the writes the caller requires would score their
   // words as absent from the collection.
+  MOEEDB_RETURN_IF_ERROR(WithinStaleness(q.max_staleness_ms));
   MOEEDB_RETURN_IF_ERROR(CatchUpTo(q.min_seq));
   std::shared_lock lock(mu_);
   if (!lexical_) return LexicalStats{};
@@ -55,6 +73,7 @@ std::function<bool(uint64_t)> ShardReplica::FilterOf(const ShardQuery& q,
 }
 
 Result<ShardAnswer> ShardReplica::Answer(const ShardQuery& q) {
+  MOEEDB_RETURN_IF_ERROR(WithinStaleness(q.max_staleness_ms));
   MOEEDB_RETURN_IF_ERROR(CatchUpTo(q.min_seq));
   const SearchSpec& o = q.spec;
   if (o.k > kMaxSearchK) return Status::InvalidArgument("k must be at most " + std::to_string(kMaxSearchK));

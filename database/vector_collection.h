@@ -14,6 +14,7 @@
 // lexical indexes hold their database's write lock until the object goes.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -143,6 +144,11 @@ class VectorCollection {
   Result<std::vector<std::pair<uint32_t, LexicalStats>>> ShardStats(const ShardQuery& q,
                                                                     const std::vector<uint32_t>& shards) const;
 
+  // The most a search's answer may lag the change log (milliseconds since a
+  // replica last read it; 0: no bound): ShardReplica::WithinStaleness.
+  void SetMaxStaleness(uint64_t ms) { max_staleness_ms_ = ms; }
+  uint64_t max_staleness_ms() const { return max_staleness_ms_; }
+
   // Commit the lexical indexes, snapshot the dense ones, trim the op log they cover.
   Status SaveIndex();
   // Opens the replicas of the shards this node is to hold now (peers'
@@ -168,6 +174,7 @@ class VectorCollection {
     uint64_t applied_seq = 0;
     size_t index_bytes = 0;
     size_t log_rewinds = 0;
+    uint64_t log_read_age_ms = 0;  // since it last read the change log to its end
   };
   std::vector<ReplicaState> ReplicaStates() const;
   // How clients' own vectors map onto the stored ones (client_vectors.h).
@@ -220,6 +227,7 @@ class VectorCollection {
   std::mutex sync_mu_;   // one SyncShards at a time (the follower's and the cluster's)
   mutable std::shared_mutex replicas_mu_;
   std::map<uint32_t, std::unique_ptr<ShardReplica>> replicas_;
+  std::atomic<uint64_t> max_staleness_ms_{0};
 };
 
 }  // namespace moeedb

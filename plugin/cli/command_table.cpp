@@ -1,6 +1,7 @@
 // The CLI's command table: every command moeedb has, one row each (plugin/cli/command.h
 // says what a row holds), in the order `moeedb --help` lists them. The functions
 // that run them live in cmd_*.cpp.
+#include "database/database.h"
 #include "database/spec/collection_spec.h"
 #include "database/spec/search_spec.h"
 #include "engine/model/model_family.h"
@@ -165,6 +166,9 @@ requests, snapshot the indexes, exit 0.)",
            {"follow-ms", "N", "with a PostgreSQL --db: the longest the open collections wait before reading the "
                               "change log for other nodes' writes (milliseconds; a commit wakes them at once)",
             IntRule{200, 10, 60000}},
+           {"max-staleness-ms", "N", "with a PostgreSQL --db: the most a search may lag the change log (a replica that "
+                                     "has not read it for longer reads it first, or the search answers 503; 0: no bound)",
+            IntRule{static_cast<long long>(kDefaultMaxStalenessMs), 0, 3600000}},
            {"etcd", "HOSTS", "join a cluster: etcd client endpoints, host:port[,host:port...] (needs a PostgreSQL --db "
                              "and a fixed --port); sharded collections are placed on the nodes through it"},
            {"cluster", "NAME", "with --etcd: the cluster's name, its keys' prefix in etcd (default moeedb)"},

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <pqxx/pqxx>
 #include <random>
+#include <thread>
 
 #include "database/database.h"
 #include "tests/storage/pg_test_db.h"
@@ -190,6 +191,7 @@ TEST(ClusterDatabase, AHeadConsistentReadSeesEveryAcknowledgedWrite) {
   DatabaseOptions oa, ob;
   oa.index_dir = dir / "a";
   ob.index_dir = dir / "b";
+  ob.max_staleness_ms = 0;  // no bound: "any" reads the replica exactly as it is
   auto a = Database::Open(pg.uri(), oa);
   auto b = Database::Open(pg.uri(), ob);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -212,6 +214,38 @@ TEST(ClusterDatabase, AHeadConsistentReadSeesEveryAcknowledgedWrite) {
   ASSERT_TRUE(head.ok()) << head.status().ToString();
   EXPECT_EQ((*head)[0].id, "x2");
   EXPECT_EQ((*cb)->applied_seq(), 2u);
+}
+
+// Bounded staleness: a replica that last read the change log longer ago
+// than the bound reads it before it answers, whatever the consistency asked;
+// its age is what the node reports (and claims "stale" by in a cluster).
+TEST(ClusterDatabase, AReplicaPastTheStalenessBoundReadsTheLogBeforeItAnswers) {
+  test::TempDir dir;
+  test::PgDatabase pg;
+  DatabaseOptions oa, ob;
+  oa.index_dir = dir / "a";
+  ob.index_dir = dir / "b";
+  ob.max_staleness_ms = 50;
+  auto a = Database::Open(pg.uri(), oa);
+  auto b = Database::Open(pg.uri(), ob);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ca = (*a)->CreateCollection("c", Flat());
+  ASSERT_TRUE(ca.ok());
+  std::mt19937 rng(5);
+  ASSERT_TRUE((*ca)->Upsert({RandomDoc("y1", &rng)}).ok());
+  auto cb = (*b)->OpenCollection("c");
+  ASSERT_TRUE(cb.ok());
+  const StoredDocument late = RandomDoc("y2", &rng);
+  ASSERT_TRUE((*ca)->Upsert({late}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  EXPECT_GE((*cb)->ReplicaStates()[0].log_read_age_ms, 100u);
+  SearchSpec s;
+  s.k = 1;
+  s.exact = true;
+  auto hits = (*cb)->Search(late.hs.data(), late.rw.data(), s);
+  ASSERT_TRUE(hits.ok()) << hits.status().ToString();
+  EXPECT_EQ((*hits)[0].id, "y2");  // read the log first: past the bound
+  EXPECT_LT((*cb)->ReplicaStates()[0].log_read_age_ms, 100u);
 }
 
 }  // namespace
