@@ -212,6 +212,7 @@ Status ClusterNode::HoldAndClaim() {
     Status synced = (*c)->SyncShards();
     if (!synced.ok() && first.ok()) first = synced;
     if (revision < 0) continue;
+    (*c)->RefreshStaleReplicas();  // a replica behind only because its follower was busy is not stale
     for (const auto& r : (*c)->ReplicaStates()) {
       const std::string key = placements_store_.ReplicaKey(name, r.shard, options_.node_id);
       // A replica that has not read the change log within the staleness bound

@@ -296,7 +296,17 @@ Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<St
 
 Result<size_t> ShardReplica::CatchUp() {
   std::unique_lock lock(mu_);
-  return CatchUpLocked();
+  auto n = CatchUpLocked();
+  if (!n.ok() && store_->shared()) {
+    // The log is read from the primary only. While a failover has no
+    // primary, no write is acknowledged either: a server that still answers
+    // (the synchronous standby holds every acknowledged write) naming exactly
+    // the entry this replica applied says it misses nothing, so it stays fresh.
+    auto head = store_->GetCollection(layout_.name);
+    if (head.ok() && head->id == layout_.store_id && head->last_op == applied_seq_)
+      log_read_at_ = std::chrono::steady_clock::now();
+  }
+  return n;
 }
 
 Result<size_t> ShardReplica::CatchUpLocked() {

@@ -28,7 +28,7 @@ Status ShardReplica::WithinStaleness(uint64_t max_staleness_ms) {
   if (max_staleness_ms == 0 || !store_->shared() || log_read_age_ms() <= max_staleness_ms) return Status::OK();
   const uint64_t age = log_read_age_ms();
   Status s = CatchUp().status();
-  if (s.ok()) return s;
+  if (s.ok() || log_read_age_ms() <= max_staleness_ms) return Status::OK();  // caught up, or fresh by the log's head
   return Status::Unavailable("shard " + std::to_string(shard_) + " of " + layout_.name + " has not read the change log for " +
                              std::to_string(age) + " ms (the bound is " + std::to_string(max_staleness_ms) +
                              " ms) and cannot read it now: " + s.message());

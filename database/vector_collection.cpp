@@ -160,6 +160,11 @@ size_t VectorCollection::index_rebuilds() const {
   return n;
 }
 
+void VectorCollection::RefreshStaleReplicas() {
+  std::shared_lock lock(replicas_mu_);
+  for (ShardReplica* r : Replicas()) (void)r->WithinStaleness(max_staleness_ms_);
+}
+
 size_t VectorCollection::log_rewinds() const {
   std::shared_lock lock(replicas_mu_);
   size_t n = 0;

@@ -147,6 +147,9 @@ class VectorCollection {
   // The most a search's answer may lag the change log (milliseconds since a
   // replica last read it; 0: no bound): ShardReplica::WithinStaleness.
   void SetMaxStaleness(uint64_t ms) { max_staleness_ms_ = ms; }
+  // Each local replica past the bound reads the change log now (or finds
+  // its head unchanged): what a node does before it claims its replicas ready.
+  void RefreshStaleReplicas();
   uint64_t max_staleness_ms() const { return max_staleness_ms_; }
 
   // Commit the lexical indexes, snapshot the dense ones, trim the op log they cover.
