@@ -31,9 +31,11 @@ enum class EmbedPurpose { kDocuments, kQuery };
 using EmbedFunction =
     std::function<Result<std::vector<Embedding>>(const EmbeddingSetup&, const std::vector<std::string>&, EmbedPurpose)>;
 
-// The default bound on a search's staleness over a shared store: ten times
-// the follower's period (200 ms), so a node that keeps up never trips it.
-inline constexpr uint64_t kDefaultMaxStalenessMs = 2000;
+// The default bound on a search's staleness over a shared store: none. With
+// a bound (2000 ms, ten follower periods, is the suggested one), a failover
+// that leaves a node one entry behind makes its searches 503 until a new
+// primary answers (docs/cluster.md, "Staleness and read consistency").
+inline constexpr uint64_t kDefaultMaxStalenessMs = 0;
 
 struct DatabaseOptions {
   // How this process computes (dtype, quant, device, threads, workers, batch

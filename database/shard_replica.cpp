@@ -109,12 +109,17 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
 }
 
 Status ShardReplica::RebuildDenseLocked() {
+  // Built aside and swapped in only when whole: a rebuild that fails (the
+  // store unreachable mid-scan) leaves needs_rebuild_ set, so the next
+  // catch-up tries again rather than trusting what the replica held.
+  needs_rebuild_ = true;
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(layout_.name));
-  MOEEDB_ASSIGN_OR_RETURN(applied_entry_, EntryAt(rec.last_op));
-  metadata_.clear();
+  if (rec.id != layout_.store_id) return Status::NotFound("collection '" + layout_.name + "' was dropped");
+  MOEEDB_ASSIGN_OR_RETURN(std::string entry, EntryAt(rec.last_op));
+  std::unordered_map<uint64_t, std::string> metadata;
   MOEEDB_RETURN_IF_ERROR(store_->ScanMetadata(
-      layout_.name, [&](uint64_t id, const std::string& m) { metadata_[id] = m; }, filter_));
-  MOEEDB_ASSIGN_OR_RETURN(index_, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw));
+      layout_.name, [&](uint64_t id, const std::string& m) { metadata[id] = m; }, filter_));
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<DualIndex> index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw));
   std::vector<uint64_t> ids;
   std::vector<float> hs, rw;
   Status bad;
@@ -131,10 +136,14 @@ Status ShardReplica::RebuildDenseLocked() {
       },
       filter_));
   MOEEDB_RETURN_IF_ERROR(bad);
-  MOEEDB_RETURN_IF_ERROR(index_->Add(ids, hs.data(), rw.data()));
+  MOEEDB_RETURN_IF_ERROR(index->Add(ids, hs.data(), rw.data()));
   // Entries committed during the scans are applied again by the next catch-up: harmless.
+  index_ = std::move(index);
+  metadata_ = std::move(metadata);
   applied_seq_ = rec.last_op;
+  applied_entry_ = std::move(entry);
   replayed_ops_ = 0;
+  if (!lexical_) needs_rebuild_ = false;  // the lexical index, when open, is rebuilt next (RebuildLexicalLocked)
   return Status::OK();
 }
 
@@ -223,6 +232,7 @@ Status ShardReplica::RebuildLexicalLocked() {
     }
     lexical_rebuilt_ = true;
   }
+  needs_rebuild_ = false;
   return Status::OK();
 }
 
@@ -283,14 +293,17 @@ Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<St
   Status s;
   for (int attempt = 0; attempt < 10; ++attempt) {
     s = CatchUpLocked().status();
-    if (s.code() != Status::Code::kUnavailable && s.code() != Status::Code::kIOError) return s;
+    if (s.ok()) return s;
+    if (s.code() != Status::Code::kUnavailable && s.code() != Status::Code::kIOError) break;
     // A hot standby's read cancelled by recovery, a server gone a moment:
     // read-your-writes is worth a short wait.
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  // The write is committed: a store that stays unreadable leaves these
-  // indexes behind (the follower catches them up); it does not make an
-  // acknowledged write an error.
+  // The write is committed: a store that stays unreadable (or a rebuild that
+  // failed) leaves these indexes behind, for the follower to catch up; it
+  // does not make an acknowledged write an error.
+  LogLine("moeedb: collection " + layout_.name + " shard " + std::to_string(shard_) +
+          ": this node's own write " + std::to_string(res.seq) + " is committed but not yet in its indexes: " + s.message());
   return Status::OK();
 }
 
@@ -300,16 +313,24 @@ Result<size_t> ShardReplica::CatchUp() {
   if (!n.ok() && store_->shared()) {
     // The log is read from the primary only. While a failover has no
     // primary, no write is acknowledged either: a server that still answers
-    // (the synchronous standby holds every acknowledged write) naming exactly
-    // the entry this replica applied says it misses nothing, so it stays fresh.
+    // (the synchronous standby holds every acknowledged write) at exactly the
+    // number this replica applied says it misses nothing, so it stays fresh.
+    // (An entry this replica read from the old primary that the standby
+    // lacks makes the standby's head lower, not equal.)
     auto head = store_->GetCollection(layout_.name);
-    if (head.ok() && head->id == layout_.store_id && head->last_op == applied_seq_)
+    if (head.ok() && head->id == layout_.store_id && head->last_op == applied_seq_ && !needs_rebuild_)
       log_read_at_ = std::chrono::steady_clock::now();
   }
   return n;
 }
 
 Result<size_t> ShardReplica::CatchUpLocked() {
+  if (needs_rebuild_) {  // an earlier rebuild did not finish
+    MOEEDB_RETURN_IF_ERROR(RebuildDenseLocked());
+    if (lexical_) MOEEDB_RETURN_IF_ERROR(RebuildLexicalLocked());
+    log_read_at_ = std::chrono::steady_clock::now();
+    return size_t{0};
+  }
   // A store that keeps its whole log (PostgreSQL) still holds the entry these
   // indexes applied last: read from it, and check that it is the same entry.
   const bool check = store_->shared() && applied_seq_ > 0;
@@ -320,7 +341,9 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     if (!inner.ok() || rewound) return;
     if (!seen_own) {
       seen_own = true;
-      if (op.seq != applied_seq_ || (!applied_entry_.empty() && op.entry_id != applied_entry_)) rewound = true;
+      // An entry of unknown identity here (a snapshot without it) against one
+      // the log names cannot be vouched for either: rebuilt the same way.
+      if (op.seq != applied_seq_ || op.entry_id != applied_entry_) rewound = true;
       return;
     }
     if (op.seq != applied_seq_ + 1) {
@@ -339,7 +362,10 @@ Result<size_t> ShardReplica::CatchUpLocked() {
   }
   // The log went back under this replica (a crash that lost commits, a
   // point-in-time restore): the entry it applied last is gone or another
-  // one. What it holds may name other documents: rebuild from the store.
+  // one. What it holds may name other documents: rebuild from the store,
+  // unless the collection was dropped (and made again under its name).
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(layout_.name));
+  if (rec.id != layout_.store_id) return Status::NotFound("collection '" + layout_.name + "' was dropped");
   NoteRewind(applied_seq_);
   MOEEDB_RETURN_IF_ERROR(RebuildDenseLocked());
   if (lexical_) MOEEDB_RETURN_IF_ERROR(RebuildLexicalLocked());

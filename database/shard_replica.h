@@ -141,6 +141,7 @@ class ShardReplica {
   std::string applied_entry_;       // the identity of entry applied_seq_ ("" unknown)
   std::string applied_entry_next_;  // of the entry ApplyChange is applying
   size_t log_rewinds_ = 0;          // times the log went back under this replica
+  bool needs_rebuild_ = false;      // a rebuild began and did not finish: rebuild before trusting anything
   std::chrono::steady_clock::time_point log_read_at_ = std::chrono::steady_clock::now();  // last read to the log's end
   bool from_snapshot_ = false;
   size_t replayed_ops_ = 0;

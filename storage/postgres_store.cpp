@@ -520,12 +520,11 @@ Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,
                               const std::function<void(const OpRecord&)>& fn) const {
   // Read whole, then handed out: `fn` may call the store.
   std::vector<OpRecord> ops;
-  // From the primary, or while no primary answers (a failover) from any
-  // server: the synchronous standby holds every acknowledged write, so a node
-  // keeps up with them meanwhile. A server that lost the primary role may
-  // still hold entries the new primary never had and will number anew: the
-  // entries' identities (OpRecord::entry_id) let the node notice and rebuild.
-  MOEEDB_RETURN_IF_ERROR(Read("reading the change log of " + collection, [&](pqxx::connection& c) -> Status {
+  // From the primary only: a server that lost the primary role in a failover
+  // may still hold entries the new primary never had and will number anew
+  // (the entries' identities let a node notice later, but a search would
+  // answer with them meanwhile).
+  MOEEDB_RETURN_IF_ERROR(ReadPrimary("reading the change log of " + collection, [&](pqxx::connection& c) -> Status {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result rows = t.exec_params(

@@ -326,6 +326,8 @@ postgresql:
     const args = ['serve', '--db', this.dsn, '--index-dir', path.join(this.dir, `node${i}`), '--port', String(n.port),
       '--threads', '1', '--workers', '1', '--etcd', etcd, '--node-id', `node${i}`, '--lease-ttl', String(TIMEOUTS.node_lease)];
     if (this.state.model) args.push('--model', this.state.model);
+    // More flags for every node, e.g. MOEEDB_NODE_ARGS="--max-staleness-ms 2000" (docs/cluster.md).
+    if (process.env.MOEEDB_NODE_ARGS) args.push(...process.env.MOEEDB_NODE_ARGS.split(' ').filter(Boolean));
     n.pid = start(this.state.bin, args, path.join(this.dir, `node${i}.log`));
     this.save();
   }
