@@ -5,7 +5,7 @@
 #include <regex>
 
 #include "cluster/cluster_status.h"
-#include "cluster/http_client.h"
+#include "base/http_client.h"
 
 namespace moeedb::cluster {
 

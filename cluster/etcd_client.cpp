@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cluster/http_client.h"
+#include "base/http_client.h"
 
 namespace moeedb::cluster {
 

@@ -280,7 +280,12 @@ Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<St
   // number at or below this replica's that the log may have reused after
   // going back: the catch-up below checks which.
   if (res.seq <= applied_seq_ && !store_->shared()) return Status::OK();
-  if (res.seq == applied_seq_ + 1) {
+  // The next entry, written on top of the one this replica applied last (in
+  // a shared store the write names that one: if the log went back and other
+  // nodes reused the numbers, it names another, and the catch-up below
+  // notices and rebuilds).
+  if (res.seq == applied_seq_ + 1 && !needs_rebuild_ &&
+      (!store_->shared() || res.previous_entry_id == applied_entry_)) {
     applied_entry_next_ = res.entry_id;
     std::vector<uint64_t> ids;
     std::vector<const StoredDocument*> added;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A moeedb cluster on this machine, on loopback (docs/cluster.md):
 #   bash scripts/cluster.sh up [--nodes N] [--dir D] [--model M]
-#       three etcd members, two PostgreSQL 15 servers under Patroni (primary
-#       and synchronous standby), N moeedb nodes (default 3) over them
+#       three etcd members, three PostgreSQL 15 servers under Patroni (a
+#       primary, two standbys: one synchronous), N moeedb nodes (default 3)
+#       over them, connecting as a role of their own with a password
 #   bash scripts/cluster.sh status [--json] [--dir D]
 #   bash scripts/cluster.sh down [--dir D]    stops exactly what `up` started
 # Installs what it needs from Debian 12 (etcd-server, patroni, postgresql-15)

@@ -105,14 +105,60 @@ std::string NewWriteId() {
   return out;
 }
 
+namespace {
+bool IsUrl(const std::string& uri) {
+  return uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0;
+}
+std::string Appended(const std::string& uri, const std::string& key, const std::string& value) {
+  if (IsUrl(uri)) return uri + (uri.find('?') == std::string::npos ? "?" : "&") + key + "=" + value;
+  return uri + " " + key + "=" + value;
+}
+}  // namespace
+
 // The connection string for reads when no primary answers: the same servers,
 // any of them (a standby serves reads with synchronous_commit = remote_apply
 // making every acknowledged write visible there). libpq keeps the last value
 // of a repeated parameter.
-std::string AnyServerUri(const std::string& uri) {
-  const bool url = uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0;
-  if (url) return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "target_session_attrs=any";
-  return uri + " target_session_attrs=any";
+std::string AnyServerUri(const std::string& uri) { return Appended(uri, "target_session_attrs", "any"); }
+
+std::string ServerUri(const std::string& uri, const std::string& host_port) {
+  const size_t colon = host_port.rfind(':');
+  return Appended(Appended(uri, "host", host_port.substr(0, colon)), "port", host_port.substr(colon + 1));
+}
+
+std::string TakeParameter(const std::string& uri, const std::string& name, std::string* value) {
+  value->clear();
+  if (IsUrl(uri)) {
+    const size_t q = uri.find('?');
+    if (q == std::string::npos) return uri;
+    std::string kept;
+    size_t start = q + 1;
+    while (start <= uri.size()) {
+      size_t amp = uri.find('&', start);
+      if (amp == std::string::npos) amp = uri.size();
+      const std::string pair = uri.substr(start, amp - start);
+      if (pair.rfind(name + "=", 0) == 0)
+        *value = pair.substr(name.size() + 1);
+      else if (!pair.empty())
+        kept += (kept.empty() ? "" : "&") + pair;
+      start = amp + 1;
+    }
+    return uri.substr(0, q) + (kept.empty() ? "" : "?" + kept);
+  }
+  std::string kept;
+  size_t start = 0;
+  while (start < uri.size()) {
+    while (start < uri.size() && uri[start] == ' ') ++start;
+    size_t end = uri.find(' ', start);
+    if (end == std::string::npos) end = uri.size();
+    const std::string word = uri.substr(start, end - start);
+    if (word.rfind(name + "=", 0) == 0)
+      *value = word.substr(name.size() + 1);
+    else if (!word.empty())
+      kept += (kept.empty() ? "" : " ") + word;
+    start = end;
+  }
+  return kept;
 }
 
 // The URI without its password (for messages and location()).
@@ -227,8 +273,13 @@ std::map<std::string, uint64_t> RemoveDocuments(pqxx::transaction_base& t, uint3
 // by LockForWrite), the collection's counters, its write id (a unique
 // violation if an earlier attempt of the same write committed), the NOTIFY
 // that wakes other nodes.
-void LogChange(pqxx::work& t, const CollectionRecord& r, const WriteResult& res, uint64_t next_internal,
+void LogChange(pqxx::work& t, const CollectionRecord& r, WriteResult* out, uint64_t next_internal,
                const std::string& write_id) {
+  const WriteResult& res = *out;
+  // The entry this one follows: a node applying its own write without
+  // reading the log checks that it is the one it applied last.
+  pqxx::result previous = t.exec_params("SELECT entry_id FROM moeedb_ops WHERE coll = $1 AND seq = $2", r.id, res.seq - 1);
+  out->previous_entry_id = previous.empty() || previous[0][0].is_null() ? "" : previous[0][0].as<std::string>();
   t.exec_params("INSERT INTO moeedb_ops (coll, seq, added, removed, entry_id) VALUES ($1, $2, $3::bigint[], $4::bigint[], $5)",
                 r.id, res.seq, ArrayLiteral(res.added), ArrayLiteral(res.removed), write_id);
   const int64_t live_delta = static_cast<int64_t>(res.added.size()) - static_cast<int64_t>(res.removed.size());
@@ -269,11 +320,21 @@ void InsertDocuments(pqxx::work& t, uint32_t coll, const std::vector<uint64_t>& 
 // False when the server requires a synchronous standby (Patroni's strict
 // synchronous mode sets synchronous_standby_names) and none is streaming: a
 // COMMIT would wait until one comes back, and cancelling that wait does not
-// undo the commit locally. Reading sync_state needs pg_monitor (or superuser).
-bool HasSynchronousStandby(pqxx::work& t) {
-  return t.exec("SELECT current_setting('synchronous_standby_names') = '' OR EXISTS (SELECT 1 FROM "
-                "pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum'))")[0][0]
-      .as<bool>();
+// undo the commit locally. Reading sync_state needs pg_read_all_stats (in
+// pg_monitor) or superuser: without it every row reads NULL, and a role that
+// lacks it is told so rather than told of a standby that is there.
+Status HasSynchronousStandby(pqxx::work& t) {
+  const pqxx::row r = t.exec1(
+      "SELECT current_setting('synchronous_standby_names') = '' OR EXISTS (SELECT 1 FROM "
+      "pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum')), "
+      "pg_has_role(current_user, 'pg_read_all_stats', 'USAGE'), current_user");
+  if (r[0].as<bool>()) return Status::OK();
+  if (!r[1].as<bool>())
+    return Status::IOError("the role " + r[2].as<std::string>() +
+                                    " cannot see whether a synchronous standby streams: GRANT pg_monitor TO " +
+                                    r[2].as<std::string>());
+  return Status::Unavailable("PostgreSQL has no synchronous standby now (after a failover, until a standby "
+                             "streams again): nothing was written; retry in a few seconds");
 }
 
 }  // namespace moeedb::postgres

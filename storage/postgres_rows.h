@@ -32,6 +32,12 @@ bool IsUnavailableState(const std::string& state);
 std::string NewWriteId();
 // `uri` with target_session_attrs=any appended (libpq keeps the last value).
 std::string AnyServerUri(const std::string& uri);
+// `uri` narrowed to the one server at `host_port` (host= and port= appended:
+// they replace the URI's list of servers).
+std::string ServerUri(const std::string& uri, const std::string& host_port);
+// `uri` without its parameter `name` (URI query or keyword form), whose value
+// goes to `*value` ("" if absent): a parameter of moeedb's, not libpq's.
+std::string TakeParameter(const std::string& uri, const std::string& name, std::string* value);
 // `uri` without its password, for messages.
 std::string HidePassword(const std::string& uri);
 
@@ -62,9 +68,10 @@ void InsertDocuments(pqxx::work& t, uint32_t coll, const std::vector<uint64_t>& 
 // A write's last statements before COMMIT: its change-log entry, the
 // counters, its write id (a unique violation if an earlier attempt of the
 // same write committed), the NOTIFY.
-void LogChange(pqxx::work& t, const CollectionRecord& r, const WriteResult& res, uint64_t next_internal,
+void LogChange(pqxx::work& t, const CollectionRecord& r, WriteResult* res, uint64_t next_internal,
                const std::string& write_id);
-// False when the server requires a synchronous standby and none streams.
-bool HasSynchronousStandby(pqxx::work& t);
+// Unavailable when the server requires a synchronous standby and none
+// streams; IOError when the role may not see them (needs pg_monitor).
+Status HasSynchronousStandby(pqxx::work& t);
 
 }  // namespace moeedb::postgres

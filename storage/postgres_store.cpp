@@ -53,17 +53,30 @@ struct PostgresStore::Listener {
     using pqxx::notification_receiver::notification_receiver;
     void operator()(const std::string&, int) override {}
   };
-  explicit Listener(const std::string& uri) : c(uri), receiver(c, kChangeChannel) {}
+  explicit Listener(const std::string& uri) : uri(uri), c(uri), receiver(c, kChangeChannel) {}
+  std::string uri;  // the primary it listens on
   pqxx::connection c;
   Receiver receiver;
 };
 
+Result<std::string> PostgresStore::PrimaryUri() const {
+  if (!patroni_) return uri_;
+  MOEEDB_ASSIGN_OR_RETURN(const std::string host_port, patroni_->HostPort());
+  return ServerUri(uri_, host_port);
+}
+
 bool PostgresStore::WaitForChange(int timeout_ms) const {
   std::lock_guard<std::mutex> lock(listen_mu_);
   try {
-    if (!listener_ || !listener_->c.is_open()) {
+    Result<std::string> primary = PrimaryUri();
+    if (!primary.ok()) {
       listener_.reset();
-      listener_ = std::make_unique<Listener>(uri_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+      return true;
+    }
+    if (!listener_ || !listener_->c.is_open() || listener_->uri != *primary) {
+      listener_.reset();
+      listener_ = std::make_unique<Listener>(*primary);
       listener_->c.get_notifs();  // subscribes (LISTEN) now
       return true;
     }
@@ -99,25 +112,38 @@ auto PostgresStore::Guarded(const std::string& what, std::unique_ptr<Connection>
 }
 
 template <typename Fn>
-auto PostgresStore::OnSession(const std::string& what, Session* s, const std::string& uri, bool writer,
-                              Fn&& fn) const {
+auto PostgresStore::OnSession(const std::string& what, Session* s, bool primary, bool writer, Fn&& fn) const {
   std::lock_guard<std::mutex> lock(s->mu);
   return Guarded(what, &s->conn, [&] {
-    if (!s->conn || !s->conn->c.is_open()) s->conn = std::make_unique<Connection>(uri, writer);
-    return fn(s->conn->c);
+    using R = decltype(fn(s->conn->c));
+    Result<std::string> uri = primary ? PrimaryUri() : Result<std::string>(AnyServerUri(uri_));
+    if (!uri.ok()) {
+      s->conn.reset();  // fenced: no longer the primary's word
+      return R(Status::Unavailable(what + ": " + uri.status().message()));
+    }
+    // The primary moved (or its Patroni is gone): this connection goes.
+    if (s->conn && (s->uri != *uri || !s->conn->c.is_open())) s->conn.reset();
+    if (!s->conn) {
+      s->conn = std::make_unique<Connection>(*uri, writer);
+      s->uri = *uri;
+    }
+    return R(fn(s->conn->c));
   });
 }
 
 template <typename Fn>
 auto PostgresStore::WithConnection(const std::string& what, Fn&& fn) const {
-  return OnSession(what, &writes_, uri_, true, fn);
+  return OnSession(what, &writes_, /*primary=*/true, /*writer=*/true, fn);
 }
 
 template <typename Fn>
 auto PostgresStore::WithOwnConnection(const std::string& what, Fn&& fn) const {
   return Guarded(what, nullptr, [&] {
-    pqxx::connection c(uri_);
-    return fn(c);
+    using R = decltype(fn(std::declval<pqxx::connection&>()));
+    Result<std::string> uri = PrimaryUri();
+    if (!uri.ok()) return R(Status::Unavailable(what + ": " + uri.status().message()));
+    pqxx::connection c(*uri);
+    return R(fn(c));
   });
 }
 
@@ -131,10 +157,10 @@ template <typename Fn>
 auto PostgresStore::ReadPrimary(const std::string& what, Fn&& fn) const {
   // A connection apart from the writes': a write waiting for its collection's
   // row does not hold up the reads (a search's hits, the change log).
-  auto r = OnSession(what, &primary_reads_, uri_, false, fn);
+  auto r = OnSession(what, &primary_reads_, /*primary=*/true, false, fn);
   // The connection may have died with a server long gone (a failover since
   // it was last used): a new one finds the primary of the moment.
-  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &primary_reads_, uri_, false, fn);
+  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &primary_reads_, true, false, fn);
   return r;
 }
 
@@ -148,9 +174,8 @@ auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
     // Asked again in a while; meanwhile reads go to any server at once.
     primary_retry_at_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(500)).count();
   }
-  const std::string any = AnyServerUri(uri_);
-  auto r = OnSession(what, &any_reads_, any, false, fn);
-  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &any_reads_, any, false, fn);
+  auto r = OnSession(what, &any_reads_, /*primary=*/false, false, fn);
+  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &any_reads_, false, false, fn);
   return r;
 }
 
@@ -158,8 +183,13 @@ PostgresStore::~PostgresStore() = default;
 
 Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& uri) {
   std::unique_ptr<PostgresStore> s(new PostgresStore());
-  s->uri_ = uri;
+  // patroni=HOST:PORT,...: moeedb's own parameter (libpq would refuse it).
+  std::string patroni;
+  s->uri_ = TakeParameter(uri, "patroni", &patroni);
   s->location_ = HidePassword(uri);
+  if (!patroni.empty()) {
+    MOEEDB_ASSIGN_OR_RETURN(s->patroni_, PatroniPrimary::Parse(patroni));
+  }
   MOEEDB_RETURN_IF_ERROR(s->Migrate());
   return s;
 }
@@ -280,10 +310,10 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
     Result<WriteResult> r = WithConnection(what, [&](pqxx::connection& c) -> Result<WriteResult> {
       pqxx::work t(c);
       t.exec(std::string("SET LOCAL lock_timeout = '") + kWriteLockTimeout + "'");
-      if (!HasSynchronousStandby(t)) {
+      if (Status standby = HasSynchronousStandby(t); !standby.ok()) {
         no_standby = true;
-        return Status::Unavailable(what + ": PostgreSQL has no synchronous standby now (after a failover, until "
-                                   "the old primary rejoins): nothing was written; retry in a few seconds");
+        return standby.code() == Status::Code::kUnavailable ? Status::Unavailable(what + ": " + standby.message())
+                                                            : Status::IOError(what + ": " + standby.message());
       }
       WriteResult res;
       try {
@@ -383,7 +413,7 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
     }
     InsertDocuments(t, r.id, res.added, docs, records);
     res.entry_id = write_id;
-    LogChange(t, r, res, next, write_id);
+    LogChange(t, r, &res, next, write_id);
     return true;
   });
 }
@@ -405,7 +435,7 @@ Result<WriteResult> PostgresStore::Delete(const std::string& collection, const s
     if (res.removed.empty()) return false;  // nothing changed: the advanced last_op is rolled back
     res.seq = r.last_op;
     res.entry_id = write_id;
-    LogChange(t, r, res, r.next_internal, write_id);
+    LogChange(t, r, &res, r.next_internal, write_id);
     return true;
   });
 }

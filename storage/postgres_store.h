@@ -20,9 +20,12 @@
 // after a larger one, and a follower reading "everything above my cursor"
 // would skip it. Writes are acknowledged after COMMIT returns.
 //
-// High availability (a primary and a synchronous standby under Patroni;
+// High availability (a primary and synchronous standbys under Patroni;
 // docs/cluster.md): `uri` may name several servers with
-// target_session_attrs=read-write, so a connection finds the primary. A
+// target_session_attrs=read-write, so a connection finds the primary; with
+// moeedb's own parameter patroni=HOST:PORT,... (Patroni's REST APIs) the
+// primary is the server Patroni's leader names (PatroniPrimary: a postgres
+// whose Patroni died is fenced off), and the connections follow it. A
 // write whose connection fails before COMMIT retries for a while (a failover
 // takes seconds), then answers Unavailable. A write whose COMMIT answer was
 // lost looks its write id up on the primary of the moment: stored, it is
@@ -46,6 +49,7 @@
 #include <mutex>
 #include <string>
 
+#include "storage/patroni_primary.h"
 #include "storage/store.h"
 
 namespace moeedb {
@@ -120,12 +124,17 @@ class PostgresStore final : public Store {
   struct Session {
     std::mutex mu;
     std::unique_ptr<Connection> conn;
+    std::string uri;  // what conn was made for
   };
-  // Runs `fn` on the session's connection, (re)connecting to `uri` first if
-  // it is closed (`writer`: the writes' session settings); maps libpqxx's
-  // exceptions to a Status (errors are values past this class).
+  // Runs `fn` on the session's connection to the primary (`primary`, as
+  // PrimaryUri names it) or to any server, (re)connecting first if it is
+  // closed or the primary moved (`writer`: the writes' session settings);
+  // maps libpqxx's exceptions to a Status (errors are values past this class).
   template <typename Fn>
-  auto OnSession(const std::string& what, Session* s, const std::string& uri, bool writer, Fn&& fn) const;
+  auto OnSession(const std::string& what, Session* s, bool primary, bool writer, Fn&& fn) const;
+  // The connection string of the primary: the URI as given, or with
+  // patroni= the server Patroni's leader names (Unavailable while none).
+  Result<std::string> PrimaryUri() const;
   // OnSession with the writes' connection.
   template <typename Fn>
   auto WithConnection(const std::string& what, Fn&& fn) const;
@@ -161,7 +170,8 @@ class PostgresStore final : public Store {
   Status ScanDocuments(const std::string& collection, bool with_vectors, const ShardFilter& shard,
                        const std::function<void(uint64_t internal, const StoredDocument&)>& fn) const;
 
-  std::string uri_, location_;
+  std::string uri_, location_;  // uri_: without patroni=
+  std::unique_ptr<PatroniPrimary> patroni_;  // null: libpq finds the primary
   mutable Session writes_;         // writes, DDL and write lookups
   mutable Session primary_reads_;  // ReadPrimary's
   mutable Session any_reads_;      // Read()'s fallback to any server

@@ -81,6 +81,7 @@ uint32_t ShardOfId(const std::string& external_id, uint32_t count);
 struct WriteResult {
   uint64_t seq = 0;                    // the op-log entry this write created (0: no change)
   std::string entry_id;                // that entry's identity (OpRecord::entry_id)
+  std::string previous_entry_id;       // entry seq - 1's identity as the write saw it ("" none)
   std::vector<uint64_t> added;         // internal ids, in input order
   std::vector<uint64_t> removed;       // internal ids replaced or deleted
   size_t not_found = 0;                // deletes of ids that were not there

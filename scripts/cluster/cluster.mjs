@@ -1,6 +1,7 @@
-// A moeedb cluster on one machine, on loopback: three etcd members, two
-// PostgreSQL 15 servers under Patroni (a primary and a synchronous standby,
-// strict synchronous mode, pg_rewind), N moeedb nodes over them. The CLI is
+// A moeedb cluster on one machine, on loopback: three etcd members, three
+// PostgreSQL 15 servers under Patroni (a primary and two standbys, one of
+// them synchronous at a time, strict synchronous mode, pg_rewind), N moeedb
+// nodes over them. The CLI is
 // scripts/cluster.sh (which installs the packages); the fault soak imports
 // the Cluster class to kill and restart each part.
 //
@@ -9,10 +10,13 @@
 //   node scripts/cluster/cluster.mjs down [--dir D]
 //
 // Every process it starts is recorded in D/state.json; `down` stops exactly
-// those and removes D. moeedb reaches the primary through libpq's multi-host
-// connection string with target_session_attrs=read-write (docs/cluster.md
-// says why not HAProxy).
+// those and removes D. moeedb nodes connect as the role moeedb (a password,
+// scram-sha-256; owner of the database moeedb, nothing more) and find the
+// primary through Patroni's REST APIs (the DSN's patroni=), never through a
+// postgres alone: a postgres whose Patroni died is fenced off
+// (docs/cluster.md, "Finding the primary").
 import { spawn, execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -150,9 +154,20 @@ export class Cluster {
     fs.renameSync(this.statePath + '.tmp', this.statePath);
   }
 
+  // What the nodes connect with: every server, the password in a passfile,
+  // the primary as Patroni names it.
   get dsn() {
     const hosts = this.state.postgres.map((p) => `127.0.0.1:${p.port}`).join(',');
-    return `postgresql://postgres@${hosts}/moeedb?target_session_attrs=read-write&connect_timeout=2`;
+    const rest = this.state.postgres.map((p) => `127.0.0.1:${p.rest}`).join(',');
+    return `postgresql://moeedb@${hosts}/moeedb?target_session_attrs=read-write&connect_timeout=2` +
+           `&passfile=${path.join(this.dir, 'moeedb.pgpass')}&patroni=${rest}`;
+  }
+
+  // psql as the superuser on server i (its password from the state).
+  psql(i, sql, db = 'postgres') {
+    return execFileSync(`${PG_BIN}/psql`, ['-h', '127.0.0.1', '-p', String(this.state.postgres[i].port), '-U', 'postgres',
+      '-d', db, '-v', 'ON_ERROR_STOP=1', '-qAtc', sql], { stdio: 'pipe', env: { ...process.env,
+      PGPASSWORD: this.state.secrets.superuser } }).toString();
   }
 
   async up({ nodes = 3, bin = path.join(ROOT, 'build/moeedb'), model = '' } = {}) {
@@ -167,7 +182,8 @@ export class Cluster {
       this.state = {
         dir: this.dir, bin, model,
         etcd: [0, 1, 2].map((i) => ({ name: `etcd${i}`, client: base + i, peer: base + 10 + i, pid: 0 })),
-        postgres: [0, 1].map((i) => ({ name: `pg${i}`, port: base + 20 + i, rest: base + 30 + i, patroni_pid: 0 })),
+        postgres: [0, 1, 2].map((i) => ({ name: `pg${i}`, port: base + 20 + i, rest: base + 30 + i, patroni_pid: 0 })),
+        secrets: Object.fromEntries(['superuser', 'replicator', 'moeedb'].map((k) => [k, crypto.randomBytes(18).toString('hex')])),
         nodes: Array.from({ length: nodes }, (_, i) => ({ port: base + 40 + i, pid: 0 })),
       };
       this.save();
@@ -182,14 +198,20 @@ export class Cluster {
       for (const e of this.state.etcd) fs.rmSync(path.join(this.dir, e.name), { recursive: true, force: true });
       if (attempt === 3) throw new Error(`etcd did not start (see ${this.dir}/etcd*.log)`);
     }
-    for (let i = 0; i < 2; i++) this.writePatroniConfig(i);
+    for (let i = 0; i < this.state.postgres.length; i++) this.writePatroniConfig(i);
     this.startPatroni(0);
     await until('the first PostgreSQL primary', async () => (await this.roles())[0] === 'primary', 120000);
-    this.startPatroni(1);
+    for (let i = 1; i < this.state.postgres.length; i++) this.startPatroni(i);
     await this.waitSyncStandby(180000);
-    const primary = this.state.postgres[0];
-    execFileSync(`${PG_BIN}/psql`, ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-d', 'postgres',
-      '-v', 'ON_ERROR_STOP=1', '-qc', 'CREATE DATABASE moeedb'], { stdio: 'pipe' });
+    await this.waitStandbys(this.state.postgres.length - 1, 180000);
+    // The nodes' role: a password, its own database, monitoring, nothing more.
+    this.psql(0, `CREATE ROLE moeedb LOGIN PASSWORD '${this.state.secrets.moeedb}'`);
+    this.psql(0, 'CREATE DATABASE moeedb OWNER moeedb');
+    this.psql(0, 'REVOKE ALL ON DATABASE moeedb FROM PUBLIC');
+    // pg_monitor: reads pg_stat_replication (is a synchronous standby streaming?).
+    this.psql(0, 'GRANT pg_monitor TO moeedb');
+    const pgpass = path.join(this.dir, 'moeedb.pgpass');
+    fs.writeFileSync(pgpass, `127.0.0.1:*:moeedb:moeedb:${this.state.secrets.moeedb}\n`, { mode: 0o600 });
     for (let i = 0; i < nodes; i++) this.startNode(i);
     for (let i = 0; i < nodes; i++) {
       try {
@@ -224,8 +246,8 @@ export class Cluster {
     fs.mkdirSync(home, { recursive: true, mode: 0o700 });
     if (isRoot()) execFileSync('chown', ['postgres:postgres', home]);
     const etcdHosts = this.state.etcd.map((e) => `127.0.0.1:${e.client}`).join(',');
-    // Trust on loopback only: this cluster is one machine's; a real one
-    // sets passwords or certificates in pg_hba.
+    // Passwords (scram-sha-256) over TCP; the role moeedb reaches its own
+    // database only. Patroni, as the OS user postgres, by the socket (peer).
     const yaml = `scope: moeedb-${path.basename(this.dir)}
 name: ${p.name}
 restapi:
@@ -243,6 +265,7 @@ bootstrap:
     maximum_lag_on_failover: 1048576
     synchronous_mode: true
     synchronous_mode_strict: true
+    synchronous_node_count: 1
     postgresql:
       use_pg_rewind: true
       use_slots: true
@@ -250,6 +273,7 @@ bootstrap:
         synchronous_commit: remote_apply
         wal_log_hints: 'on'
         max_connections: 200
+        password_encryption: scram-sha-256
         max_wal_senders: 10
         max_replication_slots: 10
         wal_keep_size: 256MB
@@ -263,15 +287,16 @@ postgresql:
   bin_dir: ${PG_BIN}
   pgpass: ${home}/pgpass
   authentication:
-    superuser: {username: postgres, password: postgres}
-    replication: {username: replicator, password: replicator}
-    rewind: {username: postgres, password: postgres}
+    superuser: {username: postgres, password: ${this.state.secrets.superuser}}
+    replication: {username: replicator, password: ${this.state.secrets.replicator}}
+    rewind: {username: postgres, password: ${this.state.secrets.superuser}}
   parameters:
     unix_socket_directories: '${home}'
   pg_hba:
-    - local all all trust
-    - host replication replicator 127.0.0.1/32 trust
-    - host all all 127.0.0.1/32 trust
+    - local all postgres peer
+    - host replication replicator 127.0.0.1/32 scram-sha-256
+    - host moeedb moeedb 127.0.0.1/32 scram-sha-256
+    - host all postgres 127.0.0.1/32 scram-sha-256
 `;
     fs.writeFileSync(path.join(home, 'patroni.yml'), yaml);
     if (isRoot()) execFileSync('chown', ['postgres:postgres', path.join(home, 'patroni.yml')]);
@@ -305,7 +330,31 @@ postgresql:
     }));
   }
 
-  // Resolves when one server is primary and the other its streaming
+  // The index of the synchronous standby, as Patroni's /cluster says; -1 if none.
+  async syncStandby() {
+    for (const p of this.state.postgres) {
+      const r = await getJson(`http://127.0.0.1:${p.rest}/cluster`, 1500);
+      if (!r || !r.body || !Array.isArray(r.body.members)) continue;
+      const sync = r.body.members.find((m) => m.role === 'sync_standby');
+      return sync ? this.state.postgres.findIndex((x) => x.name === sync.name) : -1;
+    }
+    return -1;
+  }
+
+  // Resolves when `n` standbys stream from the primary.
+  async waitStandbys(n, timeoutMs) {
+    return until(`${n} streaming standbys`, async () => {
+      for (const p of this.state.postgres) {
+        const r = await getJson(`http://127.0.0.1:${p.rest}/cluster`, 1500);
+        if (!r || !r.body || !Array.isArray(r.body.members)) continue;
+        const streaming = r.body.members.filter((m) => m.role !== 'leader' && (m.state === 'streaming' || m.state === 'running'));
+        if (streaming.length >= n) return true;
+      }
+      return false;
+    }, timeoutMs);
+  }
+
+  // Resolves when one server is primary and another its streaming
   // synchronous standby (writes can commit).
   async waitSyncStandby(timeoutMs) {
     return until('a synchronous standby', async () => {
@@ -388,6 +437,20 @@ postgresql:
     const victims = [this.state.postgres[i].patroni_pid, post, ...(post ? childrenOf(post) : [])];
     for (const pid of victims) if (pid) kill(pid, 'SIGKILL');
     return victims.filter(Boolean);
+  }
+
+  // A Patroni crash alone: kill -9 of Patroni, its postgres left running (and
+  // writable, if it was the primary: fenced by the nodes' patroni=).
+  killPatroni(i) {
+    kill(this.state.postgres[i].patroni_pid, 'SIGKILL');
+  }
+
+  // A lost machine replaced: a new one under the same name and address, with
+  // an empty disk; Patroni makes it a standby from the primary's base backup.
+  replaceMachine(i) {
+    if (alive(this.state.postgres[i].patroni_pid) || this.postmasterPid(i)) throw new Error(`pg${i} is still running`);
+    fs.rmSync(path.join(this.dir, this.state.postgres[i].name, 'data'), { recursive: true, force: true });
+    this.startPatroni(i);
   }
 
   async status() {

@@ -1,10 +1,20 @@
-// Cluster fault soak: scripts/cluster/cluster.mjs's cluster (3 etcd, 2
+// Cluster fault soak: scripts/cluster/cluster.mjs's cluster (3 etcd, 3
 // PostgreSQL under Patroni in strict synchronous mode, N moeedb nodes) while
-// writers upsert and delete through random nodes and searchers query every
-// live node; meanwhile, one at a time, the PostgreSQL primary's machine is
-// lost (kill -9 of its Patroni and every postgres process together; the next
-// loss only after a synchronous standby is back) or a moeedb node is killed
-// with kill -9 and started again. The oracle is the writers' own record:
+// writers upsert (a third of them with wait: false) and delete through random
+// nodes and searchers query every live node; meanwhile, one at a time:
+//   - pg: the PostgreSQL primary's machine is lost for good (kill -9 of its
+//     Patroni and every postgres process together); writes go on once a
+//     standby is promoted and the other one streams from it; later a new
+//     machine with an empty disk takes its place;
+//   - standby: the synchronous standby's machine is lost for good (the other
+//     standby becomes synchronous), later replaced the same way;
+//   - patroni: the primary's Patroni alone dies (kill -9), its postgres runs
+//     on and stays writable: the nodes must stop using it (they find the
+//     primary through Patroni's REST APIs), a standby is promoted once the
+//     leader key expires; Patroni is started again and rejoins as a standby;
+//   - node / stop: a moeedb node is killed with kill -9 or SIGSTOPped.
+// The next fault waits until both standbys stream again. The oracle is the
+// writers' own record:
 //   - each writer owns its ids and has one request in flight, so every id's
 //     state is the last acknowledged operation's, or, after an answer that
 //     was lost (node killed, 503 outcome_unknown), one of the unresolved
@@ -29,7 +39,8 @@
 // Failover times are measured (loss to a new primary; loss to writes taken
 // again). The test command runs a short version; the recorded long one:
 //
-//   node tests/soak/cluster_soak.mjs [--pg-kills 20] [--node-kills 20] [--node-stops 10] [--writers 4]
+//   node tests/soak/cluster_soak.mjs [--pg-kills 20] [--standby-losses 5] [--patroni-kills 5]
+//        [--node-kills 20] [--node-stops 10] [--writers 4]
 //        [--nodes 3] [--shards 3] [--replicas 2] [--add-node 1] [--gap-ms 3000] [--seed 1] [--bin B] [--model M]
 //
 // Prints one JSON line of figures and exits 1 on any violation.
@@ -40,6 +51,8 @@ import { Cluster, alive } from '../../scripts/cluster/cluster.mjs';
 import { arg, seededRandom, WORDS } from './soak_util.mjs';
 
 const pgKills = Number(arg('pg-kills', 20));
+const standbyLosses = Number(arg('standby-losses', 0));
+const patroniKills = Number(arg('patroni-kills', 0));
 const nodeKills = Number(arg('node-kills', 20));
 const nodeStops = Number(arg('node-stops', 10));
 const shards = Number(arg('shards', 3));
@@ -103,7 +116,10 @@ const url = (i) => cluster.nodeUrl(i);
 const oracle = new Map();
 const stats = { upserts_acked: 0, deletes_acked: 0, unavailable: 0, refused: 0, unknown: 0, unknown_applied: 0,
   unknown_not_applied: 0, other_errors: 0, ryw_checked: 0, searches: 0, searches_ok: 0, search_hits: 0 };
-const failovers = [];
+const failovers = [];  // per PostgreSQL fault: its kind, seconds to a new primary and to writes taken again
+const writeLog = [];   // { sent, acked } of every acknowledged write (ms since the epoch)
+const refusedLog = []; // when a write answered unavailable or was refused
+const faultWindows = [];  // { kind, from, to }: searches answered during each fault
 const rebuilds = [];  // seconds from a node's loss to every shard ready on `replicas` live nodes
 let joined = null;    // the added node: seconds until it held its share
 let running = true;
@@ -138,13 +154,18 @@ async function writer(w) {
     const v = ++version;
     const target = del ? 'deleted' : { v, text: textOf(id, v) };
     o.inflight = target;  // a search may see it before the answer comes
+    // wait: false is acknowledged before the node's own indexes have it;
+    // the write itself is as durable (synced) as with wait: true.
+    const wait = rand() >= 1 / 3;
+    const sent = Date.now();
     const r = del
       ? await call(`${url(node)}/collections/${COLL}/documents/${encodeURIComponent(id)}`, 'DELETE')
-      : await call(`${url(node)}/collections/${COLL}/documents`, 'POST', { documents: [{ id, text: target.text }] });
+      : await call(`${url(node)}/collections/${COLL}/documents`, 'POST', { documents: [{ id, text: target.text }], wait });
     const type = r.json && r.json.error && r.json.error.type;
     o.inflight = null;
     o.history.push(`${Date.now() - t0}ms ${del ? 'delete' : `upsert v${v}`} via node ${node}: ${r.status} ${type || r.error || ''}`);
     if (r.status === 200 || (del && r.status === 404)) {
+      writeLog.push({ sent, acked: Date.now() });
       o.acked = target;
       o.pending = [];
       o.acks.push({ t: Date.now(), state: target });
@@ -168,6 +189,7 @@ async function writer(w) {
       }
     } else if ((r.status === 503 && type === 'unavailable_error') || r.refused) {
       stats[r.refused ? 'refused' : 'unavailable']++;  // nothing written (a refused connection: nothing sent)
+      refusedLog.push(Date.now());
       if (o.pending.length === 0) {
         // Checked at once: an Unavailable write must not be stored.
         const got = await readBack(id);
@@ -199,6 +221,7 @@ async function writer(w) {
   }
 }
 
+const searchLog = [];  // { t, ok } of every search sent to a live node
 async function searcher() {
   while (running) {
     const nodes = [...live];
@@ -214,6 +237,7 @@ async function searcher() {
     const sentAt = Date.now() - t0, sentClock = Date.now();
     const r = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: `${pick(WORDS)} ${pick(WORDS)}`, mode, k: 10 }, 20000);
     stats.searches++;
+    searchLog.push({ t: sentClock, ok: r.status === 200 });
     if (r.status !== 200) {
       if (live.has(node)) console.error(`search on live node ${node} at ${Date.now() - t0}ms: ${r.status} ${r.error || (r.text || '').slice(0, 600)}`);
       continue;
@@ -248,26 +272,62 @@ async function searcher() {
   }
 }
 
-async function killPrimary() {
+// The first write sent after `t` that was acknowledged: seconds from the fault at t0.
+async function writesAgainAfter(t, t0 = t) {
+  for (;;) {
+    const after = writeLog.filter((w) => w.sent > t);
+    if (after.length) return (Math.min(...after.map((w) => w.acked)) - t0) / 1000;
+    if (Date.now() - t > 180000) throw new Error('no write acknowledged within 180 s of a PostgreSQL fault');
+    await sleep(100);
+  }
+}
+
+// A PostgreSQL fault (kind: pg, standby, patroni), until the cluster has a
+// primary and two streaming standbys again.
+async function pgFault(kind) {
   const roles = await cluster.roles();
   const p = roles.indexOf('primary');
-  if (p < 0) throw new Error(`no primary before a kill: ${roles}`);
+  if (p < 0) throw new Error(`no primary before a fault: ${roles}`);
+  const victim = kind === 'standby' ? await cluster.syncStandby() : p;
+  if (victim < 0) throw new Error(`no synchronous standby before a fault: ${roles}`);
   const t = Date.now();
-  console.error(`${t - t0}ms: the PostgreSQL primary's machine (${p}) lost`);
-  cluster.killPostgresMachine(p);
-  await (async () => {
+  const what = { pg: `the PostgreSQL primary's machine (${victim}) lost for good`,
+    standby: `the synchronous standby's machine (${victim}) lost for good`,
+    patroni: `the PostgreSQL primary's Patroni (${victim}) killed, its postgres left running` }[kind];
+  console.error(`${t - t0}ms: ${what}`);
+  if (kind === 'patroni') cluster.killPatroni(victim);
+  else cluster.killPostgresMachine(victim);
+  let promoted = null, promotedAt = t;
+  if (kind !== 'standby') {
     for (;;) {
       const r = await cluster.roles();
-      if (r[1 - p] === 'primary') return;
+      const q = r.indexOf('primary');
+      if (q >= 0 && q !== victim) break;
       if (Date.now() - t > 120000) throw new Error('no failover within 120 s');
       await sleep(100);
     }
-  })();
-  const promoted = (Date.now() - t) / 1000;
-  await sleep(1000);  // the lost machine comes back a moment later
-  cluster.startPatroni(p);
+    promotedAt = Date.now();
+    promoted = (promotedAt - t) / 1000;
+  }
+  // Writes taken by the new primary (a write sent to the old one in the
+  // moments before the nodes fenced it off may still commit there: its
+  // standby streams until the promotion).
+  const writable = await writesAgainAfter(promotedAt, t);
+  if (kind === 'patroni') {
+    // Patroni back: it finds its postgres running, not the leader: demotes
+    // and rewinds it to a standby of the new primary.
+    cluster.startPatroni(victim);
+  } else {
+    await sleep(2000);  // the replacement machine a moment later
+    while (cluster.postmasterPid(victim)) await sleep(100);
+    cluster.replaceMachine(victim);
+  }
   await cluster.waitSyncStandby(180000);
-  failovers.push({ promoted_s: promoted, writable_s: (Date.now() - t) / 1000 });
+  await cluster.waitStandbys(2, 240000);
+  const refused = refusedLog.filter((x) => x >= t);
+  failovers.push({ kind, promoted_s: promoted, writable_s: writable,
+    refused_s: refused.length ? (Math.max(...refused) - Math.min(...refused)) / 1000 : 0 });
+  faultWindows.push({ kind, from: t, to: Date.now() });
 }
 
 // Every shard claimed ready by `replicas` live nodes (excluding `lost`): the time it took.
@@ -390,7 +450,8 @@ try {
   const tasks = [];
   for (let w = 0; w < nWriters; w++) tasks.push(writer(w));
   for (let s = 0; s < nNodes; s++) tasks.push(searcher());
-  const events = [...Array(pgKills).fill('pg'), ...Array(nodeKills).fill('node'), ...Array(nodeStops).fill('stop')];
+  const events = [...Array(pgKills).fill('pg'), ...Array(standbyLosses).fill('standby'),
+    ...Array(patroniKills).fill('patroni'), ...Array(nodeKills).fill('node'), ...Array(nodeStops).fill('stop')];
   for (let i = events.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
     [events[i], events[j]] = [events[j], events[i]];
@@ -398,7 +459,7 @@ try {
   if (addNode) events.splice(Math.floor(events.length / 2), 0, 'join');
   await sleep(gapMs);
   for (const e of events) {
-    if (e === 'pg') await killPrimary();
+    if (e === 'pg' || e === 'standby' || e === 'patroni') await pgFault(e);
     else if (e === 'join') {
       await joinNode();
       tasks.push(searcher());
@@ -447,15 +508,24 @@ try {
   const rate = stats.searches ? stats.searches_ok / stats.searches : 0;
   if (rate < 0.99) violate(`searches answered: ${(rate * 100).toFixed(2)} % < 99 %`);
   if (stats.upserts_acked === 0) violate('no upsert was acknowledged');
-  const fo = (k) => failovers.map((f) => f[k]).sort((a, b) => a - b);
   const q = (a, p) => (a.length ? a[Math.round(p * (a.length - 1))] : null);
+  const perKind = {};
+  for (const kind of ['pg', 'standby', 'patroni']) {
+    const f = failovers.filter((x) => x.kind === kind);
+    if (!f.length) continue;
+    const sorted = (k) => f.map((x) => x[k]).filter((x) => x !== null).sort((a, b) => a - b);
+    const during = searchLog.filter((x) => faultWindows.some((w) => w.kind === kind && x.t >= w.from && x.t <= w.to));
+    perKind[kind] = { n: f.length, promoted_s: { p50: q(sorted('promoted_s'), 0.5), max: q(sorted('promoted_s'), 1) },
+      writable_s: { p50: q(sorted('writable_s'), 0.5), max: q(sorted('writable_s'), 1) },
+      writes_refused_s: { p50: q(sorted('refused_s'), 0.5), max: q(sorted('refused_s'), 1) },
+      searches_during: during.length, answered_during: during.filter((x) => x.ok).length };
+  }
   console.log(JSON.stringify({
-    pg_kills: pgKills, node_kills: nodeKills, node_stops: nodeStops, writers: nWriters, nodes: nNodes, shards, replicas,
+    pg_kills: pgKills, standby_losses: standbyLosses, patroni_kills: patroniKills, node_kills: nodeKills, node_stops: nodeStops, writers: nWriters, nodes: nNodes, shards, replicas,
     up_s: upSeconds,
     seconds: (Date.now() - t0) / 1000, ids: oracle.size, stored: expected, ...stats,
     search_success: Number(rate.toFixed(5)),
-    failover_promoted_s: { p50: q(fo('promoted_s'), 0.5), max: q(fo('promoted_s'), 1) },
-    failover_writable_s: { p50: q(fo('writable_s'), 0.5), max: q(fo('writable_s'), 1) },
+    postgres_faults: perKind,
     rebuild_s: { p50: q(rebuilds.map((r) => r.s).sort((a, b) => a - b), 0.5), max: q(rebuilds.map((r) => r.s).sort((a, b) => a - b), 1),
       n: rebuilds.length },
     join_s: joined && joined.s,

@@ -375,6 +375,11 @@ TEST(PostgresStore, EachChangeLogEntryCarriesItsWritesIdentity) {
   EXPECT_FALSE(a->entry_id.empty());
   EXPECT_NE(a->entry_id, b->entry_id);
   EXPECT_NE(b->entry_id, d->entry_id);
+  // Each write names the entry it follows (a node applying its own write
+  // checks it against the one it applied last).
+  EXPECT_EQ(a->previous_entry_id, "");
+  EXPECT_EQ(b->previous_entry_id, a->entry_id);
+  EXPECT_EQ(d->previous_entry_id, b->entry_id);
 }
 
 }  // namespace

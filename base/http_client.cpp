@@ -1,18 +1,20 @@
-#include "cluster/http_client.h"
+#include "base/http_client.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-namespace moeedb::cluster {
+namespace moeedb {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace asio = boost::asio;
 
-Result<HttpReply> HttpPost(const std::string& host_port, const std::string& target, const std::string& body,
-                           std::chrono::milliseconds deadline, const std::string& bearer) {
+namespace {
+
+Result<HttpReply> Request(http::verb verb, const std::string& host_port, const std::string& target,
+                          const std::string& body, std::chrono::milliseconds deadline, const std::string& bearer) {
   const size_t colon = host_port.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size())
     return Status::InvalidArgument("'" + host_port + "' is not HOST:PORT");
@@ -26,11 +28,13 @@ Result<HttpReply> HttpPost(const std::string& host_port, const std::string& targ
     // on a stopped peer for ever.
     beast::error_code failed;
     beast::flat_buffer buffer;
-    http::request<http::string_body> req{http::verb::post, target, 11};
+    http::request<http::string_body> req{verb, target, 11};
     req.set(http::field::host, host);
-    req.set(http::field::content_type, "application/json");
+    if (verb == http::verb::post) {
+      req.set(http::field::content_type, "application/json");
+      req.body() = body;
+    }
     if (!bearer.empty()) req.set(http::field::authorization, "Bearer " + bearer);
-    req.body() = body;
     req.prepare_payload();
     http::response<http::string_body> res;
     http::response_parser<http::string_body> parser;
@@ -54,4 +58,16 @@ Result<HttpReply> HttpPost(const std::string& host_port, const std::string& targ
   }
 }
 
-}  // namespace moeedb::cluster
+}  // namespace
+
+Result<HttpReply> HttpPost(const std::string& host_port, const std::string& target, const std::string& body,
+                           std::chrono::milliseconds deadline, const std::string& bearer) {
+  return Request(http::verb::post, host_port, target, body, deadline, bearer);
+}
+
+Result<HttpReply> HttpGet(const std::string& host_port, const std::string& target,
+                          std::chrono::milliseconds deadline) {
+  return Request(http::verb::get, host_port, target, "", deadline, "");
+}
+
+}  // namespace moeedb

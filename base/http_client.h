@@ -1,8 +1,9 @@
 // One HTTP/1.1 request to a server on host:port and its reply, within a
 // deadline (Boost.Beast, a connection of its own): what a node says to etcd's
-// JSON gateway and to the other nodes' shard routes. A server that does not
-// answer in time, or cannot be reached, is Unavailable: a node stopped
-// without dying (SIGSTOP) costs the caller one deadline, not a hang.
+// JSON gateway, to the other nodes' shard routes and to Patroni's REST API. A
+// server that does not answer in time, or cannot be reached, is Unavailable:
+// a server stopped without dying (SIGSTOP) costs the caller one deadline, not
+// a hang.
 #pragma once
 
 #include <chrono>
@@ -10,7 +11,7 @@
 
 #include "base/status.h"
 
-namespace moeedb::cluster {
+namespace moeedb {
 
 struct HttpReply {
   int status = 0;
@@ -22,4 +23,9 @@ struct HttpReply {
 Result<HttpReply> HttpPost(const std::string& host_port, const std::string& target, const std::string& body,
                            std::chrono::milliseconds deadline, const std::string& bearer = "");
 
-}  // namespace moeedb::cluster
+// GETs http://host_port/target. Any status is a reply; only a server that
+// cannot be reached or does not answer within `deadline` is an error.
+Result<HttpReply> HttpGet(const std::string& host_port, const std::string& target,
+                          std::chrono::milliseconds deadline);
+
+}  // namespace moeedb

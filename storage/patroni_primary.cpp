@@ -1,0 +1,89 @@
+#include "storage/patroni_primary.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/http_client.h"
+
+namespace moeedb {
+
+namespace {
+
+// "http://host:port/patroni" (a member's api_url) -> "host:port".
+std::string HostPortOfUrl(const std::string& url) {
+  size_t start = url.find("://");
+  start = start == std::string::npos ? 0 : start + 3;
+  const size_t end = url.find('/', start);
+  return url.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+bool IsHostPort(const std::string& s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) return false;
+  for (size_t i = colon + 1; i < s.size(); ++i)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PatroniPrimary>> PatroniPrimary::Parse(const std::string& rest) {
+  std::vector<std::string> endpoints;
+  size_t start = 0;
+  while (start <= rest.size()) {
+    const size_t comma = rest.find(',', start);
+    const std::string one = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!IsHostPort(one))
+      return Status::InvalidArgument("patroni=" + rest + ": '" + one + "' is not HOST:PORT of a Patroni REST API");
+    endpoints.push_back(one);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return std::unique_ptr<PatroniPrimary>(new PatroniPrimary(std::move(endpoints)));
+}
+
+Result<std::string> PatroniPrimary::HostPort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (asked_at_ == std::chrono::steady_clock::time_point{} || now - asked_at_ >= kFresh) {
+    last_ = Ask();
+    asked_at_ = std::chrono::steady_clock::now();
+  }
+  return last_;
+}
+
+Result<std::string> PatroniPrimary::Ask() {
+  using json = nlohmann::json;
+  std::string why = "no Patroni REST API answered";
+  for (size_t k = 0; k < rest_.size(); ++k) {
+    const size_t i = (answered_ + k) % rest_.size();
+    auto cluster = HttpGet(rest_[i], "/cluster", kDeadline);
+    if (!cluster.ok() || cluster->status != 200) continue;
+    answered_ = i;
+    const json j = json::parse(cluster->body, nullptr, false);
+    if (!j.is_object() || !j.contains("members") || !j["members"].is_array()) {
+      why = "Patroni at " + rest_[i] + " answered GET /cluster without members";
+      continue;
+    }
+    for (const json& m : j["members"]) {
+      if (!m.is_object() || m.value("role", "") != "leader") continue;
+      if (!m.contains("host") || !m["host"].is_string() || !m.contains("port") || !m["port"].is_number_integer() ||
+          !m.contains("api_url") || !m["api_url"].is_string())
+        return Status::Unavailable("Patroni's leader " + m.value("name", "?") + " has no address yet");
+      const std::string leader = m.value("name", "?");
+      // The leader key may outlive its Patroni by the key's TTL: only the
+      // leader's own Patroni, answering, says its postgres is the primary.
+      auto primary = HttpGet(HostPortOfUrl(m["api_url"].get<std::string>()), "/primary", kDeadline);
+      if (!primary.ok())
+        return Status::Unavailable("the Patroni of leader " + leader + " does not answer: " +
+                                   primary.status().message());
+      if (primary->status != 200)
+        return Status::Unavailable("the Patroni of leader " + leader + " answers " +
+                                   std::to_string(primary->status) + " to GET /primary");
+      return m["host"].get<std::string>() + ":" + std::to_string(m["port"].get<int>());
+    }
+    return Status::Unavailable("Patroni at " + rest_[i] + " names no leader (a failover under way)");
+  }
+  return Status::Unavailable(why);
+}
+
+}  // namespace moeedb

@@ -1,0 +1,51 @@
+// The PostgreSQL server that is the primary now, on the word of the Patroni
+// that holds the leader lock, never on a postgres's own: a postgres whose
+// Patroni died keeps running and stays writable (it still believes it is the
+// primary), and once the leader key expires another server is promoted; a
+// client that found the primary by asking the servers (libpq's
+// target_session_attrs=read-write) would go on writing to the old one. Asking
+// Patroni fences it: its REST API is gone with it, so no primary is named
+// until the new one is.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace moeedb {
+
+class PatroniPrimary {
+ public:
+  // An answer is reused this long. It bounds how long a node keeps writing to
+  // a primary whose Patroni died: far below the leader key's TTL, so no other
+  // server is promoted meanwhile (docs/cluster.md, "Finding the primary").
+  static constexpr std::chrono::milliseconds kFresh{500};
+  // Each REST call's deadline.
+  static constexpr std::chrono::milliseconds kDeadline{1000};
+
+  // `rest`: the Patroni REST APIs, "host:port" separated by commas (any of
+  // them tells which member leads). InvalidArgument if one is malformed.
+  static Result<std::unique_ptr<PatroniPrimary>> Parse(const std::string& rest);
+
+  // "host:port" of the primary's PostgreSQL: the member that GET /cluster on
+  // any Patroni names leader, when that member's own Patroni answers 200 to
+  // GET /primary (it holds the leader lock and runs as primary). Unavailable
+  // while none does (a failover under way, every Patroni unreachable).
+  Result<std::string> HostPort();
+
+ private:
+  explicit PatroniPrimary(std::vector<std::string> rest) : rest_(std::move(rest)) {}
+  Result<std::string> Ask();
+
+  std::vector<std::string> rest_;
+  std::mutex mu_;
+  size_t answered_ = 0;  // the endpoint that answered last: asked first
+  std::chrono::steady_clock::time_point asked_at_{};
+  Result<std::string> last_ = Status::Unavailable("Patroni not asked yet");
+};
+
+}  // namespace moeedb

@@ -1,0 +1,217 @@
+// Finding the primary through Patroni (storage/patroni_primary): against a
+// fake Patroni REST API whose answers the test sets, the locator names the
+// leader only while the leader's own Patroni answers 200 to GET /primary; a
+// PostgresStore given patroni= connects where the leader's Patroni says,
+// whatever servers its URI lists, and refuses to use a server that is up and
+// writable once its Patroni stops answering (the fence), until a leader is
+// named again.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "storage/patroni_primary.h"
+#include "storage/postgres_rows.h"
+#include "storage/postgres_store.h"
+#include "storage/store.h"
+#include "tests/storage/pg_test_db.h"
+
+namespace moeedb {
+namespace {
+
+namespace asio = boost::asio;
+using json = nlohmann::json;
+
+// A Patroni REST API on a loopback port: GET path -> (status, body) as set;
+// any other path answers 404. stop() closes the port (a dead Patroni).
+class FakePatroni {
+ public:
+  FakePatroni() : acceptor_(io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    port_ = acceptor_.local_endpoint().port();
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakePatroni() { Stop(); }
+  std::string host_port() const { return "127.0.0.1:" + std::to_string(port_); }
+  void Set(const std::string& path, int status, const std::string& body = "{}") {
+    std::lock_guard<std::mutex> lock(mu_);
+    answers_[path] = {status, body};
+  }
+  void Stop() {
+    if (stopped_.exchange(true)) return;
+    {  // a blocked accept() wakes only for a connection
+      asio::io_context io;
+      asio::ip::tcp::socket wake(io);
+      boost::system::error_code ignored;
+      wake.connect(acceptor_.local_endpoint(), ignored);
+    }
+    if (thread_.joinable()) thread_.join();
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+  }
+
+ private:
+  void Serve() {
+    while (!stopped_) {
+      asio::ip::tcp::socket socket(io_);
+      boost::system::error_code ec;
+      acceptor_.accept(socket, ec);
+      if (ec || stopped_) return;
+      asio::streambuf buf;
+      asio::read_until(socket, buf, "\r\n\r\n", ec);
+      if (ec) continue;
+      std::istream in(&buf);
+      std::string method, path;
+      in >> method >> path;
+      std::pair<int, std::string> answer{404, "{}"};
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (answers_.count(path)) answer = answers_[path];
+      }
+      const std::string reply = "HTTP/1.1 " + std::to_string(answer.first) + " X\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(answer.second.size()) +
+                                "\r\nConnection: close\r\n\r\n" + answer.second;
+      asio::write(socket, asio::buffer(reply), ec);
+    }
+  }
+
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stopped_{false};
+  std::mutex mu_;
+  std::map<std::string, std::pair<int, std::string>> answers_;
+};
+
+// GET /cluster as Patroni 3 writes it: `leader` leads, at pg_host_port, its
+// REST API at leader_rest; one replica beside it.
+std::string ClusterJson(const std::string& leader, const std::string& pg_host_port, const std::string& leader_rest) {
+  const size_t colon = pg_host_port.rfind(':');
+  return json{{"members",
+               {{{"name", leader}, {"role", "leader"}, {"state", "running"},
+                 {"api_url", "http://" + leader_rest + "/patroni"}, {"host", pg_host_port.substr(0, colon)},
+                 {"port", std::stoi(pg_host_port.substr(colon + 1))}, {"timeline", 3}},
+                {{"name", "other"}, {"role", "sync_standby"}, {"state", "streaming"},
+                 {"api_url", "http://127.0.0.1:1/patroni"}, {"host", "127.0.0.1"}, {"port", 1}, {"lag", 0}}}},
+              {"scope", "test"}}
+      .dump();
+}
+
+// The test server's host:port, from its URI.
+std::string PgHostPort(const std::string& uri) {
+  std::smatch m;
+  const std::regex at(R"(@([^/?]+)/)");
+  EXPECT_TRUE(std::regex_search(uri, m, at)) << uri;
+  return m[1];
+}
+
+TEST(PatroniPrimary, NamesTheLeaderOnlyWhileItsOwnPatroniSaysPrimary) {
+  FakePatroni any, leader;
+  any.Set("/cluster", 200, ClusterJson("pg1", "10.0.0.7:5433", leader.host_port()));
+  leader.Set("/primary", 200);
+  // The first endpoint is down: another answers.
+  auto p = PatroniPrimary::Parse("127.0.0.1:1," + any.host_port());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto hp = (*p)->HostPort();
+  ASSERT_TRUE(hp.ok()) << hp.status().ToString();
+  EXPECT_EQ(*hp, "10.0.0.7:5433");
+
+  // The leader key still names pg1, but its Patroni says it is not primary.
+  leader.Set("/primary", 503);
+  std::this_thread::sleep_for(PatroniPrimary::kFresh);
+  hp = (*p)->HostPort();
+  EXPECT_EQ(hp.status().code(), Status::Code::kUnavailable) << (hp.ok() ? *hp : "");
+  EXPECT_NE(hp.status().message().find("pg1"), std::string::npos) << hp.status().ToString();
+
+  // Its Patroni is gone (the key outlives it by its TTL): still no primary.
+  leader.Stop();
+  std::this_thread::sleep_for(PatroniPrimary::kFresh);
+  EXPECT_EQ((*p)->HostPort().status().code(), Status::Code::kUnavailable);
+
+  // A failover: another member leads, its Patroni answers.
+  FakePatroni next;
+  next.Set("/primary", 200);
+  any.Set("/cluster", 200, ClusterJson("pg2", "10.0.0.8:5434", next.host_port()));
+  std::this_thread::sleep_for(PatroniPrimary::kFresh);
+  hp = (*p)->HostPort();
+  ASSERT_TRUE(hp.ok()) << hp.status().ToString();
+  EXPECT_EQ(*hp, "10.0.0.8:5434");
+
+  // No leader in the key (mid-election).
+  any.Set("/cluster", 200, json{{"members", json::array()}}.dump());
+  std::this_thread::sleep_for(PatroniPrimary::kFresh);
+  EXPECT_EQ((*p)->HostPort().status().code(), Status::Code::kUnavailable);
+}
+
+TEST(PatroniPrimary, AMalformedListIsRefused) {
+  for (const char* bad : {"", "host", "host:", ":80", "a:1,,b:2", "a:x"})
+    EXPECT_EQ(PatroniPrimary::Parse(bad).status().code(), Status::Code::kInvalidArgument) << bad;
+  EXPECT_TRUE(PatroniPrimary::Parse("localhost:8008,127.0.0.1:8009").ok());
+}
+
+TEST(PatroniPrimary, ItsParameterIsTakenOutOfEitherFormOfConnectionString) {
+  std::string v;
+  EXPECT_EQ(postgres::TakeParameter("postgresql://u@h1:1,h2:2/db?patroni=a:1,b:2&connect_timeout=2", "patroni", &v),
+            "postgresql://u@h1:1,h2:2/db?connect_timeout=2");
+  EXPECT_EQ(v, "a:1,b:2");
+  EXPECT_EQ(postgres::TakeParameter("postgresql://u@h/db?sslmode=require&patroni=a:1", "patroni", &v),
+            "postgresql://u@h/db?sslmode=require");
+  EXPECT_EQ(v, "a:1");
+  EXPECT_EQ(postgres::TakeParameter("host=h1,h2 patroni=a:1 dbname=db", "patroni", &v), "host=h1,h2 dbname=db");
+  EXPECT_EQ(v, "a:1");
+  EXPECT_EQ(postgres::TakeParameter("postgresql://u@h/db", "patroni", &v), "postgresql://u@h/db");
+  EXPECT_EQ(v, "");
+  EXPECT_EQ(postgres::ServerUri("postgresql://u@h1:1,h2:2/db?target_session_attrs=read-write", "10.0.0.8:5434"),
+            "postgresql://u@h1:1,h2:2/db?target_session_attrs=read-write&host=10.0.0.8&port=5434");
+  EXPECT_EQ(postgres::ServerUri("host=h1,h2 dbname=db", "10.0.0.8:5434"), "host=h1,h2 dbname=db host=10.0.0.8 port=5434");
+}
+
+TEST(PatroniPrimary, AStoreConnectsWherePatroniSaysAndIsFencedWhenItsPatroniDies) {
+  test::PgDatabase db;
+  const std::string real = PgHostPort(db.uri());
+  FakePatroni any;
+  auto leader = std::make_unique<FakePatroni>();
+  leader->Set("/primary", 200);
+  any.Set("/cluster", 200, ClusterJson("pg0", real, leader->host_port()));
+  // The URI lists only a server that is not there: every connection goes
+  // where Patroni says.
+  std::string uri = std::regex_replace(db.uri(), std::regex(R"(@[^/?]+/)"), "@127.0.0.1:1/");
+  uri += std::string(uri.find('?') == std::string::npos ? "?" : "&") + "connect_timeout=2&patroni=" + any.host_port();
+  auto opened = Store::Open(uri);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto store = std::move(opened).value();
+  ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
+  StoredDocument d{"a", "text of a", json{{"id", "a"}}.dump(), {1.f, 2.f}, {3.f}};
+  ASSERT_TRUE(store->Upsert("c", {d}, true).ok());
+  auto log = [&] {
+    int entries = 0;
+    Status s = store->ReadOps("c", 0, [&](const OpRecord&) { ++entries; });
+    return s.ok() ? Result<int>(entries) : Result<int>(s);
+  };
+  ASSERT_EQ(*log(), 1);
+
+  // The leader's Patroni dies; its postgres runs on, writable: fenced.
+  leader->Stop();
+  std::this_thread::sleep_for(PatroniPrimary::kFresh);
+  auto fenced = log();
+  EXPECT_EQ(fenced.status().code(), Status::Code::kUnavailable) << (fenced.ok() ? "read the log" : "");
+  EXPECT_TRUE(pqxx::connection(db.uri()).is_open());  // the server itself is up
+
+  // A new Patroni leads the same server (as after a restart): in use again.
+  leader = std::make_unique<FakePatroni>();
+  leader->Set("/primary", 200);
+  any.Set("/cluster", 200, ClusterJson("pg0", real, leader->host_port()));
+  std::this_thread::sleep_for(PatroniPrimary::kFresh);
+  d.id = "b";
+  ASSERT_TRUE(store->Upsert("c", {d}, true).ok());
+  EXPECT_EQ(*log(), 2);
+}
+
+}  // namespace
+}  // namespace moeedb
