@@ -292,7 +292,16 @@ Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<St
     if (docs != nullptr)
       for (size_t i = 0; i < docs->size(); ++i)
         if (filter_.Holds((*docs)[i].id)) ids.push_back(res.added[i]), added.push_back(&(*docs)[i]);
-    return ApplyChange(res.seq, res.removed, ids, added);
+    // A rebuild's scan may have seen this write already (it reads the
+    // documents after the log's head): what the indexes hold of it goes first.
+    std::vector<uint64_t> gone = res.removed;
+    gone.insert(gone.end(), res.added.begin(), res.added.end());
+    Status s = ApplyChange(res.seq, gone, ids, added);
+    if (s.ok()) return s;
+    LogLine("moeedb: collection " + layout_.name + " shard " + std::to_string(shard_) + ": this node's own write " +
+            std::to_string(res.seq) + " is committed but not in its indexes: " + s.message() + "; rebuilding");
+    needs_rebuild_ = true;  // the next catch-up rebuilds before it answers
+    return Status::OK();
   }
   // Entries other nodes committed before this one: from the log, this one with them.
   Status s;

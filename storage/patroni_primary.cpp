@@ -1,5 +1,6 @@
 #include "storage/patroni_primary.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "base/http_client.h"
@@ -45,8 +46,8 @@ Result<std::string> PatroniPrimary::HostPort() {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = std::chrono::steady_clock::now();
   if (asked_at_ == std::chrono::steady_clock::time_point{} || now - asked_at_ >= kFresh) {
+    asked_at_ = now;  // the answer's age counts from before the asking
     last_ = Ask();
-    asked_at_ = std::chrono::steady_clock::now();
   }
   return last_;
 }
@@ -54,34 +55,45 @@ Result<std::string> PatroniPrimary::HostPort() {
 Result<std::string> PatroniPrimary::Ask() {
   using json = nlohmann::json;
   std::string why = "no Patroni REST API answered";
+  std::vector<std::string> asked;  // leaders' REST APIs already asked
+  // Each Patroni's view of the cluster (served from its own cache of etcd,
+  // so one may lag a failover): the first leader whose own Patroni answers
+  // 200 to GET /primary.
   for (size_t k = 0; k < rest_.size(); ++k) {
     const size_t i = (answered_ + k) % rest_.size();
     auto cluster = HttpGet(rest_[i], "/cluster", kDeadline);
     if (!cluster.ok() || cluster->status != 200) continue;
-    answered_ = i;
     const json j = json::parse(cluster->body, nullptr, false);
     if (!j.is_object() || !j.contains("members") || !j["members"].is_array()) {
       why = "Patroni at " + rest_[i] + " answered GET /cluster without members";
       continue;
     }
+    why = "Patroni at " + rest_[i] + " names no leader (a failover under way)";
     for (const json& m : j["members"]) {
       if (!m.is_object() || m.value("role", "") != "leader") continue;
-      if (!m.contains("host") || !m["host"].is_string() || !m.contains("port") || !m["port"].is_number_integer() ||
-          !m.contains("api_url") || !m["api_url"].is_string())
-        return Status::Unavailable("Patroni's leader " + m.value("name", "?") + " has no address yet");
       const std::string leader = m.value("name", "?");
+      if (!m.contains("host") || !m["host"].is_string() || !m.contains("port") || !m["port"].is_number_integer() ||
+          !m.contains("api_url") || !m["api_url"].is_string()) {
+        why = "Patroni's leader " + leader + " has no address yet";
+        break;
+      }
+      const std::string api = HostPortOfUrl(m["api_url"].get<std::string>());
+      if (std::find(asked.begin(), asked.end(), api) != asked.end()) break;
+      asked.push_back(api);
       // The leader key may outlive its Patroni by the key's TTL: only the
-      // leader's own Patroni, answering, says its postgres is the primary.
-      auto primary = HttpGet(HostPortOfUrl(m["api_url"].get<std::string>()), "/primary", kDeadline);
-      if (!primary.ok())
-        return Status::Unavailable("the Patroni of leader " + leader + " does not answer: " +
-                                   primary.status().message());
-      if (primary->status != 200)
-        return Status::Unavailable("the Patroni of leader " + leader + " answers " +
-                                   std::to_string(primary->status) + " to GET /primary");
+      // leader's own Patroni, answering, says it holds the leader lock.
+      auto primary = HttpGet(api, "/primary", kDeadline);
+      if (!primary.ok()) {
+        why = "the Patroni of leader " + leader + " does not answer: " + primary.status().message();
+        break;
+      }
+      if (primary->status != 200) {
+        why = "the Patroni of leader " + leader + " answers " + std::to_string(primary->status) + " to GET /primary";
+        break;
+      }
+      answered_ = i;
       return m["host"].get<std::string>() + ":" + std::to_string(m["port"].get<int>());
     }
-    return Status::Unavailable("Patroni at " + rest_[i] + " names no leader (a failover under way)");
   }
   return Status::Unavailable(why);
 }

@@ -32,9 +32,10 @@ class PatroniPrimary {
   static Result<std::unique_ptr<PatroniPrimary>> Parse(const std::string& rest);
 
   // "host:port" of the primary's PostgreSQL: the member that GET /cluster on
-  // any Patroni names leader, when that member's own Patroni answers 200 to
-  // GET /primary (it holds the leader lock and runs as primary). Unavailable
-  // while none does (a failover under way, every Patroni unreachable).
+  // a Patroni names leader (the next is asked if that leader does not
+  // answer), when that member's own Patroni answers 200 to GET /primary (it
+  // holds the leader lock by its own lease). Unavailable while none does (a
+  // failover under way, every Patroni unreachable).
   Result<std::string> HostPort();
 
  private:

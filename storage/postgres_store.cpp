@@ -42,8 +42,11 @@ constexpr const char* kWriteLockTimeout = "8s";
 struct PostgresStore::Connection {
   // `writer`: the connection writes run on (the session timeout above).
   Connection(const std::string& uri, bool writer) : c(uri) {
+    // statement_timeout 0: a role's or database's timeout cancelling a
+    // COMMIT's wait for the synchronous standby would leave it committed
+    // here only, yet answered as a success.
     if (writer) pqxx::nontransaction(c).exec(std::string("SET idle_in_transaction_session_timeout = '") +
-                                             kIdleInTransactionTimeout + "'");
+                                             kIdleInTransactionTimeout + "'; SET statement_timeout = 0");
   }
   pqxx::connection c;
 };
@@ -325,6 +328,15 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
         return Status::Unavailable("stored before");
       }
       attempted[res.seq] = res;
+      // The primary named again right before COMMIT: a write that waited for
+      // its collection's row while the server's Patroni died must not
+      // commit there (once a standby is promoted such a COMMIT would wait
+      // for ever for a standby that left; docs/cluster.md).
+      if (patroni_) {
+        Result<std::string> primary = PrimaryUri();
+        if (!primary.ok() || *primary != writes_.uri)
+          return Status::Unavailable(what + ": the primary moved before COMMIT: nothing was written");
+      }
       if (commit_hook_) commit_hook_(false);
       t.commit();
       if (commit_hook_) commit_hook_(true);

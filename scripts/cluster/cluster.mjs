@@ -150,7 +150,8 @@ export class Cluster {
   }
 
   save() {
-    fs.writeFileSync(this.statePath + '.tmp', JSON.stringify(this.state, null, 2));
+    // Mode 600: it holds the superuser's password.
+    fs.writeFileSync(this.statePath + '.tmp', JSON.stringify(this.state, null, 2), { mode: 0o600 });
     fs.renameSync(this.statePath + '.tmp', this.statePath);
   }
 
@@ -159,14 +160,18 @@ export class Cluster {
   get dsn() {
     const hosts = this.state.postgres.map((p) => `127.0.0.1:${p.port}`).join(',');
     const rest = this.state.postgres.map((p) => `127.0.0.1:${p.rest}`).join(',');
+    // TCP keepalives: a machine lost without a reset (power, a cut link) is
+    // noticed in seconds, not at the kernel's two hours.
     return `postgresql://moeedb@${hosts}/moeedb?target_session_attrs=read-write&connect_timeout=2` +
-           `&passfile=${path.join(this.dir, 'moeedb.pgpass')}&patroni=${rest}`;
+           '&keepalives_idle=5&keepalives_interval=2&keepalives_count=3' +
+           `&passfile=${encodeURIComponent(path.join(this.dir, 'moeedb.pgpass'))}&patroni=${rest}`;
   }
 
-  // psql as the superuser on server i (its password from the state).
+  // psql as the superuser on server i (its password from the state); the
+  // statement on stdin, so no password shows in a process list.
   psql(i, sql, db = 'postgres') {
     return execFileSync(`${PG_BIN}/psql`, ['-h', '127.0.0.1', '-p', String(this.state.postgres[i].port), '-U', 'postgres',
-      '-d', db, '-v', 'ON_ERROR_STOP=1', '-qAtc', sql], { stdio: 'pipe', env: { ...process.env,
+      '-d', db, '-v', 'ON_ERROR_STOP=1', '-qAt'], { input: sql, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env,
       PGPASSWORD: this.state.secrets.superuser } }).toString();
   }
 
