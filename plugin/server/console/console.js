@@ -234,7 +234,11 @@
     await loadDocuments();
   }
 
+  // Loads of the documents page may overlap (the page opens, then its limit
+  // or page changes): only the latest one's answer is shown.
+  let documentsLoad = 0;
   async function loadDocuments() {
+    const load = ++documentsLoad;
     const tbody = $('documents-table').querySelector('tbody');
     if (!docs.name) {
       tbody.replaceChildren();
@@ -244,6 +248,7 @@
     const limit = Number($('documents-limit').value);
     const after = docs.cursors[docs.page];
     const data = await api('GET', `/collections/${enc(docs.name)}/documents?limit=${limit}` + (after ? '&after=' + enc(after) : ''));
+    if (load !== documentsLoad) return;  // a later load supersedes this answer
     tbody.replaceChildren(...data.documents.map((d) => el('tr', { 'data-id': d.id },
       el('th', { scope: 'row', class: 'mono', text: d.id }),
       el('td', {}, el('div', { class: 'text', text: d.text.length > 400 ? d.text.slice(0, 400) + '…' : d.text })),
