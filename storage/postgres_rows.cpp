@@ -126,39 +126,32 @@ std::string ServerUri(const std::string& uri, const std::string& host_port) {
   return Appended(Appended(uri, "host", host_port.substr(0, colon)), "port", host_port.substr(colon + 1));
 }
 
-std::string TakeParameter(const std::string& uri, const std::string& name, std::string* value) {
-  value->clear();
-  if (IsUrl(uri)) {
-    const size_t q = uri.find('?');
-    if (q == std::string::npos) return uri;
-    std::string kept;
-    size_t start = q + 1;
-    while (start <= uri.size()) {
-      size_t amp = uri.find('&', start);
-      if (amp == std::string::npos) amp = uri.size();
-      const std::string pair = uri.substr(start, amp - start);
-      if (pair.rfind(name + "=", 0) == 0)
-        *value = pair.substr(name.size() + 1);
-      else if (!pair.empty())
-        kept += (kept.empty() ? "" : "&") + pair;
-      start = amp + 1;
-    }
-    return uri.substr(0, q) + (kept.empty() ? "" : "?" + kept);
-  }
+namespace {
+// `list` (items separated by `sep`; empty ones dropped) without its item
+// name=..., whose value goes to `*value`.
+std::string WithoutItem(const std::string& list, char sep, const std::string& name, std::string* value) {
   std::string kept;
-  size_t start = 0;
-  while (start < uri.size()) {
-    while (start < uri.size() && uri[start] == ' ') ++start;
-    size_t end = uri.find(' ', start);
-    if (end == std::string::npos) end = uri.size();
-    const std::string word = uri.substr(start, end - start);
-    if (word.rfind(name + "=", 0) == 0)
-      *value = word.substr(name.size() + 1);
-    else if (!word.empty())
-      kept += (kept.empty() ? "" : " ") + word;
-    start = end;
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find(sep, start);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(start, end - start);
+    if (item.rfind(name + "=", 0) == 0)
+      *value = item.substr(name.size() + 1);
+    else if (!item.empty())
+      kept += (kept.empty() ? "" : std::string(1, sep)) + item;
+    start = end + 1;
   }
   return kept;
+}
+}  // namespace
+
+std::string TakeParameter(const std::string& uri, const std::string& name, std::string* value) {
+  value->clear();
+  if (!IsUrl(uri)) return WithoutItem(uri, ' ', name, value);
+  const size_t q = uri.find('?');
+  if (q == std::string::npos) return uri;
+  const std::string kept = WithoutItem(uri.substr(q + 1), '&', name, value);
+  return uri.substr(0, q) + (kept.empty() ? "" : "?" + kept);
 }
 
 // The URI without its password (for messages and location()).
