@@ -64,8 +64,18 @@ struct PostgresStore::Listener {
 
 Result<std::string> PostgresStore::PrimaryUri() const {
   if (!patroni_) return uri_;
-  MOEEDB_ASSIGN_OR_RETURN(const std::string host_port, patroni_->HostPort());
+  MOEEDB_ASSIGN_OR_RETURN(const std::string host_port, patroni_->Primary());
   return ServerUri(uri_, host_port);
+}
+
+Result<std::string> PostgresStore::FallbackUri(const std::string& current) const {
+  if (!patroni_) return AnyServerUri(uri_);
+  MOEEDB_ASSIGN_OR_RETURN(const std::vector<std::string> standbys, patroni_->SynchronousStandbys());
+  for (const std::string& host_port : standbys) {
+    std::string uri = AnyServerUri(ServerUri(uri_, host_port));
+    if (uri == current) return uri;
+  }
+  return AnyServerUri(ServerUri(uri_, standbys.front()));
 }
 
 bool PostgresStore::WaitForChange(int timeout_ms) const {
@@ -119,7 +129,7 @@ auto PostgresStore::OnSession(const std::string& what, Session* s, bool primary,
   std::lock_guard<std::mutex> lock(s->mu);
   return Guarded(what, &s->conn, [&] {
     using R = decltype(fn(s->conn->c));
-    Result<std::string> uri = primary ? PrimaryUri() : Result<std::string>(AnyServerUri(uri_));
+    Result<std::string> uri = primary ? PrimaryUri() : FallbackUri(s->uri);
     if (!uri.ok()) {
       s->conn.reset();  // fenced: no longer the primary's word
       return R(Status::Unavailable(what + ": " + uri.status().message()));
@@ -177,8 +187,8 @@ auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
     // Asked again in a while; meanwhile reads go to any server at once.
     primary_retry_at_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(500)).count();
   }
-  auto r = OnSession(what, &any_reads_, /*primary=*/false, false, fn);
-  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &any_reads_, false, false, fn);
+  auto r = OnSession(what, &fallback_reads_, /*primary=*/false, false, fn);
+  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &fallback_reads_, false, false, fn);
   return r;
 }
 
@@ -191,7 +201,7 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& ur
   s->uri_ = TakeParameter(uri, "patroni", &patroni);
   s->location_ = HidePassword(uri);
   if (!patroni.empty()) {
-    MOEEDB_ASSIGN_OR_RETURN(s->patroni_, PatroniPrimary::Parse(patroni));
+    MOEEDB_ASSIGN_OR_RETURN(s->patroni_, PatroniMembers::Parse(patroni));
   }
   MOEEDB_RETURN_IF_ERROR(s->Migrate());
   return s;

@@ -24,7 +24,7 @@
 // docs/cluster.md): `uri` may name several servers with
 // target_session_attrs=read-write, so a connection finds the primary; with
 // moeedb's own parameter patroni=HOST:PORT,... (Patroni's REST APIs) the
-// primary is the server Patroni's leader names (PatroniPrimary: a postgres
+// primary is the server Patroni's leader names (PatroniMembers: a postgres
 // whose Patroni died is fenced off), and the connections follow it. A
 // write whose connection fails before COMMIT retries for a while (a failover
 // takes seconds), then answers Unavailable. A write whose COMMIT answer was
@@ -36,10 +36,11 @@
 // holds its collection's row: PostgreSQL ends its session once it has idled
 // 5 s in the transaction, and a write waits at most 8 s for the row before it
 // retries; reads run on a connection apart from the writes'. Reads of
-// documents fall back to any of the servers (a standby) while no primary
-// answers, so a node keeps serving searches; the change log is read from the
-// primary only (a failed primary, restarted, may hold entries the new one
-// never had until it rejoins).
+// documents fall back, while no primary answers, to a synchronous standby
+// as Patroni names it (without patroni=, to any of the servers), so a node
+// keeps serving searches; the change log is read from the primary only (a
+// failed primary, restarted, may hold entries the new one never had until
+// it rejoins).
 #pragma once
 
 #include <atomic>
@@ -49,7 +50,7 @@
 #include <mutex>
 #include <string>
 
-#include "storage/patroni_primary.h"
+#include "storage/patroni_members.h"
 #include "storage/store.h"
 
 namespace moeedb {
@@ -127,7 +128,7 @@ class PostgresStore final : public Store {
     std::string uri;  // what conn was made for
   };
   // Runs `fn` on the session's connection to the primary (`primary`, as
-  // PrimaryUri names it) or to any server, (re)connecting first if it is
+  // PrimaryUri names it) or as FallbackUri names, (re)connecting first if it is
   // closed or the primary moved (`writer`: the writes' session settings);
   // maps libpqxx's exceptions to a Status (errors are values past this class).
   template <typename Fn>
@@ -135,6 +136,11 @@ class PostgresStore final : public Store {
   // The connection string of the primary: the URI as given, or with
   // patroni= the server Patroni's leader names (Unavailable while none).
   Result<std::string> PrimaryUri() const;
+  // The connection string for reads while no primary answers: with patroni=
+  // a synchronous standby Patroni names (it has applied every acknowledged
+  // commit: synchronous_commit = remote_apply), else any of the servers.
+  // `current`: the session's server, kept while it is still named.
+  Result<std::string> FallbackUri(const std::string& current) const;
   // OnSession with the writes' connection.
   template <typename Fn>
   auto WithConnection(const std::string& what, Fn&& fn) const;
@@ -151,8 +157,8 @@ class PostgresStore final : public Store {
   // new connection if it answers Unavailable.
   template <typename Fn>
   auto ReadPrimary(const std::string& what, Fn&& fn) const;
-  // ReadPrimary, or while no primary answers, a connection to any of the
-  // servers (a standby's reads: the texts and metadata of hits).
+  // ReadPrimary, or while no primary answers, a connection FallbackUri
+  // names (a standby's reads: the texts and metadata of hits).
   template <typename Fn>
   auto Read(const std::string& what, Fn&& fn) const;
   // Runs one write with `write(work, write_id, &result)` (its statements,
@@ -171,10 +177,10 @@ class PostgresStore final : public Store {
                        const std::function<void(uint64_t internal, const StoredDocument&)>& fn) const;
 
   std::string uri_, location_;  // uri_: without patroni=
-  std::unique_ptr<PatroniPrimary> patroni_;  // null: libpq finds the primary
+  std::unique_ptr<PatroniMembers> patroni_;  // null: libpq finds the primary
   mutable Session writes_;         // writes, DDL and write lookups
   mutable Session primary_reads_;  // ReadPrimary's
-  mutable Session any_reads_;      // Read()'s fallback to any server
+  mutable Session fallback_reads_;  // Read()'s, while no primary answers
   mutable std::atomic<int64_t> primary_retry_at_{0};  // steady_clock ticks
   std::function<void(bool)> commit_hook_;
   struct Listener;          // the LISTEN connection (WaitForChange's alone)

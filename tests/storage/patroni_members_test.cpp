@@ -1,10 +1,11 @@
-// Finding the primary through Patroni (storage/patroni_primary): against a
+// Finding the primary through Patroni (storage/patroni_members): against a
 // fake Patroni REST API whose answers the test sets, the locator names the
 // leader only while the leader's own Patroni answers 200 to GET /primary; a
 // PostgresStore given patroni= connects where the leader's Patroni says,
 // whatever servers its URI lists, and refuses to use a server that is up and
 // writable once its Patroni stops answering (the fence), until a leader is
-// named again.
+// named again; while no primary answers it reads from the synchronous
+// standby Patroni names, never from another server its URI lists.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "storage/patroni_primary.h"
+#include "storage/patroni_members.h"
 #include "storage/postgres_rows.h"
 #include "storage/postgres_store.h"
 #include "storage/store.h"
@@ -103,6 +104,18 @@ std::string ClusterJson(const std::string& leader, const std::string& pg_host_po
       .dump();
 }
 
+// One member of GET /cluster: `role` leader, sync_standby or replica.
+json Member(const std::string& name, const std::string& role, const std::string& pg_host_port,
+            const std::string& rest = "127.0.0.1:1") {
+  const size_t colon = pg_host_port.rfind(':');
+  return json{{"name", name},
+              {"role", role},
+              {"state", role == "leader" ? "running" : "streaming"},
+              {"api_url", "http://" + rest + "/patroni"},
+              {"host", pg_host_port.substr(0, colon)},
+              {"port", std::stoi(pg_host_port.substr(colon + 1))}};
+}
+
 // The test server's host:port, from its URI.
 std::string PgHostPort(const std::string& uri) {
   std::smatch m;
@@ -111,51 +124,76 @@ std::string PgHostPort(const std::string& uri) {
   return m[1];
 }
 
-TEST(PatroniPrimary, NamesTheLeaderOnlyWhileItsOwnPatroniSaysPrimary) {
+TEST(PatroniMembers, NamesTheLeaderOnlyWhileItsOwnPatroniSaysPrimary) {
   FakePatroni any, leader;
   any.Set("/cluster", 200, ClusterJson("pg1", "10.0.0.7:5433", leader.host_port()));
   leader.Set("/primary", 200);
   // The first endpoint is down: another answers.
-  auto p = PatroniPrimary::Parse("127.0.0.1:1," + any.host_port());
+  auto p = PatroniMembers::Parse("127.0.0.1:1," + any.host_port());
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  auto hp = (*p)->HostPort();
+  auto hp = (*p)->Primary();
   ASSERT_TRUE(hp.ok()) << hp.status().ToString();
   EXPECT_EQ(*hp, "10.0.0.7:5433");
 
   // The leader key still names pg1, but its Patroni says it is not primary.
   leader.Set("/primary", 503);
-  std::this_thread::sleep_for(PatroniPrimary::kFresh);
-  hp = (*p)->HostPort();
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  hp = (*p)->Primary();
   EXPECT_EQ(hp.status().code(), Status::Code::kUnavailable) << (hp.ok() ? *hp : "");
   EXPECT_NE(hp.status().message().find("pg1"), std::string::npos) << hp.status().ToString();
 
   // Its Patroni is gone (the key outlives it by its TTL): still no primary.
   leader.Stop();
-  std::this_thread::sleep_for(PatroniPrimary::kFresh);
-  EXPECT_EQ((*p)->HostPort().status().code(), Status::Code::kUnavailable);
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  EXPECT_EQ((*p)->Primary().status().code(), Status::Code::kUnavailable);
 
   // A failover: another member leads, its Patroni answers.
   FakePatroni next;
   next.Set("/primary", 200);
   any.Set("/cluster", 200, ClusterJson("pg2", "10.0.0.8:5434", next.host_port()));
-  std::this_thread::sleep_for(PatroniPrimary::kFresh);
-  hp = (*p)->HostPort();
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  hp = (*p)->Primary();
   ASSERT_TRUE(hp.ok()) << hp.status().ToString();
   EXPECT_EQ(*hp, "10.0.0.8:5434");
 
   // No leader in the key (mid-election).
   any.Set("/cluster", 200, json{{"members", json::array()}}.dump());
-  std::this_thread::sleep_for(PatroniPrimary::kFresh);
-  EXPECT_EQ((*p)->HostPort().status().code(), Status::Code::kUnavailable);
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  EXPECT_EQ((*p)->Primary().status().code(), Status::Code::kUnavailable);
 }
 
-TEST(PatroniPrimary, AMalformedListIsRefused) {
+TEST(PatroniMembers, NamesTheSynchronousStandbysOnly) {
+  FakePatroni any;
+  any.Set("/cluster", 200,
+          json{{"members",
+                {Member("pg1", "leader", "10.0.0.1:5432"), Member("pg2", "replica", "10.0.0.2:5432"),
+                 Member("pg3", "sync_standby", "10.0.0.3:5432")}}}
+              .dump());
+  auto p = PatroniMembers::Parse(any.host_port());
+  ASSERT_TRUE(p.ok());
+  auto sync = (*p)->SynchronousStandbys();
+  ASSERT_TRUE(sync.ok()) << sync.status().ToString();
+  EXPECT_EQ(*sync, std::vector<std::string>{"10.0.0.3:5432"});
+  EXPECT_FALSE((*p)->Primary().ok());  // the leader's Patroni does not answer
+
+  // Mid-failover the /sync key may name none: no server to fall back to.
+  any.Set("/cluster", 200,
+          json{{"members", {Member("pg1", "leader", "10.0.0.1:5432"), Member("pg2", "replica", "10.0.0.2:5432")}}}
+              .dump());
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  EXPECT_EQ((*p)->SynchronousStandbys().status().code(), Status::Code::kUnavailable);
+  any.Stop();
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  EXPECT_EQ((*p)->SynchronousStandbys().status().code(), Status::Code::kUnavailable);
+}
+
+TEST(PatroniMembers, AMalformedListIsRefused) {
   for (const char* bad : {"", "host", "host:", ":80", "a:1,,b:2", "a:x"})
-    EXPECT_EQ(PatroniPrimary::Parse(bad).status().code(), Status::Code::kInvalidArgument) << bad;
-  EXPECT_TRUE(PatroniPrimary::Parse("localhost:8008,127.0.0.1:8009").ok());
+    EXPECT_EQ(PatroniMembers::Parse(bad).status().code(), Status::Code::kInvalidArgument) << bad;
+  EXPECT_TRUE(PatroniMembers::Parse("localhost:8008,127.0.0.1:8009").ok());
 }
 
-TEST(PatroniPrimary, ItsParameterIsTakenOutOfEitherFormOfConnectionString) {
+TEST(PatroniMembers, ItsParameterIsTakenOutOfEitherFormOfConnectionString) {
   std::string v;
   EXPECT_EQ(postgres::TakeParameter("postgresql://u@h1:1,h2:2/db?patroni=a:1,b:2&connect_timeout=2", "patroni", &v),
             "postgresql://u@h1:1,h2:2/db?connect_timeout=2");
@@ -172,7 +210,7 @@ TEST(PatroniPrimary, ItsParameterIsTakenOutOfEitherFormOfConnectionString) {
   EXPECT_EQ(postgres::ServerUri("host=h1,h2 dbname=db", "10.0.0.8:5434"), "host=h1,h2 dbname=db host=10.0.0.8 port=5434");
 }
 
-TEST(PatroniPrimary, AStoreConnectsWherePatroniSaysAndIsFencedWhenItsPatroniDies) {
+TEST(PatroniMembers, AStoreConnectsWherePatroniSaysAndIsFencedWhenItsPatroniDies) {
   test::PgDatabase db;
   const std::string real = PgHostPort(db.uri());
   FakePatroni any;
@@ -198,7 +236,7 @@ TEST(PatroniPrimary, AStoreConnectsWherePatroniSaysAndIsFencedWhenItsPatroniDies
 
   // The leader's Patroni dies; its postgres runs on, writable: fenced.
   leader->Stop();
-  std::this_thread::sleep_for(PatroniPrimary::kFresh);
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
   auto fenced = log();
   EXPECT_EQ(fenced.status().code(), Status::Code::kUnavailable) << (fenced.ok() ? "read the log" : "");
   EXPECT_TRUE(pqxx::connection(db.uri()).is_open());  // the server itself is up
@@ -207,10 +245,56 @@ TEST(PatroniPrimary, AStoreConnectsWherePatroniSaysAndIsFencedWhenItsPatroniDies
   leader = std::make_unique<FakePatroni>();
   leader->Set("/primary", 200);
   any.Set("/cluster", 200, ClusterJson("pg0", real, leader->host_port()));
-  std::this_thread::sleep_for(PatroniPrimary::kFresh);
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
   d.id = "b";
   ASSERT_TRUE(store->Upsert("c", {d}, true).ok());
   EXPECT_EQ(*log(), 2);
+}
+
+TEST(PatroniMembers, WhileNoPrimaryAnswersAStoreReadsFromTheSynchronousStandbyOnly) {
+  test::PgDatabase db;
+  const std::string real = PgHostPort(db.uri());
+  FakePatroni any, leader;
+  leader.Set("/primary", 200);
+  auto members = [&](json list) { any.Set("/cluster", 200, json{{"members", list}}.dump()); };
+  members({Member("pg0", "leader", real, leader.host_port()), Member("pg1", "sync_standby", "127.0.0.1:1")});
+  // The URI lists the test server too, as a cluster's DSN lists every member.
+  std::string uri = db.uri();
+  uri += std::string(uri.find('?') == std::string::npos ? "?" : "&") + "connect_timeout=2&patroni=" + any.host_port();
+  auto opened = Store::Open(uri);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto store = std::move(opened).value();
+  ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
+  StoredDocument d{"a", "text of a", json{{"id", "a"}}.dump(), {1.f, 2.f}, {3.f}};
+  ASSERT_TRUE(store->Upsert("c", {d}, true).ok());
+  ASSERT_TRUE(store->GetCollection("c").ok());
+
+  // The old primary's Patroni says it is no longer primary; its postgres
+  // (the test server) is up, and the synchronous standby unreachable: a
+  // read is refused rather than answered by the old primary.
+  leader.Set("/primary", 503);
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  auto read = store->GetCollection("c");
+  EXPECT_EQ(read.status().code(), Status::Code::kUnavailable) << (read.ok() ? "read from the old primary" : "");
+
+  // Nor by an asynchronous standby.
+  members({Member("pg0", "leader", "127.0.0.1:2", leader.host_port()), Member("pg1", "replica", real),
+           Member("pg2", "sync_standby", "127.0.0.1:1")});
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  read = store->GetCollection("c");
+  EXPECT_EQ(read.status().code(), Status::Code::kUnavailable) << (read.ok() ? "read from the async standby" : "");
+
+  // The synchronous standby answers the read; the change log stays primary-only.
+  members({Member("pg0", "leader", "127.0.0.1:2", leader.host_port()), Member("pg1", "sync_standby", real)});
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  read = store->GetCollection("c");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->last_op, 1u);
+  auto doc = store->Get("c", "a");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  ASSERT_TRUE(doc->has_value());
+  EXPECT_EQ((*doc)->text, "text of a");
+  EXPECT_EQ(store->ReadOps("c", 0, [](const OpRecord&) {}).code(), Status::Code::kUnavailable);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "storage/patroni_primary.h"
+#include "storage/patroni_members.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -27,7 +27,7 @@ bool IsHostPort(const std::string& s) {
 
 }  // namespace
 
-Result<std::unique_ptr<PatroniPrimary>> PatroniPrimary::Parse(const std::string& rest) {
+Result<std::unique_ptr<PatroniMembers>> PatroniMembers::Parse(const std::string& rest) {
   std::vector<std::string> endpoints;
   size_t start = 0;
   while (start <= rest.size()) {
@@ -39,11 +39,10 @@ Result<std::unique_ptr<PatroniPrimary>> PatroniPrimary::Parse(const std::string&
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  return std::unique_ptr<PatroniPrimary>(new PatroniPrimary(std::move(endpoints)));
+  return std::unique_ptr<PatroniMembers>(new PatroniMembers(std::move(endpoints)));
 }
 
-Result<std::string> PatroniPrimary::HostPort() {
-  std::lock_guard<std::mutex> lock(mu_);
+const PatroniMembers::Answer& PatroniMembers::Fresh() {
   const auto now = std::chrono::steady_clock::now();
   if (asked_at_ == std::chrono::steady_clock::time_point{} || now - asked_at_ >= kFresh) {
     asked_at_ = now;  // the answer's age counts from before the asking
@@ -52,10 +51,22 @@ Result<std::string> PatroniPrimary::HostPort() {
   return last_;
 }
 
-Result<std::string> PatroniPrimary::Ask() {
+Result<std::string> PatroniMembers::Primary() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Fresh().primary;
+}
+
+Result<std::vector<std::string>> PatroniMembers::SynchronousStandbys() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Fresh().sync_standbys;
+}
+
+PatroniMembers::Answer PatroniMembers::Ask() {
   using json = nlohmann::json;
+  Answer answer;
   std::string why = "no Patroni REST API answered";
   std::vector<std::string> asked;  // leaders' REST APIs already asked
+  bool standbys_known = false;     // from the first /cluster that answered
   // Each Patroni's view of the cluster (served from its own cache of etcd,
   // so one may lag a failover): the first leader whose own Patroni answers
   // 200 to GET /primary.
@@ -67,6 +78,18 @@ Result<std::string> PatroniPrimary::Ask() {
     if (!j.is_object() || !j.contains("members") || !j["members"].is_array()) {
       why = "Patroni at " + rest_[i] + " answered GET /cluster without members";
       continue;
+    }
+    if (!standbys_known) {
+      standbys_known = true;
+      std::vector<std::string> sync;
+      for (const json& m : j["members"])
+        if (m.is_object() && m.value("role", "") == "sync_standby" && m.contains("host") && m["host"].is_string() &&
+            m.contains("port") && m["port"].is_number_integer())
+          sync.push_back(m["host"].get<std::string>() + ":" + std::to_string(m["port"].get<int>()));
+      if (sync.empty())
+        answer.sync_standbys = Status::Unavailable("Patroni at " + rest_[i] + " names no synchronous standby");
+      else
+        answer.sync_standbys = std::move(sync);
     }
     why = "Patroni at " + rest_[i] + " names no leader (a failover under way)";
     for (const json& m : j["members"]) {
@@ -92,10 +115,13 @@ Result<std::string> PatroniPrimary::Ask() {
         break;
       }
       answered_ = i;
-      return m["host"].get<std::string>() + ":" + std::to_string(m["port"].get<int>());
+      answer.primary = m["host"].get<std::string>() + ":" + std::to_string(m["port"].get<int>());
+      return answer;
     }
   }
-  return Status::Unavailable(why);
+  answer.primary = Status::Unavailable(why);
+  if (!standbys_known) answer.sync_standbys = Status::Unavailable(why);
+  return answer;
 }
 
 }  // namespace moeedb
