@@ -216,10 +216,12 @@ Status ClusterNode::HoldAndClaim() {
     for (const auto& r : (*c)->ReplicaStates()) {
       const std::string key = placements_store_.ReplicaKey(name, r.shard, options_.node_id);
       // A replica that has not read the change log within the staleness bound
-      // (cut off from PostgreSQL, stalled) claims "stale": coordinators pass it over.
+      // (cut off from PostgreSQL, stalled) claims "stale", one being rebuilt
+      // "building": coordinators pass both over.
       const uint64_t bound = (*c)->max_staleness_ms();
       const bool fresh_log = bound == 0 || r.log_read_age_ms <= bound;
-      const json value = {{"state", fresh_log ? "ready" : "stale"}, {"store_id", (*c)->store_id()}, {"applied_seq", r.applied_seq},
+      const char* state = r.building ? "building" : fresh_log ? "ready" : "stale";
+      const json value = {{"state", state}, {"store_id", (*c)->store_id()}, {"applied_seq", r.applied_seq},
                           {"documents", r.documents}, {"index_bytes", r.index_bytes}, {"address", options_.address}};
       keep.insert(key);
       to_claim[key] = {value.dump(), revision};

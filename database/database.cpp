@@ -66,19 +66,29 @@ Result<std::optional<StoredDocument>> Database::GetDocument(const std::string& c
 
 Status Database::Checkpoint(const std::string& dir) const { return store_->Checkpoint(dir); }
 
-Result<VectorCollection*> Database::OpenCollection(const std::string& name) {
+VectorCollection* Database::FindOpen(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = collections_.find(name);
-  if (it != collections_.end()) return it->second.get();
+  return it == collections_.end() ? nullptr : it->second.get();
+}
+
+Result<VectorCollection*> Database::OpenCollection(const std::string& name) {
+  if (VectorCollection* c = FindOpen(name)) return c;
+  // Opened (its replicas loaded or built from the store) without mu_, so
+  // requests for open collections go on meanwhile; one at a time, since two
+  // opens of one collection would build the same folders.
+  std::lock_guard<std::mutex> opening(open_mu_);
+  if (VectorCollection* c = FindOpen(name)) return c;
   MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name, options_.index_dir, options_.peers));
   c->SetMaxStaleness(options_.max_staleness_ms);
   VectorCollection* raw = c.get();
+  std::lock_guard<std::mutex> lock(mu_);
   collections_[name] = std::move(c);
   return raw;
 }
 
 Result<CollectionOptions> Database::NewCollectionOptions(const EmbeddingSetup& setup) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(setups_mu_);
   auto it = stats_.find(&setup);
   if (it == stats_.end()) {
     MOEEDB_ASSIGN_OR_RETURN(auto stats, setup.CalibrationStats());
@@ -91,11 +101,12 @@ Result<VectorCollection*> Database::CreateCollection(const std::string& name, co
   MOEEDB_RETURN_IF_ERROR(CheckCollectionName(name));
   VectorCollection* raw = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> opening(open_mu_);
     if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
     MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options, options_.index_dir, options_.peers));
     c->SetMaxStaleness(options_.max_staleness_ms);
     raw = c.get();
+    std::lock_guard<std::mutex> lock(mu_);
     collections_[name] = std::move(c);
   }
   // Unlocked: this node's own replicas are claimed by a thread that opens
@@ -105,14 +116,22 @@ Result<VectorCollection*> Database::CreateCollection(const std::string& name, co
 }
 
 Status Database::DropCollection(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> opening(open_mu_);
   MOEEDB_RETURN_IF_ERROR(store_->GetCollection(name).status());
-  collections_.erase(name);
+  {
+    // Retired, not freed: requests and a catch-up pass may still hold it.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = collections_.find(name);
+    if (it != collections_.end()) {
+      retired_.push_back({std::chrono::steady_clock::now(), std::move(it->second)});
+      collections_.erase(it);
+    }
+  }
   return VectorCollection::Drop(store_.get(), name, options_.index_dir);
 }
 
 Result<const EmbeddingSetup*> Database::LoadSetup(const EmbeddingSpec& config) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(setups_mu_);
   return LoadSetupLocked(config);
 }
 
@@ -143,7 +162,7 @@ Result<const EmbeddingSetup*> Database::LoadSetupLocked(const EmbeddingSpec& rec
 }
 
 void Database::AddSetup(const EmbeddingSetup* setup) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(setups_mu_);
   EmbeddingSpec c = setup->config();
   c.routing = setup->routing();
   setups_[SetupKey(c)] = setup;
@@ -217,30 +236,46 @@ Result<std::vector<SearchHit>> Database::SearchVectors(const std::string& name, 
 }
 
 Result<size_t> Database::CatchUp() {
-  std::lock_guard<std::mutex> lock(mu_);  // no collection is dropped meanwhile
+  // One pass at a time: only a pass frees retired collections, so the ones
+  // this pass took from collections_ stay alive until it ends.
+  std::lock_guard<std::mutex> pass(catch_up_mu_);
   // Longer than any request may hold a collection it looked up.
   constexpr auto kRetiredFor = std::chrono::minutes(3);
   const auto now = std::chrono::steady_clock::now();
-  for (auto it = retired_.begin(); it != retired_.end();) {
-    if (now - it->at < kRetiredFor) {
-      ++it;
-      continue;
+  std::vector<std::pair<std::string, VectorCollection*>> open;
+  std::vector<Retired> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if (now - it->at < kRetiredFor) {
+        ++it;
+        continue;
+      }
+      freed.push_back(std::move(*it));
+      it = retired_.erase(it);
     }
-    const std::string dir = it->collection->index_dir();
-    const uint32_t shards = it->collection->shards();
-    it->collection.reset();
-    VectorCollection::RemoveIndexFolders(dir, shards);
-    it = retired_.erase(it);
+    for (const auto& [name, c] : collections_) open.emplace_back(name, c.get());
   }
+  for (Retired& r : freed) {  // freed and their folders removed without mu_
+    const std::string dir = r.collection->index_dir();
+    const uint32_t shards = r.collection->shards();
+    r.collection.reset();
+    VectorCollection::RemoveIndexFolders(dir, shards);
+  }
+  // The store read and replicas built or caught up without mu_: requests go on.
   size_t applied = 0;
   Status first;
-  for (auto it = collections_.begin(); it != collections_.end();) {
-    VectorCollection& c = *it->second;
-    auto rec = store_->GetCollection(it->first);
+  for (const auto& [name, raw] : open) {
+    VectorCollection& c = *raw;
+    auto rec = store_->GetCollection(name);
     const bool gone = !rec.ok() && rec.status().code() == Status::Code::kNotFound;
     if (gone || (rec.ok() && rec->id != c.store_id())) {
-      retired_.push_back({now, std::move(it->second)});
-      it = collections_.erase(it);
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = collections_.find(name);
+      if (it != collections_.end() && it->second.get() == raw) {
+        retired_.push_back({now, std::move(it->second)});
+        collections_.erase(it);
+      }
       continue;
     }
     // Placement first: a replica this node takes on is built, one it gave up closed.
@@ -249,7 +284,6 @@ Result<size_t> Database::CatchUp() {
     auto n = rec.ok() ? c.CatchUp() : Result<size_t>(rec.status());
     if (n.ok()) applied += *n;
     else if (first.ok()) first = n.status();
-    ++it;
   }
   if (!first.ok()) return first;
   return applied;
@@ -276,9 +310,14 @@ Result<std::string> Database::ClusterStatus() {
 }
 
 Status Database::SaveIndexes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> pass(catch_up_mu_);  // no collection is freed meanwhile
+  std::vector<VectorCollection*> open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [name, c] : collections_) open.push_back(c.get());
+  }
   Status first;
-  for (auto& [name, c] : collections_) {
+  for (VectorCollection* c : open) {
     Status s = c->SaveIndex();
     if (!s.ok() && first.ok()) first = s;
   }

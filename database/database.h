@@ -159,7 +159,16 @@ class Database {
 
   DatabaseOptions options_;
   std::unique_ptr<Store> store_;
-  std::mutex mu_;
+  // The open collection `name`, or nullptr.
+  VectorCollection* FindOpen(const std::string& name);
+
+  // Lock order: catch_up_mu_, open_mu_, setups_mu_, mu_. None is held across
+  // a model's forward pass or a replica's build except open_mu_ (one
+  // collection opened, created or dropped at a time) and catch_up_mu_.
+  std::mutex catch_up_mu_;  // one CatchUp (or SaveIndexes) pass at a time
+  std::mutex open_mu_;
+  std::mutex setups_mu_;    // setups_, loaded_, stats_
+  std::mutex mu_;           // collections_, retired_: held only to look up or move
   std::map<std::string, std::unique_ptr<VectorCollection>> collections_;
   // Collections CatchUp closed: requests in flight may still hold them, so
   // they are freed (and a dropped one's index folders removed) a while later.

@@ -103,23 +103,26 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
     if (!replayed.ok() || r->index_->size() != r->metadata_.size()) usable = false;
     else r->from_snapshot_ = r->log_rewinds_ == 0;
   }
-  if (!usable) MOEEDB_RETURN_IF_ERROR(r->RebuildDenseLocked());
-  if (layout.lexical.enabled) MOEEDB_RETURN_IF_ERROR(r->OpenLexical());
+  if (!usable) {
+    // The lexical index may still be usable (it catches up on its own below).
+    MOEEDB_ASSIGN_OR_RETURN(Built b, r->BuildFromStore(/*with_lexical=*/false));
+    MOEEDB_RETURN_IF_ERROR(r->Install(std::move(b)));
+  }
+  // (A rebuild during the replay above installed a lexical index already.)
+  if (layout.lexical.enabled && !r->lexical_) MOEEDB_RETURN_IF_ERROR(r->OpenLexical());
+  r->needs_rebuild_ = false;
   return r;
 }
 
-Status ShardReplica::RebuildDenseLocked() {
-  // Built aside and swapped in only when whole: a rebuild that fails (the
-  // store unreachable mid-scan) leaves needs_rebuild_ set, so the next
-  // catch-up tries again rather than trusting what the replica held.
-  needs_rebuild_ = true;
+Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) const {
+  Built b;
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(layout_.name));
   if (rec.id != layout_.store_id) return Status::NotFound("collection '" + layout_.name + "' was dropped");
-  MOEEDB_ASSIGN_OR_RETURN(std::string entry, EntryAt(rec.last_op));
-  std::unordered_map<uint64_t, std::string> metadata;
+  b.seq = rec.last_op;
+  MOEEDB_ASSIGN_OR_RETURN(b.entry, EntryAt(rec.last_op));
   MOEEDB_RETURN_IF_ERROR(store_->ScanMetadata(
-      layout_.name, [&](uint64_t id, const std::string& m) { metadata[id] = m; }, filter_));
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<DualIndex> index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw));
+      layout_.name, [&](uint64_t id, const std::string& m) { b.metadata[id] = m; }, filter_));
+  MOEEDB_ASSIGN_OR_RETURN(b.index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw));
   std::vector<uint64_t> ids;
   std::vector<float> hs, rw;
   Status bad;
@@ -136,14 +139,76 @@ Status ShardReplica::RebuildDenseLocked() {
       },
       filter_));
   MOEEDB_RETURN_IF_ERROR(bad);
-  MOEEDB_RETURN_IF_ERROR(index->Add(ids, hs.data(), rw.data()));
+  MOEEDB_RETURN_IF_ERROR(b.index->Add(ids, hs.data(), rw.data()));
+  if (with_lexical) {
+    const std::string aside = dir_ + ".lexical.new";
+    std::error_code ec;
+    std::filesystem::remove_all(aside, ec);  // a build cut short before
+    MOEEDB_ASSIGN_OR_RETURN(b.lexical, LexicalIndex::Open(aside, layout_.lexical));
+    std::vector<uint64_t> all;
+    for (const auto& [id, m] : b.metadata) all.push_back(id);
+    std::sort(all.begin(), all.end());
+    MOEEDB_RETURN_IF_ERROR(FillLexical(b.lexical.get(), all));
+    MOEEDB_RETURN_IF_ERROR(b.lexical->Commit(b.seq, b.entry));
+  }
   // Entries committed during the scans are applied again by the next catch-up: harmless.
-  index_ = std::move(index);
-  metadata_ = std::move(metadata);
-  applied_seq_ = rec.last_op;
-  applied_entry_ = std::move(entry);
+  return b;
+}
+
+Status ShardReplica::Install(Built b) {
+  std::unique_lock lock(mu_);
+  if (b.lexical) {
+    // Xapian's folder is moved closed: the old index goes, the new one takes its place.
+    b.lexical.reset();
+    lexical_.reset();
+    const std::string dir = dir_ + ".lexical";
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::rename(dir + ".new", dir, ec);
+    if (ec) return Status::IOError("cannot move the rebuilt lexical index into " + dir + ": " + ec.message());
+    MOEEDB_ASSIGN_OR_RETURN(lexical_, LexicalIndex::Open(dir, layout_.lexical));
+    lexical_rebuilt_ = true;
+  }
+  index_ = std::move(b.index);
+  metadata_ = std::move(b.metadata);
+  applied_seq_ = b.seq;
+  applied_entry_ = std::move(b.entry);
   replayed_ops_ = 0;
-  if (!lexical_) needs_rebuild_ = false;  // the lexical index, when open, is rebuilt next (RebuildLexicalLocked)
+  log_read_at_ = std::chrono::steady_clock::now();
+  return Status::OK();
+}
+
+Status ShardReplica::Rebuild() {
+  {
+    // Under the searches' lock: a search either ended before or sees it.
+    std::unique_lock lock(mu_);
+    needs_rebuild_ = true;  // cleared only once the rebuilt indexes are in place
+  }
+  MOEEDB_ASSIGN_OR_RETURN(Built b, BuildFromStore(/*with_lexical=*/layout_.lexical.enabled));
+  MOEEDB_RETURN_IF_ERROR(Install(std::move(b)));
+  needs_rebuild_ = false;
+  return Status::OK();
+}
+
+Status ShardReplica::FillLexical(LexicalIndex* lexical, const std::vector<uint64_t>& all) const {
+  constexpr size_t kChunk = 512;
+  for (size_t at = 0; at < all.size(); at += kChunk) {
+    std::vector<uint64_t> ids(all.begin() + at, all.begin() + std::min(all.size(), at + kChunk));
+    MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(layout_.name, ids, false));
+    std::vector<uint64_t> kept;
+    std::vector<const std::string*> texts;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (!docs[i]) {
+        // Removed by another node's write since the scan: the change-log
+        // entry that removed it takes it out of both indexes.
+        if (store_->shared()) continue;
+        return Status::Corruption("document " + std::to_string(ids[i]) + " of " + layout_.name + " is not stored");
+      }
+      kept.push_back(ids[i]);
+      texts.push_back(&docs[i]->text);
+    }
+    MOEEDB_RETURN_IF_ERROR(lexical->Replace(kept, texts));
+  }
   return Status::OK();
 }
 
@@ -201,39 +266,15 @@ Status ShardReplica::OpenLexical() {
     });
     usable = read.ok() && inner.ok() && expect == rec.last_op + 1 && lexical_->size() == index_->size();
   }
-  if (!usable) MOEEDB_RETURN_IF_ERROR(RebuildLexicalLocked());
-  return lexical_->Commit(applied_seq_, applied_entry_);
-}
-
-Status ShardReplica::RebuildLexicalLocked() {
-  const std::string& name = layout_.name;
-  {
+  if (!usable) {  // at open, before any search: rebuilt in place
     MOEEDB_RETURN_IF_ERROR(lexical_->Clear());
     std::vector<uint64_t> all;
     for (const auto& [id, m] : metadata_) all.push_back(id);
     std::sort(all.begin(), all.end());
-    constexpr size_t kChunk = 512;
-    for (size_t at = 0; at < all.size(); at += kChunk) {
-      std::vector<uint64_t> ids(all.begin() + at, all.begin() + std::min(all.size(), at + kChunk));
-      MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name, ids, false));
-      std::vector<uint64_t> kept;
-      std::vector<const std::string*> texts;
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (!docs[i]) {
-          // Removed by another node's write since the dense index's snapshot:
-          // the change-log entry that removed it takes it out of both.
-          if (store_->shared()) continue;
-          return Status::Corruption("document " + std::to_string(ids[i]) + " of " + name + " is not stored");
-        }
-        kept.push_back(ids[i]);
-        texts.push_back(&docs[i]->text);
-      }
-      MOEEDB_RETURN_IF_ERROR(lexical_->Replace(kept, texts));
-    }
+    MOEEDB_RETURN_IF_ERROR(FillLexical(lexical_.get(), all));
     lexical_rebuilt_ = true;
   }
-  needs_rebuild_ = false;
-  return Status::OK();
+  return lexical_->Commit(applied_seq_, applied_entry_);
 }
 
 size_t ShardReplica::size() const {
@@ -274,7 +315,7 @@ std::vector<uint64_t> ShardReplica::LexicalIds() const {
 }
 
 Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs) {
-  std::unique_lock lock(mu_);
+  std::lock_guard follow(follow_mu_);
   if (res.seq == 0) return Status::OK();
   // Applied already (the follower read it first) or, in a shared store, a
   // number at or below this replica's that the log may have reused after
@@ -286,7 +327,6 @@ Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<St
   // notices and rebuilds).
   if (res.seq == applied_seq_ + 1 && !needs_rebuild_ &&
       (!store_->shared() || res.previous_entry_id == applied_entry_)) {
-    applied_entry_next_ = res.entry_id;
     std::vector<uint64_t> ids;
     std::vector<const StoredDocument*> added;
     if (docs != nullptr)
@@ -296,11 +336,17 @@ Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<St
     // documents after the log's head): what the indexes hold of it goes first.
     std::vector<uint64_t> gone = res.removed;
     gone.insert(gone.end(), res.added.begin(), res.added.end());
-    Status s = ApplyChange(res.seq, gone, ids, added);
+    Status s;
+    {
+      std::unique_lock lock(mu_);
+      applied_entry_next_ = res.entry_id;
+      s = ApplyChange(res.seq, gone, ids, added);
+      // Half applied: searches are refused from here; the next catch-up rebuilds.
+      if (!s.ok()) needs_rebuild_ = true;
+    }
     if (s.ok()) return s;
     LogLine("moeedb: collection " + layout_.name + " shard " + std::to_string(shard_) + ": this node's own write " +
             std::to_string(res.seq) + " is committed but not in its indexes: " + s.message() + "; rebuilding");
-    needs_rebuild_ = true;  // the next catch-up rebuilds before it answers
     return Status::OK();
   }
   // Entries other nodes committed before this one: from the log, this one with them.
@@ -322,75 +368,87 @@ Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<St
 }
 
 Result<size_t> ShardReplica::CatchUp() {
-  std::unique_lock lock(mu_);
+  std::lock_guard follow(follow_mu_);
   auto n = CatchUpLocked();
   if (!n.ok() && store_->shared()) {
     // The log is read from the primary only. While a failover has no
-    // primary, no write is acknowledged either: a server that still answers
-    // (the synchronous standby holds every acknowledged write) at exactly the
-    // number this replica applied says it misses nothing, so it stays fresh.
-    // (An entry this replica read from the old primary that the standby
-    // lacks makes the standby's head lower, not equal.)
+    // primary, no write is acknowledged either: the synchronous standby
+    // (which holds every acknowledged write; the store reads from it then)
+    // at exactly the number this replica applied says it misses nothing, so
+    // it stays fresh. (An entry this replica read from the old primary that
+    // the standby lacks makes the standby's head lower, not equal.)
     auto head = store_->GetCollection(layout_.name);
-    if (head.ok() && head->id == layout_.store_id && head->last_op == applied_seq_ && !needs_rebuild_)
+    if (head.ok() && head->id == layout_.store_id && head->last_op == applied_seq_ && !needs_rebuild_) {
+      std::unique_lock lock(mu_);
       log_read_at_ = std::chrono::steady_clock::now();
+    }
   }
   return n;
 }
 
 Result<size_t> ShardReplica::CatchUpLocked() {
-  if (needs_rebuild_) {  // an earlier rebuild did not finish
-    MOEEDB_RETURN_IF_ERROR(RebuildDenseLocked());
-    if (lexical_) MOEEDB_RETURN_IF_ERROR(RebuildLexicalLocked());
-    log_read_at_ = std::chrono::steady_clock::now();
+  if (needs_rebuild_) {  // an earlier rebuild did not finish, or a change failed halfway
+    MOEEDB_RETURN_IF_ERROR(Rebuild());
     return size_t{0};
   }
   // A store that keeps its whole log (PostgreSQL) still holds the entry these
   // indexes applied last: read from it, and check that it is the same entry.
+  // (Only this thread changes applied_seq_: follow_mu_.)
   const bool check = store_->shared() && applied_seq_ > 0;
-  size_t applied = 0;
-  bool seen_own = !check, rewound = false;
-  Status inner;
-  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, check ? applied_seq_ - 1 : applied_seq_, [&](const OpRecord& op) {
-    if (!inner.ok() || rewound) return;
-    if (!seen_own) {
-      seen_own = true;
-      // An entry of unknown identity here (a snapshot without it) against one
-      // the log names cannot be vouched for either: rebuilt the same way.
-      if (op.seq != applied_seq_ || op.entry_id != applied_entry_) rewound = true;
-      return;
-    }
-    if (op.seq != applied_seq_ + 1) {
-      inner = Status::Corruption("collection " + layout_.name + ": change log entry " +
-                                 std::to_string(applied_seq_ + 1) +
-                                 " is missing (trimmed?); reopen the collection to rebuild its indexes");
-      return;
-    }
-    inner = ApplyLoggedOp(op);
-    if (inner.ok()) ++applied;
-  }));
-  MOEEDB_RETURN_IF_ERROR(inner);
-  if (seen_own && !rewound) {
-    log_read_at_ = std::chrono::steady_clock::now();
-    return applied;
+  std::vector<OpRecord> ops;
+  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, check ? applied_seq_ - 1 : applied_seq_,
+                                         [&](const OpRecord& op) { ops.push_back(op); }));
+  size_t next = 0;
+  // An entry of unknown identity here (a snapshot without it) against one
+  // the log names cannot be vouched for either: rebuilt the same way.
+  const bool rewound = check && (ops.empty() || ops[0].seq != applied_seq_ || ops[0].entry_id != applied_entry_);
+  if (check) next = 1;
+  if (rewound) {
+    // The log went back under this replica (a crash that lost commits, a
+    // point-in-time restore): the entry it applied last is gone or another
+    // one. What it holds may name other documents: rebuild from the store,
+    // unless the collection was dropped (and made again under its name).
+    MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(layout_.name));
+    if (rec.id != layout_.store_id) return Status::NotFound("collection '" + layout_.name + "' was dropped");
+    NoteRewind(applied_seq_);
+    MOEEDB_RETURN_IF_ERROR(Rebuild());
+    return size_t{0};
   }
-  // The log went back under this replica (a crash that lost commits, a
-  // point-in-time restore): the entry it applied last is gone or another
-  // one. What it holds may name other documents: rebuild from the store,
-  // unless the collection was dropped (and made again under its name).
-  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(layout_.name));
-  if (rec.id != layout_.store_id) return Status::NotFound("collection '" + layout_.name + "' was dropped");
-  NoteRewind(applied_seq_);
-  MOEEDB_RETURN_IF_ERROR(RebuildDenseLocked());
-  if (lexical_) MOEEDB_RETURN_IF_ERROR(RebuildLexicalLocked());
+  size_t applied = 0;
+  while (next < ops.size()) {
+    // A batch of entries: their documents read from the store without the
+    // searches' lock, then applied under it.
+    size_t end = next, documents = 0;
+    while (end < ops.size() && end - next < kReplayBatchEntries &&
+           (end == next || documents + ops[end].added.size() <= kReplayBatchDocuments))
+      documents += ops[end++].added.size();
+    std::vector<std::vector<std::optional<StoredDocument>>> fetched(end - next);
+    for (size_t i = next; i < end; ++i)
+      if (!ops[i].added.empty()) {
+        MOEEDB_ASSIGN_OR_RETURN(fetched[i - next], store_->GetManyByInternal(layout_.name, ops[i].added, true, filter_));
+      }
+    std::unique_lock lock(mu_);
+    for (size_t i = next; i < end; ++i) {
+      if (ops[i].seq != applied_seq_ + 1)
+        return Status::Corruption("collection " + layout_.name + ": change log entry " +
+                                  std::to_string(applied_seq_ + 1) +
+                                  " is missing (trimmed?); reopen the collection to rebuild its indexes");
+      Status s = ApplyLoggedOp(ops[i], std::move(fetched[i - next]));
+      if (!s.ok()) {
+        needs_rebuild_ = true;  // half applied: refused until rebuilt
+        return s;
+      }
+      ++applied;
+    }
+    next = end;
+  }
+  std::unique_lock lock(mu_);
   log_read_at_ = std::chrono::steady_clock::now();
-  return size_t{0};
+  return applied;
 }
 
-Status ShardReplica::ApplyLoggedOp(const OpRecord& op) {
+Status ShardReplica::ApplyLoggedOp(const OpRecord& op, std::vector<std::optional<StoredDocument>> docs) {
   applied_entry_next_ = op.entry_id;
-  std::vector<std::optional<StoredDocument>> docs;
-  if (!op.added.empty()) { MOEEDB_ASSIGN_OR_RETURN(docs, store_->GetManyByInternal(layout_.name, op.added, true, filter_)); }
   std::vector<uint64_t> ids;
   std::vector<const StoredDocument*> present;
   for (size_t i = 0; i < docs.size(); ++i) {
@@ -431,9 +489,16 @@ Status ShardReplica::ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone
 }
 
 Result<uint64_t> ShardReplica::Save() {
-  std::unique_lock lock(mu_);
+  // Nothing changes meanwhile (follow_mu_); searches go on (mu_ shared).
+  std::lock_guard follow(follow_mu_);
+  std::shared_lock lock(mu_);
+  if (needs_rebuild_)
+    return Status::Unavailable("shard " + std::to_string(shard_) + " of " + layout_.name + " is being rebuilt");
   // Both indexes cover applied_seq_ before the op log is trimmed to it.
-  if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Commit(applied_seq_, applied_entry_));
+  if (lexical_) {
+    std::lock_guard lex(lexical_mu_);
+    MOEEDB_RETURN_IF_ERROR(lexical_->Commit(applied_seq_, applied_entry_));
+  }
   MOEEDB_RETURN_IF_ERROR(index_->Save(dir_, applied_seq_));
   MOEEDB_RETURN_IF_ERROR(WriteFileAtomic(dir_ + kEntryFile, std::to_string(applied_seq_) + " " + applied_entry_ + "\n"));
   return applied_seq_;

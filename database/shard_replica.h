@@ -10,13 +10,21 @@
 // document is searchable and nothing else is. Every change-log entry is
 // applied (it numbers the replica's progress), keeping only its documents
 // of this shard.
-// Thread-safe: searches share a lock, changes take it exclusively.
+// Thread-safe. One change at a time (follow_mu_: a catch-up, this node's own
+// write, a rebuild, a snapshot); each reads the store without holding the
+// searches' lock (mu_) and takes it exclusively only to put a batch of
+// entries, or a whole rebuilt index, in place: searches go on while a
+// replica replays a backlog or rebuilds. A replica whose content cannot be
+// trusted until a rebuild completes (the log went back under it, a change
+// failed halfway) answers Unavailable meanwhile (building()).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -101,18 +109,43 @@ class ShardReplica {
   bool lexical_rebuilt() const { return lexical_rebuilt_; }
   // Times this replica found the change log gone back under it and rebuilt.
   size_t log_rewinds() const;
+  // Whether a rebuild is due or under way: the replica refuses searches
+  // until it completes.
+  bool building() const { return needs_rebuild_; }
+  // Change-log entries a catch-up reads the documents of before it takes the
+  // searches' lock to apply them (bounded by documents too).
+  static constexpr size_t kReplayBatchEntries = 256;
+  static constexpr size_t kReplayBatchDocuments = 2048;
 
  private:
   ShardReplica() = default;
+  // CatchUp with follow_mu_ held.
   Result<size_t> CatchUpLocked();
-  Status ApplyLoggedOp(const OpRecord& op);
+  // Applies entry `op` whose documents (in the store now) are `docs` (mu_ held exclusively).
+  Status ApplyLoggedOp(const OpRecord& op, std::vector<std::optional<StoredDocument>> docs);
   Status ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,
                      const std::vector<const StoredDocument*>& docs);
   Status OpenLexical();
-  // From the store, as of the log's head now: the dense index and the
-  // metadata, and the lexical index (mu_ held exclusively).
-  Status RebuildDenseLocked();
-  Status RebuildLexicalLocked();
+  // A replica's indexes built from the store, aside, to be swapped in whole.
+  struct Built {
+    std::unique_ptr<DualIndex> index;
+    std::unordered_map<uint64_t, std::string> metadata;
+    std::unique_ptr<LexicalIndex> lexical;  // in dir_ + ".lexical.new"; null: not built
+    uint64_t seq = 0;                       // the log's head the build started from
+    std::string entry;                      // that entry's identity
+  };
+  // The dense index and the metadata as of the log's head now and, with
+  // `with_lexical`, the lexical index (in dir_ + ".lexical.new"); reads the
+  // store without mu_.
+  Result<Built> BuildFromStore(bool with_lexical) const;
+  // Puts `b` in place of what the replica holds (mu_ taken exclusively).
+  Status Install(Built b);
+  // BuildFromStore and Install, the lexical index too when it is open;
+  // needs_rebuild_ stays set until both succeed (follow_mu_ held).
+  Status Rebuild();
+  // Indexes the stored texts of `ids` into `lexical` (documents removed
+  // meanwhile from a shared store are skipped: their entry removes them).
+  Status FillLexical(LexicalIndex* lexical, const std::vector<uint64_t>& ids) const;
   // Counts and logs a change log found gone back below entry `seq`.
   void NoteRewind(uint64_t seq);
   // The identity of change-log entry `seq` ("" for 0 or an entry without one).
@@ -141,11 +174,12 @@ class ShardReplica {
   std::string applied_entry_;       // the identity of entry applied_seq_ ("" unknown)
   std::string applied_entry_next_;  // of the entry ApplyChange is applying
   size_t log_rewinds_ = 0;          // times the log went back under this replica
-  bool needs_rebuild_ = false;      // a rebuild began and did not finish: rebuild before trusting anything
+  std::atomic<bool> needs_rebuild_{false};  // a rebuild is due or under way: nothing here is trusted until it ends
   std::chrono::steady_clock::time_point log_read_at_ = std::chrono::steady_clock::now();  // last read to the log's end
   bool from_snapshot_ = false;
   size_t replayed_ops_ = 0;
-  mutable std::shared_mutex mu_;
+  mutable std::shared_mutex mu_;  // searches share it; a change puts itself in place under it exclusively
+  std::mutex follow_mu_;          // one change at a time (see the top)
 };
 
 }  // namespace moeedb

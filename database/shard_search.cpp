@@ -14,6 +14,13 @@ namespace moeedb {
 
 using json = nlohmann::json;
 
+namespace {
+Status BeingRebuilt(const ShardReplica& r, const std::string& collection) {
+  return Status::Unavailable("shard " + std::to_string(r.shard()) + " of " + collection +
+                             " is being rebuilt from the store (its change log went back, or a change failed)");
+}
+}  // namespace
+
 Status ShardReplica::CatchUpTo(uint64_t seq) {
   if (applied_seq() >= seq) return Status::OK();
   // The write the caller saw acknowledged is committed, so the log holds it.
@@ -47,6 +54,7 @@ Result<LexicalStats> ShardReplica::Stats(const ShardQuery& q) {
   MOEEDB_RETURN_IF_ERROR(WithinStaleness(q.max_staleness_ms));
   MOEEDB_RETURN_IF_ERROR(CatchUpTo(q.min_seq));
   std::shared_lock lock(mu_);
+  if (needs_rebuild_) return BeingRebuilt(*this, layout_.name);  // set under mu_: checked under it
   if (!lexical_) return LexicalStats{};
   std::lock_guard lex(lexical_mu_);
   return lexical_->Stats(q.spec.query);
@@ -84,6 +92,7 @@ Result<ShardAnswer> ShardReplica::Answer(const ShardQuery& q) {
                                    std::to_string(q.rw.size()) + " dims; the collection has " +
                                    std::to_string(layout_.dim_hs) + " and " + std::to_string(layout_.dim_rw));
   std::shared_lock lock(mu_);
+  if (needs_rebuild_) return BeingRebuilt(*this, layout_.name);  // set under mu_: checked under it
   ShardAnswer a;
   a.shard = shard_;
   a.applied_seq = applied_seq_;

@@ -140,7 +140,9 @@ std::vector<ShardReplica*> VectorCollection::Replicas() const {
 std::vector<VectorCollection::ReplicaState> VectorCollection::ReplicaStates() const {
   std::shared_lock lock(replicas_mu_);
   std::vector<ReplicaState> out;
-  for (ShardReplica* r : Replicas()) out.push_back(ReplicaState{r->shard(), r->size(), r->applied_seq(), r->index_bytes(), r->log_rewinds(), r->log_read_age_ms()});
+  for (ShardReplica* r : Replicas())
+    out.push_back(ReplicaState{r->shard(), r->size(), r->applied_seq(), r->index_bytes(), r->log_rewinds(),
+                               r->log_read_age_ms(), r->building()});
   return out;
 }
 

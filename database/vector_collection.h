@@ -178,6 +178,7 @@ class VectorCollection {
     size_t index_bytes = 0;
     size_t log_rewinds = 0;
     uint64_t log_read_age_ms = 0;  // since it last read the change log to its end
+    bool building = false;         // a rebuild is due or under way: it refuses searches
   };
   std::vector<ReplicaState> ReplicaStates() const;
   // How clients' own vectors map onto the stored ones (client_vectors.h).
