@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Search p99 on a node while it builds a replica from PostgreSQL, beside its
+# p99 idle (build/bench/replica_build: one process, no model). PostgreSQL 15
+# on loopback, a throwaway server (tests/pg/pg_cluster.sh).
+# Usage: bash bench/replica_build.sh [DOCS=1000000] [LEXICAL=1]
+source "$(dirname "$0")/../scripts/prologue.sh"  # strict mode, the checkout root, BIN
+DOCS="${1:-1000000}"; LEXICAL="${2:-1}"
+WORK=$(pwd)/build/bench-replica
+rm -rf "$WORK"; mkdir -p "$WORK"
+bash tests/pg/pg_cluster.sh start "$WORK/pg"
+trap 'bash tests/pg/pg_cluster.sh stop "$WORK/pg"; rm -rf "$WORK"' EXIT
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); cores: $(nproc)"
+./build/bench/replica_build --store "$(cat "$WORK/pg/uri")" --index-dir "$WORK/indexes" --docs "$DOCS" --lexical "$LEXICAL"
