@@ -45,15 +45,21 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   if (o.mode == QueryMode::kHybrid) q.candidates = HybridCandidates(o.k, layout_.index.oversample);
 
   std::shared_lock lock(replicas_mu_);
+  // A local replica being rebuilt refuses searches: its shard goes to a
+  // peer's replica, when the node has peers.
   std::vector<uint32_t> remote;
-  for (uint32_t k = 0; k < layout_.shards; ++k)
-    if (!replicas_.count(k)) remote.push_back(k);
+  std::vector<ShardReplica*> local;
+  for (uint32_t k = 0; k < layout_.shards; ++k) {
+    auto it = replicas_.find(k);
+    if (it == replicas_.end() || (peers_ != nullptr && it->second->building())) remote.push_back(k);
+    else local.push_back(it->second.get());
+  }
   std::set<uint32_t> answered;
   // BM25 over the whole collection: every shard's statistics of the query's
   // terms, summed, so each shard scores as one index would.
   if (layout_.shards > 1 && layout_.lexical.enabled && !o.query.empty()) {
     LexicalStats sum;
-    for (const auto& [k, r] : replicas_) {
+    for (ShardReplica* r : local) {
       MOEEDB_ASSIGN_OR_RETURN(LexicalStats s, r->Stats(q));
       sum.Add(s);
     }
@@ -62,7 +68,7 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
     q.stats = sum;
   }
   std::vector<ShardAnswer> answers;
-  for (const auto& [k, r] : replicas_) {
+  for (ShardReplica* r : local) {
     MOEEDB_ASSIGN_OR_RETURN(ShardAnswer a, r->Answer(q));
     answers.push_back(std::move(a));
   }

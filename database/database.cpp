@@ -66,25 +66,36 @@ Result<std::optional<StoredDocument>> Database::GetDocument(const std::string& c
 
 Status Database::Checkpoint(const std::string& dir) const { return store_->Checkpoint(dir); }
 
-VectorCollection* Database::FindOpen(const std::string& name) {
+std::shared_ptr<VectorCollection> Database::FindOpen(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = collections_.find(name);
-  return it == collections_.end() ? nullptr : it->second.get();
+  return it == collections_.end() ? nullptr : it->second;
 }
 
-Result<VectorCollection*> Database::OpenCollection(const std::string& name) {
-  if (VectorCollection* c = FindOpen(name)) return c;
+std::vector<std::pair<std::string, std::shared_ptr<VectorCollection>>> Database::OpenOnes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {collections_.begin(), collections_.end()};
+}
+
+void Database::Retire(const std::string& name, const std::shared_ptr<VectorCollection>& c) {
+  c->RemoveFoldersWhenClosed();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = collections_.find(name);
+  if (it != collections_.end() && it->second == c) collections_.erase(it);
+}
+
+Result<std::shared_ptr<VectorCollection>> Database::OpenCollection(const std::string& name) {
+  if (auto c = FindOpen(name)) return c;
   // Opened (its replicas loaded or built from the store) without mu_, so
   // requests for open collections go on meanwhile; one at a time, since two
   // opens of one collection would build the same folders.
   std::lock_guard<std::mutex> opening(open_mu_);
-  if (VectorCollection* c = FindOpen(name)) return c;
-  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name, options_.index_dir, options_.peers));
+  if (auto c = FindOpen(name)) return c;
+  MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name, options_.index_dir, options_.peers));
   c->SetMaxStaleness(options_.max_staleness_ms);
-  VectorCollection* raw = c.get();
   std::lock_guard<std::mutex> lock(mu_);
-  collections_[name] = std::move(c);
-  return raw;
+  collections_[name] = c;
+  return c;
 }
 
 Result<CollectionOptions> Database::NewCollectionOptions(const EmbeddingSetup& setup) {
@@ -97,36 +108,29 @@ Result<CollectionOptions> Database::NewCollectionOptions(const EmbeddingSetup& s
   return setup.NewCollectionOptions(it->second);
 }
 
-Result<VectorCollection*> Database::CreateCollection(const std::string& name, const CollectionOptions& options) {
+Result<std::shared_ptr<VectorCollection>> Database::CreateCollection(const std::string& name,
+                                                                      const CollectionOptions& options) {
   MOEEDB_RETURN_IF_ERROR(CheckCollectionName(name));
-  VectorCollection* raw = nullptr;
+  std::shared_ptr<VectorCollection> created;
   {
     std::lock_guard<std::mutex> opening(open_mu_);
     if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
-    MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorCollection> c, VectorCollection::Create(store_.get(), name, options, options_.index_dir, options_.peers));
-    c->SetMaxStaleness(options_.max_staleness_ms);
-    raw = c.get();
+    MOEEDB_ASSIGN_OR_RETURN(created, VectorCollection::Create(store_.get(), name, options, options_.index_dir, options_.peers));
+    created->SetMaxStaleness(options_.max_staleness_ms);
     std::lock_guard<std::mutex> lock(mu_);
-    collections_[name] = std::move(c);
+    collections_[name] = created;
   }
   // Unlocked: this node's own replicas are claimed by a thread that opens
   // collections through this database.
-  if (options_.peers != nullptr) options_.peers->AwaitReplicas(raw->layout(), std::chrono::seconds(30));
-  return raw;
+  if (options_.peers != nullptr) options_.peers->AwaitReplicas(created->layout(), std::chrono::seconds(30));
+  return created;
 }
 
 Status Database::DropCollection(const std::string& name) {
   std::lock_guard<std::mutex> opening(open_mu_);
   MOEEDB_RETURN_IF_ERROR(store_->GetCollection(name).status());
-  {
-    // Retired, not freed: requests and a catch-up pass may still hold it.
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = collections_.find(name);
-    if (it != collections_.end()) {
-      retired_.push_back({std::chrono::steady_clock::now(), std::move(it->second)});
-      collections_.erase(it);
-    }
-  }
+  // Requests may still hold it: closed, and its folders removed, when the last one ends.
+  if (auto c = FindOpen(name)) Retire(name, c);
   return VectorCollection::Drop(store_.get(), name, options_.index_dir);
 }
 
@@ -169,7 +173,7 @@ void Database::AddSetup(const EmbeddingSetup* setup) {
 }
 
 Result<const EmbeddingSetup*> Database::SetupOf(const std::string& name) {
-  MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
+  MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
   if (c->schema().kind == VectorKind::kPlain)
     return Status::InvalidArgument("collection '" + name + "' holds the client's own vectors (size " +
                                    std::to_string(c->schema().size) + ", " + kDistances.Name(c->schema().distance) +
@@ -190,7 +194,7 @@ Result<std::vector<Embedding>> Database::EmbedWith(const EmbeddingSetup& setup, 
 }
 
 Result<WriteResult> Database::Upsert(const std::string& name, std::vector<StoredDocument> docs, bool sync) {
-  MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
+  MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
   std::vector<std::string> texts;
   std::vector<size_t> which;
   for (size_t i = 0; i < docs.size(); ++i)
@@ -210,7 +214,7 @@ Result<WriteResult> Database::Upsert(const std::string& name, std::vector<Stored
 }
 
 Result<std::vector<SearchHit>> Database::Search(const std::string& name, const SearchSpec& options, SearchInfo* info) {
-  MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
+  MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
   if (options.mode == QueryMode::kLexical) return c->Search(nullptr, nullptr, options, info);
   MOEEDB_ASSIGN_OR_RETURN(const EmbeddingSetup* setup, SetupOf(name));
   MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, EmbedWith(*setup, {options.query}, EmbedPurpose::kQuery));
@@ -219,7 +223,7 @@ Result<std::vector<SearchHit>> Database::Search(const std::string& name, const S
 
 Result<std::vector<SearchHit>> Database::SearchVectors(const std::string& name, const VectorQuery& query,
                                                       SearchSpec options, SearchInfo* info) {
-  MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, OpenCollection(name));
+  MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
   if (options.mode != QueryMode::kHybrid) options.mode = query.mode;
   if (c->schema().kind == VectorKind::kPlain) {
     // Dense: the RW component is the Euclid term (weight 1) or 0. Hybrid
@@ -236,52 +240,21 @@ Result<std::vector<SearchHit>> Database::SearchVectors(const std::string& name, 
 }
 
 Result<size_t> Database::CatchUp() {
-  // One pass at a time: only a pass frees retired collections, so the ones
-  // this pass took from collections_ stay alive until it ends.
-  std::lock_guard<std::mutex> pass(catch_up_mu_);
-  // Longer than any request may hold a collection it looked up.
-  constexpr auto kRetiredFor = std::chrono::minutes(3);
-  const auto now = std::chrono::steady_clock::now();
-  std::vector<std::pair<std::string, VectorCollection*>> open;
-  std::vector<Retired> freed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = retired_.begin(); it != retired_.end();) {
-      if (now - it->at < kRetiredFor) {
-        ++it;
-        continue;
-      }
-      freed.push_back(std::move(*it));
-      it = retired_.erase(it);
-    }
-    for (const auto& [name, c] : collections_) open.emplace_back(name, c.get());
-  }
-  for (Retired& r : freed) {  // freed and their folders removed without mu_
-    const std::string dir = r.collection->index_dir();
-    const uint32_t shards = r.collection->shards();
-    r.collection.reset();
-    VectorCollection::RemoveIndexFolders(dir, shards);
-  }
+  std::lock_guard<std::mutex> pass(catch_up_mu_);  // one pass at a time
   // The store read and replicas built or caught up without mu_: requests go on.
   size_t applied = 0;
   Status first;
-  for (const auto& [name, raw] : open) {
-    VectorCollection& c = *raw;
+  for (const auto& [name, c] : OpenOnes()) {
     auto rec = store_->GetCollection(name);
     const bool gone = !rec.ok() && rec.status().code() == Status::Code::kNotFound;
-    if (gone || (rec.ok() && rec->id != c.store_id())) {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = collections_.find(name);
-      if (it != collections_.end() && it->second.get() == raw) {
-        retired_.push_back({now, std::move(it->second)});
-        collections_.erase(it);
-      }
+    if (gone || (rec.ok() && rec->id != c->store_id())) {
+      Retire(name, c);
       continue;
     }
     // Placement first: a replica this node takes on is built, one it gave up closed.
-    Status synced = rec.ok() ? c.SyncShards() : rec.status();
+    Status synced = rec.ok() ? c->SyncShards() : rec.status();
     if (!synced.ok() && first.ok()) first = synced;
-    auto n = rec.ok() ? c.CatchUp() : Result<size_t>(rec.status());
+    auto n = rec.ok() ? c->CatchUp() : Result<size_t>(rec.status());
     if (n.ok()) applied += *n;
     else if (first.ok()) first = n.status();
   }
@@ -290,16 +263,14 @@ Result<size_t> Database::CatchUp() {
 }
 
 std::vector<Database::IndexState> Database::OpenIndexStates() {
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<IndexState> out;
-  for (const auto& [name, c] : collections_) out.push_back({name, c->applied_seq(), c->size()});
+  for (const auto& [name, c] : OpenOnes()) out.push_back({name, c->applied_seq(), c->size()});
   return out;
 }
 
 std::vector<std::pair<std::string, VectorCollection::ReplicaState>> Database::OpenReplicaStates() {
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<std::string, VectorCollection::ReplicaState>> out;
-  for (const auto& [name, c] : collections_)
+  for (const auto& [name, c] : OpenOnes())
     for (const auto& r : c->ReplicaStates()) out.emplace_back(name, r);
   return out;
 }
@@ -310,14 +281,8 @@ Result<std::string> Database::ClusterStatus() {
 }
 
 Status Database::SaveIndexes() {
-  std::lock_guard<std::mutex> pass(catch_up_mu_);  // no collection is freed meanwhile
-  std::vector<VectorCollection*> open;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [name, c] : collections_) open.push_back(c.get());
-  }
   Status first;
-  for (VectorCollection* c : open) {
+  for (const auto& [name, c] : OpenOnes()) {
     Status s = c->SaveIndex();
     if (!s.ok() && first.ok()) first = s;
   }

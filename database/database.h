@@ -84,15 +84,16 @@ class Database {
   Status Checkpoint(const std::string& dir) const;
   // The collection, opened on first use and kept open; NotFound when it does
   // not exist; InvalidArgument when its recorded setup cannot be loaded as
-  // recorded (another model under the overriding folder).
-  Result<VectorCollection*> OpenCollection(const std::string& name);
+  // recorded (another model under the overriding folder). The caller's
+  // reference keeps it alive, even once it is dropped and closed here.
+  Result<std::shared_ptr<VectorCollection>> OpenCollection(const std::string& name);
   // The options of a new collection embedded with `setup`: its dims,
   // calibration statistics (computed once per setup), recorded info and the
   // model's alpha; index kinds and lexical settings at their defaults, for
   // the caller to change before CreateCollection.
   Result<CollectionOptions> NewCollectionOptions(const EmbeddingSetup& setup);
   // Creates `name` and keeps it open; InvalidArgument when it already exists.
-  Result<VectorCollection*> CreateCollection(const std::string& name, const CollectionOptions& options);
+  Result<std::shared_ptr<VectorCollection>> CreateCollection(const std::string& name, const CollectionOptions& options);
   // Closes `name` and removes it with its indexes; NotFound when it does not exist.
   Status DropCollection(const std::string& name);
 
@@ -160,23 +161,21 @@ class Database {
   DatabaseOptions options_;
   std::unique_ptr<Store> store_;
   // The open collection `name`, or nullptr.
-  VectorCollection* FindOpen(const std::string& name);
+  std::shared_ptr<VectorCollection> FindOpen(const std::string& name);
+  // Every open collection, by name (references: usable without mu_).
+  std::vector<std::pair<std::string, std::shared_ptr<VectorCollection>>> OpenOnes();
+  // Takes `c` out of the open collections if it is still the one open under
+  // `name`; its folders go once the last request holding it lets it go.
+  void Retire(const std::string& name, const std::shared_ptr<VectorCollection>& c);
 
   // Lock order: catch_up_mu_, open_mu_, setups_mu_, mu_. None is held across
   // a model's forward pass or a replica's build except open_mu_ (one
   // collection opened, created or dropped at a time) and catch_up_mu_.
-  std::mutex catch_up_mu_;  // one CatchUp (or SaveIndexes) pass at a time
+  std::mutex catch_up_mu_;  // one CatchUp pass at a time
   std::mutex open_mu_;
   std::mutex setups_mu_;    // setups_, loaded_, stats_
-  std::mutex mu_;           // collections_, retired_: held only to look up or move
-  std::map<std::string, std::unique_ptr<VectorCollection>> collections_;
-  // Collections CatchUp closed: requests in flight may still hold them, so
-  // they are freed (and a dropped one's index folders removed) a while later.
-  struct Retired {
-    std::chrono::steady_clock::time_point at;
-    std::unique_ptr<VectorCollection> collection;
-  };
-  std::vector<Retired> retired_;
+  std::mutex mu_;           // collections_: held only to look up, add or take out
+  std::map<std::string, std::shared_ptr<VectorCollection>> collections_;
   std::map<std::string, const EmbeddingSetup*> setups_;  // by their recorded fields (SetupKey)
   std::vector<std::unique_ptr<EmbeddingSetup>> loaded_;  // the ones this database loaded
   std::map<const EmbeddingSetup*, std::pair<std::string, std::string>> stats_;  // calibration statistics

@@ -69,6 +69,8 @@ void ShardReplica::RemoveFolders(const std::string& dir) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   std::filesystem::remove_all(dir + ".lexical", ec);
+  std::filesystem::remove_all(dir + ".lexical.new", ec);  // a rebuild's, cut short
+  std::filesystem::remove_all(dir + ".lexical.old", ec);
 }
 
 ShardReplica::~ShardReplica() = default;
@@ -104,7 +106,10 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
     else r->from_snapshot_ = r->log_rewinds_ == 0;
   }
   if (!usable) {
-    // The lexical index may still be usable (it catches up on its own below).
+    // The lexical index may still be usable (it catches up on its own below,
+    // from its own commit); one a rebuild during the replay put in place is
+    // closed, or it would lack what the dense build adds since.
+    r->lexical_.reset();
     MOEEDB_ASSIGN_OR_RETURN(Built b, r->BuildFromStore(/*with_lexical=*/false));
     MOEEDB_RETURN_IF_ERROR(r->Install(std::move(b)));
   }
@@ -116,6 +121,7 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
 
 Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) const {
   Built b;
+  b.head_read_at = std::chrono::steady_clock::now();  // what the build holds is as fresh as this
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(layout_.name));
   if (rec.id != layout_.store_id) return Status::NotFound("collection '" + layout_.name + "' was dropped");
   b.seq = rec.last_op;
@@ -156,14 +162,18 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
 }
 
 Status ShardReplica::Install(Built b) {
+  const std::string dir = dir_ + ".lexical";
+  std::error_code ec;
   std::unique_lock lock(mu_);
   if (b.lexical) {
-    // Xapian's folder is moved closed: the old index goes, the new one takes its place.
+    // Xapian's folders are moved closed: the old index aside (removed after
+    // the lock; a crash before leaves no .lexical, which reopens empty and is
+    // rebuilt), the new one in its place.
     b.lexical.reset();
     lexical_.reset();
-    const std::string dir = dir_ + ".lexical";
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+    std::filesystem::remove_all(dir + ".old", ec);
+    std::filesystem::rename(dir, dir + ".old", ec);
+    ec.clear();
     std::filesystem::rename(dir + ".new", dir, ec);
     if (ec) return Status::IOError("cannot move the rebuilt lexical index into " + dir + ": " + ec.message());
     MOEEDB_ASSIGN_OR_RETURN(lexical_, LexicalIndex::Open(dir, layout_.lexical));
@@ -174,7 +184,9 @@ Status ShardReplica::Install(Built b) {
   applied_seq_ = b.seq;
   applied_entry_ = std::move(b.entry);
   replayed_ops_ = 0;
-  log_read_at_ = std::chrono::steady_clock::now();
+  log_read_at_ = b.head_read_at;
+  lock.unlock();
+  std::filesystem::remove_all(dir + ".old", ec);
   return Status::OK();
 }
 
@@ -213,7 +225,7 @@ Status ShardReplica::FillLexical(LexicalIndex* lexical, const std::vector<uint64
 }
 
 void ShardReplica::NoteRewind(uint64_t seq) {
-  ++log_rewinds_;
+  ++log_rewinds_;  // atomic: read by the claims thread and /metrics
   LogLine("moeedb: collection " + layout_.name + " shard " + std::to_string(shard_) + ": change log entry " +
           std::to_string(seq) + " is not the one this replica applied (the log went back): rebuilding it from the store");
 }
@@ -282,10 +294,7 @@ size_t ShardReplica::size() const {
   return index_->size();
 }
 
-size_t ShardReplica::log_rewinds() const {
-  std::shared_lock lock(mu_);
-  return log_rewinds_;
-}
+size_t ShardReplica::log_rewinds() const { return log_rewinds_; }
 
 uint64_t ShardReplica::applied_seq() const {
   std::shared_lock lock(mu_);
@@ -377,10 +386,14 @@ Result<size_t> ShardReplica::CatchUp() {
     // at exactly the number this replica applied says it misses nothing, so
     // it stays fresh. (An entry this replica read from the old primary that
     // the standby lacks makes the standby's head lower, not equal.)
-    auto head = store_->GetCollection(layout_.name);
-    if (head.ok() && head->id == layout_.store_id && head->last_op == applied_seq_ && !needs_rebuild_) {
+    // The entry's identity too: the old primary may have shown this replica
+    // an entry under that number that was never acknowledged.
+    const auto asked_at = std::chrono::steady_clock::now();
+    auto head = store_->GetLogHead(layout_.name);
+    if (head.ok() && head->record.id == layout_.store_id && head->record.last_op == applied_seq_ &&
+        head->entry_id == applied_entry_ && !needs_rebuild_) {
       std::unique_lock lock(mu_);
-      log_read_at_ = std::chrono::steady_clock::now();
+      log_read_at_ = asked_at;
     }
   }
   return n;
@@ -395,6 +408,7 @@ Result<size_t> ShardReplica::CatchUpLocked() {
   // indexes applied last: read from it, and check that it is the same entry.
   // (Only this thread changes applied_seq_: follow_mu_.)
   const bool check = store_->shared() && applied_seq_ > 0;
+  const auto read_at = std::chrono::steady_clock::now();  // the log's end read below is as fresh as this
   std::vector<OpRecord> ops;
   MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, check ? applied_seq_ - 1 : applied_seq_,
                                          [&](const OpRecord& op) { ops.push_back(op); }));
@@ -443,7 +457,7 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     next = end;
   }
   std::unique_lock lock(mu_);
-  log_read_at_ = std::chrono::steady_clock::now();
+  log_read_at_ = read_at;
   return applied;
 }
 

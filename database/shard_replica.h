@@ -133,6 +133,7 @@ class ShardReplica {
     std::unique_ptr<LexicalIndex> lexical;  // in dir_ + ".lexical.new"; null: not built
     uint64_t seq = 0;                       // the log's head the build started from
     std::string entry;                      // that entry's identity
+    std::chrono::steady_clock::time_point head_read_at;  // when that head was asked for
   };
   // The dense index and the metadata as of the log's head now and, with
   // `with_lexical`, the lexical index (in dir_ + ".lexical.new"); reads the
@@ -168,16 +169,16 @@ class ShardReplica {
   mutable SearchBatcher batcher_;  // concurrent exact searches share a pass over the rows
   std::unique_ptr<LexicalIndex> lexical_;
   mutable std::mutex lexical_mu_;  // Xapian objects are single-threaded
-  bool lexical_rebuilt_ = false;
+  std::atomic<bool> lexical_rebuilt_{false};  // atomics: read without mu_ (claims, /metrics)
   std::unordered_map<uint64_t, std::string> metadata_;  // internal id -> metadata JSON text
   uint64_t applied_seq_ = 0;
   std::string applied_entry_;       // the identity of entry applied_seq_ ("" unknown)
   std::string applied_entry_next_;  // of the entry ApplyChange is applying
-  size_t log_rewinds_ = 0;          // times the log went back under this replica
+  std::atomic<size_t> log_rewinds_{0};  // times the log went back under this replica
   std::atomic<bool> needs_rebuild_{false};  // a rebuild is due or under way: nothing here is trusted until it ends
   std::chrono::steady_clock::time_point log_read_at_ = std::chrono::steady_clock::now();  // last read to the log's end
   bool from_snapshot_ = false;
-  size_t replayed_ops_ = 0;
+  std::atomic<size_t> replayed_ops_{0};
   mutable std::shared_mutex mu_;  // searches share it; a change puts itself in place under it exclusively
   std::mutex follow_mu_;          // one change at a time (see the top)
 };

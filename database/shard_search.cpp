@@ -22,6 +22,7 @@ Status BeingRebuilt(const ShardReplica& r, const std::string& collection) {
 }  // namespace
 
 Status ShardReplica::CatchUpTo(uint64_t seq) {
+  if (needs_rebuild_) return BeingRebuilt(*this, layout_.name);
   if (applied_seq() >= seq) return Status::OK();
   // The write the caller saw acknowledged is committed, so the log holds it.
   MOEEDB_RETURN_IF_ERROR(CatchUp().status());
@@ -32,6 +33,8 @@ Status ShardReplica::CatchUpTo(uint64_t seq) {
 }
 
 Status ShardReplica::WithinStaleness(uint64_t max_staleness_ms) {
+  // Refused at once rather than after waiting out the rebuild.
+  if (needs_rebuild_) return BeingRebuilt(*this, layout_.name);
   if (max_staleness_ms == 0 || !store_->shared() || log_read_age_ms() <= max_staleness_ms) return Status::OK();
   const uint64_t age = log_read_age_ms();
   Status s = CatchUp().status();

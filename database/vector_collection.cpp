@@ -16,7 +16,10 @@ namespace moeedb {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-VectorCollection::~VectorCollection() = default;
+VectorCollection::~VectorCollection() {
+  replicas_.clear();  // closes the lexical indexes before their folders go
+  if (remove_folders_) RemoveIndexFolders(index_dir_, layout_.shards);
+}
 
 std::string VectorCollection::IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec) {
   const fs::path root = index_root.empty() ? fs::path(store.location()) : fs::path(index_root);

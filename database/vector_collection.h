@@ -113,7 +113,11 @@ class VectorCollection {
   // Removes a collection's derived indexes (every shard's folders under
   // index_dir) from disk; nothing may have them open.
   static void RemoveIndexFolders(const std::string& index_dir, uint32_t shards);
+  // Closes the replicas; removes their folders too once RemoveFoldersWhenClosed was called.
   ~VectorCollection();
+  // For a collection dropped (here or on another node) while requests may
+  // still hold it: its folders go when the last holder lets it go.
+  void RemoveFoldersWhenClosed() { remove_folders_ = true; }
 
   // All or nothing: every document is validated first (id, UTF-8 text,
   // metadata object, vector dims, finite values); any error stores nothing.
@@ -232,6 +236,7 @@ class VectorCollection {
   mutable std::shared_mutex replicas_mu_;
   std::map<uint32_t, std::unique_ptr<ShardReplica>> replicas_;
   std::atomic<uint64_t> max_staleness_ms_{0};
+  std::atomic<bool> remove_folders_{false};
 };
 
 }  // namespace moeedb

@@ -496,8 +496,12 @@ Status DualIndex::Save(const std::string& dir, uint64_t applied_seq) const {
       if (h->fp16) write(tmp / (base + ".f16"), h->data16.data(), h->data16.size() * 2);
       else write(tmp / (base + ".f32"), h->data.data(), h->data.size() * 4);
     }
-    if (hs_->ann) faiss::write_index(hs_->ann.get(), (tmp / "hs.faiss").c_str());
-    if (rw_->ann) faiss::write_index(rw_->ann.get(), (tmp / "rw.faiss").c_str());
+    {
+      // Searches set efSearch/nprobe under ann_mu_; the writer reads them.
+      std::lock_guard<std::mutex> lock(ann_mu_);
+      if (hs_->ann) faiss::write_index(hs_->ann.get(), (tmp / "hs.faiss").c_str());
+      if (rw_->ann) faiss::write_index(rw_->ann.get(), (tmp / "rw.faiss").c_str());
+    }
     for (const SignalIndex* h : {hs_.get(), rw_.get()})
       if (h->graph) {
         Status st = h->graph->Save((tmp / (h == hs_.get() ? "hs.hnsw" : "rw.hnsw")).string());

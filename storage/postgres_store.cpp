@@ -252,6 +252,18 @@ Result<CollectionRecord> PostgresStore::GetCollection(const std::string& name) c
   });
 }
 
+Result<Store::LogHead> PostgresStore::GetLogHead(const std::string& collection) const {
+  return Read("reading the log's head of " + collection, [&](pqxx::connection& c) -> Result<LogHead> {
+    pqxx::read_transaction t(c);
+    LogHead head;
+    MOEEDB_ASSIGN_OR_RETURN(head.record, LoadCollection(t, collection));
+    pqxx::result r = t.exec_params("SELECT entry_id FROM moeedb_ops WHERE coll = $1 AND seq = $2", head.record.id,
+                                   static_cast<int64_t>(head.record.last_op));
+    if (!r.empty() && !r[0][0].is_null()) head.entry_id = r[0][0].as<std::string>();
+    return head;
+  });
+}
+
 Result<std::vector<CollectionRecord>> PostgresStore::ListCollections() const {
   return Read("listing collections", [&](pqxx::connection& c) -> Result<std::vector<CollectionRecord>> {
     pqxx::read_transaction t(c);

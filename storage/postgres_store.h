@@ -68,6 +68,7 @@ class PostgresStore final : public Store {
 
   Result<CollectionRecord> CreateCollection(const std::string& name, const std::string& spec_json) override;
   Result<CollectionRecord> GetCollection(const std::string& name) const override;
+  Result<LogHead> GetLogHead(const std::string& collection) const override;
   Result<std::vector<CollectionRecord>> ListCollections() const override;
   Status DropCollection(const std::string& name) override;
   Status UpdateSpec(const std::string& name, const std::string& spec_json) override;

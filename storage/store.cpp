@@ -47,6 +47,11 @@ bool ShardFilter::Holds(const std::string& external_id) const {
   return all() || ShardOfId(external_id, count) == shard;
 }
 
+Result<Store::LogHead> Store::GetLogHead(const std::string& collection) const {
+  MOEEDB_ASSIGN_OR_RETURN(CollectionRecord record, GetCollection(collection));
+  return LogHead{std::move(record), ""};
+}
+
 bool Store::WaitForChange(int timeout_ms) const {
   std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
   return false;

@@ -170,6 +170,17 @@ class Store {
   // `timeout_ms` passes; true when woken (the caller then reads the change
   // log). Default: no other writers, so it sleeps out the timeout.
   virtual bool WaitForChange(int timeout_ms) const;
+
+  // The collection's record and the identity (OpRecord::entry_id) of its
+  // newest change-log entry, record.last_op ("" when none or unknown), read
+  // in one snapshot wherever every acknowledged write is (PostgreSQL: the
+  // primary or, while none answers, the synchronous standby). Default: the
+  // record alone (a store only this process writes needs no identities).
+  struct LogHead {
+    CollectionRecord record;
+    std::string entry_id;
+  };
+  virtual Result<LogHead> GetLogHead(const std::string& collection) const;
 };
 
 // Whether `location` names a PostgreSQL database ("postgresql://..." or

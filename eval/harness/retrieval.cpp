@@ -96,7 +96,7 @@ Result<EvalReport> EvaluateRetrieval(const EvalInput& in, const RetrievalOptions
     MOEEDB_ASSIGN_OR_RETURN(auto db, Database::Open(o_.scratch_dir, {}));
     MOEEDB_ASSIGN_OR_RETURN(CollectionOptions co, db->NewCollectionOptions(*in.setup));
     co.default_alpha = alpha;
-    MOEEDB_ASSIGN_OR_RETURN(VectorCollection * coll, db->CreateCollection("cranfield", co));
+    MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> coll, db->CreateCollection("cranfield", co));
     for (size_t s = 0; s < docs.size(); s += 64) {
       std::vector<std::string> texts;
       std::vector<StoredDocument> batch;

@@ -74,7 +74,7 @@ Result<json> ParseObject(const char* text) {
 
 // The collection (created with the served setup when `create` and absent);
 // InvalidArgument when it was built with another setup.
-Result<VectorCollection*> GetCollection(moeedb_db* db, const std::string& name, bool create) {
+Result<std::shared_ptr<VectorCollection>> GetCollection(moeedb_db* db, const std::string& name, bool create) {
   auto c = db->db->OpenCollection(name);
   if (!c.ok() && c.status().code() == Status::Code::kNotFound && create) {
     MOEEDB_ASSIGN_OR_RETURN(CollectionOptions o, db->db->NewCollectionOptions(*db->setup));
@@ -152,7 +152,7 @@ moeedb_status moeedb_delete(moeedb_db* db, const char* collection, size_t n, con
       if (ids[i] == nullptr) return Status::InvalidArgument("NULL id at " + std::to_string(i));
       v.push_back(ids[i]);
     }
-    MOEEDB_ASSIGN_OR_RETURN(VectorCollection * c, GetCollection(db, collection, false));
+    MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, GetCollection(db, collection, false));
     MOEEDB_ASSIGN_OR_RETURN(WriteResult r, c->Delete(v, true));
     if (deleted) *deleted = r.removed.size();
     return Status::OK();

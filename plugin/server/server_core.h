@@ -79,10 +79,10 @@ class ServerCore {
 
   // The database's collections (database.h); a new one is embedded with
   // the served setup: NewCollectionOptions() is what it records.
-  Result<VectorCollection*> OpenCollection(const std::string& name) { return db_->OpenCollection(name); }
+  Result<std::shared_ptr<VectorCollection>> OpenCollection(const std::string& name) { return db_->OpenCollection(name); }
   Result<std::vector<CollectionRecord>> ListCollections() const { return db_->ListCollections(); }
   Result<CollectionRecord> GetCollection(const std::string& name) const { return db_->GetCollection(name); }
-  Result<VectorCollection*> CreateCollection(const std::string& name, const CollectionOptions& options) {
+  Result<std::shared_ptr<VectorCollection>> CreateCollection(const std::string& name, const CollectionOptions& options) {
     return db_->CreateCollection(name, options);
   }
   CollectionOptions NewCollectionOptions() const;

@@ -173,8 +173,8 @@ TEST(ClusterDatabase, ARewoundChangeLogIsNoticedAndEveryNodeRebuilds) {
   ASSERT_TRUE((*a)->CatchUp().ok());
   ASSERT_TRUE((*b)->CatchUp().ok());
   EXPECT_FALSE((*(*ca)->Get("d4")).has_value());
-  ExpectAnswersAsTheStore(*ca, "writer");
-  ExpectAnswersAsTheStore(*cb, "follower");
+  ExpectAnswersAsTheStore(ca->get(), "writer");
+  ExpectAnswersAsTheStore(cb->get(), "follower");
   EXPECT_GE((*cb)->log_rewinds(), 1u);
   EXPECT_GE((*ca)->log_rewinds(), 1u);
   // The node that was down notices at its snapshot's cursor when it opens.
@@ -182,7 +182,7 @@ TEST(ClusterDatabase, ARewoundChangeLogIsNoticedAndEveryNodeRebuilds) {
   ASSERT_TRUE(c.ok());
   auto cc = (*c)->OpenCollection("c");
   ASSERT_TRUE(cc.ok());
-  ExpectAnswersAsTheStore(*cc, "node back from down");
+  ExpectAnswersAsTheStore(cc->get(), "node back from down");
 }
 
 // A search with consistency "head" includes every write acknowledged before

@@ -4,13 +4,16 @@
 // a catch-up is parked there (from what the replica held before it); a
 // rebuild after the log went back refuses searches while it runs (what the
 // replica held names documents the log no longer vouches for), and puts the
-// dense and lexical indexes in place together.
+// dense and lexical indexes in place together. While the log cannot be read
+// (no primary), a replica past its staleness bound stays fresh only if the
+// log's head is the very entry it applied, not just the same number.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -46,6 +49,8 @@ class GatedStore : public Store {
     cv_.notify_all();
   }
   bool shared_ = false, rewound_ = false;
+  bool log_unreadable_ = false;          // ReadOps answers Unavailable (no primary)
+  std::optional<std::string> head_entry_;  // GetLogHead names this entry instead
 
   Result<CollectionRecord> CreateCollection(const std::string& n, const std::string& s) override {
     return inner_->CreateCollection(n, s);
@@ -95,6 +100,7 @@ class GatedStore : public Store {
     return inner_->ScanMetadata(c, fn, f);
   }
   Status ReadOps(const std::string& c, uint64_t after, const std::function<void(const OpRecord&)>& fn) const override {
+    if (log_unreadable_) return Status::Unavailable("no primary answers");
     return inner_->ReadOps(c, after, [&](const OpRecord& op) {
       if (!rewound_) return fn(op);
       OpRecord other = op;
@@ -105,6 +111,11 @@ class GatedStore : public Store {
   Status TrimOps(const std::string& c, uint64_t upto) override { return inner_->TrimOps(c, upto); }
   Status Checkpoint(const std::string& dir) const override { return inner_->Checkpoint(dir); }
   std::string location() const override { return inner_->location(); }
+  Result<LogHead> GetLogHead(const std::string& c) const override {
+    MOEEDB_ASSIGN_OR_RETURN(LogHead head, inner_->GetLogHead(c));
+    if (head_entry_) head.entry_id = *head_entry_;
+    return head;
+  }
   bool shared() const override { return shared_; }
 
  private:
@@ -259,6 +270,29 @@ TEST_F(ReplicaFollow, ARebuildRefusesSearchesUntilBothIndexesAreInPlace) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, 0u);
   EXPECT_EQ(replica_->log_rewinds(), 1u);
+}
+
+TEST_F(ReplicaFollow, WhileTheLogCannotBeReadItIsFreshOnlyIfTheHeadIsTheEntryItApplied) {
+  constexpr uint64_t kBound = 1000;  // ms
+  gated_->shared_ = true;
+  gated_->log_unreadable_ = true;
+  // The head has the replica's number but is another entry (the replica read
+  // one from an old primary that was never acknowledged): not fresh.
+  gated_->head_entry_ = "an-entry-this-replica-never-applied";
+  std::this_thread::sleep_for(std::chrono::milliseconds(kBound + 100));
+  Status s = replica_->WithinStaleness(kBound);
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+  EXPECT_EQ(replica_->Answer([&] {
+              ShardQuery q = Query(layout_, QueryMode::kFused);
+              q.max_staleness_ms = kBound;
+              return q;
+            }()).status().code(),
+            Status::Code::kUnavailable);
+  // The head is the entry it applied: nothing acknowledged since, fresh.
+  gated_->head_entry_.reset();
+  s = replica_->WithinStaleness(kBound);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_LT(replica_->log_read_age_ms(), kBound);
 }
 
 }  // namespace

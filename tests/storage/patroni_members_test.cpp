@@ -268,6 +268,9 @@ TEST(PatroniMembers, WhileNoPrimaryAnswersAStoreReadsFromTheSynchronousStandbyOn
   StoredDocument d{"a", "text of a", json{{"id", "a"}}.dump(), {1.f, 2.f}, {3.f}};
   ASSERT_TRUE(store->Upsert("c", {d}, true).ok());
   ASSERT_TRUE(store->GetCollection("c").ok());
+  std::string entry;
+  ASSERT_TRUE(store->ReadOps("c", 0, [&](const OpRecord& op) { entry = op.entry_id; }).ok());
+  ASSERT_FALSE(entry.empty());
 
   // The old primary's Patroni says it is no longer primary; its postgres
   // (the test server) is up, and the synchronous standby unreachable: a
@@ -290,6 +293,10 @@ TEST(PatroniMembers, WhileNoPrimaryAnswersAStoreReadsFromTheSynchronousStandbyOn
   read = store->GetCollection("c");
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(read->last_op, 1u);
+  auto head = store->GetLogHead("c");  // the log's head and its entry, from the standby too
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ(head->record.last_op, 1u);
+  EXPECT_EQ(head->entry_id, entry);
   auto doc = store->Get("c", "a");
   ASSERT_TRUE(doc.ok()) << doc.status().ToString();
   ASSERT_TRUE(doc->has_value());

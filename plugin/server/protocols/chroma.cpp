@@ -47,7 +47,7 @@ struct Found {
   std::string chroma_name;
   Scope scope;
   json metadata, configuration;
-  VectorCollection* c = nullptr;
+  std::shared_ptr<VectorCollection> c;  // opened (null: only listed)
 };
 
 HttpResponse Named(const RouteRequest& req, const char* what);

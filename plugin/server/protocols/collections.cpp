@@ -244,7 +244,7 @@ HttpResponse CollectionsRouter::DeleteMany(const std::string& name, const std::s
     std::sort(scan.ids->begin(), scan.ids->end());
     scan.ids->erase(std::unique(scan.ids->begin(), scan.ids->end()), scan.ids->end());
   }
-  auto w = DeleteDocuments(*c, scan, wait);
+  auto w = DeleteDocuments(c->get(), scan, wait);
   if (!w.ok()) return NativeFromStatus(w.status());
   const size_t deleted = w->removed.size();
   const uint64_t seq = w->seq;

@@ -222,7 +222,7 @@ HttpResponse QdrantRouter::Delete(const Call& call) {
   if (!scan.ok()) return FromStatus(scan.status());
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
-  return Updated(DeleteDocuments(*c, *scan, call.wait), call);
+  return Updated(DeleteDocuments(c->get(), *scan, call.wait), call);
 }
 
 HttpResponse QdrantRouter::ChangePayload(const Call& call, MetadataChange::Kind kind) {
@@ -253,7 +253,7 @@ HttpResponse QdrantRouter::ChangePayload(const Call& call, MetadataChange::Kind 
   if (!scan.ok()) return FromStatus(scan.status());
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
-  return Updated(ChangeMetadata(*c, *scan, change, call.wait), call);
+  return Updated(ChangeMetadata(c->get(), *scan, change, call.wait), call);
 }
 
 HttpResponse QdrantRouter::SetPayload(const Call& call) { return ChangePayload(call, MetadataChange::Kind::kSet); }
@@ -301,7 +301,7 @@ HttpResponse QdrantRouter::Scroll(const Call& call) {
   auto page = Scan(**c, *scan);
   if (!page.ok()) return FromStatus(page.status());
   json points = json::array();
-  for (const auto& d : page->documents) points.push_back(PointJson(*c, d.id, 0, d.metadata_json, *payload, vectors, false));
+  for (const auto& d : page->documents) points.push_back(PointJson(c->get(), d.id, 0, d.metadata_json, *payload, vectors, false));
   return Ok({{"points", points}, {"next_page_offset", page->next.empty() ? json(nullptr) : QdrantId(page->next)}}, call.t0);
 }
 

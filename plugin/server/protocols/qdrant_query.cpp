@@ -171,7 +171,7 @@ HttpResponse QdrantRouter::Answer(const Call& call, bool older_search, bool batc
   json out = json::array();
   for (const auto& s : batch ? call.body["searches"] : json::array({call.body})) {
     if (!s.is_object()) return QdrantError(400, "Bad request: each search must be an object");
-    auto points = older_search ? RunSearch(*c, s, &cache, *consistency) : RunQuery(*c, s, &cache, *consistency);
+    auto points = older_search ? RunSearch(c->get(), s, &cache, *consistency) : RunQuery(c->get(), s, &cache, *consistency);
     if (!points.ok()) return FromStatus(points.status());
     out.push_back(older_search ? *points : json{{"points", *points}});
   }
