@@ -54,6 +54,14 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
     if (it == replicas_.end() || (peers_ != nullptr && it->second->building())) remote.push_back(k);
     else local.push_back(it->second.get());
   }
+  // Peers' replicas may not lag this node's newest by more than the bound:
+  // one further behind catches up first or is passed over.
+  if (!remote.empty() && peers_ != nullptr) {
+    uint64_t newest = 0;
+    for (ShardReplica* r : local) newest = std::max(newest, r->applied_seq());
+    const uint64_t lag = max_lag_entries_;
+    if (newest > lag) q.min_seq = std::max(q.min_seq, newest - lag);
+  }
   std::set<uint32_t> answered;
   // BM25 over the whole collection: every shard's statistics of the query's
   // terms, summed, so each shard scores as one index would.

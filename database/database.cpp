@@ -93,6 +93,7 @@ Result<std::shared_ptr<VectorCollection>> Database::OpenCollection(const std::st
   if (auto c = FindOpen(name)) return c;
   MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, VectorCollection::Open(store_.get(), name, options_.index_dir, options_.peers));
   c->SetMaxStaleness(options_.max_staleness_ms);
+  c->SetMaxLag(options_.max_lag_entries);
   std::lock_guard<std::mutex> lock(mu_);
   collections_[name] = c;
   return c;
@@ -117,6 +118,7 @@ Result<std::shared_ptr<VectorCollection>> Database::CreateCollection(const std::
     if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
     MOEEDB_ASSIGN_OR_RETURN(created, VectorCollection::Create(store_.get(), name, options, options_.index_dir, options_.peers));
     created->SetMaxStaleness(options_.max_staleness_ms);
+    created->SetMaxLag(options_.max_lag_entries);
     std::lock_guard<std::mutex> lock(mu_);
     collections_[name] = created;
   }

@@ -36,6 +36,10 @@ using EmbedFunction =
 // that leaves a node one entry behind makes its searches 503 until a new
 // primary answers (docs/cluster.md, "Staleness and read consistency").
 inline constexpr uint64_t kDefaultMaxStalenessMs = 0;
+// How many change-log entries a peer's replica may be behind this node's own
+// replicas of a collection and still answer a search this node coordinates
+// (it catches up first, or answers 503 and another replica is asked).
+inline constexpr uint64_t kDefaultMaxLagEntries = 100;
 
 struct DatabaseOptions {
   // How this process computes (dtype, quant, device, threads, workers, batch
@@ -59,6 +63,8 @@ struct DatabaseOptions {
   // milliseconds since a replica last read it (it reads it first, or the
   // search is Unavailable); 0: no bound.
   uint64_t max_staleness_ms = kDefaultMaxStalenessMs;
+  // Coordinating a sharded search: kDefaultMaxLagEntries' bound.
+  uint64_t max_lag_entries = kDefaultMaxLagEntries;
 };
 
 class Database {

@@ -155,6 +155,11 @@ class VectorCollection {
   // its head unchanged): what a node does before it claims its replicas ready.
   void RefreshStaleReplicas();
   uint64_t max_staleness_ms() const { return max_staleness_ms_; }
+  // Coordinating a search with peers: a peer's replica answers only once it
+  // has applied at least (this node's newest applied entry - `entries`); one
+  // further behind catches up first or answers Unavailable, and the peers
+  // ask another replica (ShardQuery::min_seq).
+  void SetMaxLag(uint64_t entries) { max_lag_entries_ = entries; }
 
   // Commit the lexical indexes, snapshot the dense ones, trim the op log they cover.
   Status SaveIndex();
@@ -236,6 +241,7 @@ class VectorCollection {
   mutable std::shared_mutex replicas_mu_;
   std::map<uint32_t, std::unique_ptr<ShardReplica>> replicas_;
   std::atomic<uint64_t> max_staleness_ms_{0};
+  std::atomic<uint64_t> max_lag_entries_{UINT64_MAX};  // no bound until set
   std::atomic<bool> remove_folders_{false};
 };
 

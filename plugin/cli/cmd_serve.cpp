@@ -121,6 +121,7 @@ int RunServe(const Args& args) {
   dbo.embed = QueuedEmbedFunction(ao, &queues);
   dbo.index_dir = args.Get("index-dir");
   dbo.max_staleness_ms = static_cast<uint64_t>(args.Int("max-staleness-ms"));
+  dbo.max_lag_entries = static_cast<uint64_t>(args.Int("max-lag-entries"));
   // A cluster node joins before the database opens: its collections' shards
   // are the ones the placement gives this node.
   std::unique_ptr<cluster::ClusterNode> node;

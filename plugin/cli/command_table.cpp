@@ -169,6 +169,9 @@ requests, snapshot the indexes, exit 0.)",
            {"max-staleness-ms", "N", "with a PostgreSQL --db: the most a search may lag the change log (a replica that "
                                      "has not read it for longer reads it first, or the search answers 503; 0: no bound)",
             IntRule{static_cast<long long>(kDefaultMaxStalenessMs), 0, 3600000}},
+           {"max-lag-entries", "N", "with --etcd: the most change-log entries another node's replica may be behind "
+                                    "this node's when it coordinates a search (it catches up first, or another is asked)",
+            IntRule{static_cast<long long>(kDefaultMaxLagEntries), 0, 1000000000}},
            {"etcd", "HOSTS", "join a cluster: etcd client endpoints, host:port[,host:port...] (needs a PostgreSQL --db "
                              "and a fixed --port); sharded collections are placed on the nodes through it"},
            {"cluster", "NAME", "with --etcd: the cluster's name, its keys' prefix in etcd (default moeedb)"},

@@ -256,5 +256,46 @@ TEST(ShardedSearch, AShardWithoutAReplicaFailsTheSearchOrIsNamedInAPartialOne) {
   EXPECT_EQ(c->IndexedIds().size(), now_held);
 }
 
+// Records the entry each search it is sent requires of a replica.
+class RecordingPeers : public NoPeers {
+ public:
+  using NoPeers::NoPeers;
+  std::vector<ShardAnswer> Search(const ShardQuery& q, const std::vector<uint32_t>& shards) override {
+    min_seqs.push_back(q.min_seq);
+    return NoPeers::Search(q, shards);
+  }
+  std::vector<uint64_t> min_seqs;
+};
+
+TEST(ShardedSearch, APeersReplicaMayNotLagThisNodesNewestEntryByMoreThanTheBound) {
+  test::TempDir dir;
+  auto store = RocksStore::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> texts, queries;
+  ReadSentences(&texts, &queries);
+  RecordingPeers peers({0});
+  auto c = Make(store->get(), "c", 2, &peers);
+  ASSERT_TRUE(c);
+  const auto docs = Documents(texts, 30, 0);
+  for (const auto& d : docs) ASSERT_TRUE(c->Upsert({d}).ok());  // 30 entries
+  ASSERT_EQ(c->applied_seq(), 30u);
+  const auto hs = Gaussian(5, kDh), rw = Gaussian(6, kDr);
+  SearchSpec s;
+  s.k = 5;
+  s.partial = true;  // the fake peers answer for no shard
+  auto search = [&](uint64_t lag) {
+    c->SetMaxLag(lag);
+    EXPECT_TRUE(c->Search(hs.data(), rw.data(), s).ok());
+    return peers.min_seqs.empty() ? UINT64_MAX : peers.min_seqs.back();
+  };
+  EXPECT_EQ(search(10), 20u);   // at most 10 entries behind this node's 30
+  EXPECT_EQ(search(0), 30u);    // none behind
+  EXPECT_EQ(search(100), 0u);   // a bound above the log's length asks nothing
+  s.min_seq = 25;               // a client's own requirement stands when stricter
+  EXPECT_EQ(search(10), 25u);
+  s.min_seq = 5;
+  EXPECT_EQ(search(10), 20u);
+}
+
 }  // namespace
 }  // namespace moeedb
