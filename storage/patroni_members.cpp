@@ -51,6 +51,14 @@ const PatroniMembers::Answer& PatroniMembers::Fresh() {
   return last_;
 }
 
+void PatroniMembers::Recheck() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - asked_at_ < kRecheck) return;
+  asked_at_ = now;
+  last_ = Ask();
+}
+
 Result<std::string> PatroniMembers::Primary() {
   std::lock_guard<std::mutex> lock(mu_);
   return Fresh().primary;

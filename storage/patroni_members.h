@@ -27,6 +27,8 @@ class PatroniMembers {
   // a primary whose Patroni died: far below the leader key's TTL, so no other
   // server is promoted meanwhile (docs/cluster.md, "Finding the primary").
   static constexpr std::chrono::milliseconds kFresh{500};
+  // Recheck() asks again once the answer is this old.
+  static constexpr std::chrono::milliseconds kRecheck{100};
   // Each REST call's deadline.
   static constexpr std::chrono::milliseconds kDeadline{1000};
 
@@ -46,6 +48,9 @@ class PatroniMembers {
   // for before it acknowledges a commit), from the same answer as Primary().
   // Unavailable when no Patroni answers or none is named.
   Result<std::vector<std::string>> SynchronousStandbys();
+  // Asks Patroni again now if the answer is older than kRecheck (a caller
+  // that found neither a primary nor a synchronous standby to read from).
+  void Recheck();
 
  private:
   struct Answer {

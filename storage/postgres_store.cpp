@@ -189,6 +189,17 @@ auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
   }
   auto r = OnSession(what, &fallback_reads_, /*primary=*/false, false, fn);
   if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &fallback_reads_, false, false, fn);
+  if (StatusOf(r).code() == Status::Code::kUnavailable) {
+    // Mid-promotion Patroni may name neither a primary nor a synchronous
+    // standby (the new primary clears the /sync key until a standby streams
+    // from it): the moment a primary is named, read there.
+    if (patroni_) patroni_->Recheck();
+    auto p = ReadPrimary(what, fn);
+    if (StatusOf(p).code() != Status::Code::kUnavailable) {
+      primary_retry_at_ = 0;
+      return p;
+    }
+  }
   return r;
 }
 

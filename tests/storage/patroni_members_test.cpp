@@ -160,6 +160,15 @@ TEST(PatroniMembers, NamesTheLeaderOnlyWhileItsOwnPatroniSaysPrimary) {
   any.Set("/cluster", 200, json{{"members", json::array()}}.dump());
   std::this_thread::sleep_for(PatroniMembers::kFresh);
   EXPECT_EQ((*p)->Primary().status().code(), Status::Code::kUnavailable);
+
+  // A leader named again: the cached answer stands until it is kFresh old,
+  // unless a caller with nowhere to read asks for a recheck.
+  any.Set("/cluster", 200, ClusterJson("pg2", "10.0.0.8:5434", next.host_port()));
+  std::this_thread::sleep_for(PatroniMembers::kRecheck);
+  (*p)->Recheck();
+  hp = (*p)->Primary();
+  ASSERT_TRUE(hp.ok()) << hp.status().ToString();
+  EXPECT_EQ(*hp, "10.0.0.8:5434");
 }
 
 TEST(PatroniMembers, NamesTheSynchronousStandbysOnly) {
