@@ -187,20 +187,24 @@ auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
     // Asked again in a while; meanwhile reads go to any server at once.
     primary_retry_at_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(500)).count();
   }
-  auto r = OnSession(what, &fallback_reads_, /*primary=*/false, false, fn);
-  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &fallback_reads_, false, false, fn);
-  if (StatusOf(r).code() == Status::Code::kUnavailable) {
-    // Mid-promotion Patroni may name neither a primary nor a synchronous
-    // standby (the new primary clears the /sync key until a standby streams
-    // from it): the moment a primary is named, read there.
-    if (patroni_) patroni_->Recheck();
+  // Mid-promotion Patroni may name neither a primary nor a synchronous
+  // standby (the new primary clears the /sync key until a standby streams
+  // from it, and answers GET /primary only once promoted): asked again every
+  // kRecheck for a while, the read goes wherever it can first.
+  const auto deadline = Clock::now() + kReadFailoverWait;
+  for (;;) {
+    auto r = OnSession(what, &fallback_reads_, /*primary=*/false, false, fn);
+    if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &fallback_reads_, false, false, fn);
+    if (StatusOf(r).code() != Status::Code::kUnavailable || !patroni_) return r;
+    patroni_->Recheck();
     auto p = ReadPrimary(what, fn);
     if (StatusOf(p).code() != Status::Code::kUnavailable) {
       primary_retry_at_ = 0;
       return p;
     }
+    if (Clock::now() >= deadline) return r;
+    std::this_thread::sleep_for(PatroniMembers::kRecheck);
   }
-  return r;
 }
 
 PostgresStore::~PostgresStore() = default;

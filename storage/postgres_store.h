@@ -57,6 +57,9 @@ namespace moeedb {
 
 class PostgresStore final : public Store {
  public:
+  // How long a read waits, while Patroni names neither a primary nor a
+  // synchronous standby, for one of them (a promotion takes well under this).
+  static constexpr std::chrono::milliseconds kReadFailoverWait{1500};
   // The schema version this build reads and writes.
   static constexpr int kSchemaVersion = 4;
 
@@ -159,7 +162,9 @@ class PostgresStore final : public Store {
   template <typename Fn>
   auto ReadPrimary(const std::string& what, Fn&& fn) const;
   // ReadPrimary, or while no primary answers, a connection FallbackUri
-  // names (a standby's reads: the texts and metadata of hits).
+  // names (a standby's reads: the texts and metadata of hits); with
+  // patroni=, while neither answers, both are tried again for up to
+  // kReadFailoverWait (a promotion under way) before it answers Unavailable.
   template <typename Fn>
   auto Read(const std::string& what, Fn&& fn) const;
   // Runs one write with `write(work, write_id, &result)` (its statements,
