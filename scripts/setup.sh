@@ -18,8 +18,9 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES+=(
 # --tests: also what only the test suite needs (Chromium for the console's browser
 # test; clang-14 with its libFuzzer and sanitizer runtimes for the fuzz harnesses;
 # PostgreSQL 15, whose throwaway server the store tests start: tests/pg/pg_cluster.sh;
-# Patroni and etcd for the cluster soak's short run: scripts/cluster.sh).
-if [ "${1:-}" = "--tests" ]; then PACKAGES+=(chromium clang-14 libclang-rt-14-dev postgresql-15 patroni etcd-server curl); fi
+# Patroni and etcd for the cluster soak's short run: scripts/cluster.sh; iproute2
+# for its hosts in network namespaces: scripts/cluster/netns.mjs).
+if [ "${1:-}" = "--tests" ]; then PACKAGES+=(chromium clang-14 libclang-rt-14-dev postgresql-15 patroni etcd-server curl iproute2); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -14,6 +14,13 @@ ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 # good, the primary's Patroni killed, 2 node kills and 2 node stops under
 # writers and searchers, checked against their record.
 node tests/soak/cluster_soak.mjs --pg-kills 1 --standby-losses 1 --patroni-kills 1 --node-kills 2 --node-stops 2 --gap-ms 2000
+# The same cluster on separate hosts (network namespaces the soak creates and
+# deletes; root, hence sudo elsewhere): a node cut from PostgreSQL, one from
+# etcd, the primary from its standbys, an etcd minority, an etcd member
+# killed, and the primary's machine lost for good.
+SOAK_NETNS=(node tests/soak/cluster_soak.mjs --netns 1 --partitions 5 --partition-ms 8000 --pg-kills 1 --node-kills 0
+  --node-stops 0 --add-node 0 --gap-ms 2000)
+if [ "$(id -u)" -eq 0 ]; then "${SOAK_NETNS[@]}"; else sudo -E env "PATH=$PATH" "${SOAK_NETNS[@]}"; fi
 # docs/cli.md lists every flag as the commands' --help prints it.
 node scripts/cli_flags.mjs --check
 # Python: the real clients from PyPI (qdrant-client, LangChain's, LlamaIndex's

@@ -10,7 +10,10 @@
 //   node scripts/cluster/cluster.mjs down [--dir D]
 //
 // Every process it starts is recorded in D/state.json; `down` stops exactly
-// those and removes D. moeedb nodes connect as the role moeedb (a password,
+// those and removes D. Given a Network (scripts/cluster/netns.mjs), each
+// member runs on a host of its own (etcd0-2, pg0-2, node0-...), reached at that
+// host's address; the caller then runs inside the network (a host of its own,
+// as the fault soak does), since nothing outside reaches it. moeedb nodes connect as the role moeedb (a password,
 // scram-sha-256; owner of the database moeedb, nothing more) and find the
 // primary through Patroni's REST APIs (the DSN's patroni=), never through a
 // postgres alone: a postgres whose Patroni died is fenced off
@@ -124,9 +127,9 @@ function childrenOf(pid) {
 // (setpriv execs it, so the pid is the program's own) in the log's folder,
 // not in ours, which that user may not be able to enter (a checkout under a
 // private folder).
-function start(cmd, args, log, { user, env } = {}) {
+function start(cmd, args, log, { user, env, cwd: dir } = {}) {
   const fd = fs.openSync(log, 'a');
-  let file = cmd, argv = args, cwd;
+  let file = cmd, argv = args, cwd = dir;
   if (user && isRoot()) {
     file = 'setpriv';
     argv = ['--reuid', user, '--regid', user, '--init-groups', '--', cmd, ...args];
@@ -139,9 +142,34 @@ function start(cmd, args, log, { user, env } = {}) {
 }
 
 export class Cluster {
-  constructor(dir = DEFAULT_DIR) {
+  // `net`: a Network whose hosts are named etcd0-2, pg0-2 and node0-...;
+  // null: everything on loopback.
+  constructor(dir = DEFAULT_DIR, { net = null } = {}) {
     this.dir = path.resolve(dir);
     this.statePath = path.join(this.dir, 'state.json');
+    this.net = net;
+  }
+
+  // The address of a member by its name (etcd0, pg1, node2).
+  host(name) {
+    return this.net ? this.net.addr(name) : '127.0.0.1';
+  }
+
+  restUrl(p) {
+    return `http://${this.host(p.name)}:${p.rest}`;
+  }
+
+  // Starts `cmd` on host `name` (on loopback: here).
+  startOn(name, cmd, args, log, opts) {
+    if (!this.net) return start(cmd, args, log, opts);
+    if (opts && opts.user && isRoot()) {
+      // setpriv inside the namespace: ip netns exec and setpriv both exec, so the pid stays the program's.
+      const [file, argv] = this.net.exec(name, 'setpriv',
+        ['--reuid', opts.user, '--regid', opts.user, '--init-groups', '--', cmd, ...args]);
+      return start(file, argv, log, { env: opts.env, cwd: path.dirname(log) });
+    }
+    const [file, argv] = this.net.exec(name, cmd, args);
+    return start(file, argv, log, opts);
   }
 
   load() {
@@ -158,8 +186,8 @@ export class Cluster {
   // What the nodes connect with: every server, the password in a passfile,
   // the primary as Patroni names it.
   get dsn() {
-    const hosts = this.state.postgres.map((p) => `127.0.0.1:${p.port}`).join(',');
-    const rest = this.state.postgres.map((p) => `127.0.0.1:${p.rest}`).join(',');
+    const hosts = this.state.postgres.map((p) => `${this.host(p.name)}:${p.port}`).join(',');
+    const rest = this.state.postgres.map((p) => `${this.host(p.name)}:${p.rest}`).join(',');
     // TCP keepalives: a machine lost without a reset (power, a cut link) is
     // noticed in seconds, not at the kernel's two hours.
     return `postgresql://moeedb@${hosts}/moeedb?target_session_attrs=read-write&connect_timeout=2` +
@@ -170,7 +198,7 @@ export class Cluster {
   // psql as the superuser on server i (its password from the state); the
   // statement on stdin, so no password shows in a process list.
   psql(i, sql, db = 'postgres') {
-    return execFileSync(`${PG_BIN}/psql`, ['-h', '127.0.0.1', '-p', String(this.state.postgres[i].port), '-U', 'postgres',
+    return execFileSync(`${PG_BIN}/psql`, ['-h', this.host(this.state.postgres[i].name), '-p', String(this.state.postgres[i].port), '-U', 'postgres',
       '-d', db, '-v', 'ON_ERROR_STOP=1', '-qAt'], { input: sql, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env,
       PGPASSWORD: this.state.secrets.superuser } }).toString();
   }
@@ -195,7 +223,7 @@ export class Cluster {
       for (let i = 0; i < 3; i++) this.startEtcd(i);
       const healthy = await until('every etcd member', async () => {
         if (this.state.etcd.some((e) => !alive(e.pid))) return 'died';
-        const h = await Promise.all(this.state.etcd.map((e) => getJson(`http://127.0.0.1:${e.client}/health`)));
+        const h = await Promise.all(this.state.etcd.map((e) => getJson(`http://${this.host(e.name)}:${e.client}/health`)));
         return h.every((r) => r && r.body && r.body.health === 'true') && 'ok';
       }, 60000);
       if (healthy === 'ok') break;
@@ -216,7 +244,7 @@ export class Cluster {
     // pg_monitor: reads pg_stat_replication (is a synchronous standby streaming?).
     this.psql(0, 'GRANT pg_monitor TO moeedb');
     const pgpass = path.join(this.dir, 'moeedb.pgpass');
-    fs.writeFileSync(pgpass, `127.0.0.1:*:moeedb:moeedb:${this.state.secrets.moeedb}\n`, { mode: 0o600 });
+    fs.writeFileSync(pgpass, `${this.net ? '*' : '127.0.0.1'}:*:moeedb:moeedb:${this.state.secrets.moeedb}\n`, { mode: 0o600 });
     for (let i = 0; i < nodes; i++) this.startNode(i);
     for (let i = 0; i < nodes; i++) {
       try {
@@ -234,11 +262,12 @@ export class Cluster {
 
   startEtcd(i) {
     const e = this.state.etcd[i];
-    const peers = this.state.etcd.map((m) => `${m.name}=http://127.0.0.1:${m.peer}`).join(',');
-    e.pid = start('etcd', [
+    const peers = this.state.etcd.map((m) => `${m.name}=http://${this.host(m.name)}:${m.peer}`).join(',');
+    const h = this.host(e.name);
+    e.pid = this.startOn(e.name, 'etcd', [
       '--name', e.name, '--data-dir', path.join(this.dir, e.name),
-      '--listen-client-urls', `http://127.0.0.1:${e.client}`, '--advertise-client-urls', `http://127.0.0.1:${e.client}`,
-      '--listen-peer-urls', `http://127.0.0.1:${e.peer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${e.peer}`,
+      '--listen-client-urls', `http://${h}:${e.client}`, '--advertise-client-urls', `http://${h}:${e.client}`,
+      '--listen-peer-urls', `http://${h}:${e.peer}`, '--initial-advertise-peer-urls', `http://${h}:${e.peer}`,
       '--initial-cluster', peers, '--initial-cluster-state', 'new', '--initial-cluster-token', `moeedb-${path.basename(this.dir)}`,
       '--heartbeat-interval', String(TIMEOUTS.etcd_heartbeat_ms), '--election-timeout', String(TIMEOUTS.etcd_election_ms),
     ], path.join(this.dir, `${e.name}.log`));
@@ -250,14 +279,17 @@ export class Cluster {
     const home = path.join(this.dir, p.name);
     fs.mkdirSync(home, { recursive: true, mode: 0o700 });
     if (isRoot()) execFileSync('chown', ['postgres:postgres', home]);
-    const etcdHosts = this.state.etcd.map((e) => `127.0.0.1:${e.client}`).join(',');
+    const etcdHosts = this.state.etcd.map((e) => `${this.host(e.name)}:${e.client}`).join(',');
+    const h = this.host(p.name);
+    // Who may connect: the hosts' network (netns.mjs) or loopback.
+    const peers = this.net ? '10.213.0.0/16' : '127.0.0.1/32';
     // Passwords (scram-sha-256) over TCP; the role moeedb reaches its own
     // database only. Patroni, as the OS user postgres, by the socket (peer).
     const yaml = `scope: moeedb-${path.basename(this.dir)}
 name: ${p.name}
 restapi:
-  listen: 127.0.0.1:${p.rest}
-  connect_address: 127.0.0.1:${p.rest}
+  listen: ${h}:${p.rest}
+  connect_address: ${h}:${p.rest}
 etcd3:
   hosts: ${etcdHosts}
 watchdog:
@@ -286,11 +318,15 @@ bootstrap:
     - encoding: UTF8
     - locale: C.UTF-8
 postgresql:
-  listen: 127.0.0.1:${p.port}
-  connect_address: 127.0.0.1:${p.port}
+  listen: ${h}:${p.port}
+  connect_address: ${h}:${p.port}
   data_dir: ${home}/data
   bin_dir: ${PG_BIN}
   pgpass: ${home}/pgpass
+  # A new standby's base backup starts at once (an immediate checkpoint),
+  # not after a spread one (minutes: checkpoint_completion_target x timeout).
+  basebackup:
+    - checkpoint: fast
   authentication:
     superuser: {username: postgres, password: ${this.state.secrets.superuser}}
     replication: {username: replicator, password: ${this.state.secrets.replicator}}
@@ -299,9 +335,9 @@ postgresql:
     unix_socket_directories: '${home}'
   pg_hba:
     - local all postgres peer
-    - host replication replicator 127.0.0.1/32 scram-sha-256
-    - host moeedb moeedb 127.0.0.1/32 scram-sha-256
-    - host all postgres 127.0.0.1/32 scram-sha-256
+    - host replication replicator ${peers} scram-sha-256
+    - host moeedb moeedb ${peers} scram-sha-256
+    - host all postgres ${peers} scram-sha-256
 `;
     fs.writeFileSync(path.join(home, 'patroni.yml'), yaml);
     if (isRoot()) execFileSync('chown', ['postgres:postgres', path.join(home, 'patroni.yml')]);
@@ -313,7 +349,7 @@ postgresql:
     const log = path.join(this.dir, `${p.name}.log`);
     fs.closeSync(fs.openSync(log, 'a'));
     if (isRoot()) execFileSync('chown', ['postgres:postgres', log]);
-    p.patroni_pid = start('patroni', [path.join(home, 'patroni.yml')], log, { user: 'postgres', env: { HOME: home } });
+    p.patroni_pid = this.startOn(p.name, 'patroni', [path.join(home, 'patroni.yml')], log, { user: 'postgres', env: { HOME: home } });
     this.save();
   }
 
@@ -329,7 +365,7 @@ postgresql:
   // Each server's role as its Patroni reports it: primary, standby or down.
   async roles() {
     return Promise.all(this.state.postgres.map(async (p) => {
-      const r = await getJson(`http://127.0.0.1:${p.rest}/patroni`, 1500);
+      const r = await getJson(`${this.restUrl(p)}/patroni`, 1500);
       if (!r || typeof r.body !== 'object' || r.body.state !== 'running') return 'down';
       return r.body.role === 'master' || r.body.role === 'primary' ? 'primary' : 'standby';
     }));
@@ -338,7 +374,7 @@ postgresql:
   // The index of the synchronous standby, as Patroni's /cluster says; -1 if none.
   async syncStandby() {
     for (const p of this.state.postgres) {
-      const r = await getJson(`http://127.0.0.1:${p.rest}/cluster`, 1500);
+      const r = await getJson(`${this.restUrl(p)}/cluster`, 1500);
       if (!r || !r.body || !Array.isArray(r.body.members)) continue;
       const sync = r.body.members.find((m) => m.role === 'sync_standby');
       return sync ? this.state.postgres.findIndex((x) => x.name === sync.name) : -1;
@@ -350,7 +386,7 @@ postgresql:
   async waitStandbys(n, timeoutMs) {
     return until(`${n} streaming standbys`, async () => {
       for (const p of this.state.postgres) {
-        const r = await getJson(`http://127.0.0.1:${p.rest}/cluster`, 1500);
+        const r = await getJson(`${this.restUrl(p)}/cluster`, 1500);
         if (!r || !r.body || !Array.isArray(r.body.members)) continue;
         const streaming = r.body.members.filter((m) => m.role !== 'leader' && (m.state === 'streaming' || m.state === 'running'));
         if (streaming.length >= n) return true;
@@ -364,7 +400,7 @@ postgresql:
   async waitSyncStandby(timeoutMs) {
     return until('a synchronous standby', async () => {
       for (const p of this.state.postgres) {
-        const r = await getJson(`http://127.0.0.1:${p.rest}/cluster`, 1500);
+        const r = await getJson(`${this.restUrl(p)}/cluster`, 1500);
         if (!r || !r.body || !Array.isArray(r.body.members)) continue;
         const sync = r.body.members.find((m) => m.role === 'sync_standby');
         if (sync && (sync.state === 'streaming' || sync.state === 'running')) return true;
@@ -376,13 +412,14 @@ postgresql:
   startNode(i) {
     const n = this.state.nodes[i];
     // Every node joins the cluster in etcd: sharded collections are placed on them.
-    const etcd = this.state.etcd.map((e) => `127.0.0.1:${e.client}`).join(',');
+    const etcd = this.state.etcd.map((e) => `${this.host(e.name)}:${e.client}`).join(',');
     const args = ['serve', '--db', this.dsn, '--index-dir', path.join(this.dir, `node${i}`), '--port', String(n.port),
+      '--host', this.host(`node${i}`),
       '--threads', '1', '--workers', '1', '--etcd', etcd, '--node-id', `node${i}`, '--lease-ttl', String(TIMEOUTS.node_lease)];
     if (this.state.model) args.push('--model', this.state.model);
     // More flags for every node, e.g. MOEEDB_NODE_ARGS="--max-staleness-ms 2000" (docs/cluster.md).
     if (process.env.MOEEDB_NODE_ARGS) args.push(...process.env.MOEEDB_NODE_ARGS.split(' ').filter(Boolean));
-    n.pid = start(this.state.bin, args, path.join(this.dir, `node${i}.log`));
+    n.pid = this.startOn(`node${i}`, this.state.bin, args, path.join(this.dir, `node${i}.log`));
     this.save();
   }
 
@@ -390,13 +427,13 @@ postgresql:
     const n = this.state.nodes[i];
     await until(`moeedb node ${i}`, async () => {
       if (!alive(n.pid)) throw new Error(`moeedb node ${i} exited: see ${path.join(this.dir, `node${i}.log`)}`);
-      const h = await getJson(`http://127.0.0.1:${n.port}/health`);
+      const h = await getJson(`${this.nodeUrl(i)}/health`);
       return h && h.status === 200;
     }, timeoutMs);
   }
 
   nodeUrl(i) {
-    return `http://127.0.0.1:${this.state.nodes[i].port}`;
+    return `http://${this.host(`node${i}`)}:${this.state.nodes[i].port}`;
   }
 
   // kill -9 of a moeedb node (or another signal: SIGSTOP, SIGCONT).
@@ -421,7 +458,7 @@ postgresql:
     const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
     for (const e of this.state.etcd) {
       try {
-        const r = await fetch(`http://127.0.0.1:${e.client}/v3/kv/range`, { method: 'POST',
+        const r = await fetch(`http://${this.host(e.name)}:${e.client}/v3/kv/range`, { method: 'POST',
           body: JSON.stringify({ key: b64(prefix), range_end: b64(end) }), signal: AbortSignal.timeout(2000) });
         const j = await r.json();
         const out = {};
@@ -444,6 +481,11 @@ postgresql:
     return victims.filter(Boolean);
   }
 
+  // kill -9 of an etcd member (startEtcd(i) starts it again with its data).
+  killEtcd(i) {
+    kill(this.state.etcd[i].pid, 'SIGKILL');
+  }
+
   // A Patroni crash alone: kill -9 of Patroni, its postgres left running (and
   // writable, if it was the primary: fenced by the nodes' patroni=).
   killPatroni(i) {
@@ -464,9 +506,9 @@ postgresql:
       nodes: this.state.nodes.map((n, i) => ({ url: this.nodeUrl(i), pid: alive(n.pid) ? n.pid : 0 })),
       postgres: this.state.postgres.map((p, i) => ({
         role: roles[i], pid: this.postmasterPid(i), port: p.port,
-        patroni_pid: alive(p.patroni_pid) ? p.patroni_pid : 0, patroni_url: `http://127.0.0.1:${p.rest}`,
+        patroni_pid: alive(p.patroni_pid) ? p.patroni_pid : 0, patroni_url: this.restUrl(p),
       })),
-      etcd: this.state.etcd.map((e) => ({ url: `http://127.0.0.1:${e.client}`, pid: alive(e.pid) ? e.pid : 0 })),
+      etcd: this.state.etcd.map((e) => ({ url: `http://${this.host(e.name)}:${e.client}`, pid: alive(e.pid) ? e.pid : 0 })),
       dsn: this.dsn,
     };
   }

@@ -12,7 +12,13 @@
 //     on and stays writable: the nodes must stop using it (they find the
 //     primary through Patroni's REST APIs), a standby is promoted once the
 //     leader key expires; Patroni is started again and rejoins as a standby;
-//   - node / stop: a moeedb node is killed with kill -9 or SIGSTOPped.
+//   - node / stop: a moeedb node is killed with kill -9 or SIGSTOPped;
+//   - with --netns (every member on a host of its own: network namespaces
+//     the soak creates, scripts/cluster/netns.mjs, and deletes at the end),
+//     --partitions N cuts, in turn, for --partition-ms: a node from
+//     PostgreSQL only, a node from etcd only, the PostgreSQL primary from its
+//     standbys, one etcd member from the other two (a minority), and stops
+//     an etcd member (kill -9, started again with its data when the time is up).
 // The next fault waits until both standbys stream again. The oracle is the
 // writers' own record:
 //   - each writer owns its ids and has one request in flight, so every id's
@@ -23,7 +29,8 @@
 //   - read-your-writes: right after an acknowledged upsert, a lexical search
 //     for its unique word on the same node finds it;
 //   - no search returns a document deleted (acknowledged) before it was sent,
-//     an id twice, or an id never written;
+//     an id twice, or an id never written; reads are monotonic per client (a
+//     searcher never gets an older version of a document than it saw before);
 //   - searches sent to live nodes: at least 99 % answered;
 //   - after the faults: the store holds exactly the oracle's documents (no
 //     loss, no duplicates), and every node's indexes converge to it (applied
@@ -40,14 +47,16 @@
 // again). The test command runs a short version; the recorded long one:
 //
 //   node tests/soak/cluster_soak.mjs [--pg-kills 20] [--standby-losses 5] [--patroni-kills 5]
-//        [--node-kills 20] [--node-stops 10] [--writers 4]
+//        [--node-kills 20] [--node-stops 10] [--netns 1 --partitions 10 --partition-ms 8000] [--writers 4]
 //        [--nodes 3] [--shards 3] [--replicas 2] [--add-node 1] [--gap-ms 3000] [--seed 1] [--bin B] [--model M]
 //
 // Prints one JSON line of figures and exits 1 on any violation.
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Cluster, alive } from '../../scripts/cluster/cluster.mjs';
+import { Network } from '../../scripts/cluster/netns.mjs';
 import { arg, seededRandom, WORDS } from './soak_util.mjs';
 
 const pgKills = Number(arg('pg-kills', 20));
@@ -61,6 +70,38 @@ const addNode = Number(arg('add-node', 1)) > 0;
 const nWriters = Number(arg('writers', 4));
 let nNodes = Number(arg('nodes', 3));
 const gapMs = Number(arg('gap-ms', 3000));
+const partitions = Number(arg('partitions', 0));
+const partitionMs = Number(arg('partition-ms', 8000));
+const PARTITION_KINDS = ['cut-node-pg', 'cut-node-etcd', 'cut-primary', 'cut-etcd', 'etcd-down'];
+
+// --netns: this process makes the network, runs the soak again inside it
+// (on a host of its own, since nothing outside reaches the hosts), and
+// deletes the network afterwards, whatever happened.
+if (Number(arg('netns', 0)) > 0 && !process.env.MOEEDB_SOAK_NETWORK) {
+  const why = Network.available();
+  if (why) {
+    console.error(`cluster soak: --netns ${why}`);
+    process.exit(1);
+  }
+  const hosts = ['client', 'etcd0', 'etcd1', 'etcd2', 'pg0', 'pg1', 'pg2',
+    ...Array.from({ length: nNodes + 2 }, (_, i) => `node${i}`)];
+  const network = new Network(`mdb${process.pid}`, hosts).create();
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => {
+    network.destroy();
+    process.exit(1);
+  });
+  const [file, argv] = network.exec('client', process.execPath, process.argv.slice(1));
+  const child = spawn(file, argv, { stdio: 'inherit',
+    env: { ...process.env, MOEEDB_SOAK_NETWORK: JSON.stringify(network.toJson()) } });
+  const code = await new Promise((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+  network.destroy();
+  process.exit(code);
+}
+const net = process.env.MOEEDB_SOAK_NETWORK ? Network.fromJson(JSON.parse(process.env.MOEEDB_SOAK_NETWORK)) : null;
+if (partitions > 0 && !net) {
+  console.error('cluster soak: --partitions needs --netns 1 (hosts of their own)');
+  process.exit(1);
+}
 const rand = seededRandom(Number(arg('seed', 1)));
 const pick = (a) => a[Math.floor(rand() * a.length)];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -96,7 +137,7 @@ async function call(url, method, body, timeoutMs = 60000) {
 
 const dir = arg('dir', fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-cluster-soak-')));
 fs.rmSync(dir, { recursive: true, force: true });
-const cluster = new Cluster(dir);
+const cluster = new Cluster(dir, { net });
 const t0 = Date.now();
 // --bin: another build (a copy keeps the soak independent of rebuilds); the
 // model is then named, since a copied binary has no embedded default beside it.
@@ -221,6 +262,7 @@ async function writer(w) {
 
 const searchLog = [];  // { t, ok } of every search sent to a live node
 async function searcher() {
+  const newestSeen = new Map();  // id -> the newest version this client saw: reads are monotonic
   while (running) {
     const nodes = [...live];
     if (!nodes.length) {
@@ -262,6 +304,9 @@ async function searcher() {
         }
         allowed.add(current);
         if (!allowed.has(v)) violate(`search (${mode}, node ${node}) returned ${h.id} as v${v}, current: ${[...allowed]}; its history: ${o.history.join('; ')}`);
+        if (v < (newestSeen.get(h.id) ?? -1))
+          violate(`search (${mode}, node ${node}) returned ${h.id} as v${v} after this client saw v${newestSeen.get(h.id)}`);
+        newestSeen.set(h.id, Math.max(v, newestSeen.get(h.id) ?? -1));
       } else
         violate(`search (${mode}, node ${node}, sent ${sentAt}ms, answered ${Date.now() - t0}ms) returned ${h.id} ` +
                 `(${h.text}), deleted before it was sent; its history: ${o.history.join('; ')}`);
@@ -322,15 +367,60 @@ async function pgFault(kind) {
   }
   await cluster.waitSyncStandby(180000);
   await cluster.waitStandbys(2, 240000);
-  // The longest time without an acknowledged write, from the last one before
-  // the fault to the fault's end (the writers keep sending throughout).
+  failovers.push({ kind, promoted_s: promoted, writable_s: writable, no_ack_s: noAckSeconds(t) });
+  faultWindows.push({ kind, from: t, to: Date.now() });
+}
+
+// The longest time without an acknowledged write, from the last one before
+// the fault at t to now (the writers keep sending throughout).
+function noAckSeconds(t) {
   const acks = writeLog.map((w) => w.acked).sort((a, b) => a - b);
   let prev = Math.max(t - 60000, ...acks.filter((x) => x <= t)), gap = 0;
   for (const a of acks.filter((x) => x > t)) {
     gap = Math.max(gap, a - prev);
     prev = a;
   }
-  failovers.push({ kind, promoted_s: promoted, writable_s: writable, no_ack_s: gap / 1000 });
+  return gap / 1000;
+}
+
+// A network fault on separate hosts (--netns) for partitionMs, then healed,
+// until the cluster has a primary and two streaming standbys again.
+async function partition(kind) {
+  const t = Date.now();
+  const pgHosts = ['pg0', 'pg1', 'pg2'], etcdHosts = ['etcd0', 'etcd1', 'etcd2'];
+  let what, node = -1, etcd = -1;
+  if (kind === 'cut-node-pg' || kind === 'cut-node-etcd') {
+    node = Math.floor(rand() * nNodes);
+    live.delete(node);  // searchers pass it over meanwhile; writers do not
+    net.cut(`node${node}`, kind === 'cut-node-pg' ? pgHosts : etcdHosts);
+    what = `node ${node} cut from ${kind === 'cut-node-pg' ? 'PostgreSQL' : 'etcd'}`;
+  } else if (kind === 'cut-primary') {
+    const p = (await cluster.roles()).indexOf('primary');
+    if (p < 0) throw new Error('no primary before a partition');
+    net.cut(`pg${p}`, pgHosts.filter((h) => h !== `pg${p}`));
+    what = `the PostgreSQL primary (pg${p}) cut from its standbys`;
+  } else if (kind === 'cut-etcd') {
+    etcd = Math.floor(rand() * 3);
+    net.cut(`etcd${etcd}`, etcdHosts.filter((h) => h !== `etcd${etcd}`));
+    what = `etcd member ${etcd} cut from the other two`;
+  } else {
+    etcd = Math.floor(rand() * 3);
+    cluster.killEtcd(etcd);
+    what = `etcd member ${etcd} killed (kill -9)`;
+  }
+  console.error(`${t - t0}ms: ${what} for ${partitionMs} ms`);
+  await sleep(partitionMs);
+  if (kind === 'etcd-down') cluster.startEtcd(etcd);
+  else net.heal();
+  console.error(`${Date.now() - t0}ms: healed`);
+  const writable = await writesAgainAfter(t);
+  await cluster.waitSyncStandby(180000);
+  await cluster.waitStandbys(2, 240000);
+  if (node >= 0) {
+    await cluster.waitNode(node);
+    live.add(node);
+  }
+  failovers.push({ kind, promoted_s: null, writable_s: writable, no_ack_s: noAckSeconds(t) });
   faultWindows.push({ kind, from: t, to: Date.now() });
 }
 
@@ -455,7 +545,8 @@ try {
   for (let w = 0; w < nWriters; w++) tasks.push(writer(w));
   for (let s = 0; s < nNodes; s++) tasks.push(searcher());
   const events = [...Array(pgKills).fill('pg'), ...Array(standbyLosses).fill('standby'),
-    ...Array(patroniKills).fill('patroni'), ...Array(nodeKills).fill('node'), ...Array(nodeStops).fill('stop')];
+    ...Array(patroniKills).fill('patroni'), ...Array(nodeKills).fill('node'), ...Array(nodeStops).fill('stop'),
+    ...Array.from({ length: partitions }, (_, i) => PARTITION_KINDS[i % PARTITION_KINDS.length])];
   for (let i = events.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
     [events[i], events[j]] = [events[j], events[i]];
@@ -464,6 +555,7 @@ try {
   await sleep(gapMs);
   for (const e of events) {
     if (e === 'pg' || e === 'standby' || e === 'patroni') await pgFault(e);
+    else if (PARTITION_KINDS.includes(e)) await partition(e);
     else if (e === 'join') {
       await joinNode();
       tasks.push(searcher());
@@ -514,7 +606,7 @@ try {
   if (stats.upserts_acked === 0) violate('no upsert was acknowledged');
   const q = (a, p) => (a.length ? a[Math.round(p * (a.length - 1))] : null);
   const perKind = {};
-  for (const kind of ['pg', 'standby', 'patroni']) {
+  for (const kind of ['pg', 'standby', 'patroni', ...PARTITION_KINDS]) {
     const f = failovers.filter((x) => x.kind === kind);
     if (!f.length) continue;
     const sorted = (k) => f.map((x) => x[k]).filter((x) => x !== null).sort((a, b) => a - b);
@@ -525,11 +617,12 @@ try {
       searches_during: during.length, answered_during: during.filter((x) => x.ok).length };
   }
   console.log(JSON.stringify({
-    pg_kills: pgKills, standby_losses: standbyLosses, patroni_kills: patroniKills, node_kills: nodeKills, node_stops: nodeStops, writers: nWriters, nodes: nNodes, shards, replicas,
+    pg_kills: pgKills, standby_losses: standbyLosses, patroni_kills: patroniKills, node_kills: nodeKills, node_stops: nodeStops,
+    netns: !!net, partitions, partition_ms: partitionMs, writers: nWriters, nodes: nNodes, shards, replicas,
     up_s: upSeconds,
     seconds: (Date.now() - t0) / 1000, ids: oracle.size, stored: expected, ...stats,
     search_success: Number(rate.toFixed(5)),
-    postgres_faults: perKind,
+    faults: perKind,
     rebuild_s: { p50: q(rebuilds.map((r) => r.s).sort((a, b) => a - b), 0.5), max: q(rebuilds.map((r) => r.s).sort((a, b) => a - b), 1),
       n: rebuilds.length },
     join_s: joined && joined.s,
