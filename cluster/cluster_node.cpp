@@ -1,11 +1,11 @@
 #include "cluster/cluster_node.h"
 
 #include <algorithm>
-#include <iostream>
 #include <regex>
 
-#include "cluster/cluster_status.h"
 #include "base/http_client.h"
+#include "base/log.h"
+#include "cluster/cluster_status.h"
 
 namespace moeedb::cluster {
 
@@ -101,12 +101,12 @@ void ClusterNode::KeepAliveLoop() {
     // Expired (this node was stopped, or etcd unreachable, past the TTL): its
     // claims are gone; it registers anew and claims again what it holds.
     if (s.code() == Status::Code::kNotFound) {
-      std::cerr << "moeedb cluster: the lease of node " << options_.node_id << " expired; registering again\n";
+      LogLine("moeedb cluster: the lease of node " + options_.node_id + " expired; registering again");
       s = Register();
       std::lock_guard lock(mu_);
       claimed_.clear();
     }
-    if (!s.ok() && s.message() != last_error) std::cerr << "moeedb cluster: " << s.message() << "\n";
+    if (!s.ok() && s.message() != last_error) LogLine("moeedb cluster: " + s.message());
     last_error = s.ok() ? "" : s.message();
   }
 }
@@ -121,7 +121,7 @@ void ClusterNode::PollLoop() {
     Status s = Refresh();
     if (s.ok()) s = Coordinate();
     if (s.ok()) s = HoldAndClaim();
-    if (!s.ok() && s.message() != last_error) std::cerr << "moeedb cluster: " << s.message() << "\n";
+    if (!s.ok() && s.message() != last_error) LogLine("moeedb cluster: " + s.message());
     last_error = s.ok() ? "" : s.message();
   }
 }
@@ -285,7 +285,7 @@ std::optional<std::vector<uint32_t>> ClusterNode::HeldShards(const CollectionLay
             for (const auto& n : a) ++load[n];
     }
     Status s = PlanCollection(layout, &load);
-    if (!s.ok()) std::cerr << "moeedb cluster: placing " << layout.name << ": " << s.message() << "\n";
+    if (!s.ok()) LogLine("moeedb cluster: placing " + layout.name + ": " + s.message());
   }
   std::lock_guard lock(mu_);
   auto it = keys_.placements.find(layout.name);
