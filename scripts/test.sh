@@ -20,7 +20,12 @@ node tests/soak/cluster_soak.mjs --pg-kills 1 --standby-losses 1 --patroni-kills
 # killed, and the primary's machine lost for good.
 SOAK_NETNS=(node tests/soak/cluster_soak.mjs --netns 1 --partitions 5 --partition-ms 8000 --pg-kills 1 --node-kills 0
   --node-stops 0 --add-node 0 --gap-ms 2000)
-if [ "$(id -u)" -eq 0 ]; then "${SOAK_NETNS[@]}"; else sudo -E env "PATH=$PATH" "${SOAK_NETNS[@]}"; fi
+if [ "$(id -u)" -eq 0 ]; then
+  "${SOAK_NETNS[@]}"
+else
+  sudo -n true 2>/dev/null || { echo "test: the soak on separate hosts needs root: run as root or with passwordless sudo" >&2; exit 1; }
+  sudo -n env "PATH=$PATH:/usr/sbin:/sbin" "${SOAK_NETNS[@]}"
+fi
 # docs/cli.md lists every flag as the commands' --help prints it.
 node scripts/cli_flags.mjs --check
 # Python: the real clients from PyPI (qdrant-client, LangChain's, LlamaIndex's

@@ -12,11 +12,27 @@
 // Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute2; no kernel module
 // beyond veth.
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 
 const SUBNET = '10.213';
+// iproute2's ip, also where a user's PATH (kept through sudo) has no sbin folder.
+const IP = ['/usr/sbin/ip', '/sbin/ip'].find((f) => fs.existsSync(f)) || 'ip';
 
 function ip(args) {
-  return execFileSync('ip', args, { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+  return execFileSync(IP, args, { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+}
+
+function sleepSync(ms) {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+function pidAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export class Network {
@@ -28,14 +44,37 @@ export class Network {
     this.cuts = new Set();  // "a|b" with a < b
   }
 
-  // Whether this process may create namespaces (root, iproute2 present).
+  // Whether this process may create namespaces: root, iproute2, and a
+  // namespace actually made and deleted ('' when it can; else why not).
   static available() {
     if (!process.getuid || process.getuid() !== 0) return 'needs root';
+    const probe = `mdbprobe${process.pid}`;
     try {
-      ip(['netns', 'list']);
+      ip(['netns', 'add', probe]);
+      ip(['netns', 'del', probe]);
       return '';
     } catch (e) {
-      return `ip netns does not work here: ${e.message}`;
+      return `ip netns does not work here: ${e.stderr ? e.stderr.toString().trim() : e.message}`;
+    }
+  }
+
+  // Destroys the networks earlier runs left behind (their process, named in
+  // the prefix mdb<pid>, is gone: killed before it could clean up).
+  static sweepAbandoned() {
+    let names = [];
+    try {
+      names = ip(['netns', 'list']).split('\n').map((l) => l.split(' ')[0]).filter(Boolean);
+    } catch {
+      return;
+    }
+    const prefixes = new Set();
+    for (const n of names) {
+      const m = /^(mdb(\d+))-/.exec(n);
+      if (m && !pidAlive(Number(m[2]))) prefixes.add(m[1]);
+    }
+    for (const prefix of prefixes) {
+      const hosts = names.filter((n) => n.startsWith(`${prefix}-`) && n !== `${prefix}-hub`).map((n) => n.slice(prefix.length + 1));
+      new Network(prefix, hosts).destroy();
     }
   }
 
@@ -67,7 +106,8 @@ export class Network {
       const hub = this.ns('hub');
       ip(['netns', 'add', hub]);
       ip(['-n', hub, 'link', 'set', 'lo', 'up']);
-      execFileSync('ip', ['netns', 'exec', hub, 'sysctl', '-qw', 'net.ipv4.ip_forward=1'], { stdio: 'ignore' });
+      // The hub forwards between the hosts (this namespace's own setting).
+      execFileSync(IP, ['netns', 'exec', hub, 'sh', '-c', 'echo 1 > /proc/sys/net/ipv4/ip_forward'], { stdio: 'ignore' });
       this.hosts.forEach((h, i) => {
         const k = i + 1, ns = this.ns(h);
         ip(['netns', 'add', ns]);
@@ -88,32 +128,34 @@ export class Network {
 
   // [file, args] that run `cmd args` inside `host`'s namespace.
   exec(host, cmd, args) {
-    return ['ip', ['netns', 'exec', this.ns(host), cmd, ...args]];
+    return [IP, ['netns', 'exec', this.ns(host), cmd, ...args]];
   }
 
-  // Drops all traffic between every host of `as` and every host of `bs`.
+  // Drops all traffic between every host of `as` and every host of `bs`
+  // (each direction recorded as its rule goes in).
   cut(as, bs) {
     for (const a of [].concat(as)) for (const b of [].concat(bs)) {
       if (a === b) continue;
-      const key = [a, b].sort().join('|');
-      if (this.cuts.has(key)) continue;
-      for (const [x, y] of [[a, b], [b, a]])
+      for (const [x, y] of [[a, b], [b, a]]) {
+        const key = `${x}>${y}`;
+        if (this.cuts.has(key)) continue;
         ip(['-n', this.ns('hub'), 'rule', 'add', 'from', this.addr(x), 'to', this.addr(y), 'blackhole']);
-      this.cuts.add(key);
+        this.cuts.add(key);
+      }
     }
   }
 
-  // Heals every cut.
+  // Heals every cut; throws if a drop rule is left in the hub.
   heal() {
-    for (const key of this.cuts) {
-      const [a, b] = key.split('|');
-      for (const [x, y] of [[a, b], [b, a]]) {
-        try {
-          ip(['-n', this.ns('hub'), 'rule', 'del', 'from', this.addr(x), 'to', this.addr(y), 'blackhole']);
-        } catch {}
-      }
+    for (const key of [...this.cuts]) {
+      const [x, y] = key.split('>');
+      try {
+        ip(['-n', this.ns('hub'), 'rule', 'del', 'from', this.addr(x), 'to', this.addr(y), 'blackhole']);
+      } catch {}
+      this.cuts.delete(key);
     }
-    this.cuts.clear();
+    const left = ip(['-n', this.ns('hub'), 'rule', 'show']).split('\n').filter((l) => l.includes('blackhole'));
+    if (left.length) throw new Error(`healing left drop rules in the hub: ${left.join('; ')}`);
   }
 
   // The pids of processes inside any host of this network.
@@ -127,12 +169,18 @@ export class Network {
     return out;
   }
 
-  // Kills whatever still runs inside, then deletes every namespace (idempotent).
+  // Kills whatever still runs inside (again, while something forks meanwhile),
+  // then deletes every namespace (idempotent).
   destroy() {
-    for (const pid of this.pids()) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {}
+    for (let round = 0; round < 20; round++) {
+      const pids = this.pids();
+      if (!pids.length) break;
+      for (const pid of pids) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {}
+      }
+      sleepSync(100);
     }
     for (const ns of [...this.hosts.map((h) => `${this.prefix}-${h}`), `${this.prefix}-hub`]) {
       try {

@@ -83,18 +83,29 @@ if (Number(arg('netns', 0)) > 0 && !process.env.MOEEDB_SOAK_NETWORK) {
     console.error(`cluster soak: --netns ${why}`);
     process.exit(1);
   }
+  Network.sweepAbandoned();  // what a run killed before its cleanup left
   const hosts = ['client', 'etcd0', 'etcd1', 'etcd2', 'pg0', 'pg1', 'pg2',
     ...Array.from({ length: nNodes + 2 }, (_, i) => `node${i}`)];
-  const network = new Network(`mdb${process.pid}`, hosts).create();
-  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => {
-    network.destroy();
+  const network = new Network(`mdb${process.pid}`, hosts);
+  // The cluster's folder (its data, and state.json with the passwords) is
+  // this process's to remove, whatever ends the inner run.
+  const soakDir = arg('dir') || fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-cluster-soak-'));
+  const cleanup = () => {
+    network.destroy();  // kills everything inside, the inner run included
+    fs.rmSync(soakDir, { recursive: true, force: true });
+  };
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => {
+    cleanup();
     process.exit(1);
   });
-  const [file, argv] = network.exec('client', process.execPath, process.argv.slice(1));
+  network.create();
+  const args = process.argv.slice(1);
+  if (!arg('dir')) args.push('--dir', soakDir);
+  const [file, argv] = network.exec('client', process.execPath, args);
   const child = spawn(file, argv, { stdio: 'inherit',
     env: { ...process.env, MOEEDB_SOAK_NETWORK: JSON.stringify(network.toJson()) } });
   const code = await new Promise((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
-  network.destroy();
+  cleanup();
   process.exit(code);
 }
 const net = process.env.MOEEDB_SOAK_NETWORK ? Network.fromJson(JSON.parse(process.env.MOEEDB_SOAK_NETWORK)) : null;
@@ -151,12 +162,16 @@ try {
 }
 const upSeconds = (Date.now() - t0) / 1000;
 const live = new Set([...Array(nNodes).keys()]);  // nodes searchers may use
+// Nodes cut off by a partition: still searched, every answer checked, but an
+// error from one is counted apart (not held against the 99 %).
+const cut = new Set();
 const url = (i) => cluster.nodeUrl(i);
 
 // The oracle: id -> { acked: {v, text} | 'deleted' | undefined, pending: [states of unresolved ops] }.
 const oracle = new Map();
 const stats = { upserts_acked: 0, deletes_acked: 0, unavailable: 0, refused: 0, unknown: 0, unknown_applied: 0,
-  unknown_not_applied: 0, other_errors: 0, ryw_checked: 0, searches: 0, searches_ok: 0, search_hits: 0 };
+  unknown_not_applied: 0, other_errors: 0, ryw_checked: 0, searches: 0, searches_ok: 0, search_hits: 0,
+  searches_cut_off: 0, searches_cut_off_ok: 0 };
 const failovers = [];  // per PostgreSQL fault: its kind, seconds to a new primary and to writes taken again
 const writeLog = [];   // { sent, acked } of every acknowledged write (ms since the epoch)
 const faultWindows = [];  // { kind, from, to }: searches answered during each fault
@@ -264,7 +279,7 @@ const searchLog = [];  // { t, ok } of every search sent to a live node
 async function searcher() {
   const newestSeen = new Map();  // id -> the newest version this client saw: reads are monotonic
   while (running) {
-    const nodes = [...live];
+    const nodes = [...live, ...cut];
     if (!nodes.length) {
       await sleep(50);
       continue;
@@ -275,14 +290,21 @@ async function searcher() {
       .map(([id]) => id));
     const mode = pick(['fused', 'lexical', 'hybrid']);
     const sentAt = Date.now() - t0, sentClock = Date.now();
+    const wasCut = cut.has(node);
     const r = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: `${pick(WORDS)} ${pick(WORDS)}`, mode, k: 10 }, 20000);
-    stats.searches++;
-    searchLog.push({ t: sentClock, ok: r.status === 200 });
+    if (wasCut) {
+      stats.searches_cut_off++;
+      if (r.status !== 200) continue;
+      stats.searches_cut_off_ok++;
+    } else {
+      stats.searches++;
+      searchLog.push({ t: sentClock, ok: r.status === 200 });
+    }
     if (r.status !== 200) {
       if (live.has(node)) console.error(`search on live node ${node} at ${Date.now() - t0}ms: ${r.status} ${r.error || (r.text || '').slice(0, 600)}`);
       continue;
     }
-    stats.searches_ok++;
+    if (!wasCut) stats.searches_ok++;
     const seen = new Set();
     for (const h of r.json.hits) {
       stats.search_hits++;
@@ -303,6 +325,9 @@ async function searcher() {
           else if (a.state !== 'deleted') allowed.add(a.state.v);
         }
         allowed.add(current);
+        // The text is the one written under this id at that version (its nonce names both).
+        if (v < 0 || !(h.text || '').includes(nonce(h.id, v)))
+          violate(`search (${mode}, node ${node}) returned ${h.id} with a text not written under it: ${h.text}`);
         if (!allowed.has(v)) violate(`search (${mode}, node ${node}) returned ${h.id} as v${v}, current: ${[...allowed]}; its history: ${o.history.join('; ')}`);
         if (v < (newestSeen.get(h.id) ?? -1))
           violate(`search (${mode}, node ${node}) returned ${h.id} as v${v} after this client saw v${newestSeen.get(h.id)}`);
@@ -391,7 +416,8 @@ async function partition(kind) {
   let what, node = -1, etcd = -1;
   if (kind === 'cut-node-pg' || kind === 'cut-node-etcd') {
     node = Math.floor(rand() * nNodes);
-    live.delete(node);  // searchers pass it over meanwhile; writers do not
+    live.delete(node);
+    cut.add(node);  // searched still: what it answers is checked
     net.cut(`node${node}`, kind === 'cut-node-pg' ? pgHosts : etcdHosts);
     what = `node ${node} cut from ${kind === 'cut-node-pg' ? 'PostgreSQL' : 'etcd'}`;
   } else if (kind === 'cut-primary') {
@@ -418,6 +444,7 @@ async function partition(kind) {
   await cluster.waitStandbys(2, 240000);
   if (node >= 0) {
     await cluster.waitNode(node);
+    cut.delete(node);
     live.add(node);
   }
   failovers.push({ kind, promoted_s: null, writable_s: writable, no_ack_s: noAckSeconds(t) });
