@@ -146,7 +146,7 @@ async function call(url, method, body, timeoutMs = 60000) {
   }
 }
 
-const dir = arg('dir', fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-cluster-soak-')));
+const dir = arg('dir') || fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-cluster-soak-'));
 fs.rmSync(dir, { recursive: true, force: true });
 const cluster = new Cluster(dir, { net });
 const t0 = Date.now();
