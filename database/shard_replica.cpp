@@ -151,10 +151,7 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
     std::error_code ec;
     std::filesystem::remove_all(aside, ec);  // a build cut short before
     MOEEDB_ASSIGN_OR_RETURN(b.lexical, LexicalIndex::Open(aside, layout_.lexical));
-    std::vector<uint64_t> all;
-    for (const auto& [id, m] : b.metadata) all.push_back(id);
-    std::sort(all.begin(), all.end());
-    MOEEDB_RETURN_IF_ERROR(FillLexical(b.lexical.get(), all));
+    MOEEDB_RETURN_IF_ERROR(FillLexical(b.lexical.get(), b.metadata));
     MOEEDB_RETURN_IF_ERROR(b.lexical->Commit(b.seq, b.entry));
   }
   // Entries committed during the scans are applied again by the next catch-up: harmless.
@@ -202,7 +199,12 @@ Status ShardReplica::Rebuild() {
   return Status::OK();
 }
 
-Status ShardReplica::FillLexical(LexicalIndex* lexical, const std::vector<uint64_t>& all) const {
+Status ShardReplica::FillLexical(LexicalIndex* lexical,
+                                 const std::unordered_map<uint64_t, std::string>& metadata) const {
+  std::vector<uint64_t> all;  // in id order: the store reads them in pages
+  all.reserve(metadata.size());
+  for (const auto& [id, m] : metadata) all.push_back(id);
+  std::sort(all.begin(), all.end());
   constexpr size_t kChunk = 512;
   for (size_t at = 0; at < all.size(); at += kChunk) {
     std::vector<uint64_t> ids(all.begin() + at, all.begin() + std::min(all.size(), at + kChunk));
@@ -280,10 +282,7 @@ Status ShardReplica::OpenLexical() {
   }
   if (!usable) {  // at open, before any search: rebuilt in place
     MOEEDB_RETURN_IF_ERROR(lexical_->Clear());
-    std::vector<uint64_t> all;
-    for (const auto& [id, m] : metadata_) all.push_back(id);
-    std::sort(all.begin(), all.end());
-    MOEEDB_RETURN_IF_ERROR(FillLexical(lexical_.get(), all));
+    MOEEDB_RETURN_IF_ERROR(FillLexical(lexical_.get(), metadata_));
     lexical_rebuilt_ = true;
   }
   return lexical_->Commit(applied_seq_, applied_entry_);

@@ -144,9 +144,10 @@ class ShardReplica {
   // BuildFromStore and Install, the lexical index too when it is open;
   // needs_rebuild_ stays set until both succeed (follow_mu_ held).
   Status Rebuild();
-  // Indexes the stored texts of `ids` into `lexical` (documents removed
-  // meanwhile from a shared store are skipped: their entry removes them).
-  Status FillLexical(LexicalIndex* lexical, const std::vector<uint64_t>& ids) const;
+  // Indexes the stored texts of the documents `metadata` holds into
+  // `lexical` (documents removed meanwhile from a shared store are skipped:
+  // their entry removes them).
+  Status FillLexical(LexicalIndex* lexical, const std::unordered_map<uint64_t, std::string>& metadata) const;
   // Counts and logs a change log found gone back below entry `seq`.
   void NoteRewind(uint64_t seq);
   // The identity of change-log entry `seq` ("" for 0 or an entry without one).
