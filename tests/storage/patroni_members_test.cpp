@@ -90,30 +90,28 @@ class FakePatroni {
   std::map<std::string, std::pair<int, std::string>> answers_;
 };
 
-// GET /cluster as Patroni 3 writes it: `leader` leads, at pg_host_port, its
-// REST API at leader_rest; one replica beside it.
-std::string ClusterJson(const std::string& leader, const std::string& pg_host_port, const std::string& leader_rest) {
-  const size_t colon = pg_host_port.rfind(':');
-  return json{{"members",
-               {{{"name", leader}, {"role", "leader"}, {"state", "running"},
-                 {"api_url", "http://" + leader_rest + "/patroni"}, {"host", pg_host_port.substr(0, colon)},
-                 {"port", std::stoi(pg_host_port.substr(colon + 1))}, {"timeline", 3}},
-                {{"name", "other"}, {"role", "sync_standby"}, {"state", "streaming"},
-                 {"api_url", "http://127.0.0.1:1/patroni"}, {"host", "127.0.0.1"}, {"port", 1}, {"lag", 0}}}},
-              {"scope", "test"}}
-      .dump();
-}
-
-// One member of GET /cluster: `role` leader, sync_standby or replica.
+// One member of GET /cluster as Patroni 3 writes it: `role` leader,
+// sync_standby or replica; its PostgreSQL at pg_host_port, its REST API at rest.
 json Member(const std::string& name, const std::string& role, const std::string& pg_host_port,
             const std::string& rest = "127.0.0.1:1") {
   const size_t colon = pg_host_port.rfind(':');
-  return json{{"name", name},
-              {"role", role},
-              {"state", role == "leader" ? "running" : "streaming"},
-              {"api_url", "http://" + rest + "/patroni"},
-              {"host", pg_host_port.substr(0, colon)},
-              {"port", std::stoi(pg_host_port.substr(colon + 1))}};
+  json m = {{"name", name},
+            {"role", role},
+            {"state", role == "leader" ? "running" : "streaming"},
+            {"api_url", "http://" + rest + "/patroni"},
+            {"host", pg_host_port.substr(0, colon)},
+            {"port", std::stoi(pg_host_port.substr(colon + 1))}};
+  if (role == "leader") m["timeline"] = 3;
+  else m["lag"] = 0;
+  return m;
+}
+
+// GET /cluster: `leader` leads, at pg_host_port, its REST API at
+// leader_rest; one synchronous standby beside it.
+std::string ClusterJson(const std::string& leader, const std::string& pg_host_port, const std::string& leader_rest) {
+  return json{{"members", {Member(leader, "leader", pg_host_port, leader_rest), Member("other", "sync_standby", "127.0.0.1:1")}},
+              {"scope", "test"}}
+      .dump();
 }
 
 // The test server's host:port, from its URI.
@@ -122,6 +120,25 @@ std::string PgHostPort(const std::string& uri) {
   const std::regex at(R"(@([^/?]+)/)");
   EXPECT_TRUE(std::regex_search(uri, m, at)) << uri;
   return m[1];
+}
+
+// A store over `uri` (connect_timeout=2 and patroni= the fake's API added)
+// holding collection c with one document, a; nullptr (and a failure) if not.
+std::unique_ptr<Store> OpenWithDocument(std::string uri, const FakePatroni& patroni) {
+  uri += std::string(uri.find('?') == std::string::npos ? "?" : "&") + "connect_timeout=2&patroni=" + patroni.host_port();
+  auto opened = Store::Open(uri);
+  if (!opened.ok()) {
+    ADD_FAILURE() << opened.status().ToString();
+    return nullptr;
+  }
+  auto store = std::move(opened).value();
+  Status s = store->CreateCollection("c", "{}").status();
+  if (s.ok()) s = store->Upsert("c", {{"a", "text of a", json{{"id", "a"}}.dump(), {1.f, 2.f}, {3.f}}}, true).status();
+  if (!s.ok()) {
+    ADD_FAILURE() << s.ToString();
+    return nullptr;
+  }
+  return store;
 }
 
 TEST(PatroniMembers, NamesTheLeaderOnlyWhileItsOwnPatroniSaysPrimary) {
@@ -228,14 +245,8 @@ TEST(PatroniMembers, AStoreConnectsWherePatroniSaysAndIsFencedWhenItsPatroniDies
   any.Set("/cluster", 200, ClusterJson("pg0", real, leader->host_port()));
   // The URI lists only a server that is not there: every connection goes
   // where Patroni says.
-  std::string uri = std::regex_replace(db.uri(), std::regex(R"(@[^/?]+/)"), "@127.0.0.1:1/");
-  uri += std::string(uri.find('?') == std::string::npos ? "?" : "&") + "connect_timeout=2&patroni=" + any.host_port();
-  auto opened = Store::Open(uri);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  auto store = std::move(opened).value();
-  ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
-  StoredDocument d{"a", "text of a", json{{"id", "a"}}.dump(), {1.f, 2.f}, {3.f}};
-  ASSERT_TRUE(store->Upsert("c", {d}, true).ok());
+  auto store = OpenWithDocument(std::regex_replace(db.uri(), std::regex(R"(@[^/?]+/)"), "@127.0.0.1:1/"), any);
+  ASSERT_TRUE(store);
   auto log = [&] {
     int entries = 0;
     Status s = store->ReadOps("c", 0, [&](const OpRecord&) { ++entries; });
@@ -255,8 +266,7 @@ TEST(PatroniMembers, AStoreConnectsWherePatroniSaysAndIsFencedWhenItsPatroniDies
   leader->Set("/primary", 200);
   any.Set("/cluster", 200, ClusterJson("pg0", real, leader->host_port()));
   std::this_thread::sleep_for(PatroniMembers::kFresh);
-  d.id = "b";
-  ASSERT_TRUE(store->Upsert("c", {d}, true).ok());
+  ASSERT_TRUE(store->Upsert("c", {{"b", "text of b", json{{"id", "b"}}.dump(), {1.f, 2.f}, {3.f}}}, true).ok());
   EXPECT_EQ(*log(), 2);
 }
 
@@ -268,14 +278,8 @@ TEST(PatroniMembers, WhileNoPrimaryAnswersAStoreReadsFromTheSynchronousStandbyOn
   auto members = [&](json list) { any.Set("/cluster", 200, json{{"members", list}}.dump()); };
   members({Member("pg0", "leader", real, leader.host_port()), Member("pg1", "sync_standby", "127.0.0.1:1")});
   // The URI lists the test server too, as a cluster's DSN lists every member.
-  std::string uri = db.uri();
-  uri += std::string(uri.find('?') == std::string::npos ? "?" : "&") + "connect_timeout=2&patroni=" + any.host_port();
-  auto opened = Store::Open(uri);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  auto store = std::move(opened).value();
-  ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
-  StoredDocument d{"a", "text of a", json{{"id", "a"}}.dump(), {1.f, 2.f}, {3.f}};
-  ASSERT_TRUE(store->Upsert("c", {d}, true).ok());
+  auto store = OpenWithDocument(db.uri(), any);
+  ASSERT_TRUE(store);
   ASSERT_TRUE(store->GetCollection("c").ok());
   std::string entry;
   ASSERT_TRUE(store->ReadOps("c", 0, [&](const OpRecord& op) { entry = op.entry_id; }).ok());
