@@ -1,38 +1,30 @@
 // ClusterNode: this node's part in a cluster of moeedb nodes over one
 // PostgreSQL store, with membership and placement in etcd (placement.h).
-//  - Membership: the node registers nodes/<id> (its address) under a lease it
-//    renews every third of its TTL; a node that stops renewing it (killed,
-//    stopped, cut off) drops out when the lease expires, with its claims.
-//  - Placement: every node plans (placement.h's Plan, deterministic) from
-//    what it last read and writes a changed plan by a transaction on the
-//    revision it read; of nodes acting on the same state one write wins and
-//    the others find it done. A sharded collection gets its first placement
-//    when a node first opens it.
-//  - Replicas: the node opens the replicas of the shards assigned to it
-//    (building them from the store), closes the ones it no longer holds,
-//    and claims each open replica (replicas/<collection>/<shard>/<id>, on
-//    its lease) once it is caught up: only claimed replicas are asked.
-//  - Search (ShardPeers): each shard not held here goes to one claimed
-//    replica of a live node, spread round-robin; a node that fails or misses
-//    the deadline is skipped for a while and its shards asked elsewhere.
+// It puts together one object per job and runs them:
+//  - Membership (membership.h): the node's registration, on a lease;
+//  - ClusterView (cluster_view.h): the cluster's keys as last read;
+//  - Coordinator (coordinator.h): plans and writes placements;
+//  - ReplicaHolder (replica_holder.h): opens, closes and claims replicas;
+//  - ShardClient (shard_client.h): asks other nodes for the shards not held here.
 // Everything is polled (every poll_ms): etcd's watch over the JSON gateway
 // would save the reads, at a cluster's size here they are a few per second.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cluster/cluster_view.h"
+#include "cluster/coordinator.h"
 #include "cluster/etcd_client.h"
+#include "cluster/membership.h"
 #include "cluster/placement.h"
+#include "cluster/replica_holder.h"
+#include "cluster/shard_client.h"
 #include "database/database.h"
 
 namespace moeedb::cluster {
@@ -70,40 +62,23 @@ class ClusterNode : public ShardPeers {
 
  private:
   explicit ClusterNode(ClusterOptions options);
-  Status Register();
-  void KeepAliveLoop();
+  // One round every poll_ms: read the cluster, coordinate, hold and claim.
   void PollLoop();
-  // Reads the cluster's keys into the cache.
-  Status Refresh();
-  // Plans every sharded collection of the store and writes the changed plans.
-  Status Coordinate();
-  // Plans one collection from the cache; writes it if it changed.
-  Status PlanCollection(const CollectionLayout& layout, std::map<std::string, size_t>* load);
-  // Opens and closes replicas as placed; claims the ready ones.
-  Status HoldAndClaim();
-  // Asks the nodes holding `shards` (path: shards/search or shards/stats);
-  // each reply's body, by the shards it answered.
-  std::vector<std::pair<std::vector<uint32_t>, nlohmann::json>> Ask(const ShardQuery& q,
-                                                                    const std::vector<uint32_t>& shards,
-                                                                    const std::string& what);
 
   ClusterOptions options_;
   EtcdClient etcd_;
-  PlacementStore placements_store_;
+  PlacementStore keys_;
+  ClusterView view_;
+  Coordinator coordinator_;
+  ReplicaHolder holder_;
+  ShardClient shards_;
+  std::unique_ptr<Membership> membership_;  // after holder_: its lease-lost callback forgets holder_'s claims
   Database* db_ = nullptr;
-  std::atomic<int64_t> lease_{0};
-
-  mutable std::mutex mu_;
-  ClusterKeys keys_;  // the cluster as last read from etcd
-  std::map<std::string, std::chrono::steady_clock::time_point> suspect_;  // node -> skipped until
-  std::map<std::string, std::string> claimed_;  // claim key -> the value this node last wrote
-  std::map<std::string, std::chrono::steady_clock::time_point> claim_written_at_;  // the poll thread's
-  uint64_t spread_ = 0;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
-  std::thread keepalive_, poll_;
+  std::thread poll_;
 };
 
 }  // namespace moeedb::cluster

@@ -27,9 +27,9 @@ Result<json> ReadClusterStatus(const EtcdClient& etcd, const std::string& cluste
     for (uint32_t k = 0; k < p.shards; ++k) {
       json replicas = json::array();
       for (const auto& [node, c] : all.claims[name][k]) {
-        json r = {{"node", node}, {"applied_seq", c.value("applied_seq", 0)},
-                  {"documents", c.value("documents", 0)}, {"index_bytes", c.value("index_bytes", 0)}};
-        if (last_op >= 0) r["lag"] = last_op - c.value("applied_seq", int64_t{0});
+        json r = {{"node", node}, {"state", StateName(c.state)}, {"applied_seq", c.applied_seq},
+                  {"documents", c.documents}, {"index_bytes", c.index_bytes}};
+        if (last_op >= 0) r["lag"] = last_op - static_cast<int64_t>(c.applied_seq);
         replicas.push_back(r);
       }
       shards.push_back({{"shard", k}, {"assigned", p.assigned[k]}, {"leaving", p.leaving[k]}, {"replicas", replicas}});

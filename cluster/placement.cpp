@@ -150,13 +150,13 @@ std::vector<std::string> ClusterKeys::ReadyNodes(const std::string& collection, 
   auto sh = coll->second.find(shard);
   if (sh == coll->second.end()) return out;
   for (const auto& [node, claim] : sh->second)
-    if (nodes.count(node) && claim.value("state", "") == "ready" && claim.value("store_id", 0u) == store_id)
+    if (nodes.count(node) && claim.state == ReplicaClaim::State::kReady && claim.store_id == store_id)
       out.push_back(node);
   return out;
 }
 
 PlacementStore::PlacementStore(const EtcdClient* etcd, std::string cluster)
-    : etcd_(etcd), prefix_("/moeedb/" + cluster + "/") {}
+    : etcd_(etcd), cluster_(std::move(cluster)), prefix_("/moeedb/" + cluster_ + "/") {}
 
 std::string PlacementStore::NodeKey(const std::string& node) const { return prefix_ + "nodes/" + node; }
 std::string PlacementStore::PlacementKey(const std::string& collection) const {
@@ -193,8 +193,8 @@ Result<ClusterKeys> PlacementStore::ReadAll() const {
     } else if (rest.rfind("placement/", 0) == 0) {
       auto p = Placement::FromJson(kv.value);
       if (p.ok()) out.placements[rest.substr(10)] = ClusterKeys::Placed{*p, kv.mod_revision};
-    } else if (auto r = ParseReplicaKey(kv.key); r && value.is_object()) {
-      out.claims[r->collection][r->shard][r->node] = value;
+    } else if (auto r = ParseReplicaKey(kv.key)) {
+      if (auto claim = ReplicaClaim::FromJson(value)) out.claims[r->collection][r->shard][r->node] = *claim;
     }
   }
   return out;
@@ -214,9 +214,9 @@ Result<bool> PlacementStore::Write(const std::string& collection, const Placemen
 }
 
 Result<bool> PlacementStore::Claim(const std::string& collection, uint32_t shard, const std::string& node,
-                                   int64_t lease, const std::string& state_json, int64_t placement_revision) const {
+                                   int64_t lease, const ReplicaClaim& claim, int64_t placement_revision) const {
   return etcd_->Txn({Compare::ModRevision(PlacementKey(collection), placement_revision)},
-                    {TxnOp::Put(ReplicaKey(collection, shard, node), state_json, lease)});
+                    {TxnOp::Put(ReplicaKey(collection, shard, node), claim.ToJson().dump(), lease)});
 }
 
 }  // namespace moeedb::cluster

@@ -27,6 +27,7 @@
 
 #include "base/status.h"
 #include "cluster/etcd_client.h"
+#include "cluster/replica_claim.h"
 
 namespace moeedb::cluster {
 
@@ -76,8 +77,8 @@ struct ClusterKeys {
   };
   std::map<std::string, Node> nodes;          // live node id -> its registration
   std::map<std::string, Placed> placements;  // by collection
-  // collection -> shard -> node -> its claim (JSON: state, store_id, applied_seq, ...)
-  std::map<std::string, std::map<uint32_t, std::map<std::string, nlohmann::json>>> claims;
+  // collection -> shard -> node -> its claim
+  std::map<std::string, std::map<uint32_t, std::map<std::string, ReplicaClaim>>> claims;
   std::set<std::string> draining;            // nodes being drained
 
   // The live nodes with a ready claim on the shard of the collection as
@@ -102,6 +103,7 @@ class PlacementStore {
   // A node being drained (`moeedb cluster drain`): its key exists while it drains.
   std::string DrainKey(const std::string& node) const;
   const std::string& prefix() const { return prefix_; }
+  const std::string& cluster() const { return cluster_; }
 
   // The collection, shard and node of a replica claim's key; std::nullopt
   // for any other key (or a damaged one).
@@ -118,11 +120,11 @@ class PlacementStore {
   // Claims a ready replica of `shard` for `node` on its lease, if the
   // placement is still at `placement_revision`; false when it changed.
   Result<bool> Claim(const std::string& collection, uint32_t shard, const std::string& node, int64_t lease,
-                     const std::string& state_json, int64_t placement_revision) const;
+                     const ReplicaClaim& claim, int64_t placement_revision) const;
 
  private:
   const EtcdClient* etcd_;
-  std::string prefix_;
+  std::string cluster_, prefix_;
 };
 
 }  // namespace moeedb::cluster

@@ -111,6 +111,30 @@ TEST(Plan, FewerLiveNodesThanReplicasAssignsEachNodeOnce) {
   for (const auto& a : p.assigned) EXPECT_EQ(a, (std::vector<std::string>{"a", "b"}));
 }
 
+TEST(ReplicaClaimTest, RoundTripsThroughJsonAndRejectsAValueWithoutAKnownState) {
+  ReplicaClaim c;
+  c.state = ReplicaClaim::State::kBuilding;
+  c.store_id = 9, c.applied_seq = 1ull << 40, c.documents = 12, c.index_bytes = 4096, c.address = "10.0.0.2:8080";
+  const auto back = ReplicaClaim::FromJson(nlohmann::json::parse(c.ToJson().dump()));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, c);
+  EXPECT_EQ(c.ToJson()["state"], "building");
+  EXPECT_FALSE(ReplicaClaim::FromJson(nlohmann::json::parse("{}")).has_value());
+  EXPECT_FALSE(ReplicaClaim::FromJson(nlohmann::json::parse(R"({"state": "maybe"})")).has_value());
+  EXPECT_FALSE(ReplicaClaim::FromJson(nlohmann::json::parse("[1]")).has_value());
+  // A stale claim is not among a shard's ready nodes, nor one of another store id.
+  ClusterKeys keys;
+  keys.nodes["a"], keys.nodes["b"], keys.nodes["c"];
+  ReplicaClaim ready;
+  ready.store_id = 9;
+  ReplicaClaim stale = ready;
+  stale.state = ReplicaClaim::State::kStale;
+  ReplicaClaim recreated = ready;
+  recreated.store_id = 10;
+  keys.claims["coll"][0] = {{"a", ready}, {"b", stale}, {"c", recreated}, {"gone", ready}};
+  EXPECT_EQ(keys.ReadyNodes("coll", 0, 9), std::vector<std::string>{"a"});
+}
+
 TEST(Base64, RoundTripsEveryByte) {
   std::string all;
   for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
@@ -190,9 +214,9 @@ TEST_F(EtcdPlacement, ACoordinatorActingOnAPlacementThatChangedSinceItReadItIsRe
   // A claim made under the stale revision is refused too; under the current one it holds.
   auto lease = etcd_.GrantLease(30);
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
-  EXPECT_FALSE(*ps.Claim("c", 0, "n1", *lease, "{}", stale));
+  EXPECT_FALSE(*ps.Claim("c", 0, "n1", *lease, ReplicaClaim{}, stale));
   EXPECT_FALSE(etcd_.Get(ps.ReplicaKey("c", 0, "n1"))->has_value());
-  EXPECT_TRUE(*ps.Claim("c", 0, "n3", *lease, "{\"state\":\"ready\"}", now->second));
+  EXPECT_TRUE(*ps.Claim("c", 0, "n3", *lease, ReplicaClaim{}, now->second));
   auto claim = etcd_.Get(ps.ReplicaKey("c", 0, "n3"));
   ASSERT_TRUE(claim.ok() && claim->has_value());
   EXPECT_EQ((*claim)->lease, *lease);
@@ -203,7 +227,7 @@ TEST_F(EtcdPlacement, ANodesClaimsGoWithItsLease) {
   auto lease = etcd_.GrantLease(30);
   ASSERT_TRUE(lease.ok());
   ASSERT_TRUE(etcd_.Put(ps.NodeKey("n1"), "{\"address\":\"127.0.0.1:1\"}", *lease).ok());
-  ASSERT_TRUE(*ps.Claim("c", 2, "n1", *lease, "{}", 0));
+  ASSERT_TRUE(*ps.Claim("c", 2, "n1", *lease, ReplicaClaim{}, 0));
   EXPECT_TRUE(etcd_.KeepAlive(*lease).ok());
   int64_t revision = 0;
   auto listed = etcd_.List(ps.prefix(), &revision);
@@ -225,7 +249,9 @@ TEST_F(EtcdPlacement, TheStatusShowsNodesPlacementAndClaimsAndDrainingIsSetAndUn
   std::map<std::string, size_t> load;
   ASSERT_TRUE(*ps.Write("c", Plan(std::nullopt, 3, 2, 1, {"n1"}, {}, &load), 0));
   auto read = ps.Read("c");
-  ASSERT_TRUE(*ps.Claim("c", 1, "n1", *lease, R"({"state": "ready", "applied_seq": 7, "documents": 3})", read->second));
+  ReplicaClaim claim;
+  claim.applied_seq = 7, claim.documents = 3;
+  ASSERT_TRUE(*ps.Claim("c", 1, "n1", *lease, claim, read->second));
   EXPECT_EQ(SetDraining(etcd_, cluster_, "nobody", true).code(), Status::Code::kNotFound);
   ASSERT_TRUE(SetDraining(etcd_, cluster_, "n1", true).ok());
   auto status = ReadClusterStatus(etcd_, cluster_, nullptr);
@@ -238,6 +264,7 @@ TEST_F(EtcdPlacement, TheStatusShowsNodesPlacementAndClaimsAndDrainingIsSetAndUn
   ASSERT_EQ(j["collections"].size(), 1u);
   EXPECT_EQ(j["collections"][0]["shard_list"][1]["assigned"], nlohmann::json::array({"n1"}));
   EXPECT_EQ(j["collections"][0]["shard_list"][1]["replicas"][0]["applied_seq"], 7);
+  EXPECT_EQ(j["collections"][0]["shard_list"][1]["replicas"][0]["state"], "ready");
   ASSERT_TRUE(SetDraining(etcd_, cluster_, "n1", false).ok());
   EXPECT_EQ((*ReadClusterStatus(etcd_, cluster_, nullptr))["nodes"][0]["draining"], false);
   ASSERT_TRUE(etcd_.RevokeLease(*lease).ok());

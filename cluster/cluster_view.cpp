@@ -1,0 +1,27 @@
+#include "cluster/cluster_view.h"
+
+namespace moeedb::cluster {
+
+ClusterView::ClusterView(const PlacementStore* keys) : keys_(keys), current_(std::make_shared<ClusterKeys>()) {}
+
+Status ClusterView::Refresh() {
+  MOEEDB_ASSIGN_OR_RETURN(ClusterKeys keys, keys_->ReadAll());
+  auto next = std::make_shared<const ClusterKeys>(std::move(keys));
+  std::lock_guard lock(mu_);
+  current_ = std::move(next);
+  return Status::OK();
+}
+
+std::shared_ptr<const ClusterKeys> ClusterView::Current() const {
+  std::lock_guard lock(mu_);
+  return current_;
+}
+
+void ClusterView::SetPlacement(const std::string& collection, const ClusterKeys::Placed& placed) {
+  std::lock_guard lock(mu_);
+  auto next = std::make_shared<ClusterKeys>(*current_);
+  next->placements[collection] = placed;
+  current_ = std::move(next);
+}
+
+}  // namespace moeedb::cluster
