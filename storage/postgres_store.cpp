@@ -166,14 +166,31 @@ template <typename T>
 const Status& StatusOf(const Result<T>& r) { return r.status(); }
 }  // namespace
 
+void PostgresStore::SessionPool::Resize(size_t n) {
+  sessions_.clear();
+  for (size_t i = 0; i < n; ++i) sessions_.push_back(std::make_unique<Session>());
+}
+
+std::shared_ptr<PostgresStore::Session> PostgresStore::SessionPool::Take() {
+  const size_t start = next_.fetch_add(1) % sessions_.size();
+  Session* best = nullptr;
+  for (size_t i = 0; i < sessions_.size(); ++i) {
+    Session* s = sessions_[(start + i) % sessions_.size()].get();
+    if (best == nullptr || s->users.load() < best->users.load()) best = s;
+  }
+  ++best->users;
+  return std::shared_ptr<Session>(best, [](Session* s) { --s->users; });
+}
+
 template <typename Fn>
 auto PostgresStore::ReadPrimary(const std::string& what, Fn&& fn) const {
-  // A connection apart from the writes': a write waiting for its collection's
+  // Connections apart from the writes': a write waiting for its collection's
   // row does not hold up the reads (a search's hits, the change log).
-  auto r = OnSession(what, &primary_reads_, /*primary=*/true, false, fn);
+  auto r = OnSession(what, primary_reads_.Take().get(), /*primary=*/true, false, fn);
   // The connection may have died with a server long gone (a failover since
   // it was last used): a new one finds the primary of the moment.
-  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &primary_reads_, true, false, fn);
+  if (StatusOf(r).code() == Status::Code::kUnavailable)
+    r = OnSession(what, primary_reads_.Take().get(), true, false, fn);
   return r;
 }
 
@@ -193,8 +210,9 @@ auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
   // kRecheck for a while, the read goes wherever it can first.
   const auto deadline = Clock::now() + kReadFailoverWait;
   for (;;) {
-    auto r = OnSession(what, &fallback_reads_, /*primary=*/false, false, fn);
-    if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, &fallback_reads_, false, false, fn);
+    auto r = OnSession(what, fallback_reads_.Take().get(), /*primary=*/false, false, fn);
+    if (StatusOf(r).code() == Status::Code::kUnavailable)
+      r = OnSession(what, fallback_reads_.Take().get(), false, false, fn);
     if (StatusOf(r).code() != Status::Code::kUnavailable || !patroni_) return r;
     patroni_->Recheck();
     auto p = ReadPrimary(what, fn);
@@ -212,12 +230,23 @@ PostgresStore::~PostgresStore() = default;
 Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& uri) {
   std::unique_ptr<PostgresStore> s(new PostgresStore());
   // patroni=HOST:PORT,...: moeedb's own parameter (libpq would refuse it).
-  std::string patroni;
-  s->uri_ = TakeParameter(uri, "patroni", &patroni);
+  std::string patroni, read_connections;
+  s->uri_ = TakeParameter(TakeParameter(uri, "patroni", &patroni), "read_connections", &read_connections);
   s->location_ = HidePassword(uri);
   if (!patroni.empty()) {
     MOEEDB_ASSIGN_OR_RETURN(s->patroni_, PatroniMembers::Parse(patroni));
   }
+  int pool = kDefaultReadConnections;
+  if (!read_connections.empty()) {
+    char* end = nullptr;
+    const long n = std::strtol(read_connections.c_str(), &end, 10);
+    if (*end != '\0' || n < 1 || n > 64)
+      return Status::InvalidArgument("read_connections must be a number from 1 to 64, not '" + read_connections +
+                                     "'");
+    pool = static_cast<int>(n);
+  }
+  s->primary_reads_.Resize(pool);
+  s->fallback_reads_.Resize(pool);
   MOEEDB_RETURN_IF_ERROR(s->Migrate());
   return s;
 }

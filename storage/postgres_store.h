@@ -35,7 +35,9 @@
 // than hang at COMMIT. A node frozen inside a write (SIGSTOP, a paused VM)
 // holds its collection's row: PostgreSQL ends its session once it has idled
 // 5 s in the transaction, and a write waits at most 8 s for the row before it
-// retries; reads run on a connection apart from the writes'. Reads of
+// retries; reads run on connections apart from the writes', a pool of
+// read_connections=N (moeedb's parameter, 1-64, default 4) per server kind,
+// each read on the least busy one. Reads of
 // documents fall back, while no primary answers, to a synchronous standby
 // as Patroni names it (without patroni=, to any of the servers), so a node
 // keeps serving searches; the change log is read from the primary only (a
@@ -49,6 +51,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "storage/patroni_members.h"
 #include "storage/store.h"
@@ -62,10 +65,15 @@ class PostgresStore final : public Store {
   static constexpr std::chrono::milliseconds kReadFailoverWait{1500};
   // The schema version this build reads and writes.
   static constexpr int kSchemaVersion = 4;
+  // Connections in each read pool (the primary's, the fallback's) unless
+  // read_connections= says otherwise.
+  static constexpr int kDefaultReadConnections = 4;
 
-  // Connects to `uri` (any libpq connection string) and creates or migrates
-  // the tables; Unavailable naming the server (password hidden) when it cannot
-  // connect, NotSupported for a database of a newer schema version.
+  // Connects to `uri` (any libpq connection string, with moeedb's own
+  // parameters patroni= and read_connections=) and creates or migrates the
+  // tables; Unavailable naming the server (password hidden) when it cannot
+  // connect, NotSupported for a database of a newer schema version,
+  // InvalidArgument for a bad moeedb parameter.
   static Result<std::unique_ptr<PostgresStore>> Open(const std::string& uri);
   ~PostgresStore() override;
 
@@ -130,6 +138,21 @@ class PostgresStore final : public Store {
     std::mutex mu;
     std::unique_ptr<Connection> conn;
     std::string uri;  // what conn was made for
+    std::atomic<int> users{0};  // reads on it or waiting for it (SessionPool's choice)
+  };
+  // Read sessions: each read takes the one with the fewest users, so
+  // concurrent reads (searches' hits, a replica's log, a catch-up) run side
+  // by side up to the pool's size and queue beyond it.
+  class SessionPool {
+   public:
+    void Resize(size_t n);
+    // The least busy session, its users counted until the returned holder goes.
+    std::shared_ptr<Session> Take();
+    size_t size() const { return sessions_.size(); }
+
+   private:
+    std::vector<std::unique_ptr<Session>> sessions_;
+    std::atomic<size_t> next_{0};  // where the search for the least busy starts
   };
   // Runs `fn` on the session's connection to the primary (`primary`, as
   // PrimaryUri names it) or as FallbackUri names, (re)connecting first if it is
@@ -185,8 +208,8 @@ class PostgresStore final : public Store {
   std::string uri_, location_;  // uri_: without patroni=
   std::unique_ptr<PatroniMembers> patroni_;  // null: libpq finds the primary
   mutable Session writes_;         // writes, DDL and write lookups
-  mutable Session primary_reads_;  // ReadPrimary's
-  mutable Session fallback_reads_;  // Read()'s, while no primary answers
+  mutable SessionPool primary_reads_;   // ReadPrimary's
+  mutable SessionPool fallback_reads_;  // Read()'s, while no primary answers
   mutable std::atomic<int64_t> primary_retry_at_{0};  // steady_clock ticks
   std::function<void(bool)> commit_hook_;
   struct Listener;          // the LISTEN connection (WaitForChange's alone)
