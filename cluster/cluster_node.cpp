@@ -11,12 +11,13 @@ using Clock = std::chrono::steady_clock;
 
 ClusterNode::ClusterNode(ClusterOptions options)
     : options_(std::move(options)),
-      etcd_(options_.etcd),
+      etcd_(options_.etcd, EtcdClient::kDefaultDeadline, options_.tls),
       keys_(&etcd_, options_.cluster),
       view_(&keys_),
       coordinator_(&etcd_, &keys_, &view_),
       holder_(&etcd_, &keys_, &view_, options_.node_id, options_.address),
-      shards_(&view_, options_.node_id, options_.api_key, std::chrono::milliseconds(options_.peer_deadline_ms)) {}
+      shards_(&view_, options_.node_id, options_.api_key, std::chrono::milliseconds(options_.peer_deadline_ms),
+              options_.tls) {}
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::Join(ClusterOptions options) {
   if (!std::regex_match(options.node_id, std::regex("[A-Za-z0-9_.-]{1,64}")))
@@ -59,8 +60,9 @@ void ClusterNode::PollLoop() {
     }
     Status s = view_.Refresh();
     if (s.ok()) {
+      const auto before = view_.Current();  // taken before the store is listed: see CoordinateAll
       auto records = db_->ListCollections();
-      s = records.ok() ? coordinator_.CoordinateAll(*records) : records.status();
+      s = records.ok() ? coordinator_.CoordinateAll(*records, *before) : records.status();
     }
     if (s.ok()) s = holder_.HoldAndClaim(db_, membership_->lease());
     if (!s.ok() && s.message() != last_error) LogLine("moeedb cluster: " + s.message());

@@ -31,7 +31,7 @@ Status Coordinator::PlanCollection(const CollectionLayout& layout, std::map<std:
   return Status::OK();
 }
 
-Status Coordinator::CoordinateAll(const std::vector<CollectionRecord>& records) {
+Status Coordinator::CoordinateAll(const std::vector<CollectionRecord>& records, const ClusterKeys& before) {
   std::map<std::string, size_t> load;
   Status first;
   std::set<std::string> present;
@@ -43,7 +43,7 @@ Status Coordinator::CoordinateAll(const std::vector<CollectionRecord>& records) 
     if (!s.ok() && first.ok()) first = s;
   }
   // Placements of dropped collections go (by the revision read, like any change).
-  for (const auto& [name, p] : view_->Current()->placements)
+  for (const auto& [name, p] : before.placements)
     if (!present.count(name))
       (void)etcd_->Txn({Compare::ModRevision(keys_->PlacementKey(name), p.revision)},
                        {TxnOp::Delete(keys_->PlacementKey(name))});

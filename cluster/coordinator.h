@@ -25,9 +25,11 @@ class Coordinator {
   Coordinator(const EtcdClient* etcd, const PlacementStore* keys, ClusterView* view);
 
   // Plans every placed collection among `records` (the store's), writes the
-  // changed plans and deletes the placements of collections no longer there.
-  // The first error, after trying every collection.
-  Status CoordinateAll(const std::vector<CollectionRecord>& records);
+  // changed plans and deletes the placements in `before` (the view taken
+  // before `records` were listed) of collections not among them: a placement
+  // written since, for a collection created since, is not taken for a
+  // dropped one's. The first error, after trying every collection.
+  Status CoordinateAll(const std::vector<CollectionRecord>& records, const ClusterKeys& before);
   // Places `layout` now unless the view holds a placement of its store id
   // (a collection new to the cluster, so its creator holds its share at once).
   Status PlaceIfNew(const CollectionLayout& layout);

@@ -181,8 +181,8 @@ std::optional<ReplicaKeyParts> PlacementStore::ParseReplicaKey(const std::string
 }
 
 Result<ClusterKeys> PlacementStore::ReadAll() const {
-  MOEEDB_ASSIGN_OR_RETURN(std::vector<KeyValue> kvs, etcd_->List(prefix_));
   ClusterKeys out;
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<KeyValue> kvs, etcd_->List(prefix_, &out.revision));
   for (const KeyValue& kv : kvs) {
     const std::string rest = kv.key.substr(prefix_.size());
     const json value = json::parse(kv.value, nullptr, false);

@@ -80,6 +80,7 @@ struct ClusterKeys {
   // collection -> shard -> node -> its claim
   std::map<std::string, std::map<uint32_t, std::map<std::string, ReplicaClaim>>> claims;
   std::set<std::string> draining;            // nodes being drained
+  int64_t revision = 0;  // etcd's revision these keys were read at (at least: see ClusterView)
 
   // The live nodes with a ready claim on the shard of the collection as
   // created `store_id` (a collection dropped and created again has another).

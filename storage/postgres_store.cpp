@@ -186,11 +186,12 @@ template <typename Fn>
 auto PostgresStore::ReadPrimary(const std::string& what, Fn&& fn) const {
   // Connections apart from the writes': a write waiting for its collection's
   // row does not hold up the reads (a search's hits, the change log).
-  auto r = OnSession(what, primary_reads_.Take().get(), /*primary=*/true, false, fn);
-  // The connection may have died with a server long gone (a failover since
-  // it was last used): a new one finds the primary of the moment.
-  if (StatusOf(r).code() == Status::Code::kUnavailable)
-    r = OnSession(what, primary_reads_.Take().get(), true, false, fn);
+  const auto session = primary_reads_.Take();
+  auto r = OnSession(what, session.get(), /*primary=*/true, false, fn);
+  // The connection may have died with a server long gone (a failover or a
+  // restart since it was last used; the failure dropped it): the same
+  // session connects anew to the primary of the moment.
+  if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, session.get(), true, false, fn);
   return r;
 }
 
@@ -210,9 +211,9 @@ auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
   // kRecheck for a while, the read goes wherever it can first.
   const auto deadline = Clock::now() + kReadFailoverWait;
   for (;;) {
-    auto r = OnSession(what, fallback_reads_.Take().get(), /*primary=*/false, false, fn);
-    if (StatusOf(r).code() == Status::Code::kUnavailable)
-      r = OnSession(what, fallback_reads_.Take().get(), false, false, fn);
+    const auto session = fallback_reads_.Take();
+    auto r = OnSession(what, session.get(), /*primary=*/false, false, fn);
+    if (StatusOf(r).code() == Status::Code::kUnavailable) r = OnSession(what, session.get(), false, false, fn);
     if (StatusOf(r).code() != Status::Code::kUnavailable || !patroni_) return r;
     patroni_->Recheck();
     auto p = ReadPrimary(what, fn);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cluster/cluster_status.h"
+#include "cluster/cluster_view.h"
 #include "cluster/etcd_client.h"
 #include "cluster/placement.h"
 
@@ -220,6 +221,33 @@ TEST_F(EtcdPlacement, ACoordinatorActingOnAPlacementThatChangedSinceItReadItIsRe
   auto claim = etcd_.Get(ps.ReplicaKey("c", 0, "n3"));
   ASSERT_TRUE(claim.ok() && claim->has_value());
   EXPECT_EQ((*claim)->lease, *lease);
+}
+
+// A placement a node wrote and read back stays in its view though a
+// snapshot taken before the write (an older one) is offered after it, and
+// a refresh brings what etcd holds now.
+TEST_F(EtcdPlacement, TheClusterViewNeverGoesBack) {
+  PlacementStore ps(&etcd_, cluster_);
+  ClusterView view(&ps);
+  ASSERT_TRUE(view.Refresh().ok());
+  const int64_t before = view.Current()->revision;
+  EXPECT_GT(before, 0);
+  std::map<std::string, size_t> load;
+  const Placement first = Plan(std::nullopt, 1, 2, 1, {"n1"}, {}, &load);
+  ASSERT_TRUE(*ps.Write("c", first, 0));
+  auto read1 = ps.Read("c");
+  Placement second = first;
+  second.assigned[0] = {"n2"};
+  ASSERT_TRUE(*ps.Write("c", second, read1->second));
+  auto read2 = ps.Read("c");
+  view.SetPlacement("c", ClusterKeys::Placed{*read2->first, read2->second});
+  EXPECT_EQ(view.Current()->placements.at("c").placement, second);
+  EXPECT_GE(view.Current()->revision, read2->second);
+  view.SetPlacement("c", ClusterKeys::Placed{*read1->first, read1->second});  // older: dropped
+  EXPECT_EQ(view.Current()->placements.at("c").placement, second);
+  ASSERT_TRUE(view.Refresh().ok());
+  EXPECT_EQ(view.Current()->placements.at("c").placement, second);
+  EXPECT_EQ(view.Current()->placements.at("c").revision, read2->second);
 }
 
 TEST_F(EtcdPlacement, ANodesClaimsGoWithItsLease) {

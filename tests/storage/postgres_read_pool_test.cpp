@@ -58,8 +58,9 @@ TEST(PostgresReadPool, AReadParkedAtTheServerDoesNotHoldUpTheNodesOtherReads) {
   ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
   ASSERT_TRUE(store->Upsert("c", {Doc("a")}, true).ok());
 
+  std::future<size_t> log;  // before the lock: a failed assertion drops the lock first, then waits for the read
   OpsLock lock(pg.uri());
-  auto log = std::async(std::launch::async, [&] {
+  log = std::async(std::launch::async, [&] {
     size_t n = 0;
     Status s = store->ReadOps("c", 0, [&](const OpRecord&) { ++n; });
     return s.ok() ? n : 0;
@@ -86,10 +87,12 @@ TEST(PostgresReadPool, OneReadConnectionQueuesTheReadsBehindAParkedOne) {
   ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
   ASSERT_TRUE(store->Upsert("c", {Doc("a")}, true).ok());
 
+  std::future<Status> log;  // before the lock, as above
+  std::future<Result<std::optional<StoredDocument>>> doc;
   OpsLock lock(pg.uri());
-  auto log = std::async(std::launch::async, [&] { return store->ReadOps("c", 0, [](const OpRecord&) {}); });
+  log = std::async(std::launch::async, [&] { return store->ReadOps("c", 0, [](const OpRecord&) {}); });
   ASSERT_TRUE(OpsLock::WaitForAWaiter(pg.uri()));
-  auto doc = std::async(std::launch::async, [&] { return store->Get("c", "a"); });
+  doc = std::async(std::launch::async, [&] { return store->Get("c", "a"); });
   // It cannot finish while the only read connection is parked (however long this waits).
   EXPECT_EQ(doc.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
   lock.Release();
@@ -97,6 +100,35 @@ TEST(PostgresReadPool, OneReadConnectionQueuesTheReadsBehindAParkedOne) {
   auto got = doc.get();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(got->has_value());
+}
+
+// A server restart (here: every backend of the database terminated) leaves
+// each pooled connection dead though it still looks open: every read finds
+// its own connection broken, reconnects that one and is answered.
+TEST(PostgresReadPool, EveryReadIsAnsweredAfterEachPooledConnectionDied) {
+  test::PgDatabase pg;
+  auto opened = Store::Open(pg.uri());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<Store> store = std::move(opened).value();
+  ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
+  ASSERT_TRUE(store->Upsert("c", {Doc("a")}, true).ok());
+  const int reads = 2 * PostgresStore::kDefaultReadConnections;
+  for (int i = 0; i < reads; ++i) ASSERT_TRUE(store->ReadOps("c", 0, [](const OpRecord&) {}).ok());
+  {
+    pqxx::connection c(pg.uri());
+    const auto killed = pqxx::nontransaction(c)
+                            .exec("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+                                  "current_database() AND pid <> pg_backend_pid()")[0][0]
+                            .as<int>();
+    ASSERT_GE(killed, PostgresStore::kDefaultReadConnections) << "the pool's connections were not all open";
+  }
+  // The change log is read from the primary only (no fallback would hide a failure).
+  for (int i = 0; i < reads; ++i) {
+    size_t n = 0;
+    Status s = store->ReadOps("c", 0, [&](const OpRecord&) { ++n; });
+    ASSERT_TRUE(s.ok()) << "read " << i << ": " << s.ToString();
+    EXPECT_EQ(n, 1u);
+  }
 }
 
 TEST(PostgresReadPool, ABadPoolSizeIsRefusedByName) {
