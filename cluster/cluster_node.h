@@ -38,6 +38,9 @@ struct ClusterOptions {
   int lease_ttl_s = 5;             // a node silent this long is gone
   int poll_ms = 300;
   int peer_deadline_ms = 2000;     // a shard request not answered by then goes elsewhere
+  // Set: etcd and the other nodes are asked over https, their certificates
+  // checked against its CA (every node of a cluster serves https then).
+  std::shared_ptr<const TlsContext> tls;
 };
 
 class ClusterNode : public ShardPeers {

@@ -86,14 +86,15 @@ Result<std::string> Base64Decode(const std::string& text) {
   return out;
 }
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds deadline)
-    : endpoints_(std::move(endpoints)), deadline_(deadline) {}
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds deadline,
+                       std::shared_ptr<const TlsContext> tls)
+    : endpoints_(std::move(endpoints)), deadline_(deadline), tls_(std::move(tls)) {}
 
 Result<std::string> EtcdClient::Call(const std::string& path, const std::string& body) const {
   if (endpoints_.empty()) return Status::InvalidArgument("no etcd endpoint given");
   Status last;
   for (const std::string& e : endpoints_) {
-    auto r = HttpPost(e, path, body, deadline_);
+    auto r = HttpPost(e, path, body, deadline_, "", tls_.get());
     if (!r.ok()) {
       last = r.status();
       continue;

@@ -2,17 +2,21 @@
 // (POST /v3/kv/range, /v3/kv/put, /v3/kv/txn, /v3/kv/deleterange,
 // /v3/lease/grant, /v3/lease/keepalive, /v3/lease/revoke; keys and values
 // base64, int64 fields JSON strings). Any member of the etcd cluster
-// answers; a call tries the endpoints in turn until one does.
+// answers; a call tries the endpoints in turn until one does. With a
+// TlsContext the calls go over https (etcd's client URLs with --cert-file;
+// the context's own certificate answers --client-cert-auth).
 // Thread-safe (every call is its own HTTP exchange).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "base/tls.h"
 
 namespace moeedb::cluster {
 
@@ -48,9 +52,10 @@ struct TxnOp {
 
 class EtcdClient {
  public:
-  // endpoints: "host:port" of etcd's client URLs.
-  explicit EtcdClient(std::vector<std::string> endpoints,
-                      std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
+  static constexpr std::chrono::milliseconds kDefaultDeadline{2000};
+  // endpoints: "host:port" of etcd's client URLs; `tls`: null for http.
+  explicit EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds deadline = kDefaultDeadline,
+                      std::shared_ptr<const TlsContext> tls = nullptr);
 
   // The key's value, std::nullopt when absent.
   Result<std::optional<KeyValue>> Get(const std::string& key) const;
@@ -79,6 +84,7 @@ class EtcdClient {
   Result<std::string> Call(const std::string& path, const std::string& body) const;
   std::vector<std::string> endpoints_;
   std::chrono::milliseconds deadline_;
+  std::shared_ptr<const TlsContext> tls_;
 };
 
 // Base64 (RFC 4648, padded), as the gateway carries keys and values.

@@ -28,8 +28,8 @@ std::string PercentEncode(const std::string& s) {
 }  // namespace
 
 ShardClient::ShardClient(ClusterView* view, std::string node_id, std::string api_key,
-                         std::chrono::milliseconds deadline)
-    : view_(view), node_id_(std::move(node_id)), api_key_(std::move(api_key)), deadline_(deadline) {}
+                         std::chrono::milliseconds deadline, std::shared_ptr<const TlsContext> tls)
+    : view_(view), node_id_(std::move(node_id)), api_key_(std::move(api_key)), deadline_(deadline), tls_(std::move(tls)) {}
 
 std::vector<std::pair<std::vector<uint32_t>, json>> ShardClient::Ask(const ShardQuery& q,
                                                                      const std::vector<uint32_t>& shards,
@@ -77,7 +77,7 @@ std::vector<std::pair<std::vector<uint32_t>, json>> ShardClient::Ask(const Shard
       threads.emplace_back([&, i] {
         const std::string body =
             "{\"query\":" + body_query + ",\"shards\":" + json(by_node[order[i]]).dump() + "}";
-        replies[i] = HttpPost(address[order[i]], target, body, deadline_, api_key_);
+        replies[i] = HttpPost(address[order[i]], target, body, deadline_, api_key_, tls_.get());
       });
     for (auto& t : threads) t.join();
     for (size_t i = 0; i < order.size(); ++i) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/tls.h"
 #include "cluster/cluster_view.h"
 #include "database/vector_collection.h"
 
@@ -21,8 +22,10 @@ namespace moeedb::cluster {
 
 class ShardClient {
  public:
-  // `api_key`: sent to the other nodes (they share it); `deadline`: per request.
-  ShardClient(ClusterView* view, std::string node_id, std::string api_key, std::chrono::milliseconds deadline);
+  // `api_key`: sent to the other nodes (they share it); `deadline`: per
+  // request; `tls`: the nodes are asked over https (null: http).
+  ShardClient(ClusterView* view, std::string node_id, std::string api_key, std::chrono::milliseconds deadline,
+              std::shared_ptr<const TlsContext> tls = nullptr);
 
   // The lexical statistics of each shard that answered.
   std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery& q, const std::vector<uint32_t>& shards);
@@ -39,6 +42,7 @@ class ShardClient {
   ClusterView* view_;
   const std::string node_id_, api_key_;
   const std::chrono::milliseconds deadline_;
+  const std::shared_ptr<const TlsContext> tls_;
 
   std::mutex mu_;
   std::map<std::string, std::chrono::steady_clock::time_point> suspect_;  // node -> skipped until

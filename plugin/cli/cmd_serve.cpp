@@ -125,6 +125,14 @@ int RunServe(const Args& args) {
   // A cluster node joins before the database opens: its collections' shards
   // are the ones the placement gives this node.
   std::unique_ptr<cluster::ClusterNode> node;
+  const bool https = args.Has("tls-cert") || args.Has("tls-key");
+  if (https) {  // checked before anything loads: a bad file is a usage error, said at once
+    auto checked = TlsContext::Server({"", args.Get("tls-cert"), args.Get("tls-key")});
+    if (!checked.ok()) return UsageError("serve", checked.status().message());
+  }
+  if (args.Has("tls-ca") && !args.Has("etcd")) return UsageError("serve", "--tls-ca is for --etcd (etcd's and the nodes' CA)");
+  if (args.Has("tls-ca") && !https)
+    return UsageError("serve", "--tls-ca needs --tls-cert and --tls-key: every node of a TLS cluster serves https");
   if (args.Has("etcd")) {
     if (!Database::IsSharedLocation(args.Get("db"))) return UsageError("serve", "--etcd needs a PostgreSQL --db (the nodes' shared store)");
     if (port == 0 && !args.Has("advertise")) return UsageError("serve", "--etcd needs a fixed --port (or --advertise)");
@@ -138,6 +146,9 @@ int RunServe(const Args& args) {
     co.node_id = args.Get("node-id", host + "-" + std::to_string(port));
     co.api_key = ao.api_key;
     co.lease_ttl_s = static_cast<int>(args.Int("lease-ttl"));
+    auto tls = TlsClientFromFlags(args);
+    if (!tls.ok()) return UsageError("serve", tls.status().message());
+    co.tls = *tls;
     auto joined = cluster::ClusterNode::Join(co);
     if (!joined.ok()) return Fail("serve", "--etcd: " + joined.status().message());
     node = std::move(joined).value();
@@ -172,6 +183,9 @@ int RunServe(const Args& args) {
   so.max_connections = static_cast<size_t>(conns);
   so.idle_timeout_s = static_cast<int>(idle);
   so.request_timeout_s = static_cast<int>(request_timeout);
+  so.tls_cert_file = args.Get("tls-cert");
+  so.tls_key_file = args.Get("tls-key");
+  const std::string scheme = https ? "https://" : "http://";
   // The Qdrant listener first, so its line comes before "listening on".
   std::unique_ptr<HttpServer> qdrant;
   if (qdrant_port >= 0) {
@@ -180,7 +194,7 @@ int RunServe(const Args& args) {
     qo.path_prefix = "/qdrant";
     qdrant = std::make_unique<HttpServer>(qo, &api);
     if (Status qs = qdrant->Start(); !qs.ok()) return Fail("serve", "--qdrant-port: " + qs.message());
-    std::cout << "qdrant REST API on http://" << qo.host << ":" << qdrant->port() << std::endl;
+    std::cout << "qdrant REST API on " << scheme << qo.host << ":" << qdrant->port() << std::endl;
   }
   std::unique_ptr<HttpServer> chroma;
   if (chroma_port >= 0) {
@@ -188,13 +202,13 @@ int RunServe(const Args& args) {
     co.port = static_cast<int>(chroma_port);
     chroma = std::make_unique<HttpServer>(co, &api);
     if (Status cs = chroma->Start(); !cs.ok()) return Fail("serve", "--chroma-port: " + cs.message());
-    std::cout << "chroma API on http://" << co.host << ":" << chroma->port() << std::endl;
+    std::cout << "chroma API on " << scheme << co.host << ":" << chroma->port() << std::endl;
   }
   HttpServer server(so, &api);
   Status st = server.Start();
   if (!st.ok()) return Fail("serve", st.message());
   std::cerr << "moeedb serve: " << (*setup)->model().config().Summary() << "\n";
-  std::cout << "listening on http://" << so.host << ":" << server.port() << " (model id '" << ao.served_model_name
+  std::cout << "listening on " << scheme << so.host << ":" << server.port() << " (model id '" << ao.served_model_name
             << "')" << std::endl;
   if (node) {
     node->Attach(db->get());

@@ -139,14 +139,15 @@ Prints the cluster as JSON: its nodes (address, lease, seconds left on it, drain
 sharded collection's placement: per shard the nodes assigned and leaving, and every ready
 replica's applied change-log entry, documents and index bytes; with --db, each collection's
 last entry and each replica's lag behind it.)",
-       {kEtcdFlag, kClusterNameFlag, {"db", "URI", "the cluster's PostgreSQL store, for each replica's lag"}},
+       {kEtcdFlag, kClusterNameFlag, {"db", "URI", "the cluster's PostgreSQL store, for each replica's lag"},
+        kTlsCaFlag, kTlsCertFlag, kTlsKeyFlag},
        RunClusterStatus, {"etcd"}},
       {"cluster drain", "move a node's replicas to the others before maintenance",
        "cluster drain NODE --etcd HOSTS [--cluster NAME] [--undo]", R"(
 Marks NODE as draining: the placement assigns it nothing new and moves each of its replicas to
 another node, while NODE serves them until their new replicas are ready (watch with cluster
 status). --undo lets it take replicas again.)",
-       {kEtcdFlag, kClusterNameFlag, {"undo", "", "end the draining"}},
+       {kEtcdFlag, kClusterNameFlag, {"undo", "", "end the draining"}, kTlsCaFlag, kTlsCertFlag, kTlsKeyFlag},
        RunClusterDrain, {"etcd"}},
       {"checkpoint", "consistent backup of the database",
        "checkpoint --db DIR --out DIR", R"(
@@ -187,6 +188,11 @@ requests, snapshot the indexes, exit 0.)",
            "(0 = any free port, printed on start; default: only on --port)", IntRule{-1, 0, 65535}},
            {"api-key", "KEY", "require 'Authorization: Bearer KEY' on every route but /health"},
            {"api-key-file", "F", "read the API key from a file (first line)"},
+           {"tls-cert", "FILE", "serve HTTPS on every port with this PEM certificate chain (with --tls-key); with "
+                                "--etcd also this node's certificate toward etcd"},
+           kTlsKeyFlag,
+           {"tls-ca", "FILE", "with --etcd: PEM CA certificates etcd's and the other nodes' certificates must chain "
+                              "to; set, they are asked over https (every node of the cluster serves https then)"},
            {"served-model-name", "NAME", "model id clients use (default: the model folder's name)"},
            {"threads", "N", "compute threads (default: all cores)", IntRule{0, 0, 1024}},
            {"max-body-bytes", "N", "request body limit", IntRule{2000000, 1024, 1LL << 31}},

@@ -21,6 +21,12 @@ inline const FlagSpec kCollFlag{"collection", "NAME", "collection name"};
 // The cluster commands' etcd and cluster name.
 inline const FlagSpec kEtcdFlag{"etcd", "HOSTS", "etcd client endpoints, host:port[,host:port...]"};
 inline const FlagSpec kClusterNameFlag{"cluster", "NAME", "the cluster's name (default moeedb)"};
+// TLS: the CA that signs etcd's and the nodes' certificates (set: they are asked over https), and
+// this process's own certificate and key (presented to etcd with --client-cert-auth; serve's HTTPS).
+inline const FlagSpec kTlsCaFlag{"tls-ca", "FILE", "PEM CA certificates etcd's and the other nodes' certificates must chain to: "
+                                                   "with it they are asked over https"};
+inline const FlagSpec kTlsCertFlag{"tls-cert", "FILE", "PEM certificate chain presented to clients and to etcd"};
+inline const FlagSpec kTlsKeyFlag{"tls-key", "FILE", "PEM private key of --tls-cert"};
 // ingest embeds texts: the client-vector settings belong to the server's APIs.
 inline const FieldPick kIngestFields{.skip = {"vector_size", "distance", "text_key"}};
 // The evaluation commands' model or baseline, dataset and limit.

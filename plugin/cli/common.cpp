@@ -111,4 +111,9 @@ PlotSeries WithHistory(PlotSeries series, const nlohmann::json& log, const std::
   return series;
 }
 
+Result<std::shared_ptr<const TlsContext>> TlsClientFromFlags(const Args& args) {
+  if (!args.Has("tls-ca")) return std::shared_ptr<const TlsContext>();
+  return TlsContext::Client({args.Get("tls-ca"), args.Get("tls-cert"), args.Get("tls-key")});
+}
+
 }  // namespace moeedb::cli

@@ -10,6 +10,7 @@
 #include "engine/model/prompt.h"
 #include "base/png_plot.h"
 #include "base/status.h"
+#include "base/tls.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/spec_flags.h"
@@ -47,6 +48,10 @@ Status ReadWeightFormatFlags(const Args& args, EmbeddingSpec* cfg);
 // <exe>/../share/moeedb/models/moeedb-tiny (an install prefix) that holds a
 // config.json; "" when none does.
 std::string DefaultModelDir();
+
+// --tls-ca with --tls-cert and --tls-key if given: the TLS client context for
+// etcd and the other nodes; null without --tls-ca.
+Result<std::shared_ptr<const TlsContext>> TlsClientFromFlags(const Args& args);
 // --model if given, else DefaultModelDir().
 std::string ModelDirFlag(const Args& args);
 

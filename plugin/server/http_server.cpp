@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+
+#include "base/tls.h"
 
 namespace moeedb {
 
@@ -21,6 +24,7 @@ using tcp = asio::ip::tcp;
 struct HttpServer::Impl {
   asio::io_context io;
   std::unique_ptr<tcp::acceptor> acceptor;
+  std::shared_ptr<const TlsContext> tls;  // null: plain HTTP
 };
 
 HttpServer::HttpServer(HttpServerOptions options, Api* api)
@@ -29,6 +33,9 @@ HttpServer::HttpServer(HttpServerOptions options, Api* api)
 HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start() {
+  if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
+    MOEEDB_ASSIGN_OR_RETURN(impl_->tls, TlsContext::Server({"", options_.tls_cert_file, options_.tls_key_file}));
+  }
   try {
     tcp::endpoint ep(asio::ip::make_address(options_.host), static_cast<unsigned short>(options_.port));
     impl_->acceptor = std::make_unique<tcp::acceptor>(impl_->io);
@@ -97,82 +104,27 @@ void HttpServer::Serve(int fd) {
     tcp::socket socket(io);
     boost::system::error_code ec;
     socket.assign(tcp::v4(), fd, ec);
-    beast::flat_buffer buffer;
-    while (!ec && !stopping_) {
-      http::request_parser<http::string_body> parser;
-      parser.body_limit(options_.max_body_bytes);
-      parser.header_limit(64 * 1024);
+    if (!ec && impl_->tls) {
+      asio::ssl::stream<tcp::socket&> tls(socket, impl_->tls->native());
       {
         std::lock_guard<std::mutex> lock(mu_);
         read_deadline_[fd] = std::chrono::steady_clock::now() + std::chrono::seconds(options_.request_timeout_s);
       }
-      // A signal (SIGCONT after a SIGSTOP, a profiler's) interrupts a blocking
-      // receive that has a timeout (SO_RCVTIMEO): the parser and the buffer
-      // keep what arrived, so the read goes on.
       do {
         ec.clear();
-        http::read(socket, buffer, parser, ec);
+        tls.handshake(asio::ssl::stream_base::server, ec);
       } while (ec == asio::error::interrupted);
-      bool reaped;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        reaped = read_deadline_.erase(fd) == 0;
+        read_deadline_.erase(fd);
       }
-      if (ec && reaped && parser.got_some()) {
-        // Past the request deadline halfway through a request: say so, close.
-        http::response<http::string_body> res{http::status::request_timeout, 11};
-        res.set(http::field::content_type, "application/json");
-        res.set(http::field::server, "moeedb");
-        res.body() = "{\"error\":{\"message\":\"request not received in time\",\"type\":\"invalid_request_error\",\"code\":null}}";
-        res.keep_alive(false);
-        res.prepare_payload();
-        boost::system::error_code wec;
-        http::write(socket, res, wec);
-        break;
-      }
-      if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) break;
-      http::response<http::string_body> res;
-      bool close = false;
-      if (ec) {
-        // Malformed, oversized, or timed out: answer if we still can, then close.
-        const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
-        if (ec == asio::error::would_block || ec == asio::error::timed_out || ec == asio::error::try_again) break;
-        res.result(too_big ? http::status::payload_too_large : http::status::bad_request);
-        res.set(http::field::content_type, "application/json");
-        res.body() = std::string("{\"error\":{\"message\":\"") +
-                     (too_big ? "request too large" : "malformed HTTP request") +
-                     "\",\"type\":\"invalid_request_error\",\"code\":null}}";
-        api_->Record("http_error", static_cast<int>(res.result_int()), 0);
-        close = true;
-      } else {
-        const auto& req = parser.get();
-        HttpRequest r;
-        r.method = std::string(req.method_string());
-        r.target = options_.path_prefix + std::string(req.target());
-        for (const auto& f : req) {
-          std::string name(f.name_string());
-          for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-          r.headers[name] = std::string(f.value());
-        }
-        r.body = req.body();
-        HttpResponse out = api_->Handle(r);
-        res.result(static_cast<unsigned>(out.status));
-        res.set(http::field::content_type, out.content_type);
-        // 503 is what a write gets while the store has no primary or no
-        // synchronous standby: a failover takes seconds.
-        if (out.status == 503) res.set(http::field::retry_after, "1");
-        res.body() = std::move(out.body);
-        res.version(req.version());
-        close = !req.keep_alive() || stopping_;
-      }
-      res.set(http::field::server, "moeedb");
-      res.keep_alive(!close);
-      res.prepare_payload();
-      boost::system::error_code wec;
-      http::write(socket, res, wec);
-      if (wec || close) break;
-      ec = {};
+      // A client that does not speak TLS, or fails it, is closed unanswered.
+      if (ec) api_->Record("tls_handshake", 400, 0);
+      else ServeRequests(tls, fd);
+    } else if (!ec) {
+      ServeRequests(socket, fd);
     }
+    // No TLS close_notify: a client gone would leave it waiting out the idle timeout.
     boost::system::error_code ignored;
     socket.shutdown(tcp::socket::shutdown_both, ignored);
     socket.close(ignored);  // closes fd
@@ -181,6 +133,87 @@ void HttpServer::Serve(int fd) {
   open_fds_.erase(fd);
   read_deadline_.erase(fd);
   cv_.notify_all();
+}
+
+template <typename Stream>
+void HttpServer::ServeRequests(Stream& socket, int fd) {
+  boost::system::error_code ec;
+  beast::flat_buffer buffer;
+  while (!ec && !stopping_) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(options_.max_body_bytes);
+    parser.header_limit(64 * 1024);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      read_deadline_[fd] = std::chrono::steady_clock::now() + std::chrono::seconds(options_.request_timeout_s);
+    }
+    // A signal (SIGCONT after a SIGSTOP, a profiler's) interrupts a blocking
+    // receive that has a timeout (SO_RCVTIMEO): the parser and the buffer
+    // keep what arrived, so the read goes on.
+    do {
+      ec.clear();
+      http::read(socket, buffer, parser, ec);
+    } while (ec == asio::error::interrupted);
+    bool reaped;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reaped = read_deadline_.erase(fd) == 0;
+    }
+    if (ec && reaped && parser.got_some()) {
+      // Past the request deadline halfway through a request: say so, close.
+      http::response<http::string_body> res{http::status::request_timeout, 11};
+      res.set(http::field::content_type, "application/json");
+      res.set(http::field::server, "moeedb");
+      res.body() = "{\"error\":{\"message\":\"request not received in time\",\"type\":\"invalid_request_error\",\"code\":null}}";
+      res.keep_alive(false);
+      res.prepare_payload();
+      boost::system::error_code wec;
+      http::write(socket, res, wec);
+      break;
+    }
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) break;
+    http::response<http::string_body> res;
+    bool close = false;
+    if (ec) {
+      // Malformed, oversized, or timed out: answer if we still can, then close.
+      const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
+      if (ec == asio::error::would_block || ec == asio::error::timed_out || ec == asio::error::try_again) break;
+      res.result(too_big ? http::status::payload_too_large : http::status::bad_request);
+      res.set(http::field::content_type, "application/json");
+      res.body() = std::string("{\"error\":{\"message\":\"") +
+                   (too_big ? "request too large" : "malformed HTTP request") +
+                   "\",\"type\":\"invalid_request_error\",\"code\":null}}";
+      api_->Record("http_error", static_cast<int>(res.result_int()), 0);
+      close = true;
+    } else {
+      const auto& req = parser.get();
+      HttpRequest r;
+      r.method = std::string(req.method_string());
+      r.target = options_.path_prefix + std::string(req.target());
+      for (const auto& f : req) {
+        std::string name(f.name_string());
+        for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        r.headers[name] = std::string(f.value());
+      }
+      r.body = req.body();
+      HttpResponse out = api_->Handle(r);
+      res.result(static_cast<unsigned>(out.status));
+      res.set(http::field::content_type, out.content_type);
+      // 503 is what a write gets while the store has no primary or no
+      // synchronous standby: a failover takes seconds.
+      if (out.status == 503) res.set(http::field::retry_after, "1");
+      res.body() = std::move(out.body);
+      res.version(req.version());
+      close = !req.keep_alive() || stopping_;
+    }
+    res.set(http::field::server, "moeedb");
+    res.keep_alive(!close);
+    res.prepare_payload();
+    boost::system::error_code wec;
+    http::write(socket, res, wec);
+    if (wec || close) break;
+    ec = {};
+  }
 }
 
 void HttpServer::Stop() {

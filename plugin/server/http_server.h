@@ -4,7 +4,8 @@
 // well-formed HTTP (400), idle clients (a receive timeout), slow clients (a
 // deadline for each whole request: a client trickling bytes cannot hold a
 // connection), the connection cap (503). HTTP threads never run the model: Api waits on the
-// EmbedQueue's worker.
+// EmbedQueue's worker. With a certificate and key it speaks HTTPS only (TLS
+// 1.2+, the handshake within the request deadline).
 #pragma once
 
 #include <atomic>
@@ -32,6 +33,8 @@ struct HttpServerOptions {
   // Put before every request's path: "/qdrant" serves the Qdrant REST API
   // at the root of this listener's port, as Qdrant does (--qdrant-port).
   std::string path_prefix;
+  // HTTPS: the certificate chain and private key (PEM); both empty: plain HTTP.
+  std::string tls_cert_file, tls_key_file;
 };
 
 class HttpServer {
@@ -39,7 +42,8 @@ class HttpServer {
   HttpServer(HttpServerOptions options, Api* api);
   ~HttpServer();
 
-  // Binds and starts accepting in the background.
+  // Loads the TLS files if any (InvalidArgument naming a bad one), binds and
+  // starts accepting in the background.
   Status Start();
   // Stops accepting, lets in-flight requests finish and answer, closes idle
   // connections, and returns when every connection thread has ended.
@@ -50,6 +54,10 @@ class HttpServer {
   struct Impl;
   void AcceptLoop();
   void Serve(int fd);
+  // Reads requests from `stream` (a socket, or TLS over it) and answers them
+  // until the client closes, fails, idles out or the server stops.
+  template <typename Stream>
+  void ServeRequests(Stream& stream, int fd);
   // Shuts down the reading side of connections past their request deadline.
   void ReapLoop();
 

@@ -19,6 +19,8 @@
 #include <random>
 #include <thread>
 
+#include "base/http_client.h"
+#include "base/tls.h"
 #include "plugin/server/api.h"
 #include "plugin/server/http_server.h"
 #include "tests/plugin/server_fixture.h"
@@ -77,6 +79,68 @@ std::string HttpBody(int port, const std::string& request) {
 std::string Post(const std::string& target, const std::string& body, const std::string& extra = "") {
   return "POST " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n" + extra +
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// HTTPS: with a certificate the server speaks TLS only; a client trusting
+// its CA is answered, one trusting another CA, or asking under a name the
+// certificate does not hold, is refused before any request is sent.
+TEST_F(ServerTest, HttpsAnswersAClientThatTrustsItsCaAndOnlyThat) {
+  const std::string tls = test::DataDir() + "/tls/";
+  HttpServerOptions so;
+  so.port = 0;
+  so.tls_cert_file = tls + "node.pem";
+  so.tls_key_file = tls + "node-key.pem";
+  HttpServer server(so, api_.get());
+  ASSERT_TRUE(server.Start().ok());
+  const std::string at = "127.0.0.1:" + std::to_string(server.port());
+  auto trusted = TlsContext::Client({tls + "ca.pem", "", ""});
+  ASSERT_TRUE(trusted.ok()) << trusted.status().ToString();
+  auto health = HttpGet(at, "/health", std::chrono::seconds(10), trusted->get());
+  ASSERT_TRUE(health.ok()) << health.status().ToString();
+  EXPECT_EQ(health->status, 200);
+  auto embedded = HttpPost(at, "/v1/embeddings", R"({"input": "over tls", "model": "tiny"})", std::chrono::seconds(30),
+                           "", trusted->get());
+  ASSERT_TRUE(embedded.ok()) << embedded.status().ToString();
+  EXPECT_EQ(embedded->status, 200) << embedded->body;
+  EXPECT_EQ(json::parse(embedded->body)["data"][0]["embedding"].size(), Body(Call("POST", "/v1/embeddings",
+            R"({"input": "over tls", "model": "tiny"})"))["data"][0]["embedding"].size());
+
+  auto untrusted = TlsContext::Client({tls + "other-ca.pem", "", ""});
+  ASSERT_TRUE(untrusted.ok());
+  auto refused = HttpGet(at, "/health", std::chrono::seconds(10), untrusted->get());
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable) << refused.status().ToString();
+  // The certificate names 127.0.0.1 only: under another name the same server is refused.
+  auto misnamed = HttpGet("localhost:" + std::to_string(server.port()), "/health", std::chrono::seconds(10),
+                          trusted->get());
+  EXPECT_EQ(misnamed.status().code(), Status::Code::kUnavailable) << "the host name was not checked";
+  // Plain HTTP gets no answer from a TLS port.
+  EXPECT_EQ(RawHttp(server.port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 0);
+  // And the server still answers the trusted client afterwards.
+  EXPECT_EQ(HttpGet(at, "/health", std::chrono::seconds(10), trusted->get())->status, 200);
+  server.Stop();
+}
+
+TEST(TlsFiles, AMissingOrMismatchedFileIsRefusedByName) {
+  const std::string tls = test::DataDir() + "/tls/";
+  auto missing = TlsContext::Server({"", tls + "nope.pem", tls + "node-key.pem"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("nope.pem"), std::string::npos) << missing.status().ToString();
+  auto no_key = TlsContext::Server({"", tls + "node.pem", ""});
+  EXPECT_EQ(no_key.status().code(), Status::Code::kInvalidArgument);
+  // The CA's key is no key of the node's certificate.
+  auto mismatched = TlsContext::Server({"", tls + "node.pem", tls + "ca-key.pem"});
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.status().message().find("ca-key.pem"), std::string::npos) << mismatched.status().ToString();
+  auto not_pem = TlsContext::Client({tls + "make.sh", "", ""});
+  EXPECT_EQ(not_pem.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(TlsContext::Client({tls + "ca.pem", tls + "node.pem", tls + "node-key.pem"}).ok());
+  HttpServerOptions so;
+  so.port = 0;
+  so.tls_cert_file = tls + "nope.pem";
+  so.tls_key_file = tls + "node-key.pem";
+  HttpServer server(so, nullptr);
+  EXPECT_FALSE(server.Start().ok());
 }
 
 TEST_F(ServerTest, SocketLayerSurvivesHostileRequests) {
