@@ -274,7 +274,15 @@ export class Cluster {
     this.save();
   }
 
+  get archiveDir() {
+    return path.join(this.dir, 'wal_archive');
+  }
+
   writePatroniConfig(i) {
+    if (!fs.existsSync(this.archiveDir)) {
+      fs.mkdirSync(this.archiveDir, { mode: 0o700 });
+      if (isRoot()) execFileSync('chown', ['postgres:postgres', this.archiveDir]);
+    }
     const p = this.state.postgres[i];
     const home = path.join(this.dir, p.name);
     fs.mkdirSync(home, { recursive: true, mode: 0o700 });
@@ -314,6 +322,11 @@ bootstrap:
         max_wal_senders: 10
         max_replication_slots: 10
         wal_keep_size: 256MB
+        # Every finished WAL segment copied to D/wal_archive: with a base
+        # backup, what a point-in-time restore replays (restore()).
+        archive_mode: 'on'
+        archive_command: 'test ! -f ${this.archiveDir}/%f && cp %p ${this.archiveDir}/%f'
+        archive_timeout: 60
   initdb:
     - encoding: UTF8
     - locale: C.UTF-8
@@ -498,6 +511,111 @@ postgresql:
     if (alive(this.state.postgres[i].patroni_pid) || this.postmasterPid(i)) throw new Error(`pg${i} is still running`);
     fs.rmSync(path.join(this.dir, this.state.postgres[i].name, 'data'), { recursive: true, force: true });
     this.startPatroni(i);
+  }
+
+  // A base backup of the primary (pg_basebackup as the replication role, its
+  // WAL included, an immediate checkpoint) in D/backups/<name>: what restore()
+  // starts from. Returns its folder.
+  async backup(name) {
+    const p = (await this.roles()).indexOf('primary');
+    if (p < 0) throw new Error('no primary to back up');
+    const dest = path.join(this.dir, 'backups', name);
+    fs.mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 });
+    const pg = this.state.postgres[p];
+    execFileSync(`${PG_BIN}/pg_basebackup`, ['-h', this.host(pg.name), '-p', String(pg.port), '-U', 'replicator',
+      '-D', dest, '-X', 'stream', '-c', 'fast', '-w'], { stdio: 'pipe', env: { ...process.env, PGPASSWORD: this.state.secrets.replicator } });
+    if (isRoot()) execFileSync('chown', ['-R', 'postgres:postgres', path.dirname(dest)]);
+    return dest;
+  }
+
+  // Runs a PostgreSQL program as the OS user postgres (when root; else as this user).
+  asPostgres(program, args, opts = {}) {
+    const [file, argv] = isRoot() ? ['setpriv', ['--reuid', 'postgres', '--regid', 'postgres', '--init-groups', '--',
+      `${PG_BIN}/${program}`, ...args]] : [`${PG_BIN}/${program}`, args];
+    return execFileSync(file, argv, { stdio: 'pipe', ...opts }).toString();
+  }
+
+  // A point-in-time restore of the whole PostgreSQL cluster under running
+  // nodes, as an operator does it: the current WAL archived, every member
+  // stopped, Patroni's keys removed from etcd, the base backup `backupDir`
+  // replayed from the WAL archive on pg0 by PostgreSQL alone (its socket
+  // only, no Patroni) up to `target` (a Date) and promoted there (a new
+  // timeline), then handed to Patroni, which takes it as the cluster; pg1 and
+  // pg2 start empty and clone it. Resolves once a synchronous standby and
+  // both standbys stream. Writes committed after `target` are gone: the
+  // nodes must notice their log went back and rebuild.
+  async restore(backupDir, target) {
+    const roles = await this.roles();
+    const p = roles.indexOf('primary');
+    if (p >= 0) {
+      // The segment holding `target` archived before anything stops.
+      const segment = this.psql(p, 'SELECT pg_walfile_name(pg_switch_wal())').trim();
+      await until(`WAL segment ${segment} archived`, async () => {
+        const last = this.psql(p, 'SELECT coalesce(last_archived_wal, \'\') FROM pg_stat_archiver').trim();
+        return last >= segment;
+      }, 60000);
+    }
+    for (let i = 0; i < this.state.postgres.length; i++) this.killPostgresMachine(i);
+    await until('every PostgreSQL member stopped', async () => this.state.postgres.every((_, i) => !this.postmasterPid(i) &&
+      !alive(this.state.postgres[i].patroni_pid)), 60000);
+    // Patroni's keys (scope moeedb-<dir>, namespace /service): the cluster starts anew from the restored data.
+    const prefix = `/service/moeedb-${path.basename(this.dir)}/`;
+    const b64 = (x) => Buffer.from(x).toString('base64');
+    const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+    await until('Patroni\'s keys deleted from etcd', async () => {
+      for (const e of this.state.etcd) {
+        try {
+          const r = await fetch(`http://${this.host(e.name)}:${e.client}/v3/kv/deleterange`, { method: 'POST',
+            body: JSON.stringify({ key: b64(prefix), range_end: b64(end) }), signal: AbortSignal.timeout(2000) });
+          if (r.ok) return true;
+        } catch {}
+      }
+      return false;
+    }, 30000);
+    const home = (i) => path.join(this.dir, this.state.postgres[i].name);
+    for (let i = 0; i < this.state.postgres.length; i++) fs.rmSync(path.join(home(i), 'data'), { recursive: true, force: true });
+    // A killed postmaster's socket and its lock stay behind (and, unreaped
+    // in a container, its pid looks alive to the new one's check).
+    for (const f of fs.readdirSync(home(0))) if (f.startsWith('.s.PGSQL.')) fs.rmSync(path.join(home(0), f), { force: true });
+    const data = path.join(home(0), 'data');
+    fs.cpSync(backupDir, data, { recursive: true });
+    fs.chmodSync(data, 0o700);
+    fs.writeFileSync(path.join(data, 'recovery.signal'), '');
+    // The backup's postgresql.conf is what Patroni wrote for the member it
+    // came from (its paths, a standby's recovery settings): PostgreSQL's own
+    // defaults serve the recovery, and Patroni writes its file again on start.
+    fs.writeFileSync(path.join(data, 'postgresql.conf'), "include_if_exists 'postgresql.base.conf'\n");
+    if (isRoot()) execFileSync('chown', ['-R', 'postgres:postgres', data]);
+    // Recovery settings on the command line, not in the data folder: the
+    // standbys cloned from it must not stop at the target too.
+    const stamp = target.toISOString().replace('T', ' ').replace('Z', '+00');
+    const opts = [`-c listen_addresses=''`, `-c unix_socket_directories='${home(0)}'`, `-c port=${this.state.postgres[0].port}`,
+      `-c restore_command='cp ${this.archiveDir}/%f %p'`, `-c recovery_target_time='${stamp}'`,
+      '-c recovery_target_action=promote', '-c archive_mode=off', `-c synchronous_standby_names=''`,
+      // No connections until promoted: so no parameter must match the old primary's (max_connections...).
+      '-c hot_standby=off'].join(' ');
+    const log = path.join(this.dir, 'restore.log');
+    fs.closeSync(fs.openSync(log, 'a'));
+    if (isRoot()) execFileSync('chown', ['postgres:postgres', log]);
+    try {
+      this.asPostgres('pg_ctl', ['-D', data, '-l', log, '-o', opts, '-w', '-t', '300', 'start']);
+    } catch (e) {
+      throw new Error(`the restore's recovery did not start: ${fs.readFileSync(log, 'utf8').slice(-3000)}`);
+    }
+    await until('the restored server promoted at its target', async () => {
+      try {
+        return this.asPostgres('psql', ['-h', home(0), '-p', String(this.state.postgres[0].port), '-U', 'postgres', '-d', 'postgres',
+          '-qAtc', 'SELECT pg_is_in_recovery()']).trim() === 'f';
+      } catch {
+        return false;
+      }
+    }, 300000);
+    this.asPostgres('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', '120', 'stop']);
+    this.startPatroni(0);
+    await until('the restored primary', async () => (await this.roles())[0] === 'primary', 120000);
+    for (let i = 1; i < this.state.postgres.length; i++) this.startPatroni(i);
+    await this.waitSyncStandby(180000);
+    await this.waitStandbys(this.state.postgres.length - 1, 240000);
   }
 
   async status() {

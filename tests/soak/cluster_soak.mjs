@@ -13,6 +13,13 @@
 //     primary through Patroni's REST APIs), a standby is promoted once the
 //     leader key expires; Patroni is started again and rejoins as a standby;
 //   - node / stop: a moeedb node is killed with kill -9 or SIGSTOPped;
+//   - restore: a point-in-time restore of the whole PostgreSQL cluster under
+//     the running nodes (a base backup taken, writes go on, a target time
+//     noted, writes go on, then the cluster restored to the target:
+//     scripts/cluster/cluster.mjs's restore()); every id's restored state
+//     must be one current at the target (the last write acknowledged before
+//     it, or one in flight then), the oracle then starts again from what the
+//     store holds, and every node must notice its log went back and rebuild;
 //   - with --netns (every member on a host of its own: network namespaces
 //     the soak creates, scripts/cluster/netns.mjs, and deletes at the end),
 //     --partitions N cuts, in turn, for --partition-ms: a node from
@@ -47,7 +54,7 @@
 // again). The test command runs a short version; the recorded long one:
 //
 //   node tests/soak/cluster_soak.mjs [--pg-kills 20] [--standby-losses 5] [--patroni-kills 5]
-//        [--node-kills 20] [--node-stops 10] [--netns 1 --partitions 10 --partition-ms 8000] [--writers 4]
+//        [--node-kills 20] [--node-stops 10] [--restores 2] [--netns 1 --partitions 10 --partition-ms 8000] [--writers 4]
 //        [--nodes 3] [--shards 3] [--replicas 2] [--add-node 1] [--gap-ms 3000] [--seed 1] [--bin B] [--model M]
 //
 // Prints one JSON line of figures and exits 1 on any violation.
@@ -64,6 +71,7 @@ const standbyLosses = Number(arg('standby-losses', 0));
 const patroniKills = Number(arg('patroni-kills', 0));
 const nodeKills = Number(arg('node-kills', 20));
 const nodeStops = Number(arg('node-stops', 10));
+const restores = Number(arg('restores', 0));
 const shards = Number(arg('shards', 3));
 const replicas = Number(arg('replicas', 2));
 const addNode = Number(arg('add-node', 1)) > 0;
@@ -171,13 +179,19 @@ const url = (i) => cluster.nodeUrl(i);
 const oracle = new Map();
 const stats = { upserts_acked: 0, deletes_acked: 0, unavailable: 0, refused: 0, unknown: 0, unknown_applied: 0,
   unknown_not_applied: 0, other_errors: 0, ryw_checked: 0, searches: 0, searches_ok: 0, search_hits: 0,
-  searches_cut_off: 0, searches_cut_off_ok: 0 };
+  searches_cut_off: 0, searches_cut_off_ok: 0, searches_restoring: 0, searches_restoring_ok: 0 };
 const failovers = [];  // per PostgreSQL fault: its kind, seconds to a new primary and to writes taken again
 const writeLog = [];   // { sent, acked } of every acknowledged write (ms since the epoch)
 const faultWindows = [];  // { kind, from, to }: searches answered during each fault
 const rebuilds = [];  // seconds from a node's loss to every shard ready on `replicas` live nodes
 let joined = null;    // the added node: seconds until it held its share
 let running = true;
+// A restore rewinds the truth: writers pause around it (paused; busy counts
+// those with a request in flight), and searches sent while it runs (epoch
+// changed or restoring) are checked for well-formed hits only.
+let paused = false, busy = 0, restoring = false, epoch = 0;
+let restoreWindow = false;  // from a restore's start until every node rebuilt: searches not held to the 99 %
+const restoreFigures = [];  // per restore: seconds to restore, to every node rebuilt, ids rewound
 
 const sameState = (a, b) => (a === 'deleted' || b === 'deleted' || !a || !b ? a === b : a.v === b.v);
 
@@ -198,11 +212,20 @@ async function writer(w) {
   const ids = [];
   let version = 0;
   while (running) {
+    if (paused) {
+      await sleep(50);
+      continue;
+    }
+    ++busy;
+    await writeOnce();
+    --busy;
+  }
+  async function writeOnce() {
     const node = Math.floor(rand() * nNodes);
     const del = ids.length > 3 && rand() < 0.25;
     const id = del ? pick(ids) : rand() < 0.5 && ids.length ? pick(ids) : `w${w}-${ids.length}`;
     if (!oracle.has(id)) {
-      oracle.set(id, { acked: undefined, pending: [], history: [], acks: [] });
+      oracle.set(id, { acked: undefined, pending: [], history: [], acks: [], ops: [] });
       ids.push(id);
     }
     const o = oracle.get(id);
@@ -218,9 +241,12 @@ async function writer(w) {
       : await call(`${url(node)}/collections/${COLL}/documents`, 'POST', { documents: [{ id, text: target.text }], wait });
     const type = r.json && r.json.error && r.json.error.type;
     o.inflight = null;
+    const op = { sent, state: target, outcome: 'unknown', done: null };
+    o.ops.push(op);
     o.history.push(`${Date.now() - t0}ms ${del ? 'delete' : `upsert v${v}`} via node ${node}: ${r.status} ${type || r.error || ''}`);
     if (r.status === 200 || (del && r.status === 404)) {
       writeLog.push({ sent, acked: Date.now() });
+      op.outcome = 'acked', op.done = Date.now();
       o.acked = target;
       o.pending = [];
       o.acks.push({ t: Date.now(), state: target });
@@ -244,6 +270,7 @@ async function writer(w) {
       }
     } else if ((r.status === 503 && type === 'unavailable_error') || r.refused) {
       stats[r.refused ? 'refused' : 'unavailable']++;  // nothing written (a refused connection: nothing sent)
+      op.outcome = 'unavailable';
       if (o.pending.length === 0) {
         // Checked at once: an Unavailable write must not be stored.
         const got = await readBack(id);
@@ -264,6 +291,7 @@ async function writer(w) {
       const applied = sameState(got, target);
       stats[applied ? 'unknown_applied' : 'unknown_not_applied']++;
       if (applied) {
+        op.outcome = 'acked', op.done = Date.now();
         o.acked = target;
         o.pending = [];
         o.acks.push({ t: Date.now(), state: target });
@@ -277,8 +305,10 @@ async function writer(w) {
 
 const searchLog = [];  // { t, ok } of every search sent to a live node
 async function searcher() {
-  const newestSeen = new Map();  // id -> the newest version this client saw: reads are monotonic
+  let newestSeen = new Map();  // id -> the newest version this client saw: reads are monotonic
+  let seenEpoch = epoch;
   while (running) {
+    if (seenEpoch !== epoch) newestSeen = new Map(), seenEpoch = epoch;  // a restore rewound the truth
     const nodes = [...live, ...cut];
     if (!nodes.length) {
       await sleep(50);
@@ -291,11 +321,15 @@ async function searcher() {
     const mode = pick(['fused', 'lexical', 'hybrid']);
     const sentAt = Date.now() - t0, sentClock = Date.now();
     const wasCut = cut.has(node);
+    const sentEpoch = epoch, sentRestoring = restoring;
     const r = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: `${pick(WORDS)} ${pick(WORDS)}`, mode, k: 10 }, 20000);
     if (wasCut) {
       stats.searches_cut_off++;
       if (r.status !== 200) continue;
       stats.searches_cut_off_ok++;
+    } else if (restoreWindow) {
+      stats.searches_restoring++;
+      if (r.status === 200) stats.searches_restoring_ok++;
     } else {
       stats.searches++;
       searchLog.push({ t: sentClock, ok: r.status === 200 });
@@ -304,15 +338,22 @@ async function searcher() {
       if (live.has(node)) console.error(`search on live node ${node} at ${Date.now() - t0}ms: ${r.status} ${r.error || (r.text || '').slice(0, 600)}`);
       continue;
     }
-    if (!wasCut) stats.searches_ok++;
+    if (!wasCut && !restoreWindow) stats.searches_ok++;
     const seen = new Set();
+    // Sent while a restore rewound the truth: the hits must be well formed
+    // (ids written, each text the one written under its id), no more.
+    const acrossRestore = sentRestoring || sentEpoch !== epoch;
     for (const h of r.json.hits) {
       stats.search_hits++;
       if (seen.has(h.id)) violate(`search returned ${h.id} twice`);
       seen.add(h.id);
       const o = oracle.get(h.id);
       if (!o) violate(`search returned ${h.id}, never written`);
-      else if (!(deletedBefore.has(h.id) && o.acked === 'deleted' && !o.pending.length && !o.inflight &&
+      else if (acrossRestore) {
+        const m = /v(\d+)z/.exec(h.text || '');
+        if (!m || !(h.text || '').includes(nonce(h.id, Number(m[1]))))
+          violate(`search (${mode}, node ${node}, during a restore) returned ${h.id} with a text not written under it: ${h.text}`);
+      } else if (!(deletedBefore.has(h.id) && o.acked === 'deleted' && !o.pending.length && !o.inflight &&
                  !o.acks.some((a) => a.t > sentClock))) {
         // Its version: one current at some moment between sending and the
         // answer (acknowledged then), or one still unresolved.
@@ -467,6 +508,82 @@ async function waitRebuilt(lost, t) {
   }
 }
 
+// The states an id may hold after a restore to `target` (ms since the
+// epoch): the last one acknowledged before it (absent if none), or that of
+// any write sent before it and not acknowledged before it.
+function allowedAt(o, target) {
+  let last = 'deleted';
+  const allowed = [];
+  for (const op of o.ops) {
+    if (op.outcome === 'acked' && op.done <= target) last = op.state;
+    else if (op.sent <= target && op.outcome !== 'unavailable') allowed.push(op.state);
+  }
+  return [last, ...allowed];
+}
+
+// A point-in-time restore of PostgreSQL under the running nodes.
+async function restoreFault(n) {
+  const t = Date.now();
+  console.error(`${t - t0}ms: a base backup for restore ${n}`);
+  const backup = await cluster.backup(`restore${n}`);
+  await sleep(gapMs);
+  const target = Date.now();
+  await sleep(gapMs);
+  // Writers pause (their requests in flight answered) so none straddles the restore.
+  paused = true;
+  while (busy > 0) await sleep(20);
+  restoring = true, restoreWindow = true;
+  const before = [];  // each node's replicas' rewinds so far
+  for (let i = 0; i < nNodes; i++) {
+    const info = await call(`${url(i)}/collections/${COLL}`, 'GET');
+    before[i] = info.status === 200 && info.json.node ? info.json.node.replicas.reduce((a, r) => a + (r.log_rewinds || 0), 0) : 0;
+  }
+  const started = Date.now();
+  console.error(`${started - t0}ms: PostgreSQL restored to ${target - t0}ms (${started - target} ms back)`);
+  await cluster.restore(backup, new Date(target));
+  const restored = (Date.now() - started) / 1000;
+  // The truth now: each id as the store holds it, one of the states current at the target.
+  let rewound = 0;
+  for (const [id, o] of oracle) {
+    const got = await readBack(id);
+    const allowed = allowedAt(o, target);
+    if (!allowed.some((a) => sameState(a, got)))
+      violate(`${id} after the restore to ${target - t0}ms: stored ${JSON.stringify(got)}, expected one of ${JSON.stringify(allowed)}; ` +
+              `its history: ${o.history.join('; ')}`);
+    if (!sameState(got, o.acked ?? 'deleted')) rewound++;
+    o.history.push(`${Date.now() - t0}ms restored to ${target - t0}ms: ${got === 'deleted' ? 'absent' : `v${got.v}`}`);
+    o.acked = got === 'deleted' ? 'deleted' : got;
+    o.pending = [];
+    o.acks = [{ t: Date.now(), state: o.acked }];
+    o.ops = [{ sent: 0, state: o.acked, outcome: 'acked', done: Date.now() }];
+  }
+  ++epoch;
+  restoring = false;
+  paused = false;
+  // Every node notices its log went back and rebuilds: each one's replicas
+  // rewound once more and caught up with the restored log.
+  let all = true;
+  for (let i = 0; i < nNodes; i++) {
+    if (!live.has(i)) continue;
+    for (;;) {
+      const info = await call(`${url(i)}/collections/${COLL}`, 'GET');
+      const reps = info.status === 200 && info.json.node ? info.json.node.replicas : [];
+      const rewinds = reps.reduce((a, r) => a + (r.log_rewinds || 0), 0);
+      if (reps.length && rewinds > before[i] && reps.every((r) => !r.building && r.applied_seq === info.json.last_op)) break;
+      if (Date.now() - started > 180000) {
+        violate(`node ${i} did not rebuild after the restore: ${info.text && info.text.replace(/"spec".*?"node"/, '"node"')}`);
+        all = false;
+        break;
+      }
+      await sleep(200);
+    }
+  }
+  restoreWindow = false;
+  restoreFigures.push({ restored_s: restored, rebuilt_s: (Date.now() - started) / 1000, back_ms: started - target,
+    ids_rewound: rewound, all_rebuilt: all });
+  faultWindows.push({ kind: 'restore', from: t, to: Date.now() });
+}
+
 async function killNode(stop) {
   const i = Math.floor(rand() * nNodes);
   live.delete(i);
@@ -573,6 +690,7 @@ try {
   for (let s = 0; s < nNodes; s++) tasks.push(searcher());
   const events = [...Array(pgKills).fill('pg'), ...Array(standbyLosses).fill('standby'),
     ...Array(patroniKills).fill('patroni'), ...Array(nodeKills).fill('node'), ...Array(nodeStops).fill('stop'),
+    ...Array(restores).fill('restore'),
     ...Array.from({ length: partitions }, (_, i) => PARTITION_KINDS[i % PARTITION_KINDS.length])];
   for (let i = events.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
@@ -582,6 +700,7 @@ try {
   await sleep(gapMs);
   for (const e of events) {
     if (e === 'pg' || e === 'standby' || e === 'patroni') await pgFault(e);
+    else if (e === 'restore') await restoreFault(restoreFigures.length + 1);
     else if (PARTITION_KINDS.includes(e)) await partition(e);
     else if (e === 'join') {
       await joinNode();
@@ -645,6 +764,7 @@ try {
   }
   console.log(JSON.stringify({
     pg_kills: pgKills, standby_losses: standbyLosses, patroni_kills: patroniKills, node_kills: nodeKills, node_stops: nodeStops,
+    restores,
     netns: !!net, partitions, partition_ms: partitionMs, writers: nWriters, nodes: nNodes, shards, replicas,
     up_s: upSeconds,
     seconds: (Date.now() - t0) / 1000, ids: oracle.size, stored: expected, ...stats,
@@ -653,6 +773,7 @@ try {
     rebuild_s: { p50: q(rebuilds.map((r) => r.s).sort((a, b) => a - b), 0.5), max: q(rebuilds.map((r) => r.s).sort((a, b) => a - b), 1),
       n: rebuilds.length },
     join_s: joined && joined.s,
+    restores: restoreFigures,
     violations: violations.length,
   }));
   if (violations.length) exitCode = 1;

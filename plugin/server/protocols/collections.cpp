@@ -122,7 +122,7 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
       size_t indexed = 0;
       for (const auto& r : (*open)->ReplicaStates()) {
         replicas.push_back({{"shard", r.shard}, {"documents", r.documents}, {"applied_seq", r.applied_seq},
-                            {"index_bytes", r.index_bytes}});
+                            {"index_bytes", r.index_bytes}, {"log_rewinds", r.log_rewinds}, {"building", r.building}});
         indexed += r.documents;
       }
       out["node"] = {{"applied_seq", (*open)->applied_seq()}, {"indexed", indexed}, {"replicas", replicas}};
