@@ -31,11 +31,12 @@ enum class EmbedPurpose { kDocuments, kQuery };
 using EmbedFunction =
     std::function<Result<std::vector<Embedding>>(const EmbeddingSetup&, const std::vector<std::string>&, EmbedPurpose)>;
 
-// The default bound on a search's staleness over a shared store: none. With
-// a bound (2000 ms, ten follower periods, is the suggested one), a failover
-// that leaves a node one entry behind makes its searches 503 until a new
-// primary answers (docs/cluster.md, "Staleness and read consistency").
-inline constexpr uint64_t kDefaultMaxStalenessMs = 0;
+// The default bound on a search's staleness over a shared store: ten
+// follower periods. A replica that has not read the change log for longer
+// reads it first (during a failover from the synchronous standby), or
+// answers 503 and claims "stale" (docs/cluster.md, "Staleness and read
+// consistency").
+inline constexpr uint64_t kDefaultMaxStalenessMs = 2000;
 // How many change-log entries a peer's replica may be behind this node's own
 // replicas of a collection and still answer a search this node coordinates
 // (it catches up first, or answers 503 and another replica is asked).

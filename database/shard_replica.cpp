@@ -378,6 +378,13 @@ Status ShardReplica::FollowOwnWrite(const WriteResult& res, const std::vector<St
 Result<size_t> ShardReplica::CatchUp() {
   std::lock_guard follow(follow_mu_);
   auto n = CatchUpLocked();
+  if (!n.ok() && n.status().code() == Status::Code::kUnavailable && store_->shared()) {
+    // No primary answers (a failover): the synchronous standby's log, which
+    // will be the new primary's, is followed as far as it holds this
+    // replica's last entry.
+    auto from_standby = CatchUpFromStandbyLocked();
+    if (from_standby.ok()) return from_standby;
+  }
   if (!n.ok() && store_->shared()) {
     // The log is read from the primary only. While a failover has no
     // primary, no write is acknowledged either: the synchronous standby
@@ -427,6 +434,32 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     MOEEDB_RETURN_IF_ERROR(Rebuild());
     return size_t{0};
   }
+  MOEEDB_ASSIGN_OR_RETURN(size_t applied, ApplyEntries(ops, next));
+  std::unique_lock lock(mu_);
+  log_read_at_ = read_at;
+  return applied;
+}
+
+Result<size_t> ShardReplica::CatchUpFromStandbyLocked() {
+  if (needs_rebuild_) return Status::Unavailable("collection " + layout_.name + ": a rebuild is due");
+  const bool check = applied_seq_ > 0;
+  const auto read_at = std::chrono::steady_clock::now();
+  std::vector<OpRecord> ops;
+  MOEEDB_RETURN_IF_ERROR(store_->ReadOpsFromStandby(layout_.name, check ? applied_seq_ - 1 : applied_seq_,
+                                                    [&](const OpRecord& op) { ops.push_back(op); }));
+  // Only a log that holds this replica's last entry, under its identity, is
+  // followed: the standby may not have received yet what the old primary
+  // showed this replica, and whether the log went back is the primary's to say.
+  if (check && (ops.empty() || ops[0].seq != applied_seq_ || ops[0].entry_id != applied_entry_))
+    return Status::Unavailable("collection " + layout_.name + ": the synchronous standby's log does not hold entry " +
+                               std::to_string(applied_seq_) + " as this replica applied it");
+  MOEEDB_ASSIGN_OR_RETURN(size_t applied, ApplyEntries(ops, check ? 1 : 0));
+  std::unique_lock lock(mu_);
+  log_read_at_ = read_at;
+  return applied;
+}
+
+Result<size_t> ShardReplica::ApplyEntries(const std::vector<OpRecord>& ops, size_t next) {
   size_t applied = 0;
   while (next < ops.size()) {
     // A batch of entries: their documents read from the store without the
@@ -455,8 +488,6 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     }
     next = end;
   }
-  std::unique_lock lock(mu_);
-  log_read_at_ = read_at;
   return applied;
 }
 

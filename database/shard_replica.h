@@ -121,6 +121,12 @@ class ShardReplica {
   ShardReplica() = default;
   // CatchUp with follow_mu_ held.
   Result<size_t> CatchUpLocked();
+  // CatchUpLocked from the store's synchronous standby (while no primary
+  // answers), only where its log holds this replica's last entry.
+  Result<size_t> CatchUpFromStandbyLocked();
+  // Applies ops[next..] in batches (their documents read without the
+  // searches' lock, each batch applied under it); follow_mu_ held.
+  Result<size_t> ApplyEntries(const std::vector<OpRecord>& ops, size_t next);
   // Applies entry `op` whose documents (in the store now) are `docs` (mu_ held exclusively).
   Status ApplyLoggedOp(const OpRecord& op, std::vector<std::optional<StoredDocument>> docs);
   Status ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,

@@ -625,15 +625,12 @@ Status PostgresStore::ScanMetadata(const std::string& collection,
   return ScanDocuments(collection, false, shard, [&](uint64_t id, const StoredDocument& d) { fn(id, d.metadata_json); });
 }
 
-Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,
-                              const std::function<void(const OpRecord&)>& fn) const {
-  // Read whole, then handed out: `fn` may call the store.
-  std::vector<OpRecord> ops;
-  // From the primary only: a server that lost the primary role in a failover
-  // may still hold entries the new primary never had and will number anew
-  // (the entries' identities let a node notice later, but a search would
-  // answer with them meanwhile).
-  MOEEDB_RETURN_IF_ERROR(ReadPrimary("reading the change log of " + collection, [&](pqxx::connection& c) -> Status {
+namespace {
+
+// The change-log entries of `collection` with seq > after, read on `c`.
+Status LoadOps(pqxx::connection& c, const std::string& collection, uint64_t after, std::vector<OpRecord>* out) {
+  std::vector<OpRecord>& ops = *out;
+  {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result rows = t.exec_params(
@@ -647,8 +644,36 @@ Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,
       if (!row["entry_id"].is_null()) op.entry_id = row["entry_id"].as<std::string>();
       ops.push_back(std::move(op));
     }
-    return Status::OK();
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,
+                              const std::function<void(const OpRecord&)>& fn) const {
+  // Read whole, then handed out: `fn` may call the store.
+  std::vector<OpRecord> ops;
+  // From the primary only: a server that lost the primary role in a failover
+  // may still hold entries the new primary never had and will number anew
+  // (the entries' identities let a node notice later, but a search would
+  // answer with them meanwhile).
+  MOEEDB_RETURN_IF_ERROR(ReadPrimary("reading the change log of " + collection, [&](pqxx::connection& c) {
+    return LoadOps(c, collection, after, &ops);
   }));
+  for (const OpRecord& op : ops) fn(op);
+  return Status::OK();
+}
+
+Status PostgresStore::ReadOpsFromStandby(const std::string& collection, uint64_t after,
+                                         const std::function<void(const OpRecord&)>& fn) const {
+  if (!patroni_) return Store::ReadOpsFromStandby(collection, after, fn);
+  std::vector<OpRecord> ops;
+  const auto session = fallback_reads_.Take();
+  MOEEDB_RETURN_IF_ERROR(OnSession("reading the change log of " + collection + " from the synchronous standby",
+                                   session.get(), /*primary=*/false, false, [&](pqxx::connection& c) {
+                                     return LoadOps(c, collection, after, &ops);
+                                   }));
   for (const OpRecord& op : ops) fn(op);
   return Status::OK();
 }

@@ -112,6 +112,10 @@ class PostgresStore final : public Store {
                       const ShardFilter& shard) const override;
   Status ReadOps(const std::string& collection, uint64_t after,
                  const std::function<void(const OpRecord&)>& fn) const override;
+  // With patroni=: the log as the synchronous standby Patroni names holds it
+  // (it replays the primary's WAL; strict synchronous mode promotes only it).
+  Status ReadOpsFromStandby(const std::string& collection, uint64_t after,
+                            const std::function<void(const OpRecord&)>& fn) const override;
   // Keeps the log: other nodes follow it from their own cursors.
   Status TrimOps(const std::string& collection, uint64_t upto) override;
   // NotSupported: PostgreSQL's own backups (pg_basebackup, pg_dump) copy it.

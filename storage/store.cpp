@@ -52,6 +52,11 @@ Result<Store::LogHead> Store::GetLogHead(const std::string& collection) const {
   return LogHead{std::move(record), ""};
 }
 
+Status Store::ReadOpsFromStandby(const std::string& collection, uint64_t,
+                                 const std::function<void(const OpRecord&)>&) const {
+  return Status::NotSupported("collection '" + collection + "': this store names no synchronous standby to read the log from");
+}
+
 bool Store::WaitForChange(int timeout_ms) const {
   std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
   return false;

@@ -153,6 +153,14 @@ class Store {
   // The change-log entries with seq > after, in order.
   virtual Status ReadOps(const std::string& collection, uint64_t after,
                          const std::function<void(const OpRecord&)>& fn) const = 0;
+  // The change-log entries with seq > after as the synchronous standby holds
+  // them, for a replica to follow while no primary answers: a prefix of the
+  // log (the standby replays the primary's), perhaps shorter than what a
+  // replica read from the old primary, never an entry the old primary alone
+  // had. NotSupported where no such server can be named (the default; a
+  // single RocksDB process; PostgreSQL without patroni=).
+  virtual Status ReadOpsFromStandby(const std::string& collection, uint64_t after,
+                                    const std::function<void(const OpRecord&)>& fn) const;
   // Drops change-log entries with seq <= upto (after an index snapshot covers them).
   virtual Status TrimOps(const std::string& collection, uint64_t upto) = 0;
 

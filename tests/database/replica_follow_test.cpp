@@ -51,6 +51,11 @@ class GatedStore : public Store {
   bool shared_ = false, rewound_ = false;
   bool log_unreadable_ = false;          // ReadOps answers Unavailable (no primary)
   std::optional<std::string> head_entry_;  // GetLogHead names this entry instead
+  // The synchronous standby (ReadOpsFromStandby): none (NotSupported), or one
+  // that has received the log up to standby_head_, its entries renamed when
+  // standby_rewound_ (it holds other entries under those numbers).
+  bool has_standby_ = false, standby_rewound_ = false;
+  uint64_t standby_head_ = UINT64_MAX;
 
   Result<CollectionRecord> CreateCollection(const std::string& n, const std::string& s) override {
     return inner_->CreateCollection(n, s);
@@ -106,6 +111,16 @@ class GatedStore : public Store {
       OpRecord other = op;
       other.entry_id = "after-the-rewind-" + std::to_string(op.seq);
       fn(other);
+    });
+  }
+  Status ReadOpsFromStandby(const std::string& c, uint64_t after,
+                            const std::function<void(const OpRecord&)>& fn) const override {
+    if (!has_standby_) return Store::ReadOpsFromStandby(c, after, fn);
+    return inner_->ReadOps(c, after, [&](const OpRecord& op) {
+      if (op.seq > standby_head_) return;
+      OpRecord seen = op;
+      if (standby_rewound_) seen.entry_id = "only-on-the-standby-" + std::to_string(op.seq);
+      fn(seen);
     });
   }
   Status TrimOps(const std::string& c, uint64_t upto) override { return inner_->TrimOps(c, upto); }
@@ -293,6 +308,52 @@ TEST_F(ReplicaFollow, WhileTheLogCannotBeReadItIsFreshOnlyIfTheHeadIsTheEntryItA
   s = replica_->WithinStaleness(kBound);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_LT(replica_->log_read_age_ms(), kBound);
+}
+
+// While no primary answers (a failover), a replica behind follows the
+// synchronous standby's log, which the new primary will hold, as far as that
+// log holds the entry the replica applied last; a standby behind the replica,
+// or one holding another entry under its number, is not followed, and is no
+// reason to rebuild (whether the log went back is the primary's to say).
+TEST_F(ReplicaFollow, WhileNoPrimaryAnswersItFollowsTheStandbysLogOnlyPastItsOwnLastEntry) {
+  constexpr uint64_t kBound = 1000;  // ms
+  // Entries 2-4, written by other nodes before the primary died.
+  for (size_t k = 0; k < 3; ++k) ASSERT_TRUE(rocks_->Upsert("c", Documents(100 + 100 * k, 10, "plums"), true).ok());
+  gated_->shared_ = true;
+  gated_->log_unreadable_ = true;
+  gated_->has_standby_ = true;
+  gated_->standby_head_ = 3;  // entry 4 had not reached it
+  auto caught = replica_->CatchUp();
+  ASSERT_TRUE(caught.ok()) << caught.status().ToString();
+  EXPECT_EQ(*caught, 2u);
+  EXPECT_EQ(replica_->applied_seq(), 3u);
+  EXPECT_EQ(replica_->size(), 120u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(kBound + 100));
+  EXPECT_TRUE(replica_->WithinStaleness(kBound).ok()) << "the standby's log is read again";
+  EXPECT_LT(replica_->log_read_age_ms(), kBound);
+  auto words = replica_->Answer(Query(layout_, QueryMode::kLexical, "plums"));
+  ASSERT_TRUE(words.ok()) << words.status().ToString();
+  EXPECT_EQ(words->hits.size(), 10u);
+
+  // A standby behind the replica: not followed, not a rewind.
+  gated_->standby_head_ = 2;
+  std::this_thread::sleep_for(std::chrono::milliseconds(kBound + 100));
+  EXPECT_EQ(replica_->WithinStaleness(kBound).code(), Status::Code::kUnavailable);
+  EXPECT_EQ(replica_->applied_seq(), 3u);
+  // One holding another entry under the replica's number: the same.
+  gated_->standby_head_ = UINT64_MAX;
+  gated_->standby_rewound_ = true;
+  EXPECT_EQ(replica_->CatchUp().status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(replica_->applied_seq(), 3u);
+  EXPECT_FALSE(replica_->building());
+  EXPECT_EQ(replica_->log_rewinds(), 0u);
+
+  // The primary back: the rest from it.
+  gated_->log_unreadable_ = false;
+  caught = replica_->CatchUp();
+  ASSERT_TRUE(caught.ok()) << caught.status().ToString();
+  EXPECT_EQ(replica_->applied_seq(), 4u);
+  EXPECT_EQ(replica_->log_rewinds(), 0u);
 }
 
 }  // namespace

@@ -315,6 +315,19 @@ TEST(PatroniMembers, WhileNoPrimaryAnswersAStoreReadsFromTheSynchronousStandbyOn
   ASSERT_TRUE(doc->has_value());
   EXPECT_EQ((*doc)->text, "text of a");
   EXPECT_EQ(store->ReadOps("c", 0, [](const OpRecord&) {}).code(), Status::Code::kUnavailable);
+  // ReadOpsFromStandby reads it there: what a replica follows during a failover.
+  std::string standby_entry;
+  ASSERT_TRUE(store->ReadOpsFromStandby("c", 0, [&](const OpRecord& op) { standby_entry = op.entry_id; }).ok());
+  EXPECT_EQ(standby_entry, entry);
+  // Never from an asynchronous standby or the old primary.
+  members({Member("pg0", "leader", real, leader.host_port()), Member("pg1", "replica", real),
+           Member("pg2", "sync_standby", "127.0.0.1:1")});
+  std::this_thread::sleep_for(PatroniMembers::kFresh);
+  EXPECT_EQ(store->ReadOpsFromStandby("c", 0, [](const OpRecord&) {}).code(), Status::Code::kUnavailable);
+  // Without patroni= no server can be named the synchronous standby.
+  auto plain = Store::Open(db.uri());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ((*plain)->ReadOpsFromStandby("c", 0, [](const OpRecord&) {}).code(), Status::Code::kNotSupported);
 }
 
 }  // namespace
