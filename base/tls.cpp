@@ -61,6 +61,8 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Client(const TlsFiles& fil
 Result<std::shared_ptr<const TlsContext>> TlsContext::Server(const TlsFiles& files) {
   if (files.cert_file.empty()) return Status::InvalidArgument("TLS: a server needs a certificate and its key");
   auto c = NewContext(ssl::context::tls_server);
+  // A client closing without close_notify ends its connection as a plain EOF would.
+  SSL_CTX_set_options(c->native_handle(), SSL_OP_IGNORE_UNEXPECTED_EOF);
   MOEEDB_RETURN_IF_ERROR(UseCertificate(c.get(), files));
   return std::shared_ptr<const TlsContext>(new TlsContext(std::move(c)));
 }

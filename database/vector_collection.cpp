@@ -149,6 +149,18 @@ std::vector<VectorCollection::ReplicaState> VectorCollection::ReplicaStates() co
   return out;
 }
 
+std::vector<VectorCollection::ReplicaContents> VectorCollection::Contents() const {
+  std::shared_lock lock(replicas_mu_);
+  std::vector<ReplicaContents> out;
+  for (ShardReplica* r : Replicas()) {
+    ReplicaContents c{r->shard(), r->applied_seq(), r->IndexedIds(), r->LexicalIds()};
+    std::sort(c.dense.begin(), c.dense.end());
+    std::sort(c.lexical.begin(), c.lexical.end());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 size_t VectorCollection::size() const {
   {
     std::shared_lock lock(replicas_mu_);

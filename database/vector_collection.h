@@ -190,6 +190,15 @@ class VectorCollection {
     bool building = false;         // a rebuild is due or under way: it refuses searches
   };
   std::vector<ReplicaState> ReplicaStates() const;
+  // What each local replica holds, by internal id (sorted): its dense and its
+  // lexical index (empty without one), for comparing replicas of a shard
+  // across nodes (the ids are the store's, the same on every node).
+  struct ReplicaContents {
+    uint32_t shard = 0;
+    uint64_t applied_seq = 0;
+    std::vector<uint64_t> dense, lexical;
+  };
+  std::vector<ReplicaContents> Contents() const;
   // How clients' own vectors map onto the stored ones (client_vectors.h).
   const VectorSchema& schema() const { return schema_; }
   // The statistics the index standardizes each half with.

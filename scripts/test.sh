@@ -17,9 +17,10 @@ node tests/soak/cluster_soak.mjs --pg-kills 1 --standby-losses 1 --patroni-kills
 # The same cluster on separate hosts (network namespaces the soak creates and
 # deletes; root, hence sudo elsewhere): a node cut from PostgreSQL, one from
 # etcd, the primary from its standbys, an etcd minority, an etcd member
-# killed, the primary's machine lost for good, and a point-in-time restore
-# of PostgreSQL under the running nodes.
-SOAK_NETNS=(node tests/soak/cluster_soak.mjs --netns 1 --partitions 5 --partition-ms 8000 --pg-kills 1 --restores 1
+# killed, the primary cut from etcd, a node cut from the other nodes, the
+# primary's machine lost for good, and a point-in-time restore of
+# PostgreSQL under the running nodes.
+SOAK_NETNS=(node tests/soak/cluster_soak.mjs --netns 1 --partitions 7 --partition-ms 8000 --pg-kills 1 --restores 1
   --node-kills 0 --node-stops 0 --add-node 0 --gap-ms 2000)
 if [ "$(id -u)" -eq 0 ]; then
   "${SOAK_NETNS[@]}"

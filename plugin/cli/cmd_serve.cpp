@@ -133,6 +133,8 @@ int RunServe(const Args& args) {
   if (args.Has("tls-ca") && !args.Has("etcd")) return UsageError("serve", "--tls-ca is for --etcd (etcd's and the nodes' CA)");
   if (args.Has("tls-ca") && !https)
     return UsageError("serve", "--tls-ca needs --tls-cert and --tls-key: every node of a TLS cluster serves https");
+  if (args.Has("etcd") && https && !args.Has("tls-ca"))
+    return UsageError("serve", "--etcd with --tls-cert needs --tls-ca: the other nodes serve https too, and are checked against it");
   if (args.Has("etcd")) {
     if (!Database::IsSharedLocation(args.Get("db"))) return UsageError("serve", "--etcd needs a PostgreSQL --db (the nodes' shared store)");
     if (port == 0 && !args.Has("advertise")) return UsageError("serve", "--etcd needs a fixed --port (or --advertise)");

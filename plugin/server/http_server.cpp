@@ -171,7 +171,10 @@ void HttpServer::ServeRequests(Stream& socket, int fd) {
       http::write(socket, res, wec);
       break;
     }
-    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) break;
+    // A TLS client may close without close_notify (moeedb's own does): an end, not a malformed request.
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        (ec == asio::ssl::error::stream_truncated && !parser.got_some()))
+      break;
     http::response<http::string_body> res;
     bool close = false;
     if (ec) {

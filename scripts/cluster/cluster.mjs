@@ -278,6 +278,11 @@ export class Cluster {
     return path.join(this.dir, 'wal_archive');
   }
 
+  get archiveCommand() {
+    const a = this.archiveDir;
+    return `test ! -f ${a}/%f && cp %p ${a}/%f.$$ && mv ${a}/%f.$$ ${a}/%f || cmp -s %p ${a}/%f`;
+  }
+
   writePatroniConfig(i) {
     if (!fs.existsSync(this.archiveDir)) {
       fs.mkdirSync(this.archiveDir, { mode: 0o700 });
@@ -323,9 +328,13 @@ bootstrap:
         max_replication_slots: 10
         wal_keep_size: 256MB
         # Every finished WAL segment copied to D/wal_archive: with a base
-        # backup, what a point-in-time restore replays (restore()).
-        archive_mode: 'on'
-        archive_command: 'test ! -f ${this.archiveDir}/%f && cp %p ${this.archiveDir}/%f'
+        # backup, what a point-in-time restore replays (restore()). By the
+        # standbys too (always: a segment a killed primary finished but never
+        # archived is not lost), each copy under a temporary name then moved
+        # (a copy cut short is never taken for the segment), a file already
+        # there with the same bytes counted as archived.
+        archive_mode: always
+        archive_command: '${this.archiveCommand}'
         archive_timeout: 60
   initdb:
     - encoding: UTF8
@@ -591,7 +600,10 @@ postgresql:
     const stamp = target.toISOString().replace('T', ' ').replace('Z', '+00');
     const opts = [`-c listen_addresses=''`, `-c unix_socket_directories='${home(0)}'`, `-c port=${this.state.postgres[0].port}`,
       `-c restore_command='cp ${this.archiveDir}/%f %p'`, `-c recovery_target_time='${stamp}'`,
-      '-c recovery_target_action=promote', '-c archive_mode=off', `-c synchronous_standby_names=''`,
+      // Archiving on: the new timeline's history file and the old one's last
+      // (partial) segment reach the archive, for any later restore.
+      '-c recovery_target_action=promote', '-c archive_mode=on', `-c "archive_command=${this.archiveCommand.replace(/\$/g, '\\$')}"`,
+      `-c synchronous_standby_names=''`,
       // No connections until promoted: so no parameter must match the old primary's (max_connections...).
       '-c hot_standby=off'].join(' ');
     const log = path.join(this.dir, 'restore.log');

@@ -24,8 +24,11 @@
 //     the soak creates, scripts/cluster/netns.mjs, and deletes at the end),
 //     --partitions N cuts, in turn, for --partition-ms: a node from
 //     PostgreSQL only, a node from etcd only, the PostgreSQL primary from its
-//     standbys, one etcd member from the other two (a minority), and stops
-//     an etcd member (kill -9, started again with its data when the time is up).
+//     standbys, one etcd member from the other two (a minority), stops an
+//     etcd member (kill -9, started again with its data when the time is
+//     up), cuts the PostgreSQL primary from etcd (the nodes still reach it:
+//     its Patroni must demote it, a standby is promoted), and a node from the
+//     other nodes (it still reaches PostgreSQL and etcd).
 // The next fault waits until both standbys stream again. The oracle is the
 // writers' own record:
 //   - each writer owns its ids and has one request in flight, so every id's
@@ -35,6 +38,10 @@
 //   - a 503 unavailable_error wrote nothing (it must not be stored);
 //   - read-your-writes: right after an acknowledged upsert, a lexical search
 //     for its unique word on the same node finds it;
+//   - settled documents are found: every so often a document whose last
+//     write was acknowledged over 3 s before (beyond the 2 s staleness bound)
+//     and not written since is searched by its unique word on a random node,
+//     and an answer without it is a violation;
 //   - no search returns a document deleted (acknowledged) before it was sent,
 //     an id twice, or an id never written; reads are monotonic per client (a
 //     searcher never gets an older version of a document than it saw before);
@@ -42,7 +49,9 @@
 //   - after the faults: the store holds exactly the oracle's documents (no
 //     loss, no duplicates), and every node's indexes converge to it (applied
 //     sequence = the change log's head, document counts equal, each document
-//     found by its unique word on every node, no deleted one).
+//     found by its unique word on every node, no deleted one), every replica
+//     of a shard holding the same ids (GET /collections/{name}/shards) in
+//     its dense and lexical index alike.
 // The collection is sharded (--shards, --replicas; placed on the nodes
 // through etcd): a node's loss is also a kill -9 kept down, or a SIGSTOP (a
 // node that stops answering without dying), until its replicas are rebuilt
@@ -80,7 +89,8 @@ let nNodes = Number(arg('nodes', 3));
 const gapMs = Number(arg('gap-ms', 3000));
 const partitions = Number(arg('partitions', 0));
 const partitionMs = Number(arg('partition-ms', 8000));
-const PARTITION_KINDS = ['cut-node-pg', 'cut-node-etcd', 'cut-primary', 'cut-etcd', 'etcd-down'];
+const PARTITION_KINDS = ['cut-node-pg', 'cut-node-etcd', 'cut-primary', 'cut-etcd', 'etcd-down', 'cut-primary-etcd',
+  'cut-node-peers'];
 
 // --netns: this process makes the network, runs the soak again inside it
 // (on a host of its own, since nothing outside reaches the hosts), and
@@ -179,7 +189,7 @@ const url = (i) => cluster.nodeUrl(i);
 const oracle = new Map();
 const stats = { upserts_acked: 0, deletes_acked: 0, unavailable: 0, refused: 0, unknown: 0, unknown_applied: 0,
   unknown_not_applied: 0, other_errors: 0, ryw_checked: 0, searches: 0, searches_ok: 0, search_hits: 0,
-  searches_cut_off: 0, searches_cut_off_ok: 0, searches_restoring: 0, searches_restoring_ok: 0 };
+  searches_cut_off: 0, searches_cut_off_ok: 0, searches_restoring: 0, searches_restoring_ok: 0, settled_checked: 0 };
 const failovers = [];  // per PostgreSQL fault: its kind, seconds to a new primary and to writes taken again
 const writeLog = [];   // { sent, acked } of every acknowledged write (ms since the epoch)
 const faultWindows = [];  // { kind, from, to }: searches answered during each fault
@@ -245,7 +255,8 @@ async function writer(w) {
     o.ops.push(op);
     o.history.push(`${Date.now() - t0}ms ${del ? 'delete' : `upsert v${v}`} via node ${node}: ${r.status} ${type || r.error || ''}`);
     if (r.status === 200 || (del && r.status === 404)) {
-      writeLog.push({ sent, acked: Date.now() });
+      // A delete of an id already gone (404) commits nothing: not a write taken.
+      if (r.status === 200) writeLog.push({ sent, acked: Date.now() });
       op.outcome = 'acked', op.done = Date.now();
       o.acked = target;
       o.pending = [];
@@ -342,7 +353,7 @@ async function searcher() {
     const seen = new Set();
     // Sent while a restore rewound the truth: the hits must be well formed
     // (ids written, each text the one written under its id), no more.
-    const acrossRestore = sentRestoring || sentEpoch !== epoch;
+    const acrossRestore = sentRestoring || restoring || sentEpoch !== epoch;
     for (const h of r.json.hits) {
       stats.search_hits++;
       if (seen.has(h.id)) violate(`search returned ${h.id} twice`);
@@ -378,6 +389,33 @@ async function searcher() {
                 `(${h.text}), deleted before it was sent; its history: ${o.history.join('; ')}`);
     }
     await sleep(20);
+  }
+}
+
+// Settled documents are in every answer of their word: one whose last write
+// was acknowledged more than SETTLED_MS before the search (the 2 s
+// staleness bound and a margin) and not written since, searched on a live
+// node (cut-off nodes and searches during a restore aside).
+const SETTLED_MS = 3000;
+async function settledChecker() {
+  while (running) {
+    await sleep(150);
+    const nodes = [...live];
+    if (!nodes.length || restoreWindow) continue;
+    const now = Date.now();
+    const settled = [...oracle].filter(([, o]) => o.acked && o.acked !== 'deleted' && !o.pending.length && !o.inflight &&
+      o.acks.length && o.acks[o.acks.length - 1].t < now - SETTLED_MS);
+    if (!settled.length) continue;
+    const [id, o] = pick(settled);
+    const v = o.acked.v, acks = o.acks.length, sentEpoch = epoch, node = pick(nodes);
+    const r = await call(`${url(node)}/collections/${COLL}/search`, 'POST', { query: nonce(id, v), mode: 'lexical', k: 3 }, 20000);
+    // Written again meanwhile, or the truth rewound, or the node cut off since: no verdict.
+    if (r.status !== 200 || o.inflight || o.pending.length || o.acks.length !== acks || epoch !== sentEpoch ||
+        restoreWindow || !live.has(node)) continue;
+    stats.settled_checked++;
+    if (!r.json.hits.some((h) => h.id === id))
+      violate(`node ${node}: settled ${id} v${v} (acknowledged ${now - o.acks[acks - 1].t} ms before) not found by its word: ` +
+              `${r.text.slice(0, 300)}; its history: ${o.history.join('; ')}`);
   }
 }
 
@@ -466,6 +504,17 @@ async function partition(kind) {
     if (p < 0) throw new Error('no primary before a partition');
     net.cut(`pg${p}`, pgHosts.filter((h) => h !== `pg${p}`));
     what = `the PostgreSQL primary (pg${p}) cut from its standbys`;
+  } else if (kind === 'cut-primary-etcd') {
+    const p = (await cluster.roles()).indexOf('primary');
+    if (p < 0) throw new Error('no primary before a partition');
+    net.cut(`pg${p}`, etcdHosts);
+    what = `the PostgreSQL primary (pg${p}) cut from etcd (the nodes still reach it)`;
+  } else if (kind === 'cut-node-peers') {
+    node = Math.floor(rand() * nNodes);
+    live.delete(node);
+    cut.add(node);
+    net.cut(`node${node}`, [...Array(nNodes).keys()].filter((j) => j !== node).map((j) => `node${j}`));
+    what = `node ${node} cut from the other nodes`;
   } else if (kind === 'cut-etcd') {
     etcd = Math.floor(rand() * 3);
     net.cut(`etcd${etcd}`, etcdHosts.filter((h) => h !== `etcd${etcd}`));
@@ -513,9 +562,11 @@ async function waitRebuilt(lost, t) {
 // any write sent before it and not acknowledged before it.
 function allowedAt(o, target) {
   let last = 'deleted';
-  const allowed = [];
+  let allowed = [];
   for (const op of o.ops) {
-    if (op.outcome === 'acked' && op.done <= target) last = op.state;
+    // An acknowledged write supersedes the unresolved ones before it (one
+    // writer per id, one request at a time).
+    if (op.outcome === 'acked' && op.done <= target) last = op.state, allowed = [];
     else if (op.sent <= target && op.outcome !== 'unavailable') allowed.push(op.state);
   }
   return [last, ...allowed];
@@ -660,6 +711,41 @@ async function checkConvergence(expected) {
   }
 }
 
+// Every replica of a shard holds the same documents, by id (the store's
+// internal ids, the same on every node), in its dense and its lexical index
+// alike; the shards are disjoint and together hold `expected` documents.
+async function checkReplicaIds(expected) {
+  const byShard = {};  // shard -> [{ node, ids }]
+  for (let i = 0; i < nNodes; i++) {
+    const r = await call(`${url(i)}/collections/${COLL}/shards`, 'GET');
+    if (r.status !== 200) {
+      violate(`node ${i}: GET /collections/${COLL}/shards: ${r.status} ${(r.text || '').slice(0, 200)}`);
+      continue;
+    }
+    for (const rep of r.json.replicas) {
+      if (JSON.stringify(rep.ids) !== JSON.stringify(rep.lexical_ids))
+        violate(`node ${i} shard ${rep.shard}: dense and lexical indexes hold different ids (${rep.ids.length} against ${rep.lexical_ids.length})`);
+      (byShard[rep.shard] ||= []).push({ node: i, ids: rep.ids });
+    }
+  }
+  const all = new Set();
+  for (let k = 0; k < shards; k++) {
+    const reps = byShard[k] || [];
+    if (!reps.length) violate(`shard ${k}: no replica on any node`);
+    for (const r of reps.slice(1))
+      if (JSON.stringify(r.ids) !== JSON.stringify(reps[0].ids)) {
+        const a = new Set(reps[0].ids), b = new Set(r.ids);
+        violate(`shard ${k}: node ${r.node}'s replica differs from node ${reps[0].node}'s: ` +
+                `${[...b].filter((x) => !a.has(x)).length} more, ${[...a].filter((x) => !b.has(x)).length} fewer`);
+      }
+    for (const id of reps.length ? reps[0].ids : []) {
+      if (all.has(id)) violate(`internal id ${id} is in two shards`);
+      all.add(id);
+    }
+  }
+  if (all.size !== expected) violate(`the shards' replicas hold ${all.size} ids, the store ${expected} documents`);
+}
+
 // The same queries on every node (each coordinating, asking replicas of its
 // choice): the same answers.
 async function checkSameAnswers() {
@@ -688,6 +774,7 @@ try {
   const tasks = [];
   for (let w = 0; w < nWriters; w++) tasks.push(writer(w));
   for (let s = 0; s < nNodes; s++) tasks.push(searcher());
+  tasks.push(settledChecker());
   const events = [...Array(pgKills).fill('pg'), ...Array(standbyLosses).fill('standby'),
     ...Array(patroniKills).fill('patroni'), ...Array(nodeKills).fill('node'), ...Array(nodeStops).fill('stop'),
     ...Array(restores).fill('restore'),
@@ -735,6 +822,7 @@ try {
   }
   if (listed.size !== expected) violate(`the store lists ${listed.size} documents, the oracle ${expected}`);
   await checkConvergence(expected);
+  if (shards > 1 || replicas > 1) await checkReplicaIds(expected);
   // Each document found by its unique word on every node; deleted ones not.
   for (let i = 0; i < nNodes; i++) {
     for (const [id, o] of oracle) {

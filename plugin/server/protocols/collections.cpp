@@ -29,6 +29,8 @@ class CollectionsRouter final : public ProtocolRouter {
   HttpResponse DeleteMany(const std::string& name, const std::string& body);
   // Another node's search of this node's shard replicas (ShardPeers, vector_collection.h).
   HttpResponse Shards(const std::string& what, const std::string& name, const std::string& body);
+  // GET /collections/{name}/shards: the internal ids each local replica holds.
+  HttpResponse ShardContents(const std::string& name);
 };
 
 // A collection that could not be opened: a missing one is a 404 whose code
@@ -67,6 +69,8 @@ constexpr Route<Handler> kRoutes[] = {
      [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.Document("GET", a[0], a[1]); }},
     {"DELETE", "/collections/{name}/documents/{id}",
      [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.Document("DELETE", a[0], a[1]); }},
+    {"GET", "/collections/{name}/shards",
+     [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.ShardContents(a[0]); }},
     {"POST", "/collections/{name}/shards/search",
      [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Shards("search", a[0], q.body()); }},
     {"POST", "/collections/{name}/shards/stats",
@@ -300,6 +304,15 @@ HttpResponse CollectionsRouter::Shards(const std::string& what, const std::strin
   if (!answers.ok()) return NativeFromStatus(answers.status());
   for (const auto& a : *answers) out.push_back(ShardAnswerToJson(a));
   return JsonResponse({{"answers", out}});
+}
+
+HttpResponse CollectionsRouter::ShardContents(const std::string& name) {
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return OpenFailed(c.status());
+  json out = json::array();
+  for (const auto& r : (*c)->Contents())
+    out.push_back({{"shard", r.shard}, {"applied_seq", r.applied_seq}, {"ids", r.dense}, {"lexical_ids", r.lexical}});
+  return JsonResponse({{"replicas", out}});
 }
 
 HttpResponse CollectionsRouter::Search(const std::string& name, const std::string& body) {
