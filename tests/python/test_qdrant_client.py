@@ -35,6 +35,14 @@ def fill(server: Server, q: QdrantClient, name: str, vector_name: str = "") -> d
     return ids
 
 
+def test_info_names_the_server_as_qdrant_and_the_pinned_api_version(server: Server) -> None:
+    # qdrant-client's congruence suite compares the title with its local
+    # mode's; the client checks the version for compatibility.
+    info = client(server).info()
+    assert info.title == QdrantClient(":memory:").info().title == "qdrant - vector search engine"
+    assert info.version == "1.18.0"
+
+
 def test_get_collection_parses_and_reports_real_counts(server: Server, collection_name: str) -> None:
     q = client(server)
     fill(server, q, collection_name)
