@@ -43,6 +43,29 @@ def test_info_names_the_server_as_qdrant_and_the_pinned_api_version(server: Serv
     assert info.version == "1.18.0"
 
 
+def test_conditional_upserts_are_refused_and_store_nothing(server: Server, collection_name: str) -> None:
+    q = client(server)
+    ids = fill(server, q, collection_name)
+    before = q.count(collection_name).count
+    pid = next(iter(ids))
+    point = q.retrieve(collection_name, [pid], with_vectors=True)[0]
+    changed = models.PointStruct(id=pid, vector=point.vector, payload={"page_content": "changed"})
+    only_if = models.Filter(must=[models.FieldCondition(key="metadata.nope", match=models.MatchValue(value=1))])
+    with pytest.raises(UnexpectedResponse) as refused:
+        q.upsert(collection_name, points=[changed], update_filter=only_if, wait=True)
+    assert refused.value.status_code == 400 and "update_filter" in str(refused.value)
+    new_point = models.PointStruct(id=uuid.uuid4().hex, vector=point.vector, payload={"page_content": "new"})
+    for mode in (models.UpdateMode.INSERT_ONLY, models.UpdateMode.UPDATE_ONLY):
+        with pytest.raises(UnexpectedResponse) as refused:
+            q.upsert(collection_name, points=[changed, new_point], update_mode=mode, wait=True)
+        assert refused.value.status_code == 400 and "update_mode" in str(refused.value)
+    assert q.count(collection_name).count == before
+    assert q.retrieve(collection_name, [pid])[0].payload["page_content"] != "changed"
+    # The default mode, said out loud, is the upsert moeedb does.
+    q.upsert(collection_name, points=[changed], update_mode=models.UpdateMode.UPSERT, wait=True)
+    assert q.retrieve(collection_name, [pid])[0].payload["page_content"] == "changed"
+
+
 def test_get_collection_parses_and_reports_real_counts(server: Server, collection_name: str) -> None:
     q = client(server)
     fill(server, q, collection_name)

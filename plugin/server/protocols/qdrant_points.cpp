@@ -66,7 +66,15 @@ json QdrantRouter::PointJson(VectorCollection* c, const std::string& id, double 
 
 HttpResponse QdrantRouter::Upsert(const Call& call) {
   const json& j = call.body;
-  if (Status s = RefuseUnknown(j, {"points", "batch", "shard_key", "update_filter"}, "an upsert"); !s.ok()) return FromStatus(s);
+  if (Status s = RefuseUnknown(j, {"points", "batch", "shard_key", "update_filter", "update_mode"}, "an upsert"); !s.ok())
+    return FromStatus(s);
+  // Conditional upserts are not built: refused, never ignored (an ignored
+  // condition would write points the client meant to leave alone).
+  if (j.contains("update_filter") && !j["update_filter"].is_null())
+    return QdrantError(400, "Bad request: 'update_filter' (a conditional upsert) is not supported by moeedb");
+  if (j.contains("update_mode") && !j["update_mode"].is_null() && j["update_mode"] != "upsert")
+    return QdrantError(400, "Bad request: update_mode '" + j["update_mode"].dump().substr(0, 40) +
+                                "' is not supported by moeedb (only \"upsert\")");
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
   // The batch form {"ids", "vectors", "payloads"} as points.
