@@ -421,7 +421,7 @@ Result<size_t> ShardReplica::CatchUpLocked() {
   size_t next = 0;
   // An entry of unknown identity here (a snapshot without it) against one
   // the log names cannot be vouched for either: rebuilt the same way.
-  const bool rewound = check && (ops.empty() || ops[0].seq != applied_seq_ || ops[0].entry_id != applied_entry_);
+  const bool rewound = check && !HoldsLastApplied(ops);
   if (check) next = 1;
   if (rewound) {
     // The log went back under this replica (a crash that lost commits, a
@@ -434,10 +434,7 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     MOEEDB_RETURN_IF_ERROR(Rebuild());
     return size_t{0};
   }
-  MOEEDB_ASSIGN_OR_RETURN(size_t applied, ApplyEntries(ops, next));
-  std::unique_lock lock(mu_);
-  log_read_at_ = read_at;
-  return applied;
+  return ApplyEntries(ops, next, read_at);
 }
 
 Result<size_t> ShardReplica::CatchUpFromStandbyLocked() {
@@ -450,16 +447,18 @@ Result<size_t> ShardReplica::CatchUpFromStandbyLocked() {
   // Only a log that holds this replica's last entry, under its identity, is
   // followed: the standby may not have received yet what the old primary
   // showed this replica, and whether the log went back is the primary's to say.
-  if (check && (ops.empty() || ops[0].seq != applied_seq_ || ops[0].entry_id != applied_entry_))
+  if (check && !HoldsLastApplied(ops))
     return Status::Unavailable("collection " + layout_.name + ": the synchronous standby's log does not hold entry " +
                                std::to_string(applied_seq_) + " as this replica applied it");
-  MOEEDB_ASSIGN_OR_RETURN(size_t applied, ApplyEntries(ops, check ? 1 : 0));
-  std::unique_lock lock(mu_);
-  log_read_at_ = read_at;
-  return applied;
+  return ApplyEntries(ops, check ? 1 : 0, read_at);
 }
 
-Result<size_t> ShardReplica::ApplyEntries(const std::vector<OpRecord>& ops, size_t next) {
+bool ShardReplica::HoldsLastApplied(const std::vector<OpRecord>& ops) const {
+  return !ops.empty() && ops[0].seq == applied_seq_ && ops[0].entry_id == applied_entry_;
+}
+
+Result<size_t> ShardReplica::ApplyEntries(const std::vector<OpRecord>& ops, size_t next,
+                                          std::chrono::steady_clock::time_point read_at) {
   size_t applied = 0;
   while (next < ops.size()) {
     // A batch of entries: their documents read from the store without the
@@ -488,6 +487,8 @@ Result<size_t> ShardReplica::ApplyEntries(const std::vector<OpRecord>& ops, size
     }
     next = end;
   }
+  std::unique_lock lock(mu_);
+  log_read_at_ = read_at;
   return applied;
 }
 

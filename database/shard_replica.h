@@ -124,9 +124,14 @@ class ShardReplica {
   // CatchUpLocked from the store's synchronous standby (while no primary
   // answers), only where its log holds this replica's last entry.
   Result<size_t> CatchUpFromStandbyLocked();
+  // Whether `ops` (a log read from this replica's cursor) begin with the
+  // entry it applied last, under the same identity.
+  bool HoldsLastApplied(const std::vector<OpRecord>& ops) const;
   // Applies ops[next..] in batches (their documents read without the
-  // searches' lock, each batch applied under it); follow_mu_ held.
-  Result<size_t> ApplyEntries(const std::vector<OpRecord>& ops, size_t next);
+  // searches' lock, each batch applied under it), then records the log as
+  // read to its end at `read_at`; follow_mu_ held.
+  Result<size_t> ApplyEntries(const std::vector<OpRecord>& ops, size_t next,
+                              std::chrono::steady_clock::time_point read_at);
   // Applies entry `op` whose documents (in the store now) are `docs` (mu_ held exclusively).
   Status ApplyLoggedOp(const OpRecord& op, std::vector<std::optional<StoredDocument>> docs);
   Status ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,

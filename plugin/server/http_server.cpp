@@ -69,6 +69,16 @@ void HttpServer::ReapLoop() {
   }
 }
 
+void HttpServer::ArmReadDeadline(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  read_deadline_[fd] = std::chrono::steady_clock::now() + std::chrono::seconds(options_.request_timeout_s);
+}
+
+bool HttpServer::DisarmReadDeadline(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return read_deadline_.erase(fd) == 0;
+}
+
 void HttpServer::AcceptLoop() {
   while (!stopping_) {
     boost::system::error_code ec;
@@ -106,18 +116,12 @@ void HttpServer::Serve(int fd) {
     socket.assign(tcp::v4(), fd, ec);
     if (!ec && impl_->tls) {
       asio::ssl::stream<tcp::socket&> tls(socket, impl_->tls->native());
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        read_deadline_[fd] = std::chrono::steady_clock::now() + std::chrono::seconds(options_.request_timeout_s);
-      }
+      ArmReadDeadline(fd);
       do {
         ec.clear();
         tls.handshake(asio::ssl::stream_base::server, ec);
       } while (ec == asio::error::interrupted);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        read_deadline_.erase(fd);
-      }
+      (void)DisarmReadDeadline(fd);
       // A client that does not speak TLS, or fails it, is closed unanswered.
       if (ec) api_->Record("tls_handshake", 400, 0);
       else ServeRequests(tls, fd);
@@ -143,10 +147,7 @@ void HttpServer::ServeRequests(Stream& socket, int fd) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(options_.max_body_bytes);
     parser.header_limit(64 * 1024);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      read_deadline_[fd] = std::chrono::steady_clock::now() + std::chrono::seconds(options_.request_timeout_s);
-    }
+    ArmReadDeadline(fd);
     // A signal (SIGCONT after a SIGSTOP, a profiler's) interrupts a blocking
     // receive that has a timeout (SO_RCVTIMEO): the parser and the buffer
     // keep what arrived, so the read goes on.
@@ -154,11 +155,7 @@ void HttpServer::ServeRequests(Stream& socket, int fd) {
       ec.clear();
       http::read(socket, buffer, parser, ec);
     } while (ec == asio::error::interrupted);
-    bool reaped;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      reaped = read_deadline_.erase(fd) == 0;
-    }
+    const bool reaped = DisarmReadDeadline(fd);
     if (ec && reaped && parser.got_some()) {
       // Past the request deadline halfway through a request: say so, close.
       http::response<http::string_body> res{http::status::request_timeout, 11};

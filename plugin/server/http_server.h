@@ -60,6 +60,10 @@ class HttpServer {
   void ServeRequests(Stream& stream, int fd);
   // Shuts down the reading side of connections past their request deadline.
   void ReapLoop();
+  // Starts `fd`'s deadline for what it must receive next (a request, a TLS
+  // handshake); Disarm ends it and says whether the reaper got there first.
+  void ArmReadDeadline(int fd);
+  bool DisarmReadDeadline(int fd);
 
   HttpServerOptions options_;
   Api* api_;

@@ -14,8 +14,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import net from 'node:net';
-import { arg } from '../soak/soak_util.mjs';
+import { arg, freePort } from '../soak/soak_util.mjs';
 import { readClusterConsole } from './cluster_console.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
@@ -31,16 +30,6 @@ function fail(message) {
   console.error(`sharded_cluster: FAILED: ${message}`);
   process.exitCode = 1;
   throw new Error(message);
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function call(port, method, route, body, timeoutMs = 60000) {

@@ -14,8 +14,7 @@ import fs from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import net from 'node:net';
-import { arg } from '../soak/soak_util.mjs';
+import { arg, freePort } from '../soak/soak_util.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const PG = arg('pg', process.env.MOEEDB_TEST_PG_DIR ? fs.readFileSync(`${process.env.MOEEDB_TEST_PG_DIR}/uri`, 'utf8').trim() : '');
@@ -31,16 +30,6 @@ function fail(message) {
   console.error(`tls_cluster: FAILED: ${message}`);
   process.exitCode = 1;
   throw new Error(message);
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 // One HTTPS request to 127.0.0.1:port, trusting `ca`; rejects on a TLS or socket error.

@@ -138,6 +138,12 @@ const COLL = 'soak';
 
 const nonce = (id, v) => `q${id.replace(/[^a-z0-9]/g, '')}v${v}z`;
 const textOf = (id, v) => `The ${pick(WORDS)} near the ${pick(WORDS)} and the ${pick(WORDS)} ${nonce(id, v)}.`;
+// The version a text names (-1: none), and whether the text is one written under `id` (its nonce names both).
+const versionOf = (text) => {
+  const m = /v(\d+)z/.exec(text || '');
+  return m ? Number(m[1]) : -1;
+};
+const writtenUnder = (id, text) => versionOf(text) >= 0 && (text || '').includes(nonce(id, versionOf(text)));
 
 const violations = [];
 const violate = (msg) => {
@@ -211,8 +217,7 @@ async function readBack(id) {
     const r = await call(`${url(pick([...Array(nNodes).keys()]))}/collections/${COLL}/documents/${encodeURIComponent(id)}`, 'GET');
     if (r.status === 404) return 'deleted';
     if (r.status === 200 && r.json) {
-      const m = /v(\d+)z/.exec(r.json.text || '');
-      return { v: m ? Number(m[1]) : -1, text: r.json.text };
+      return { v: versionOf(r.json.text), text: r.json.text };
     }
     await sleep(300);
   }
@@ -361,15 +366,13 @@ async function searcher() {
       const o = oracle.get(h.id);
       if (!o) violate(`search returned ${h.id}, never written`);
       else if (acrossRestore) {
-        const m = /v(\d+)z/.exec(h.text || '');
-        if (!m || !(h.text || '').includes(nonce(h.id, Number(m[1]))))
+        if (!writtenUnder(h.id, h.text))
           violate(`search (${mode}, node ${node}, during a restore) returned ${h.id} with a text not written under it: ${h.text}`);
       } else if (!(deletedBefore.has(h.id) && o.acked === 'deleted' && !o.pending.length && !o.inflight &&
                  !o.acks.some((a) => a.t > sentClock))) {
         // Its version: one current at some moment between sending and the
         // answer (acknowledged then), or one still unresolved.
-        const m = /v(\d+)z/.exec(h.text || '');
-        const v = m ? Number(m[1]) : -1;
+        const v = versionOf(h.text);
         let current = -1;
         const allowed = new Set([...o.pending, o.inflight].filter((p) => p && p !== 'deleted').map((p) => p.v));
         for (const a of o.acks) {
@@ -377,8 +380,7 @@ async function searcher() {
           else if (a.state !== 'deleted') allowed.add(a.state.v);
         }
         allowed.add(current);
-        // The text is the one written under this id at that version (its nonce names both).
-        if (v < 0 || !(h.text || '').includes(nonce(h.id, v)))
+        if (!writtenUnder(h.id, h.text))
           violate(`search (${mode}, node ${node}) returned ${h.id} with a text not written under it: ${h.text}`);
         if (!allowed.has(v)) violate(`search (${mode}, node ${node}) returned ${h.id} as v${v}, current: ${[...allowed]}; its history: ${o.history.join('; ')}`);
         if (v < (newestSeen.get(h.id) ?? -1))

@@ -1,6 +1,8 @@
-// What the soaks share: their flags, a seeded random number generator
-// (mulberry32), so a soak is reproducible up to timing, and the words their
-// texts are made of.
+// What the soaks and the cluster tests share: their flags, a seeded random
+// number generator (mulberry32), so a soak is reproducible up to timing, the
+// words their texts are made of, and a free loopback port.
+import net from 'node:net';
+
 export const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : dflt;
@@ -15,3 +17,14 @@ export function seededRandom(seed) {
 }
 export const WORDS = ('river mountain engine library garden window winter coffee market train doctor violin ' +
   'planet bridge harbor forest teacher kitchen dragon pencil castle desert ocean thunder candle').split(' ');
+
+// A TCP port free on 127.0.0.1 now (another program may take it before it is bound).
+export function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}

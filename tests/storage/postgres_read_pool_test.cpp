@@ -26,6 +26,24 @@ std::string WithParam(const std::string& uri, const std::string& param) {
   return uri + (uri.find('?') == std::string::npos ? "?" : "&") + param;
 }
 
+// A store over `uri` holding collection c with one document, a; nullptr
+// (and a failure) if not.
+std::unique_ptr<Store> OpenWithDocument(const std::string& uri) {
+  auto opened = Store::Open(uri);
+  if (!opened.ok()) {
+    ADD_FAILURE() << opened.status().ToString();
+    return nullptr;
+  }
+  std::unique_ptr<Store> store = std::move(opened).value();
+  Status s = store->CreateCollection("c", "{}").status();
+  if (s.ok()) s = store->Upsert("c", {Doc("a")}, true).status();
+  if (!s.ok()) {
+    ADD_FAILURE() << s.ToString();
+    return nullptr;
+  }
+  return store;
+}
+
 // Holds ACCESS EXCLUSIVE on moeedb_ops (reads of the change log wait for it)
 // until Release; Wait returns once a session of `db` waits for that lock.
 class OpsLock {
@@ -52,11 +70,8 @@ class OpsLock {
 
 TEST(PostgresReadPool, AReadParkedAtTheServerDoesNotHoldUpTheNodesOtherReads) {
   test::PgDatabase pg;
-  auto opened = Store::Open(pg.uri());
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  std::unique_ptr<Store> store = std::move(opened).value();
-  ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
-  ASSERT_TRUE(store->Upsert("c", {Doc("a")}, true).ok());
+  std::unique_ptr<Store> store = OpenWithDocument(pg.uri());
+  ASSERT_TRUE(store);
 
   std::future<size_t> log;  // before the lock: a failed assertion drops the lock first, then waits for the read
   OpsLock lock(pg.uri());
@@ -81,11 +96,8 @@ TEST(PostgresReadPool, AReadParkedAtTheServerDoesNotHoldUpTheNodesOtherReads) {
 
 TEST(PostgresReadPool, OneReadConnectionQueuesTheReadsBehindAParkedOne) {
   test::PgDatabase pg;
-  auto opened = Store::Open(WithParam(pg.uri(), "read_connections=1"));
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  std::unique_ptr<Store> store = std::move(opened).value();
-  ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
-  ASSERT_TRUE(store->Upsert("c", {Doc("a")}, true).ok());
+  std::unique_ptr<Store> store = OpenWithDocument(WithParam(pg.uri(), "read_connections=1"));
+  ASSERT_TRUE(store);
 
   std::future<Status> log;  // before the lock, as above
   std::future<Result<std::optional<StoredDocument>>> doc;
@@ -107,11 +119,8 @@ TEST(PostgresReadPool, OneReadConnectionQueuesTheReadsBehindAParkedOne) {
 // its own connection broken, reconnects that one and is answered.
 TEST(PostgresReadPool, EveryReadIsAnsweredAfterEachPooledConnectionDied) {
   test::PgDatabase pg;
-  auto opened = Store::Open(pg.uri());
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  std::unique_ptr<Store> store = std::move(opened).value();
-  ASSERT_TRUE(store->CreateCollection("c", "{}").ok());
-  ASSERT_TRUE(store->Upsert("c", {Doc("a")}, true).ok());
+  std::unique_ptr<Store> store = OpenWithDocument(pg.uri());
+  ASSERT_TRUE(store);
   const int reads = 2 * PostgresStore::kDefaultReadConnections;
   for (int i = 0; i < reads; ++i) ASSERT_TRUE(store->ReadOps("c", 0, [](const OpRecord&) {}).ok());
   {
