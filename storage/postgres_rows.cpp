@@ -16,6 +16,11 @@ namespace {
 constexpr const char* kWriteIdsKept = "1 day";
 }  // namespace
 
+// store.h's IdOrderKey in SQL; the index on it and ListDocuments spell it alike.
+#define MOEEDB_ID_ORDER_SQL \
+  "(CASE WHEN external ~ '^[0-9]{1,20}$' THEN '0' || lpad(external, 20, '0') || external ELSE '1' || external END)"
+const char* const kIdOrderSql = MOEEDB_ID_ORDER_SQL;
+
 // Migrations, in order: statements taking the schema from version i to i + 1.
 const char* const kMigrations[] = {
     // 0 -> 1
@@ -60,6 +65,9 @@ const char* const kMigrations[] = {
     // lost commit, a point-in-time restore) and numbered other writes anew is
     // noticed. Entries written before have none (NULL).
     "ALTER TABLE moeedb_ops ADD COLUMN entry_id text;",
+    // 4 -> 5: documents listed in IdOrderKey's order (integer ids by number,
+    // then the rest by bytes), paged through this index.
+    "CREATE INDEX moeedb_documents_order ON moeedb_documents (coll, " MOEEDB_ID_ORDER_SQL ");",
 };
 
 void BackfillShardKeys(pqxx::work& t) {

@@ -16,6 +16,8 @@ namespace moeedb::postgres {
 
 // Statements taking the schema from version i to i + 1, in order.
 extern const char* const kMigrations[];
+// store.h's IdOrderKey of a row's `external`, as SQL (the index's expression).
+extern const char* const kIdOrderSql;
 // Migration 2 -> 3's second half: every row's shard key, then NOT NULL.
 void BackfillShardKeys(pqxx::work& t);
 // The WHERE clause's tail that keeps `shard`'s documents ("" for all).

@@ -573,9 +573,11 @@ Result<DocumentPage> PostgresStore::ListDocuments(const std::string& collection,
   return Read("listing " + collection, [&](pqxx::connection& c) -> Result<DocumentPage> {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
-    pqxx::result rows = t.exec_params(
-        "SELECT record FROM moeedb_documents WHERE coll = $1 AND external > $2 ORDER BY external LIMIT $3", r.id, after,
-        static_cast<int64_t>(limit) + 1);
+    const std::string order = postgres::kIdOrderSql;
+    pqxx::result rows = t.exec_params("SELECT record FROM moeedb_documents WHERE coll = $1 AND " + order + " > $2 ORDER BY " +
+                                          order + " LIMIT $3",
+                                      r.id, after.empty() ? std::string() : IdOrderKey(after),
+                                      static_cast<int64_t>(limit) + 1);
     DocumentPage page;
     for (const auto& row : rows) {
       if (page.documents.size() == limit) {

@@ -64,7 +64,7 @@ class PostgresStore final : public Store {
   // synchronous standby, for one of them (a promotion takes well under this).
   static constexpr std::chrono::milliseconds kReadFailoverWait{1500};
   // The schema version this build reads and writes.
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   // Connections in each read pool (the primary's, the fallback's) unless
   // read_connections= says otherwise.
   static constexpr int kDefaultReadConnections = 4;

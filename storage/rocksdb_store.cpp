@@ -38,7 +38,10 @@ std::string DocKey(uint32_t coll, uint64_t internal) {
   PutBE64(&s, internal);
   return s;
 }
-std::string ExtKey(uint32_t coll, const std::string& external) { return CollPrefix(coll) + "e" + external; }
+// External id -> internal id, keyed in listing order (IdOrderKey). Stores
+// written before kept these under "e" + the id's bytes: Open moves them.
+std::string ExtKey(uint32_t coll, const std::string& external) { return CollPrefix(coll) + "k" + IdOrderKey(external); }
+constexpr char kOldExtTag = 'e';
 std::string IntKey(uint32_t coll, uint64_t internal) {
   std::string s = CollPrefix(coll) + "i";
   PutBE64(&s, internal);
@@ -116,7 +119,29 @@ Result<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path) {
   st->db_.reset(raw);
   raw->DestroyColumnFamilyHandle(handles[0]);  // default family: unused
   st->cf_.assign(handles.begin() + 1, handles.end());
+  MOEEDB_RETURN_IF_ERROR(st->MoveIdsToListingOrder());
   return st;
+}
+
+Status RocksStore::MoveIdsToListingOrder() {
+  // Keys are 4 bytes of collection id, a tag, the rest; the old id keys'
+  // tag is 'e'. One batch: a crash leaves the old keys or the new ones.
+  rocksdb::WriteBatch batch;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kIds]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    if (k.size() < 5 || k[4] != kOldExtTag) continue;
+    const std::string external(k.data() + 5, k.size() - 5);
+    uint32_t coll = 0;
+    for (int i = 0; i < 4; ++i) coll = (coll << 8) | static_cast<uint8_t>(k[i]);
+    batch.Put(cf_[kIds], ExtKey(coll, external), it->value());
+    batch.Delete(cf_[kIds], k);
+  }
+  MOEEDB_RETURN_IF_ERROR(FromRocks(it->status(), "reading ids of " + path_));
+  if (batch.Count() == 0) return Status::OK();
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, &batch), "moving ids of " + path_ + " to listing order");
 }
 
 Result<CollectionRecord> RocksStore::LoadCollection(const std::string& name) const {
@@ -356,7 +381,7 @@ Result<std::optional<StoredDocument>> RocksStore::Get(const std::string& collect
 Result<DocumentPage> RocksStore::ListDocuments(const std::string& collection, const std::string& after, size_t limit) const {
   if (limit == 0) return Status::InvalidArgument("a page holds at least one document");
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
-  const std::string prefix = CollPrefix(r.id) + "e";
+  const std::string prefix = CollPrefix(r.id) + "k";
   rocksdb::ReadOptions ro;
   const rocksdb::Snapshot* snap = db_->GetSnapshot();
   ro.snapshot = snap;
@@ -367,8 +392,8 @@ Result<DocumentPage> RocksStore::ListDocuments(const std::string& collection, co
   } release{db_.get(), snap};
   DocumentPage page;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf_[kIds]));
-  it->Seek(prefix + after);
-  if (!after.empty() && it->Valid() && it->key() == prefix + after) it->Next();
+  it->Seek(after.empty() ? prefix : ExtKey(r.id, after));
+  if (!after.empty() && it->Valid() && it->key() == ExtKey(r.id, after)) it->Next();
   for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
     if (page.documents.size() == limit) {
       page.next_after = page.documents.back().id;

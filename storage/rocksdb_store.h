@@ -3,7 +3,7 @@
 // WriteBatch across families.
 //
 //   meta  "c/<name>"            -> collection JSON (id, spec, counters)
-//   ids   coll|'e'|external     -> internal id (8 bytes, big-endian)
+//   ids   coll|'k'|IdOrderKey(external) -> internal id (8 bytes, big-endian)
 //         coll|'i'|internal     -> external id
 //   docs  coll|internal         -> {"id","text","metadata"} JSON
 //   hs    coll|internal         -> raw HS floats
@@ -78,6 +78,8 @@ class RocksStore final : public Store {
   // Upsert, and UpsertIfUnchanged when `expected` is given.
   Result<WriteResult> Write(const std::string& collection, const std::vector<StoredDocument>& docs,
                             const std::vector<uint64_t>* expected, bool sync);
+  // Moves id keys written by a moeedb before IdOrderKey to their new keys.
+  Status MoveIdsToListingOrder();
   Result<CollectionRecord> LoadCollection(const std::string& name) const;
   // The internal id `external` is stored under in collection `r` (std::nullopt: absent).
   Result<std::optional<uint64_t>> InternalIdIn(const CollectionRecord& r, const std::string& external) const;

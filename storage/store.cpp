@@ -39,6 +39,13 @@ uint64_t ShardKey(const std::string& external_id) {
   return h >> 1;
 }
 
+std::string IdOrderKey(const std::string& external_id) {
+  const bool number = !external_id.empty() && external_id.size() <= 20 &&
+                      external_id.find_first_not_of("0123456789") == std::string::npos;
+  if (!number) return "1" + external_id;
+  return "0" + std::string(20 - external_id.size(), '0') + external_id + external_id;
+}
+
 uint32_t ShardOfId(const std::string& external_id, uint32_t count) {
   return count <= 1 ? 0 : static_cast<uint32_t>(ShardKey(external_id) % count);
 }

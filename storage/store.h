@@ -77,6 +77,13 @@ struct ShardFilter {
 uint64_t ShardKey(const std::string& external_id);
 // The shard among `count` a document belongs to: ShardKey(id) mod count.
 uint32_t ShardOfId(const std::string& external_id, uint32_t count);
+// The key that orders documents in a listing: ids of 1 to 20 decimal digits
+// first, by number (Qdrant's integer ids; the id itself breaks the tie of
+// leading zeros), then every other id by its bytes (UUIDs by their value).
+// "0" + the digits left-padded with zeros to 20 + the id, or "1" + the id:
+// distinct ids get distinct keys. The PostgreSQL store computes the same in
+// SQL (postgres_rows.h's kIdOrderSql).
+std::string IdOrderKey(const std::string& external_id);
 
 struct WriteResult {
   uint64_t seq = 0;                    // the op-log entry this write created (0: no change)
@@ -134,8 +141,9 @@ class Store {
       const std::string& collection, const std::vector<uint64_t>& internal_ids, bool with_vectors,
       const ShardFilter& shard = ShardFilter()) const = 0;
 
-  // Up to `limit` documents (without vectors) in byte order of their external
-  // ids, the first after `after` ("": from the start), read from one snapshot.
+  // Up to `limit` documents (without vectors) in the order of their ids'
+  // IdOrderKey (integers by number, then the rest by bytes), the first after
+  // `after` ("": from the start), read from one snapshot.
   // `next_after` is the `after` of the next page, empty on the last page.
   virtual Result<DocumentPage> ListDocuments(const std::string& collection, const std::string& after,
                                              size_t limit) const = 0;

@@ -177,11 +177,18 @@ TEST_P(StoreContract, IdsWithQuotesCommasAndBracesAreReplacedExactly) {
   EXPECT_EQ(store_->GetCollection("c")->count, 0u);
 }
 
-TEST_P(StoreContract, PagesFollowTheIdsBytesAndScansSeeEveryVector) {
+// Pages list integer ids by number first (Qdrant's order), then every
+// other id by its bytes, whatever the server's collation: IdOrderKey's
+// order, computed here from its definition.
+TEST_P(StoreContract, PagesFollowTheIdOrderAndScansSeeEveryVector) {
   std::vector<StoredDocument> docs;
   for (int i = 0; i < 25; ++i) docs.push_back(Doc("d" + std::to_string(100 + i), static_cast<float>(i)));
-  docs.push_back(Doc("Zeta", 50));  // 'Z' < 'd' in bytes, whatever the server's collation
+  docs.push_back(Doc("Zeta", 50));  // 'Z' < 'd' in bytes
   docs.push_back(Doc("\xc3\xa9t\xc3\xa9", 51));
+  const std::vector<std::string> numbers = {"0", "007", "7", "10", "99", "100", "18446744073709551615"};
+  for (size_t i = 0; i < numbers.size(); ++i) docs.push_back(Doc(numbers[i], 60.0f + i));
+  docs.push_back(Doc("123456789012345678901", 70));  // 21 digits: not an integer id, listed by bytes
+  docs.push_back(Doc("00fa4c9c-8362-42b2-bd73-859369822f8f", 71));
   ASSERT_TRUE(store_->Upsert("c", docs, true).ok());
   std::vector<std::string> seen;
   std::string after;
@@ -192,8 +199,14 @@ TEST_P(StoreContract, PagesFollowTheIdsBytesAndScansSeeEveryVector) {
     after = page->next_after;
   } while (!after.empty());
   ASSERT_EQ(seen.size(), docs.size());
-  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));  // std::string compares bytes
-  EXPECT_EQ(seen.front(), "Zeta");
+  // The integers by number (a form with leading zeros just before the plain one), then the rest by bytes.
+  EXPECT_EQ(std::vector<std::string>(seen.begin(), seen.begin() + numbers.size()), numbers);
+  auto by_bytes = [&](size_t from) {
+    std::vector<std::string> rest(seen.begin() + from, seen.end());
+    return std::is_sorted(rest.begin(), rest.end());  // std::string compares bytes
+  };
+  EXPECT_TRUE(by_bytes(numbers.size()));
+  EXPECT_EQ(seen[numbers.size()], "00fa4c9c-8362-42b2-bd73-859369822f8f");
   std::map<uint64_t, std::vector<float>> hs;
   uint64_t last = 0;
   ASSERT_TRUE(store_->ScanVectors("c", [&](uint64_t id, const float* h, size_t dh, const float* r, size_t dr,
@@ -246,6 +259,7 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
     pqxx::work t(c);
     t.exec("ALTER TABLE moeedb_documents DROP COLUMN shard_key");
     t.exec("ALTER TABLE moeedb_ops DROP COLUMN entry_id");  // version 4's
+    t.exec("DROP INDEX moeedb_documents_order");           // version 5's
     t.exec("UPDATE moeedb_meta SET value = '2' WHERE key = 'schema_version'");
     t.commit();
   }

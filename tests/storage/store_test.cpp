@@ -63,7 +63,7 @@ TEST(StoreTest, KeysAreLaidOutAsDocumented) {
   auto meta = get("meta", "c/books");
   ASSERT_TRUE(meta.has_value());
   // Internal ids are given in input order: "b" is 1, "a" is 2, both ways.
-  EXPECT_EQ(get("ids", coll + "e" + "b"), BigEndian(1, 8));
+  EXPECT_EQ(get("ids", coll + "k" + IdOrderKey("b")), BigEndian(1, 8));
   EXPECT_EQ(get("ids", coll + "i" + BigEndian(2, 8)), "a");
   auto doc = get("docs", coll + BigEndian(2, 8));
   ASSERT_TRUE(doc.has_value());
@@ -76,6 +76,57 @@ TEST(StoreTest, KeysAreLaidOutAsDocumented) {
   EXPECT_EQ(first, 2.0f);
   EXPECT_TRUE(get("ops", coll + BigEndian(1, 8)).has_value());
   for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+}
+
+// A store written before IdOrderKey kept ids under 'e' + their bytes; Open
+// moves them to 'k' + IdOrderKey, after which every id is found and the
+// listing is in the new order.
+TEST(StoreTest, OpenMovesIdKeysOfTheOldLayoutToListingOrder) {
+  test::TempDir dir;
+  const std::vector<std::string> ids = {"10", "7", "abc", "2"};
+  uint32_t coll_id = 0;
+  {
+    auto store = Store::Open(dir / "db");
+    ASSERT_TRUE(store.ok());
+    auto c = (*store)->CreateCollection("c", R"({"dim_hs": 3, "dim_rw": 2})");
+    ASSERT_TRUE(c.ok());
+    coll_id = c->id;
+    std::vector<StoredDocument> docs;
+    for (size_t i = 0; i < ids.size(); ++i) docs.push_back(Doc(ids[i], static_cast<float>(i)));
+    ASSERT_TRUE((*store)->Upsert("c", docs, true).ok());
+  }
+  {  // Rewrite the id keys as the old layout had them.
+    std::vector<std::string> families;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir / "db", &families).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> desc;
+    for (const auto& f : families) desc.emplace_back(f, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir / "db", desc, &handles, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    auto* id_cf = handles[std::find(families.begin(), families.end(), "ids") - families.begin()];
+    const std::string coll = BigEndian(coll_id, 4);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), id_cf, coll + "k" + IdOrderKey(ids[i])).ok());
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), id_cf, coll + "e" + ids[i], BigEndian(i + 1, 8)).ok());
+    }
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  }
+  auto store = Store::Open(dir / "db");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto d = (*store)->Get("c", ids[i]);
+    ASSERT_TRUE(d.ok() && d->has_value()) << ids[i];
+    EXPECT_EQ((**d).hs[0], static_cast<float>(i));
+  }
+  auto page = (*store)->ListDocuments("c", "", 10);
+  ASSERT_TRUE(page.ok());
+  std::vector<std::string> listed;
+  for (const auto& d : page->documents) listed.push_back(d.id);
+  EXPECT_EQ(listed, (std::vector<std::string>{"2", "7", "10", "abc"}));
+  // A replacement finds the moved key: still one document per id.
+  ASSERT_TRUE((*store)->Upsert("c", {Doc("7", 9)}, true).ok());
+  EXPECT_EQ((*store)->GetCollection("c")->count, ids.size());
 }
 
 TEST(StoreTest, ABatchIsAllOrNothing) {
