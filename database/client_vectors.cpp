@@ -1,5 +1,6 @@
 #include "database/client_vectors.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -49,9 +50,6 @@ void Unfuse(const VectorCollection& c, const std::vector<float>& fused, std::vec
 
 std::string Quoted(const std::string& name) { return "'" + name.substr(0, 80) + "'"; }
 
-// The declared vectors of a client collection, in slot order.
-std::vector<NamedVector> Declared(const VectorCollection& c) { return c.schema().Vectors(c.dim_hs() + c.dim_rw()); }
-
 // The client's vector under `name` ("" the unnamed one); nullptr when not given.
 const std::vector<float>* Given(const ClientVector& v, const std::string& name) {
   if (name.empty()) return v.unnamed.empty() ? nullptr : &v.unnamed;
@@ -66,41 +64,49 @@ Status RefuseUndeclared(const VectorCollection& c, const ClientVector& v) {
   if (!v.unnamed.empty() && s.kind == VectorKind::kPlain) MOEEDB_RETURN_IF_ERROR(s.Find("").status());
   for (const auto& [name, x] : v.named) MOEEDB_RETURN_IF_ERROR(s.Find(name).status());
   if (s.kind == VectorKind::kPlain && (!v.hs.empty() || !v.rw.empty()))
-    return Status::InvalidArgument("this collection's vectors are the client's own (" + Quoted(s.name) +
-                                   (s.second ? " and " + Quoted(s.second->name) : "") +
-                                   "); named vectors hs and rw belong to collections of the served model");
+    return Status::InvalidArgument("this collection's vectors are the client's own; named vectors hs and rw belong to "
+                                   "collections of the served model");
   return Status::OK();
 }
 
-// A plain collection of two vectors: the slot of vector x, Euclid's term appended.
-std::vector<float> Slot(const NamedVector& d, const std::vector<float>& x) {
-  std::vector<float> out = x;
-  if (d.distance == Distance::kEuclid) out.push_back(static_cast<float>(-Dot(x.data(), x.data(), x.size()) / 2));
+// Where a plain collection's declared vector sits in the stored HS row:
+// `size` components from `offset`, then Euclid's term -|x|^2/2.
+struct Segment {
+  NamedVector v;
+  size_t offset = 0;
+  size_t width() const { return v.size + (v.distance == Distance::kEuclid ? 1 : 0); }
+};
+
+std::vector<Segment> Segments(const VectorSchema& s) {
+  std::vector<Segment> out;
+  size_t at = 0;
+  for (const NamedVector& v : s.Vectors(0)) {
+    out.push_back({v, at});
+    at += out.back().width();
+  }
   return out;
 }
+
+// A collection of one Cosine vector keeps it as given (clients such as
+// Chroma read back what they wrote) and lets the HS standardizer normalise
+// it; a Cosine vector beside others is kept at unit length, as Qdrant keeps
+// it, since one row's normalisation cannot be per segment.
+bool LoneCosine(const VectorSchema& s) { return s.rest.empty() && s.distance == Distance::kCosine; }
+
+// Whether a stored point of a plain collection carries its vector i (the
+// RW row holds 1 for each declared vector the point lacks; VectorSchema::CarriedBy).
+bool Carries(const StoredDocument& doc, size_t i) { return i < doc.rw.size() && doc.rw[i] < 0.5f; }
 
 }  // namespace
 
 Result<CollectionOptions> PlainCollectionOptions(const VectorSchema& schema) {
   if (schema.kind != VectorKind::kPlain || schema.size == 0)
     return Status::InvalidArgument("a plain collection needs a positive vector size");
-  auto standardizer = [](const NamedVector& v, size_t dim) {
-    return (v.distance == Distance::kCosine ? Standardizer::Identity(dim) : Standardizer::Raw(dim)).ToJson();
-  };
-  const NamedVector first{schema.name, schema.size, schema.distance};
   CollectionOptions o;
-  if (schema.second) {
-    const NamedVector& second = *schema.second;
-    o.dim_hs = first.size + (first.distance == Distance::kEuclid ? 1 : 0);
-    o.dim_rw = second.size + (second.distance == Distance::kEuclid ? 1 : 0);
-    o.std_hs_json = standardizer(first, o.dim_hs);
-    o.std_rw_json = standardizer(second, o.dim_rw);
-  } else {
-    o.dim_hs = schema.size;
-    o.dim_rw = 1;  // the Euclid term, or 0 (client_vectors.h)
-    o.std_hs_json = standardizer(first, schema.size);
-    o.std_rw_json = Standardizer::Raw(1).ToJson();
-  }
+  for (const Segment& seg : Segments(schema)) o.dim_hs += seg.width();
+  o.dim_rw = 1 + schema.rest.size();  // one absence flag per declared vector
+  o.std_hs_json = (LoneCosine(schema) ? Standardizer::Identity(o.dim_hs) : Standardizer::Raw(o.dim_hs)).ToJson();
+  o.std_rw_json = Standardizer::Raw(o.dim_rw).ToJson();
   o.default_alpha = 1.0f;
   MOEEDB_ASSIGN_OR_RETURN(o.info_json, schema.RecordIn("{}"));
   return o;
@@ -110,26 +116,25 @@ Status ToStoredVectors(const VectorCollection& c, const ClientVector& v, StoredD
   const VectorSchema& s = c.schema();
   MOEEDB_RETURN_IF_ERROR(RefuseUndeclared(c, v));
   if (s.kind == VectorKind::kPlain) {
-    const std::vector<NamedVector> declared = Declared(c);
-    std::vector<const std::vector<float>*> x;
-    for (const NamedVector& d : declared) {
-      const std::vector<float>* given = Given(v, d.name);
-      const std::string what = d.name.empty() ? "the vector" : "vector " + Quoted(d.name);
-      if (given == nullptr)
-        return Status::InvalidArgument("the point lacks " + what + ": moeedb stores every declared vector of a point");
-      MOEEDB_RETURN_IF_ERROR(CheckSize(*given, d.size, what));
-      x.push_back(given);
+    std::vector<float> hs(c.dim_hs(), 0.0f), rw(c.dim_rw(), 1.0f);
+    const std::vector<Segment> segments = Segments(s);
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const Segment& seg = segments[i];
+      const std::vector<float>* given = Given(v, seg.v.name);
+      if (given == nullptr) continue;  // a point may lack any of its vectors
+      MOEEDB_RETURN_IF_ERROR(CheckSize(*given, seg.v.size, seg.v.name.empty() ? "the vector" : "vector " + Quoted(seg.v.name)));
+      const std::vector<float> x =
+          seg.v.distance == Distance::kCosine && !LoneCosine(s) ? UnitLength(*given) : *given;
+      std::copy(x.begin(), x.end(), hs.begin() + seg.offset);
+      if (seg.v.distance == Distance::kEuclid) {
+        const float term = static_cast<float>(-Dot(x.data(), x.data(), x.size()) / 2);
+        if (!std::isfinite(term)) return Status::InvalidArgument("the vector's squared length overflows a float");
+        hs[seg.offset + seg.v.size] = term;
+      }
+      rw[i] = 0.0f;
     }
-    if (declared.size() == 2) {
-      doc->hs = Slot(declared[0], *x[0]);
-      doc->rw = Slot(declared[1], *x[1]);
-    } else {
-      const double n2 = Dot(x[0]->data(), x[0]->data(), x[0]->size());
-      doc->hs = *x[0];
-      doc->rw = {s.distance == Distance::kEuclid ? static_cast<float>(-n2 / 2) : 0.0f};
-    }
-    for (const auto& slot : {doc->hs, doc->rw})
-      if (!std::isfinite(slot.back())) return Status::InvalidArgument("the vector's squared length overflows a float");
+    doc->hs = std::move(hs);
+    doc->rw = std::move(rw);
     return Status::OK();
   }
   const size_t fused = c.dim_hs() + c.dim_rw();
@@ -159,11 +164,12 @@ ClientVector FromStoredVectors(const VectorCollection& c, const StoredDocument& 
     (name.empty() ? out.unnamed : out.named[name]) = std::move(x);
   };
   if (s.kind == VectorKind::kPlain) {
-    const std::vector<NamedVector> declared = Declared(c);
-    for (size_t i = 0; i < declared.size(); ++i) {
-      const std::vector<float>& slot = i == 0 ? doc.hs : doc.rw;
-      std::vector<float> x(slot.begin(), slot.begin() + declared[i].size);
-      put(declared[i].name, unit_length && declared[i].distance == Distance::kCosine ? UnitLength(std::move(x)) : x);
+    const std::vector<Segment> segments = Segments(s);
+    for (size_t i = 0; i < segments.size(); ++i) {
+      if (!Carries(doc, i)) continue;
+      const Segment& seg = segments[i];
+      std::vector<float> x(doc.hs.begin() + seg.offset, doc.hs.begin() + seg.offset + seg.v.size);
+      put(seg.v.name, unit_length && seg.v.distance == Distance::kCosine ? UnitLength(std::move(x)) : x);
     }
   } else if (s.kind == VectorKind::kFused) {
     std::vector<float> x(c.dim_hs() + c.dim_rw());
@@ -184,19 +190,16 @@ Result<VectorQuery> ToVectorQuery(const VectorCollection& c, const ClientVector&
     if (!v.hs.empty() || !v.rw.empty() || !v.named.empty())
       return Status::InvalidArgument("give the query as one vector and name the vector searched by 'using'");
     MOEEDB_ASSIGN_OR_RETURN(q.slot, s.Find(use));
-    const NamedVector d = Declared(c)[q.slot];
-    MOEEDB_RETURN_IF_ERROR(CheckSize(v.unnamed, d.size, "the query vector"));
+    const Segment seg = Segments(s)[q.slot];
+    MOEEDB_RETURN_IF_ERROR(CheckSize(v.unnamed, seg.v.size, "the query vector"));
     q.norm2 = Dot(v.unnamed.data(), v.unnamed.data(), v.unnamed.size());
-    if (s.second) {
-      std::vector<float> x = v.unnamed;
-      if (d.distance == Distance::kEuclid) x.push_back(1.0f);
-      (q.slot == 0 ? q.hs : q.rw) = std::move(x);
-      (q.slot == 0 ? q.rw : q.hs).assign(q.slot == 0 ? c.dim_rw() : c.dim_hs(), 0.0f);
-      q.mode = q.slot == 0 ? QueryMode::kHs : QueryMode::kRw;
-      return q;
-    }
-    q.hs = v.unnamed;
-    q.rw = {s.distance == Distance::kEuclid ? 1.0f : 0.0f};
+    const std::vector<float> x = seg.v.distance == Distance::kCosine ? UnitLength(v.unnamed) : v.unnamed;
+    q.hs.assign(c.dim_hs(), 0.0f);
+    std::copy(x.begin(), x.end(), q.hs.begin() + seg.offset);
+    if (seg.v.distance == Distance::kEuclid) q.hs[seg.offset + seg.v.size] = 1.0f;
+    q.rw.assign(c.dim_rw(), 0.0f);
+    q.rw[q.slot] = kLacksVectorScore;  // alpha 1: a point without the vector ranks after every other
+    q.mode = QueryMode::kFused;
     return q;
   }
   // The fused vector under its declared name: searched as "".
@@ -229,10 +232,24 @@ Result<VectorQuery> ToVectorQuery(const VectorCollection& c, const ClientVector&
   return q;
 }
 
+Result<std::vector<SearchHit>> SearchByVectors(const VectorCollection& c, const VectorQuery& query, SearchSpec options,
+                                               SearchInfo* info) {
+  if (options.mode != QueryMode::kHybrid) options.mode = query.mode;
+  if (c.schema().kind != VectorKind::kPlain) return c.Search(query.hs.data(), query.rw.data(), options, info);
+  // Dense: the RW half sinks the points that lack the searched vector
+  // (weight 1). Hybrid fuses each signal's own ranking, where that half is
+  // no signal at all.
+  options.alpha = options.mode == QueryMode::kHybrid ? 0.0f : 1.0f;
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<SearchHit> hits, c.Search(query.hs.data(), query.rw.data(), options, info));
+  hits.erase(std::remove_if(hits.begin(), hits.end(), [](const SearchHit& h) { return LacksVector(h.score_rw); }),
+             hits.end());
+  return hits;
+}
+
 Distance QueryDistance(const VectorCollection& c, const VectorQuery& q) {
   const VectorSchema& s = c.schema();
   if (s.kind != VectorKind::kPlain) return Distance::kCosine;
-  return q.slot == 1 && s.second ? s.second->distance : s.distance;
+  return q.slot < 1 + s.rest.size() ? Segments(s)[q.slot].v.distance : s.distance;
 }
 
 double ClientScore(const VectorCollection& c, const VectorQuery& q, double score, double alpha) {
@@ -254,11 +271,10 @@ ComparablePoint Comparable(const VectorCollection& c, const VectorQuery& q, cons
   };
   if (s.kind == VectorKind::kPlain) {
     // The searched vector alone, as given or at unit length (Cosine).
-    const NamedVector d = Declared(c)[q.slot];
-    const std::vector<float>& slot = q.slot == 0 ? doc.hs : doc.rw;
-    if (slot.size() < d.size) return p;
-    std::vector<float> x(slot.begin(), slot.begin() + d.size);
-    p.hs = d.distance == Distance::kCosine ? UnitLength(std::move(x)) : std::move(x);
+    const Segment seg = Segments(s)[q.slot];
+    if (doc.hs.size() != c.dim_hs() || !Carries(doc, q.slot)) return p;
+    std::vector<float> x(doc.hs.begin() + seg.offset, doc.hs.begin() + seg.offset + seg.v.size);
+    p.hs = seg.v.distance == Distance::kCosine ? UnitLength(std::move(x)) : std::move(x);
     return p;
   }
   if (q.mode != QueryMode::kRw) p.hs = image(c.standardizer_hs(), doc.hs);

@@ -8,14 +8,18 @@
 // or query given fused scores exactly as if moeedb had embedded its text:
 // cos_HS + alpha * cos_RW with the collection's alpha.
 //
-// A plain collection of one vector keeps x as HS = x and a one-component
-// RW: 0 for Cosine and Dot, -|x|^2/2 for Euclid. A query q searches with
-// RW = [1] and alpha 1 (Euclid) so the dual index's fused inner product is
-// q.x - |x|^2/2 = (|q|^2 - d^2)/2: the Euclidean ranking, with no metric of
-// the index's own; ClientScore turns it back into the distance d. A plain
-// collection of two vectors keeps each in a slot of its own (the first in
-// HS, the second in RW), a Euclid one with its -|x|^2/2 appended, and
-// searches one slot at a time (QueryMode kHs or kRw) with [q, 1].
+// A plain collection lays its declared vectors out as segments of the HS
+// row, in declaration order: x (Cosine: at unit length, unless it is the
+// collection's only vector, which is kept as given and normalised by the
+// HS standardizer), then for Euclid the term -|x|^2/2. The RW row holds one
+// flag per declared vector, 1 where the point lacks it (its segment zeros).
+// A query for vector i puts q (Cosine: at unit length; Euclid: [q, 1]) in
+// segment i and zeros elsewhere, so the HS inner product is that vector's
+// cosine, dot product, or q.x - |x|^2/2 = (|q|^2 - d^2)/2 (the Euclidean
+// ranking; ClientScore turns it back into the distance d); its RW half is
+// kLacksVectorScore at flag i, searched with alpha 1, so a point without
+// vector i scores about -1e30, ranks after every point that has it, and is
+// dropped from the answer (LacksVector).
 #pragma once
 
 #include <map>
@@ -27,6 +31,11 @@
 #include "database/vector_collection.h"
 
 namespace moeedb {
+
+// The RW query weight that sinks a point lacking the searched vector.
+inline constexpr float kLacksVectorScore = -1e30f;
+// Whether a plain collection's hit (its exact RW score) lacked the searched vector.
+inline bool LacksVector(double score_rw) { return score_rw < kLacksVectorScore / 2; }
 
 struct ClientVector {
   std::vector<float> unnamed;  // one unnamed vector (Qdrant's name "")
@@ -40,11 +49,14 @@ struct ClientVector {
 Result<CollectionOptions> PlainCollectionOptions(const VectorSchema& schema);
 
 // Fills doc->hs and doc->rw from `v`; InvalidArgument (the sizes this
-// collection takes, a non-finite component) and nothing changed otherwise.
+// collection takes, a non-finite component, a name not declared) and
+// nothing changed otherwise. A plain collection's point may lack any of its
+// declared vectors (Qdrant's optional named vectors), or all of them.
 Status ToStoredVectors(const VectorCollection& c, const ClientVector& v, StoredDocument* doc);
 // What a client reads back for a stored point: its vectors under their
 // declared names (a name "" as `unnamed`; fused: the two standardized
-// halves; plain: x) or, for a model collection, hs and rw. `unit_length`:
+// halves; plain: x, for the vectors the point has) or, for a model
+// collection, hs and rw. `unit_length`:
 // Cosine vectors scaled to length 1, as Qdrant answers them (it normalises
 // them on the way in); otherwise as the client gave them.
 ClientVector FromStoredVectors(const VectorCollection& c, const StoredDocument& doc, bool unit_length = false);
@@ -55,12 +67,17 @@ struct VectorQuery {
   std::vector<float> hs, rw;
   QueryMode mode = QueryMode::kFused;
   double norm2 = 0;  // |q|^2 of a plain query (Euclid distances)
-  size_t slot = 0;   // plain: the declared vector searched (0 first, 1 second)
+  size_t slot = 0;   // plain: the declared vector searched (0 the first)
 };
 // `use` names the vector searched: "" (the unnamed one, or fused), a
 // declared name, "hs" or "rw"; InvalidArgument for a size or name this
 // collection does not take.
 Result<VectorQuery> ToVectorQuery(const VectorCollection& c, const ClientVector& v, const std::string& use);
+// Searches `c` by a client's vector query: the query's mode (unless
+// `options` asks hybrid) and the alpha its layout needs; a plain
+// collection's points that lack the searched vector are left out.
+Result<std::vector<SearchHit>> SearchByVectors(const VectorCollection& c, const VectorQuery& query, SearchSpec options,
+                                               SearchInfo* info = nullptr);
 // The distance of the vector a query searches (Cosine for the model's).
 Distance QueryDistance(const VectorCollection& c, const VectorQuery& q);
 // The score a client sees for a hit's score under `alpha` (the search's):

@@ -177,7 +177,7 @@ void Database::AddSetup(const EmbeddingSetup* setup) {
 Result<const EmbeddingSetup*> Database::SetupOf(const std::string& name) {
   MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
   if (c->schema().kind == VectorKind::kPlain)
-    return Status::InvalidArgument("collection '" + name + "' holds the client's own vectors (size " +
+    return Status::InvalidArgument("collection '" + name + "' holds the client's own vectors (the first of size " +
                                    std::to_string(c->schema().size) + ", " + kDistances.Name(c->schema().distance) +
                                    ") and has no model: give vectors, not text");
   MOEEDB_ASSIGN_OR_RETURN(EmbeddingSpec recorded, RecordedSetup(c->info_json()));
@@ -226,19 +226,7 @@ Result<std::vector<SearchHit>> Database::Search(const std::string& name, const S
 Result<std::vector<SearchHit>> Database::SearchVectors(const std::string& name, const VectorQuery& query,
                                                       SearchSpec options, SearchInfo* info) {
   MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
-  if (options.mode != QueryMode::kHybrid) options.mode = query.mode;
-  if (c->schema().kind == VectorKind::kPlain) {
-    // Dense: the RW component is the Euclid term (weight 1) or 0. Hybrid
-    // fuses each signal's own ranking, where that term is no signal at all.
-    if (options.mode != QueryMode::kHybrid) {
-      options.alpha = 1.0f;
-    } else if (c->schema().distance == Distance::kEuclid) {
-      return Status::InvalidArgument("hybrid search needs a Cosine or Dot collection; '" + name + "' is Euclid");
-    } else {
-      options.alpha = 0.0f;
-    }
-  }
-  return c->Search(query.hs.data(), query.rw.data(), options, info);
+  return SearchByVectors(*c, query, std::move(options), info);
 }
 
 Result<size_t> Database::CatchUp() {

@@ -8,8 +8,20 @@ namespace {
 
 constexpr size_t kPage = 1000;
 
-bool Keeps(const ScanSpec& spec, const StoredDocument& d) {
-  if (spec.filter && !MatchesDocument(*spec.filter, d.metadata_json, d.id)) return false;
+bool Keeps(const VectorCollection& c, const ScanSpec& spec, const StoredDocument& d) {
+  if (spec.filter) {
+    // Listed documents come without vectors: a $has_vector condition reads them.
+    std::vector<std::string> carried;
+    if (spec.filter->UsesVectors()) {
+      std::vector<float> rw = d.rw;
+      if (rw.empty()) {
+        auto full = c.Get(d.id);
+        if (full.ok() && full->has_value()) rw = (*full)->rw;
+      }
+      carried = c.schema().CarriedBy(rw);
+    }
+    if (!MatchesDocument(*spec.filter, d.metadata_json, d.id, &carried)) return false;
+  }
   return !spec.text_test || spec.text_test(d.text);
 }
 
@@ -17,12 +29,13 @@ bool Keeps(const ScanSpec& spec, const StoredDocument& d) {
 Status Each(const VectorCollection& c, const ScanSpec& spec, const std::function<bool(StoredDocument&&)>& take) {
   if (spec.ids) {
     for (const std::string& id : *spec.ids) {
-      if (!spec.start.empty() && id < spec.start) continue;
+      if (!spec.start.empty() && IdOrderKey(id) < IdOrderKey(spec.start)) continue;  // the listing's order
       MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, c.Get(id));
       if (!d) continue;
+      const bool kept = Keeps(c, spec, *d);
       d->hs.clear();
       d->rw.clear();
-      if (Keeps(spec, *d) && !take(std::move(*d))) return Status::OK();
+      if (kept && !take(std::move(*d))) return Status::OK();
     }
     return Status::OK();
   }
@@ -31,16 +44,17 @@ Status Each(const VectorCollection& c, const ScanSpec& spec, const std::function
   if (!spec.start.empty()) {
     MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> first, c.Get(spec.start));
     if (first) {
+      const bool kept = Keeps(c, spec, *first);
       first->hs.clear();
       first->rw.clear();
-      if (Keeps(spec, *first) && !take(std::move(*first))) return Status::OK();
+      if (kept && !take(std::move(*first))) return Status::OK();
     }
     after = spec.start;
   }
   for (;;) {
     MOEEDB_ASSIGN_OR_RETURN(DocumentPage page, c.List(after, kPage));
     for (StoredDocument& d : page.documents)
-      if (Keeps(spec, d) && !take(std::move(d))) return Status::OK();
+      if (Keeps(c, spec, d) && !take(std::move(d))) return Status::OK();
     if (page.next_after.empty()) return Status::OK();
     after = page.next_after;
   }

@@ -2,6 +2,8 @@
 
 #include "database/client_vectors.h"
 
+#include <functional>
+
 namespace moeedb {
 
 using json = nlohmann::json;
@@ -87,8 +89,8 @@ Result<WriteResult> DeleteDocuments(VectorCollection* c, const ScanSpec& which, 
   return c->Delete(ids, sync);
 }
 
-Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, const MetadataChange& change, bool sync) {
-  MOEEDB_RETURN_IF_ERROR(change.Validate());
+Result<WriteResult> ChangeDocuments(VectorCollection* c, const ScanSpec& which,
+                                    const std::function<Status(StoredDocument*)>& change, bool sync) {
   for (int attempt = 0; attempt < kTries; ++attempt) {
     MOEEDB_ASSIGN_OR_RETURN(std::vector<std::string> ids, SelectedIds(*c, which));
     std::vector<StoredDocument> docs;
@@ -107,11 +109,11 @@ Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, c
       }
       if (!d.ok()) return d.status();
       // A filter keeps what it keeps now (the document may have changed since the scan).
-      if (!which.ids && which.filter && !MatchesDocument(*which.filter, d->metadata_json, d->id)) continue;
-      const json before = json::parse(d->metadata_json.empty() ? "{}" : d->metadata_json, nullptr, false);
-      const json after = change.Apply(before);
-      if (d->text == PayloadText(c->schema(), before)) d->text = PayloadText(c->schema(), after);
-      d->metadata_json = after.dump();
+      if (!which.ids && which.filter) {
+        const std::vector<std::string> carried = c->schema().CarriedBy(d->rw);
+        if (!MatchesDocument(*which.filter, d->metadata_json, d->id, &carried)) continue;
+      }
+      MOEEDB_RETURN_IF_ERROR(change(&d.value()));
       docs.push_back(std::move(d).value());
       expected.push_back(*internal);
     }
@@ -121,6 +123,58 @@ Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, c
     if (w.ok() || w.status().code() != Status::Code::kConflict) return w;
   }
   return Status::Unavailable("the documents of " + c->name() + " kept changing under other writes: nothing was changed; retry");
+}
+
+Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, const MetadataChange& change, bool sync) {
+  MOEEDB_RETURN_IF_ERROR(change.Validate());
+  return ChangeDocuments(
+      c, which,
+      [&](StoredDocument* d) {
+        const json before = json::parse(d->metadata_json.empty() ? "{}" : d->metadata_json, nullptr, false);
+        const json after = change.Apply(before);
+        if (d->text == PayloadText(c->schema(), before)) d->text = PayloadText(c->schema(), after);
+        d->metadata_json = after.dump();
+        return Status::OK();
+      },
+      sync);
+}
+
+Result<WriteResult> SetVectors(VectorCollection* c, const std::map<std::string, ClientVector>& vectors, bool sync) {
+  ScanSpec which;
+  which.ids = std::vector<std::string>();
+  for (const auto& [id, v] : vectors) which.ids->push_back(id);
+  return ChangeDocuments(
+      c, which,
+      [&](StoredDocument* d) {
+        const ClientVector& given = vectors.at(d->id);
+        ClientVector now = FromStoredVectors(*c, *d);
+        if (!given.unnamed.empty()) now.unnamed = given.unnamed;
+        if (!given.hs.empty()) now.hs = given.hs;
+        if (!given.rw.empty()) now.rw = given.rw;
+        for (const auto& [name, x] : given.named) now.named[name] = x;
+        StoredDocument changed = *d;
+        MOEEDB_RETURN_IF_ERROR(ToStoredVectors(*c, now, &changed));
+        *d = std::move(changed);
+        return Status::OK();
+      },
+      sync);
+}
+
+Result<WriteResult> RemoveVectors(VectorCollection* c, const ScanSpec& which, const std::vector<std::string>& names,
+                                  bool sync) {
+  if (c->schema().kind != VectorKind::kPlain)
+    return Status::InvalidArgument("the vectors of collection '" + c->name() +
+                                   "' are the served model's: every point keeps them (delete the point instead)");
+  for (const std::string& name : names) MOEEDB_RETURN_IF_ERROR(c->schema().Find(name).status());
+  return ChangeDocuments(
+      c, which,
+      [&](StoredDocument* d) {
+        ClientVector now = FromStoredVectors(*c, *d);
+        for (const std::string& name : names) (name.empty() ? now.unnamed : now.named[name]).clear();
+        for (auto it = now.named.begin(); it != now.named.end();) it = it->second.empty() ? now.named.erase(it) : std::next(it);
+        return ToStoredVectors(*c, now, d);
+      },
+      sync);
 }
 
 }  // namespace moeedb

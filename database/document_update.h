@@ -1,18 +1,22 @@
 // Document updates: a change to the metadata (a client's payload) of stored
-// documents, Qdrant's set, overwrite, delete-keys and clear payload. Applied
+// documents, Qdrant's set, overwrite, delete-keys and clear payload, or to
+// some of their vectors (Qdrant's update and delete vectors). Applied
 // as one atomic write that no other write overtook: each document is read
 // with the internal id it is stored under, changed, and written on the
 // condition that the id still holds it (Store::UpsertIfUnchanged); when
 // another write came between, the whole change is read and applied again.
-// A document's vectors are kept; its text (what the lexical index reads)
-// follows the metadata where it came from it (PayloadText).
+// A metadata change keeps the vectors, and the text (what the lexical index
+// reads) follows the metadata where it came from it (PayloadText); a vector
+// change keeps the rest.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "database/client_vectors.h"
 #include "database/document_scan.h"
 #include "database/vector_collection.h"
 
@@ -42,5 +46,15 @@ Result<WriteResult> DeleteDocuments(VectorCollection* c, const ScanSpec& which, 
 // (Qdrant's rule); with a filter, the documents it keeps when read.
 // Unavailable when other writes kept changing the documents (8 tries).
 Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, const MetadataChange& change, bool sync);
+
+// Sets, for each id, the vectors given (by name; the point's other vectors
+// kept), all or nothing: NotFound for an id not stored, InvalidArgument
+// (client_vectors.h) for a vector the collection does not take.
+Result<WriteResult> SetVectors(VectorCollection* c, const std::map<std::string, ClientVector>& vectors, bool sync);
+// Removes the named vectors from the points `which` keeps, all or nothing.
+// InvalidArgument for a name not declared, or a collection of the served
+// model's vectors (its points keep both).
+Result<WriteResult> RemoveVectors(VectorCollection* c, const ScanSpec& which, const std::vector<std::string>& names,
+                                  bool sync);
 
 }  // namespace moeedb

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "database/shard_replica.h"
+#include "database/vector_schema.h"
 
 namespace moeedb {
 
@@ -67,7 +68,13 @@ std::function<bool(uint64_t)> ShardReplica::FilterOf(const ShardQuery& q,
                                                      std::unordered_map<uint64_t, json>* parsed) const {
   if (!q.spec.filter) return {};
   const MetadataFilter* f = q.spec.filter.get();
-  return [this, f, parsed](uint64_t id) {
+  // A $has_vector condition reads which vectors a point has from its RW row.
+  std::shared_ptr<const VectorSchema> schema;
+  if (f->UsesVectors()) {
+    auto s = VectorSchema::FromInfo(layout_.info_json);
+    schema = std::make_shared<const VectorSchema>(s.ok() ? *s : VectorSchema());
+  }
+  return [this, f, parsed, schema](uint64_t id) {
     auto it = metadata_.find(id);
     if (it == metadata_.end()) return false;
     auto p = parsed->find(id);
@@ -77,6 +84,11 @@ std::function<bool(uint64_t)> ShardReplica::FilterOf(const ShardQuery& q,
       if (f->UsesIds() && p->second.is_object()) {
         auto doc = store_->GetByInternal(layout_.name, id, /*with_vectors=*/false);
         if (doc.ok()) p->second["$id"] = doc->id;
+      }
+      if (schema && p->second.is_object()) {
+        std::vector<float> rw;
+        if (index_) index_->RwRow(id, &rw);
+        p->second["$vectors"] = schema->CarriedBy(rw);
       }
     }
     return f->Matches(p->second);

@@ -69,36 +69,53 @@ Result<VectorSchema> VectorSchema::Declared(const std::vector<NamedVector>& vect
     return s;
   }
   s.kind = VectorKind::kPlain;
-  if (vectors.size() == 2) s.second = vectors[1];
+  s.rest.assign(vectors.begin() + 1, vectors.end());
   return s;
 }
 
 std::vector<NamedVector> VectorSchema::Vectors(size_t fused_size) const {
   std::vector<NamedVector> out;
   if (kind == VectorKind::kFused) out.push_back({name, fused_size, Distance::kCosine});
-  if (kind == VectorKind::kPlain) out.push_back({name, size, distance});
-  if (second) out.push_back(*second);
+  if (kind == VectorKind::kPlain) {
+    out.push_back({name, size, distance});
+    out.insert(out.end(), rest.begin(), rest.end());
+  }
   return out;
 }
 
 Result<size_t> VectorSchema::Find(const std::string& want) const {
   if (kind != VectorKind::kModel && want == name) return size_t{0};
-  if (second && want == second->name) return size_t{1};
+  for (size_t i = 0; i < rest.size(); ++i)
+    if (want == rest[i].name) return i + 1;
   std::string have;
   if (kind == VectorKind::kModel) have = "hs and rw";
-  else have = "'" + name + "'" + (second ? " and '" + second->name + "'" : "");
+  else have = "'" + name + "'";
+  for (size_t i = 0; i < rest.size(); ++i) have += (i + 1 == rest.size() ? " and '" : ", '") + rest[i].name.substr(0, 80) + "'";
   return Status::InvalidArgument("vector '" + want.substr(0, 80) + "' does not exist; this collection's vectors are " + have);
+}
+
+std::vector<std::string> VectorSchema::CarriedBy(const std::vector<float>& rw) const {
+  if (kind == VectorKind::kModel) return {"hs", "rw"};
+  std::vector<std::string> out;
+  const std::vector<NamedVector> all = Vectors(0);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (kind == VectorKind::kFused || (i < rw.size() && rw[i] < 0.5f)) out.push_back(all[i].name);
+  return out;
 }
 
 std::string VectorSchema::ToJson() const {
   json j = {{"kind", kVectorKinds.Name(kind)}};
   if (kind == VectorKind::kPlain) {
+    j["layout"] = "segments";
     j["size"] = size;
     j["distance"] = kDistances.Name(distance);
+    if (!rest.empty()) {
+      j["rest"] = json::array();
+      for (const NamedVector& v : rest) j["rest"].push_back(VectorJson(v));
+    }
   }
   if (kind != VectorKind::kModel && (!name.empty() || named)) j["name"] = name;
   if (named) j["named"] = true;
-  if (second) j["second"] = VectorJson(*second);
   if (!text_key.empty()) j["text_key"] = text_key;
   return j.dump();
 }
@@ -115,12 +132,22 @@ Result<VectorSchema> VectorSchema::FromInfo(const std::string& info_json) {
   if (s.kind == VectorKind::kPlain) {
     if (!v.contains("size") || !v["size"].is_number_unsigned() || !v.contains("distance") || !v["distance"].is_string())
       return Status::Corruption("collection info: a plain vector schema needs its size and distance");
+    if (v.value("layout", std::string()) != "segments")
+      return Status::NotSupported(
+          "this collection was created by an older moeedb, which kept a client's vectors in two fixed slots; this "
+          "version keeps them in segments: re-create the collection and upsert its points again");
     s.size = v["size"].get<size_t>();
     MOEEDB_ASSIGN_OR_RETURN(s.distance, kDistances.Parse(v["distance"].get<std::string>()));
+    if (v.contains("rest")) {
+      if (!v["rest"].is_array()) return Status::Corruption("collection info: 'rest' is damaged");
+      for (const json& r : v["rest"]) {
+        MOEEDB_ASSIGN_OR_RETURN(NamedVector x, VectorFromJson(r));
+        s.rest.push_back(std::move(x));
+      }
+    }
   }
   if (v.contains("name") && v["name"].is_string()) s.name = v["name"].get<std::string>();
   s.named = v.value("named", false);
-  if (v.contains("second")) { MOEEDB_ASSIGN_OR_RETURN(s.second, VectorFromJson(v["second"])); }
   if (v.contains("text_key") && v["text_key"].is_string()) s.text_key = v["text_key"].get<std::string>();
   return s;
 }

@@ -255,6 +255,15 @@ size_t DualIndex::memory_bytes() const {
   return bytes;
 }
 
+bool DualIndex::RwRow(uint64_t id, std::vector<float>* out) const {
+  auto it = id_to_pos_.find(id);
+  if (it == id_to_pos_.end()) return false;
+  std::vector<float> tmp;
+  const float* row = rw_->Rows(it->second, it->second + 1, &tmp);
+  out->assign(row, row + rw_->dim);
+  return true;
+}
+
 std::vector<uint64_t> DualIndex::Ids() const {
   std::vector<uint64_t> out;
   for (const auto& [id, pos] : id_to_pos_) out.push_back(id);

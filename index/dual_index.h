@@ -105,6 +105,9 @@ class DualIndex {
   // re-scores the lexical index's candidates with this.
   Result<std::vector<Hit>> Score(const float* hs, const float* rw, float alpha, const std::vector<uint64_t>& ids) const;
 
+  // The standardized RW row of `id` (a raw standardizer's: the row as
+  // added); false when the id is not indexed.
+  bool RwRow(uint64_t id, std::vector<float>* out) const;
   size_t size() const { return id_to_pos_.size(); }
   bool Contains(uint64_t id) const { return id_to_pos_.count(id) > 0; }
   std::vector<uint64_t> Ids() const;

@@ -1,25 +1,48 @@
 // Metadata filters, applied before ranking. A filter is a JSON object whose
 // fields must all match (AND):
 //   {"lang": "en"}                       equality (string, number, bool)
-//   {"year": {"$gte": 2000, "$lt": 2010}} range ($gt, $gte, $lt, $lte; numbers or strings)
-//   {"tag": {"$in": ["a", "b"]}}         set membership ($nin: none of them)
+//   {"year": {"$gte": 2000, "$lt": 2010}} range ($gt, $gte, $lt, $lte; numbers or strings):
+//                                        one value must meet every bound
+//   {"at": {"$time_gte": "2024-01-31T10:00:00Z"}}  datetime range ($time_gt, $time_gte,
+//                                        $time_lt, $time_lte): values and bounds parsed as
+//                                        RFC 3339 / ISO 8601 (no zone: UTC)
+//   {"tag": {"$in": ["a", "b"]}}         set membership ($nin: none of them; $except:
+//                                        some value is none of them, a missing field no)
 //   {"tag": {"$eq": "a"}}, {"tag": {"$ne": "a"}}
 //   {"title": {"$contains": "cat"}}      substring of a string, or an element of a list ($not_contains: not)
-//   {"tags": {"$empty": true}}           missing, null or [] (false: anything else)
+//   {"title": {"$text": "cat"}}          some string value holds the text ($text_any: any of its words)
+//   {"tags": {"$empty": true}}           missing, or every value null or [] (false: anything else)
+//   {"tags": {"$null": true}}            some value is null (false: none is)
+//   {"tags": {"$values_count": {"gte": 2}}}  how many values the field has (gt, gte, lt, lte)
+//   {"at": {"$geo_radius": {"center": {"lat", "lon"}, "radius": metres}}}, {"$geo_box":
+//          {"top_left", "bottom_right"}}, {"$geo_polygon": {"exterior": {"points": [...]},
+//          "interiors": [...]}}          a value {"lat", "lon"} in the area
 //   {"$or": [{"lang": "en"}, {"year": {"$lt": 1900}}]}   any of the filters
 //   {"$and": [...]}, {"$not": {"lang": "fr"}}            all of them; not this one
+//   {"$min_should": {"min_count": 2, "filters": [...]}}  at least that many of the filters
+//   {"$nested": {"key": "cities", "filter": {...}}}      some element of the list at key
+//                                        matches the filter on its own (keys relative to it)
 //   {"$id": {"$in": ["7", "9"]}}         the document's own id (the caller puts it in
 //                                        the object under "$id"; see UsesIds)
+//   {"$has_vector": "image"}             the document has this vector (the caller puts the
+//                                        names it has under "$vectors"; see UsesVectors)
 // A field name is a key of the metadata object or, when no such key exists, a
-// dotted path into nested objects ("metadata.topic"). A list value matches
-// $eq / $in when any element does (Qdrant's rule for arrays). A document
-// without the field does not match (except for $ne, $nin, $not_contains and $empty). Logical
-// operators sit beside field conditions, all ANDed; they nest (32 levels).
+// path: dotted keys into nested objects ("metadata.topic"), "[]" for every
+// element of a list and "[i]" for one ("cities[].name", "tags[0]"), as
+// Qdrant spells payload keys. A path's values are flattened one level (a
+// list value counts as its elements), so $eq, $in, ranges, $text and areas
+// match when any value does (Qdrant's rule for arrays); $empty, $null,
+// $values_count and $contains see the values unflattened. A document without
+// the field does not match (except for $ne, $nin, $not_contains, $empty
+// true and $null false). Logical operators sit beside field conditions, all
+// ANDed; they nest (32 levels). The semantics are those of Qdrant's filters
+// as qdrant-client's local mode evaluates them.
 #pragma once
 
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -35,10 +58,21 @@ class MetadataFilter {
   // Whether a condition names "$id": the caller then adds the document's id
   // to the object it matches, under that key.
   virtual bool UsesIds() const = 0;
+  // Whether a condition is $has_vector: the caller then adds the names of
+  // the vectors the document has, as a list under "$vectors".
+  virtual bool UsesVectors() const = 0;
 };
 
 // Whether the document with this metadata JSON text and external id
-// matches (the id under "$id" when the filter names it).
-bool MatchesDocument(const MetadataFilter& filter, const std::string& metadata_json, const std::string& id);
+// matches (the id under "$id" when the filter names it; `vectors`, the
+// names of the vectors it has, under "$vectors" when given).
+bool MatchesDocument(const MetadataFilter& filter, const std::string& metadata_json, const std::string& id,
+                     const std::vector<std::string>* vectors = nullptr);
+
+// Microseconds since 1970-01-01T00:00:00Z of a datetime as Qdrant reads
+// one: "YYYY-MM-DD", then " " or "T" and "HH:MM" (with " ") or "HH:MM:SS",
+// an optional fraction and zone (Z, +HH, +HH:MM, +HHMM) after the seconds;
+// no zone is UTC. False for anything else.
+bool ParseDatetime(const std::string& text, int64_t* micros);
 
 }  // namespace moeedb

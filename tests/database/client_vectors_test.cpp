@@ -203,84 +203,107 @@ TEST(ClientVectors, PlainCollectionsMatchBruteForce) {
   EXPECT_FALSE(VectorCollection::Create(env.store.get(), "hnsw-dot", *o).ok());
 }
 
-// Two named vectors of the client's, each its own size and distance (what
-// Qdrant allows): each searched alone ranks as brute force computed here,
-// reads back under its name (Cosine at unit length when asked), and a point
-// lacking one, or a name not declared, is refused with nothing stored.
-TEST(ClientVectors, TwoNamedVectorsSearchEachByItsOwnDistance) {
+// Three named vectors of the client's, each its own size and distance and
+// each optional per point (what Qdrant allows): each searched alone ranks
+// as brute force computed here over the points that have it, and leaves out
+// those that lack it; a point reads back the vectors it has under their
+// names (Cosine at unit length); a name not declared is refused with
+// nothing stored.
+TEST(ClientVectors, NamedVectorsSearchEachByItsOwnDistanceAndMayBeMissing) {
   Env env;
   std::mt19937 rng(11);
   const size_t n = 60;
-  for (auto [d0, d1] : {std::pair{Distance::kCosine, Distance::kEuclid}, std::pair{Distance::kEuclid, Distance::kDot}}) {
-    auto schema = VectorSchema::Declared({{"text", 5, d0}, {"image", 3, d1}}, true, 8, 4);
+  const std::vector<std::string> names = {"text", "image", "code"};
+  const std::vector<size_t> sizes = {5, 3, 4};
+  for (auto distances : {std::vector{Distance::kCosine, Distance::kEuclid, Distance::kDot},
+                         std::vector{Distance::kEuclid, Distance::kDot, Distance::kCosine}}) {
+    std::vector<NamedVector> declared;
+    for (size_t v = 0; v < 3; ++v) declared.push_back({names[v], sizes[v], distances[v]});
+    auto schema = VectorSchema::Declared(declared, true, 8, 4);
     ASSERT_TRUE(schema.ok()) << schema.status().ToString();
     ASSERT_EQ(schema->kind, VectorKind::kPlain);
     auto o = PlainCollectionOptions(*schema);
     ASSERT_TRUE(o.ok());
-    const std::string name = std::string("two-") + kDistances.Name(d0);
+    const std::string name = std::string("three-") + kDistances.Name(distances[0]);
     auto c = VectorCollection::Create(env.store.get(), name, *o);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
-    std::vector<std::vector<float>> text, image;
+    // rows[v][i]: point i's vector v; empty where the point lacks it (every
+    // 4th point lacks image, every 5th code, point 0 has none at all).
+    std::vector<std::vector<std::vector<float>>> rows(3);
     std::vector<StoredDocument> docs;
     for (size_t i = 0; i < n; ++i) {
-      text.push_back(Random(&rng, 5, 0.3f));
-      image.push_back(Random(&rng, 3, -0.2f));
       StoredDocument d{std::to_string(i), "", "{}", {}, {}};
       ClientVector v;
-      v.named = {{"text", text.back()}, {"image", image.back()}};
+      for (size_t k = 0; k < 3; ++k) {
+        const bool lacks = i == 0 || (k == 1 && i % 4 == 1) || (k == 2 && i % 5 == 2);
+        rows[k].push_back(lacks ? std::vector<float>() : Random(&rng, sizes[k], 0.3f * (k + 1)));
+        if (!lacks) v.named[names[k]] = rows[k].back();
+      }
       ASSERT_TRUE(ToStoredVectors(**c, v, &d).ok());
       docs.push_back(std::move(d));
     }
     ASSERT_TRUE((*c)->Upsert(docs).ok());
-    for (size_t slot = 0; slot < 2; ++slot) {
-      const auto& rows = slot == 0 ? text : image;
-      const Distance distance = slot == 0 ? d0 : d1;
-      const auto q = Random(&rng, rows[0].size(), 0.1f);
+    for (size_t slot = 0; slot < 3; ++slot) {
+      const Distance distance = distances[slot];
+      const auto q = Random(&rng, sizes[slot], 0.1f);
       std::vector<std::pair<double, size_t>> truth;
       for (size_t i = 0; i < n; ++i) {
+        const auto& x = rows[slot][i];
+        if (x.empty()) continue;
         double dot = 0, qq = 0, rr = 0, d2 = 0;
         for (size_t j = 0; j < q.size(); ++j)
-          dot += q[j] * rows[i][j], qq += q[j] * q[j], rr += rows[i][j] * rows[i][j], d2 += (q[j] - rows[i][j]) * (q[j] - rows[i][j]);
+          dot += q[j] * x[j], qq += q[j] * q[j], rr += x[j] * x[j], d2 += (q[j] - x[j]) * (q[j] - x[j]);
         truth.push_back({distance == Distance::kCosine ? dot / std::sqrt(qq * rr) : distance == Distance::kDot ? dot : -std::sqrt(d2), i});
       }
       std::sort(truth.begin(), truth.end(), [](auto& x, auto& y) { return x.first > y.first; });
-      auto vq = ToVectorQuery(**c, ClientVector{q, {}, {}, {}}, slot == 0 ? "text" : "image");
+      auto vq = ToVectorQuery(**c, ClientVector{q, {}, {}, {}}, names[slot]);
       ASSERT_TRUE(vq.ok()) << vq.status().ToString();
+      EXPECT_EQ(QueryDistance(**c, *vq), distance);
+      // Every point: those lacking the vector are left out, not ranked last.
       SearchSpec s;
-      s.k = 8;
-      auto hits = (*c)->Search(vq->hs.data(), vq->rw.data(), s);
+      s.k = n;
+      auto hits = SearchByVectors(**c, *vq, s);
       ASSERT_TRUE(hits.ok()) << hits.status().ToString();
-      ASSERT_EQ(hits->size(), 8u);
-      for (size_t i = 0; i < 8; ++i) {
+      ASSERT_EQ(hits->size(), truth.size()) << name << " slot " << slot;
+      for (size_t i = 0; i < truth.size(); ++i) {
         EXPECT_EQ((*hits)[i].id, std::to_string(truth[i].second)) << name << " slot " << slot << " rank " << i;
         const double shown = ClientScore(**c, *vq, (*hits)[i].score, 1.0);
         EXPECT_NEAR(distance == Distance::kEuclid ? -shown : shown, truth[i].first, 1e-4);
       }
       EXPECT_EQ(HigherIsBetter(**c, *vq), distance != Distance::kEuclid);
     }
-    const ClientVector back = FromStoredVectors(**c, docs[2], /*unit_length=*/true);
-    ASSERT_EQ(back.named.size(), 2u);
+    const ClientVector back = FromStoredVectors(**c, docs[1], /*unit_length=*/true);
+    ASSERT_EQ(back.named.size(), 2u);  // point 1 lacks image
+    EXPECT_EQ(back.named.count("image"), 0u);
     EXPECT_TRUE(back.unnamed.empty());
-    const auto& t = back.named.at("text");
-    double norm = 0;
-    for (float x : t) norm += x * x;
-    if (d0 == Distance::kCosine) EXPECT_NEAR(norm, 1.0, 1e-5);
-    else EXPECT_EQ(t, text[2]);
-    EXPECT_EQ(FromStoredVectors(**c, docs[2]).named.at("image"), image[2]);
+    for (size_t k : {size_t{0}, size_t{2}}) {
+      const auto& t = back.named.at(names[k]);
+      double norm = 0, dot = 0, xx = 0;
+      for (size_t j = 0; j < t.size(); ++j) norm += t[j] * t[j], dot += t[j] * rows[k][1][j], xx += rows[k][1][j] * rows[k][1][j];
+      if (distances[k] == Distance::kCosine) {
+        EXPECT_NEAR(norm, 1.0, 1e-5);
+        EXPECT_NEAR(dot, std::sqrt(xx), 1e-4);  // the same direction
+      } else {
+        EXPECT_EQ(t, rows[k][1]);
+      }
+    }
+    EXPECT_TRUE(FromStoredVectors(**c, docs[0]).named.empty());
     StoredDocument d{"x", "", "{}", {}, {}};
-    ClientVector lacking;
-    lacking.named = {{"text", text[0]}};
-    EXPECT_FALSE(ToStoredVectors(**c, lacking, &d).ok());
     ClientVector stranger;
-    stranger.named = {{"text", text[0]}, {"image", image[0]}, {"audio", image[0]}};
+    stranger.named = {{"text", rows[0][1]}, {"audio", rows[0][1]}};
     EXPECT_FALSE(ToStoredVectors(**c, stranger, &d).ok());
-    EXPECT_FALSE(ToVectorQuery(**c, ClientVector{text[0], {}, {}, {}}, "").ok());  // no unnamed vector here
+    ClientVector short_one;
+    short_one.named = {{"code", {1.0f}}};
+    EXPECT_FALSE(ToStoredVectors(**c, short_one, &d).ok());
+    EXPECT_TRUE(d.hs.empty() && d.rw.empty());
+    EXPECT_FALSE(ToVectorQuery(**c, ClientVector{rows[0][1], {}, {}, {}}, "").ok());  // no unnamed vector here
   }
 }
 
 // What a client may declare: none or hs/rw (the model's), one vector of the
-// fused size and Cosine under any name (fused), else plain; refused: three
-// vectors, a name twice, hs beside another name, hs of another size.
+// fused size and Cosine under any name (fused), else plain; refused: more
+// than kMaxClientVectors, a name twice, hs beside another name, hs of
+// another size.
 TEST(ClientVectors, DeclaredVectorsMakeTheSchema) {
   const size_t dh = 8, dr = 4;
   EXPECT_EQ(VectorSchema::Declared({}, false, dh, dr)->kind, VectorKind::kModel);
@@ -298,16 +321,22 @@ TEST(ClientVectors, DeclaredVectorsMakeTheSchema) {
   auto two = VectorSchema::Declared({{"a", 3, Distance::kDot}, {"b", 5, Distance::kEuclid}}, true, dh, dr);
   ASSERT_TRUE(two.ok());
   auto two_back = VectorSchema::FromInfo(*two->RecordIn("{}"));
-  ASSERT_TRUE(two_back.ok() && two_back->second);
-  EXPECT_EQ(two_back->second->name, "b");
-  EXPECT_EQ(two_back->second->size, 5u);
-  EXPECT_EQ(two_back->second->distance, Distance::kEuclid);
+  ASSERT_TRUE(two_back.ok());
+  ASSERT_EQ(two_back->rest.size(), 1u);
+  EXPECT_EQ(two_back->rest[0].name, "b");
+  EXPECT_EQ(two_back->rest[0].size, 5u);
+  EXPECT_EQ(two_back->rest[0].distance, Distance::kEuclid);
   EXPECT_EQ(*two_back->Find("b"), 1u);
-  EXPECT_FALSE(two_back->Find("c").ok());
-  const auto three = VectorSchema::Declared({{"a", 3, Distance::kDot}, {"b", 3, Distance::kDot}, {"c", 3, Distance::kDot}},
-                                            true, dh, dr);
-  ASSERT_FALSE(three.ok());
-  EXPECT_NE(three.status().message().find("at most 2"), std::string::npos);
+  const auto unknown = two_back->Find("c");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("'a' and 'b'"), std::string::npos) << unknown.status().message();
+  std::vector<NamedVector> many;
+  for (size_t i = 0; i <= kMaxClientVectors; ++i) many.push_back({"v" + std::to_string(i), 3, Distance::kDot});
+  const auto too_many = VectorSchema::Declared(many, true, dh, dr);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("at most 64"), std::string::npos);
+  many.pop_back();
+  EXPECT_TRUE(VectorSchema::Declared(many, true, dh, dr).ok());
   EXPECT_FALSE(VectorSchema::Declared({{"a", 3, Distance::kDot}, {"a", 3, Distance::kDot}}, true, dh, dr).ok());
   EXPECT_FALSE(VectorSchema::Declared({{"hs", 8, Distance::kCosine}, {"a", 3, Distance::kDot}}, true, dh, dr).ok());
   EXPECT_FALSE(VectorSchema::Declared({{"hs", 9, Distance::kCosine}}, true, dh, dr).ok());
@@ -326,6 +355,9 @@ TEST(ClientVectors, SchemaRecordAndPayloadText) {
   EXPECT_EQ(back->text_key, "body");
   EXPECT_EQ(VectorSchema::FromInfo("{}")->kind, VectorKind::kModel);  // recorded before client vectors
   EXPECT_FALSE(VectorSchema::FromInfo(R"({"vectors": {"kind": "sparse"}})").ok());
+  // A plain schema of the two-slot layout (no "layout"): its rows cannot be read as segments.
+  EXPECT_EQ(VectorSchema::FromInfo(R"({"vectors": {"kind": "plain", "size": 3, "distance": "Dot"}})").status().code(),
+            Status::Code::kNotSupported);
   EXPECT_FALSE(kDistances.Parse("Manhattan").ok());
 
   const VectorSchema by_default;

@@ -240,8 +240,8 @@ TEST(CollectionSpecTest, EveryFieldRoundTripsThroughJsonAndTheCommandLine) {
   model.info_json = R"({"model_dir": "m"})";
   auto plain = full.NewOptions(model);
   ASSERT_TRUE(plain.ok()) << plain.status().message();
-  EXPECT_EQ(plain->dim_hs, 384u);
-  EXPECT_EQ(plain->dim_rw, 1u);
+  EXPECT_EQ(plain->dim_hs, 385u);  // the Euclid vector's segment: x, then -|x|^2/2
+  EXPECT_EQ(plain->dim_rw, 1u);    // its absence flag
   EXPECT_EQ(VectorSchema::FromInfo(plain->info_json)->kind, VectorKind::kPlain);
   EXPECT_EQ(VectorSchema::FromInfo(plain->info_json)->text_key, "body");
   CollectionSpec fused;

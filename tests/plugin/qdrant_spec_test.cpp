@@ -52,7 +52,11 @@ TEST(QdrantSpec, ABadValueGetsTheTablesRuleUnderQdrantsName) {
   const std::string own = SearchSpecFromJson({{"query", ""}, {"alpha", "high"}}).status().message();
   EXPECT_EQ(alpha.status().message(), "'params.alpha'" + own.substr(own.find(' ')));
   EXPECT_FALSE(qdrant::QuerySpec({{"using", 5}}).ok());
-  EXPECT_FALSE(qdrant::QuerySpec({{"filter", {{"must", {{{"key", "a[].b"}, {"match", {{"value", 1}}}}}}}}}).ok());
+  // Paths into lists are Qdrant's; a malformed one is refused naming the key.
+  EXPECT_TRUE(qdrant::QuerySpec({{"filter", {{"must", {{{"key", "a[].b"}, {"match", {{"value", 1}}}}}}}}}).ok());
+  auto bad_path = qdrant::QuerySpec({{"filter", {{"must", {{{"key", "a[x].b"}, {"match", {{"value", 1}}}}}}}}});
+  ASSERT_FALSE(bad_path.ok());
+  EXPECT_NE(bad_path.status().message().find("'a[x].b'"), std::string::npos) << bad_path.status().message();
 }
 
 }  // namespace

@@ -181,14 +181,25 @@ def test_named_vectors_of_any_names_sizes_and_distances(server: Server, collecti
         q.query_points(collection_name, query=[1.0, 0.0, 0.0], using="audio", limit=1)
     assert e.value.status_code == 400 and "audio" in str(e.value.content)
     with pytest.raises(UnexpectedResponse) as e:
-        q.upsert(collection_name, points=[models.PointStruct(id=99, vector={"text": [1.0, 0, 0, 0]})], wait=True)
-    assert e.value.status_code == 400 and "image" in str(e.value.content)
+        q.upsert(collection_name, points=[models.PointStruct(id=99, vector={"audio": [1.0, 0, 0, 0]})], wait=True)
+    assert e.value.status_code == 400 and "audio" in str(e.value.content)
     assert q.count(collection_name).count == 10
+    # A point may lack a named vector (Qdrant's optional vectors): it reads
+    # back without it and a search of that vector leaves it out.
+    q.upsert(collection_name, points=[models.PointStruct(id=99, vector={"text": [1.0, 9.0, 0.0, 0.5]})], wait=True)
+    assert set(q.retrieve(collection_name, ids=[99], with_vectors=True)[0].vector) == {"text"}
+    assert 99 not in [p.id for p in q.query_points(collection_name, query=[3.2, 0.0, 1.0], using="image", limit=20).points]
+    assert 99 in [p.id for p in q.query_points(collection_name, query=[1.0, 9.0, 0.0, 0.5], using="text", limit=2).points]
+    assert q.count(collection_name).count == 11
     other = collection_name + "_3"
+    q.create_collection(other, vectors_config={n: models.VectorParams(size=2, distance=models.Distance.DOT)
+                                               for n in ("a", "b", "c")})
+    assert set(q.get_collection(other).config.params.vectors) == {"a", "b", "c"}
+    q.delete_collection(other)
     with pytest.raises(UnexpectedResponse) as e:
-        q.create_collection(other, vectors_config={n: models.VectorParams(size=2, distance=models.Distance.DOT)
-                                                    for n in ("a", "b", "c")})
-    assert e.value.status_code == 400 and "at most 2" in str(e.value.content)
+        q.create_collection(other, vectors_config={f"v{i}": models.VectorParams(size=2, distance=models.Distance.DOT)
+                                                   for i in range(65)})
+    assert e.value.status_code == 400 and "at most 64" in str(e.value.content)
     assert not q.collection_exists(other)
 
 

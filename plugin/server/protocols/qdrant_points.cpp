@@ -1,5 +1,6 @@
 // Qdrant's REST API (qdrant_router.h): the point routes, and the payload
 // routes (set, overwrite, delete keys, clear) over database/document_update.h.
+#include <map>
 #include <set>
 
 #include "database/document_scan.h"
@@ -9,13 +10,6 @@
 namespace moeedb::qdrant {
 
 namespace {
-
-// A point's "vector" as the client gave it: a Document (text), numbers, or
-// named vectors each a Document or numbers.
-struct PointVector {
-  std::string text;     // a Document's
-  ClientVector numbers;  // the client's own
-};
 
 // A write's answer: its change-log entry as the operation id; acknowledged,
 // or completed when the request waited for a synced write.
@@ -40,12 +34,48 @@ Result<std::string> QdrantRouter::DocumentText(const json& d) const {
   return text;
 }
 
+Result<PointVector> QdrantRouter::PointVectorOf(const json& v) const {
+  PointVector pv;
+  if (v.is_array()) {
+    MOEEDB_ASSIGN_OR_RETURN(pv.numbers.unnamed, Floats(v, "the vector"));
+    return pv;
+  }
+  if (v.is_object() && !(v.contains("text") && v["text"].is_string())) {
+    // Named vectors: numbers under any declared name ("" the unnamed one),
+    // or the model's hs and rw as numbers or one Document.
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string& name = it.key();
+      if (it.value().is_array()) {
+        MOEEDB_ASSIGN_OR_RETURN(std::vector<float> f,
+                                Floats(it.value(), name.empty() ? "the vector" : "vector '" + name.substr(0, 80) + "'"));
+        if (name == "hs") pv.numbers.hs = std::move(f);
+        else if (name == "rw") pv.numbers.rw = std::move(f);
+        else if (name.empty()) pv.numbers.unnamed = std::move(f);
+        else pv.numbers.named[name] = std::move(f);
+        continue;
+      }
+      if (name != "hs" && name != "rw")
+        return Bad("vector '" + name.substr(0, 80) + "' must be a list of numbers (Documents are embedded into hs and rw)");
+      MOEEDB_ASSIGN_OR_RETURN(std::string t, DocumentText(it.value()));
+      if (!pv.text.empty() && t != pv.text) return Bad("hs and rw come from one forward pass: give both the same text");
+      pv.text = t;
+    }
+    if (!pv.text.empty() && !pv.numbers.empty()) return Bad("give hs and rw both as numbers or both as the same Document");
+    return pv;
+  }
+  MOEEDB_ASSIGN_OR_RETURN(pv.text, DocumentText(v));
+  return pv;
+}
+
 json QdrantRouter::VectorJson(const VectorCollection& c, const StoredDocument& d) const {
   // Cosine vectors at unit length: Qdrant normalises them when they are stored.
   ClientVector v = FromStoredVectors(c, d, /*unit_length=*/true);
-  if (!v.unnamed.empty() && v.named.empty()) return v.unnamed;
-  if (v.named.empty() && v.unnamed.empty()) return {{"hs", v.hs}, {"rw", v.rw}};
-  json out = json::object();
+  const VectorSchema& s = c.schema();
+  if (s.kind == VectorKind::kModel) return {{"hs", v.hs}, {"rw", v.rw}};
+  // The unnamed vector alone is a list, declared by name ("") or not.
+  if (!s.named || (s.rest.empty() && s.name.empty()))
+    return v.unnamed.empty() ? json(nullptr) : json(v.unnamed);
+  json out = json::object();  // only the vectors the point has
   if (!v.unnamed.empty()) out[""] = v.unnamed;
   for (const auto& [name, x] : v.named) out[name] = x;
   return out;
@@ -111,41 +141,12 @@ HttpResponse QdrantRouter::Upsert(const Call& call) {
     if (!pt.contains("vector")) return fail("'vector' is required (numbers or a Document)");
     if (pt.contains("payload") && !pt["payload"].is_null() && !pt["payload"].is_object()) return fail("'payload' must be an object");
     const json payload = pt.contains("payload") && pt["payload"].is_object() ? pt["payload"] : json::object();
-    const json& v = pt["vector"];
-    PointVector pv;
-    if (v.is_array()) {
-      auto f = Floats(v, "the vector");
-      if (!f.ok()) return fail(f.status().message());
-      pv.numbers.unnamed = std::move(f).value();
-    } else if (v.is_object() && !(v.contains("text") && v["text"].is_string())) {
-      // Named vectors: numbers under any declared name ("" the unnamed
-      // one), or the model's hs and rw as numbers or one Document.
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        const std::string& name = it.key();
-        if (it.value().is_array()) {
-          auto f = Floats(it.value(), name.empty() ? "the vector" : "vector '" + name.substr(0, 80) + "'");
-          if (!f.ok()) return fail(f.status().message());
-          if (name == "hs") pv.numbers.hs = std::move(f).value();
-          else if (name == "rw") pv.numbers.rw = std::move(f).value();
-          else if (name.empty()) pv.numbers.unnamed = std::move(f).value();
-          else pv.numbers.named[name] = std::move(f).value();
-          continue;
-        }
-        if (name != "hs" && name != "rw")
-          return fail("vector '" + name.substr(0, 80) + "' must be a list of numbers (Documents are embedded into hs and rw)");
-        auto t = DocumentText(it.value());
-        if (!t.ok()) return fail(t.status().message());
-        if (!pv.text.empty() && *t != pv.text) return fail("hs and rw come from one forward pass: give both the same text");
-        pv.text = *t;
-      }
-      if (!pv.text.empty() && !pv.numbers.empty()) return fail("give hs and rw both as numbers or both as the same Document");
-    } else {
-      auto t = DocumentText(v);
-      if (!t.ok()) return fail(t.status().message());
-      pv.text = *t;
-    }
+    auto parsed = PointVectorOf(pt["vector"]);
+    if (!parsed.ok()) return fail(parsed.status().message());
+    const PointVector& pv = *parsed;
     StoredDocument doc{*id, pv.text, payload.dump(), {}, {}};
-    if (!pv.numbers.empty()) {
+    // A collection of the client's own vectors takes a point with none of them ({}).
+    if (!pv.numbers.empty() || ((*c)->schema().kind == VectorKind::kPlain && pv.text.empty())) {
       if (Status s = ToStoredVectors(**c, pv.numbers, &doc); !s.ok()) return fail(s.message());
       doc.text = PayloadText((*c)->schema(), payload);
     }
@@ -311,6 +312,83 @@ HttpResponse QdrantRouter::Scroll(const Call& call) {
   json points = json::array();
   for (const auto& d : page->documents) points.push_back(PointJson(c->get(), d.id, 0, d.metadata_json, *payload, vectors, false));
   return Ok({{"points", points}, {"next_page_offset", page->next.empty() ? json(nullptr) : QdrantId(page->next)}}, call.t0);
+}
+
+HttpResponse QdrantRouter::UpdateVectors(const Call& call) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"points", "shard_key", "update_filter"}, "a vectors update"); !s.ok()) return FromStatus(s);
+  if (j.contains("update_filter") && !j["update_filter"].is_null())
+    return QdrantError(400, "Bad request: 'update_filter' (a conditional update) is not supported by moeedb");
+  if (!j.contains("points") || !j["points"].is_array() || j["points"].empty())
+    return QdrantError(400, "Bad request: 'points' must be a non-empty array of {\"id\", \"vector\"}");
+  std::map<std::string, ClientVector> vectors;
+  for (size_t i = 0; i < j["points"].size(); ++i) {
+    const json& pt = j["points"][i];
+    const std::string where = "point " + std::to_string(i) + ": ";
+    if (!pt.is_object() || !pt.contains("id") || !pt.contains("vector"))
+      return QdrantError(400, "Bad request: " + where + "needs 'id' and 'vector'");
+    auto id = PointId(pt["id"]);
+    if (!id.ok()) return QdrantError(400, "Bad request: " + where + id.status().message());
+    auto pv = PointVectorOf(pt["vector"]);
+    if (!pv.ok()) return QdrantError(400, "Bad request: " + where + pv.status().message());
+    if (!pv->text.empty()) return QdrantError(400, "Bad request: " + where + "give the vectors as numbers");
+    if (!vectors.emplace(*id, pv->numbers).second) return QdrantError(400, "Bad request: " + where + "id " + *id + " appears twice");
+  }
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  return Updated(SetVectors(c->get(), vectors, call.wait), call);
+}
+
+HttpResponse QdrantRouter::DeleteVectors(const Call& call) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"points", "filter", "vector", "shard_key"}, "a vectors delete"); !s.ok()) return FromStatus(s);
+  if (!j.contains("vector") || !j["vector"].is_array() || j["vector"].empty())
+    return QdrantError(400, "Bad request: 'vector' must be a non-empty array of vector names");
+  std::vector<std::string> names;
+  for (const auto& n : j["vector"]) {
+    if (!n.is_string()) return QdrantError(400, "Bad request: 'vector' must be a non-empty array of vector names");
+    names.push_back(n.get<std::string>());
+  }
+  auto scan = Selected(j);
+  if (!scan.ok()) return FromStatus(scan.status());
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  return Updated(RemoveVectors(c->get(), *scan, names, call.wait), call);
+}
+
+HttpResponse QdrantRouter::Batch(const Call& call) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"operations"}, "a batch update"); !s.ok()) return FromStatus(s);
+  if (!j.contains("operations") || !j["operations"].is_array())
+    return QdrantError(400, "Bad request: 'operations' must be an array");
+  using Handler = HttpResponse (QdrantRouter::*)(const Call&);
+  const std::pair<const char*, Handler> kinds[] = {
+      {"upsert", &QdrantRouter::Upsert},           {"delete", &QdrantRouter::Delete},
+      {"set_payload", &QdrantRouter::SetPayload},  {"overwrite_payload", &QdrantRouter::OverwritePayload},
+      {"delete_payload", &QdrantRouter::DeletePayload}, {"clear_payload", &QdrantRouter::ClearPayload},
+      {"update_vectors", &QdrantRouter::UpdateVectors}, {"delete_vectors", &QdrantRouter::DeleteVectors}};
+  // Each operation in order, as its own route answers it; the first that
+  // fails ends the batch with its error, those before it stay applied
+  // (Qdrant's rule: a batch is a sequence, not a transaction).
+  json results = json::array();
+  for (size_t i = 0; i < j["operations"].size(); ++i) {
+    const json& op = j["operations"][i];
+    if (!op.is_object() || op.size() != 1)
+      return QdrantError(400, "Bad request: operation " + std::to_string(i) + " must be an object of one operation");
+    Handler handler = nullptr;
+    for (const auto& [kind, h] : kinds)
+      if (op.begin().key() == kind) handler = h;
+    if (handler == nullptr)
+      return QdrantError(400, "Bad request: operation " + std::to_string(i) + ": unknown operation '" +
+                                  op.begin().key().substr(0, 40) +
+                                  "' (upsert, delete, set_payload, overwrite_payload, delete_payload, clear_payload, "
+                                  "update_vectors, delete_vectors)");
+    Call one{call.req, call.args, op.begin().value(), call.wait, call.t0};
+    HttpResponse r = (this->*handler)(one);
+    if (r.status != 200) return r;
+    results.push_back(json::parse(r.body)["result"]);
+  }
+  return Ok(results, call.t0);
 }
 
 }  // namespace moeedb::qdrant

@@ -15,9 +15,10 @@
 //     Documents; a search ranks by cos_HS + alpha * cos_RW with the
 //     collection's alpha (params.alpha picks another) and reports that score
 //     over 1 + |alpha|, a cosine in [-1, 1];
-//   - created with any other vectors (one, or two named, each its own size
-//     and distance): a plain vector collection, searched by Cosine, Dot or
-//     Euclid as declared (Euclid reports the distance).
+//   - created with any other vectors (one, or up to 64 named, each its own
+//     size and distance, each optional per point): a plain vector
+//     collection, searched by Cosine, Dot or Euclid as declared (Euclid
+//     reports the distance).
 // Cosine vectors are answered at unit length, as Qdrant stores them. A point
 // given as numbers takes its text (for the lexical index) from its payload:
 // "content" (LangChain.js, Haystack), "page_content" (LangChain), or
@@ -43,6 +44,13 @@
 namespace moeedb::qdrant {
 
 using Clock = std::chrono::steady_clock;
+
+// A point's "vector" as the client gave it: a Document (text), numbers, or
+// named vectors each a Document or numbers.
+struct PointVector {
+  std::string text;      // a Document's
+  ClientVector numbers;  // the client's own
+};
 
 HttpResponse QdrantError(int status, const std::string& message, double seconds = 0);
 HttpResponse Ok(const json& result, Clock::time_point t0);
@@ -86,6 +94,10 @@ class QdrantRouter final : public ProtocolRouter {
   HttpResponse OverwritePayload(const Call& call);
   HttpResponse DeletePayload(const Call& call);
   HttpResponse ClearPayload(const Call& call);
+  HttpResponse UpdateVectors(const Call& call);
+  HttpResponse DeleteVectors(const Call& call);
+  // A list of the point routes' operations, applied in order.
+  HttpResponse Batch(const Call& call);
   // qdrant_query.cpp
   HttpResponse Query(const Call& call);
   HttpResponse QueryBatch(const Call& call);
@@ -101,6 +113,8 @@ class QdrantRouter final : public ProtocolRouter {
   // A point of an answer; `scored` adds its score.
   json PointJson(VectorCollection* c, const std::string& id, double score, const std::string& metadata_json,
                  const PayloadSelector& payload, bool vectors, bool scored) const;
+  // A point's "vector" (numbers, named vectors, or Documents).
+  Result<PointVector> PointVectorOf(const json& v) const;
   // The text of a Document {"text", "model"}.
   Result<std::string> DocumentText(const json& d) const;
   // A query's vectors: a Document, numbers, or {"nearest": either}; `use`

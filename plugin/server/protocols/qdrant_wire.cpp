@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "index/metadata_filter.h"
+
 namespace moeedb::qdrant {
 
 std::string CanonicalUuid(const std::string& text) {
@@ -55,17 +57,59 @@ json QdrantId(const std::string& id) {
 }
 
 
+static Result<json> TranslateCondition(const json& c, int depth);
+
+// A list of conditions (or one, given without a list) translated.
+static Result<json> TranslateConditions(const json& v, int depth) {
+  const json list = v.is_array() ? v : json::array({v});
+  json parts = json::array();
+  for (const auto& c : list) {
+    MOEEDB_ASSIGN_OR_RETURN(json t, TranslateCondition(c, depth));
+    parts.push_back(std::move(t));
+  }
+  return parts;
+}
+
+// A {"key": ...} operand's key (is_empty, is_null, nested).
+static Result<std::string> KeyOf(const json& e, const std::string& what) {
+  if (!e.is_object() || !e.contains("key") || !e["key"].is_string() || e["key"].get<std::string>().empty())
+    return Bad("'" + what + "' must be {\"key\": a payload field}");
+  return e["key"].get<std::string>();
+}
+
+// Qdrant's range (numbers) or datetime range (RFC 3339 strings) as moeedb's operators.
+static Result<json> TranslateRange(const std::string& key, const json& r, const char* what) {
+  if (!r.is_object()) return Bad("'" + std::string(what) + "' must be an object of gt, gte, lt, lte");
+  bool times = false;
+  for (auto it = r.begin(); it != r.end(); ++it) times = times || it.value().is_string();
+  json ops = json::object();
+  for (auto it = r.begin(); it != r.end(); ++it) {
+    if (it.value().is_null()) continue;
+    if (it.key() != "gt" && it.key() != "gte" && it.key() != "lt" && it.key() != "lte")
+      return Bad("'" + std::string(what) + "' takes gt, gte, lt, lte; not '" + it.key().substr(0, 40) + "'");
+    int64_t t;
+    if (times && (!it.value().is_string() || !ParseDatetime(it.value().get<std::string>(), &t)))
+      return Bad("'" + std::string(what) + "." + it.key() + "' on '" + key.substr(0, 80) +
+                 "' must be a datetime (RFC 3339, e.g. \"2024-01-31T10:00:00Z\")");
+    if (!times && !it.value().is_number())
+      return Bad("'" + std::string(what) + "." + it.key() + "' on '" + key.substr(0, 80) + "' must be a number");
+    ops[(times ? "$time_" : "$") + it.key()] = it.value();
+  }
+  if (ops.empty()) return json::object();
+  return json{{key, ops}};
+}
+
 static Result<json> TranslateCondition(const json& c, int depth) {
   if (!c.is_object()) return Bad("a filter condition must be an object");
-  if (c.contains("must") || c.contains("should") || c.contains("must_not")) return TranslateFilter(c, depth + 1);
-  for (const char* k : {"is_empty", "is_null"}) {
-    if (!c.contains(k)) continue;
-    const json& e = c[k];
-    if (!e.is_object() || !e.contains("key") || !e["key"].is_string())
-      return Bad(std::string("'") + k + "' must be {\"key\": a payload field}");
-    const std::string key = e["key"].get<std::string>();
-    if (std::string(k) == "is_empty") return json{{key, {{"$empty", true}}}};
-    return json{{key, {{"$eq", nullptr}}}};
+  if (c.contains("must") || c.contains("should") || c.contains("must_not") || c.contains("min_should"))
+    return TranslateFilter(c, depth + 1);
+  if (c.contains("is_empty")) {
+    MOEEDB_ASSIGN_OR_RETURN(std::string key, KeyOf(c["is_empty"], "is_empty"));
+    return json{{key, {{"$empty", true}}}};
+  }
+  if (c.contains("is_null")) {
+    MOEEDB_ASSIGN_OR_RETURN(std::string key, KeyOf(c["is_null"], "is_null"));
+    return json{{key, {{"$null", true}}}};
   }
   if (c.contains("has_id")) {
     if (!c["has_id"].is_array()) return Bad("'has_id' must be a list of point ids");
@@ -76,66 +120,78 @@ static Result<json> TranslateCondition(const json& c, int depth) {
     }
     return json{{"$id", {{"$in", ids}}}};
   }
-  if (!c.contains("key") || !c["key"].is_string()) {
-    for (const char* k : {"nested", "has_vector"})
-      if (c.contains(k)) return Bad(std::string("the '") + k + "' condition is not supported by moeedb");
-    return Bad("a filter condition needs a 'key' (a payload field)");
+  if (c.contains("has_vector")) {
+    if (!c["has_vector"].is_string()) return Bad("'has_vector' must be a vector's name");
+    return json{{"$has_vector", c["has_vector"]}};
   }
+  if (c.contains("nested")) {
+    const json& n = c["nested"];
+    MOEEDB_ASSIGN_OR_RETURN(std::string key, KeyOf(n, "nested"));
+    if (!n.contains("filter") || !n["filter"].is_object()) return Bad("'nested' needs a 'filter'");
+    MOEEDB_ASSIGN_OR_RETURN(json inner, TranslateFilter(n["filter"], depth + 1));
+    return json{{"$nested", {{"key", key}, {"filter", inner}}}};
+  }
+  if (!c.contains("key") || !c["key"].is_string())
+    return Bad("a filter condition needs a 'key' (a payload field), or is one of must, should, must_not, min_should, "
+               "is_empty, is_null, has_id, has_vector, nested");
   const std::string key = c["key"].get<std::string>();
-  if (key.empty() || key.find('[') != std::string::npos)
-    return Bad("payload key '" + key + "': moeedb filters payload fields and dotted paths into objects (a.b), not arrays (a[])");
-  if (c.contains("match")) {
+  if (key.empty()) return Bad("a filter condition's 'key' must not be empty");
+  // Qdrant reads the first of these a condition gives.
+  if (c.contains("match") && !c["match"].is_null()) {
     const json& m = c["match"];
-    if (!m.is_object()) return Bad("'match' must be an object");
+    if (!m.is_object()) return Bad("'match' on '" + key.substr(0, 80) + "' must be an object");
     if (m.contains("value")) {
       if (!m["value"].is_string() && !m["value"].is_number_integer() && !m["value"].is_boolean())
-        return Bad("'match.value' must be a string, an integer or a boolean");
+        return Bad("'match.value' on '" + key.substr(0, 80) + "' must be a string, an integer or a boolean");
       return json{{key, {{"$eq", m["value"]}}}};
     }
     if (m.contains("any") && m["any"].is_array()) return json{{key, {{"$in", m["any"]}}}};
-    if (m.contains("except") && m["except"].is_array()) return json{{"$not", {{key, {{"$in", m["except"]}}}}}};
-    if (m.contains("text") && m["text"].is_string()) return json{{key, {{"$contains", m["text"]}}}};
-    return Bad("'match' must be {\"value\"}, {\"any\": [...]}, {\"except\": [...]} or {\"text\": \"...\"}");
+    if (m.contains("except") && m["except"].is_array()) return json{{key, {{"$except", m["except"]}}}};
+    for (const char* k : {"text", "phrase"})
+      if (m.contains(k) && m[k].is_string()) return json{{key, {{"$text", m[k]}}}};
+    if (m.contains("text_any") && m["text_any"].is_string()) return json{{key, {{"$text_any", m["text_any"]}}}};
+    return Bad("'match' on '" + key.substr(0, 80) +
+               "' must be {\"value\"}, {\"any\": [...]}, {\"except\": [...]}, {\"text\"}, {\"phrase\"} or {\"text_any\"}");
   }
-  if (c.contains("range")) {
-    const json& r = c["range"];
-    if (!r.is_object() || r.empty()) return Bad("'range' must be an object of gt, gte, lt, lte");
-    json ops = json::object();
-    for (auto it = r.begin(); it != r.end(); ++it) {
-      if (it.value().is_null()) continue;
-      if (it.key() != "gt" && it.key() != "gte" && it.key() != "lt" && it.key() != "lte")
-        return Bad("'range' takes gt, gte, lt, lte; not '" + it.key() + "'");
-      if (!it.value().is_number()) return Bad("'range." + it.key() + "' must be a number");
-      ops["$" + it.key()] = it.value();
+  if (c.contains("range") && !c["range"].is_null()) return TranslateRange(key, c["range"], "range");
+  const std::pair<const char*, const char*> areas[] = {
+      {"geo_bounding_box", "$geo_box"}, {"geo_radius", "$geo_radius"}, {"values_count", "$values_count"}, {"geo_polygon", "$geo_polygon"}};
+  for (const auto& [qdrant, ours] : areas)
+    if (c.contains(qdrant) && !c[qdrant].is_null()) {
+      json operand = c[qdrant];
+      if (operand.is_object())
+        for (auto it = operand.begin(); it != operand.end();)
+          it = it.value().is_null() ? operand.erase(it) : std::next(it);
+      return json{{key, {{ours, operand}}}};
     }
-    if (ops.empty()) return json::object();
-    return json{{key, ops}};
-  }
-  return Bad("condition on '" + key + "': moeedb supports 'match' and 'range'");
+  return Bad("condition on '" + key.substr(0, 80) +
+             "' needs one of match, range, geo_bounding_box, geo_radius, geo_polygon, values_count");
 }
 
 Result<json> TranslateFilter(const json& f, int depth) {
   if (depth > 16) return Bad("the filter nests too deep");
   if (!f.is_object()) return Bad("'filter' must be an object");
-  json out = json::object();
   json all = json::array();
   for (auto it = f.begin(); it != f.end(); ++it) {
     const std::string& k = it.key();
-    if (k == "min_should") return Bad("'min_should' is not supported by moeedb");
-    if (k != "must" && k != "should" && k != "must_not") return Bad("unknown filter field '" + k + "' (must, should, must_not)");
+    if (k != "must" && k != "should" && k != "must_not" && k != "min_should")
+      return Bad("unknown filter field '" + k.substr(0, 80) + "' (must, should, must_not, min_should)");
     if (it.value().is_null()) continue;
-    // A single condition may be given without a list.
-    const json list = it.value().is_array() ? it.value() : json::array({it.value()});
-    json parts = json::array();
-    for (const auto& c : list) {
-      MOEEDB_ASSIGN_OR_RETURN(json t, TranslateCondition(c, depth));
-      parts.push_back(std::move(t));
+    if (k == "min_should") {
+      const json& m = it.value();
+      if (!m.is_object() || !m.contains("conditions") || !m.contains("min_count") || !m["min_count"].is_number_unsigned())
+        return Bad("'min_should' must be {\"conditions\": [...], \"min_count\": a count}");
+      MOEEDB_ASSIGN_OR_RETURN(json parts, TranslateConditions(m["conditions"], depth));
+      all.push_back({{"$min_should", {{"min_count", m["min_count"]}, {"filters", parts}}}});
+      continue;
     }
-    if (parts.empty()) continue;
+    MOEEDB_ASSIGN_OR_RETURN(json parts, TranslateConditions(it.value(), depth));
+    if (parts.empty()) continue;  // Qdrant: an empty list is no condition
     if (k == "must") for (auto& p : parts) all.push_back(std::move(p));
     else if (k == "should") all.push_back({{"$or", parts}});
     else all.push_back({{"$not", {{"$or", parts}}}});
   }
+  json out = json::object();
   if (!all.empty()) out["$and"] = all;
   return out;
 }
