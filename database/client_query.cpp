@@ -1,6 +1,7 @@
 #include "database/client_query.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -121,20 +122,122 @@ Result<std::vector<Candidate>> Prefetched(Database* db, VectorCollection* c, con
   return all;
 }
 
+// Qdrant's core similarity of a hit to the query (client_query.h): minus
+// the squared distance for Euclid, else the client's score.
+double CoreSimilarity(const VectorCollection& c, const ClientSearch& s, const Candidate& x) {
+  return QueryDistance(c, s.query) == Distance::kEuclid ? -x.shown * x.shown : x.shown;
+}
+
+double Sigmoid(double x) { return x / (1 + std::fabs(x)); }
+double ScaledSigmoid(double x) { return 0.5 * (Sigmoid(x) + 1); }
+
+Result<std::vector<Candidate>> ByExamples(Database* db, VectorCollection* c, const ClientSearch& search, const ExampleQuery& e) {
+  using Kind = ExampleQuery::Kind;
+  auto query_by = [&](const std::vector<float>& v) -> Result<ClientSearch> {
+    ClientSearch s = search;
+    ClientVector cv;
+    cv.unnamed = v;
+    MOEEDB_ASSIGN_OR_RETURN(s.query, ToVectorQuery(*c, cv, e.use));
+    return s;
+  };
+  if (e.kind == Kind::kAverage) {
+    if (e.positive.empty()) return Status::InvalidArgument("recommend by the average vector needs positive examples");
+    auto mean = [](const std::vector<std::vector<float>>& xs) {
+      std::vector<double> m(xs[0].size(), 0.0);
+      for (const auto& x : xs)
+        for (size_t i = 0; i < m.size() && i < x.size(); ++i) m[i] += x[i];
+      for (double& v : m) v /= xs.size();
+      return m;
+    };
+    const std::vector<double> pos = mean(e.positive);
+    std::vector<float> v(pos.begin(), pos.end());
+    if (!e.negative.empty()) {
+      const std::vector<double> neg = mean(e.negative);
+      for (size_t i = 0; i < v.size() && i < neg.size(); ++i) v[i] = static_cast<float>(2 * pos[i] - neg[i]);
+    }
+    MOEEDB_ASSIGN_OR_RETURN(ClientSearch s, query_by(v));
+    return Nearest(db, c, s);
+  }
+  if ((e.kind == Kind::kBestScore || e.kind == Kind::kSumScores) && e.positive.empty() && e.negative.empty())
+    return Status::InvalidArgument("recommend needs positive or negative examples");
+  if (e.kind == Kind::kContext && e.pairs.empty()) return Status::InvalidArgument("a context query needs context pairs");
+  if (e.kind == Kind::kDiscover && e.target.empty()) return Status::InvalidArgument("discover needs a target");
+  // Every point's core similarity to each example, by one exact search each.
+  std::vector<const std::vector<float>*> examples;
+  for (const auto& x : e.positive) examples.push_back(&x);
+  for (const auto& x : e.negative) examples.push_back(&x);
+  for (const auto& [p, n] : e.pairs) examples.push_back(&p), examples.push_back(&n);
+  if (e.kind == Kind::kDiscover) examples.push_back(&e.target);
+  std::unordered_map<std::string, size_t> at;
+  std::vector<Candidate> points;
+  std::vector<std::vector<double>> sims;  // sims[example][point]
+  for (size_t k = 0; k < examples.size(); ++k) {
+    MOEEDB_ASSIGN_OR_RETURN(ClientSearch s, query_by(*examples[k]));
+    s.spec.k = std::max<size_t>(1, std::min(c->size(), kMaxSearchK));
+    s.spec.exact = true;
+    MOEEDB_ASSIGN_OR_RETURN(auto hits, Nearest(db, c, s));
+    sims.emplace_back(points.size(), -INFINITY);
+    for (const auto& h : hits) {
+      auto [it, fresh] = at.emplace(h.id, points.size());
+      if (fresh) {
+        points.push_back(h);
+        for (auto& row : sims) row.push_back(-INFINITY);
+      }
+      sims[k][it->second] = CoreSimilarity(*c, s, h);
+    }
+  }
+  std::vector<Candidate> out;
+  const size_t np = e.positive.size(), nn = e.negative.size();
+  for (size_t i = 0; i < points.size(); ++i) {
+    bool complete = true;
+    for (const auto& row : sims) complete = complete && std::isfinite(row[i]);
+    if (!complete) continue;  // past some example's kMaxSearchK best
+    double score = 0;
+    if (e.kind == Kind::kBestScore || e.kind == Kind::kSumScores) {
+      double pos = e.kind == Kind::kBestScore ? -INFINITY : 0, neg = pos;
+      for (size_t k = 0; k < np; ++k) pos = e.kind == Kind::kBestScore ? std::max(pos, sims[k][i]) : pos + sims[k][i];
+      for (size_t k = np; k < np + nn; ++k) neg = e.kind == Kind::kBestScore ? std::max(neg, sims[k][i]) : neg + sims[k][i];
+      score = e.kind == Kind::kSumScores ? pos - neg : pos > neg ? ScaledSigmoid(pos) : -ScaledSigmoid(neg);
+    } else {
+      constexpr double kEpsilon = 1.1920929e-7;  // f32's, as Qdrant's
+      for (size_t j = 0; j < e.pairs.size(); ++j) {
+        const double pos = sims[np + nn + 2 * j][i], neg = sims[np + nn + 2 * j + 1][i];
+        if (e.kind == Kind::kDiscover) score += pos > neg ? 1 : pos == neg ? 0 : -1;
+        else score += Sigmoid(std::min(pos - neg - kEpsilon, 0.0));
+      }
+      if (e.kind == Kind::kDiscover) score += ScaledSigmoid(sims.back()[i]);
+    }
+    Candidate x = points[i];
+    x.rank = x.shown = score;
+    out.push_back(std::move(x));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Candidate& x, const Candidate& y) { return x.rank > y.rank; });
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c, const ClientQuery& q) {
   std::vector<Candidate> ranked;
   if (!q.prefetches.empty()) {
     MOEEDB_ASSIGN_OR_RETURN(ranked, Prefetched(db, c, q));
+  } else if (q.examples) {
+    MOEEDB_ASSIGN_OR_RETURN(ranked, ByExamples(db, c, q.search, *q.examples));
   } else if (q.mmr) {
     MOEEDB_ASSIGN_OR_RETURN(ranked, Mmr(db, c, q.search, *q.mmr));
   } else {
     MOEEDB_ASSIGN_OR_RETURN(ranked, Nearest(db, c, q.search));
   }
   // A fusion's or formula's score is higher-better; a search's follows its distance.
-  const bool higher = q.combine == Combine::kRrf || q.combine == Combine::kDbsf || q.combine == Combine::kFormula ||
-                      HigherIsBetter(*c, q.search.query);
+  bool higher = q.combine == Combine::kRrf || q.combine == Combine::kDbsf || q.combine == Combine::kFormula ||
+                HigherIsBetter(*c, q.search.query);
+  if (q.examples) {
+    // Example scores are higher-better; the average vector's follow its distance.
+    auto slot = c->schema().Find(q.examples->use);
+    const auto declared = c->schema().Vectors(0);
+    higher = q.examples->kind != ExampleQuery::Kind::kAverage || !slot.ok() || *slot >= declared.size() ||
+             c->schema().kind != VectorKind::kPlain || declared[*slot].distance != Distance::kEuclid;
+  }
   const size_t limit = q.search.spec.k - std::min(q.search.spec.k, q.offset);
   std::vector<ClientHit> out;
   for (size_t i = q.offset; i < ranked.size() && out.size() < limit; ++i) {

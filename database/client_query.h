@@ -9,7 +9,8 @@
 //     dbsf: index/fusion.h), by a score formula over their scores
 //     (score_formula.h), or re-ranked by `search`'s vector. Every candidate
 //     of the union is scored exactly on each prefetch's signal, so a formula
-//     never needs a default for a point one prefetch did not return.
+//     never needs a default for a point one prefetch did not return;
+//   - Qdrant's example queries (`examples`): recommend, discover, context.
 // Scores are what the client sees (ClientScore): a fusion's or formula's own
 // score, a plain Euclid search's distance; `score_threshold` and `offset`
 // apply to them.
@@ -41,6 +42,28 @@ struct MmrSpec {
   size_t candidates = 0;   // the search's candidates MMR picks from (0: its k)
 };
 
+// Qdrant's queries by examples, each vector given or read from a point
+// (StoredVector). kAverage searches by mean(positive) + (mean(positive) -
+// mean(negative)) (the mean alone without negatives). The others score
+// every point that has the vector searched (under the filter) from its
+// core similarities to the examples, as Qdrant does (qdrant-client's
+// distances.py): the cosine, the dot product, or minus the squared
+// distance; with s(x) = x / (1 + |x|) and S(x) = (s(x) + 1) / 2:
+//   kBestScore  best positive p, best negative n: S(p) if p > n, else -S(n);
+//   kSumScores  the sum over positives minus the sum over negatives;
+//   kDiscover   per pair +1 (closer to its positive), 0 or -1, summed, plus
+//               S(similarity to the target);
+//   kContext    per pair s(min(pos - neg - 2^-23, 0)), summed.
+// Points past the kMaxSearchK best by each example are not scored.
+struct ExampleQuery {
+  enum class Kind { kAverage, kBestScore, kSumScores, kDiscover, kContext };
+  Kind kind = Kind::kAverage;
+  std::string use;  // the vector searched
+  std::vector<std::vector<float>> positive, negative;                    // recommend
+  std::vector<float> target;                                             // discover
+  std::vector<std::pair<std::vector<float>, std::vector<float>>> pairs;  // discover, context
+};
+
 enum class Combine { kNone, kRrf, kDbsf, kFormula, kRescore };
 
 struct ClientQuery {
@@ -50,6 +73,7 @@ struct ClientQuery {
   int rrf_k = 2;                         // Qdrant's default
   ScoreFormula formula;
   std::optional<MmrSpec> mmr;            // without prefetches
+  std::optional<ExampleQuery> examples;  // without prefetches: search's vector unused
   std::optional<double> score_threshold;
   size_t offset = 0;
 };

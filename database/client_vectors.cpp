@@ -232,6 +232,24 @@ Result<VectorQuery> ToVectorQuery(const VectorCollection& c, const ClientVector&
   return q;
 }
 
+Result<std::vector<float>> StoredVector(const VectorCollection& c, const std::string& id, const std::string& use) {
+  if (c.schema().kind == VectorKind::kModel)
+    return Status::InvalidArgument("the points of collection '" + c.name() +
+                                   "' hold the served model's hs and rw, not a vector of their own to search by");
+  MOEEDB_RETURN_IF_ERROR(c.schema().Find(use).status());
+  MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, c.Get(id));
+  if (!d) return Status::NotFound("no point with id " + id.substr(0, 80) + " in collection '" + c.name() + "'");
+  ClientVector v = FromStoredVectors(c, *d, /*unit_length=*/true);
+  const std::vector<float>* x = use.empty() ? &v.unnamed : nullptr;
+  if (!use.empty()) {
+    auto it = v.named.find(use);
+    if (it != v.named.end()) x = &it->second;
+  }
+  if (x == nullptr || x->empty())
+    return Status::InvalidArgument("point " + id.substr(0, 80) + " has no vector " + Quoted(use));
+  return *x;
+}
+
 Result<std::vector<SearchHit>> SearchByVectors(const VectorCollection& c, const VectorQuery& query, SearchSpec options,
                                                SearchInfo* info) {
   if (options.mode != QueryMode::kHybrid) options.mode = query.mode;

@@ -61,6 +61,11 @@ Status ToStoredVectors(const VectorCollection& c, const ClientVector& v, StoredD
 // them on the way in); otherwise as the client gave them.
 ClientVector FromStoredVectors(const VectorCollection& c, const StoredDocument& doc, bool unit_length = false);
 
+// The vector `use` ("" the unnamed one) of stored point `id` as a client
+// reads it (Cosine at unit length): NotFound for no such point,
+// InvalidArgument for a name not declared or a vector the point lacks.
+Result<std::vector<float>> StoredVector(const VectorCollection& c, const std::string& id, const std::string& use);
+
 // A search by a client's vector: the raw query halves and the mode that
 // scores them.
 struct VectorQuery {

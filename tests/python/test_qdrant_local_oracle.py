@@ -228,3 +228,61 @@ def test_vector_updates_deletes_and_batches_leave_what_local_mode_leaves(both, c
         remote.update_vectors(collection_name, points=[models.PointVectors(id=123456789, vector={"code": [1.0, 1.0]})], wait=True)
     assert e.value.status_code == 404
     assert everything(remote) == got
+
+
+def test_recommend_discover_and_context_score_as_local_mode(both, collection_name: str, server: Server) -> None:
+    local, remote, pts = both
+    rng = random.Random(5)
+    other = collection_name + "_lookup"
+    lookup_points = [models.PointStruct(id=i, vector={"v": [rng.uniform(-1, 1) for _ in range(4)]}) for i in range(1, 6)]
+    for c in (local, remote):  # examples by id may come from another collection (lookup_from)
+        c.create_collection(other, vectors_config={"v": models.VectorParams(size=4, distance=models.Distance.COSINE)})
+        c.upsert(other, points=lookup_points, wait=True)
+    for name, params in VECTORS.items():
+        having = [p.id for p in pts if name in p.vector]
+        ids = rng.sample(having, 6)
+        vec = [rng.uniform(-1, 1) for _ in range(params.size)]
+        queries = [
+            models.NearestQuery(nearest=ids[0]),
+            models.RecommendQuery(recommend=models.RecommendInput(positive=ids[:2], negative=[ids[2]])),
+            models.RecommendQuery(recommend=models.RecommendInput(positive=[ids[0], vec])),
+            models.RecommendQuery(recommend=models.RecommendInput(positive=ids[:2], negative=[vec],
+                                                                  strategy=models.RecommendStrategy.BEST_SCORE)),
+            models.RecommendQuery(recommend=models.RecommendInput(negative=[ids[3]], strategy=models.RecommendStrategy.BEST_SCORE)),
+            models.RecommendQuery(recommend=models.RecommendInput(positive=ids[:3], negative=ids[3:5],
+                                                                  strategy=models.RecommendStrategy.SUM_SCORES)),
+            models.DiscoverQuery(discover=models.DiscoverInput(target=ids[0], context=[
+                models.ContextPair(positive=ids[1], negative=ids[2]), models.ContextPair(positive=vec, negative=ids[4])])),
+            models.DiscoverQuery(discover=models.DiscoverInput(target=vec, context=[])),
+        ]
+        for flt in (None, filters(ids)[0]):
+            for query in queries:
+                want = local.query_points(collection_name, query=query, using=name, query_filter=flt, limit=25).points
+                got = remote.query_points(collection_name, query=query, using=name, query_filter=flt, limit=25).points
+                assert [p.id for p in got] == [p.id for p in want], (name, query)
+                for g, w in zip(got, want):
+                    assert math.isclose(g.score, w.score, rel_tol=1e-4, abs_tol=1e-5), (name, query, g.id, g.score, w.score)
+        # Context: many points tie at 0 (on the positive side of every pair): scores agree, ids as sets per score.
+        context = models.ContextQuery(context=[models.ContextPair(positive=ids[0], negative=ids[1]),
+                                               models.ContextPair(positive=ids[2], negative=vec)])
+        want = local.query_points(collection_name, query=context, using=name, limit=len(pts)).points
+        got = remote.query_points(collection_name, query=context, using=name, limit=len(pts)).points
+        assert len(got) == len(want) == len(having) - 3  # the three points named are left out
+        assert all(math.isclose(g.score, w.score, rel_tol=1e-4, abs_tol=1e-5) for g, w in zip(got, want))
+        assert {p.id for p in got} == {p.id for p in want}
+    # lookup_from: the example is another collection's point, which is not left out of this one's answer.
+    for name in ("text",):
+        query = models.RecommendQuery(recommend=models.RecommendInput(positive=[1, 2], negative=[3]))
+        lookup = models.LookupLocation(collection=other, vector="v")
+        want = local.query_points(collection_name, query=query, using=name, lookup_from=lookup, limit=10).points
+        got = remote.query_points(collection_name, query=query, using=name, lookup_from=lookup, limit=10).points
+        assert [p.id for p in got] == [p.id for p in want]
+    # An example that does not exist, or lacks the vector: 4xx.
+    missing = next(p.id for p in pts if "image" not in p.vector)
+    for query, status in [(models.NearestQuery(nearest=987654321), 404),
+                          (models.RecommendQuery(recommend=models.RecommendInput(positive=[missing])), 400)]:
+        r = httpx.post(f"{server.qdrant}/collections/{collection_name}/points/query",
+                       json={"query": query.model_dump(exclude_none=True), "using": "image"},
+                       headers={"api-key": server.api_key}, timeout=60)
+        assert r.status_code == status, r.text
+        assert "error" in r.json()["status"]

@@ -11,6 +11,8 @@
 // 1 / (k + position), k = 2, or {"rrf": {"k"}}), {"fusion": "dbsf"} or a
 // {"formula"} over $score[i].
 #include <algorithm>
+#include <functional>
+#include <memory>
 
 #include "plugin/server/protocols/qdrant_router.h"
 
@@ -18,11 +20,127 @@ namespace moeedb::qdrant {
 
 namespace {
 
+// Adds "not these ids" to a spec's filter (the examples a query named by id).
+Status LeaveOut(const std::vector<std::string>& ids, SearchSpec* spec) {
+  if (ids.empty()) return Status::OK();
+  json out = {{"$not", {{"$id", {{"$in", ids}}}}}};
+  if (!spec->filter_json.empty()) out = {{"$and", {json::parse(spec->filter_json), out}}};
+  return spec->SetFilter(out.dump());
+}
+
 bool WithVector(const json& j) {
   return j.contains("with_vector") && ((j["with_vector"].is_boolean() && j["with_vector"].get<bool>()) || j["with_vector"].is_array());
 }
 
 }  // namespace
+
+namespace {
+
+// A query input that is a point id (an unsigned integer or a UUID string).
+bool IsPointId(const json& x) { return x.is_number_unsigned() || x.is_string(); }
+
+}  // namespace
+
+Result<json> QdrantRouter::ResolveIds(VectorCollection* c, const json& request, const json& query,
+                                      std::vector<std::string>* mentioned) {
+  if (query.is_null()) return query;
+  MOEEDB_ASSIGN_OR_RETURN(const std::string use, Using(request));
+  // lookup_from: the examples' points are another collection's (or another vector's).
+  VectorCollection* from = c;
+  std::shared_ptr<VectorCollection> other;
+  std::string vector = use;
+  if (request.contains("lookup_from") && !request["lookup_from"].is_null()) {
+    const json& l = request["lookup_from"];
+    if (!l.is_object() || !l.contains("collection") || !l["collection"].is_string())
+      return Bad("'lookup_from' must be {\"collection\": a name, \"vector\": a name}");
+    if (l.contains("vector") && !l["vector"].is_null()) {
+      if (!l["vector"].is_string()) return Bad("'lookup_from.vector' must be a vector's name");
+      vector = l["vector"].get<std::string>();
+    }
+    if (l["collection"] != c->name()) {
+      MOEEDB_ASSIGN_OR_RETURN(other, core_->OpenCollection(l["collection"].get<std::string>()));
+      from = other.get();
+    }
+  }
+  std::function<Result<json>(const json&)> resolve = [&](const json& x) -> Result<json> {
+    if (!IsPointId(x)) return x;
+    MOEEDB_ASSIGN_OR_RETURN(std::string id, PointId(x));
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<float> v, StoredVector(*from, id, vector));
+    if (from == c) mentioned->push_back(id);  // Qdrant leaves the examples out of the answer
+    return json(v);
+  };
+  auto pairs = [&](const json& p) -> Result<json> {
+    json out = json::array();
+    for (const json& pair : p.is_array() ? p : json::array({p})) {
+      if (!pair.is_object() || !pair.contains("positive") || !pair.contains("negative"))
+        return Bad("a context pair is {\"positive\", \"negative\"}");
+      MOEEDB_ASSIGN_OR_RETURN(json pos, resolve(pair["positive"]));
+      MOEEDB_ASSIGN_OR_RETURN(json neg, resolve(pair["negative"]));
+      out.push_back({{"positive", pos}, {"negative", neg}});
+    }
+    return out;
+  };
+  json q = query;
+  if (IsPointId(q)) return resolve(q);
+  if (!q.is_object()) return q;
+  if (q.contains("nearest")) { MOEEDB_ASSIGN_OR_RETURN(q["nearest"], resolve(q["nearest"])); }
+  if (q.contains("recommend") && q["recommend"].is_object())
+    for (const char* side : {"positive", "negative"}) {
+      json& list = q["recommend"][side];
+      if (list.is_null()) continue;
+      if (!list.is_array()) return Bad(std::string("'recommend.") + side + "' must be a list of point ids or vectors");
+      for (json& x : list) { MOEEDB_ASSIGN_OR_RETURN(x, resolve(x)); }
+    }
+  if (q.contains("discover") && q["discover"].is_object()) {
+    json& d = q["discover"];
+    if (!d.contains("target") || d["target"].is_null()) return Bad("'discover' needs a 'target'");
+    MOEEDB_ASSIGN_OR_RETURN(d["target"], resolve(d["target"]));
+    if (!d.contains("context") || d["context"].is_null()) d["context"] = json::array();  // the target alone
+    MOEEDB_ASSIGN_OR_RETURN(d["context"], pairs(d["context"]));
+  }
+  if (q.contains("context")) { MOEEDB_ASSIGN_OR_RETURN(q["context"], pairs(q["context"])); }
+  return q;
+}
+
+Result<ExampleQuery> QdrantRouter::ExamplesOf(const json& q, const std::string& use) {
+  ExampleQuery e;
+  e.use = use;
+  auto vec = [](const json& x, const std::string& what) { return Floats(x, what); };
+  auto pairs = [&](const json& list) -> Status {
+    for (const json& p : list) {
+      MOEEDB_ASSIGN_OR_RETURN(std::vector<float> pos, vec(p["positive"], "a context pair's positive"));
+      MOEEDB_ASSIGN_OR_RETURN(std::vector<float> neg, vec(p["negative"], "a context pair's negative"));
+      e.pairs.emplace_back(std::move(pos), std::move(neg));
+    }
+    return Status::OK();
+  };
+  if (q.contains("recommend")) {
+    const json& r = q["recommend"];
+    if (!r.is_object()) return Bad("'recommend' must be an object {\"positive\", \"negative\", \"strategy\"}");
+    MOEEDB_RETURN_IF_ERROR(RefuseUnknown(r, {"positive", "negative", "strategy"}, "a recommend query"));
+    const std::string strategy = r.contains("strategy") && r["strategy"].is_string() ? r["strategy"].get<std::string>() : "average_vector";
+    if (strategy == "average_vector") e.kind = ExampleQuery::Kind::kAverage;
+    else if (strategy == "best_score") e.kind = ExampleQuery::Kind::kBestScore;
+    else if (strategy == "sum_scores") e.kind = ExampleQuery::Kind::kSumScores;
+    else return Bad("'recommend.strategy' must be average_vector, best_score or sum_scores");
+    for (const char* side : {"positive", "negative"})
+      if (r.contains(side) && r[side].is_array())
+        for (const json& x : r[side]) {
+          MOEEDB_ASSIGN_OR_RETURN(std::vector<float> v, vec(x, std::string("a ") + side + " example"));
+          (std::string(side) == "positive" ? e.positive : e.negative).push_back(std::move(v));
+        }
+    return e;
+  }
+  if (q.contains("discover")) {
+    e.kind = ExampleQuery::Kind::kDiscover;
+    MOEEDB_ASSIGN_OR_RETURN(e.target, vec(q["discover"]["target"], "the discover target"));
+    MOEEDB_RETURN_IF_ERROR(pairs(q["discover"]["context"]));
+    return e;
+  }
+  e.kind = ExampleQuery::Kind::kContext;
+  MOEEDB_RETURN_IF_ERROR(pairs(q["context"]));
+  return e;
+}
 
 Result<VectorQuery> QdrantRouter::QueryVectors(VectorCollection* c, QueryCache* cache, const json& q, const std::string& use) {
   const json& v = q.is_object() && q.contains("nearest") ? q["nearest"] : q;
@@ -70,7 +188,6 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
   MOEEDB_RETURN_IF_ERROR(RefuseUnknown(j, {"query", "prefetch", "using", "filter", "limit", "offset", "with_payload", "with_vector",
                                            "score_threshold", "params", "lookup_from", "shard_key", "consistency", "timeout"},
                                        "a query"));
-  if (j.contains("lookup_from") && !j["lookup_from"].is_null()) return Bad("lookup_from is not supported");
   ClientQuery q;
   MOEEDB_ASSIGN_OR_RETURN(q.offset, qdrant::Count(j, "offset", 0, kMaxSearchK));
   if (j.contains("score_threshold") && !j["score_threshold"].is_null()) {
@@ -78,7 +195,9 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
     q.score_threshold = j["score_threshold"].get<double>();
   }
   MOEEDB_ASSIGN_OR_RETURN(PayloadSelector payload, PayloadSelector::Parse(j.value("with_payload", json(false)), false));
-  const json query = j.contains("query") ? j["query"] : json(nullptr);
+  std::vector<std::string> mentioned;  // points given by id as examples: left out of the answer
+  MOEEDB_ASSIGN_OR_RETURN(const json query, ResolveIds(c, j, j.contains("query") ? j["query"] : json(nullptr), &mentioned));
+  const bool by_examples = query.is_object() && (query.contains("recommend") || query.contains("discover") || query.contains("context"));
   const bool combines = query.is_object() && (query.contains("fusion") || query.contains("rrf") || query.contains("formula"));
   std::vector<json> prefetches;
   if (j.contains("prefetch") && !j["prefetch"].is_null()) {
@@ -86,8 +205,13 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
     else prefetches.push_back(j["prefetch"]);
   }
   if (prefetches.empty() && (query.is_null() || combines)) return Bad("give a 'query' (a vector or a Document)");
-  MOEEDB_ASSIGN_OR_RETURN(q.search, SearchOf(c, cache, j, combines ? json(nullptr) : query, q.offset));
-  if (prefetches.empty()) {
+  MOEEDB_ASSIGN_OR_RETURN(q.search, SearchOf(c, cache, j, combines || by_examples ? json(nullptr) : query, q.offset));
+  MOEEDB_RETURN_IF_ERROR(LeaveOut(mentioned, &q.search.spec));
+  if (by_examples) {
+    if (!prefetches.empty()) return Bad("recommend, discover and context queries take no prefetch in moeedb");
+    MOEEDB_ASSIGN_OR_RETURN(const std::string use, Using(j));
+    MOEEDB_ASSIGN_OR_RETURN(q.examples, ExamplesOf(query, use));
+  } else if (prefetches.empty()) {
     if (query.is_object() && query.contains("mmr")) {
       const json& m = query["mmr"];
       if (!m.is_object()) return Bad("'mmr' must be an object {\"diversity\", \"candidates_limit\"}");
@@ -102,9 +226,13 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
   } else {
     for (const auto& p : prefetches) {
       if (!p.is_object()) return Bad("a prefetch must be an object");
-      MOEEDB_RETURN_IF_ERROR(RefuseUnknown(p, {"query", "using", "limit", "filter", "params", "score_threshold"}, "a prefetch"));
-      MOEEDB_ASSIGN_OR_RETURN(ClientSearch s, SearchOf(c, cache, p, p.contains("query") ? p["query"] : json(nullptr), 0));
+      MOEEDB_RETURN_IF_ERROR(
+          RefuseUnknown(p, {"query", "using", "limit", "filter", "params", "score_threshold", "lookup_from"}, "a prefetch"));
       if (!p.contains("query")) return Bad("a prefetch needs a 'query' (a vector or a Document)");
+      std::vector<std::string> prefetch_mentioned;
+      MOEEDB_ASSIGN_OR_RETURN(const json pq, ResolveIds(c, p, p["query"], &prefetch_mentioned));
+      MOEEDB_ASSIGN_OR_RETURN(ClientSearch s, SearchOf(c, cache, p, pq, 0));
+      MOEEDB_RETURN_IF_ERROR(LeaveOut(prefetch_mentioned, &s.spec));
       q.prefetches.push_back(std::move(s));
     }
     if (query.is_object() && (query.contains("fusion") || query.contains("rrf"))) {

@@ -120,6 +120,14 @@ class QdrantRouter final : public ProtocolRouter {
   // A query's vectors: a Document, numbers, or {"nearest": either}; `use`
   // names the vector searched (`using`).
   Result<VectorQuery> QueryVectors(VectorCollection* c, QueryCache* cache, const json& q, const std::string& use);
+  // `query` with every point id in it (nearest, recommend's examples,
+  // discover's target, context pairs) replaced by that point's vector, read
+  // from the request's `lookup_from` collection and vector if any, else the
+  // vector `using` names; the ids of this collection's points so named are
+  // appended to `mentioned` (Qdrant leaves them out of the answer).
+  Result<json> ResolveIds(VectorCollection* c, const json& request, const json& query, std::vector<std::string>* mentioned);
+  // A recommend, discover or context query (its examples numbers) as an ExampleQuery.
+  Result<ExampleQuery> ExamplesOf(const json& query, const std::string& use);
   // One search of a query or prefetch `j`: its spec (k counting `offset`)
   // and, unless `query` is null, the vectors of `query`.
   Result<ClientSearch> SearchOf(VectorCollection* c, QueryCache* cache, const json& j, const json& query, size_t offset);
