@@ -189,7 +189,7 @@ test('filters (must, should, must_not), scroll, count, delete', async () => {
     { query: [0.1, 0.2] },
     { prefetch: [{ query: doc(query), using: 'hs' }], query: { fusion: 'max' } },
     { prefetch: [{ query: doc(query), using: 'hs' }], query: { formula: { sum: ['$score[3]'] } } },
-    { query: doc(query), filter: { must: [{ key: 'a[].b', match: { value: 1 } }] } },
+    { query: doc(query), filter: { must: [{ key: 'a[x].b', match: { value: 1 } }] } },
     { query: doc(query), filter: { must: [{ has_id: ['not-an-id'] }] } },
   ]) {
     await assert.rejects(client.query('notes', bad), (e) => e.status === 400 && typeof e.data.status.error === 'string', JSON.stringify(bad));

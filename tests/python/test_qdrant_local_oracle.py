@@ -286,3 +286,23 @@ def test_recommend_discover_and_context_score_as_local_mode(both, collection_nam
                        headers={"api-key": server.api_key}, timeout=60)
         assert r.status_code == status, r.text
         assert "error" in r.json()["status"]
+
+
+def test_with_vector_names_and_the_named_batch_form(both, collection_name: str, server: Server) -> None:
+    local, remote, pts = both
+    ids = [p.id for p in pts][:20]
+    for names in (["image", "code"], ["text"], []):
+        want = {p.id: p.vector for p in local.retrieve(collection_name, ids=ids, with_vectors=names or False)}
+        got = {p.id: p.vector for p in remote.retrieve(collection_name, ids=ids, with_vectors=names or False)}
+        assert {k: (sorted(v) if v else v) for k, v in got.items()} == {k: (sorted(v) if v else v) for k, v in want.items()}, names
+    # The batch form: a list per vector name, a null where a point lacks that vector.
+    batch = models.Batch(ids=[20_001, 20_002], vectors={"code": [[1.0, 2.0], [3.0, 4.0]], "image": [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]},
+                         payloads=[{"n": 1}, {"n": 2}])
+    for c in (local, remote):
+        c.upsert(collection_name, points=batch, wait=True)
+    assert ({p.id: sorted(p.vector) for p in remote.retrieve(collection_name, ids=[20_001, 20_002], with_vectors=True)}
+            == {20_001: ["code", "image"], 20_002: ["code", "image"]})
+    # Points given as numbers are not bounded by the Documents-per-request limit.
+    many = [models.PointStruct(id=30_000 + i, vector={"code": [float(i), 1.0]}) for i in range(1500)]
+    remote.upsert(collection_name, points=many, wait=True)
+    assert remote.count(collection_name).count == len(pts) + 2 + 1500

@@ -67,29 +67,36 @@ Result<PointVector> QdrantRouter::PointVectorOf(const json& v) const {
   return pv;
 }
 
-json QdrantRouter::VectorJson(const VectorCollection& c, const StoredDocument& d) const {
+json QdrantRouter::VectorJson(const VectorCollection& c, const StoredDocument& d, const VectorSelector& which) const {
   // Cosine vectors at unit length: Qdrant normalises them when they are stored.
+  if (!which.any()) return nullptr;
   ClientVector v = FromStoredVectors(c, d, /*unit_length=*/true);
   const VectorSchema& s = c.schema();
-  if (s.kind == VectorKind::kModel) return {{"hs", v.hs}, {"rw", v.rw}};
+  if (s.kind == VectorKind::kModel) {
+    json out = json::object();
+    if (which.Keeps("hs")) out["hs"] = v.hs;
+    if (which.Keeps("rw")) out["rw"] = v.rw;
+    return out;
+  }
   // The unnamed vector alone is a list, declared by name ("") or not.
   if (!s.named || (s.rest.empty() && s.name.empty()))
-    return v.unnamed.empty() ? json(nullptr) : json(v.unnamed);
-  json out = json::object();  // only the vectors the point has
-  if (!v.unnamed.empty()) out[""] = v.unnamed;
-  for (const auto& [name, x] : v.named) out[name] = x;
+    return v.unnamed.empty() || !which.Keeps("") ? json(nullptr) : json(v.unnamed);
+  json out = json::object();  // only the vectors the point has, of those asked for
+  if (!v.unnamed.empty() && which.Keeps("")) out[""] = v.unnamed;
+  for (const auto& [name, x] : v.named)
+    if (which.Keeps(name)) out[name] = x;
   return out;
 }
 
 json QdrantRouter::PointJson(VectorCollection* c, const std::string& id, double score, const std::string& metadata_json,
-                             const PayloadSelector& payload, bool vectors, bool scored) const {
+                             const PayloadSelector& payload, const VectorSelector& vectors, bool scored) const {
   json p = {{"id", QdrantId(id)}, {"version", 0}};
   if (scored) p["score"] = score;
   p["payload"] = payload.Apply(json::parse(metadata_json, nullptr, false));
   p["vector"] = nullptr;
-  if (vectors) {
+  if (vectors.any()) {
     auto d = c->Get(id);
-    if (d.ok() && d->has_value()) p["vector"] = VectorJson(*c, **d);
+    if (d.ok() && d->has_value()) p["vector"] = VectorJson(*c, **d, vectors);
   }
   return p;
 }
@@ -107,25 +114,33 @@ HttpResponse QdrantRouter::Upsert(const Call& call) {
                                 "' is not supported by moeedb (only \"upsert\")");
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
-  // The batch form {"ids", "vectors", "payloads"} as points.
+  // The batch form {"ids", "vectors", "payloads"} as points; "vectors" a
+  // list (one per id) or, for named vectors, a list per name.
   json points = j.contains("points") ? j["points"] : json();
   if (j.contains("batch")) {
     const json& b = j["batch"];
-    if (!b.is_object() || !b.contains("ids") || !b["ids"].is_array() || !b.contains("vectors") || !b["vectors"].is_array() ||
-        b["ids"].size() != b["vectors"].size())
-      return QdrantError(400, "Bad request: 'batch' needs 'ids' and 'vectors' of one length");
+    const size_t n = b.is_object() && b.contains("ids") && b["ids"].is_array() ? b["ids"].size() : 0;
+    const json& vs = b.is_object() && b.contains("vectors") ? b["vectors"] : json();
+    bool fits = n > 0 && ((vs.is_array() && vs.size() == n) || (vs.is_object() && !vs.empty()));
+    if (vs.is_object())
+      for (auto it = vs.begin(); it != vs.end(); ++it) fits = fits && it.value().is_array() && it.value().size() == n;
+    if (!fits) return QdrantError(400, "Bad request: 'batch' needs 'ids' and 'vectors' of one length (a list, or a list per vector name)");
     points = json::array();
-    for (size_t i = 0; i < b["ids"].size(); ++i) {
-      json p = {{"id", b["ids"][i]}, {"vector", b["vectors"][i]}};
+    for (size_t i = 0; i < n; ++i) {
+      json vector = json::object();
+      if (vs.is_array()) vector = vs[i];
+      else
+        for (auto it = vs.begin(); it != vs.end(); ++it)
+          if (!it.value()[i].is_null()) vector[it.key()] = it.value()[i];
+      json p = {{"id", b["ids"][i]}, {"vector", vector}};
       if (b.contains("payloads") && b["payloads"].is_array() && i < b["payloads"].size()) p["payload"] = b["payloads"][i];
       points.push_back(std::move(p));
     }
   }
   if (!points.is_array() || points.empty()) return QdrantError(400, "Bad request: 'points' must be a non-empty array");
-  if (points.size() > core_->options().max_documents)
-    return QdrantError(400, "Bad request: too many points in one request (max " + std::to_string(core_->options().max_documents) + ")");
   std::vector<StoredDocument> docs;
   std::set<std::string> seen;
+  size_t documents = 0;
   for (size_t i = 0; i < points.size(); ++i) {
     const json& pt = points[i];
     const std::string where = "point " + std::to_string(i) + ": ";
@@ -150,8 +165,14 @@ HttpResponse QdrantRouter::Upsert(const Call& call) {
       if (Status s = ToStoredVectors(**c, pv.numbers, &doc); !s.ok()) return fail(s.message());
       doc.text = PayloadText((*c)->schema(), payload);
     }
+    documents += doc.hs.empty() ? 1 : 0;
     docs.push_back(std::move(doc));
   }
+  // Documents are embedded here: their count is bounded as every embedding
+  // request's; points given as numbers only by the request's size.
+  if (documents > core_->options().max_documents)
+    return QdrantError(400, "Bad request: too many points given as Documents in one request (max " +
+                                std::to_string(core_->options().max_documents) + "; each is embedded here)");
   const size_t n = docs.size();
   auto w = core_->db().Upsert(call.name(), std::move(docs), call.wait);  // Documents embedded with the collection's setup
   if (w.ok()) core_->CountStored(n);
@@ -165,7 +186,8 @@ HttpResponse QdrantRouter::Retrieve(const Call& call) {
   if (!j.contains("ids") || !j["ids"].is_array()) return QdrantError(400, "Bad request: 'ids' must be an array");
   auto payload = PayloadSelector::Parse(j.value("with_payload", json(true)), true);
   if (!payload.ok()) return FromStatus(payload.status());
-  const bool vectors = j.contains("with_vector") && j["with_vector"].is_boolean() && j["with_vector"].get<bool>();
+  auto vectors = VectorSelector::Parse(j.value("with_vector", json(false)));
+  if (!vectors.ok()) return FromStatus(vectors.status());
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
   json out = json::array();
@@ -176,7 +198,7 @@ HttpResponse QdrantRouter::Retrieve(const Call& call) {
     if (!d.ok()) return FromStatus(d.status());
     if (!d->has_value()) continue;
     json p = {{"id", QdrantId(*id)}, {"payload", payload->Apply(json::parse((*d)->metadata_json))}};
-    p["vector"] = vectors ? VectorJson(**c, **d) : json(nullptr);
+    p["vector"] = VectorJson(**c, **d, *vectors);
     out.push_back(std::move(p));
   }
   return Ok(out, call.t0);
@@ -193,7 +215,7 @@ HttpResponse QdrantRouter::GetPoint(const Call& call) {
   auto d = (*c)->Get(*pid);
   if (!d.ok()) return FromStatus(d.status());
   if (!d->has_value()) return QdrantError(404, "Not found: no point with id " + raw.substr(0, 80));
-  return Ok({{"id", QdrantId(*pid)}, {"payload", json::parse((*d)->metadata_json)}, {"vector", VectorJson(**c, **d)}}, call.t0);
+  return Ok({{"id", QdrantId(*pid)}, {"payload", json::parse((*d)->metadata_json)}, {"vector", VectorJson(**c, **d, *VectorSelector::Parse(true))}}, call.t0);
 }
 
 namespace {
@@ -297,7 +319,8 @@ HttpResponse QdrantRouter::Scroll(const Call& call) {
   if (!scan.ok()) return FromStatus(scan.status());
   auto payload = PayloadSelector::Parse(j.value("with_payload", json(true)), true);
   if (!payload.ok()) return FromStatus(payload.status());
-  const bool vectors = j.contains("with_vector") && j["with_vector"].is_boolean() && j["with_vector"].get<bool>();
+  auto vectors = VectorSelector::Parse(j.value("with_vector", json(false)));
+  if (!vectors.ok()) return FromStatus(vectors.status());
   // `offset` is the first point of the page: it, then the ids after it.
   if (j.contains("offset") && !j["offset"].is_null()) {
     auto id = PointId(j["offset"]);
@@ -310,7 +333,7 @@ HttpResponse QdrantRouter::Scroll(const Call& call) {
   auto page = Scan(**c, *scan);
   if (!page.ok()) return FromStatus(page.status());
   json points = json::array();
-  for (const auto& d : page->documents) points.push_back(PointJson(c->get(), d.id, 0, d.metadata_json, *payload, vectors, false));
+  for (const auto& d : page->documents) points.push_back(PointJson(c->get(), d.id, 0, d.metadata_json, *payload, *vectors, false));
   return Ok({{"points", points}, {"next_page_offset", page->next.empty() ? json(nullptr) : QdrantId(page->next)}}, call.t0);
 }
 

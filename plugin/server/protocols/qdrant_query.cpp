@@ -28,9 +28,7 @@ Status LeaveOut(const std::vector<std::string>& ids, SearchSpec* spec) {
   return spec->SetFilter(out.dump());
 }
 
-bool WithVector(const json& j) {
-  return j.contains("with_vector") && ((j["with_vector"].is_boolean() && j["with_vector"].get<bool>()) || j["with_vector"].is_array());
-}
+
 
 }  // namespace
 
@@ -260,7 +258,8 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
   for (auto& p : q.prefetches) p.spec.consistency = consistency;
   MOEEDB_ASSIGN_OR_RETURN(auto hits, RunClientQuery(&core_->db(), c, q));
   json points = json::array();
-  for (const auto& h : hits) points.push_back(PointJson(c, h.id, h.score, h.metadata_json, payload, WithVector(j), true));
+  MOEEDB_ASSIGN_OR_RETURN(VectorSelector vectors, VectorSelector::Parse(j.value("with_vector", json(false))));
+  for (const auto& h : hits) points.push_back(PointJson(c, h.id, h.score, h.metadata_json, payload, vectors, true));
   return points;
 }
 

@@ -109,10 +109,10 @@ class QdrantRouter final : public ProtocolRouter {
   using QueryCache = std::unordered_map<std::string, Embedding>;
 
   // The point's vector as JSON as the client reads it back.
-  json VectorJson(const VectorCollection& c, const StoredDocument& d) const;
+  json VectorJson(const VectorCollection& c, const StoredDocument& d, const VectorSelector& which) const;
   // A point of an answer; `scored` adds its score.
   json PointJson(VectorCollection* c, const std::string& id, double score, const std::string& metadata_json,
-                 const PayloadSelector& payload, bool vectors, bool scored) const;
+                 const PayloadSelector& payload, const VectorSelector& vectors, bool scored) const;
   // A point's "vector" (numbers, named vectors, or Documents).
   Result<PointVector> PointVectorOf(const json& v) const;
   // The text of a Document {"text", "model"}.

@@ -248,6 +248,25 @@ Result<std::string> Using(const json& j) {
   return j["using"].get<std::string>();
 }
 
+Result<VectorSelector> VectorSelector::Parse(const json& w) {
+  VectorSelector s;
+  if (w.is_null()) return s;
+  if (w.is_boolean()) {
+    s.all_ = w.get<bool>();
+    return s;
+  }
+  if (!w.is_array()) return Bad("'with_vector' must be true, false or a list of vector names");
+  for (const auto& n : w) {
+    if (!n.is_string()) return Bad("'with_vector' must be true, false or a list of vector names");
+    s.names_.push_back(n.get<std::string>());
+  }
+  return s;
+}
+
+bool VectorSelector::Keeps(const std::string& name) const {
+  return all_ || std::find(names_.begin(), names_.end(), name) != names_.end();
+}
+
 Result<PayloadSelector> PayloadSelector::Parse(const json& w, bool fallback) {
   PayloadSelector s;
   auto keys = [](const json& list, std::vector<std::string>* out) -> Status {

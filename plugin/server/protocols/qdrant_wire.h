@@ -60,6 +60,20 @@ class PayloadSelector {
   std::vector<std::string> include_, exclude_;
 };
 
+// What `with_vector` (`with_vectors`) asks of a point's vectors: none
+// (false, absent), all (true), or the named ones (a list of names).
+class VectorSelector {
+ public:
+  static Result<VectorSelector> Parse(const json& with_vector);
+  bool any() const { return all_ || !names_.empty(); }
+  // Whether the vector `name` is answered.
+  bool Keeps(const std::string& name) const;
+
+ private:
+  bool all_ = false;
+  std::vector<std::string> names_;
+};
+
 // A score formula over the prefetches' scores: numbers, "$score" /
 // "$score[i]", {"sum": [...]}, {"mult": [...]}, {"neg": x},
 // {"div": {"left", "right", "by_zero_default"}}; nesting to 32 levels.
