@@ -100,11 +100,14 @@ bool Carries(const StoredDocument& doc, size_t i) { return i < doc.rw.size() && 
 }  // namespace
 
 Result<CollectionOptions> PlainCollectionOptions(const VectorSchema& schema) {
-  if (schema.kind != VectorKind::kPlain || schema.size == 0)
+  if (schema.kind != VectorKind::kPlain || (schema.size == 0 && !schema.named))
     return Status::InvalidArgument("a plain collection needs a positive vector size");
   CollectionOptions o;
   for (const Segment& seg : Segments(schema)) o.dim_hs += seg.width();
-  o.dim_rw = 1 + schema.rest.size();  // one absence flag per declared vector
+  o.dim_rw = schema.Vectors(0).size();  // one absence flag per declared vector
+  // No vectors at all: a row of one 0 and one set flag, which no query reaches.
+  o.dim_hs = std::max<size_t>(o.dim_hs, 1);
+  o.dim_rw = std::max<size_t>(o.dim_rw, 1);
   o.std_hs_json = (LoneCosine(schema) ? Standardizer::Identity(o.dim_hs) : Standardizer::Raw(o.dim_hs)).ToJson();
   o.std_rw_json = Standardizer::Raw(o.dim_rw).ToJson();
   o.default_alpha = 1.0f;

@@ -30,6 +30,11 @@ Result<NamedVector> VectorFromJson(const json& v) {
 Result<VectorSchema> VectorSchema::Declared(const std::vector<NamedVector>& vectors, bool named, size_t dim_hs,
                                             size_t dim_rw) {
   VectorSchema s;
+  if (vectors.empty() && named) {  // an empty map of names: points of payload only
+    s.kind = VectorKind::kPlain;
+    s.named = true;
+    return s;
+  }
   if (vectors.empty()) return s;
   for (size_t i = 0; i < vectors.size(); ++i) {
     const NamedVector& v = vectors[i];
@@ -76,7 +81,7 @@ Result<VectorSchema> VectorSchema::Declared(const std::vector<NamedVector>& vect
 std::vector<NamedVector> VectorSchema::Vectors(size_t fused_size) const {
   std::vector<NamedVector> out;
   if (kind == VectorKind::kFused) out.push_back({name, fused_size, Distance::kCosine});
-  if (kind == VectorKind::kPlain) {
+  if (kind == VectorKind::kPlain && size > 0) {
     out.push_back({name, size, distance});
     out.insert(out.end(), rest.begin(), rest.end());
   }
@@ -84,11 +89,12 @@ std::vector<NamedVector> VectorSchema::Vectors(size_t fused_size) const {
 }
 
 Result<size_t> VectorSchema::Find(const std::string& want) const {
-  if (kind != VectorKind::kModel && want == name) return size_t{0};
+  if (kind != VectorKind::kModel && want == name && (kind != VectorKind::kPlain || size > 0)) return size_t{0};
   for (size_t i = 0; i < rest.size(); ++i)
     if (want == rest[i].name) return i + 1;
   std::string have;
   if (kind == VectorKind::kModel) have = "hs and rw";
+  else if (kind == VectorKind::kPlain && size == 0) return Status::InvalidArgument("vector '" + want.substr(0, 80) + "' does not exist; this collection has no vectors");
   else have = "'" + name + "'";
   for (size_t i = 0; i < rest.size(); ++i) have += (i + 1 == rest.size() ? " and '" : ", '") + rest[i].name.substr(0, 80) + "'";
   return Status::InvalidArgument("vector '" + want.substr(0, 80) + "' does not exist; this collection's vectors are " + have);

@@ -51,7 +51,7 @@ struct NamedVector {
 
 struct VectorSchema {
   VectorKind kind = VectorKind::kModel;
-  size_t size = 0;                        // plain: the first vector's size
+  size_t size = 0;                        // plain: the first vector's size (0: no vectors at all)
   Distance distance = Distance::kCosine;  // plain: how the first vector is compared
   std::string text_key;                   // "": content, page_content, then _node_content's text
   std::string name;                       // fused and plain: the first vector's name ("" unnamed)
@@ -59,7 +59,8 @@ struct VectorSchema {
   std::vector<NamedVector> rest;          // plain: the vectors after the first, in segment order
 
   // The vectors a client declared, as a schema: none (or hs and rw of the
-  // model's sizes) a model collection; one of `fused_size` with Cosine a
+  // model's sizes) a model collection, except an empty map of names
+  // (`named`), a plain collection of no vectors (points of payload only); one of `fused_size` with Cosine a
   // fused one; anything else plain. InvalidArgument naming what moeedb does
   // not hold (more than kMaxClientVectors, a size of 0 or over 65536, a name
   // twice, hs/rw of other sizes or beside other names).

@@ -307,6 +307,16 @@ TEST(ClientVectors, NamedVectorsSearchEachByItsOwnDistanceAndMayBeMissing) {
 TEST(ClientVectors, DeclaredVectorsMakeTheSchema) {
   const size_t dh = 8, dr = 4;
   EXPECT_EQ(VectorSchema::Declared({}, false, dh, dr)->kind, VectorKind::kModel);
+  // An empty map of names (Qdrant's vectors: {}): points of payload only.
+  auto none = VectorSchema::Declared({}, true, dh, dr);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->kind, VectorKind::kPlain);
+  EXPECT_TRUE(none->Vectors(0).empty());
+  EXPECT_FALSE(none->Find("").ok());
+  auto none_back = VectorSchema::FromInfo(*none->RecordIn("{}"));
+  ASSERT_TRUE(none_back.ok());
+  EXPECT_TRUE(none_back->Vectors(0).empty());
+  EXPECT_TRUE(PlainCollectionOptions(*none).ok());
   EXPECT_EQ(VectorSchema::Declared({{"hs", 8, Distance::kCosine}, {"rw", 4, Distance::kCosine}}, true, dh, dr)->kind,
             VectorKind::kModel);
   auto fused = VectorSchema::Declared({{"text-dense", 12, Distance::kCosine}}, true, dh, dr);

@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "database/document_scan.h"
 #include "database/document_update.h"
+#include "database/payload_facet.h"
+#include "database/payload_order.h"
 #include "database/spec/collection_spec.h"
 #include "plugin/server/protocols/router.h"
 #include "database/search_hit_json.h"
@@ -25,6 +28,10 @@ class CollectionsRouter final : public ProtocolRouter {
   HttpResponse Upsert(const std::string& name, const std::string& body);
   HttpResponse Document(const std::string& method, const std::string& name, const std::string& id);
   HttpResponse ListDocuments(const std::string& name, const std::map<std::string, std::string>& query);
+  // Documents a filter keeps, in id order or ordered by a payload field.
+  HttpResponse ScrollDocuments(const std::string& name, const std::string& body);
+  // How many documents hold each value of a payload field.
+  HttpResponse Facet(const std::string& name, const std::string& body);
   HttpResponse Search(const std::string& name, const std::string& body);
   HttpResponse DeleteMany(const std::string& name, const std::string& body);
   // Another node's search of this node's shard replicas (ShardPeers, vector_collection.h).
@@ -65,6 +72,10 @@ constexpr Route<Handler> kRoutes[] = {
      [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Upsert(a[0], q.body()); }},
     {"POST", "/collections/{name}/documents/delete",
      [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.DeleteMany(a[0], q.body()); }},
+    {"POST", "/collections/{name}/documents/scroll",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.ScrollDocuments(a[0], q.http.body); }},
+    {"POST", "/collections/{name}/facet",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Facet(a[0], q.http.body); }},
     {"GET", "/collections/{name}/documents/{id}",
      [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.Document("GET", a[0], a[1]); }},
     {"DELETE", "/collections/{name}/documents/{id}",
@@ -277,6 +288,77 @@ HttpResponse CollectionsRouter::ListDocuments(const std::string& name, const std
   return JsonResponse({{"documents", docs},
                        {"next_after", page->next_after.empty() ? json(nullptr) : json(page->next_after)},
                        {"total", (*c)->size()}});
+}
+
+HttpResponse CollectionsRouter::ScrollDocuments(const std::string& name, const std::string& body) {
+  auto j = ObjectBody(body);
+  if (!j) return NativeBadRequest("the body must be a JSON object");
+  for (auto it = j->begin(); it != j->end(); ++it)
+    if (it.key() != "filter" && it.key() != "limit" && it.key() != "after" && it.key() != "order_by")
+      return NativeBadRequest("unknown field '" + it.key().substr(0, 80) + "' (filter, limit, after, order_by)");
+  const json limit = j->value("limit", json(20));
+  if (!limit.is_number_unsigned() || limit.get<size_t>() < 1 || limit.get<size_t>() > 1000)
+    return NativeBadRequest("'limit' must be an integer in [1, 1000]");
+  ScanSpec scan;
+  if (j->contains("filter") && !(*j)["filter"].is_null()) {
+    if (!(*j)["filter"].is_object()) return NativeBadRequest("'filter' must be an object");
+    if (Status s = scan.SetFilter((*j)["filter"].dump()); !s.ok()) return NativeBadRequest(s.message());
+  }
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return OpenFailed(c.status());
+  auto doc_json = [](const StoredDocument& d) { return json{{"id", d.id}, {"text", d.text}, {"metadata", json::parse(d.metadata_json)}}; };
+  json docs = json::array();
+  if (j->contains("order_by") && !(*j)["order_by"].is_null()) {
+    if (j->contains("after")) return NativeBadRequest("'after' pages by id; with 'order_by' use order_by.start_from");
+    auto order = OrderBySpecFromJson((*j)["order_by"]);
+    if (!order.ok()) return NativeBadRequest(order.status().message());
+    auto ordered = ScanOrdered(**c, scan, *order, limit.get<size_t>());
+    if (!ordered.ok()) return NativeFromStatus(ordered.status());
+    for (const auto& o : *ordered) {
+      json d = doc_json(o.doc);
+      d["order_value"] = o.value;
+      docs.push_back(std::move(d));
+    }
+    return JsonResponse({{"documents", docs}, {"next_after", nullptr}});
+  }
+  if (j->contains("after")) {
+    if (!(*j)["after"].is_string()) return NativeBadRequest("'after' must be a document id");
+    scan.start = (*j)["after"].get<std::string>();
+    scan.skip = 1;  // the page starts after it
+    auto first = (*c)->Get(scan.start);
+    if (!first.ok()) return NativeFromStatus(first.status());
+    if (!*first || (scan.filter && !MatchesDocument(*scan.filter, (**first).metadata_json, scan.start))) scan.skip = 0;
+  }
+  scan.limit = limit.get<size_t>();
+  auto page = Scan(**c, scan);
+  if (!page.ok()) return NativeFromStatus(page.status());
+  for (const auto& d : page->documents) docs.push_back(doc_json(d));
+  const bool more = !page->next.empty();
+  return JsonResponse({{"documents", docs}, {"next_after", more ? json(page->documents.back().id) : json(nullptr)}});
+}
+
+HttpResponse CollectionsRouter::Facet(const std::string& name, const std::string& body) {
+  auto j = ObjectBody(body);
+  if (!j) return NativeBadRequest("the body must be a JSON object");
+  for (auto it = j->begin(); it != j->end(); ++it)
+    if (it.key() != "key" && it.key() != "filter" && it.key() != "limit")
+      return NativeBadRequest("unknown field '" + it.key().substr(0, 80) + "' (key, filter, limit)");
+  if (!j->contains("key") || !(*j)["key"].is_string()) return NativeBadRequest("'key' must be a payload key");
+  const json limit = j->value("limit", json(10));
+  if (!limit.is_number_unsigned() || limit.get<size_t>() > kMaxSearchK)
+    return NativeBadRequest("'limit' must be an integer in [0, " + std::to_string(kMaxSearchK) + "]");
+  ScanSpec scan;
+  if (j->contains("filter") && !(*j)["filter"].is_null()) {
+    if (!(*j)["filter"].is_object()) return NativeBadRequest("'filter' must be an object");
+    if (Status s = scan.SetFilter((*j)["filter"].dump()); !s.ok()) return NativeBadRequest(s.message());
+  }
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return OpenFailed(c.status());
+  auto hits = moeedb::Facet(**c, scan, (*j)["key"].get<std::string>(), limit.get<size_t>());
+  if (!hits.ok()) return NativeFromStatus(hits.status());
+  json out = json::array();
+  for (const auto& h : *hits) out.push_back({{"value", h.value}, {"count", h.count}});
+  return JsonResponse({{"hits", out}});
 }
 
 HttpResponse CollectionsRouter::Shards(const std::string& what, const std::string& name, const std::string& body) {

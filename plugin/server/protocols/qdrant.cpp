@@ -30,6 +30,7 @@ constexpr Route<Handler> kRoutes[] = {
     {"POST", "/collections/{name}/points", &QdrantRouter::Retrieve},
     {"POST", "/collections/{name}/points/delete", &QdrantRouter::Delete},
     {"POST", "/collections/{name}/points/batch", &QdrantRouter::Batch},
+    {"POST", "/collections/{name}/facet", &QdrantRouter::Facet},
     {"PUT", "/collections/{name}/points/vectors", &QdrantRouter::UpdateVectors},
     {"POST", "/collections/{name}/points/vectors/delete", &QdrantRouter::DeleteVectors},
     {"POST", "/collections/{name}/points/scroll", &QdrantRouter::Scroll},

@@ -5,6 +5,8 @@
 
 #include "database/document_scan.h"
 #include "database/document_update.h"
+#include "database/payload_facet.h"
+#include "database/payload_order.h"
 #include "plugin/server/protocols/qdrant_router.h"
 
 namespace moeedb::qdrant {
@@ -310,8 +312,6 @@ HttpResponse QdrantRouter::Scroll(const Call& call) {
                                "a scroll");
       !s.ok())
     return FromStatus(s);
-  if (j.contains("order_by") && !j["order_by"].is_null())
-    return QdrantError(400, "Bad request: order_by is not supported; points come in id order (bytes of the id's decimal or UUID form)");
   auto limit = qdrant::Count(j, "limit", 10, kMaxSearchK);
   if (!limit.ok()) return FromStatus(limit.status());
   if (*limit == 0) return QdrantError(400, "Bad request: 'limit' must be at least 1");
@@ -327,14 +327,51 @@ HttpResponse QdrantRouter::Scroll(const Call& call) {
     if (!id.ok()) return FromStatus(id.status());
     scan->start = *id;
   }
-  scan->limit = *limit;
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
+  if (j.contains("order_by") && !j["order_by"].is_null()) {
+    // Ordered by a payload field: one page, no next offset (Qdrant's rule; start_from pages on).
+    if (!scan->start.empty()) return QdrantError(400, "Bad request: 'offset' does not apply with 'order_by' (use order_by.start_from)");
+    auto order = OrderBySpecFromJson(j["order_by"]);
+    if (!order.ok()) return FromStatus(order.status());
+    auto ordered = ScanOrdered(**c, *scan, *order, *limit);
+    if (!ordered.ok()) return FromStatus(ordered.status());
+    json points = json::array();
+    for (const auto& o : *ordered) {
+      json p = PointJson(c->get(), o.doc.id, 0, o.doc.metadata_json, *payload, *vectors, false);
+      p["order_value"] = o.value;
+      points.push_back(std::move(p));
+    }
+    return Ok({{"points", points}, {"next_page_offset", nullptr}}, call.t0);
+  }
+  scan->limit = *limit;
   auto page = Scan(**c, *scan);
   if (!page.ok()) return FromStatus(page.status());
   json points = json::array();
   for (const auto& d : page->documents) points.push_back(PointJson(c->get(), d.id, 0, d.metadata_json, *payload, *vectors, false));
   return Ok({{"points", points}, {"next_page_offset", page->next.empty() ? json(nullptr) : QdrantId(page->next)}}, call.t0);
+}
+
+HttpResponse QdrantRouter::Facet(const Call& call) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"key", "filter", "limit", "exact", "shard_key", "consistency", "timeout"}, "a facet request"); !s.ok())
+    return FromStatus(s);
+  if (!j.contains("key") || !j["key"].is_string()) return QdrantError(400, "Bad request: 'key' must be a payload key");
+  auto limit = qdrant::Count(j, "limit", 10, kMaxSearchK);
+  if (!limit.ok()) return FromStatus(limit.status());
+  auto scan = FilterScan(j);
+  if (!scan.ok()) return FromStatus(scan.status());
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  auto hits = moeedb::Facet(**c, *scan, j["key"].get<std::string>(), *limit);
+  if (!hits.ok()) return FromStatus(hits.status());
+  json out = json::array();
+  for (const auto& h : *hits) {
+    // A UUID value is answered in its hyphenated form, as Qdrant's UUID index holds it.
+    const std::string uuid = h.value.is_string() ? CanonicalUuid(h.value.get<std::string>()) : std::string();
+    out.push_back({{"value", uuid.empty() ? h.value : json(uuid)}, {"count", h.count}});
+  }
+  return Ok({{"hits", out}}, call.t0);
 }
 
 HttpResponse QdrantRouter::UpdateVectors(const Call& call) {

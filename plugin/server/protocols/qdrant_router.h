@@ -94,6 +94,7 @@ class QdrantRouter final : public ProtocolRouter {
   HttpResponse OverwritePayload(const Call& call);
   HttpResponse DeletePayload(const Call& call);
   HttpResponse ClearPayload(const Call& call);
+  HttpResponse Facet(const Call& call);
   HttpResponse UpdateVectors(const Call& call);
   HttpResponse DeleteVectors(const Call& call);
   // A list of the point routes' operations, applied in order.

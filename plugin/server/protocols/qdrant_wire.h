@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "database/payload_order.h"
 #include "database/score_formula.h"
 #include "database/spec/search_spec.h"
 
