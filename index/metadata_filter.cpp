@@ -199,23 +199,27 @@ struct Condition {
   Ring exterior;
   std::vector<Ring> interiors;
 
-  // The field's values in `meta`: the key itself, else the path.
-  std::vector<const json*> Values(const json& meta, bool flat) const {
-    std::vector<const json*> out;
-    if (meta.is_object()) {
-      auto it = meta.find(field);
-      if (it != meta.end()) {
-        if (flat && it->is_array())
-          for (const auto& e : *it) out.push_back(&e);
-        else
-          out.push_back(&*it);
-        return out;
-      }
-    }
-    if (!path.empty()) Collect(meta, path, 0, flat, &out);
-    return out;
-  }
+  std::vector<const json*> Values(const json& meta, bool flat) const;
 };
+
+// A field's values in `meta`: the key itself, else the path.
+std::vector<const json*> FieldValues(const std::string& field, const std::vector<Step>& path, const json& meta, bool flat) {
+  std::vector<const json*> out;
+  if (meta.is_object()) {
+    auto it = meta.find(field);
+    if (it != meta.end()) {
+      if (flat && it->is_array())
+        for (const auto& e : *it) out.push_back(&e);
+      else
+        out.push_back(&*it);
+      return out;
+    }
+  }
+  if (!path.empty()) Collect(meta, path, 0, flat, &out);
+  return out;
+}
+
+std::vector<const json*> Condition::Values(const json& meta, bool flat) const { return FieldValues(field, path, meta, flat); }
 
 bool InBounds(const json& v, const std::vector<std::pair<std::string, json>>& bounds) {
   for (const auto& [op, b] : bounds) {
@@ -550,6 +554,18 @@ Result<std::shared_ptr<const JsonFilter>> ParseObject(const json& j, int depth) 
 }
 
 }  // namespace
+
+Result<PayloadKey> PayloadKey::Parse(const std::string& key) {
+  PayloadKey k;
+  k.key_ = key;
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<Step> steps, ParsePath(key));
+  k.path_ = std::make_shared<const std::vector<Step>>(std::move(steps));
+  return k;
+}
+
+std::vector<const json*> PayloadKey::Values(const json& metadata, bool flat) const {
+  return FieldValues(key_, *static_cast<const std::vector<Step>*>(path_.get()), metadata, flat);
+}
 
 bool ParseDatetime(const std::string& s, int64_t* micros) {
   size_t i = 0;

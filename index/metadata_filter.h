@@ -63,6 +63,23 @@ class MetadataFilter {
   virtual bool UsesVectors() const = 0;
 };
 
+// A payload key as filters read it (a key of the metadata object, else a
+// path: "a.b", "a[].b", "a[0]"), for what else reads payload values by key
+// (facets, ordering).
+class PayloadKey {
+ public:
+  // InvalidArgument naming the key for a malformed path.
+  static Result<PayloadKey> Parse(const std::string& key);
+  // The values at the key in `metadata`, a list flattened into its
+  // elements when `flat` (one level, as filters see them).
+  std::vector<const nlohmann::json*> Values(const nlohmann::json& metadata, bool flat = true) const;
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+  std::shared_ptr<const void> path_;  // the parsed steps (metadata_filter.cpp)
+};
+
 // Whether the document with this metadata JSON text and external id
 // matches (the id under "$id" when the filter names it; `vectors`, the
 // names of the vectors it has, under "$vectors" when given).
