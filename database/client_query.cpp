@@ -1,11 +1,15 @@
 #include "database/client_query.h"
 
 #include <algorithm>
+#include <set>
+#include <random>
+#include <map>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "database/database.h"
+#include "database/document_scan.h"
 #include "index/fusion.h"
 #include "index/mmr.h"
 
@@ -246,6 +250,78 @@ Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c,
     out.push_back({x.id, x.shown, x.metadata_json});
   }
   return out;
+}
+
+Result<std::vector<ClientGroup>> RunGroupedQuery(Database* db, VectorCollection* c, ClientQuery q, const GroupSpec& groups) {
+  MOEEDB_ASSIGN_OR_RETURN(PayloadKey key, PayloadKey::Parse(groups.key));
+  if (groups.group_size == 0 || groups.limit == 0) return Status::InvalidArgument("'group_size' and 'limit' must be at least 1");
+  // Every point the query ranks, the prefetches' too, then grouped.
+  const size_t all = std::max<size_t>(1, std::min(c->size(), kMaxSearchK));
+  q.search.spec.k = all;
+  q.offset = 0;
+  for (auto& p : q.prefetches) p.spec.k = all;
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<ClientHit> hits, RunClientQuery(db, c, q));
+  std::vector<ClientGroup> out;
+  std::map<json, size_t> at;
+  for (const ClientHit& h : hits) {
+    const json meta = json::parse(h.metadata_json, nullptr, false);
+    std::set<json> values;
+    for (const json* v : key.Values(meta))
+      if (v->is_string() || v->is_number_integer() || v->is_boolean()) values.insert(*v);
+    for (const json& v : values) {
+      auto [it, fresh] = at.emplace(v, out.size());
+      if (fresh) out.push_back({v, {}});
+      if (out[it->second].hits.size() < groups.group_size) out[it->second].hits.push_back(h);
+    }
+  }
+  if (out.size() > groups.limit) out.resize(groups.limit);
+  return out;
+}
+
+Result<std::vector<MatrixRow>> DistanceMatrix(Database* db, VectorCollection* c, const SearchSpec& filter,
+                                              const std::string& use, size_t sample, size_t limit) {
+  if (sample < 2) return Status::InvalidArgument("'sample' must be at least 2");
+  // The points the filter keeps that have the vector, in id order.
+  ScanSpec scan;
+  scan.filter = filter.filter;
+  MOEEDB_ASSIGN_OR_RETURN(ScanPage page, Scan(*c, scan));
+  std::vector<std::pair<std::string, std::vector<float>>> points;
+  for (const StoredDocument& d : page.documents) {
+    auto v = StoredVector(*c, d.id, use);
+    if (v.ok()) points.emplace_back(d.id, std::move(v).value());
+    else if (v.status().code() != Status::Code::kInvalidArgument) return v.status();
+    else MOEEDB_RETURN_IF_ERROR(c->schema().Find(use).status());  // a name not declared is the request's error
+  }
+  if (points.size() > sample) {
+    std::mt19937_64 rng(std::random_device{}());
+    std::shuffle(points.begin(), points.end(), rng);
+    points.resize(sample);
+    std::sort(points.begin(), points.end(),
+              [](const auto& a, const auto& b) { return IdOrderKey(a.first) < IdOrderKey(b.first); });
+  }
+  std::vector<MatrixRow> rows;
+  if (points.size() < 2) return rows;
+  // The sample already meets the filter: every pair's score is computed
+  // here from the vectors as the client reads them (Cosine at unit length).
+  const auto declared = c->schema().Vectors(0);
+  MOEEDB_ASSIGN_OR_RETURN(size_t slot, c->schema().Find(use));
+  const Distance distance = slot < declared.size() ? declared[slot].distance : Distance::kCosine;
+  auto score = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    double dot = 0, d2 = 0;
+    for (size_t k = 0; k < a.size() && k < b.size(); ++k) dot += double(a[k]) * b[k], d2 += (double(a[k]) - b[k]) * (double(a[k]) - b[k]);
+    return distance == Distance::kEuclid ? std::sqrt(d2) : dot;
+  };
+  const bool higher = distance != Distance::kEuclid;
+  for (size_t i = 0; i < points.size(); ++i) {
+    std::vector<ClientHit> all;
+    for (size_t j = 0; j < points.size(); ++j)
+      if (j != i) all.push_back({points[j].first, score(points[i].second, points[j].second), ""});
+    std::stable_sort(all.begin(), all.end(),
+                     [&](const ClientHit& x, const ClientHit& y) { return higher ? x.score > y.score : x.score < y.score; });
+    if (all.size() > limit) all.resize(limit);
+    rows.push_back({points[i].first, std::move(all)});
+  }
+  return rows;
 }
 
 }  // namespace moeedb

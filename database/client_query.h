@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,5 +88,32 @@ struct ClientHit {
 // The query's hits, best first, past `offset` (at most search.spec.k -
 // offset of them). InvalidArgument for a query this collection cannot run.
 Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c, const ClientQuery& q);
+
+// Groups (Qdrant's query groups): the query's hits over every point (up to
+// kMaxSearchK), grouped by each string, integer or boolean value at a
+// payload key (index/metadata_filter.h's PayloadKey; a point with several
+// values joins each group), groups in the order of their best hit, each
+// keeping its `group_size` best hits; the first `limit` groups.
+struct GroupSpec {
+  std::string key;
+  size_t group_size = 3;
+  size_t limit = 10;
+};
+struct ClientGroup {
+  nlohmann::json value;
+  std::vector<ClientHit> hits;
+};
+Result<std::vector<ClientGroup>> RunGroupedQuery(Database* db, VectorCollection* c, ClientQuery q, const GroupSpec& groups);
+
+// A distance matrix (Qdrant's search matrix): `sample` points of those the
+// filter keeps that have vector `use` (all of them when there are no more;
+// a random choice otherwise), in id order, and for each its `limit`
+// nearest among the others, scored as a search by its vector scores them.
+struct MatrixRow {
+  std::string id;
+  std::vector<ClientHit> nearest;
+};
+Result<std::vector<MatrixRow>> DistanceMatrix(Database* db, VectorCollection* c, const SearchSpec& filter,
+                                              const std::string& use, size_t sample, size_t limit);
 
 }  // namespace moeedb

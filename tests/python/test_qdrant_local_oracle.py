@@ -367,3 +367,45 @@ def test_the_collections_api_facets_and_orders_as_qdrants_port(both, collection_
     for body in ({"key": "a[x]"}, {"key": "n", "limit": -1}, {"key": "n", "colour": 1}):
         r = api(server, "POST", f"/collections/{collection_name}/facet", body)
         assert r.status_code == 400 and "error" in r.json(), r.text
+
+
+def test_groups_and_the_distance_matrix_agree_with_local_mode(both, collection_name: str) -> None:
+    local, remote, pts = both
+    rng = random.Random(9)
+    lookup = collection_name + "_cities"
+    for c in (local, remote):  # group ids looked up as another collection's points
+        c.create_collection(lookup, vectors_config={})
+        c.upsert(lookup, points=[models.PointStruct(id=i, vector={}, payload={"rating": i}) for i in range(1, 6)], wait=True)
+    for name, params in VECTORS.items():
+        q = [rng.uniform(-1, 1) for _ in range(params.size)]
+        for group_by, size, limit in (("word", 2, 4), ("tags", 3, 10), ("visits[].rating", 1, 3)):
+            kwargs = dict(query=q, using=name, group_by=group_by, group_size=size, limit=limit, with_payload=["n"])
+            if group_by.startswith("visits"):
+                kwargs["with_lookup"] = models.WithLookup(collection=lookup, with_payload=True)
+            want = local.query_points_groups(collection_name, **kwargs).groups
+            got = remote.query_points_groups(collection_name, **kwargs).groups
+            if group_by == "tags":  # a point with several tags opens their groups in Python's set order
+                got, want = sorted(got, key=lambda g: g.id), sorted(want, key=lambda g: g.id)
+            assert [g.id for g in got] == [g.id for g in want], (name, group_by)
+            for g, w in zip(got, want):
+                assert [(h.id, h.payload) for h in g.hits] == [(h.id, h.payload) for h in w.hits], (name, group_by, g.id)
+                assert all(math.isclose(a.score, b.score, rel_tol=1e-4, abs_tol=1e-5) for a, b in zip(g.hits, w.hits))
+                if "with_lookup" in kwargs:
+                    assert (g.lookup.payload if g.lookup else None) == (w.lookup.payload if w.lookup else None)
+        # Integer ids of points with the vector only: local mode sorts the sample by id (which fails
+        # on mixed ids) and reads the vector of every point sampled (which fails on one without it).
+        integers = models.HasIdCondition(has_id=[p.id for p in pts if isinstance(p.id, int) and name in p.vector])
+        flt = models.Filter(must=[integers, field("word", match=models.MatchAny(any=["cat", "dog"]))])
+        have = sum(1 for p in pts if name in p.vector)
+        want = local.search_matrix_offsets(collection_name, sample=have, limit=3, using=name, query_filter=flt)
+        got = remote.search_matrix_offsets(collection_name, sample=have, limit=3, using=name, query_filter=flt)
+        assert len(got.ids) > 5
+        assert got.ids == want.ids and got.offsets_row == want.offsets_row and got.offsets_col == want.offsets_col, name
+        assert all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5) for a, b in zip(got.scores, want.scores))
+        only = models.Filter(must=[integers])
+        pairs = remote.search_matrix_pairs(collection_name, sample=have, limit=2, using=name, query_filter=only).pairs
+        want_pairs = local.search_matrix_pairs(collection_name, sample=have, limit=2, using=name, query_filter=only).pairs
+        assert [(p.a, p.b) for p in pairs] == [(p.a, p.b) for p in want_pairs]
+        # A smaller sample: that many points, each with its nearest among them.
+        small = remote.search_matrix_offsets(collection_name, sample=5, limit=2, using=name)
+        assert len(small.ids) == 5 and len(small.scores) == 10 and set(small.offsets_col) <= set(range(5))

@@ -12,6 +12,7 @@
 // {"formula"} over $score[i].
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "plugin/server/protocols/qdrant_router.h"
@@ -182,17 +183,20 @@ Result<ClientSearch> QdrantRouter::SearchOf(VectorCollection* c, QueryCache* cac
   return s;
 }
 
-Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency) {
+Result<QdrantRouter::ParsedQuery> QdrantRouter::ParseQuery(VectorCollection* c, const json& j, QueryCache* cache,
+                                                         ReadConsistency consistency) {
   MOEEDB_RETURN_IF_ERROR(RefuseUnknown(j, {"query", "prefetch", "using", "filter", "limit", "offset", "with_payload", "with_vector",
                                            "score_threshold", "params", "lookup_from", "shard_key", "consistency", "timeout"},
                                        "a query"));
-  ClientQuery q;
+  ParsedQuery parsed;
+  ClientQuery& q = parsed.query;
   MOEEDB_ASSIGN_OR_RETURN(q.offset, qdrant::Count(j, "offset", 0, kMaxSearchK));
   if (j.contains("score_threshold") && !j["score_threshold"].is_null()) {
     if (!j["score_threshold"].is_number()) return Bad("'score_threshold' must be a number");
     q.score_threshold = j["score_threshold"].get<double>();
   }
-  MOEEDB_ASSIGN_OR_RETURN(PayloadSelector payload, PayloadSelector::Parse(j.value("with_payload", json(false)), false));
+  MOEEDB_ASSIGN_OR_RETURN(parsed.payload, PayloadSelector::Parse(j.value("with_payload", json(false)), false));
+  MOEEDB_ASSIGN_OR_RETURN(parsed.vectors, VectorSelector::Parse(j.value("with_vector", json(false))));
   std::vector<std::string> mentioned;  // points given by id as examples: left out of the answer
   MOEEDB_ASSIGN_OR_RETURN(const json query, ResolveIds(c, j, j.contains("query") ? j["query"] : json(nullptr), &mentioned));
   const bool by_examples = query.is_object() && (query.contains("recommend") || query.contains("discover") || query.contains("context"));
@@ -256,12 +260,135 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
   }
   q.search.spec.consistency = consistency;
   for (auto& p : q.prefetches) p.spec.consistency = consistency;
-  MOEEDB_ASSIGN_OR_RETURN(auto hits, RunClientQuery(&core_->db(), c, q));
+  return parsed;
+}
+
+Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency) {
+  MOEEDB_ASSIGN_OR_RETURN(ParsedQuery parsed, ParseQuery(c, j, cache, consistency));
+  MOEEDB_ASSIGN_OR_RETURN(auto hits, RunClientQuery(&core_->db(), c, parsed.query));
   json points = json::array();
-  MOEEDB_ASSIGN_OR_RETURN(VectorSelector vectors, VectorSelector::Parse(j.value("with_vector", json(false))));
-  for (const auto& h : hits) points.push_back(PointJson(c, h.id, h.score, h.metadata_json, payload, vectors, true));
+  for (const auto& h : hits)
+    points.push_back(PointJson(c, h.id, h.score, h.metadata_json, parsed.payload, parsed.vectors, true));
   return points;
 }
+
+HttpResponse QdrantRouter::QueryGroups(const Call& call) {
+  json j = call.body;
+  if (!j.is_object() || !j.contains("group_by") || !j["group_by"].is_string())
+    return QdrantError(400, "Bad request: 'group_by' must be a payload key");
+  GroupSpec groups;
+  groups.key = j["group_by"].get<std::string>();
+  auto size = qdrant::Count(j, "group_size", 3, kMaxSearchK);
+  auto limit = qdrant::Count(j, "limit", 10, kMaxSearchK);
+  if (!size.ok()) return FromStatus(size.status());
+  if (!limit.ok()) return FromStatus(limit.status());
+  groups.group_size = *size;
+  groups.limit = *limit;
+  // with_lookup: each group's id as a point id of another collection, read from it.
+  json lookup = j.contains("with_lookup") ? j["with_lookup"] : json(nullptr);
+  for (const char* k : {"group_by", "group_size", "limit", "with_lookup"}) j.erase(k);
+  std::string lookup_name;
+  json lookup_payload = true, lookup_vectors = false;
+  if (lookup.is_string()) {
+    lookup_name = lookup.get<std::string>();
+  } else if (lookup.is_object() && lookup.contains("collection") && lookup["collection"].is_string()) {
+    lookup_name = lookup["collection"].get<std::string>();
+    if (lookup.contains("with_payload") && !lookup["with_payload"].is_null()) lookup_payload = lookup["with_payload"];
+    if (lookup.contains("with_vectors") && !lookup["with_vectors"].is_null()) lookup_vectors = lookup["with_vectors"];
+  } else if (!lookup.is_null()) {
+    return QdrantError(400, "Bad request: 'with_lookup' is a collection name or {\"collection\", \"with_payload\", \"with_vectors\"}");
+  }
+  auto consistency = Consistency(call);
+  if (!consistency.ok()) return FromStatus(consistency.status());
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  QueryCache cache;
+  auto parsed = ParseQuery(c->get(), j, &cache, *consistency);
+  if (!parsed.ok()) return FromStatus(parsed.status());
+  auto result = RunGroupedQuery(&core_->db(), c->get(), parsed->query, groups);
+  if (!result.ok()) return FromStatus(result.status());
+  std::shared_ptr<VectorCollection> from;
+  PayloadSelector from_payload;
+  VectorSelector from_vectors;
+  if (!lookup_name.empty()) {
+    auto l = core_->OpenCollection(lookup_name);
+    if (!l.ok()) return FromStatus(l.status());
+    from = *l;
+    auto p = PayloadSelector::Parse(lookup_payload, true);
+    auto v = VectorSelector::Parse(lookup_vectors);
+    if (!p.ok()) return FromStatus(p.status());
+    if (!v.ok()) return FromStatus(v.status());
+    from_payload = *p;
+    from_vectors = *v;
+  }
+  json out = json::array();
+  for (const auto& g : *result) {
+    json hits = json::array();
+    for (const auto& h : g.hits)
+      hits.push_back(PointJson(c->get(), h.id, h.score, h.metadata_json, parsed->payload, parsed->vectors, true));
+    json group = {{"id", g.value}, {"hits", hits}};
+    if (from) {
+      group["lookup"] = nullptr;
+      auto id = PointId(g.value);
+      if (id.ok()) {
+        auto d = from->Get(*id);
+        if (!d.ok()) return FromStatus(d.status());
+        if (*d) {
+          json p = PointJson(from.get(), *id, 0, (**d).metadata_json, from_payload, from_vectors, false);
+          p.erase("version");
+          group["lookup"] = std::move(p);
+        }
+      }
+    }
+    out.push_back(std::move(group));
+  }
+  return Ok({{"groups", out}}, call.t0);
+}
+
+HttpResponse QdrantRouter::Matrix(const Call& call, bool pairs) {
+  const json& j = call.body;
+  if (Status s = RefuseUnknown(j, {"filter", "sample", "limit", "using", "shard_key", "consistency", "timeout"}, "a search matrix");
+      !s.ok())
+    return FromStatus(s);
+  auto sample = qdrant::Count(j, "sample", 10, kMaxSearchK);
+  auto limit = qdrant::Count(j, "limit", 3, kMaxSearchK);
+  if (!sample.ok()) return FromStatus(sample.status());
+  if (!limit.ok()) return FromStatus(limit.status());
+  auto use = Using(j);
+  if (!use.ok()) return FromStatus(use.status());
+  SearchSpec filter;
+  auto f = FilterOf(j);
+  if (!f.ok()) return FromStatus(f.status());
+  if (Status s = filter.SetFilter(*f); !s.ok()) return FromStatus(s);
+  auto c = core_->OpenCollection(call.name());
+  if (!c.ok()) return FromStatus(c.status());
+  auto rows = DistanceMatrix(&core_->db(), c->get(), filter, *use, *sample, *limit);
+  if (!rows.ok()) return FromStatus(rows.status());
+  if (pairs) {
+    json out = json::array();
+    for (const auto& r : *rows)
+      for (const auto& h : r.nearest) out.push_back({{"a", QdrantId(r.id)}, {"b", QdrantId(h.id)}, {"score", h.score}});
+    return Ok({{"pairs", out}}, call.t0);
+  }
+  std::map<std::string, size_t> at;
+  json ids = json::array();
+  for (const auto& r : *rows) {
+    at[r.id] = ids.size();
+    ids.push_back(QdrantId(r.id));
+  }
+  json row = json::array(), col = json::array(), scores = json::array();
+  for (size_t i = 0; i < rows->size(); ++i)
+    for (const auto& h : (*rows)[i].nearest) {
+      row.push_back(i);
+      col.push_back(at[h.id]);
+      scores.push_back(h.score);
+    }
+  return Ok({{"offsets_row", row}, {"offsets_col", col}, {"scores", scores}, {"ids", ids}}, call.t0);
+}
+
+HttpResponse QdrantRouter::MatrixPairs(const Call& call) { return Matrix(call, true); }
+HttpResponse QdrantRouter::MatrixOffsets(const Call& call) { return Matrix(call, false); }
+
 
 Result<json> QdrantRouter::RunSearch(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency) {
   MOEEDB_RETURN_IF_ERROR(RefuseUnknown(j, {"vector", "filter", "limit", "offset", "with_payload", "with_vector", "score_threshold",

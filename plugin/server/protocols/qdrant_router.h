@@ -104,6 +104,9 @@ class QdrantRouter final : public ProtocolRouter {
   HttpResponse QueryBatch(const Call& call);
   HttpResponse Search(const Call& call);
   HttpResponse SearchBatch(const Call& call);
+  HttpResponse QueryGroups(const Call& call);
+  HttpResponse MatrixPairs(const Call& call);
+  HttpResponse MatrixOffsets(const Call& call);
 
  private:
   // Query vectors by a Document's text, embedded once per request.
@@ -134,6 +137,15 @@ class QdrantRouter final : public ProtocolRouter {
   Result<ClientSearch> SearchOf(VectorCollection* c, QueryCache* cache, const json& j, const json& query, size_t offset);
   // The payload routes: `kind` of change to the selected points.
   HttpResponse ChangePayload(const Call& call, MetadataChange::Kind kind);
+  // A query request read into a ClientQuery, with what its points answer.
+  struct ParsedQuery {
+    ClientQuery query;
+    PayloadSelector payload;
+    VectorSelector vectors;
+  };
+  Result<ParsedQuery> ParseQuery(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency);
+  // The search matrix as pairs or as offsets.
+  HttpResponse Matrix(const Call& call, bool pairs);
   // A query request's answer (Query and Search share it); `points` the
   // scored points, or an error.
   Result<json> RunQuery(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency);

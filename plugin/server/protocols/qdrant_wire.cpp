@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 
 #include "index/metadata_filter.h"
 
@@ -297,18 +298,69 @@ Result<PayloadSelector> PayloadSelector::Parse(const json& w, bool fallback) {
   return s;
 }
 
+namespace {
+
+// A key path cut where Qdrant compares selector patterns: "a.b[].c" as
+// "a", ".b", "]", ".c" (each '.' starts a part, each '[' ends one).
+std::vector<std::string> PatternParts(const std::string& s) {
+  std::vector<std::string> parts(1);
+  for (char ch : s) {
+    if (ch == '.') parts.emplace_back(".");
+    else if (ch == '[') parts.emplace_back();
+    else parts.back() += ch;
+  }
+  return parts;
+}
+
+// Whether the parts agree as far as both go.
+bool PrefixesAgree(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+// The payload with the keys (paths, "[]" for list elements) `keep` refuses left out, recursively.
+json FilterPayload(const json& v, const std::function<bool(const std::string&)>& keep, const std::string& path) {
+  if (v.is_object()) {
+    json out = json::object();
+    const std::string prefix = path.empty() ? "" : path + ".";
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (keep(prefix + it.key())) out[it.key()] = FilterPayload(it.value(), keep, prefix + it.key());
+    return out;
+  }
+  if (v.is_array()) {
+    json out = json::array();
+    const std::string at = path + "[]";
+    for (const auto& e : v)
+      if (keep(at)) out.push_back(FilterPayload(e, keep, at));
+    return out;
+  }
+  return v;
+}
+
+}  // namespace
+
 json PayloadSelector::Apply(const json& payload) const {
   if (none_) return nullptr;
   if (!payload.is_object()) return json::object();
-  json out = json::object();
-  if (all_) {
-    out = payload;
-    for (const auto& k : exclude_) out.erase(k);
-    return out;
-  }
-  for (const auto& k : include_)
-    if (payload.contains(k)) out[k] = payload[k];
-  return out;
+  if (all_ && exclude_.empty()) return payload;
+  // Qdrant's rules (qdrant-client's local mode): an included pattern keeps
+  // the keys above and below it; an excluded one removes its key and all
+  // below it.
+  return FilterPayload(
+      payload,
+      [&](const std::string& key) {
+        const std::vector<std::string> k = PatternParts(key);
+        if (all_) {
+          for (const auto& p : exclude_)
+            if (p.size() <= key.size() && PrefixesAgree(PatternParts(p), k)) return false;
+          return true;
+        }
+        for (const auto& p : include_)
+          if (PrefixesAgree(PatternParts(p), k)) return true;
+        return false;
+      },
+      "");
 }
 
 // A formula over the prefetches' scores: numbers, "$score" / "$score[i]",
