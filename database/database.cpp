@@ -1,5 +1,6 @@
 #include "database/database.h"
 
+#include "database/document_update.h"
 #include "database/spec/collection_name.h"
 
 #include <filesystem>
@@ -195,7 +196,8 @@ Result<std::vector<Embedding>> Database::EmbedWith(const EmbeddingSetup& setup, 
   return setup.Embed(texts);
 }
 
-Result<WriteResult> Database::Upsert(const std::string& name, std::vector<StoredDocument> docs, bool sync) {
+Result<WriteResult> Database::Upsert(const std::string& name, std::vector<StoredDocument> docs, bool sync,
+                                     const UpsertCondition* condition) {
   MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
   std::vector<std::string> texts;
   std::vector<size_t> which;
@@ -212,6 +214,7 @@ Result<WriteResult> Database::Upsert(const std::string& name, std::vector<Stored
       docs[which[j]].rw = std::move(e[j].rw);
     }
   }
+  if (condition) return UpsertWhere(c.get(), docs, *condition, sync);
   return c->Upsert(docs, sync);
 }
 

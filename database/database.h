@@ -25,6 +25,8 @@
 
 namespace moeedb {
 
+struct UpsertCondition;
+
 // Whose texts an embedding carries: documents follow the caller's length
 // policy; a query may always be truncated.
 enum class EmbedPurpose { kDocuments, kQuery };
@@ -116,8 +118,10 @@ class Database {
   void AddSetup(const EmbeddingSetup* setup);
 
   // Embeds the documents' texts with the collection's setup and stores them
-  // as one atomic write (synced when `sync`): all or nothing.
-  Result<WriteResult> Upsert(const std::string& name, std::vector<StoredDocument> docs, bool sync = true);
+  // as one atomic write (synced when `sync`): all or nothing. With a
+  // `condition`, only the documents it lets through (document_update.h).
+  Result<WriteResult> Upsert(const std::string& name, std::vector<StoredDocument> docs, bool sync = true,
+                             const UpsertCondition* condition = nullptr);
   // Searches `name`; embeds options.text with its setup first unless the
   // mode is lexical (no model runs then).
   Result<std::vector<SearchHit>> Search(const std::string& name, const SearchSpec& options,

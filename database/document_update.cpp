@@ -90,7 +90,7 @@ Result<WriteResult> DeleteDocuments(VectorCollection* c, const ScanSpec& which, 
 }
 
 Result<WriteResult> ChangeDocuments(VectorCollection* c, const ScanSpec& which,
-                                    const std::function<Status(StoredDocument*)>& change, bool sync) {
+                                    const std::function<Result<bool>(StoredDocument*)>& change, bool sync) {
   for (int attempt = 0; attempt < kTries; ++attempt) {
     MOEEDB_ASSIGN_OR_RETURN(std::vector<std::string> ids, SelectedIds(*c, which));
     std::vector<StoredDocument> docs;
@@ -113,7 +113,8 @@ Result<WriteResult> ChangeDocuments(VectorCollection* c, const ScanSpec& which,
         const std::vector<std::string> carried = c->schema().CarriedBy(d->rw);
         if (!MatchesDocument(*which.filter, d->metadata_json, d->id, &carried)) continue;
       }
-      MOEEDB_RETURN_IF_ERROR(change(&d.value()));
+      MOEEDB_ASSIGN_OR_RETURN(const bool changed, change(&d.value()));
+      if (!changed) continue;
       docs.push_back(std::move(d).value());
       expected.push_back(*internal);
     }
@@ -129,23 +130,57 @@ Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, c
   MOEEDB_RETURN_IF_ERROR(change.Validate());
   return ChangeDocuments(
       c, which,
-      [&](StoredDocument* d) {
+      [&](StoredDocument* d) -> Result<bool> {
         const json before = json::parse(d->metadata_json.empty() ? "{}" : d->metadata_json, nullptr, false);
         const json after = change.Apply(before);
         if (d->text == PayloadText(c->schema(), before)) d->text = PayloadText(c->schema(), after);
         d->metadata_json = after.dump();
-        return Status::OK();
+        return true;
       },
       sync);
 }
 
-Result<WriteResult> SetVectors(VectorCollection* c, const std::map<std::string, ClientVector>& vectors, bool sync) {
+Result<WriteResult> UpsertWhere(VectorCollection* c, const std::vector<StoredDocument>& docs, const UpsertCondition& condition,
+                                bool sync) {
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    std::vector<StoredDocument> written;
+    std::vector<uint64_t> expected;  // the internal id each was read under; 0: absent
+    for (const StoredDocument& d : docs) {
+      MOEEDB_ASSIGN_OR_RETURN(std::optional<uint64_t> internal, c->InternalId(d.id));
+      if (!internal) {
+        if (condition.update_only) continue;
+      } else {
+        if (condition.insert_only) continue;
+        if (condition.filter) {
+          auto now = c->GetByInternal(*internal);
+          if (!now.ok() && now.status().code() == Status::Code::kNotFound) continue;  // replaced meanwhile: the write below conflicts
+          if (!now.ok()) return now.status();
+          const std::vector<std::string> carried = c->schema().CarriedBy(now->rw);
+          if (!MatchesDocument(*condition.filter, now->metadata_json, now->id, &carried)) continue;
+        }
+      }
+      written.push_back(d);
+      expected.push_back(internal.value_or(0));
+    }
+    if (written.empty()) return WriteResult{};
+    auto w = c->UpsertIfUnchanged(written, expected, sync);
+    if (w.ok() || w.status().code() != Status::Code::kConflict) return w;
+  }
+  return Status::Unavailable("the points of " + c->name() + " kept changing under other writes: nothing was written; retry");
+}
+
+Result<WriteResult> SetVectors(VectorCollection* c, const std::map<std::string, ClientVector>& vectors, bool sync,
+                               const std::shared_ptr<const MetadataFilter>& only_where) {
   ScanSpec which;
   which.ids = std::vector<std::string>();
   for (const auto& [id, v] : vectors) which.ids->push_back(id);
   return ChangeDocuments(
       c, which,
-      [&](StoredDocument* d) {
+      [&](StoredDocument* d) -> Result<bool> {
+        if (only_where) {
+          const std::vector<std::string> carried = c->schema().CarriedBy(d->rw);
+          if (!MatchesDocument(*only_where, d->metadata_json, d->id, &carried)) return false;  // left as it is
+        }
         const ClientVector& given = vectors.at(d->id);
         ClientVector now = FromStoredVectors(*c, *d);
         if (!given.unnamed.empty()) now.unnamed = given.unnamed;
@@ -155,7 +190,7 @@ Result<WriteResult> SetVectors(VectorCollection* c, const std::map<std::string, 
         StoredDocument changed = *d;
         MOEEDB_RETURN_IF_ERROR(ToStoredVectors(*c, now, &changed));
         *d = std::move(changed);
-        return Status::OK();
+        return true;
       },
       sync);
 }
@@ -168,11 +203,12 @@ Result<WriteResult> RemoveVectors(VectorCollection* c, const ScanSpec& which, co
   for (const std::string& name : names) MOEEDB_RETURN_IF_ERROR(c->schema().Find(name).status());
   return ChangeDocuments(
       c, which,
-      [&](StoredDocument* d) {
+      [&](StoredDocument* d) -> Result<bool> {
         ClientVector now = FromStoredVectors(*c, *d);
         for (const std::string& name : names) (name.empty() ? now.unnamed : now.named[name]).clear();
         for (auto it = now.named.begin(); it != now.named.end();) it = it->second.empty() ? now.named.erase(it) : std::next(it);
-        return ToStoredVectors(*c, now, d);
+        MOEEDB_RETURN_IF_ERROR(ToStoredVectors(*c, now, d));
+        return true;
       },
       sync);
 }

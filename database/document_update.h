@@ -47,10 +47,26 @@ Result<WriteResult> DeleteDocuments(VectorCollection* c, const ScanSpec& which, 
 // Unavailable when other writes kept changing the documents (8 tries).
 Result<WriteResult> ChangeMetadata(VectorCollection* c, const ScanSpec& which, const MetadataChange& change, bool sync);
 
+// Which points of an upsert are written (Qdrant's update_mode and
+// update_filter): a point already stored is skipped under `insert_only`, or
+// when `filter` does not keep its stored version; a new one is skipped
+// under `update_only`.
+struct UpsertCondition {
+  bool insert_only = false, update_only = false;
+  std::shared_ptr<const MetadataFilter> filter;  // nullptr: every stored point may be replaced
+};
+// Writes the points of `docs` (vectors already given) that `condition`
+// lets through, as one write that no other write overtook (each point's
+// state checked as read); nothing to write: an empty result.
+Result<WriteResult> UpsertWhere(VectorCollection* c, const std::vector<StoredDocument>& docs, const UpsertCondition& condition,
+                                bool sync);
+
 // Sets, for each id, the vectors given (by name; the point's other vectors
 // kept), all or nothing: NotFound for an id not stored, InvalidArgument
 // (client_vectors.h) for a vector the collection does not take.
-Result<WriteResult> SetVectors(VectorCollection* c, const std::map<std::string, ClientVector>& vectors, bool sync);
+// `only_where`: a stored point its filter does not keep is left as it is.
+Result<WriteResult> SetVectors(VectorCollection* c, const std::map<std::string, ClientVector>& vectors, bool sync,
+                               const std::shared_ptr<const MetadataFilter>& only_where = nullptr);
 // Removes the named vectors from the points `which` keeps, all or nothing.
 // InvalidArgument for a name not declared, or a collection of the served
 // model's vectors (its points keep both).

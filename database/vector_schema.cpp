@@ -94,10 +94,12 @@ Result<size_t> VectorSchema::Find(const std::string& want) const {
     if (want == rest[i].name) return i + 1;
   std::string have;
   if (kind == VectorKind::kModel) have = "hs and rw";
-  else if (kind == VectorKind::kPlain && size == 0) return Status::InvalidArgument("vector '" + want.substr(0, 80) + "' does not exist; this collection has no vectors");
+  else if (kind == VectorKind::kPlain && size == 0) return Status::InvalidArgument("Not existing vector name error: '" + want.substr(0, 80) + "'; this collection has no vectors");
   else have = "'" + name + "'";
   for (size_t i = 0; i < rest.size(); ++i) have += (i + 1 == rest.size() ? " and '" : ", '") + rest[i].name.substr(0, 80) + "'";
-  return Status::InvalidArgument("vector '" + want.substr(0, 80) + "' does not exist; this collection's vectors are " + have);
+  // Qdrant's words first: its clients match on them.
+  return Status::InvalidArgument("Not existing vector name error: '" + want.substr(0, 80) + "'; this collection's vectors are " +
+                                 have);
 }
 
 std::vector<std::string> VectorSchema::CarriedBy(const std::vector<float>& rw) const {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
 import pytest
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
@@ -43,27 +44,33 @@ def test_info_names_the_server_as_qdrant_and_the_pinned_api_version(server: Serv
     assert info.version == "1.18.0"
 
 
-def test_conditional_upserts_are_refused_and_store_nothing(server: Server, collection_name: str) -> None:
+def test_conditional_upserts_write_only_what_their_condition_lets_through(server: Server, collection_name: str) -> None:
     q = client(server)
     ids = fill(server, q, collection_name)
     before = q.count(collection_name).count
     pid = next(iter(ids))
     point = q.retrieve(collection_name, [pid], with_vectors=True)[0]
     changed = models.PointStruct(id=pid, vector=point.vector, payload={"page_content": "changed"})
+    # update_filter: a stored point is replaced only when the filter keeps its stored version.
     only_if = models.Filter(must=[models.FieldCondition(key="metadata.nope", match=models.MatchValue(value=1))])
-    with pytest.raises(UnexpectedResponse) as refused:
-        q.upsert(collection_name, points=[changed], update_filter=only_if, wait=True)
-    assert refused.value.status_code == 400 and "update_filter" in str(refused.value)
-    new_point = models.PointStruct(id=uuid.uuid4().hex, vector=point.vector, payload={"page_content": "new"})
-    for mode in (models.UpdateMode.INSERT_ONLY, models.UpdateMode.UPDATE_ONLY):
-        with pytest.raises(UnexpectedResponse) as refused:
-            q.upsert(collection_name, points=[changed, new_point], update_mode=mode, wait=True)
-        assert refused.value.status_code == 400 and "update_mode" in str(refused.value)
-    assert q.count(collection_name).count == before
+    q.upsert(collection_name, points=[changed], update_filter=only_if, wait=True)
     assert q.retrieve(collection_name, [pid])[0].payload["page_content"] != "changed"
-    # The default mode, said out loud, is the upsert moeedb does.
-    q.upsert(collection_name, points=[changed], update_mode=models.UpdateMode.UPSERT, wait=True)
+    # insert_only leaves stored points alone and adds new ones; update_only the reverse.
+    new_point = models.PointStruct(id=uuid.uuid4().hex, vector=point.vector, payload={"page_content": "new"})
+    q.upsert(collection_name, points=[changed, new_point], update_mode=models.UpdateMode.INSERT_ONLY, wait=True)
+    assert q.count(collection_name).count == before + 1
+    assert q.retrieve(collection_name, [pid])[0].payload["page_content"] != "changed"
+    other = models.PointStruct(id=uuid.uuid4().hex, vector=point.vector, payload={"page_content": "never"})
+    q.upsert(collection_name, points=[changed, other], update_mode=models.UpdateMode.UPDATE_ONLY, wait=True)
+    assert q.count(collection_name).count == before + 1
     assert q.retrieve(collection_name, [pid])[0].payload["page_content"] == "changed"
+    # A bad mode or filter: 400, nothing written.
+    for body in ({"points": [{"id": 1, "vector": point.vector}], "update_mode": "sometimes"},
+                 {"points": [{"id": 1, "vector": point.vector}], "update_filter": {"must": [{"key": "a[x]", "match": {"value": 1}}]}}):
+        r = httpx.put(f"{server.qdrant}/collections/{collection_name}/points?wait=true", json=body,
+                      headers={"api-key": server.api_key}, timeout=60)
+        assert r.status_code == 400 and "error" in r.json()["status"], r.text
+    assert q.count(collection_name).count == before + 1
 
 
 def test_get_collection_parses_and_reports_real_counts(server: Server, collection_name: str) -> None:

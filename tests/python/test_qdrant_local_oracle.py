@@ -409,3 +409,31 @@ def test_groups_and_the_distance_matrix_agree_with_local_mode(both, collection_n
         # A smaller sample: that many points, each with its nearest among them.
         small = remote.search_matrix_offsets(collection_name, sample=5, limit=2, using=name)
         assert len(small.ids) == 5 and len(small.scores) == 10 and set(small.offsets_col) <= set(range(5))
+
+
+def test_conditional_upserts_write_what_local_mode_writes(both, collection_name: str) -> None:
+    local, remote, pts = both
+    ids = [p.id for p in pts]
+    cats = models.Filter(must=[field("word", match=models.MatchValue(value="cat"))])
+    changed = lambda pid, n: models.PointStruct(id=pid, vector={"code": [float(n), 1.0]}, payload={"n": n, "word": "changed"})
+    for c in (local, remote):
+        c.upsert(collection_name, points=[changed(ids[0], -1), changed(50_000, -2)], update_mode=models.UpdateMode.INSERT_ONLY, wait=True)
+        c.upsert(collection_name, points=[changed(ids[1], -3), changed(50_001, -4)], update_mode=models.UpdateMode.UPDATE_ONLY, wait=True)
+        c.upsert(collection_name, points=[changed(pid, -5) for pid in ids[2:30]], update_filter=cats, wait=True)
+        # The points the filter keeps first: local mode stops at the first point its filter refuses
+        # (Qdrant itself goes on), so the rest come after it.
+        window = sorted(pts[30:60], key=lambda p: p.payload.get("word") != "cat")
+        c.update_vectors(collection_name, points=[models.PointVectors(id=p.id, vector={"code": [9.0, 9.0]}) for p in window],
+                         update_filter=cats, wait=True)
+
+    def everything(c: QdrantClient) -> list[tuple]:
+        out, offset = [], None
+        while True:
+            page, offset = c.scroll(collection_name, limit=50, offset=offset, with_vectors=["code"])
+            out += [(p.id, p.payload, (p.vector or {}).get("code")) for p in page]
+            if offset is None:
+                return out
+
+    got, want = everything(remote), everything(local)
+    assert got == want
+    assert sum(1 for g in got if g[1].get("word") == "changed") > 2  # the filter let some through, not all

@@ -20,6 +20,12 @@ HttpResponse Updated(const Result<WriteResult>& w, const Call& call) {
   return Ok({{"operation_id", w->seq}, {"status", call.wait ? "completed" : "acknowledged"}}, call.t0);
 }
 
+// A request's "update_filter" as a metadata filter.
+Result<std::shared_ptr<const MetadataFilter>> UpdateFilter(const json& j) {
+  MOEEDB_ASSIGN_OR_RETURN(json f, TranslateFilter(j["update_filter"], 0));
+  return MetadataFilter::Parse(f.empty() ? "{}" : f.dump());
+}
+
 }  // namespace
 
 Result<std::string> QdrantRouter::DocumentText(const json& d) const {
@@ -107,13 +113,23 @@ HttpResponse QdrantRouter::Upsert(const Call& call) {
   const json& j = call.body;
   if (Status s = RefuseUnknown(j, {"points", "batch", "shard_key", "update_filter", "update_mode"}, "an upsert"); !s.ok())
     return FromStatus(s);
-  // Conditional upserts are not built: refused, never ignored (an ignored
-  // condition would write points the client meant to leave alone).
-  if (j.contains("update_filter") && !j["update_filter"].is_null())
-    return QdrantError(400, "Bad request: 'update_filter' (a conditional upsert) is not supported by moeedb");
-  if (j.contains("update_mode") && !j["update_mode"].is_null() && j["update_mode"] != "upsert")
-    return QdrantError(400, "Bad request: update_mode '" + j["update_mode"].dump().substr(0, 40) +
-                                "' is not supported by moeedb (only \"upsert\")");
+  // Conditional upserts: update_mode and update_filter (which stored points may be replaced).
+  UpsertCondition condition;
+  bool conditional = false;
+  if (j.contains("update_mode") && !j["update_mode"].is_null()) {
+    const json& m = j["update_mode"];
+    if (m != "upsert" && m != "insert_only" && m != "update_only")
+      return QdrantError(400, "Bad request: 'update_mode' must be \"upsert\", \"insert_only\" or \"update_only\"");
+    condition.insert_only = m == "insert_only";
+    condition.update_only = m == "update_only";
+    conditional = m != "upsert";
+  }
+  if (j.contains("update_filter") && !j["update_filter"].is_null()) {
+    auto f = UpdateFilter(j);
+    if (!f.ok()) return FromStatus(f.status());
+    condition.filter = *f;
+    conditional = true;
+  }
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
   // The batch form {"ids", "vectors", "payloads"} as points; "vectors" a
@@ -176,7 +192,8 @@ HttpResponse QdrantRouter::Upsert(const Call& call) {
     return QdrantError(400, "Bad request: too many points given as Documents in one request (max " +
                                 std::to_string(core_->options().max_documents) + "; each is embedded here)");
   const size_t n = docs.size();
-  auto w = core_->db().Upsert(call.name(), std::move(docs), call.wait);  // Documents embedded with the collection's setup
+  // Documents embedded with the collection's setup.
+  auto w = core_->db().Upsert(call.name(), std::move(docs), call.wait, conditional ? &condition : nullptr);
   if (w.ok()) core_->CountStored(n);
   return Updated(w, call);
 }
@@ -377,8 +394,12 @@ HttpResponse QdrantRouter::Facet(const Call& call) {
 HttpResponse QdrantRouter::UpdateVectors(const Call& call) {
   const json& j = call.body;
   if (Status s = RefuseUnknown(j, {"points", "shard_key", "update_filter"}, "a vectors update"); !s.ok()) return FromStatus(s);
-  if (j.contains("update_filter") && !j["update_filter"].is_null())
-    return QdrantError(400, "Bad request: 'update_filter' (a conditional update) is not supported by moeedb");
+  std::shared_ptr<const MetadataFilter> only_where;
+  if (j.contains("update_filter") && !j["update_filter"].is_null()) {
+    auto f = UpdateFilter(j);
+    if (!f.ok()) return FromStatus(f.status());
+    only_where = *f;
+  }
   if (!j.contains("points") || !j["points"].is_array() || j["points"].empty())
     return QdrantError(400, "Bad request: 'points' must be a non-empty array of {\"id\", \"vector\"}");
   std::map<std::string, ClientVector> vectors;
@@ -396,7 +417,7 @@ HttpResponse QdrantRouter::UpdateVectors(const Call& call) {
   }
   auto c = core_->OpenCollection(call.name());
   if (!c.ok()) return FromStatus(c.status());
-  return Updated(SetVectors(c->get(), vectors, call.wait), call);
+  return Updated(SetVectors(c->get(), vectors, call.wait, only_where), call);
 }
 
 HttpResponse QdrantRouter::DeleteVectors(const Call& call) {

@@ -57,7 +57,11 @@ Result<json> QdrantRouter::ResolveIds(VectorCollection* c, const json& request, 
       vector = l["vector"].get<std::string>();
     }
     if (l["collection"] != c->name()) {
-      MOEEDB_ASSIGN_OR_RETURN(other, core_->OpenCollection(l["collection"].get<std::string>()));
+      const std::string name = l["collection"].get<std::string>();
+      auto opened = core_->OpenCollection(name);
+      if (!opened.ok() && opened.status().code() == Status::Code::kNotFound)
+        return Status::NotFound("Collection `" + name.substr(0, 80) + "` doesn't exist!");
+      MOEEDB_ASSIGN_OR_RETURN(other, std::move(opened));
       from = other.get();
     }
   }
