@@ -17,6 +17,8 @@ namespace moeedb {
 
 using json = nlohmann::json;
 
+bool HigherIsBetterFor(const VectorCollection& c, const ClientQuery& q);
+
 namespace {
 
 // A candidate with both exact cosines (or a plain vector's terms), the score
@@ -71,7 +73,24 @@ Result<std::vector<Candidate>> Mmr(Database* db, VectorCollection* c, const Clie
   return out;
 }
 
+// A prefetch's list: its search, or the answer of its own query (inner),
+// each candidate ranked higher-better.
+Result<std::vector<Candidate>> PrefetchList(Database* db, VectorCollection* c, const ClientSearch& p) {
+  if (!p.inner) return Nearest(db, c, p);
+  ClientQuery inner = *p.inner;
+  inner.search.spec.filter = p.spec.filter;  // the outer filters, already combined into p's
+  inner.search.spec.filter_json = p.spec.filter_json;
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<ClientHit> hits, RunClientQuery(db, c, inner));
+  const bool higher = HigherIsBetterFor(*c, inner);
+  std::vector<Candidate> out;
+  for (const auto& h : hits) out.push_back({h.id, 0, 0, higher ? h.score : -h.score, h.score, h.metadata_json});
+  return out;
+}
+
 Result<std::vector<Candidate>> Prefetched(Database* db, VectorCollection* c, const ClientQuery& q) {
+  if (q.combine == Combine::kFormula)
+    for (const auto& p : q.prefetches)
+      if (p.inner) return Status::InvalidArgument("a formula scores its prefetches' own searches: a prefetch of prefetches has none");
   std::vector<std::vector<Candidate>> lists;
   for (ClientSearch p : q.prefetches) {
     // The request's filter and the prefetch's own, both.
@@ -82,7 +101,7 @@ Result<std::vector<Candidate>> Prefetched(Database* db, VectorCollection* c, con
               : json{{"$and", {json::parse(q.search.spec.filter_json), json::parse(p.spec.filter_json)}}}.dump()));
     if (!p.spec.alpha) p.spec.alpha = q.search.spec.alpha;
     p.spec.exact = p.spec.exact || q.search.spec.exact;
-    MOEEDB_ASSIGN_OR_RETURN(auto hits, Nearest(db, c, p));
+    MOEEDB_ASSIGN_OR_RETURN(auto hits, PrefetchList(db, c, p));
     lists.push_back(std::move(hits));
   }
   std::unordered_map<std::string, size_t> at;
@@ -94,7 +113,8 @@ Result<std::vector<Candidate>> Prefetched(Database* db, VectorCollection* c, con
     std::vector<std::vector<RankedItem>> ranked;
     for (const auto& l : lists) {
       ranked.emplace_back();
-      for (const auto& h : l) ranked.back().push_back({at[h.id], h.rank});
+      // dbsf normalises the scores the client sees (a Euclid list's distances as they are), as Qdrant does.
+      for (const auto& h : l) ranked.back().push_back({at[h.id], q.combine == Combine::kDbsf ? h.shown : h.rank});
     }
     const auto fused = FuseLists(q.combine == Combine::kRrf ? ListFusion::kRrf : ListFusion::kDbsf, ranked, all.size(),
                                  q.rrf_k);
@@ -221,7 +241,65 @@ Result<std::vector<Candidate>> ByExamples(Database* db, VectorCollection* c, con
 
 }  // namespace
 
+// A query without a vector (scroll, order_by, sample) over the points the
+// filter keeps, and with prefetches only over those they found.
+Result<std::vector<ClientHit>> WithoutVector(Database* db, VectorCollection* c, const ClientQuery& q) {
+  ScanSpec scan;
+  scan.filter = q.search.spec.filter;
+  if (!q.prefetches.empty()) {
+    std::set<std::string> found;
+    for (const ClientSearch& p : q.prefetches) {
+      ClientSearch both = p;
+      if (!q.search.spec.filter_json.empty())
+        MOEEDB_RETURN_IF_ERROR(both.spec.SetFilter(
+            p.spec.filter_json.empty()
+                ? q.search.spec.filter_json
+                : json{{"$and", {json::parse(q.search.spec.filter_json), json::parse(p.spec.filter_json)}}}.dump()));
+      MOEEDB_ASSIGN_OR_RETURN(auto hits, PrefetchList(db, c, both));
+      for (const auto& h : hits) found.insert(h.id);
+    }
+    std::vector<std::string> ids(found.begin(), found.end());
+    std::sort(ids.begin(), ids.end(), [](const std::string& a, const std::string& b) { return IdOrderKey(a) < IdOrderKey(b); });
+    scan.ids = std::move(ids);
+  }
+  const size_t want = q.search.spec.k;  // limit + offset
+  std::vector<ClientHit> out;
+  if (q.order_by) {
+    MOEEDB_ASSIGN_OR_RETURN(auto ordered, ScanOrdered(*c, scan, *q.order_by, want));
+    for (auto& o : ordered) out.push_back({o.doc.id, 1.0, o.doc.metadata_json, o.value});
+  } else {
+    if (!q.sample) scan.limit = want;
+    MOEEDB_ASSIGN_OR_RETURN(ScanPage page, Scan(*c, scan));
+    if (q.sample) {
+      // A random choice of limit points (the offset does not shrink it, as in Qdrant).
+      std::mt19937_64 rng(std::random_device{}());
+      std::shuffle(page.documents.begin(), page.documents.end(), rng);
+      if (page.documents.size() > want - std::min(want, q.offset)) page.documents.resize(want - std::min(want, q.offset));
+      for (auto& d : page.documents) out.push_back({d.id, 1.0, d.metadata_json, nullptr});
+      return out;
+    }
+    for (auto& d : page.documents) out.push_back({d.id, 1.0, d.metadata_json, nullptr});
+  }
+  out.erase(out.begin(), out.begin() + std::min(out.size(), q.offset));
+  return out;
+}
+
+// Whether the query's client scores are higher-better.
+bool HigherIsBetterFor(const VectorCollection& c, const ClientQuery& q) {
+  if (q.combine == Combine::kRrf || q.combine == Combine::kDbsf || q.combine == Combine::kFormula) return true;
+  if (q.scroll || q.order_by || q.sample) return true;
+  if (q.examples) {
+    // Example scores are higher-better; the average vector's follow its distance.
+    auto slot = c.schema().Find(q.examples->use);
+    const auto declared = c.schema().Vectors(0);
+    return q.examples->kind != ExampleQuery::Kind::kAverage || !slot.ok() || *slot >= declared.size() ||
+           c.schema().kind != VectorKind::kPlain || declared[*slot].distance != Distance::kEuclid;
+  }
+  return HigherIsBetter(c, q.search.query);
+}
+
 Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c, const ClientQuery& q) {
+  if (q.scroll || q.order_by || q.sample) return WithoutVector(db, c, q);
   std::vector<Candidate> ranked;
   if (!q.prefetches.empty()) {
     MOEEDB_ASSIGN_OR_RETURN(ranked, Prefetched(db, c, q));
@@ -233,21 +311,13 @@ Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c,
     MOEEDB_ASSIGN_OR_RETURN(ranked, Nearest(db, c, q.search));
   }
   // A fusion's or formula's score is higher-better; a search's follows its distance.
-  bool higher = q.combine == Combine::kRrf || q.combine == Combine::kDbsf || q.combine == Combine::kFormula ||
-                HigherIsBetter(*c, q.search.query);
-  if (q.examples) {
-    // Example scores are higher-better; the average vector's follow its distance.
-    auto slot = c->schema().Find(q.examples->use);
-    const auto declared = c->schema().Vectors(0);
-    higher = q.examples->kind != ExampleQuery::Kind::kAverage || !slot.ok() || *slot >= declared.size() ||
-             c->schema().kind != VectorKind::kPlain || declared[*slot].distance != Distance::kEuclid;
-  }
+  const bool higher = HigherIsBetterFor(*c, q);
   const size_t limit = q.search.spec.k - std::min(q.search.spec.k, q.offset);
   std::vector<ClientHit> out;
   for (size_t i = q.offset; i < ranked.size() && out.size() < limit; ++i) {
     const Candidate& x = ranked[i];
     if (q.score_threshold && (higher ? x.shown < *q.score_threshold : x.shown > *q.score_threshold)) continue;
-    out.push_back({x.id, x.shown, x.metadata_json});
+    out.push_back({x.id, x.shown, x.metadata_json, nullptr});
   }
   return out;
 }
@@ -315,7 +385,7 @@ Result<std::vector<MatrixRow>> DistanceMatrix(Database* db, VectorCollection* c,
   for (size_t i = 0; i < points.size(); ++i) {
     std::vector<ClientHit> all;
     for (size_t j = 0; j < points.size(); ++j)
-      if (j != i) all.push_back({points[j].first, score(points[i].second, points[j].second), ""});
+      if (j != i) all.push_back({points[j].first, score(points[i].second, points[j].second), "", nullptr});
     std::stable_sort(all.begin(), all.end(),
                      [&](const ClientHit& x, const ClientHit& y) { return higher ? x.score > y.score : x.score < y.score; });
     if (all.size() > limit) all.resize(limit);

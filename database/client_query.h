@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 
 #include "base/status.h"
 #include "database/client_vectors.h"
+#include "database/payload_order.h"
 #include "database/score_formula.h"
 #include "database/spec/search_spec.h"
 
@@ -33,9 +35,14 @@ class Database;
 
 // One nearest-neighbour search by a client's vector: the vector, and the
 // spec's k, filter, alpha and exact.
+struct ClientQuery;
+
 struct ClientSearch {
   VectorQuery query;
   SearchSpec spec;
+  // A prefetch with prefetches of its own: its list is this query's answer
+  // (up to spec.k), not a search by `query`.
+  std::shared_ptr<const ClientQuery> inner;
 };
 
 struct MmrSpec {
@@ -75,6 +82,12 @@ struct ClientQuery {
   ScoreFormula formula;
   std::optional<MmrSpec> mmr;            // without prefetches
   std::optional<ExampleQuery> examples;  // without prefetches: search's vector unused
+  // No vector at all: the points (the prefetched ones, with prefetches) in
+  // id order (`scroll`), ordered by a payload field (`order_by`, each with
+  // its order value), or a random choice of them (`sample`), each scored 1.
+  bool scroll = false;
+  std::optional<OrderBySpec> order_by;
+  bool sample = false;
   std::optional<double> score_threshold;
   size_t offset = 0;
 };
@@ -83,6 +96,7 @@ struct ClientHit {
   std::string id;
   double score = 0;  // what the client sees
   std::string metadata_json;
+  nlohmann::json order_value;  // order_by: the value ordered by (else null)
 };
 
 // The query's hits, best first, past `offset` (at most search.spec.k -

@@ -81,11 +81,15 @@ std::vector<double> FuseLists(ListFusion kind, const std::vector<std::vector<Ran
       continue;
     }
     if (list.empty()) continue;
+    if (list.size() == 1) {
+      fused[list[0].key] += 0.5;
+      continue;
+    }
     double mean = 0, var = 0;
     for (const auto& x : list) mean += x.score;
     mean /= list.size();
     for (const auto& x : list) var += (x.score - mean) * (x.score - mean);
-    const double sd = std::sqrt(var / list.size());
+    const double sd = std::sqrt(var / (list.size() - 1));  // the sample deviation, as Qdrant's
     const double lo = mean - 3 * sd, hi = mean + 3 * sd;
     for (const auto& x : list) fused[x.key] += hi > lo ? (x.score - lo) / (hi - lo) : 0.5;
   }

@@ -64,12 +64,14 @@ struct FusedCandidate {
 void Fuse(const FusionOptions& options, std::vector<FusedCandidate>* candidates);
 
 // Fusion of ranked lists (each its own search's candidates, best first, with
-// its scores, higher better), as Qdrant fuses a query's prefetches:
+// its scores: rrf reads only the order, dbsf the scores as given), as
+// Qdrant fuses a query's prefetches:
 //   rrf:  sum over the lists holding a candidate of 1 / (k + position), the
 //         position counted from 0 (Qdrant's k defaults to 2);
 //   dbsf: distribution-based score fusion: each list's scores mapped onto
-//         [0, 1] by its mean -+ 3 standard deviations (0.5 when they are all
-//         equal), summed over the lists holding the candidate.
+//         [0, 1] by its mean -+ 3 sample standard deviations (n - 1; 0.5 when
+//         they are all equal or the list has one), summed over the lists
+//         holding the candidate.
 enum class ListFusion { kRrf, kDbsf };
 inline constexpr EnumTable<ListFusion, 2> kListFusions{"fusion", {{{ListFusion::kRrf, "rrf"}, {ListFusion::kDbsf, "dbsf"}}}};
 inline constexpr int kDefaultListRrfK = 2;

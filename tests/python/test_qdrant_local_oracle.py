@@ -437,3 +437,33 @@ def test_conditional_upserts_write_what_local_mode_writes(both, collection_name:
     got, want = everything(remote), everything(local)
     assert got == want
     assert sum(1 for g in got if g[1].get("word") == "changed") > 2  # the filter let some through, not all
+
+
+def test_fusions_nested_prefetches_and_vectorless_queries_agree_with_local_mode(both, collection_name: str) -> None:
+    local, remote, pts = both
+    rng = random.Random(13)
+    q = {name: [rng.uniform(-1, 1) for _ in range(p.size)] for name, p in VECTORS.items()}
+    prefetch = [models.Prefetch(query=q["text"], using="text", limit=30), models.Prefetch(query=q["code"], using="code", limit=30)]
+    nested = [models.Prefetch(prefetch=prefetch, query=models.FusionQuery(fusion=models.Fusion.RRF), limit=25),
+              models.Prefetch(query=q["image"], using="image", limit=20)]
+    cases = [
+        dict(prefetch=prefetch, query=models.FusionQuery(fusion=models.Fusion.RRF)),
+        dict(prefetch=prefetch, query=models.FusionQuery(fusion=models.Fusion.DBSF)),
+        dict(prefetch=nested, query=models.FusionQuery(fusion=models.Fusion.DBSF)),
+        dict(prefetch=[models.Prefetch(prefetch=prefetch, query=q["image"], using="image", limit=10)], query=q["text"], using="text"),
+        dict(prefetch=prefetch, query=models.OrderByQuery(order_by=models.OrderBy(key="n", direction=models.Direction.DESC))),
+        dict(query=models.OrderByQuery(order_by="n"), query_filter=filters([])[0]),
+        dict(query=None, offset=5),
+    ]
+    for case in cases:
+        want = local.query_points(collection_name, limit=12, **case).points
+        got = remote.query_points(collection_name, limit=12, **case).points
+        assert [p.id for p in got] == [p.id for p in want], case
+        for g, w in zip(got, want):
+            assert math.isclose(g.score, w.score, rel_tol=1e-4, abs_tol=1e-5), (case, g.id, g.score, w.score)
+            assert g.order_value == w.order_value
+    # A random sample: that many distinct points the filter keeps.
+    flt = filters([])[7]
+    kept = {p.id for p in local.query_points(collection_name, query_filter=flt, limit=len(pts)).points}
+    sample = remote.query_points(collection_name, query=models.SampleQuery(sample=models.Sample.RANDOM), query_filter=flt, limit=5).points
+    assert len({p.id for p in sample}) == 5 and {p.id for p in sample} <= kept

@@ -187,6 +187,66 @@ Result<ClientSearch> QdrantRouter::SearchOf(VectorCollection* c, QueryCache* cac
   return s;
 }
 
+Status QdrantRouter::ParsePrefetches(VectorCollection* c, QueryCache* cache, const std::vector<json>& prefetches,
+                                     const json& query, bool vectorless, ClientQuery* q) {
+  for (const auto& p : prefetches) {
+    if (!p.is_object()) return Bad("a prefetch must be an object");
+    MOEEDB_RETURN_IF_ERROR(RefuseUnknown(
+        p, {"query", "using", "limit", "filter", "params", "score_threshold", "lookup_from", "prefetch"}, "a prefetch"));
+    std::vector<std::string> prefetch_mentioned;
+    MOEEDB_ASSIGN_OR_RETURN(const json pq, ResolveIds(c, p, p.contains("query") ? p["query"] : json(nullptr), &prefetch_mentioned));
+    std::vector<json> inner;
+    if (p.contains("prefetch") && !p["prefetch"].is_null()) {
+      if (p["prefetch"].is_array()) for (const auto& x : p["prefetch"]) inner.push_back(x);
+      else inner.push_back(p["prefetch"]);
+    }
+    if (inner.empty()) {
+      if (pq.is_null()) return Bad("a prefetch needs a 'query' (a vector or a Document) or prefetches of its own");
+      MOEEDB_ASSIGN_OR_RETURN(ClientSearch s, SearchOf(c, cache, p, pq, 0));
+      MOEEDB_RETURN_IF_ERROR(LeaveOut(prefetch_mentioned, &s.spec));
+      q->prefetches.push_back(std::move(s));
+      continue;
+    }
+    // A prefetch of prefetches: a query of its own, whose answer (up to its limit) is this list.
+    const bool combines = pq.is_object() && (pq.contains("fusion") || pq.contains("rrf") || pq.contains("formula"));
+    const bool none = pq.is_null() || (pq.is_object() && (pq.contains("order_by") || pq.contains("sample")));
+    auto sub = std::make_shared<ClientQuery>();
+    MOEEDB_ASSIGN_OR_RETURN(sub->search, SearchOf(c, cache, p, combines || none ? json(nullptr) : pq, 0));
+    MOEEDB_RETURN_IF_ERROR(LeaveOut(prefetch_mentioned, &sub->search.spec));
+    if (pq.is_object() && pq.contains("order_by")) { MOEEDB_ASSIGN_OR_RETURN(sub->order_by, OrderBySpecFromJson(pq["order_by"])); }
+    if (pq.is_object() && pq.contains("sample")) sub->sample = true;
+    MOEEDB_RETURN_IF_ERROR(ParsePrefetches(c, cache, inner, pq, none, sub.get()));
+    ClientSearch s;
+    s.spec = sub->search.spec;
+    s.query = sub->search.query;
+    s.inner = std::move(sub);
+    q->prefetches.push_back(std::move(s));
+  }
+  if (query.is_object() && (query.contains("fusion") || query.contains("rrf"))) {
+    if (query.contains("rrf")) {
+      const json& r = query["rrf"];
+      if (!r.is_object() || (r.contains("k") && (!r["k"].is_number_integer() || r["k"].get<int64_t>() < 1)))
+        return Bad("'rrf' is {\"k\": a positive integer}");
+      q->combine = Combine::kRrf;
+      q->rrf_k = static_cast<int>(std::min<int64_t>(r.value("k", int64_t{2}), kMaxRrfK));
+    } else {
+      auto kind = kListFusions.Parse(query["fusion"].is_string() ? query["fusion"].get<std::string>() : "");
+      if (!kind.ok()) return Bad("'fusion' must be \"rrf\" or \"dbsf\"");
+      q->combine = *kind == ListFusion::kRrf ? Combine::kRrf : Combine::kDbsf;
+    }
+  } else if (query.is_object() && query.contains("formula")) {
+    q->combine = Combine::kFormula;
+    MOEEDB_ASSIGN_OR_RETURN(q->formula, ParseFormula(query["formula"]));
+  } else if (vectorless && !query.is_null()) {
+    // the prefetched points ordered or sampled (ClientQuery)
+  } else if (!query.is_null()) {
+    q->combine = Combine::kRescore;  // the prefetched candidates ranked by this query's vector
+  } else {
+    return Bad("with prefetch, 'query' is a fusion, a formula, a vector, a Document, order_by or sample");
+  }
+  return Status::OK();
+}
+
 Result<QdrantRouter::ParsedQuery> QdrantRouter::ParseQuery(VectorCollection* c, const json& j, QueryCache* cache,
                                                          ReadConsistency consistency) {
   MOEEDB_RETURN_IF_ERROR(RefuseUnknown(j, {"query", "prefetch", "using", "filter", "limit", "offset", "with_payload", "with_vector",
@@ -205,13 +265,25 @@ Result<QdrantRouter::ParsedQuery> QdrantRouter::ParseQuery(VectorCollection* c, 
   MOEEDB_ASSIGN_OR_RETURN(const json query, ResolveIds(c, j, j.contains("query") ? j["query"] : json(nullptr), &mentioned));
   const bool by_examples = query.is_object() && (query.contains("recommend") || query.contains("discover") || query.contains("context"));
   const bool combines = query.is_object() && (query.contains("fusion") || query.contains("rrf") || query.contains("formula"));
+  // No vector: points in id order, by a payload field, or at random.
+  const bool vectorless = query.is_null() || (query.is_object() && (query.contains("order_by") || query.contains("sample")));
   std::vector<json> prefetches;
   if (j.contains("prefetch") && !j["prefetch"].is_null()) {
     if (j["prefetch"].is_array()) for (const auto& p : j["prefetch"]) prefetches.push_back(p);
     else prefetches.push_back(j["prefetch"]);
   }
-  if (prefetches.empty() && (query.is_null() || combines)) return Bad("give a 'query' (a vector or a Document)");
-  MOEEDB_ASSIGN_OR_RETURN(q.search, SearchOf(c, cache, j, combines || by_examples ? json(nullptr) : query, q.offset));
+  if (prefetches.empty() && combines) return Bad("a fusion or a formula combines prefetches: give 'prefetch'");
+  MOEEDB_ASSIGN_OR_RETURN(q.search, SearchOf(c, cache, j, combines || by_examples || vectorless ? json(nullptr) : query, q.offset));
+  if (vectorless) {
+    if (query.is_object() && query.contains("order_by")) {
+      MOEEDB_ASSIGN_OR_RETURN(q.order_by, OrderBySpecFromJson(query["order_by"]));
+    } else if (query.is_object() && query.contains("sample")) {
+      if (query["sample"] != "random") return Bad("'sample' must be \"random\"");
+      q.sample = true;
+    } else {
+      q.scroll = true;
+    }
+  }
   MOEEDB_RETURN_IF_ERROR(LeaveOut(mentioned, &q.search.spec));
   if (by_examples) {
     if (!prefetches.empty()) return Bad("recommend, discover and context queries take no prefetch in moeedb");
@@ -230,37 +302,7 @@ Result<QdrantRouter::ParsedQuery> QdrantRouter::ParseQuery(VectorCollection* c, 
       q.mmr = mmr;
     }
   } else {
-    for (const auto& p : prefetches) {
-      if (!p.is_object()) return Bad("a prefetch must be an object");
-      MOEEDB_RETURN_IF_ERROR(
-          RefuseUnknown(p, {"query", "using", "limit", "filter", "params", "score_threshold", "lookup_from"}, "a prefetch"));
-      if (!p.contains("query")) return Bad("a prefetch needs a 'query' (a vector or a Document)");
-      std::vector<std::string> prefetch_mentioned;
-      MOEEDB_ASSIGN_OR_RETURN(const json pq, ResolveIds(c, p, p["query"], &prefetch_mentioned));
-      MOEEDB_ASSIGN_OR_RETURN(ClientSearch s, SearchOf(c, cache, p, pq, 0));
-      MOEEDB_RETURN_IF_ERROR(LeaveOut(prefetch_mentioned, &s.spec));
-      q.prefetches.push_back(std::move(s));
-    }
-    if (query.is_object() && (query.contains("fusion") || query.contains("rrf"))) {
-      if (query.contains("rrf")) {
-        const json& r = query["rrf"];
-        if (!r.is_object() || (r.contains("k") && (!r["k"].is_number_integer() || r["k"].get<int64_t>() < 1)))
-          return Bad("'rrf' is {\"k\": a positive integer}");
-        q.combine = Combine::kRrf;
-        q.rrf_k = static_cast<int>(std::min<int64_t>(r.value("k", int64_t{2}), kMaxRrfK));
-      } else {
-        auto kind = kListFusions.Parse(query["fusion"].is_string() ? query["fusion"].get<std::string>() : "");
-        if (!kind.ok()) return Bad("'fusion' must be \"rrf\" or \"dbsf\"");
-        q.combine = *kind == ListFusion::kRrf ? Combine::kRrf : Combine::kDbsf;
-      }
-    } else if (query.is_object() && query.contains("formula")) {
-      q.combine = Combine::kFormula;
-      MOEEDB_ASSIGN_OR_RETURN(q.formula, ParseFormula(query["formula"]));
-    } else if (!query.is_null()) {
-      q.combine = Combine::kRescore;  // the prefetched candidates ranked by this query's vector
-    } else {
-      return Bad("with prefetch, 'query' is a fusion, a formula, a vector or a Document");
-    }
+    MOEEDB_RETURN_IF_ERROR(ParsePrefetches(c, cache, prefetches, query, vectorless, &q));
   }
   q.search.spec.consistency = consistency;
   for (auto& p : q.prefetches) p.spec.consistency = consistency;
@@ -271,8 +313,10 @@ Result<json> QdrantRouter::RunQuery(VectorCollection* c, const json& j, QueryCac
   MOEEDB_ASSIGN_OR_RETURN(ParsedQuery parsed, ParseQuery(c, j, cache, consistency));
   MOEEDB_ASSIGN_OR_RETURN(auto hits, RunClientQuery(&core_->db(), c, parsed.query));
   json points = json::array();
-  for (const auto& h : hits)
+  for (const auto& h : hits) {
     points.push_back(PointJson(c, h.id, h.score, h.metadata_json, parsed.payload, parsed.vectors, true));
+    if (!h.order_value.is_null()) points.back()["order_value"] = h.order_value;
+  }
   return points;
 }
 

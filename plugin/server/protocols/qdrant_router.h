@@ -144,6 +144,10 @@ class QdrantRouter final : public ProtocolRouter {
     VectorSelector vectors;
   };
   Result<ParsedQuery> ParseQuery(VectorCollection* c, const json& j, QueryCache* cache, ReadConsistency consistency);
+  // A query's prefetches (each a search, or a query of its own when it has
+  // prefetches) and how `query` combines them, into `q`.
+  Status ParsePrefetches(VectorCollection* c, QueryCache* cache, const std::vector<json>& prefetches, const json& query,
+                         bool vectorless, ClientQuery* q);
   // The search matrix as pairs or as offsets.
   HttpResponse Matrix(const Call& call, bool pairs);
   // A query request's answer (Query and Search share it); `points` the
