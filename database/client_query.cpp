@@ -76,7 +76,17 @@ Result<std::vector<Candidate>> Mmr(Database* db, VectorCollection* c, const Clie
 // A prefetch's list: its search, or the answer of its own query (inner),
 // each candidate ranked higher-better.
 Result<std::vector<Candidate>> PrefetchList(Database* db, VectorCollection* c, const ClientSearch& p) {
-  if (!p.inner) return Nearest(db, c, p);
+  if (!p.inner) {
+    MOEEDB_ASSIGN_OR_RETURN(auto hits, Nearest(db, c, p));
+    if (p.score_threshold) {
+      const bool higher = HigherIsBetter(*c, p.query);
+      const double t = *p.score_threshold;
+      hits.erase(std::remove_if(hits.begin(), hits.end(),
+                                [&](const Candidate& x) { return higher ? x.shown < t : x.shown > t; }),
+                 hits.end());
+    }
+    return hits;
+  }
   ClientQuery inner = *p.inner;
   inner.search.spec.filter = p.spec.filter;  // the outer filters, already combined into p's
   inner.search.spec.filter_json = p.spec.filter_json;

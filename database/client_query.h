@@ -43,6 +43,9 @@ struct ClientSearch {
   // A prefetch with prefetches of its own: its list is this query's answer
   // (up to spec.k), not a search by `query`.
   std::shared_ptr<const ClientQuery> inner;
+  // A prefetch's own threshold on the scores the client sees (a Euclid
+  // distance at most it, any other score at least it).
+  std::optional<double> score_threshold;
 };
 
 struct MmrSpec {

@@ -467,3 +467,15 @@ def test_fusions_nested_prefetches_and_vectorless_queries_agree_with_local_mode(
     kept = {p.id for p in local.query_points(collection_name, query_filter=flt, limit=len(pts)).points}
     sample = remote.query_points(collection_name, query=models.SampleQuery(sample=models.Sample.RANDOM), query_filter=flt, limit=5).points
     assert len({p.id for p in sample}) == 5 and {p.id for p in sample} <= kept
+
+
+def test_a_prefetch_score_threshold_keeps_what_local_mode_keeps(both, collection_name: str) -> None:
+    local, remote, _ = both
+    rng = random.Random(17)
+    for name, threshold in (("text", 0.3), ("image", 0.9)):  # Cosine: at least it; Euclid: a distance at most it
+        q = [rng.uniform(-1, 1) for _ in range(VECTORS[name].size)]
+        case = dict(prefetch=[models.Prefetch(query=q, using=name, limit=40, score_threshold=threshold)],
+                    query=models.FusionQuery(fusion=models.Fusion.RRF), limit=40)
+        want = [p.id for p in local.query_points(collection_name, **case).points]
+        got = [p.id for p in remote.query_points(collection_name, **case).points]
+        assert 0 < len(want) < 40 and got == want, name

@@ -204,6 +204,10 @@ Status QdrantRouter::ParsePrefetches(VectorCollection* c, QueryCache* cache, con
       if (pq.is_null()) return Bad("a prefetch needs a 'query' (a vector or a Document) or prefetches of its own");
       MOEEDB_ASSIGN_OR_RETURN(ClientSearch s, SearchOf(c, cache, p, pq, 0));
       MOEEDB_RETURN_IF_ERROR(LeaveOut(prefetch_mentioned, &s.spec));
+      if (p.contains("score_threshold") && !p["score_threshold"].is_null()) {
+        if (!p["score_threshold"].is_number()) return Bad("a prefetch's 'score_threshold' must be a number");
+        s.score_threshold = p["score_threshold"].get<double>();
+      }
       q->prefetches.push_back(std::move(s));
       continue;
     }
