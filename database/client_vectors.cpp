@@ -261,6 +261,17 @@ Result<std::vector<SearchHit>> SearchByVectors(const VectorCollection& c, const 
   // (weight 1). Hybrid fuses each signal's own ranking, where that half is
   // no signal at all.
   options.alpha = options.mode == QueryMode::kHybrid ? 0.0f : 1.0f;
+  // Hybrid's lexical list and an ANN index's candidates do not see the RW
+  // half: there the points that lack the vector are filtered out before
+  // they take a place in the top k.
+  if (options.mode == QueryMode::kHybrid || c.layout().index.hs.kind != IndexKind::kFlat) {
+    const auto declared = c.schema().Vectors(0);
+    if (query.slot < declared.size()) {
+      const json has = {{"$has_vector", declared[query.slot].name}};
+      MOEEDB_RETURN_IF_ERROR(options.SetFilter(
+          options.filter_json.empty() ? has.dump() : json{{"$and", {json::parse(options.filter_json), has}}}.dump()));
+    }
+  }
   MOEEDB_ASSIGN_OR_RETURN(std::vector<SearchHit> hits, c.Search(query.hs.data(), query.rw.data(), options, info));
   hits.erase(std::remove_if(hits.begin(), hits.end(), [](const SearchHit& h) { return LacksVector(h.score_rw); }),
              hits.end());

@@ -145,6 +145,7 @@ Result<WriteResult> UpsertWhere(VectorCollection* c, const std::vector<StoredDoc
   for (int attempt = 0; attempt < kTries; ++attempt) {
     std::vector<StoredDocument> written;
     std::vector<uint64_t> expected;  // the internal id each was read under; 0: absent
+    bool changed_meanwhile = false;
     for (const StoredDocument& d : docs) {
       MOEEDB_ASSIGN_OR_RETURN(std::optional<uint64_t> internal, c->InternalId(d.id));
       if (!internal) {
@@ -153,7 +154,10 @@ Result<WriteResult> UpsertWhere(VectorCollection* c, const std::vector<StoredDoc
         if (condition.insert_only) continue;
         if (condition.filter) {
           auto now = c->GetByInternal(*internal);
-          if (!now.ok() && now.status().code() == Status::Code::kNotFound) continue;  // replaced meanwhile: the write below conflicts
+          if (!now.ok() && now.status().code() == Status::Code::kNotFound) {
+            changed_meanwhile = true;  // replaced between the two reads: decide on its new version
+            break;
+          }
           if (!now.ok()) return now.status();
           const std::vector<std::string> carried = c->schema().CarriedBy(now->rw);
           if (!MatchesDocument(*condition.filter, now->metadata_json, now->id, &carried)) continue;
@@ -162,6 +166,7 @@ Result<WriteResult> UpsertWhere(VectorCollection* c, const std::vector<StoredDoc
       written.push_back(d);
       expected.push_back(internal.value_or(0));
     }
+    if (changed_meanwhile) continue;
     if (written.empty()) return WriteResult{};
     auto w = c->UpsertIfUnchanged(written, expected, sync);
     if (w.ok() || w.status().code() != Status::Code::kConflict) return w;

@@ -73,6 +73,12 @@ Result<VectorSchema> VectorSchema::Declared(const std::vector<NamedVector>& vect
     s.size = 0;  // the fused size is the model's
     return s;
   }
+  // Every declared vector has its segment in every point's row, present or not.
+  size_t row = 0;
+  for (const NamedVector& v : vectors) row += v.size + (v.distance == Distance::kEuclid ? 1 : 0);
+  if (row > kMaxVectorSize + 1)
+    return Status::InvalidArgument("the declared vectors take " + std::to_string(row) + " components per point; moeedb keeps at most " +
+                                   std::to_string(kMaxVectorSize) + " in all");
   s.kind = VectorKind::kPlain;
   s.rest.assign(vectors.begin() + 1, vectors.end());
   return s;
@@ -140,12 +146,15 @@ Result<VectorSchema> VectorSchema::FromInfo(const std::string& info_json) {
   if (s.kind == VectorKind::kPlain) {
     if (!v.contains("size") || !v["size"].is_number_unsigned() || !v.contains("distance") || !v["distance"].is_string())
       return Status::Corruption("collection info: a plain vector schema needs its size and distance");
-    if (v.value("layout", std::string()) != "segments")
-      return Status::NotSupported(
-          "this collection was created by an older moeedb, which kept a client's vectors in two fixed slots; this "
-          "version keeps them in segments: re-create the collection and upsert its points again");
     s.size = v["size"].get<size_t>();
     MOEEDB_ASSIGN_OR_RETURN(s.distance, kDistances.Parse(v["distance"].get<std::string>()));
+    // The two-slot layout of older versions: one Cosine or Dot vector was
+    // kept exactly as segments keep it (x in HS, a 0 in RW: present); a
+    // Euclid one or a second vector was not.
+    if (v.value("layout", std::string()) != "segments" && (v.contains("second") || s.distance == Distance::kEuclid))
+      return Status::NotSupported(
+          "this collection was created by an older moeedb, which kept a Euclid vector or a second vector in fixed "
+          "slots; this version keeps them in segments: re-create the collection and upsert its points again");
     if (v.contains("rest")) {
       if (!v["rest"].is_array()) return Status::Corruption("collection info: 'rest' is damaged");
       for (const json& r : v["rest"]) {

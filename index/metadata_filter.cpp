@@ -390,7 +390,11 @@ Result<Condition> FieldCondition(const std::string& field, std::string op, json 
   c.field = field;
   c.op = std::move(op);
   c.value = std::move(value);
-  if (field != "$id" && field != "$vectors") { MOEEDB_ASSIGN_OR_RETURN(c.path, ParsePath(field)); }
+  if (field == "$id" || field == "$vectors") return c;
+  // A key that is no path ("price[usd]", "a..b") still names itself: only
+  // an exact key of the document matches it.
+  auto path = ParsePath(field);
+  if (path.ok()) c.path = std::move(path).value();
   return c;
 }
 

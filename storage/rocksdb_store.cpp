@@ -42,6 +42,8 @@ std::string DocKey(uint32_t coll, uint64_t internal) {
 // written before kept these under "e" + the id's bytes: Open moves them.
 std::string ExtKey(uint32_t coll, const std::string& external) { return CollPrefix(coll) + "k" + IdOrderKey(external); }
 constexpr char kOldExtTag = 'e';
+// The meta key that says every id key is in listing order.
+constexpr const char* kIdsInListingOrder = "format/ids-in-listing-order";
 std::string IntKey(uint32_t coll, uint64_t internal) {
   std::string s = CollPrefix(coll) + "i";
   PutBE64(&s, internal);
@@ -124,8 +126,17 @@ Result<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path) {
 }
 
 Status RocksStore::MoveIdsToListingOrder() {
+  // Done once: the marker says the ids are in listing order (a store
+  // written from now on is not for older versions to open).
+  std::string done;
+  if (db_->Get(rocksdb::ReadOptions(), cf_[kMeta], kIdsInListingOrder, &done).ok()) return Status::OK();
   // Keys are 4 bytes of collection id, a tag, the rest; the old id keys'
-  // tag is 'e'. One batch: a crash leaves the old keys or the new ones.
+  // tag is 'e'. Each id moves in one batch (its new key and the old one's
+  // deletion together), batches of kMoveBatch ids; the store serves nothing
+  // until the move is done, and a crash resumes it on the next open.
+  constexpr size_t kMoveBatch = 10000;
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
   rocksdb::WriteBatch batch;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kIds]));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -136,11 +147,13 @@ Status RocksStore::MoveIdsToListingOrder() {
     for (int i = 0; i < 4; ++i) coll = (coll << 8) | static_cast<uint8_t>(k[i]);
     batch.Put(cf_[kIds], ExtKey(coll, external), it->value());
     batch.Delete(cf_[kIds], k);
+    if (batch.Count() >= 2 * kMoveBatch) {
+      MOEEDB_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "moving ids of " + path_ + " to listing order"));
+      batch.Clear();
+    }
   }
   MOEEDB_RETURN_IF_ERROR(FromRocks(it->status(), "reading ids of " + path_));
-  if (batch.Count() == 0) return Status::OK();
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
+  batch.Put(cf_[kMeta], kIdsInListingOrder, "1");
   return FromRocks(db_->Write(wo, &batch), "moving ids of " + path_ + " to listing order");
 }
 

@@ -3,6 +3,9 @@
 // WriteBatch across families.
 //
 //   meta  "c/<name>"            -> collection JSON (id, spec, counters)
+//         "format/ids-in-listing-order" -> "1" once the id keys below are (stores
+//                               of older versions kept them as coll|'e'|external;
+//                               Open moves them; older versions cannot open these)
 //   ids   coll|'k'|IdOrderKey(external) -> internal id (8 bytes, big-endian)
 //         coll|'i'|internal     -> external id
 //   docs  coll|internal         -> {"id","text","metadata"} JSON

@@ -365,8 +365,17 @@ TEST(ClientVectors, SchemaRecordAndPayloadText) {
   EXPECT_EQ(back->text_key, "body");
   EXPECT_EQ(VectorSchema::FromInfo("{}")->kind, VectorKind::kModel);  // recorded before client vectors
   EXPECT_FALSE(VectorSchema::FromInfo(R"({"vectors": {"kind": "sparse"}})").ok());
-  // A plain schema of the two-slot layout (no "layout"): its rows cannot be read as segments.
-  EXPECT_EQ(VectorSchema::FromInfo(R"({"vectors": {"kind": "plain", "size": 3, "distance": "Dot"}})").status().code(),
+  // The two-slot layout (no "layout"): one Cosine or Dot vector's rows are the segments' own; a
+  // Euclid vector's or a second vector's are not.
+  auto old_dot = VectorSchema::FromInfo(R"({"vectors": {"kind": "plain", "size": 3, "distance": "Dot"}})");
+  ASSERT_TRUE(old_dot.ok());
+  EXPECT_EQ(old_dot->Vectors(0).size(), 1u);
+  EXPECT_EQ(VectorSchema::FromInfo(R"({"vectors": {"kind": "plain", "size": 3, "distance": "Euclid"}})").status().code(),
+            Status::Code::kNotSupported);
+  EXPECT_EQ(VectorSchema::FromInfo(R"({"vectors": {"kind": "plain", "size": 3, "distance": "Dot", "second": )"
+                                   R"({"name": "b", "size": 2, "distance": "Dot"}}})")
+                .status()
+                .code(),
             Status::Code::kNotSupported);
   EXPECT_FALSE(kDistances.Parse("Manhattan").ok());
 

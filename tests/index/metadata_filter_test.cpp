@@ -145,10 +145,16 @@ TEST(MetadataFilter, DatetimesCompareAsInstants) {
   EXPECT_FALSE(MetadataFilter::Parse(R"({"at": {"$time_lt": "tomorrow"}})").ok());
 }
 
+TEST(MetadataFilter, AKeyThatIsNoPathNamesItselfOnly) {
+  const json meta = {{"price[usd]", 3}, {"a..b", "x"}};
+  EXPECT_TRUE(Matches(R"({"price[usd]": 3})", meta));
+  EXPECT_TRUE(Matches(R"({"a..b": "x"})", meta));
+  EXPECT_FALSE(Matches(R"({"price[eur]": 3})", meta));
+  EXPECT_FALSE(PayloadKey::Parse("price[usd]").ok());  // as a path (facets, order_by) it is refused
+}
+
 TEST(MetadataFilter, BadFiltersNameTheirField) {
   for (const auto& [filter, named] : std::vector<std::pair<std::string, std::string>>{
-           {R"({"a[x]": 1})", "a[x]"},
-           {R"({"a..b": 1})", "a..b"},
            {R"({"tags": {"$values_count": {"most": 1}}})", "tags"},
            {R"({"where": {"$geo_radius": {"center": {"lat": 1}}}})", "where"},
            {R"({"n": {"$regex": "x"}})", "n"},

@@ -105,6 +105,8 @@ TEST(StoreTest, OpenMovesIdKeysOfTheOldLayoutToListingOrder) {
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir / "db", desc, &handles, &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
     auto* id_cf = handles[std::find(families.begin(), families.end(), "ids") - families.begin()];
+    auto* meta_cf = handles[std::find(families.begin(), families.end(), "meta") - families.begin()];
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), meta_cf, "format/ids-in-listing-order").ok());  // as before the marker
     const std::string coll = BigEndian(coll_id, 4);
     for (size_t i = 0; i < ids.size(); ++i) {
       ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), id_cf, coll + "k" + IdOrderKey(ids[i])).ok());

@@ -327,7 +327,11 @@ HttpResponse CollectionsRouter::ScrollDocuments(const std::string& name, const s
     scan.skip = 1;  // the page starts after it
     auto first = (*c)->Get(scan.start);
     if (!first.ok()) return NativeFromStatus(first.status());
-    if (!*first || (scan.filter && !MatchesDocument(*scan.filter, (**first).metadata_json, scan.start))) scan.skip = 0;
+    if (*first && scan.filter) {
+      const std::vector<std::string> carried = (*c)->schema().CarriedBy((**first).rw);
+      if (!MatchesDocument(*scan.filter, (**first).metadata_json, scan.start, &carried)) scan.skip = 0;
+    }
+    if (!*first) scan.skip = 0;
   }
   scan.limit = limit.get<size_t>();
   auto page = Scan(**c, scan);

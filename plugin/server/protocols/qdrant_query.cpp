@@ -94,7 +94,10 @@ Result<json> QdrantRouter::ResolveIds(VectorCollection* c, const json& request, 
       if (!list.is_array()) return Bad(std::string("'recommend.") + side + "' must be a list of point ids or vectors");
       for (json& x : list) { MOEEDB_ASSIGN_OR_RETURN(x, resolve(x)); }
     }
-  if (q.contains("discover") && q["discover"].is_object()) {
+  if (q.contains("discover") && !q["discover"].is_object()) return Bad("'discover' must be {\"target\", \"context\"}");
+  if (q.contains("recommend") && !q["recommend"].is_object())
+    return Bad("'recommend' must be {\"positive\", \"negative\", \"strategy\"}");
+  if (q.contains("discover")) {
     json& d = q["discover"];
     if (!d.contains("target") || d["target"].is_null()) return Bad("'discover' needs a 'target'");
     MOEEDB_ASSIGN_OR_RETURN(d["target"], resolve(d["target"]));

@@ -71,10 +71,11 @@ static Result<json> TranslateConditions(const json& v, int depth) {
   return parts;
 }
 
-// A {"key": ...} operand's key (is_empty, is_null, nested).
+// A {"key": ...} operand's key (is_empty, is_null, nested), a well-formed Qdrant key.
 static Result<std::string> KeyOf(const json& e, const std::string& what) {
   if (!e.is_object() || !e.contains("key") || !e["key"].is_string() || e["key"].get<std::string>().empty())
     return Bad("'" + what + "' must be {\"key\": a payload field}");
+  MOEEDB_RETURN_IF_ERROR(PayloadKey::Parse(e["key"].get<std::string>()).status());
   return e["key"].get<std::string>();
 }
 
@@ -137,6 +138,7 @@ static Result<json> TranslateCondition(const json& c, int depth) {
                "is_empty, is_null, has_id, has_vector, nested");
   const std::string key = c["key"].get<std::string>();
   if (key.empty()) return Bad("a filter condition's 'key' must not be empty");
+  MOEEDB_RETURN_IF_ERROR(PayloadKey::Parse(key).status());  // Qdrant's keys are paths: a malformed one is refused
   // Qdrant reads the first of these a condition gives.
   if (c.contains("match") && !c["match"].is_null()) {
     const json& m = c["match"];
