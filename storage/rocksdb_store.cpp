@@ -134,7 +134,7 @@ Status RocksStore::MoveIdsToListingOrder() {
   // tag is 'e'. Each id moves in one batch (its new key and the old one's
   // deletion together), batches of kMoveBatch ids; the store serves nothing
   // until the move is done, and a crash resumes it on the next open.
-  constexpr size_t kMoveBatch = 10000;
+  constexpr size_t kMoveBatch = 8192;
   rocksdb::WriteOptions wo;
   wo.sync = true;
   rocksdb::WriteBatch batch;
