@@ -300,6 +300,40 @@ TEST(ClientVectors, NamedVectorsSearchEachByItsOwnDistanceAndMayBeMissing) {
   }
 }
 
+// Hybrid search fuses a lexical list that knows nothing of vectors: points
+// lacking the searched vector, however well their text matches, are kept
+// out before the top k, so k points that have it come back.
+TEST(ClientVectors, HybridSearchOfANamedVectorAnswersKPointsThatHaveIt) {
+  Env env;
+  auto schema = VectorSchema::Declared({{"text", 3, Distance::kCosine}, {"image", 2, Distance::kDot}}, true, 8, 4);
+  ASSERT_TRUE(schema.ok());
+  auto o = PlainCollectionOptions(*schema);
+  ASSERT_TRUE(o.ok());
+  auto c = VectorCollection::Create(env.store.get(), "hybrid", *o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<StoredDocument> docs;
+  for (int i = 0; i < 20; ++i) {
+    // The even points lack "image" and hold the query's word; the odd ones have it.
+    StoredDocument d{std::to_string(i), i % 2 == 0 ? "apple apple apple" : "pear and a bit of apple", "{}", {}, {}};
+    ClientVector v;
+    v.named["text"] = {1.0f, static_cast<float>(i), 0.5f};
+    if (i % 2 == 1) v.named["image"] = {static_cast<float>(i), 1.0f};
+    ASSERT_TRUE(ToStoredVectors(**c, v, &d).ok());
+    docs.push_back(std::move(d));
+  }
+  ASSERT_TRUE((*c)->Upsert(docs).ok());
+  auto q = ToVectorQuery(**c, ClientVector{{1.0f, 0.5f}, {}, {}, {}}, "image");
+  ASSERT_TRUE(q.ok());
+  SearchSpec s;
+  s.k = 3;
+  s.mode = QueryMode::kHybrid;
+  s.query = "apple";
+  auto hits = SearchByVectors(**c, *q, s);
+  ASSERT_TRUE(hits.ok()) << hits.status().ToString();
+  ASSERT_EQ(hits->size(), 3u);
+  for (const auto& h : *hits) EXPECT_EQ(std::stoi(h.id) % 2, 1) << h.id << " lacks the vector";
+}
+
 // What a client may declare: none or hs/rw (the model's), one vector of the
 // fused size and Cosine under any name (fused), else plain; refused: more
 // than kMaxClientVectors, a name twice, hs beside another name, hs of
