@@ -104,11 +104,7 @@ Result<std::vector<Candidate>> Prefetched(Database* db, VectorCollection* c, con
   std::vector<std::vector<Candidate>> lists;
   for (ClientSearch p : q.prefetches) {
     // The request's filter and the prefetch's own, both.
-    if (!q.search.spec.filter_json.empty())
-      MOEEDB_RETURN_IF_ERROR(p.spec.SetFilter(
-          p.spec.filter_json.empty()
-              ? q.search.spec.filter_json
-              : json{{"$and", {json::parse(q.search.spec.filter_json), json::parse(p.spec.filter_json)}}}.dump()));
+    MOEEDB_RETURN_IF_ERROR(p.spec.NarrowFilter(q.search.spec.filter_json));
     if (!p.spec.alpha) p.spec.alpha = q.search.spec.alpha;
     p.spec.exact = p.spec.exact || q.search.spec.exact;
     MOEEDB_ASSIGN_OR_RETURN(auto hits, PrefetchList(db, c, p));
@@ -260,11 +256,7 @@ Result<std::vector<ClientHit>> WithoutVector(Database* db, VectorCollection* c, 
     std::set<std::string> found;
     for (const ClientSearch& p : q.prefetches) {
       ClientSearch both = p;
-      if (!q.search.spec.filter_json.empty())
-        MOEEDB_RETURN_IF_ERROR(both.spec.SetFilter(
-            p.spec.filter_json.empty()
-                ? q.search.spec.filter_json
-                : json{{"$and", {json::parse(q.search.spec.filter_json), json::parse(p.spec.filter_json)}}}.dump()));
+      MOEEDB_RETURN_IF_ERROR(both.spec.NarrowFilter(q.search.spec.filter_json));
       MOEEDB_ASSIGN_OR_RETURN(auto hits, PrefetchList(db, c, both));
       for (const auto& h : hits) found.insert(h.id);
     }

@@ -267,9 +267,7 @@ Result<std::vector<SearchHit>> SearchByVectors(const VectorCollection& c, const 
   if (options.mode == QueryMode::kHybrid || c.layout().index.hs.kind != IndexKind::kFlat) {
     const auto declared = c.schema().Vectors(0);
     if (query.slot < declared.size()) {
-      const json has = {{"$has_vector", declared[query.slot].name}};
-      MOEEDB_RETURN_IF_ERROR(options.SetFilter(
-          options.filter_json.empty() ? has.dump() : json{{"$and", {json::parse(options.filter_json), has}}}.dump()));
+      MOEEDB_RETURN_IF_ERROR(options.NarrowFilter(json{{"$has_vector", declared[query.slot].name}}.dump()));
     }
   }
   MOEEDB_ASSIGN_OR_RETURN(std::vector<SearchHit> hits, c.Search(query.hs.data(), query.rw.data(), options, info));

@@ -9,19 +9,7 @@ namespace {
 constexpr size_t kPage = 1000;
 
 bool Keeps(const VectorCollection& c, const ScanSpec& spec, const StoredDocument& d) {
-  if (spec.filter) {
-    // Listed documents come without vectors: a $has_vector condition reads them.
-    std::vector<std::string> carried;
-    if (spec.filter->UsesVectors()) {
-      std::vector<float> rw = d.rw;
-      if (rw.empty()) {
-        auto full = c.Get(d.id);
-        if (full.ok() && full->has_value()) rw = (*full)->rw;
-      }
-      carried = c.schema().CarriedBy(rw);
-    }
-    if (!MatchesDocument(*spec.filter, d.metadata_json, d.id, &carried)) return false;
-  }
+  if (spec.filter && !FilterKeeps(c, *spec.filter, d)) return false;
   return !spec.text_test || spec.text_test(d.text);
 }
 
@@ -61,6 +49,20 @@ Status Each(const VectorCollection& c, const ScanSpec& spec, const std::function
 }
 
 }  // namespace
+
+bool FilterKeeps(const VectorCollection& c, const MetadataFilter& filter, const StoredDocument& d) {
+  // Listed documents come without vectors: a $has_vector condition reads them.
+  std::vector<std::string> carried;
+  if (filter.UsesVectors()) {
+    std::vector<float> rw = d.rw;
+    if (rw.empty()) {
+      auto full = c.Get(d.id);
+      if (full.ok() && full->has_value()) rw = (*full)->rw;
+    }
+    carried = c.schema().CarriedBy(rw);
+  }
+  return MatchesDocument(filter, d.metadata_json, d.id, &carried);
+}
 
 Status ScanSpec::SetFilter(const std::string& filter_json) {
   filter.reset();

@@ -37,6 +37,11 @@ struct ScanPage {
   std::string next;                       // the first match after the page ("" when there is none)
 };
 
+// Whether `filter` keeps stored document `d`: its metadata, its id, and the
+// vectors it carries (read from the store when `d` came without them and
+// the filter asks; VectorSchema::CarriedBy).
+bool FilterKeeps(const VectorCollection& c, const MetadataFilter& filter, const StoredDocument& d);
+
 // The documents `spec` keeps. Reads the store in pages of up to 1000, so a
 // scan of a large collection holds no more than a page beyond its answer.
 Result<ScanPage> Scan(const VectorCollection& c, const ScanSpec& spec);

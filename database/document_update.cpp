@@ -109,10 +109,7 @@ Result<WriteResult> ChangeDocuments(VectorCollection* c, const ScanSpec& which,
       }
       if (!d.ok()) return d.status();
       // A filter keeps what it keeps now (the document may have changed since the scan).
-      if (!which.ids && which.filter) {
-        const std::vector<std::string> carried = c->schema().CarriedBy(d->rw);
-        if (!MatchesDocument(*which.filter, d->metadata_json, d->id, &carried)) continue;
-      }
+      if (!which.ids && which.filter && !FilterKeeps(*c, *which.filter, *d)) continue;
       MOEEDB_ASSIGN_OR_RETURN(const bool changed, change(&d.value()));
       if (!changed) continue;
       docs.push_back(std::move(d).value());
@@ -159,8 +156,7 @@ Result<WriteResult> UpsertWhere(VectorCollection* c, const std::vector<StoredDoc
             break;
           }
           if (!now.ok()) return now.status();
-          const std::vector<std::string> carried = c->schema().CarriedBy(now->rw);
-          if (!MatchesDocument(*condition.filter, now->metadata_json, now->id, &carried)) continue;
+          if (!FilterKeeps(*c, *condition.filter, *now)) continue;
         }
       }
       written.push_back(d);
@@ -182,10 +178,7 @@ Result<WriteResult> SetVectors(VectorCollection* c, const std::map<std::string, 
   return ChangeDocuments(
       c, which,
       [&](StoredDocument* d) -> Result<bool> {
-        if (only_where) {
-          const std::vector<std::string> carried = c->schema().CarriedBy(d->rw);
-          if (!MatchesDocument(*only_where, d->metadata_json, d->id, &carried)) return false;  // left as it is
-        }
+        if (only_where && !FilterKeeps(*c, *only_where, *d)) return false;  // left as it is
         const ClientVector& given = vectors.at(d->id);
         ClientVector now = FromStoredVectors(*c, *d);
         if (!given.unnamed.empty()) now.unnamed = given.unnamed;

@@ -49,6 +49,12 @@ const FieldTable<SearchSpec>& SearchFields() {
   return kTable;
 }
 
+Status SearchSpec::NarrowFilter(const std::string& text) {
+  if (text.empty()) return Status::OK();
+  if (filter_json.empty()) return SetFilter(text);
+  return SetFilter(json{{"$and", {json::parse(filter_json), json::parse(text)}}}.dump());
+}
+
 Status SearchSpec::SetFilter(const std::string& text) {
   if (text.empty() || text == "null") {
     filter_json.clear();

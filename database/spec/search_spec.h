@@ -64,6 +64,9 @@ struct SearchSpec {
 
   // Parses `filter_json` ("" or "null" clears it); InvalidArgument naming the bad part.
   Status SetFilter(const std::string& filter_json);
+  // Keeps the filter and adds `filter_json` to it: a document must meet both
+  // ("" adds nothing).
+  Status NarrowFilter(const std::string& filter_json);
   // The rules between fields: the hybrid-only fields only with mode hybrid;
   // in hybrid mode, weights that are >= 0 and not all 0. Errors name the
   // fields as `spelling` does.

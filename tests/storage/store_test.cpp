@@ -30,6 +30,31 @@ std::string BigEndian(uint64_t v, int bytes) {
   return s;
 }
 
+// A store's RocksDB database opened directly, with every column family.
+struct RawRocks {
+  std::vector<std::string> families;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  std::unique_ptr<rocksdb::DB> db;
+  rocksdb::Status status;
+  RawRocks(const std::string& path, bool read_only) {
+    status = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &families);
+    if (!status.ok()) return;
+    std::vector<rocksdb::ColumnFamilyDescriptor> desc;
+    for (const auto& f : families) desc.emplace_back(f, rocksdb::ColumnFamilyOptions());
+    rocksdb::DB* raw = nullptr;
+    status = read_only ? rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path, desc, &handles, &raw)
+                       : rocksdb::DB::Open(rocksdb::DBOptions(), path, desc, &handles, &raw);
+    db.reset(raw);
+  }
+  ~RawRocks() {
+    if (db)
+      for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  }
+  rocksdb::ColumnFamilyHandle* family(const std::string& name) const {
+    return handles[std::find(families.begin(), families.end(), name) - families.begin()];
+  }
+};
+
 TEST(StoreTest, KeysAreLaidOutAsDocumented) {
   test::TempDir dir;
   uint32_t coll_id = 0;
@@ -42,22 +67,14 @@ TEST(StoreTest, KeysAreLaidOutAsDocumented) {
     ASSERT_TRUE((*store)->Upsert("books", {Doc("b", 1), Doc("a", 2)}, true).ok());
   }
   // Read the families with RocksDB directly.
-  std::vector<std::string> families;
-  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir / "db", &families).ok());
+  RawRocks rocks(dir / "db", /*read_only=*/true);
+  ASSERT_TRUE(rocks.status.ok()) << rocks.status.ToString();
   for (const char* f : {"meta", "ids", "docs", "hs", "rw", "ops"})
-    EXPECT_NE(std::find(families.begin(), families.end(), f), families.end()) << f;
-  std::vector<rocksdb::ColumnFamilyDescriptor> desc;
-  for (const auto& f : families) desc.emplace_back(f, rocksdb::ColumnFamilyOptions());
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  ASSERT_TRUE(rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), dir / "db", desc, &handles, &raw).ok());
-  std::unique_ptr<rocksdb::DB> db(raw);
-  auto family = [&](const std::string& name) {
-    return handles[std::find(families.begin(), families.end(), name) - families.begin()];
-  };
+    EXPECT_NE(std::find(rocks.families.begin(), rocks.families.end(), f), rocks.families.end()) << f;
   auto get = [&](const std::string& cf, const std::string& key) {
     std::string v;
-    return db->Get(rocksdb::ReadOptions(), family(cf), key, &v).ok() ? std::optional<std::string>(v) : std::nullopt;
+    return rocks.db->Get(rocksdb::ReadOptions(), rocks.family(cf), key, &v).ok() ? std::optional<std::string>(v)
+                                                                                : std::nullopt;
   };
   const std::string coll = BigEndian(coll_id, 4);
   auto meta = get("meta", "c/books");
@@ -75,7 +92,6 @@ TEST(StoreTest, KeysAreLaidOutAsDocumented) {
   std::memcpy(&first, hs->data(), sizeof(float));
   EXPECT_EQ(first, 2.0f);
   EXPECT_TRUE(get("ops", coll + BigEndian(1, 8)).has_value());
-  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
 }
 
 // A store written before IdOrderKey kept ids under 'e' + their bytes; Open
@@ -96,23 +112,16 @@ TEST(StoreTest, OpenMovesIdKeysOfTheOldLayoutToListingOrder) {
     ASSERT_TRUE((*store)->Upsert("c", docs, true).ok());
   }
   {  // Rewrite the id keys as the old layout had them.
-    std::vector<std::string> families;
-    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir / "db", &families).ok());
-    std::vector<rocksdb::ColumnFamilyDescriptor> desc;
-    for (const auto& f : families) desc.emplace_back(f, rocksdb::ColumnFamilyOptions());
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir / "db", desc, &handles, &raw).ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
-    auto* id_cf = handles[std::find(families.begin(), families.end(), "ids") - families.begin()];
-    auto* meta_cf = handles[std::find(families.begin(), families.end(), "meta") - families.begin()];
-    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), meta_cf, "format/ids-in-listing-order").ok());  // as before the marker
+    RawRocks rocks(dir / "db", /*read_only=*/false);
+    ASSERT_TRUE(rocks.status.ok()) << rocks.status.ToString();
+    auto* db = rocks.db.get();
+    auto* id_cf = rocks.family("ids");
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), rocks.family("meta"), "format/ids-in-listing-order").ok());  // as before the marker
     const std::string coll = BigEndian(coll_id, 4);
     for (size_t i = 0; i < ids.size(); ++i) {
       ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), id_cf, coll + "k" + IdOrderKey(ids[i])).ok());
       ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), id_cf, coll + "e" + ids[i], BigEndian(i + 1, 8)).ok());
     }
-    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
   }
   auto store = Store::Open(dir / "db");
   ASSERT_TRUE(store.ok()) << store.status().ToString();

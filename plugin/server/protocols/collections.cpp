@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <initializer_list>
+#include <optional>
 
 #include "database/document_scan.h"
 #include "database/document_update.h"
@@ -53,6 +55,30 @@ std::optional<json> ObjectBody(const std::string& body) {
   auto j = ParseJson(body);
   if (!j || !j->is_object()) return std::nullopt;
   return j;
+}
+
+// The 400 naming the first field of `j` not in `known` (and listing them); nullopt when there is none.
+std::optional<HttpResponse> UnknownField(const json& j, std::initializer_list<const char*> known) {
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return it.key() == k; })) {
+      std::string list;
+      for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return NativeBadRequest("unknown field '" + it.key().substr(0, 80) + "' (" + list + ")");
+    }
+  return std::nullopt;
+}
+
+// The body's "filter" (absent or null: none) into `scan`; the 400 for a bad one.
+std::optional<HttpResponse> FilterInto(const json& j, ScanSpec* scan) {
+  if (!j.contains("filter") || j["filter"].is_null()) return std::nullopt;
+  if (!j["filter"].is_object()) return NativeBadRequest("'filter' must be an object");
+  if (Status s = scan->SetFilter(j["filter"].dump()); !s.ok()) return NativeBadRequest(s.message());
+  return std::nullopt;
+}
+
+// A stored document as this API answers it.
+json DocumentJson(const StoredDocument& d) {
+  return {{"id", d.id}, {"text", d.text}, {"metadata", json::parse(d.metadata_json)}};
 }
 
 using Args = std::vector<std::string>;
@@ -233,9 +259,7 @@ HttpResponse CollectionsRouter::Document(const std::string& m, const std::string
 HttpResponse CollectionsRouter::DeleteMany(const std::string& name, const std::string& body) {
   auto j = ObjectBody(body);
   if (!j) return NativeBadRequest("the body must be a JSON object");
-  for (auto it = j->begin(); it != j->end(); ++it)
-    if (it.key() != "ids" && it.key() != "filter" && it.key() != "wait")
-      return NativeBadRequest("unknown field '" + it.key().substr(0, 80) + "' (ids, filter, wait)");
+  if (auto bad = UnknownField(*j, {"ids", "filter", "wait"})) return *bad;
   if (j->contains("ids") == j->contains("filter")) return NativeBadRequest("give either 'ids' or 'filter'");
   if (j->contains("wait") && !(*j)["wait"].is_boolean()) return NativeBadRequest("'wait' must be true or false");
   const bool wait = j->value("wait", true);
@@ -283,8 +307,7 @@ HttpResponse CollectionsRouter::ListDocuments(const std::string& name, const std
   auto page = (*c)->List(query.count("after") ? query.at("after") : "", limit);
   if (!page.ok()) return NativeFromStatus(page.status());
   json docs = json::array();
-  for (const auto& d : page->documents)
-    docs.push_back({{"id", d.id}, {"text", d.text}, {"metadata", json::parse(d.metadata_json)}});
+  for (const auto& d : page->documents) docs.push_back(DocumentJson(d));
   return JsonResponse({{"documents", docs},
                        {"next_after", page->next_after.empty() ? json(nullptr) : json(page->next_after)},
                        {"total", (*c)->size()}});
@@ -293,20 +316,14 @@ HttpResponse CollectionsRouter::ListDocuments(const std::string& name, const std
 HttpResponse CollectionsRouter::ScrollDocuments(const std::string& name, const std::string& body) {
   auto j = ObjectBody(body);
   if (!j) return NativeBadRequest("the body must be a JSON object");
-  for (auto it = j->begin(); it != j->end(); ++it)
-    if (it.key() != "filter" && it.key() != "limit" && it.key() != "after" && it.key() != "order_by")
-      return NativeBadRequest("unknown field '" + it.key().substr(0, 80) + "' (filter, limit, after, order_by)");
+  if (auto bad = UnknownField(*j, {"filter", "limit", "after", "order_by"})) return *bad;
   const json limit = j->value("limit", json(20));
   if (!limit.is_number_unsigned() || limit.get<size_t>() < 1 || limit.get<size_t>() > 1000)
     return NativeBadRequest("'limit' must be an integer in [1, 1000]");
   ScanSpec scan;
-  if (j->contains("filter") && !(*j)["filter"].is_null()) {
-    if (!(*j)["filter"].is_object()) return NativeBadRequest("'filter' must be an object");
-    if (Status s = scan.SetFilter((*j)["filter"].dump()); !s.ok()) return NativeBadRequest(s.message());
-  }
+  if (auto bad = FilterInto(*j, &scan)) return *bad;
   auto c = core_->OpenCollection(name);
   if (!c.ok()) return OpenFailed(c.status());
-  auto doc_json = [](const StoredDocument& d) { return json{{"id", d.id}, {"text", d.text}, {"metadata", json::parse(d.metadata_json)}}; };
   json docs = json::array();
   if (j->contains("order_by") && !(*j)["order_by"].is_null()) {
     if (j->contains("after")) return NativeBadRequest("'after' pages by id; with 'order_by' use order_by.start_from");
@@ -315,7 +332,7 @@ HttpResponse CollectionsRouter::ScrollDocuments(const std::string& name, const s
     auto ordered = ScanOrdered(**c, scan, *order, limit.get<size_t>());
     if (!ordered.ok()) return NativeFromStatus(ordered.status());
     for (const auto& o : *ordered) {
-      json d = doc_json(o.doc);
+      json d = DocumentJson(o.doc);
       d["order_value"] = o.value;
       docs.push_back(std::move(d));
     }
@@ -327,16 +344,12 @@ HttpResponse CollectionsRouter::ScrollDocuments(const std::string& name, const s
     scan.skip = 1;  // the page starts after it
     auto first = (*c)->Get(scan.start);
     if (!first.ok()) return NativeFromStatus(first.status());
-    if (*first && scan.filter) {
-      const std::vector<std::string> carried = (*c)->schema().CarriedBy((**first).rw);
-      if (!MatchesDocument(*scan.filter, (**first).metadata_json, scan.start, &carried)) scan.skip = 0;
-    }
-    if (!*first) scan.skip = 0;
+    if (!*first || (scan.filter && !FilterKeeps(**c, *scan.filter, **first))) scan.skip = 0;
   }
   scan.limit = limit.get<size_t>();
   auto page = Scan(**c, scan);
   if (!page.ok()) return NativeFromStatus(page.status());
-  for (const auto& d : page->documents) docs.push_back(doc_json(d));
+  for (const auto& d : page->documents) docs.push_back(DocumentJson(d));
   const bool more = !page->next.empty();
   return JsonResponse({{"documents", docs}, {"next_after", more ? json(page->documents.back().id) : json(nullptr)}});
 }
@@ -344,18 +357,13 @@ HttpResponse CollectionsRouter::ScrollDocuments(const std::string& name, const s
 HttpResponse CollectionsRouter::Facet(const std::string& name, const std::string& body) {
   auto j = ObjectBody(body);
   if (!j) return NativeBadRequest("the body must be a JSON object");
-  for (auto it = j->begin(); it != j->end(); ++it)
-    if (it.key() != "key" && it.key() != "filter" && it.key() != "limit")
-      return NativeBadRequest("unknown field '" + it.key().substr(0, 80) + "' (key, filter, limit)");
+  if (auto bad = UnknownField(*j, {"key", "filter", "limit"})) return *bad;
   if (!j->contains("key") || !(*j)["key"].is_string()) return NativeBadRequest("'key' must be a payload key");
   const json limit = j->value("limit", json(10));
   if (!limit.is_number_unsigned() || limit.get<size_t>() > kMaxSearchK)
     return NativeBadRequest("'limit' must be an integer in [0, " + std::to_string(kMaxSearchK) + "]");
   ScanSpec scan;
-  if (j->contains("filter") && !(*j)["filter"].is_null()) {
-    if (!(*j)["filter"].is_object()) return NativeBadRequest("'filter' must be an object");
-    if (Status s = scan.SetFilter((*j)["filter"].dump()); !s.ok()) return NativeBadRequest(s.message());
-  }
+  if (auto bad = FilterInto(*j, &scan)) return *bad;
   auto c = core_->OpenCollection(name);
   if (!c.ok()) return OpenFailed(c.status());
   auto hits = moeedb::Facet(**c, scan, (*j)["key"].get<std::string>(), limit.get<size_t>());

@@ -24,12 +24,8 @@ namespace {
 // Adds "not these ids" to a spec's filter (the examples a query named by id).
 Status LeaveOut(const std::vector<std::string>& ids, SearchSpec* spec) {
   if (ids.empty()) return Status::OK();
-  json out = {{"$not", {{"$id", {{"$in", ids}}}}}};
-  if (!spec->filter_json.empty()) out = {{"$and", {json::parse(spec->filter_json), out}}};
-  return spec->SetFilter(out.dump());
+  return spec->NarrowFilter(json{{"$not", {{"$id", {{"$in", ids}}}}}}.dump());
 }
-
-
 
 }  // namespace
 
