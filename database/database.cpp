@@ -117,6 +117,9 @@ Result<std::shared_ptr<VectorCollection>> Database::CreateCollection(const std::
   {
     std::lock_guard<std::mutex> opening(open_mu_);
     if (store_->GetCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
+    MOEEDB_ASSIGN_OR_RETURN(auto aliases, store_->ListAliases());
+    if (aliases.count(name))
+      return Status::InvalidArgument("'" + name + "' is an alias of collection '" + aliases[name] + "'");
     MOEEDB_ASSIGN_OR_RETURN(created, VectorCollection::Create(store_.get(), name, options, options_.index_dir, options_.peers));
     created->SetMaxStaleness(options_.max_staleness_ms);
     created->SetMaxLag(options_.max_lag_entries);
@@ -135,6 +138,69 @@ Status Database::DropCollection(const std::string& name) {
   // Requests may still hold it: closed, and its folders removed, when the last one ends.
   if (auto c = FindOpen(name)) Retire(name, c);
   return VectorCollection::Drop(store_.get(), name, options_.index_dir);
+}
+
+Status Database::ChangeAliases(const std::vector<AliasChange>& changes) {
+  constexpr int kAttempts = 8;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    MOEEDB_ASSIGN_OR_RETURN(auto before, store_->ListAliases());
+    auto aliases = before;
+    for (const AliasChange& c : changes) {
+      if (c.kind == AliasChange::Kind::kDelete) {
+        aliases.erase(c.alias);
+        continue;
+      }
+      const std::string& name = c.kind == AliasChange::Kind::kCreate ? c.alias : c.target;
+      if (Status s = CheckCollectionName(name); !s.ok()) return Status::InvalidArgument("alias: " + s.message());
+      if (store_->GetCollection(name).ok())
+        return Status::InvalidArgument("alias '" + name + "': a collection has that name");
+      if (c.kind == AliasChange::Kind::kCreate) {
+        MOEEDB_RETURN_IF_ERROR(store_->GetCollection(c.target).status());
+        aliases[c.alias] = c.target;
+      } else {
+        auto it = aliases.find(c.alias);
+        if (it == aliases.end()) return Status::NotFound("no alias named '" + c.alias + "'");
+        const std::string target = it->second;
+        aliases.erase(it);
+        aliases[c.target] = target;
+      }
+    }
+    Status s = store_->UpdateAliases(before, aliases);
+    if (s.code() != Status::Code::kConflict) return s;
+  }
+  return Status::Unavailable("the aliases kept changing; try again");
+}
+
+Result<std::map<std::string, std::string>> Database::ListAliases() const { return store_->ListAliases(); }
+
+std::string Database::ResolveName(const std::string& name) const {
+  if (store_->GetCollection(name).ok()) return name;
+  auto aliases = store_->ListAliases();
+  if (!aliases.ok()) return name;
+  auto it = aliases->find(name);
+  return it == aliases->end() ? name : it->second;
+}
+
+Status Database::SetPayloadIndex(const std::string& name, const std::string& key, std::optional<PayloadFieldKind> kind) {
+  MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
+  // Read, change, and write the spec if no one changed it meanwhile.
+  constexpr int kAttempts = 8;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(name));
+    if (rec.id != c->store_id()) return Status::NotFound("collection '" + name + "' was dropped");
+    json spec = json::parse(rec.spec_json, nullptr, false);
+    if (!spec.is_object()) return Status::Corruption("collection '" + name + "' spec is damaged");
+    json declared = spec.value("payload_indexes", json::object());
+    if (kind) declared[key] = kPayloadFieldKinds.Name(*kind);
+    else declared.erase(key);
+    MOEEDB_ASSIGN_OR_RETURN(PayloadIndexFields fields, PayloadIndexFieldsFromJson(declared));
+    spec["payload_indexes"] = PayloadIndexFieldsToJson(fields);
+    Status s = store_->UpdateSpec(name, rec.spec_json, spec.dump());
+    if (s.code() == Status::Code::kConflict) continue;
+    MOEEDB_RETURN_IF_ERROR(s);
+    return c->SetPayloadIndexes(fields);
+  }
+  return Status::Unavailable("collection '" + name + "': its spec kept changing; try again");
 }
 
 Result<const EmbeddingSetup*> Database::LoadSetup(const EmbeddingSpec& config) {
@@ -247,6 +313,15 @@ Result<size_t> Database::CatchUp() {
     // Placement first: a replica this node takes on is built, one it gave up closed.
     Status synced = rec.ok() ? c->SyncShards() : rec.status();
     if (!synced.ok() && first.ok()) first = synced;
+    // Payload indexes another node declared or removed.
+    if (rec.ok()) {
+      auto layout = CollectionLayout::FromRecord(*rec);
+      Status indexed = layout.ok() ? (layout->payload_indexes == c->payload_indexes()
+                                          ? Status::OK()
+                                          : c->SetPayloadIndexes(layout->payload_indexes))
+                                   : layout.status();
+      if (!indexed.ok() && first.ok()) first = indexed;
+    }
     auto n = rec.ok() ? c->CatchUp() : Result<size_t>(rec.status());
     if (n.ok()) applied += *n;
     else if (first.ok()) first = n.status();

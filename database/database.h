@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,32 @@ class Database {
   Result<std::shared_ptr<VectorCollection>> CreateCollection(const std::string& name, const CollectionOptions& options);
   // Closes `name` and removes it with its indexes; NotFound when it does not exist.
   Status DropCollection(const std::string& name);
+
+  // Collection aliases (Qdrant's): another name a collection answers to.
+  struct AliasChange {
+    enum class Kind { kCreate, kDelete, kRename };
+    Kind kind = Kind::kCreate;
+    std::string alias;   // create, delete: the alias; rename: its old name
+    std::string target;  // create: the collection; rename: the new name
+  };
+  // Applies `changes` in order as one write, all or nothing (a switch is
+  // delete + create in one call): create points an alias at an existing
+  // collection (replacing where it pointed), delete removes one (absent:
+  // nothing), rename moves one (NotFound when absent). InvalidArgument for
+  // an alias spelled as no collection could be, or one a collection has.
+  Status ChangeAliases(const std::vector<AliasChange>& changes);
+  // alias -> collection.
+  Result<std::map<std::string, std::string>> ListAliases() const;
+  // The collection `name` denotes: itself when a collection has that name,
+  // else the alias's collection, else `name` (its use reports NotFound).
+  std::string ResolveName(const std::string& name) const;
+
+  // Declares (a kind) or removes (nullopt) the payload index on `key` of
+  // collection `name` (index/payload_index.h): recorded in its spec, which
+  // every node's replicas follow, and built here before it returns. Answers
+  // are the same either way; an index makes selective filters fast.
+  // InvalidArgument for a malformed key or past kMaxPayloadIndexes.
+  Status SetPayloadIndex(const std::string& name, const std::string& key, std::optional<PayloadFieldKind> kind);
 
   // The setup for `config`'s recorded fields (model folder, routing, prompt,
   // poolings; empty ones resolved from the model folder) with this

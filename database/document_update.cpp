@@ -53,7 +53,10 @@ void Erase(json* j, const std::string& path) {
 Status MetadataChange::Validate() const {
   if ((kind == Kind::kSet || kind == Kind::kOverwrite) && !values.is_object())
     return Status::InvalidArgument("'payload' must be an object");
-  if (kind == Kind::kSet && !at.empty()) MOEEDB_RETURN_IF_ERROR(CheckPath(at, "key"));
+  if (kind == Kind::kSet && !at.empty()) {
+    auto key = PayloadKey::Parse(at);
+    if (!key.ok()) return Status::InvalidArgument("key '" + at.substr(0, 80) + "': " + key.status().message());
+  }
   if (kind == Kind::kDeleteKeys) {
     if (keys.empty()) return Status::InvalidArgument("'keys' must name at least one key");
     for (const auto& k : keys) MOEEDB_RETURN_IF_ERROR(CheckPath(k, "key"));
@@ -70,13 +73,12 @@ json MetadataChange::Apply(json metadata) const {
       for (const auto& k : keys) Erase(&metadata, k);
       return metadata;
     case Kind::kSet: {
-      json* target = &metadata;
-      if (!at.empty())
-        for (const auto& part : Split(at)) {
-          if (!(*target)[part].is_object()) (*target)[part] = json::object();
-          target = &(*target)[part];
-        }
-      for (auto it = values.begin(); it != values.end(); ++it) (*target)[it.key()] = it.value();
+      if (at.empty()) {
+        metadata.update(values);
+        return metadata;
+      }
+      auto key = PayloadKey::Parse(at);  // checked by Validate
+      if (key.ok()) key->MergeInto(&metadata, values);
       return metadata;
     }
   }

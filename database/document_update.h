@@ -26,11 +26,11 @@ struct MetadataChange {
   enum class Kind { kSet, kOverwrite, kDeleteKeys, kClear };
   Kind kind = Kind::kSet;
   nlohmann::json values = nlohmann::json::object();  // kSet: merged in; kOverwrite: the new metadata
-  std::string at;                                     // kSet: a dotted path to the object merged into ("" the top)
+  std::string at;                                     // kSet: a payload key ("a.b", "a[0]", "a[].b") merged into ("" the top)
   std::vector<std::string> keys;                      // kDeleteKeys: keys or dotted paths removed
 
-  // InvalidArgument naming the field: values not an object, an empty or
-  // array path ("a[].b": not supported).
+  // InvalidArgument naming the field: values not an object, a malformed
+  // key, a key to delete that is empty or goes into a list ("a[].b").
   Status Validate() const;
   // The metadata after the change.
   nlohmann::json Apply(nlohmann::json metadata) const;

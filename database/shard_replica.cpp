@@ -51,6 +51,9 @@ Result<CollectionLayout> CollectionLayout::FromRecord(const CollectionRecord& re
     MOEEDB_ASSIGN_OR_RETURN(l.std_rw, Standardizer::FromJson(spec.at("std_rw").dump()));
     // Recorded before the lexical index existed: off.
     if (spec.contains("lexical")) { MOEEDB_ASSIGN_OR_RETURN(l.lexical, LexicalSpec::FromJson(spec["lexical"].dump())); }
+    if (spec.contains("payload_indexes")) {
+      MOEEDB_ASSIGN_OR_RETURN(l.payload_indexes, PayloadIndexFieldsFromJson(spec["payload_indexes"]));
+    }
   } catch (const std::exception& e) {
     return Status::Corruption("collection '" + rec.name + "' spec is damaged: " + e.what());
   }
@@ -96,6 +99,7 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
   if (usable) {
     MOEEDB_RETURN_IF_ERROR(store->ScanMetadata(
         layout.name, [&](uint64_t id, const std::string& m) { r->metadata_[id] = m; }, r->filter_));
+    MOEEDB_ASSIGN_OR_RETURN(r->payload_, BuildPayload(layout.payload_indexes, r->metadata_));
     r->index_ = std::move(snap).value();
     r->applied_seq_ = applied;
     r->applied_entry_ = SnapshotEntry(dir, applied);
@@ -128,6 +132,7 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
   MOEEDB_ASSIGN_OR_RETURN(b.entry, EntryAt(rec.last_op));
   MOEEDB_RETURN_IF_ERROR(store_->ScanMetadata(
       layout_.name, [&](uint64_t id, const std::string& m) { b.metadata[id] = m; }, filter_));
+  MOEEDB_ASSIGN_OR_RETURN(b.payload, BuildPayload(layout_.payload_indexes, b.metadata));
   MOEEDB_ASSIGN_OR_RETURN(b.index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw));
   std::vector<uint64_t> ids;
   std::vector<float> hs, rw;
@@ -178,6 +183,7 @@ Status ShardReplica::Install(Built b) {
   }
   index_ = std::move(b.index);
   metadata_ = std::move(b.metadata);
+  payload_ = std::move(b.payload);
   applied_seq_ = b.seq;
   applied_entry_ = std::move(b.entry);
   replayed_ops_ = 0;
@@ -513,7 +519,12 @@ Status ShardReplica::ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone
                                  const std::vector<const StoredDocument*>& docs) {
   // Writers hold mu_ exclusively: no search is using either index.
   index_->Remove(gone);
-  for (uint64_t id : gone) metadata_.erase(id);
+  for (uint64_t id : gone) {
+    auto it = metadata_.find(id);
+    if (it == metadata_.end()) continue;
+    if (payload_) payload_->Remove(id, json::parse(it->second, nullptr, false));
+    metadata_.erase(it);
+  }
   if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Remove(gone));
   if (!ids.empty()) {
     std::vector<float> hs, rw;
@@ -523,6 +534,7 @@ Status ShardReplica::ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone
       rw.insert(rw.end(), docs[i]->rw.begin(), docs[i]->rw.end());
       texts.push_back(&docs[i]->text);
       metadata_[ids[i]] = docs[i]->metadata_json.empty() ? "{}" : docs[i]->metadata_json;
+      if (payload_) payload_->Add(ids[i], json::parse(metadata_[ids[i]], nullptr, false));
     }
     MOEEDB_RETURN_IF_ERROR(index_->Add(ids, hs.data(), rw.data()));
     if (lexical_) MOEEDB_RETURN_IF_ERROR(lexical_->Replace(ids, texts));
@@ -531,6 +543,42 @@ Status ShardReplica::ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone
   applied_entry_ = std::move(applied_entry_next_);
   applied_entry_next_.clear();
   return Status::OK();
+}
+
+Result<std::unique_ptr<PayloadIndex>> ShardReplica::BuildPayload(
+    const PayloadIndexFields& fields, const std::unordered_map<uint64_t, std::string>& metadata) {
+  if (fields.empty()) return std::unique_ptr<PayloadIndex>();
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<PayloadIndex> p, PayloadIndex::Create(fields));
+  for (const auto& [id, m] : metadata) p->Add(id, json::parse(m, nullptr, false));
+  return p;
+}
+
+Status ShardReplica::SetPayloadIndexes(const PayloadIndexFields& fields) {
+  // No change meanwhile (follow_mu_); searches go on while it builds.
+  std::lock_guard follow(follow_mu_);
+  std::unique_ptr<PayloadIndex> built;
+  {
+    std::shared_lock lock(mu_);
+    if (payload_ ? payload_->fields() == fields : fields.empty()) return Status::OK();
+    MOEEDB_ASSIGN_OR_RETURN(built, BuildPayload(fields, metadata_));
+  }
+  std::unique_lock lock(mu_);
+  payload_ = std::move(built);
+  layout_.payload_indexes = fields;  // what a rebuild indexes
+  return Status::OK();
+}
+
+std::map<std::string, uint64_t> ShardReplica::PayloadIndexPoints() const {
+  std::shared_lock lock(mu_);
+  std::map<std::string, uint64_t> out;
+  if (payload_)
+    for (const auto& [key, kind] : payload_->fields()) out[key] = payload_->Points(key);
+  return out;
+}
+
+size_t ShardReplica::payload_index_bytes() const {
+  std::shared_lock lock(mu_);
+  return payload_ ? payload_->memory_bytes() : 0;
 }
 
 Result<uint64_t> ShardReplica::Save() {

@@ -27,6 +27,7 @@
 #include <optional>
 #include <mutex>
 #include <shared_mutex>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "database/shard_query.h"
 #include "index/dual_index.h"
 #include "index/lexical_index.h"
+#include "index/payload_index.h"
 #include "index/search_batcher.h"
 #include "index/standardizer.h"
 #include "storage/store.h"
@@ -52,6 +54,7 @@ struct CollectionLayout {
   float default_alpha = 1.0f;
   std::string info_json = "{}";
   uint32_t shards = 1, replicas = 1;
+  PayloadIndexFields payload_indexes;  // the payload keys indexed (index/payload_index.h)
   // Corruption when the record's spec is damaged.
   static Result<CollectionLayout> FromRecord(const CollectionRecord& rec);
 };
@@ -91,6 +94,12 @@ class ShardReplica {
   // (0 over a store only this process writes).
   uint64_t log_read_age_ms() const;
 
+  // Indexes the payload keys of `fields` (and no others) from the metadata
+  // the replica holds, built aside and swapped in; searches go on meanwhile.
+  Status SetPayloadIndexes(const PayloadIndexFields& fields);
+  // Documents with a value at each indexed key ({} without payload indexes).
+  std::map<std::string, uint64_t> PayloadIndexPoints() const;
+
   // Commits the lexical index and snapshots the dense one; the sequence
   // number both cover (the log may be trimmed to it).
   Result<uint64_t> Save();
@@ -104,6 +113,8 @@ class ShardReplica {
   size_t index_rebuilds() const;
   // Bytes the replica's indexes hold in memory (rows, ANN structures).
   size_t index_bytes() const;
+  // Bytes the payload index holds.
+  size_t payload_index_bytes() const;
   bool opened_from_snapshot() const { return from_snapshot_; }
   size_t replayed_ops() const { return replayed_ops_; }
   bool lexical_rebuilt() const { return lexical_rebuilt_; }
@@ -137,10 +148,14 @@ class ShardReplica {
   Status ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,
                      const std::vector<const StoredDocument*>& docs);
   Status OpenLexical();
+  // A payload index of `fields` over `metadata` (null when `fields` is empty).
+  static Result<std::unique_ptr<PayloadIndex>> BuildPayload(const PayloadIndexFields& fields,
+                                                            const std::unordered_map<uint64_t, std::string>& metadata);
   // A replica's indexes built from the store, aside, to be swapped in whole.
   struct Built {
     std::unique_ptr<DualIndex> index;
     std::unordered_map<uint64_t, std::string> metadata;
+    std::unique_ptr<PayloadIndex> payload;  // of layout_.payload_indexes; null: none declared
     std::unique_ptr<LexicalIndex> lexical;  // in dir_ + ".lexical.new"; null: not built
     uint64_t seq = 0;                       // the log's head the build started from
     std::string entry;                      // that entry's identity
@@ -163,14 +178,23 @@ class ShardReplica {
   void NoteRewind(uint64_t seq);
   // The identity of change-log entry `seq` ("" for 0 or an entry without one).
   Result<std::string> EntryAt(uint64_t seq) const;
-  // The metadata filter of `q` over this replica's documents (empty: none).
-  std::function<bool(uint64_t)> FilterOf(const ShardQuery& q, std::unordered_map<uint64_t, nlohmann::json>* parsed) const;
-  Result<std::vector<ShardCandidate>> Dense(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
+  // A query's metadata filter over this replica's documents: `keep` tests
+  // one (empty: no filter); `among`, when the payload index answers part of
+  // the filter, holds every id it can keep (ascending). Lives for one query
+  // (it holds the documents' parsed metadata).
+  struct QueryFilter {
+    std::function<bool(uint64_t)> keep;
+    std::optional<std::vector<uint64_t>> among;
+    std::unordered_map<uint64_t, nlohmann::json> parsed;
+  };
+  // Fills `out` with the filter of `q` (mu_ held shared).
+  void FilterOf(const ShardQuery& q, QueryFilter* out) const;
+  Result<std::vector<ShardCandidate>> Dense(const ShardQuery& q, const QueryFilter& filter) const;
   // The best k by BM25, each scored by LexicalIndex::Score (lexical_mu_ held).
   Result<std::vector<ShardCandidate>> BestLexical(const ShardQuery& q, size_t k,
-                                                  const std::function<bool(uint64_t)>& filter) const;
-  Result<std::vector<ShardCandidate>> Lexical(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
-  Result<std::vector<ShardCandidate>> Hybrid(const ShardQuery& q, const std::function<bool(uint64_t)>& filter) const;
+                                                  const QueryFilter& filter) const;
+  Result<std::vector<ShardCandidate>> Lexical(const ShardQuery& q, const QueryFilter& filter) const;
+  Result<std::vector<ShardCandidate>> Hybrid(const ShardQuery& q, const QueryFilter& filter) const;
 
   Store* store_ = nullptr;
   CollectionLayout layout_;
@@ -183,6 +207,7 @@ class ShardReplica {
   mutable std::mutex lexical_mu_;  // Xapian objects are single-threaded
   std::atomic<bool> lexical_rebuilt_{false};  // atomics: read without mu_ (claims, /metrics)
   std::unordered_map<uint64_t, std::string> metadata_;  // internal id -> metadata JSON text
+  std::unique_ptr<PayloadIndex> payload_;  // over metadata_; null: no payload index declared
   uint64_t applied_seq_ = 0;
   std::string applied_entry_;       // the identity of entry applied_seq_ ("" unknown)
   std::string applied_entry_next_;  // of the entry ApplyChange is applying

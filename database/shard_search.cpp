@@ -64,22 +64,32 @@ Result<LexicalStats> ShardReplica::Stats(const ShardQuery& q) {
   return lexical_->Stats(q.spec.query);
 }
 
-std::function<bool(uint64_t)> ShardReplica::FilterOf(const ShardQuery& q,
-                                                     std::unordered_map<uint64_t, json>* parsed) const {
-  if (!q.spec.filter) return {};
+void ShardReplica::FilterOf(const ShardQuery& q, QueryFilter* out) const {
+  if (!q.spec.filter) return;
   const MetadataFilter* f = q.spec.filter.get();
+  // The payload index's candidates: only they are tested (and, when few,
+  // scored) rather than every document.
+  bool decided = false;
+  if (payload_) out->among = payload_->Candidates(f->Requirements(), &decided);
+  if (decided && f->OnlyEqualities()) {
+    // The index answered the whole filter exactly: its candidates are the
+    // documents it keeps, with no payload to read.
+    out->keep = [out](uint64_t id) { return std::binary_search(out->among->begin(), out->among->end(), id); };
+    return;
+  }
   // A $has_vector condition reads which vectors a point has from its RW row.
   std::shared_ptr<const VectorSchema> schema;
   if (f->UsesVectors()) {
     auto s = VectorSchema::FromInfo(layout_.info_json);
     schema = std::make_shared<const VectorSchema>(s.ok() ? *s : VectorSchema());
   }
-  return [this, f, parsed, schema](uint64_t id) {
+  out->keep = [this, f, out, schema](uint64_t id) {
+    if (out->among && !std::binary_search(out->among->begin(), out->among->end(), id)) return false;
     auto it = metadata_.find(id);
     if (it == metadata_.end()) return false;
-    auto p = parsed->find(id);
-    if (p == parsed->end()) {
-      p = parsed->emplace(id, json::parse(it->second)).first;
+    auto p = out->parsed.find(id);
+    if (p == out->parsed.end()) {
+      p = out->parsed.emplace(id, json::parse(it->second)).first;
       // An id condition reads the document's external id from the store.
       if (f->UsesIds() && p->second.is_object()) {
         auto doc = store_->GetByInternal(layout_.name, id, /*with_vectors=*/false);
@@ -111,9 +121,8 @@ Result<ShardAnswer> ShardReplica::Answer(const ShardQuery& q) {
   ShardAnswer a;
   a.shard = shard_;
   a.applied_seq = applied_seq_;
-  // The filter lives for this call only.
-  std::unordered_map<uint64_t, json> parsed;
-  const std::function<bool(uint64_t)> filter = FilterOf(q, &parsed);
+  QueryFilter filter;
+  FilterOf(q, &filter);
   if (o.mode == QueryMode::kLexical || o.mode == QueryMode::kHybrid) {
     if (!lexical_)
       return Status::InvalidArgument("collection '" + layout_.name +
@@ -136,7 +145,7 @@ Result<ShardAnswer> ShardReplica::Answer(const ShardQuery& q) {
 }
 
 Result<std::vector<ShardCandidate>> ShardReplica::Dense(const ShardQuery& q,
-                                                        const std::function<bool(uint64_t)>& filter) const {
+                                                        const QueryFilter& filter) const {
   const SearchSpec& o = q.spec;
   SearchRequest req;
   req.hs = q.hs.data();
@@ -145,7 +154,8 @@ Result<std::vector<ShardCandidate>> ShardReplica::Dense(const ShardQuery& q,
   req.alpha = o.alpha.value_or(layout_.default_alpha);
   req.mode = o.mode;
   req.exact = o.exact;
-  req.filter = filter;
+  req.filter = filter.keep;
+  if (filter.among) req.among = &*filter.among;
   MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, batcher_.Search(*index_, req));
   std::vector<ShardCandidate> out;
   for (const Hit& h : hits) out.push_back(ShardCandidate{h.id, h.score, h.score_hs, h.score_rw});
@@ -161,7 +171,7 @@ Result<std::vector<ShardCandidate>> ShardReplica::Dense(const ShardQuery& q,
 }
 
 Result<std::vector<ShardCandidate>> ShardReplica::BestLexical(const ShardQuery& q, size_t k,
-                                                              const std::function<bool(uint64_t)>& filter) const {
+                                                              const QueryFilter& filter) const {
   // Ranked by Score(), which sums a document's terms in one order. The
   // matcher's sums follow its query tree, which each shard shapes by its own
   // term frequencies, so they differ from one index's in the last bit, and
@@ -169,7 +179,7 @@ Result<std::vector<ShardCandidate>> ShardReplica::BestLexical(const ShardQuery& 
   // more than k, Score() ranks them, the cut is made on its scores.
   constexpr size_t kTieMargin = 16;
   const LexicalStats* stats = q.stats ? &*q.stats : nullptr;
-  MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(q.spec.query, k + kTieMargin, filter, stats));
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<LexicalHit> hits, lexical_->Search(q.spec.query, k + kTieMargin, filter.keep, stats));
   std::vector<uint64_t> ids;
   for (const auto& h : hits) ids.push_back(h.id);
   MOEEDB_ASSIGN_OR_RETURN(std::vector<double> scores, lexical_->Score(q.spec.query, ids, stats));
@@ -183,7 +193,7 @@ Result<std::vector<ShardCandidate>> ShardReplica::BestLexical(const ShardQuery& 
 }
 
 Result<std::vector<ShardCandidate>> ShardReplica::Lexical(const ShardQuery& q,
-                                                          const std::function<bool(uint64_t)>& filter) const {
+                                                          const QueryFilter& filter) const {
   const SearchSpec& o = q.spec;
   std::vector<ShardCandidate> out;
   {
@@ -204,7 +214,7 @@ Result<std::vector<ShardCandidate>> ShardReplica::Lexical(const ShardQuery& q,
 }
 
 Result<std::vector<ShardCandidate>> ShardReplica::Hybrid(const ShardQuery& q,
-                                                         const std::function<bool(uint64_t)>& filter) const {
+                                                         const QueryFilter& filter) const {
   const SearchSpec& o = q.spec;
   const FusionOptions fo = FusionOf(o, layout_.default_alpha);
   MOEEDB_RETURN_IF_ERROR(fo.Validate());
@@ -230,7 +240,8 @@ Result<std::vector<ShardCandidate>> ShardReplica::Hybrid(const ShardQuery& q,
     req.k = kk;
     req.mode = m;
     req.exact = o.exact;
-    req.filter = filter;
+    req.filter = filter.keep;
+    if (filter.among) req.among = &*filter.among;
     MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, index_->Search(req));
     for (const Hit& h : hits) {
       const size_t i = add(h.id);

@@ -52,6 +52,10 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store,
                {"alpha", o.default_alpha}, {"info", info}, {"lexical", json::parse(o.lexical.ToJson())}};
   // Recorded only when sharded: a collection of one shard keeps the spec it always had.
   if (o.shards > 1 || o.replicas > 1) spec["shards"] = o.shards, spec["replicas"] = o.replicas;
+  if (!o.payload_indexes.empty()) {
+    MOEEDB_RETURN_IF_ERROR(PayloadIndexFieldsFromJson(PayloadIndexFieldsToJson(o.payload_indexes)).status());
+    spec["payload_indexes"] = PayloadIndexFieldsToJson(o.payload_indexes);
+  }
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->CreateCollection(name, spec.dump()));
   (void)rec;
   return Open(store, name, index_root, peers);
@@ -86,6 +90,7 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
   c->spec_json_ = rec.spec_json;
   MOEEDB_ASSIGN_OR_RETURN(c->layout_, CollectionLayout::FromRecord(rec));
   MOEEDB_ASSIGN_OR_RETURN(c->schema_, VectorSchema::FromInfo(c->layout_.info_json));
+  c->payload_indexes_ = c->layout_.payload_indexes;
   MOEEDB_RETURN_IF_ERROR(c->SyncShards());
   return c;
 }
@@ -98,11 +103,13 @@ Status VectorCollection::SyncShards() {
   if (placed) want = *placed;
   else for (uint32_t k = 0; k < layout_.shards; ++k) want.push_back(k);
   const std::vector<uint32_t> held = HeldShards();
+  CollectionLayout layout = layout_;
+  layout.payload_indexes = payload_indexes();
   // New replicas are built without the lock: searches go on meanwhile.
   Status first;
   for (uint32_t k : want) {
     if (std::find(held.begin(), held.end(), k) != held.end()) continue;
-    auto r = ShardReplica::Open(store_, layout_, k, ShardReplica::Dir(index_dir_, k, layout_.shards));
+    auto r = ShardReplica::Open(store_, layout, k, ShardReplica::Dir(index_dir_, k, layout_.shards));
     if (!r.ok()) {
       if (first.ok()) first = r.status();
       continue;
@@ -127,6 +134,35 @@ Status VectorCollection::SyncShards() {
   return first;
 }
 
+Status VectorCollection::SetPayloadIndexes(const PayloadIndexFields& fields) {
+  std::lock_guard sync(sync_mu_);  // no replica opens meanwhile with the fields before
+  {
+    std::lock_guard lock(payload_mu_);
+    payload_indexes_ = fields;
+  }
+  Status first;
+  std::shared_lock lock(replicas_mu_);
+  for (ShardReplica* r : Replicas()) {
+    Status s = r->SetPayloadIndexes(fields);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+PayloadIndexFields VectorCollection::payload_indexes() const {
+  std::lock_guard lock(payload_mu_);
+  return payload_indexes_;
+}
+
+std::map<std::string, uint64_t> VectorCollection::PayloadIndexPoints() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [key, kind] : payload_indexes()) out[key] = 0;
+  std::shared_lock lock(replicas_mu_);
+  for (ShardReplica* r : Replicas())
+    for (const auto& [key, n] : r->PayloadIndexPoints()) out[key] += n;
+  return out;
+}
+
 std::vector<uint32_t> VectorCollection::HeldShards() const {
   std::shared_lock lock(replicas_mu_);
   std::vector<uint32_t> out;
@@ -144,8 +180,8 @@ std::vector<VectorCollection::ReplicaState> VectorCollection::ReplicaStates() co
   std::shared_lock lock(replicas_mu_);
   std::vector<ReplicaState> out;
   for (ShardReplica* r : Replicas())
-    out.push_back(ReplicaState{r->shard(), r->size(), r->applied_seq(), r->index_bytes(), r->log_rewinds(),
-                               r->log_read_age_ms(), r->building()});
+    out.push_back(ReplicaState{r->shard(), r->size(), r->applied_seq(), r->index_bytes(), r->payload_index_bytes(),
+                               r->log_rewinds(), r->log_read_age_ms(), r->building()});
   return out;
 }
 

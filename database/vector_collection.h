@@ -50,6 +50,7 @@ struct CollectionOptions {
   LexicalSpec lexical{true};           // BM25 over the texts (hybrid and lexical search)
   uint32_t shards = 1;                 // documents split by ShardOfId(id, shards)
   uint32_t replicas = 1;               // copies of each shard a cluster keeps
+  PayloadIndexFields payload_indexes;  // payload keys indexed from the start (Database::SetPayloadIndex changes them)
 };
 
 // The other nodes' replicas of sharded collections, as the cluster layer
@@ -161,6 +162,15 @@ class VectorCollection {
   // ask another replica (ShardQuery::min_seq).
   void SetMaxLag(uint64_t entries) { max_lag_entries_ = entries; }
 
+  // Indexes the payload keys of `fields` (and no others) in every local
+  // replica and in those opened later: what the collection's record
+  // declares (Database::SetPayloadIndex records it, then calls this).
+  Status SetPayloadIndexes(const PayloadIndexFields& fields);
+  // The payload keys indexed, and how many documents hold a value at each
+  // (over the local replicas).
+  PayloadIndexFields payload_indexes() const;
+  std::map<std::string, uint64_t> PayloadIndexPoints() const;
+
   // Commit the lexical indexes, snapshot the dense ones, trim the op log they cover.
   Status SaveIndex();
   // Opens the replicas of the shards this node is to hold now (peers'
@@ -185,6 +195,7 @@ class VectorCollection {
     size_t documents = 0;
     uint64_t applied_seq = 0;
     size_t index_bytes = 0;
+    size_t payload_index_bytes = 0;
     size_t log_rewinds = 0;
     uint64_t log_read_age_ms = 0;  // since it last read the change log to its end
     bool building = false;         // a rebuild is due or under way: it refuses searches
@@ -246,7 +257,9 @@ class VectorCollection {
   CollectionLayout layout_;
   VectorSchema schema_;
   std::mutex write_mu_;  // this node's writes: store, then replicas, in the store's order
-  std::mutex sync_mu_;   // one SyncShards at a time (the follower's and the cluster's)
+  std::mutex sync_mu_;   // one SyncShards or SetPayloadIndexes at a time
+  mutable std::mutex payload_mu_;
+  PayloadIndexFields payload_indexes_;  // what replicas index (layout_'s, until changed); payload_mu_
   mutable std::shared_mutex replicas_mu_;
   std::map<uint32_t, std::unique_ptr<ShardReplica>> replicas_;
   std::atomic<uint64_t> max_staleness_ms_{0};

@@ -350,7 +350,7 @@ bool DualIndex::ScansEveryRow(const SearchRequest& r) const {
 }
 
 bool DualIndex::SharesScan(const SearchRequest& r) const {
-  return !r.filter && r.k > 0 && !id_to_pos_.empty() && ScansEveryRow(r);
+  return !r.filter && !r.among && r.k > 0 && !id_to_pos_.empty() && ScansEveryRow(r);
 }
 
 Status DualIndex::CheckRequest(const SearchRequest& r) const {
@@ -417,7 +417,11 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
   std::vector<Hit> hits;
   const size_t rows = pos_to_id_.size();
   if (r.k == 0 || id_to_pos_.empty()) return hits;
-  if (ScansEveryRow(r)) return std::move(ScanExact({&r}, {qh}, {qr})[0]);
+  // Few allowed ids (a selective payload index): each scored exactly,
+  // which is cheaper than a scan and than growing an ANN search until
+  // enough candidates pass; under a scan, so is any share of the rows.
+  const bool score_among = r.among && (r.among->size() <= kScoreAmongMax || ScansEveryRow(r));
+  if (ScansEveryRow(r) && !score_among) return std::move(ScanExact({&r}, {qh}, {qr})[0]);
   const float a_hs = WeightHs(r), a_rw = WeightRw(r);
   auto score_of = [&](size_t p, float* sh, float* sr) {
     *sh = hs_->Dot(qh.data(), p);
@@ -438,14 +442,26 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
     hits.resize(take);
   };
 
+  if (score_among) {
+    std::vector<size_t> cands;
+    for (uint64_t id : *r.among) {
+      auto it = id_to_pos_.find(id);
+      if (it != id_to_pos_.end() && alive_[it->second] && (!r.filter || r.filter(id))) cands.push_back(it->second);
+    }
+    finish(cands);
+    return hits;
+  }
   // ANN: candidates from each half, union, exact re-scoring.
+  auto allowed = [&](uint64_t id) {
+    return (!r.among || std::binary_search(r.among->begin(), r.among->end(), id)) && (!r.filter || r.filter(id));
+  };
   size_t kk = std::max<size_t>(r.k * static_cast<size_t>(spec_.oversample), r.k);
   while (true) {
     std::unordered_set<size_t> seen;
     std::vector<size_t> cands;
     auto take = [&](const std::vector<size_t>& ps) {
       for (size_t p : ps)
-        if (p < rows && alive_[p] && seen.insert(p).second && (!r.filter || r.filter(pos_to_id_[p]))) cands.push_back(p);
+        if (p < rows && alive_[p] && seen.insert(p).second && allowed(pos_to_id_[p])) cands.push_back(p);
     };
     if (r.mode != QueryMode::kRw) take(SignalCandidates(*hs_, qh.data(), std::min(kk, rows)));
     if (r.mode != QueryMode::kHs) take(SignalCandidates(*rw_, qr.data(), std::min(kk, rows)));

@@ -70,7 +70,16 @@ struct SearchRequest {
   QueryMode mode = QueryMode::kFused;  // fused, hs or rw: the dense modes
   bool exact = false;                         // force the exact path
   std::function<bool(uint64_t id)> filter;    // empty: every document
+  // When set, the only ids that may be hits (ascending; e.g. a payload
+  // index's candidates, still tested by `filter`): up to kScoreAmongMax of
+  // them, or any number under a full scan, are scored exactly one by one
+  // instead of searching the index.
+  const std::vector<uint64_t>* among = nullptr;
 };
+
+// The most `among` ids an ANN search scores one by one; more are searched
+// through the index with membership tested per candidate.
+inline constexpr size_t kScoreAmongMax = 65536;
 
 struct Hit {
   uint64_t id = 0;

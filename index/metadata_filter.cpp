@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -27,7 +28,7 @@ Result<std::vector<Step>> ParsePath(const std::string& field) {
   auto bad = [&](const std::string& why) { return Status::InvalidArgument("filter field '" + field.substr(0, 80) + "': " + why); };
   while (i < field.size()) {
     std::string key;
-    if (field[i] == '"') {  // a quoted key may hold dots
+    if (field[i] == '"') {  // a quoted key may hold dots, or be empty ('""' names the key "")
       const size_t end = field.find('"', i + 1);
       if (end == std::string::npos) return bad("an unclosed quote");
       key = field.substr(i + 1, end - i - 1);
@@ -36,8 +37,8 @@ Result<std::vector<Step>> ParsePath(const std::string& field) {
       const size_t end = field.find_first_of(".[", i);
       key = field.substr(i, end == std::string::npos ? std::string::npos : end - i);
       i = end == std::string::npos ? field.size() : end;
+      if (key.empty()) return bad("an empty key in the path");
     }
-    if (key.empty()) return bad("an empty key in the path");
     steps.push_back({Step::Kind::kKey, key, 0});
     while (i < field.size() && field[i] == '[') {
       const size_t close = field.find(']', i);
@@ -345,6 +346,56 @@ class JsonFilter final : public MetadataFilter {
   }
   bool UsesIds() const override { return uses_ids_; }
   bool UsesVectors() const override { return uses_vectors_; }
+  std::vector<FilterRequirement> Requirements() const override {
+    std::vector<FilterRequirement> out;
+    for (const auto& c : conds_) {
+      if (c.field == "$id" || c.field == "$vectors") continue;
+      FilterRequirement r;
+      r.key = c.field;
+      if (c.op == "$eq" || c.op == "$in") {
+        // Every listed value must have a key, or a document holding one
+        // without a key would be missed.
+        bool all = true;
+        for (const json& v : c.op == "$eq" ? json::array({c.value}) : c.value) {
+          std::string k = ScalarKey(v);
+          all = all && !k.empty();
+          r.equals.push_back(std::move(k));
+        }
+        if (all) out.push_back(std::move(r));
+      } else if (c.op == "$range" || c.op == "$time") {
+        r.kind = c.op == "$range" ? FilterRequirement::Kind::kNumberRange : FilterRequirement::Kind::kTimeRange;
+        bool numbers = true;
+        auto bound = [&](const std::string& op, double b) {
+          if ((op == "gt" || op == "gte") && (b > r.lo || (b == r.lo && op == "gt"))) r.lo = b, r.lo_open = op == "gt";
+          if ((op == "lt" || op == "lte") && (b < r.hi || (b == r.hi && op == "lt"))) r.hi = b, r.hi_open = op == "lt";
+        };
+        for (const auto& [op, b] : c.bounds) {
+          numbers = numbers && b.is_number();
+          if (b.is_number()) bound(op, b.get<double>());
+        }
+        for (const auto& [op, t] : c.times) bound(op, static_cast<double>(t));
+        if (numbers) out.push_back(std::move(r));
+      }
+    }
+    for (const auto& g : groups_)
+      if (g.logic == Logic::kAnd)
+        for (const auto& p : g.parts)
+          for (auto& r : p->Requirements()) out.push_back(std::move(r));
+    return out;
+  }
+  bool OnlyEqualities() const override {
+    for (const auto& c : conds_) {
+      if (c.field == "$id" || c.field == "$vectors" || (c.op != "$eq" && c.op != "$in")) return false;
+      for (const json& v : c.op == "$eq" ? json::array({c.value}) : c.value)
+        if (ScalarKey(v).empty()) return false;
+    }
+    for (const auto& g : groups_) {
+      if (g.logic != Logic::kAnd) return false;
+      for (const auto& p : g.parts)
+        if (!p->OnlyEqualities()) return false;
+    }
+    return true;
+  }
   bool Matches(const json& meta) const override {
     for (const auto& c : conds_)
       if (!Test(c, meta)) return false;
@@ -571,6 +622,50 @@ std::vector<const json*> PayloadKey::Values(const json& metadata, bool flat) con
   return FieldValues(key_, *static_cast<const std::vector<Step>*>(path_.get()), metadata, flat);
 }
 
+namespace {
+
+// PayloadKey::MergeInto from step i at `at` (its parent's slot for it).
+void MergeAt(json* at, const std::vector<Step>& steps, size_t i, const json& values, bool top) {
+  const Step& s = steps[i];
+  const bool last = i + 1 == steps.size();
+  auto merge = [&](json* e) {
+    if (e->is_object()) e->update(values);
+    else *e = values;
+  };
+  if (s.kind == Step::Kind::kKey) {
+    if (!at->is_object()) {
+      if (top) return;
+      *at = json::object();
+    }
+    json& child = (*at)[s.key];  // a missing key (or a null) is an empty object to merge into
+    if (child.is_null()) child = json::object();
+    if (last) merge(&child);
+    else MergeAt(&child, steps, i + 1, values, false);
+    return;
+  }
+  if (!at->is_array()) {
+    if (!top) *at = json::array();
+    return;
+  }
+  if (s.kind == Step::Kind::kIndex) {
+    if (s.index >= at->size()) return;
+    if (last) merge(&(*at)[s.index]);
+    else MergeAt(&(*at)[s.index], steps, i + 1, values, false);
+    return;
+  }
+  for (auto& e : *at) {
+    if (last) merge(&e);
+    else MergeAt(&e, steps, i + 1, values, false);
+  }
+}
+
+}  // namespace
+
+void PayloadKey::MergeInto(json* payload, const json& values) const {
+  const auto& steps = *static_cast<const std::vector<Step>*>(path_.get());
+  if (!steps.empty()) MergeAt(payload, steps, 0, values, true);
+}
+
 bool ParseDatetime(const std::string& s, int64_t* micros) {
   size_t i = 0;
   int y, mo, d, h = 0, mi = 0, sec = 0;
@@ -621,6 +716,19 @@ bool ParseDatetime(const std::string& s, int64_t* micros) {
   const int64_t secs = DaysFromCivil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset_s;
   *micros = secs * 1000000 + frac_us;
   return true;
+}
+
+std::string ScalarKey(const json& v) {
+  if (v.is_string()) return "s" + v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "b1" : "b0";
+  if (v.is_number()) {
+    // Filters compare numbers as nlohmann::json does (an integer with a
+    // float as doubles), so the double's shortest form keys them all.
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "n%.17g", v.get<double>());
+    return buf;
+  }
+  return "";
 }
 
 bool MatchesDocument(const MetadataFilter& filter, const std::string& metadata_json, const std::string& id,

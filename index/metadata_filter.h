@@ -39,6 +39,7 @@
 // as qdrant-client's local mode evaluates them.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -47,6 +48,24 @@
 #include "base/status.h"
 
 namespace moeedb {
+
+// A condition every document a filter keeps meets, in a form a payload
+// index answers (index/payload_index.h): some value at `key` (flattened as
+// filters see it) equals one of `equals`, or is a number, or a datetime
+// (microseconds, ParseDatetime), within [lo, hi] (each end open or closed).
+struct FilterRequirement {
+  enum class Kind { kEquals, kNumberRange, kTimeRange };
+  std::string key;
+  Kind kind = Kind::kEquals;
+  std::vector<std::string> equals;  // ScalarKey of each value (strings, numbers, booleans)
+  double lo = -HUGE_VAL, hi = HUGE_VAL;
+  bool lo_open = false, hi_open = false;
+};
+
+// The key a scalar payload value is indexed under: equal values (as filters
+// compare them: 3 == 3.0) share it ("s" + string, "b0"/"b1", "n" + the number
+// as a double); empty for a null, a list or an object.
+std::string ScalarKey(const nlohmann::json& value);
 
 class MetadataFilter {
  public:
@@ -61,6 +80,14 @@ class MetadataFilter {
   // Whether a condition is $has_vector: the caller then adds the names of
   // the vectors the document has, as a list under "$vectors".
   virtual bool UsesVectors() const = 0;
+  // Conditions every kept document meets (the top level's and its $and's
+  // field conditions of $eq, $in, number and datetime ranges); a payload
+  // index narrows the candidates by them before the filter decides.
+  virtual std::vector<FilterRequirement> Requirements() const = 0;
+  // Whether the filter is exactly its Requirements() of kind kEquals (it
+  // holds nothing else), so an index that answers them all exactly has
+  // decided it: its candidates need no test.
+  virtual bool OnlyEqualities() const = 0;
 };
 
 // A payload key as filters read it (a key of the metadata object, else a
@@ -73,6 +100,13 @@ class PayloadKey {
   // The values at the key in `metadata`, a list flattened into its
   // elements when `flat` (one level, as filters see them).
   std::vector<const nlohmann::json*> Values(const nlohmann::json& metadata, bool flat = true) const;
+  // Merges the object `values` into each object the key names in `payload`
+  // (Qdrant's set_payload with a key): missing keys on the way are made
+  // objects, and so is a value in the way that is not one; a list index
+  // past the end changes nothing; where the key indexes a list ("[]",
+  // "[0]") and finds none, that value becomes []; a named value that is not
+  // an object is replaced by `values`.
+  void MergeInto(nlohmann::json* payload, const nlohmann::json& values) const;
   const std::string& key() const { return key_; }
 
  private:

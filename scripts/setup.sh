@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libopenblas0-openmp libicu-dev nlohmann-json3-dev
   libfaiss-dev libhnswlib-dev librocksdb-dev libboost-dev libcli11-dev
-  libgtest-dev libbenchmark-dev libxapian-dev libpng-dev zlib1g-dev libre2-dev libpqxx-dev libssl-dev)
+  libgtest-dev libbenchmark-dev libxapian-dev libroaring-dev libpng-dev zlib1g-dev libre2-dev libpqxx-dev libssl-dev)
 
 # Node.js and npm run the end-to-end tests with the real npm clients; machines
 # that ship a Node.js (20+) keep theirs.

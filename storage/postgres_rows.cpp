@@ -68,6 +68,8 @@ const char* const kMigrations[] = {
     // 4 -> 5: documents listed in IdOrderKey's order (integer ids by number,
     // then the rest by bytes), paged through this index.
     "CREATE INDEX moeedb_documents_order ON moeedb_documents (coll, " MOEEDB_ID_ORDER_SQL ");",
+    // 5 -> 6: collection aliases (Qdrant's), switched in one transaction.
+    "CREATE TABLE moeedb_aliases (alias text PRIMARY KEY, collection text NOT NULL);",
 };
 
 void BackfillShardKeys(pqxx::work& t) {

@@ -324,17 +324,52 @@ Status PostgresStore::DropCollection(const std::string& name) {
     pqxx::work t(c);
     if (t.exec_params("DELETE FROM moeedb_collections WHERE name = $1", name).affected_rows() == 0)
       return Status::NotFound("no collection named '" + name + "'");
+    t.exec_params("DELETE FROM moeedb_aliases WHERE collection = $1", name);
     t.exec(std::string("NOTIFY ") + kChangeChannel);  // other nodes close theirs
     t.commit();
     return Status::OK();
   });
 }
 
-Status PostgresStore::UpdateSpec(const std::string& name, const std::string& spec_json) {
+Status PostgresStore::UpdateSpec(const std::string& name, const std::string& expected, const std::string& spec_json) {
   return WithConnection("updating collection " + name, [&](pqxx::connection& c) -> Status {
     pqxx::work t(c);
-    if (t.exec_params("UPDATE moeedb_collections SET spec = $2 WHERE name = $1", name, spec_json).affected_rows() == 0)
-      return Status::NotFound("no collection named '" + name + "'");
+    if (t.exec_params("UPDATE moeedb_collections SET spec = $3 WHERE name = $1 AND spec = $2", name, expected, spec_json)
+            .affected_rows() == 0) {
+      if (t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1", name).empty())
+        return Status::NotFound("no collection named '" + name + "'");
+      return Status::Conflict("collection " + name + "'s spec changed meanwhile");
+    }
+    t.commit();
+    return Status::OK();
+  });
+}
+
+Result<std::map<std::string, std::string>> PostgresStore::ListAliases() const {
+  std::map<std::string, std::string> out;
+  MOEEDB_RETURN_IF_ERROR(WithConnection("listing aliases", [&](pqxx::connection& c) -> Status {
+    pqxx::read_transaction t(c);
+    out.clear();
+    for (const auto& row : t.exec("SELECT alias, collection FROM moeedb_aliases"))
+      out[row[0].as<std::string>()] = row[1].as<std::string>();
+    return Status::OK();
+  }));
+  return out;
+}
+
+Status PostgresStore::UpdateAliases(const std::map<std::string, std::string>& expected,
+                                    const std::map<std::string, std::string>& aliases) {
+  return WithConnection("changing aliases", [&](pqxx::connection& c) -> Status {
+    pqxx::work t(c);
+    // One writer of the table at a time; readers go on.
+    t.exec("LOCK TABLE moeedb_aliases IN SHARE ROW EXCLUSIVE MODE");
+    std::map<std::string, std::string> now;
+    for (const auto& row : t.exec("SELECT alias, collection FROM moeedb_aliases"))
+      now[row[0].as<std::string>()] = row[1].as<std::string>();
+    if (now != expected) return Status::Conflict("the aliases changed meanwhile");
+    t.exec("DELETE FROM moeedb_aliases");
+    for (const auto& [alias, collection] : aliases)
+      t.exec_params("INSERT INTO moeedb_aliases (alias, collection) VALUES ($1, $2)", alias, collection);
     t.commit();
     return Status::OK();
   });

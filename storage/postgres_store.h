@@ -64,7 +64,7 @@ class PostgresStore final : public Store {
   // synchronous standby, for one of them (a promotion takes well under this).
   static constexpr std::chrono::milliseconds kReadFailoverWait{1500};
   // The schema version this build reads and writes.
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
   // Connections in each read pool (the primary's, the fallback's) unless
   // read_connections= says otherwise.
   static constexpr int kDefaultReadConnections = 4;
@@ -82,7 +82,10 @@ class PostgresStore final : public Store {
   Result<LogHead> GetLogHead(const std::string& collection) const override;
   Result<std::vector<CollectionRecord>> ListCollections() const override;
   Status DropCollection(const std::string& name) override;
-  Status UpdateSpec(const std::string& name, const std::string& spec_json) override;
+  Status UpdateSpec(const std::string& name, const std::string& expected, const std::string& spec_json) override;
+  Result<std::map<std::string, std::string>> ListAliases() const override;
+  Status UpdateAliases(const std::map<std::string, std::string>& expected,
+                       const std::map<std::string, std::string>& aliases) override;
   // Every write commits synced (sync=false too): a commit that is visible,
   // NOTIFYed and acknowledged is never lost to a crash or failover, which
   // would rewind the change log under the nodes that applied it.

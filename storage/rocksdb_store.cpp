@@ -50,6 +50,7 @@ std::string IntKey(uint32_t coll, uint64_t internal) {
   return s;
 }
 std::string MetaKey(const std::string& name) { return "c/" + name; }
+constexpr const char* kAliasesKey = "aliases";  // a JSON object alias -> collection
 std::string FloatBytes(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
@@ -228,14 +229,43 @@ Status RocksStore::DropCollection(const std::string& name) {
   const std::string begin = CollPrefix(r.id), end = CollPrefix(r.id + 1);
   for (int cf = kIds; cf < kNumCf; ++cf) batch.DeleteRange(cf_[cf], begin, end);
   batch.Delete(cf_[kMeta], MetaKey(name));
+  MOEEDB_ASSIGN_OR_RETURN(auto aliases, ListAliases());
+  if (std::erase_if(aliases, [&](const auto& a) { return a.second == name; }) > 0)
+    batch.Put(cf_[kMeta], kAliasesKey, json(aliases).dump());
   rocksdb::WriteOptions wo;
   wo.sync = true;
   return FromRocks(db_->Write(wo, &batch), "dropping collection " + name);
 }
 
-Status RocksStore::UpdateSpec(const std::string& name, const std::string& spec_json) {
+Result<std::map<std::string, std::string>> RocksStore::ListAliases() const {
+  std::string v;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kMeta], kAliasesKey, &v);
+  if (s.IsNotFound()) return std::map<std::string, std::string>();
+  MOEEDB_RETURN_IF_ERROR(FromRocks(s, "reading aliases"));
+  const json j = json::parse(v, nullptr, false);
+  if (!j.is_object()) return Status::Corruption("the aliases record is damaged");
+  std::map<std::string, std::string> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_string()) return Status::Corruption("the aliases record is damaged");
+    out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+Status RocksStore::UpdateAliases(const std::map<std::string, std::string>& expected,
+                                 const std::map<std::string, std::string>& aliases) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  MOEEDB_ASSIGN_OR_RETURN(auto now, ListAliases());
+  if (now != expected) return Status::Conflict("the aliases changed meanwhile");
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Put(wo, cf_[kMeta], kAliasesKey, json(aliases).dump()), "changing aliases");
+}
+
+Status RocksStore::UpdateSpec(const std::string& name, const std::string& expected, const std::string& spec_json) {
   std::lock_guard<std::mutex> lock(write_mu_);
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(name));
+  if (r.spec_json != expected) return Status::Conflict("collection " + name + "'s spec changed meanwhile");
   r.spec_json = spec_json;
   rocksdb::WriteBatch batch;
   MOEEDB_RETURN_IF_ERROR(WriteCollection(&batch, r));

@@ -44,7 +44,10 @@ class RocksStore final : public Store {
   Result<CollectionRecord> GetCollection(const std::string& name) const override;
   Result<std::vector<CollectionRecord>> ListCollections() const override;
   Status DropCollection(const std::string& name) override;
-  Status UpdateSpec(const std::string& name, const std::string& spec_json) override;
+  Status UpdateSpec(const std::string& name, const std::string& expected, const std::string& spec_json) override;
+  Result<std::map<std::string, std::string>> ListAliases() const override;
+  Status UpdateAliases(const std::map<std::string, std::string>& expected,
+                       const std::map<std::string, std::string>& aliases) override;
   Result<WriteResult> Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
                              bool sync) override;
   Result<WriteResult> UpsertIfUnchanged(const std::string& collection, const std::vector<StoredDocument>& docs,

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,8 +109,18 @@ class Store {
   virtual Result<std::vector<CollectionRecord>> ListCollections() const = 0;
   // Removes the collection and every record of it.
   virtual Status DropCollection(const std::string& name) = 0;
-  // Replaces the collection's spec (e.g. refitted statistics), atomically.
-  virtual Status UpdateSpec(const std::string& name, const std::string& spec_json) = 0;
+  // Replaces the collection's spec with `spec_json` if it is still `expected`
+  // (as GetCollection read it), atomically; Conflict, nothing changed, if
+  // another writer changed it since: read it again and retry.
+  virtual Status UpdateSpec(const std::string& name, const std::string& expected, const std::string& spec_json) = 0;
+
+  // Collection aliases (alias -> collection name). DropCollection removes
+  // the ones naming the dropped collection in the same write.
+  virtual Result<std::map<std::string, std::string>> ListAliases() const = 0;
+  // Replaces every alias with `aliases` if they are still `expected` (as
+  // ListAliases read them), atomically; Conflict, nothing changed, otherwise.
+  virtual Status UpdateAliases(const std::map<std::string, std::string>& expected,
+                               const std::map<std::string, std::string>& aliases) = 0;
 
   // Inserts or replaces documents, atomically: all or nothing. Ids must be
   // non-empty and distinct within the batch; vectors are stored as given

@@ -80,6 +80,7 @@ void CollectionSpec::ApplyTo(CollectionOptions* o) const {
   o->lexical = Lexical();
   o->shards = shards;
   o->replicas = replicas;
+  o->payload_indexes = payload_indexes;
 }
 
 Result<CollectionOptions> CollectionSpec::NewOptions(const CollectionOptions& model) const {
@@ -116,11 +117,19 @@ Result<CollectionSpec> CollectionSpecFromJson(const json& body) {
     }
   }
   CollectionSpec s;
+  if (body.contains("payload_indexes")) {
+    MOEEDB_ASSIGN_OR_RETURN(s.payload_indexes, PayloadIndexFieldsFromJson(body["payload_indexes"]));
+    flat.erase("payload_indexes");
+  }
   MOEEDB_RETURN_IF_ERROR(ReadJson(CollectionFields(), flat, /*refuse_unknown=*/false, &s));
   MOEEDB_RETURN_IF_ERROR(s.Check(Spelling::kJson));
   return s;
 }
 
-json CollectionSpecToJson(const CollectionSpec& s) { return WriteJson(CollectionFields(), s); }
+json CollectionSpecToJson(const CollectionSpec& s) {
+  json j = WriteJson(CollectionFields(), s);
+  if (!s.payload_indexes.empty()) j["payload_indexes"] = PayloadIndexFieldsToJson(s.payload_indexes);
+  return j;
+}
 
 }  // namespace moeedb

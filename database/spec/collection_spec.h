@@ -14,6 +14,7 @@
 #include "database/vector_schema.h"
 #include "index/dual_index.h"
 #include "index/lexical_index.h"
+#include "index/payload_index.h"
 
 namespace moeedb {
 
@@ -38,6 +39,7 @@ struct CollectionSpec {
   std::string text_key;        // payload field holding a point's text; "": content, then _node_content
   uint32_t shards = 1;         // ShardOfId(id, shards) places each document (storage/store.h)
   uint32_t replicas = 1;       // a cluster keeps each shard on this many nodes
+  PayloadIndexFields payload_indexes;  // payload keys indexed from the start ("payload_indexes": {"key": "kind"})
 
   // The vector schema a collection of a model with this fused size records.
   VectorSchema Schema(size_t fused_size) const;
@@ -60,7 +62,8 @@ struct CollectionSpec {
 const spec::FieldTable<CollectionSpec>& CollectionFields();
 // A JSON body into a checked spec. Besides the table's flat fields it reads
 // the nested forms the collections API has always taken: "index": {"hs",
-// "rw", "sq8"} and "lexical": true | false | {"language", "k1", "b"}.
+// "rw", "sq8"}, "lexical": true | false | {"language", "k1", "b"} and
+// "payload_indexes": {"key": "keyword" | "integer" | ...}.
 // Unknown keys are ignored (the server reads "routing" itself).
 Result<CollectionSpec> CollectionSpecFromJson(const nlohmann::json& body);
 // The set fields, flat: CollectionSpecFromJson reads it back equal.

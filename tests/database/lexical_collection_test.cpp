@@ -252,7 +252,7 @@ TEST(LexicalCollection, CollectionsRecordedBeforeLexicalOpenWithItOff) {
   ASSERT_TRUE(rec.ok());
   json spec = json::parse(rec->spec_json);
   spec.erase("lexical");
-  ASSERT_TRUE((*store)->UpdateSpec("c", spec.dump()).ok());
+  ASSERT_TRUE((*store)->UpdateSpec("c", rec->spec_json, spec.dump()).ok());
   auto c = VectorCollection::Open(store->get(), "c");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_FALSE((*c)->has_lexical());

@@ -63,7 +63,13 @@ class GatedStore : public Store {
   Result<CollectionRecord> GetCollection(const std::string& n) const override { return inner_->GetCollection(n); }
   Result<std::vector<CollectionRecord>> ListCollections() const override { return inner_->ListCollections(); }
   Status DropCollection(const std::string& n) override { return inner_->DropCollection(n); }
-  Status UpdateSpec(const std::string& n, const std::string& s) override { return inner_->UpdateSpec(n, s); }
+  Status UpdateSpec(const std::string& n, const std::string& e, const std::string& s) override {
+    return inner_->UpdateSpec(n, e, s);
+  }
+  Result<std::map<std::string, std::string>> ListAliases() const override { return inner_->ListAliases(); }
+  Status UpdateAliases(const std::map<std::string, std::string>& e, const std::map<std::string, std::string>& a) override {
+    return inner_->UpdateAliases(e, a);
+  }
   Result<WriteResult> Upsert(const std::string& c, const std::vector<StoredDocument>& d, bool sync) override {
     return inner_->Upsert(c, d, sync);
   }

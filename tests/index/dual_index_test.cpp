@@ -165,3 +165,82 @@ TEST_F(DualIndexTest, RefusesBadRequestsAndRows) {
 
 }  // namespace
 }  // namespace moeedb
+
+namespace moeedb {
+namespace {
+
+// `among` (a payload index's candidates): few ids are scored one by one and
+// give the reference's exact top k over them and the filter, in every mode
+// and with or without an ANN index; past kScoreAmongMax an ANN search tests
+// membership per candidate and answers as the filter alone would.
+TEST_F(DualIndexTest, AmongFewIdsScoresThemExactly) {
+  const Rows q = RandomRows(3, 5);
+  std::vector<uint64_t> among;
+  std::vector<bool> allowed(kRows, false);
+  for (size_t i = 0; i < kRows; i += 7) among.push_back(ids_[i]), allowed[i] = true;
+  among.push_back(999'999);  // an id the index does not hold
+  std::sort(among.begin(), among.end());
+  // The filter leaves out one allowed id: among narrows, the filter decides.
+  const uint64_t dropped = ids_[14];
+  allowed[14] = false;
+  for (QueryMode mode : {QueryMode::kFused, QueryMode::kHs, QueryMode::kRw})
+    for (size_t qi = 0; qi < 3; ++qi) {
+      SearchRequest r;
+      r.hs = &q.hs[qi * kDh], r.rw = &q.rw[qi * kDr];
+      r.k = 10, r.alpha = 0.7f, r.mode = mode;
+      r.among = &among;
+      r.filter = [&](uint64_t id) { return id != dropped; };
+      auto hits = index_->Search(r);
+      ASSERT_TRUE(hits.ok()) << hits.status().ToString();
+      const auto want = Expected(r.hs, r.rw, mode, r.alpha, 10, &allowed);
+      ASSERT_EQ(hits->size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ((*hits)[i].id, want[i].first) << kQueryModes.Name(mode) << " rank " << i;
+        EXPECT_NEAR((*hits)[i].score, want[i].second, 1e-4);
+      }
+    }
+}
+
+TEST(DualIndexAmong, ManyIdsThroughAnAnnIndexAnswerAsTheFilterAlone) {
+  constexpr size_t kDim = 8, kN = 2 * kScoreAmongMax + 1000;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::vector<float> hs(kN * kDim), rw(kN * 2);
+  for (auto& x : hs) x = g(rng);
+  for (auto& x : rw) x = g(rng);
+  DualIndexSpec spec;
+  spec.dim_hs = kDim, spec.dim_rw = 2;
+  spec.hs.kind = spec.rw.kind = IndexKind::kIvf;
+  spec.hs.ivf_nlist = spec.rw.ivf_nlist = 64;
+  auto ix = DualIndex::Create(spec, Standardizer::Identity(kDim), Standardizer::Identity(2));
+  ASSERT_TRUE(ix.ok());
+  std::vector<uint64_t> ids(kN);
+  for (size_t i = 0; i < kN; ++i) ids[i] = i + 1;
+  ASSERT_TRUE((*ix)->Add(ids, hs.data(), rw.data()).ok());
+  // Every even id and a few odd ones: more than kScoreAmongMax.
+  std::vector<uint64_t> among;
+  for (uint64_t id = 1; id <= kN; ++id)
+    if (id % 2 == 0 || id % 1001 == 0) among.push_back(id);
+  ASSERT_GT(among.size(), kScoreAmongMax);
+  for (int qi = 0; qi < 3; ++qi) {
+    SearchRequest r;
+    std::vector<float> qh(kDim), qr(2);
+    for (auto& x : qh) x = g(rng);
+    for (auto& x : qr) x = g(rng);
+    r.hs = qh.data(), r.rw = qr.data(), r.k = 10;
+    r.filter = [](uint64_t id) { return id % 2 == 0; };
+    auto alone = (*ix)->Search(r);
+    r.among = &among;
+    auto narrowed = (*ix)->Search(r);
+    ASSERT_TRUE(alone.ok() && narrowed.ok());
+    ASSERT_EQ(alone->size(), 10u);
+    ASSERT_EQ(narrowed->size(), alone->size());
+    for (size_t i = 0; i < alone->size(); ++i) {
+      EXPECT_EQ((*narrowed)[i].id, (*alone)[i].id);
+      EXPECT_EQ((*narrowed)[i].id % 2, 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moeedb

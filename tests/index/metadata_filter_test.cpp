@@ -167,3 +167,41 @@ TEST(MetadataFilter, BadFiltersNameTheirField) {
 
 }  // namespace
 }  // namespace moeedb
+
+namespace moeedb {
+namespace {
+
+// set_payload with a key, Qdrant's rules (qdrant-client's local mode,
+// payload_value_setter.py) worked out by hand for each case.
+json Merged(json payload, const std::string& key, const json& values) {
+  auto k = PayloadKey::Parse(key);
+  EXPECT_TRUE(k.ok()) << key;
+  if (k.ok()) k->MergeInto(&payload, values);
+  return payload;
+}
+
+TEST(PayloadKey, MergeIntoFollowsQdrantsSetPayloadWithAKey) {
+  const json nest = json::parse(R"({"nest": [{"a": "100", "b": "200"}]})");
+  EXPECT_EQ(Merged(nest, "nest[0]", {{"a", "101"}}), json::parse(R"({"nest": [{"a": "101", "b": "200"}]})"));
+  EXPECT_EQ(Merged(nest, "nest[1]", {{"d", "404"}}), nest);  // no such element: unchanged
+  EXPECT_EQ(Merged(nest, "nest[].nest", {{"d", "404"}}),
+            json::parse(R"({"nest": [{"a": "100", "b": "200", "nest": {"d": "404"}}]})"));
+  EXPECT_EQ(Merged(nest, "nest[]", {{"d", "404"}}), json::parse(R"({"nest": [{"a": "100", "b": "200", "d": "404"}]})"));
+  EXPECT_EQ(Merged(json::object(), "nest[]", {{"d", "404"}}), json::parse(R"({"nest": []})"));  // made a list, empty
+  const json lists = json::parse(R"({"nest": [{"a": [], "b": "200"}]})");
+  EXPECT_EQ(Merged(lists, "nest[0].a[]", {{"a", "101"}}), lists);  // no element to merge into
+  EXPECT_EQ(Merged(json::parse(R"({"a": {"b": {"c": {"d": {"e": 1}}}}})"), "a.b.c.d", {{"f", 2}}),
+            json::parse(R"({"a": {"b": {"c": {"d": {"e": 1, "f": 2}}}}})"));
+  EXPECT_EQ(Merged(json::parse(R"({"a": []})"), "a.b", json::object()), json::parse(R"({"a": {"b": {}}})"));
+  // A scalar where an object is named is replaced; a missing path is made.
+  EXPECT_EQ(Merged(json::parse(R"({"a": 5})"), "a", {{"x", 1}}), json::parse(R"({"a": {"x": 1}})"));
+  EXPECT_EQ(Merged(json::parse(R"({"k": 1})"), "p.q", {{"x", 1}}), json::parse(R"({"k": 1, "p": {"q": {"x": 1}}})"));
+  // The key "" is spelled '""'; an unquoted empty path is no key.
+  EXPECT_EQ(Merged(json::parse(R"({"": {"a": 1}})"), R"("")", {{"b", 2}}), json::parse(R"({"": {"a": 1, "b": 2}})"));
+  EXPECT_TRUE(Matches(R"({"\"\"": "xc"})", json{{"", "xc"}}));
+  EXPECT_FALSE(PayloadKey::Parse("").ok());
+  EXPECT_FALSE(PayloadKey::Parse("a..b").ok());
+}
+
+}  // namespace
+}  // namespace moeedb

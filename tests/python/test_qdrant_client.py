@@ -136,6 +136,41 @@ def test_filters_counts_scroll_and_deletes(server: Server, collection_name: str)
     assert q.retrieve(collection_name, ids=[survivor]) == []
 
 
+def test_payload_indexes_are_listed_and_leave_answers_unchanged(server: Server, collection_name: str) -> None:
+    q = client(server)
+    ids = fill(server, q, collection_name)
+    [vector] = embed(server, ["My card has not come yet."])
+    banking = models.Filter(must=[models.FieldCondition(key="metadata.topic", match=models.MatchValue(value="banking"))])
+    recent = models.Filter(must=[models.FieldCondition(key="metadata.year", range=models.Range(gte=2023))])
+
+    def answers() -> list[list[tuple[str, float]]]:
+        return [[(ids[h.id.replace("-", "")], round(h.score, 5))
+                 for h in q.query_points(collection_name, query=vector, query_filter=f, limit=10).points]
+                for f in (banking, recent)]
+
+    before = answers()
+    q.create_payload_index(collection_name, "metadata.topic", models.PayloadSchemaType.KEYWORD, wait=True)
+    q.create_payload_index(collection_name, "metadata.year",
+                           models.IntegerIndexParams(type=models.IntegerIndexType.INTEGER), wait=True)
+    schema = q.get_collection(collection_name).payload_schema
+    assert schema["metadata.topic"].data_type == models.PayloadSchemaType.KEYWORD
+    assert schema["metadata.topic"].points == len(DOCS)
+    assert schema["metadata.year"].data_type == models.PayloadSchemaType.INTEGER
+    assert answers() == before
+    assert {k for k, _ in before[0]} == {"bank1", "bank4"}
+    # Writes after the index keep it current: a third banking point is found through it.
+    point = q.retrieve(collection_name, [next(pid for pid, key in ids.items() if key == "music1")], with_vectors=True)[0]
+    q.set_payload(collection_name, {"metadata": {"topic": "banking", "year": 2020}}, points=[point.id], wait=True)
+    assert {k for k, _ in answers()[0]} == {"bank1", "bank4", "music1"}
+    q.delete_payload_index(collection_name, "metadata.year", wait=True)
+    assert set(q.get_collection(collection_name).payload_schema) == {"metadata.topic"}
+    # An unknown kind is a 400 that names it.
+    bad = httpx.put(f"{server.qdrant}/collections/{collection_name}/index", headers={"api-key": server.api_key},
+                    json={"field_name": "x", "field_schema": "keywords"}, timeout=60)
+    assert bad.status_code == 400
+    assert "keywords" in bad.json()["status"]["error"]
+
+
 def test_payload_set_overwrite_delete_clear(server: Server, collection_name: str) -> None:
     q = client(server)
     ids = fill(server, q, collection_name)

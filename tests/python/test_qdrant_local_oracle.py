@@ -479,3 +479,82 @@ def test_a_prefetch_score_threshold_keeps_what_local_mode_keeps(both, collection
         want = [p.id for p in local.query_points(collection_name, **case).points]
         got = [p.id for p in remote.query_points(collection_name, **case).points]
         assert 0 < len(want) < 40 and got == want, name
+
+
+def test_payload_indexes_leave_every_filtered_answer_as_local_mode(both, collection_name: str) -> None:
+    # Local mode keeps no payload index; moeedb's narrows the candidates by
+    # it. Every filter must still rank, count and scroll as local mode does.
+    local, remote, pts = both
+    for key, schema in [("word", models.PayloadSchemaType.KEYWORD), ("tags", models.PayloadSchemaType.KEYWORD),
+                        ("n", models.PayloadSchemaType.INTEGER), ("city.name", models.PayloadSchemaType.KEYWORD),
+                        ("visits[].year", models.PayloadSchemaType.INTEGER),
+                        ("at", models.PayloadSchemaType.DATETIME), ("maybe", models.PayloadSchemaType.KEYWORD)]:
+        remote.create_payload_index(collection_name, key, schema, wait=True)
+    schema = remote.get_collection(collection_name).payload_schema
+    assert schema["n"].points == len(pts)
+    assert schema["word"].points == sum(1 for p in pts if "word" in p.payload)
+    rng = random.Random(5)
+    for i, flt in enumerate(filters([p.id for p in pts])):
+        assert scroll_all(remote, collection_name, flt) == scroll_all(local, collection_name, flt), f"filter {i}"
+        for name, params in VECTORS.items():
+            q = [rng.uniform(-1, 1) for _ in range(params.size)]
+            want = local.query_points(collection_name, query=q, using=name, query_filter=flt, limit=10).points
+            got = remote.query_points(collection_name, query=q, using=name, query_filter=flt, limit=10).points
+            assert [p.id for p in got] == [p.id for p in want], (i, name, flt)
+    # A write after the index: the changed point is found through it at once.
+    target = pts[5].id
+    for c in (local, remote):
+        c.set_payload(collection_name, {"word": "yak"}, points=[target], wait=True)
+    yak = models.Filter(must=[field("word", match=models.MatchValue(value="yak"))])
+    assert scroll_all(remote, collection_name, yak) == scroll_all(local, collection_name, yak) == [target]
+
+
+def test_aliases_switch_at_once_and_answer_for_their_collection(server: Server, collection_name: str) -> None:
+    remote = QdrantClient(url=server.qdrant, api_key=server.api_key, timeout=120)
+    local = QdrantClient(":memory:")
+    other = collection_name + "_b"
+    pts = points(n=20)
+    for c in (local, remote):
+        for name in (collection_name, other):
+            c.create_collection(name, vectors_config=VECTORS)
+        c.upsert(collection_name, points=pts[:10], wait=True)
+        c.upsert(other, points=pts[10:], wait=True)
+
+    def aliases(c: QdrantClient) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        every = sorted((a.alias_name, a.collection_name) for a in c.get_aliases().aliases)
+        own = sorted((a.alias_name, a.collection_name) for a in c.get_collection_aliases(other).aliases)
+        return every, own
+
+    def change(*ops: models.CreateAliasOperation | models.DeleteAliasOperation | models.RenameAliasOperation) -> None:
+        for c in (local, remote):
+            c.update_collection_aliases(change_aliases_operations=list(ops))
+        assert aliases(remote) == aliases(local)
+
+    create = lambda alias, name: models.CreateAliasOperation(  # noqa: E731
+        create_alias=models.CreateAlias(collection_name=name, alias_name=alias))
+    change(create("live", collection_name), create("spare", collection_name))
+    assert [p.id for p in remote.scroll("live", limit=50)[0]] == [p.id for p in local.scroll("live", limit=50)[0]]
+    # The switch: one request moves "live" to the other collection.
+    change(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name="live")), create("live", other))
+    assert remote.count("live").count == 10
+    assert {p.id for p in remote.scroll("live", limit=50)[0]} == {p.id for p in pts[10:]}
+    q = [0.1, 0.2, 0.3, 0.4]
+    assert ([p.id for p in remote.query_points("live", query=q, using="text", limit=5).points] ==
+            [p.id for p in local.query_points("live", query=q, using="text", limit=5).points])
+    change(models.RenameAliasOperation(rename_alias=models.RenameAlias(old_alias_name="spare", new_alias_name="kept")))
+    # All or nothing: a batch with a bad action changes nothing.
+    before = aliases(remote)
+    with pytest.raises(Exception):
+        remote.update_collection_aliases(change_aliases_operations=[create("x", other), create("y", "no_such_collection")])
+    assert aliases(remote) == before
+    # An alias may not take a collection's name, nor a collection an alias's.
+    bad = httpx.post(f"{server.qdrant}/collections/aliases", headers={"api-key": server.api_key}, timeout=60,
+                     json={"actions": [{"create_alias": {"collection_name": other, "alias_name": collection_name}}]})
+    assert bad.status_code == 400 and "collection" in bad.json()["status"]["error"]
+    with pytest.raises(Exception):
+        remote.create_collection("live", vectors_config=VECTORS)
+    # Dropping a collection takes its aliases with it.
+    for c in (local, remote):
+        c.delete_collection(other)
+    assert sorted((a.alias_name, a.collection_name) for a in remote.get_aliases().aliases) == [("kept", collection_name)]
+    remote.delete_collection(collection_name)

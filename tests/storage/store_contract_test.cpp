@@ -57,8 +57,13 @@ TEST_P(StoreContract, CollectionsAreCreatedOnceListedAndDropped) {
   std::vector<std::string> names = {(*all)[0].name, (*all)[1].name};
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"b", "c"}));
-  ASSERT_TRUE(store_->UpdateSpec("b", R"({"k": 2})").ok());
+  const std::string first = store_->GetCollection("b")->spec_json;
+  ASSERT_TRUE(store_->UpdateSpec("b", first, R"({"k": 2})").ok());
   EXPECT_EQ(json::parse(store_->GetCollection("b")->spec_json)["k"], 2);
+  // A second writer that read the first spec changes nothing.
+  EXPECT_EQ(store_->UpdateSpec("b", first, R"({"k": 3})").code(), Status::Code::kConflict);
+  EXPECT_EQ(json::parse(store_->GetCollection("b")->spec_json)["k"], 2);
+  EXPECT_EQ(store_->UpdateSpec("nope", "{}", "{}").code(), Status::Code::kNotFound);
   const uint32_t old_id = store_->GetCollection("b")->id;
   ASSERT_TRUE(store_->DropCollection("b").ok());
   EXPECT_EQ(store_->GetCollection("b").status().code(), Status::Code::kNotFound);
@@ -66,6 +71,23 @@ TEST_P(StoreContract, CollectionsAreCreatedOnceListedAndDropped) {
   auto again = store_->CreateCollection("b", "{}");
   ASSERT_TRUE(again.ok());
   EXPECT_NE(again->id, old_id);  // ids are never reused: old index folders cannot be mistaken
+}
+
+TEST_P(StoreContract, AliasesChangeAllAtOnceAndGoWithTheirCollection) {
+  ASSERT_TRUE(store_->CreateCollection("a", "{}").ok());
+  ASSERT_TRUE(store_->CreateCollection("b", "{}").ok());
+  using Aliases = std::map<std::string, std::string>;
+  ASSERT_TRUE(store_->ListAliases().ok());
+  EXPECT_TRUE(store_->ListAliases()->empty());
+  ASSERT_TRUE(store_->UpdateAliases({}, {{"live", "a"}, {"old", "b"}}).ok());
+  EXPECT_EQ(*store_->ListAliases(), (Aliases{{"live", "a"}, {"old", "b"}}));
+  // A writer that read an older table changes nothing.
+  EXPECT_EQ(store_->UpdateAliases({}, {{"x", "a"}}).code(), Status::Code::kConflict);
+  // The switch: "live" moves to b in the same write that removes "old".
+  ASSERT_TRUE(store_->UpdateAliases({{"live", "a"}, {"old", "b"}}, {{"live", "b"}, {"spare", "a"}}).ok());
+  EXPECT_EQ(*store_->ListAliases(), (Aliases{{"live", "b"}, {"spare", "a"}}));
+  ASSERT_TRUE(store_->DropCollection("b").ok());
+  EXPECT_EQ(*store_->ListAliases(), (Aliases{{"spare", "a"}}));
 }
 
 TEST_P(StoreContract, ABatchIsAllOrNothing) {
@@ -260,6 +282,7 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
     t.exec("ALTER TABLE moeedb_documents DROP COLUMN shard_key");
     t.exec("ALTER TABLE moeedb_ops DROP COLUMN entry_id");  // version 4's
     t.exec("DROP INDEX moeedb_documents_order");           // version 5's
+    t.exec("DROP TABLE moeedb_aliases");                   // version 6's
     t.exec("UPDATE moeedb_meta SET value = '2' WHERE key = 'schema_version'");
     t.commit();
   }

@@ -34,6 +34,9 @@ class CollectionsRouter final : public ProtocolRouter {
   HttpResponse ScrollDocuments(const std::string& name, const std::string& body);
   // How many documents hold each value of a payload field.
   HttpResponse Facet(const std::string& name, const std::string& body);
+  // PUT {"kind"} / DELETE /collections/{name}/payload_indexes/{key}.
+  HttpResponse PayloadIndex(const std::string& method, const std::string& name, const std::string& key,
+                            const std::string& body);
   HttpResponse Search(const std::string& name, const std::string& body);
   HttpResponse DeleteMany(const std::string& name, const std::string& body);
   // Another node's search of this node's shard replicas (ShardPeers, vector_collection.h).
@@ -102,6 +105,10 @@ constexpr Route<Handler> kRoutes[] = {
      [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.ScrollDocuments(a[0], q.http.body); }},
     {"POST", "/collections/{name}/facet",
      [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Facet(a[0], q.http.body); }},
+    {"PUT", "/collections/{name}/payload_indexes/{key}",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.PayloadIndex("PUT", a[0], a[1], q.http.body); }},
+    {"DELETE", "/collections/{name}/payload_indexes/{key}",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.PayloadIndex("DELETE", a[0], a[1], q.http.body); }},
     {"GET", "/collections/{name}/documents/{id}",
      [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.Document("GET", a[0], a[1]); }},
     {"DELETE", "/collections/{name}/documents/{id}",
@@ -163,10 +170,12 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
       size_t indexed = 0;
       for (const auto& r : (*open)->ReplicaStates()) {
         replicas.push_back({{"shard", r.shard}, {"documents", r.documents}, {"applied_seq", r.applied_seq},
-                            {"index_bytes", r.index_bytes}, {"log_rewinds", r.log_rewinds}, {"building", r.building}});
+                            {"index_bytes", r.index_bytes}, {"payload_index_bytes", r.payload_index_bytes},
+                            {"log_rewinds", r.log_rewinds}, {"building", r.building}});
         indexed += r.documents;
       }
-      out["node"] = {{"applied_seq", (*open)->applied_seq()}, {"indexed", indexed}, {"replicas", replicas}};
+      out["node"] = {{"applied_seq", (*open)->applied_seq()}, {"indexed", indexed}, {"replicas", replicas},
+                     {"payload_index_points", (*open)->PayloadIndexPoints()}};
     }
     return JsonResponse(out);
   }
@@ -352,6 +361,28 @@ HttpResponse CollectionsRouter::ScrollDocuments(const std::string& name, const s
   for (const auto& d : page->documents) docs.push_back(DocumentJson(d));
   const bool more = !page->next.empty();
   return JsonResponse({{"documents", docs}, {"next_after", more ? json(page->documents.back().id) : json(nullptr)}});
+}
+
+HttpResponse CollectionsRouter::PayloadIndex(const std::string& method, const std::string& name, const std::string& key,
+                                             const std::string& body) {
+  std::optional<PayloadFieldKind> kind;
+  if (method == "PUT") {
+    auto j = ObjectBody(body);
+    if (!j) return NativeBadRequest("the body must be a JSON object {\"kind\": ...}");
+    if (auto bad = UnknownField(*j, {"kind"})) return *bad;
+    if (!j->contains("kind") || !(*j)["kind"].is_string())
+      return NativeBadRequest("'kind' must be one of " + kPayloadFieldKinds.Alternatives());
+    auto k = kPayloadFieldKinds.Parse((*j)["kind"].get<std::string>());
+    if (!k.ok()) return NativeBadRequest("kind: " + k.status().message());
+    kind = *k;
+  }
+  if (!core_->GetCollection(name).ok()) return OpenFailed(core_->GetCollection(name).status());
+  Status s = core_->db().SetPayloadIndex(name, key, kind);
+  if (!s.ok()) return NativeFromStatus(s);
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return OpenFailed(c.status());
+  json fields = PayloadIndexFieldsToJson((*c)->payload_indexes());
+  return JsonResponse({{"name", name}, {"payload_indexes", fields}, {"points", (*c)->PayloadIndexPoints()}});
 }
 
 HttpResponse CollectionsRouter::Facet(const std::string& name, const std::string& body) {

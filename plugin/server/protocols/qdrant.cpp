@@ -13,12 +13,26 @@ constexpr const char* kVersion = "1.18.0";  // the Qdrant API version this subse
 // Qdrant's own default, reported as it: moeedb's flat index is always a full scan.
 constexpr int kQdrantFullScanThresholdKb = 10'000;
 
+// The payload indexes as Qdrant's collection info lists them.
+json PayloadSchema(const VectorCollection& c) {
+  json out = json::object();
+  const PayloadIndexFields fields = c.payload_indexes();
+  for (const auto& [key, points] : c.PayloadIndexPoints()) {
+    auto it = fields.find(key);
+    if (it != fields.end()) out[key] = {{"data_type", kPayloadFieldKinds.Name(it->second)}, {"points", points}};
+  }
+  return out;
+}
+
 // Literal segments before placeholders: a POST to /points/delete is the
 // delete route, not a point whose id is "delete".
 using Handler = HttpResponse (QdrantRouter::*)(const Call&);
 constexpr Route<Handler> kRoutes[] = {
     {"GET", "", &QdrantRouter::Root},
     {"GET", "/collections", &QdrantRouter::ListCollections},
+    {"POST", "/collections/aliases", &QdrantRouter::UpdateAliases},
+    {"GET", "/aliases", &QdrantRouter::ListAliases},
+    {"GET", "/collections/{name}/aliases", &QdrantRouter::ListAliases},
     {"GET", "/collections/{name}", &QdrantRouter::GetCollection},
     {"PUT", "/collections/{name}", &QdrantRouter::CreateCollection},
     {"PATCH", "/collections/{name}", &QdrantRouter::UpdateCollection},
@@ -82,6 +96,10 @@ HttpResponse QdrantRouter::Handle(const RouteRequest& req, std::string* route) {
       body = std::move(*j);
     }
     const bool wait = req.query.count("wait") && (req.query.at("wait") == "true" || req.query.at("wait") == "1");
+    // An alias stands for its collection wherever a collection is named,
+    // except where one is made or dropped.
+    if (!args.empty() && handle != &QdrantRouter::CreateCollection && handle != &QdrantRouter::DeleteCollection)
+      args[0] = core_->db().ResolveName(args[0]);
     return (this->*handle)(Call{req, std::move(args), std::move(body), wait, t0});
   });
 }
@@ -98,6 +116,56 @@ HttpResponse QdrantRouter::ListCollections(const Call& call) {
   json list = json::array();
   for (const auto& c : *all) list.push_back({{"name", c.name}});
   return Ok({{"collections", list}}, call.t0);
+}
+
+HttpResponse QdrantRouter::UpdateAliases(const Call& call) {
+  const json& j = call.body;
+  if (Status st = RefuseUnknown(j, {"actions", "timeout"}, "an alias change"); !st.ok()) return FromStatus(st);
+  if (!j.contains("actions") || !j["actions"].is_array())
+    return QdrantError(400, "Bad request: 'actions' must be a list of create_alias, delete_alias, rename_alias");
+  std::vector<Database::AliasChange> changes;
+  for (const json& a : j["actions"]) {
+    using Kind = Database::AliasChange::Kind;
+    // Each action is an object of one of the three keys, its fields strings.
+    static const struct {
+      const char* key;
+      Kind kind;
+      const char* alias;
+      const char* target;
+    } kActions[] = {{"create_alias", Kind::kCreate, "alias_name", "collection_name"},
+                    {"delete_alias", Kind::kDelete, "alias_name", nullptr},
+                    {"rename_alias", Kind::kRename, "old_alias_name", "new_alias_name"}};
+    const auto* form = a.is_object() && a.size() == 1
+                           ? std::find_if(std::begin(kActions), std::end(kActions),
+                                          [&](const auto& f) { return a.contains(f.key); })
+                           : std::end(kActions);
+    if (form == std::end(kActions))
+      return QdrantError(400, "Bad request: each action must be one of create_alias, delete_alias, rename_alias");
+    const json& op = a[form->key];
+    auto field = [&](const char* name) -> const json* {
+      return op.is_object() && op.contains(name) && op[name].is_string() ? &op[name] : nullptr;
+    };
+    if (!field(form->alias) || (form->target && !field(form->target)))
+      return QdrantError(400, std::string("Bad request: ") + form->key + " needs " + form->alias +
+                                  (form->target ? std::string(" and ") + form->target : std::string()));
+    changes.push_back({form->kind, *field(form->alias), form->target ? field(form->target)->get<std::string>() : ""});
+  }
+  Status st = core_->db().ChangeAliases(changes);
+  if (!st.ok()) return FromStatus(st);
+  return Ok(true, call.t0);
+}
+
+HttpResponse QdrantRouter::ListAliases(const Call& call) {
+  auto aliases = core_->db().ListAliases();
+  if (!aliases.ok()) return FromStatus(aliases.status());
+  // GET /collections/{name}/aliases: the collection's own (404 without it).
+  if (!call.args.empty() && !core_->GetCollection(call.name()).ok())
+    return QdrantError(404, "Not found: Collection `" + call.name() + "` doesn't exist!");
+  json list = json::array();
+  for (const auto& [alias, collection] : *aliases)
+    if (call.args.empty() || collection == call.name())
+      list.push_back({{"alias_name", alias}, {"collection_name", collection}});
+  return Ok({{"aliases", list}}, call.t0);
 }
 
 HttpResponse QdrantRouter::CollectionExists(const Call& call) {
@@ -139,7 +207,7 @@ HttpResponse QdrantRouter::GetCollection(const Call& call) {
                        {"strict_mode_config", {{"enabled", false}}}};
   return Ok({{"status", "green"}, {"optimizer_status", "ok"}, {"points_count", rec->count},
              {"indexed_vectors_count", rec->count}, {"segments_count", (*c)->shards()},
-             {"config", config}, {"payload_schema", json::object()}}, call.t0);
+             {"config", config}, {"payload_schema", PayloadSchema(**c)}}, call.t0);
 }
 
 HttpResponse QdrantRouter::DeleteCollection(const Call& call) {
@@ -160,15 +228,28 @@ HttpResponse QdrantRouter::UpdateCollection(const Call& call) {
 HttpResponse QdrantRouter::CreatePayloadIndex(const Call& call) {
   if (!core_->GetCollection(call.name()).ok())
     return QdrantError(404, "Not found: Collection `" + call.name() + "` doesn't exist!");
-  if (!call.body.contains("field_name") || !call.body["field_name"].is_string())
+  const json& j = call.body;
+  if (Status st = RefuseUnknown(j, {"field_name", "field_schema", "field_type"}, "a payload index"); !st.ok())
+    return FromStatus(st);
+  if (!j.contains("field_name") || !j["field_name"].is_string())
     return QdrantError(400, "Bad request: 'field_name' is required");
-  // Every payload field is filterable without an index: accepted as done.
+  // field_schema: a kind's name, or {"type": kind, ...its parameters}.
+  json schema = j.contains("field_schema") ? j["field_schema"] : j.value("field_type", json());
+  if (schema.is_object()) schema = schema.value("type", json());
+  if (!schema.is_string())
+    return QdrantError(400, "Bad request: 'field_schema' is required: one of " + kPayloadFieldKinds.Alternatives());
+  auto kind = kPayloadFieldKinds.Parse(schema.get<std::string>());
+  if (!kind.ok()) return QdrantError(400, "Bad request: field_schema: " + kind.status().message());
+  Status st = core_->db().SetPayloadIndex(call.name(), j["field_name"].get<std::string>(), *kind);
+  if (!st.ok()) return FromStatus(st);
   return Ok({{"operation_id", 0}, {"status", "completed"}}, call.t0);
 }
 
 HttpResponse QdrantRouter::DeletePayloadIndex(const Call& call) {
   if (!core_->GetCollection(call.name()).ok())
     return QdrantError(404, "Not found: Collection `" + call.name() + "` doesn't exist!");
+  Status st = core_->db().SetPayloadIndex(call.name(), call.args.at(1), std::nullopt);
+  if (!st.ok()) return FromStatus(st);
   return Ok({{"operation_id", 0}, {"status", "completed"}}, call.t0);
 }
 

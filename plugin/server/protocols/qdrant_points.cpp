@@ -290,6 +290,8 @@ HttpResponse QdrantRouter::ChangePayload(const Call& call, MetadataChange::Kind 
       if (!j["key"].is_string()) return QdrantError(400, "Bad request: 'key' must be a string");
       if (kind == MetadataChange::Kind::kOverwrite) return QdrantError(400, "Bad request: 'key' belongs to set_payload, not overwrite_payload");
       change.at = j["key"].get<std::string>();
+      // "" is no path (the top is no key at all); a key named "" is spelled '""'.
+      if (change.at.empty()) return QdrantError(400, "Bad request: 'key' is an empty path (a key named \"\" is spelled '\"\"')");
     }
   }
   if (kind == MetadataChange::Kind::kDeleteKeys) {

@@ -81,6 +81,8 @@ class QdrantRouter final : public ProtocolRouter {
   HttpResponse UpdateCollection(const Call& call);
   HttpResponse DeleteCollection(const Call& call);
   HttpResponse CollectionExists(const Call& call);
+  HttpResponse UpdateAliases(const Call& call);
+  HttpResponse ListAliases(const Call& call);
   HttpResponse CreatePayloadIndex(const Call& call);
   HttpResponse DeletePayloadIndex(const Call& call);
   // qdrant_points.cpp
