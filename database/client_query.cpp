@@ -98,9 +98,6 @@ Result<std::vector<Candidate>> PrefetchList(Database* db, VectorCollection* c, c
 }
 
 Result<std::vector<Candidate>> Prefetched(Database* db, VectorCollection* c, const ClientQuery& q) {
-  if (q.combine == Combine::kFormula)
-    for (const auto& p : q.prefetches)
-      if (p.inner) return Status::InvalidArgument("a formula scores its prefetches' own searches: a prefetch of prefetches has none");
   std::vector<std::vector<Candidate>> lists;
   for (ClientSearch p : q.prefetches) {
     // The request's filter and the prefetch's own, both.
@@ -127,10 +124,26 @@ Result<std::vector<Candidate>> Prefetched(Database* db, VectorCollection* c, con
     for (size_t i = 0; i < all.size(); ++i) all[i].rank = all[i].shown = fused[i];
   } else if (q.combine == Combine::kFormula) {
     MOEEDB_RETURN_IF_ERROR(q.formula.Check(q.prefetches.size()));
+    // $score[i]: a candidate's score in prefetch i's list, where it is in it.
+    std::vector<std::unordered_map<std::string, double>> shown(lists.size());
+    for (size_t i = 0; i < lists.size(); ++i)
+      for (const auto& h : lists[i]) shown[i].emplace(h.id, h.shown);
     for (auto& x : all) {
-      std::vector<double> scores;
-      for (const auto& p : q.prefetches) scores.push_back(SignalScore(*c, p, x));
-      x.rank = x.shown = q.formula.Evaluate(scores);
+      FormulaPoint point;
+      for (const auto& l : shown) {
+        auto it = l.find(x.id);
+        point.scores.push_back(it == l.end() ? std::nullopt : std::optional<double>(it->second));
+      }
+      const json payload = json::parse(x.metadata_json.empty() ? "{}" : x.metadata_json, nullptr, false);
+      point.payload = &payload;
+      point.id = x.id;
+      point.vectors = [&]() -> std::vector<std::string> {
+        auto d = c->Get(x.id);
+        if (!d.ok() || !*d) return {};
+        return c->schema().CarriedBy((*d)->rw);
+      };
+      MOEEDB_ASSIGN_OR_RETURN(double score, q.formula.Evaluate(point));
+      x.rank = x.shown = score;
     }
   } else if (q.combine == Combine::kRescore) {
     // The prefetched candidates ranked by the main vector. Over kMaxSearchK
@@ -191,13 +204,15 @@ Result<std::vector<Candidate>> ByExamples(Database* db, VectorCollection* c, con
   if ((e.kind == Kind::kBestScore || e.kind == Kind::kSumScores) && e.positive.empty() && e.negative.empty())
     return Status::InvalidArgument("recommend needs positive or negative examples");
   if (e.kind == Kind::kContext && e.pairs.empty()) return Status::InvalidArgument("a context query needs context pairs");
-  if (e.kind == Kind::kDiscover && e.target.empty()) return Status::InvalidArgument("discover needs a target");
+  if ((e.kind == Kind::kDiscover || e.kind == Kind::kFeedback) && e.target.empty())
+    return Status::InvalidArgument(e.kind == Kind::kDiscover ? "discover needs a target" : "relevance feedback needs a target");
   // Every point's core similarity to each example, by one exact search each.
   std::vector<const std::vector<float>*> examples;
   for (const auto& x : e.positive) examples.push_back(&x);
   for (const auto& x : e.negative) examples.push_back(&x);
   for (const auto& [p, n] : e.pairs) examples.push_back(&p), examples.push_back(&n);
-  if (e.kind == Kind::kDiscover) examples.push_back(&e.target);
+  for (const auto& [x, score] : e.feedback) examples.push_back(&x);
+  if (e.kind == Kind::kDiscover || e.kind == Kind::kFeedback) examples.push_back(&e.target);
   std::unordered_map<std::string, size_t> at;
   std::vector<Candidate> points;
   std::vector<std::vector<double>> sims;  // sims[example][point]
@@ -228,6 +243,15 @@ Result<std::vector<Candidate>> ByExamples(Database* db, VectorCollection* c, con
       for (size_t k = 0; k < np; ++k) pos = e.kind == Kind::kBestScore ? std::max(pos, sims[k][i]) : pos + sims[k][i];
       for (size_t k = np; k < np + nn; ++k) neg = e.kind == Kind::kBestScore ? std::max(neg, sims[k][i]) : neg + sims[k][i];
       score = e.kind == Kind::kSumScores ? pos - neg : pos > neg ? ScaledSigmoid(pos) : -ScaledSigmoid(neg);
+    } else if (e.kind == Kind::kFeedback) {
+      score = e.a * sims.back()[i];
+      const size_t nf = e.feedback.size();
+      for (size_t p = 0; p < nf; ++p)
+        for (size_t n = 0; n < nf; ++n) {
+          const double d = e.feedback[p].second - e.feedback[n].second;
+          if (p == n || d <= 0) continue;
+          score += std::pow(d, e.b) * e.c * (sims[p][i] - sims[n][i]);
+        }
     } else {
       constexpr double kEpsilon = 1.1920929e-7;  // f32's, as Qdrant's
       for (size_t j = 0; j < e.pairs.size(); ++j) {
@@ -324,6 +348,25 @@ Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c,
   return out;
 }
 
+namespace {
+
+// Every prefetch's limit, nested ones' too, raised to `k` (as Qdrant's
+// groups do: a group's hits come from every point the prefetches reach).
+void RaisePrefetchLimits(ClientQuery* q, size_t k) {
+  for (auto& p : q->prefetches) {
+    p.spec.k = k;
+    if (p.inner) {
+      auto inner = std::make_shared<ClientQuery>(*p.inner);
+      inner->search.spec.k = k;
+      inner->offset = 0;
+      RaisePrefetchLimits(inner.get(), k);
+      p.inner = std::move(inner);
+    }
+  }
+}
+
+}  // namespace
+
 Result<std::vector<ClientGroup>> RunGroupedQuery(Database* db, VectorCollection* c, ClientQuery q, const GroupSpec& groups) {
   MOEEDB_ASSIGN_OR_RETURN(PayloadKey key, PayloadKey::Parse(groups.key));
   if (groups.group_size == 0 || groups.limit == 0) return Status::InvalidArgument("'group_size' and 'limit' must be at least 1");
@@ -331,23 +374,10 @@ Result<std::vector<ClientGroup>> RunGroupedQuery(Database* db, VectorCollection*
   const size_t all = std::max<size_t>(1, std::min(c->size(), kMaxSearchK));
   q.search.spec.k = all;
   q.offset = 0;
-  for (auto& p : q.prefetches) p.spec.k = all;
+  RaisePrefetchLimits(&q, all);
   MOEEDB_ASSIGN_OR_RETURN(std::vector<ClientHit> hits, RunClientQuery(db, c, q));
-  std::vector<ClientGroup> out;
-  std::map<json, size_t> at;
-  for (const ClientHit& h : hits) {
-    const json meta = json::parse(h.metadata_json, nullptr, false);
-    std::set<json> values;
-    for (const json* v : key.Values(meta))
-      if (v->is_string() || v->is_number_integer() || v->is_boolean()) values.insert(*v);
-    for (const json& v : values) {
-      auto [it, fresh] = at.emplace(v, out.size());
-      if (fresh) out.push_back({v, {}});
-      if (out[it->second].hits.size() < groups.group_size) out[it->second].hits.push_back(h);
-    }
-  }
-  if (out.size() > groups.limit) out.resize(groups.limit);
-  return out;
+  return GroupByPayload<ClientHit>(hits, key, groups.group_size, groups.limit,
+                                   [](const ClientHit& h) -> const std::string& { return h.metadata_json; });
 }
 
 Result<std::vector<MatrixRow>> DistanceMatrix(Database* db, VectorCollection* c, const SearchSpec& filter,

@@ -25,6 +25,7 @@
 
 #include "base/status.h"
 #include "database/client_vectors.h"
+#include "database/payload_groups.h"
 #include "database/payload_order.h"
 #include "database/score_formula.h"
 #include "database/spec/search_spec.h"
@@ -64,14 +65,19 @@ struct MmrSpec {
 //   kSumScores  the sum over positives minus the sum over negatives;
 //   kDiscover   per pair +1 (closer to its positive), 0 or -1, summed, plus
 //               S(similarity to the target);
-//   kContext    per pair s(min(pos - neg - 2^-23, 0)), summed.
+//   kContext    per pair s(min(pos - neg - 2^-23, 0)), summed;
+//   kFeedback   relevance feedback (Qdrant's naive strategy): a * sim(target)
+//               plus, for each ordered pair of feedback items whose scores
+//               differ by d > 0, d^b * c * (sim(higher) - sim(lower)).
 // Points past the kMaxSearchK best by each example are not scored.
 struct ExampleQuery {
-  enum class Kind { kAverage, kBestScore, kSumScores, kDiscover, kContext };
+  enum class Kind { kAverage, kBestScore, kSumScores, kDiscover, kContext, kFeedback };
   Kind kind = Kind::kAverage;
   std::string use;  // the vector searched
   std::vector<std::vector<float>> positive, negative;                    // recommend
-  std::vector<float> target;                                             // discover
+  std::vector<float> target;                                             // discover, feedback
+  std::vector<std::pair<std::vector<float>, double>> feedback;           // feedback: each example and its score
+  double a = 1, b = 1, c = 1;                                            // feedback's coefficients
   std::vector<std::pair<std::vector<float>, std::vector<float>>> pairs;  // discover, context
 };
 
@@ -111,15 +117,7 @@ Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c,
 // payload key (index/metadata_filter.h's PayloadKey; a point with several
 // values joins each group), groups in the order of their best hit, each
 // keeping its `group_size` best hits; the first `limit` groups.
-struct GroupSpec {
-  std::string key;
-  size_t group_size = 3;
-  size_t limit = 10;
-};
-struct ClientGroup {
-  nlohmann::json value;
-  std::vector<ClientHit> hits;
-};
+using ClientGroup = HitGroup<ClientHit>;
 Result<std::vector<ClientGroup>> RunGroupedQuery(Database* db, VectorCollection* c, ClientQuery q, const GroupSpec& groups);
 
 // A distance matrix (Qdrant's search matrix): `sample` points of those the

@@ -292,6 +292,19 @@ Result<std::vector<SearchHit>> Database::Search(const std::string& name, const S
   return c->Search(e[0].hs.data(), e[0].rw.data(), options, info);
 }
 
+Result<std::vector<HitGroup<SearchHit>>> Database::SearchGroups(const std::string& name, SearchSpec options,
+                                                                const GroupSpec& groups, const VectorQuery* vectors,
+                                                                SearchInfo* info) {
+  MOEEDB_ASSIGN_OR_RETURN(PayloadKey key, PayloadKey::Parse(groups.key));
+  if (groups.group_size == 0 || groups.limit == 0) return Status::InvalidArgument("group_size and the group limit must be at least 1");
+  MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
+  options.k = std::max<size_t>(1, std::min(c->size(), kMaxSearchK));
+  MOEEDB_ASSIGN_OR_RETURN(std::vector<SearchHit> hits,
+                          vectors ? SearchVectors(name, *vectors, options, info) : Search(name, options, info));
+  return GroupByPayload<SearchHit>(hits, key, groups.group_size, groups.limit,
+                                   [](const SearchHit& h) -> const std::string& { return h.metadata_json; });
+}
+
 Result<std::vector<SearchHit>> Database::SearchVectors(const std::string& name, const VectorQuery& query,
                                                       SearchSpec options, SearchInfo* info) {
   MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));

@@ -21,6 +21,7 @@
 
 #include "database/client_vectors.h"
 #include "database/embedding_setup.h"
+#include "database/payload_groups.h"
 #include "database/vector_collection.h"
 #include "storage/store.h"
 
@@ -153,6 +154,12 @@ class Database {
   // mode is lexical (no model runs then).
   Result<std::vector<SearchHit>> Search(const std::string& name, const SearchSpec& options,
                                         SearchInfo* info = nullptr);
+  // Search's (with `vectors`, SearchVectors') hits grouped by a payload
+  // field (payload_groups.h): every document the search ranks (up to
+  // kMaxSearchK), options.k ignored; InvalidArgument for a bad key or a
+  // group_size or limit of 0.
+  Result<std::vector<HitGroup<SearchHit>>> SearchGroups(const std::string& name, SearchSpec options, const GroupSpec& groups,
+                                                        const VectorQuery* vectors = nullptr, SearchInfo* info = nullptr);
   // Searches `name` by a client's vectors (client_vectors.h) in their mode;
   // options.mode hybrid adds the lexical signal of options.query. Scores are
   // the collection's (ClientScore gives what the client sees).

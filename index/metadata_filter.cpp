@@ -731,6 +731,8 @@ std::string ScalarKey(const json& v) {
   return "";
 }
 
+double GeoDistanceMetres(double lat1, double lon1, double lat2, double lon2) { return GeoDistance(lat1, lon1, lat2, lon2); }
+
 bool MatchesDocument(const MetadataFilter& filter, const std::string& metadata_json, const std::string& id,
                      const std::vector<std::string>* vectors) {
   json meta = json::parse(metadata_json, nullptr, false);

@@ -120,6 +120,10 @@ class PayloadKey {
 bool MatchesDocument(const MetadataFilter& filter, const std::string& metadata_json, const std::string& id,
                      const std::vector<std::string>* vectors = nullptr);
 
+// The haversine distance in metres between two points (degrees) over the
+// mean Earth radius, as filters' geo conditions measure it.
+double GeoDistanceMetres(double lat1, double lon1, double lat2, double lon2);
+
 // Microseconds since 1970-01-01T00:00:00Z of a datetime as Qdrant reads
 // one: "YYYY-MM-DD", then " " or "T" and "HH:MM" (with " ") or "HH:MM:SS",
 // an optional fraction and zone (Z, +HH, +HH:MM, +HHMM) after the seconds;

@@ -16,6 +16,8 @@
 #include "database/spec/collection_spec.h"
 #include "database/database.h"
 #include "database/embedding_setup.h"
+#include "database/payload_facet.h"
+#include "database/payload_order.h"
 #include "database/search_hit_json.h"
 #include "database/vector_collection.h"
 
@@ -165,6 +167,20 @@ int RunSearch(const Args& args) {
   auto coll = (*db)->OpenCollection(args.Get("collection"));
   if (!coll.ok()) return Fail("search", coll.status().message());
   const auto t0 = std::chrono::steady_clock::now();
+  if (args.Has("group-size") && !args.Has("group-by")) return UsageError("search", "--group-size goes with --group-by");
+  if (args.Has("group-by")) {
+    const GroupSpec spec{args.Get("group-by"), static_cast<size_t>(args.Int("group-size")), so.k};
+    auto groups = (*db)->SearchGroups(args.Get("collection"), so, spec);
+    if (!groups.ok()) return Fail("search", groups.status().message());
+    json out = json::array();
+    for (const auto& g : *groups) {
+      json hits = json::array();
+      for (const auto& h : g.hits) hits.push_back(SearchHitJson(h, (*coll)->has_lexical()));
+      out.push_back({{"value", g.value}, {"hits", hits}});
+    }
+    std::cout << json{{"groups", out}}.dump() << std::endl;
+    return 0;
+  }
   auto hits = (*db)->Search(args.Get("collection"), so);  // lexical search runs no model
   if (!hits.ok()) return Fail("search", hits.status().message());
   json out = {{"hits", json::array()}};
@@ -268,6 +284,81 @@ int RunCollectionsDrop(const Args& args) {
   auto db = OpenDb(args, true);
   if (Status s = db.ok() ? (*db)->DropCollection(name) : db.status(); !s.ok()) return Fail("collections drop", s.message());
   std::cout << json{{"dropped", name}}.dump() << std::endl;
+  return 0;
+}
+
+int RunCollectionsIndex(const Args& args) {
+  if (args.positional().size() != 1) return UsageError("collections index", "needs one collection NAME");
+  if (args.Has("kind") == args.Has("drop")) return UsageError("collections index", "give --kind KIND or --drop");
+  std::optional<PayloadFieldKind> kind;
+  if (args.Has("kind")) {
+    auto k = kPayloadFieldKinds.Parse(args.Get("kind"));
+    if (!k.ok()) return UsageError("collections index", k.status().message());
+    kind = *k;
+  }
+  const std::string& name = args.positional()[0];
+  auto db = OpenDb(args, true);
+  if (!db.ok()) return Fail("collections index", db.status().message());
+  if (Status s = (*db)->SetPayloadIndex(name, args.Get("key"), kind); !s.ok()) return Fail("collections index", s.message());
+  auto c = (*db)->OpenCollection(name);
+  if (!c.ok()) return Fail("collections index", c.status().message());
+  if (Status s = (*c)->SaveIndex(); !s.ok()) std::cerr << "warning: index snapshot not saved: " << s.message() << "\n";
+  std::cout << json{{"collection", name}, {"payload_indexes", PayloadIndexFieldsToJson((*c)->payload_indexes())},
+                    {"points", (*c)->PayloadIndexPoints()}}.dump()
+            << std::endl;
+  return 0;
+}
+
+int RunScroll(const Args& args) {
+  ScanSpec scan;
+  if (Status s = scan.SetFilter(args.Get("filter")); !s.ok()) return UsageError("scroll", s.message());
+  if (args.Has("desc") && !args.Has("order-by")) return UsageError("scroll", "--desc orders by --order-by's field: give it");
+  auto db = OpenDb(args, true);
+  if (!db.ok()) return Fail("scroll", db.status().message());
+  auto c = (*db)->OpenCollection(args.Get("collection"));
+  if (!c.ok()) return Fail("scroll", c.status().message());
+  const size_t limit = static_cast<size_t>(args.Int("limit"));
+  json docs = json::array();
+  auto doc_json = [](const StoredDocument& d) {
+    return json{{"id", d.id}, {"text", d.text}, {"metadata", json::parse(d.metadata_json.empty() ? "{}" : d.metadata_json)}};
+  };
+  json out;
+  if (args.Has("order-by")) {
+    OrderBySpec order;
+    order.key = args.Get("order-by");
+    order.descending = args.Has("desc");
+    auto page = ScanOrdered(**c, scan, order, limit);
+    if (!page.ok()) return Fail("scroll", page.status().message());
+    for (const auto& o : *page) {
+      json d = doc_json(o.doc);
+      d["order_value"] = o.value;
+      docs.push_back(std::move(d));
+    }
+    out = {{"documents", docs}};
+  } else {
+    scan.start = args.Get("after");
+    scan.limit = limit;
+    auto page = Scan(**c, scan);
+    if (!page.ok()) return Fail("scroll", page.status().message());
+    for (const auto& d : page->documents) docs.push_back(doc_json(d));
+    out = {{"documents", docs}, {"next_after", page->next.empty() ? json(nullptr) : json(page->next)}};
+  }
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+int RunFacet(const Args& args) {
+  ScanSpec scan;
+  if (Status s = scan.SetFilter(args.Get("filter")); !s.ok()) return UsageError("facet", s.message());
+  auto db = OpenDb(args, true);
+  if (!db.ok()) return Fail("facet", db.status().message());
+  auto c = (*db)->OpenCollection(args.Get("collection"));
+  if (!c.ok()) return Fail("facet", c.status().message());
+  auto hits = Facet(**c, scan, args.Get("key"), static_cast<size_t>(args.Int("limit")));
+  if (!hits.ok()) return Fail("facet", hits.status().message());
+  json out = json::array();
+  for (const auto& h : *hits) out.push_back({{"value", h.value}, {"count", h.count}});
+  std::cout << json{{"hits", out}}.dump() << std::endl;
   return 0;
 }
 

@@ -106,8 +106,11 @@ Embeds the query like the collection's documents and ranks by cos_HS + alpha * c
 (--mode fused), by BM25 over the texts (--mode lexical: no embedding), or by all three
 signals fused (--mode hybrid). Prints {"hits": [{"id", "score", "score_hs",
 "score_rw", "score_lex", "parts", "text", "metadata"}]}; parts: each signal's share
-of score.)",
-       Concat(Concat({kDbFlag, kIndexDirFlag, kCollFlag, {"format", "F", "json (default) | text (one readable line per hit)"}},
+of score. With --group-by KEY: {"groups": [{"value", "hits"}]}, the hits grouped by
+the values of that payload field, --group-size hits each, --k groups.)",
+       Concat(Concat({kDbFlag, kIndexDirFlag, kCollFlag, {"format", "F", "json (default) | text (one readable line per hit)"},
+                      {"group-by", "KEY", "group the hits by this payload field"},
+                      {"group-size", "N", "hits per group (with --group-by)", IntRule{3, 1, static_cast<long long>(kMaxSearchK)}}},
                      EmbeddingFlags({"model", "dtype", "quant", "device", "threads"})),
               SpecFlags(SearchFields(), {.skip = {"query"}})),  // the query is the argument
        RunSearch, {"collection"}},
@@ -133,6 +136,31 @@ Prints a collection's document count and the setup it recorded (model, routing, 
 Drops a collection with its documents, vectors and indexes.)",
        {kDbFlag, kIndexDirFlag},
        RunCollectionsDrop},
+      {"collections index", "index a payload key, or drop its index", "collections index NAME --db DIR --key KEY (--kind KIND | --drop)", R"(
+Declares a payload index on KEY (a key or path as filters read it) and builds it: a filtered
+search whose filter ANDs equalities or ranges on indexed keys then scores only the documents the
+index names. Answers are the same with or without. Prints the collection's payload indexes and
+how many documents hold each key.)",
+       {kDbFlag, kIndexDirFlag, {"key", "KEY", "the payload key"},
+        {"kind", "KIND", "keyword | integer | float | bool | datetime | uuid | text | geo"},
+        {"drop", "", "drop the key's index instead"}},
+       RunCollectionsIndex, {"key"}},
+      {"scroll", "list the documents a filter keeps, in id order or by a payload field",
+       "scroll --db DIR --collection NAME [--filter JSON] [--order-by KEY [--desc]] [--limit N] [--after ID]", R"(
+Prints {"documents": [{"id", "text", "metadata"}], "next_after"}: the documents the filter keeps
+in id order from --after on (pass next_after as --after for the next page); with --order-by, one
+page ordered by that payload field (numbers, booleans, datetimes), each with its order_value.)",
+       {kDbFlag, kIndexDirFlag, kCollFlag, {"filter", "JSON", "a metadata filter (docs/cli.md)"},
+        {"order-by", "KEY", "order by this payload field"}, {"desc", "", "descending (with --order-by)"},
+        {"limit", "N", "documents per page", IntRule{20, 1, static_cast<long long>(kMaxSearchK)}}, {"after", "ID", "the first id of the page"}},
+       RunScroll, {"collection"}},
+      {"facet", "how many documents hold each value of a payload field",
+       "facet --db DIR --collection NAME --key KEY [--filter JSON] [--limit N]", R"(
+Prints {"hits": [{"value", "count"}]}: the strings, integers and booleans at KEY among the
+documents the filter keeps, by count, then value (a document counted once per value).)",
+       {kDbFlag, kIndexDirFlag, kCollFlag, {"key", "KEY", "the payload field"}, {"filter", "JSON", "a metadata filter"},
+        {"limit", "N", "values at most", IntRule{10, 1, static_cast<long long>(kMaxSearchK)}}},
+       RunFacet, {"collection", "key"}},
       {"cluster status", "a cluster's nodes, placement and replicas, from etcd",
        "cluster status --etcd HOSTS [--cluster NAME] [--db URI]", R"(
 Prints the cluster as JSON: its nodes (address, lease, seconds left on it, draining) and each

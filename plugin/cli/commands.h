@@ -46,6 +46,9 @@ int RunDelete(const Args& args);
 int RunCollectionsList(const Args& args);
 int RunCollectionsInfo(const Args& args);
 int RunCollectionsDrop(const Args& args);
+int RunCollectionsIndex(const Args& args);
+int RunScroll(const Args& args);
+int RunFacet(const Args& args);
 int RunCheckpoint(const Args& args);
 int RunClusterStatus(const Args& args);      // cmd_cluster.cpp
 int RunClusterDrain(const Args& args);

@@ -339,6 +339,61 @@ TEST_F(Cli, IngestSearchDeleteAndBadInput) {
   s = test::Run({test::Binary(), "search", "--db", t / "backup", "--collection", "c", "--k", "1", texts[7]});
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(json::parse(s.out)["hits"][0]["id"], "doc7");
+
+  // A payload index, facets and scrolls (by id and by a payload field).
+  const size_t n = texts.size();  // doc5 is deleted
+  auto ix = test::Run({test::Binary(), "collections", "index", "c", "--db", db, "--key", "n", "--kind", "integer"});
+  ASSERT_EQ(ix.exit_code, 0) << ix.err;
+  EXPECT_EQ(json::parse(ix.out)["points"]["n"].get<size_t>(), n - 1);
+  EXPECT_EQ(json::parse(test::Run({test::Binary(), "collections", "info", "c", "--db", db}).out)["spec"]["payload_indexes"],
+            (json{{"n", "integer"}}));
+  s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "40", "--filter",
+                 "{\"n\": {\"$lt\": 3}}", texts[5]});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(json::parse(s.out)["hits"].size(), 3u);
+  auto f = test::Run({test::Binary(), "facet", "--db", db, "--collection", "c", "--key", "n", "--filter",
+                      "{\"n\": {\"$in\": [1, 2, 5]}}"});
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(json::parse(f.out)["hits"], json::parse(R"([{"value": 1, "count": 1}, {"value": 2, "count": 1}])"));
+  auto o = test::Run({test::Binary(), "scroll", "--db", db, "--collection", "c", "--order-by", "n", "--desc", "--limit", "2"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const json ordered = json::parse(o.out)["documents"];
+  ASSERT_EQ(ordered.size(), 2u);
+  EXPECT_EQ(ordered[0]["id"], "doc" + std::to_string(n - 1));
+  EXPECT_EQ(ordered[1]["order_value"].get<double>(), static_cast<double>(n - 2));
+  auto p1 = test::Run({test::Binary(), "scroll", "--db", db, "--collection", "c", "--limit", "4", "--filter", "{\"n\": {\"$lt\": 8}}"});
+  ASSERT_EQ(p1.exit_code, 0) << p1.err;
+  const json page1 = json::parse(p1.out);
+  ASSERT_EQ(page1["documents"].size(), 4u);  // doc0..doc7 without doc5: 7 in id order
+  auto p2 = test::Run({test::Binary(), "scroll", "--db", db, "--collection", "c", "--limit", "4", "--filter",
+                       "{\"n\": {\"$lt\": 8}}", "--after", page1["next_after"].get<std::string>()});
+  const json page2 = json::parse(p2.out);
+  ASSERT_EQ(page2["documents"].size(), 3u);
+  EXPECT_TRUE(page2["next_after"].is_null());
+  EXPECT_EQ(page2["documents"][2]["id"], "doc7");
+  // Groups: the search's hits grouped by n (one document each), in the search's order.
+  s = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "40", "--filter", "{\"n\": {\"$lt\": 10}}",
+                 texts[3]});
+  const json ranked = json::parse(s.out)["hits"];
+  auto g = test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--k", "3", "--group-by", "n",
+                      "--group-size", "2", "--filter", "{\"n\": {\"$lt\": 10}}", texts[3]});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const json grouped = json::parse(g.out)["groups"];
+  ASSERT_EQ(grouped.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(grouped[i]["value"], ranked[i]["metadata"]["n"]);
+    ASSERT_EQ(grouped[i]["hits"].size(), 1u);
+    EXPECT_EQ(grouped[i]["hits"][0]["id"], ranked[i]["id"]);
+  }
+  EXPECT_NE(test::Run({test::Binary(), "search", "--db", db, "--collection", "c", "--group-size", "2", texts[3]}).exit_code, 0);
+  // Dropped again; bad kinds and missing choices are usage errors naming them.
+  ix = test::Run({test::Binary(), "collections", "index", "c", "--db", db, "--key", "n", "--drop"});
+  ASSERT_EQ(ix.exit_code, 0) << ix.err;
+  EXPECT_EQ(json::parse(ix.out)["payload_indexes"], json::object());
+  ix = test::Run({test::Binary(), "collections", "index", "c", "--db", db, "--key", "n", "--kind", "keywords"});
+  EXPECT_NE(ix.exit_code, 0);
+  EXPECT_NE(ix.err.find("keywords"), std::string::npos) << ix.err;
+  EXPECT_NE(test::Run({test::Binary(), "collections", "index", "c", "--db", db, "--key", "n"}).exit_code, 0);
 }
 
 }  // namespace

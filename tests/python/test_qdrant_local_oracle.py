@@ -367,6 +367,18 @@ def test_the_collections_api_facets_and_orders_as_qdrants_port(both, collection_
     for body in ({"key": "a[x]"}, {"key": "n", "limit": -1}, {"key": "n", "colour": 1}):
         r = api(server, "POST", f"/collections/{collection_name}/facet", body)
         assert r.status_code == 400 and "error" in r.json(), r.text
+    # Groups: the search's hits grouped by a payload field, as Qdrant's port groups them.
+    q = [0.3, -0.2, 0.5, 0.1]
+    want = local.query_points_groups(collection_name, query=q, using="text", group_by="word", group_size=2, limit=4,
+                                     query_filter=models.Filter(must=[field("n", range=models.Range(lt=60))])).groups
+    r = api(server, "POST", f"/collections/{collection_name}/search",
+            {"vector": q, "using": "text", "group_by": "word", "group_size": 2, "k": 4, "filter": {"n": {"$lt": 60}}})
+    assert r.status_code == 200, r.text
+    got = r.json()["groups"]
+    assert [g["value"] for g in got] == [g.id for g in want]
+    assert [[h["id"] for h in g["hits"]] for g in got] == [[str(h.id) for h in g.hits] for g in want]
+    r = api(server, "POST", f"/collections/{collection_name}/search", {"vector": q, "using": "text", "group_size": 2})
+    assert r.status_code == 400 and "group_by" in r.text
 
 
 def test_groups_and_the_distance_matrix_agree_with_local_mode(both, collection_name: str) -> None:
@@ -558,3 +570,77 @@ def test_aliases_switch_at_once_and_answer_for_their_collection(server: Server, 
         c.delete_collection(other)
     assert sorted((a.alias_name, a.collection_name) for a in remote.get_aliases().aliases) == [("kept", collection_name)]
     remote.delete_collection(collection_name)
+
+
+def test_relevance_feedback_and_groups_over_nested_prefetches_agree_with_local_mode(both, collection_name: str) -> None:
+    local, remote, pts = both
+    rng = random.Random(11)
+    with_text = [p.id for p in pts if "text" in p.vector]
+    for a, b, c in ((0.5, 1.0, 0.7), (1.0, 2.0, 0.2)):
+        q = [rng.uniform(-1, 1) for _ in range(4)]
+        feedback = [models.FeedbackItem(example=pid, score=s) for pid, s in zip(with_text[:4], (0.9, 0.8, 0.1, 0.6))]
+        feedback.append(models.FeedbackItem(example=[rng.uniform(-1, 1) for _ in range(4)], score=0.3))
+        query = models.RelevanceFeedbackQuery(relevance_feedback=models.RelevanceFeedbackInput(
+            target=q, feedback=feedback, strategy=models.NaiveFeedbackStrategy(naive=models.NaiveFeedbackStrategyParams(a=a, b=b, c=c))))
+        want = local.query_points(collection_name, query=query, using="text", limit=15).points
+        got = remote.query_points(collection_name, query=query, using="text", limit=15).points
+        assert [p.id for p in got] == [p.id for p in want], (a, b, c)  # the examples given by id left out
+        assert all(math.isclose(g.score, w.score, rel_tol=1e-4, abs_tol=1e-5) for g, w in zip(got, want))
+    # A group query over a prefetch with a prefetch of its own: every limit on the way is
+    # raised, so a group's hits come from every point the prefetches reach.
+    q1, q2 = [rng.uniform(-1, 1) for _ in range(4)], [rng.uniform(-1, 1) for _ in range(4)]
+    prefetch = models.Prefetch(query=q1, using="text", limit=5,
+                               prefetch=[models.Prefetch(query=q1, using="text", limit=7)])
+    kwargs = dict(prefetch=prefetch, query=q2, using="text", group_by="word", group_size=4, limit=3, with_payload=["word"])
+    want = local.query_points_groups(collection_name, **kwargs).groups
+    got = remote.query_points_groups(collection_name, **kwargs).groups
+    assert [g.id for g in got] == [g.id for g in want]
+    assert [[h.id for h in g.hits] for g in got] == [[h.id for h in g.hits] for g in want]
+    assert sum(len(g.hits) for g in got) > 7, "the nested limit of 7 was kept"
+
+
+def test_formulas_over_payloads_conditions_and_decays_score_as_local_mode(both, collection_name: str, server: Server) -> None:
+    local, remote, pts = both
+    q = [0.3, -0.2, 0.5, 0.1]
+    prefetch = models.Prefetch(query=q, using="text", limit=40)
+    cat = models.FieldCondition(key="word", match=models.MatchValue(value="cat"))
+    formulas = [
+        models.SumExpression(sum=["$score", models.MultExpression(mult=[0.01, "n"])]),
+        models.SumExpression(sum=["$score", models.MultExpression(mult=[0.5, cat])]),
+        models.MultExpression(mult=["$score[0]", models.GaussDecayExpression(
+            gauss_decay=models.DecayParamsExpression(x="n", target=40, scale=10))]),
+        models.SumExpression(sum=["$score", models.NegExpression(neg=models.MultExpression(mult=[
+            1e-6, models.GeoDistance(geo_distance=models.GeoDistanceParams(
+                origin=models.GeoPoint(lat=52.52, lon=13.405), to="city.geo"))]))]),
+        models.ExpDecayExpression(exp_decay=models.DecayParamsExpression(
+            x=models.DatetimeKeyExpression(datetime_key="at"),
+            target=models.DatetimeExpression(datetime="2024-05-01T00:00:00Z"), scale=1e6, midpoint=0.3)),
+        models.SumExpression(sum=[models.LnExpression(ln=models.SumExpression(sum=["n", 1])),
+                                  models.SqrtExpression(sqrt=models.AbsExpression(abs="$score")),
+                                  models.PowExpression(pow=models.PowParams(base="$score", exponent=2)),
+                                  models.LinDecayExpression(lin_decay=models.DecayParamsExpression(x="n", scale=100))]),
+    ]
+    for i, formula in enumerate(formulas):
+        # Every prefetched point, so that points of equal score (datetimes an hour apart) compare as sets.
+        query = models.FormulaQuery(formula=formula, defaults={"n": 0})
+        want = local.query_points(collection_name, prefetch=prefetch, query=query, limit=40).points
+        got = remote.query_points(collection_name, prefetch=prefetch, query=query, limit=40).points
+        assert len(got) == len(want) == 40, i
+        assert all(math.isclose(g.score, w.score, rel_tol=1e-4, abs_tol=1e-5) for g, w in zip(got, want)), i
+        want_score = {w.id: w.score for w in want}
+        assert {g.id for g in got} == set(want_score), i
+        assert all(math.isclose(g.score, want_score[g.id], rel_tol=1e-4, abs_tol=1e-5) for g in got), i
+        assert all(a.score >= b.score for a, b in zip(got, got[1:])), i
+        assert len({round(w.score, 6) for w in want}) > 5, f"formula {i} ranks nothing apart"
+    # A value that is not finite is an error in both, Qdrant's shape naming the cause.
+    bad = models.FormulaQuery(formula=models.DivExpression(div=models.DivParams(left=1, right=models.MultExpression(mult=[0, "n"]))))
+    with pytest.raises(ValueError):
+        local.query_points(collection_name, prefetch=prefetch, query=bad, limit=3)
+    r = httpx.post(f"{server.qdrant}/collections/{collection_name}/points/query", headers={"api-key": server.api_key}, timeout=60,
+                   json={"prefetch": {"query": q, "using": "text", "limit": 5},
+                         "query": {"formula": {"div": {"left": 1, "right": 0}}}})
+    assert r.status_code == 400 and "produced a non-finite number" in r.json()["status"]["error"]
+    # A payload value of the wrong type names the key.
+    r = httpx.post(f"{server.qdrant}/collections/{collection_name}/points/query", headers={"api-key": server.api_key}, timeout=60,
+                   json={"prefetch": {"query": q, "using": "text", "limit": 5}, "query": {"formula": {"sum": ["word", 1]}}})
+    assert r.status_code == 400 and "word" in r.json()["status"]["error"]

@@ -460,6 +460,19 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
   }
   request.erase("vector");
   request.erase("using");
+  // Groups: "group_by" a payload key, "group_size" hits each (3), "k" groups.
+  std::optional<GroupSpec> groups;
+  if (request.contains("group_by") && !request["group_by"].is_null()) {
+    if (!request["group_by"].is_string()) return NativeBadRequest("'group_by' must be a payload key");
+    const json size = request.value("group_size", json(3));
+    if (!size.is_number_unsigned() || size.get<size_t>() < 1 || size.get<size_t>() > kMaxSearchK)
+      return NativeBadRequest("'group_size' must be an integer in [1, " + std::to_string(kMaxSearchK) + "]");
+    groups = GroupSpec{request["group_by"].get<std::string>(), size.get<size_t>(), 10};
+  } else if (request.contains("group_size")) {
+    return NativeBadRequest("'group_size' belongs to a search with 'group_by'");
+  }
+  request.erase("group_by");
+  request.erase("group_size");
   auto so = SearchSpecFromJson(request);
   if (!so.ok()) return NativeBadRequest(so.status().message());
   auto c = core_->OpenCollection(name);
@@ -473,20 +486,34 @@ HttpResponse CollectionsRouter::Search(const std::string& name, const std::strin
     vq = std::move(q).value();
     if (so->mode == QueryMode::kLexical)
       return NativeBadRequest("a lexical search reads 'query' only: leave out 'vector' (or use mode hybrid to fuse both)");
-    hits = core_->db().SearchVectors(name, *vq, *so, &info);
-  } else {
-    hits = core_->db().Search(name, *so, &info);  // the query embedded with the collection's setup (none if lexical)
   }
-  if (!hits.ok()) return NativeFromStatus(hits.status());
-  json out = json::array();
-  for (const auto& h : *hits) {
+  auto hit_json = [&](const SearchHit& h) {
     json hit = SearchHitJson(h, (*c)->has_lexical());
     // A plain Euclid collection ranks by (|q|^2 - d^2)/2: report the distance too.
     if (vq && !HigherIsBetter(**c, *vq)) hit["distance"] = ClientScore(**c, *vq, h.score, 1.0);
-    out.push_back(std::move(hit));
+    return hit;
+  };
+  json reply;
+  if (groups) {
+    groups->limit = so->k;
+    auto found = core_->db().SearchGroups(name, *so, *groups, vq ? &*vq : nullptr, &info);
+    if (!found.ok()) return NativeFromStatus(found.status());
+    json out = json::array();
+    for (const auto& g : *found) {
+      json group_hits = json::array();
+      for (const auto& h : g.hits) group_hits.push_back(hit_json(h));
+      out.push_back({{"value", g.value}, {"hits", group_hits}});
+    }
+    reply["groups"] = out;
+  } else {
+    // The query embedded with the collection's setup (none if lexical).
+    hits = vq ? core_->db().SearchVectors(name, *vq, *so, &info) : core_->db().Search(name, *so, &info);
+    if (!hits.ok()) return NativeFromStatus(hits.status());
+    json out = json::array();
+    for (const auto& h : *hits) out.push_back(hit_json(h));
+    reply["hits"] = out;
   }
-  json reply = {{"hits", out},
-                {"took_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}};
+  reply["took_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // A partial answer says which shards it lacks.
   if (so->partial) reply["missing_shards"] = info.missing_shards;
   return JsonResponse(reply);

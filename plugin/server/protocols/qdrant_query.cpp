@@ -101,6 +101,20 @@ Result<json> QdrantRouter::ResolveIds(VectorCollection* c, const json& request, 
     MOEEDB_ASSIGN_OR_RETURN(d["context"], pairs(d["context"]));
   }
   if (q.contains("context")) { MOEEDB_ASSIGN_OR_RETURN(q["context"], pairs(q["context"])); }
+  if (q.contains("relevance_feedback")) {
+    json& f = q["relevance_feedback"];
+    if (!f.is_object() || !f.contains("target") || f["target"].is_null())
+      return Bad("'relevance_feedback' must be {\"target\", \"feedback\", \"strategy\"}");
+    MOEEDB_ASSIGN_OR_RETURN(f["target"], resolve(f["target"]));
+    if (f.contains("feedback") && !f["feedback"].is_array())
+      return Bad("'relevance_feedback.feedback' must be a list of {\"example\", \"score\"}");
+    for (json& item : f.value("feedback", json::array())) {
+      if (!item.is_object() || !item.contains("example") || !item.contains("score") || !item["score"].is_number())
+        return Bad("a feedback item is {\"example\": a point id or vector, \"score\": a number}");
+    }
+    if (f.contains("feedback"))
+      for (json& item : f["feedback"]) { MOEEDB_ASSIGN_OR_RETURN(item["example"], resolve(item["example"])); }
+  }
   return q;
 }
 
@@ -137,6 +151,26 @@ Result<ExampleQuery> QdrantRouter::ExamplesOf(const json& q, const std::string& 
     e.kind = ExampleQuery::Kind::kDiscover;
     MOEEDB_ASSIGN_OR_RETURN(e.target, vec(q["discover"]["target"], "the discover target"));
     MOEEDB_RETURN_IF_ERROR(pairs(q["discover"]["context"]));
+    return e;
+  }
+  if (q.contains("relevance_feedback")) {
+    const json& f = q["relevance_feedback"];
+    MOEEDB_RETURN_IF_ERROR(RefuseUnknown(f, {"target", "feedback", "strategy"}, "a relevance feedback query"));
+    e.kind = ExampleQuery::Kind::kFeedback;
+    MOEEDB_ASSIGN_OR_RETURN(e.target, vec(f["target"], "the relevance feedback target"));
+    for (const json& item : f.value("feedback", json::array())) {
+      MOEEDB_ASSIGN_OR_RETURN(std::vector<float> v, vec(item["example"], "a feedback example"));
+      e.feedback.emplace_back(std::move(v), item["score"].get<double>());
+    }
+    // The naive strategy is Qdrant's only one: {"naive": {"a", "b", "c"}}.
+    const json strategy = f.value("strategy", json(nullptr));
+    if (!strategy.is_object() || !strategy.contains("naive") || !strategy["naive"].is_object())
+      return Bad("'relevance_feedback.strategy' must be {\"naive\": {\"a\", \"b\", \"c\"}}");
+    for (const auto& [name, slot] : {std::pair<const char*, double*>{"a", &e.a}, {"b", &e.b}, {"c", &e.c}}) {
+      const json& x = strategy["naive"].value(name, json(nullptr));
+      if (!x.is_number()) return Bad(std::string("'relevance_feedback.strategy.naive.") + name + "' must be a number");
+      *slot = x.get<double>();
+    }
     return e;
   }
   e.kind = ExampleQuery::Kind::kContext;
@@ -199,8 +233,27 @@ Status QdrantRouter::ParsePrefetches(VectorCollection* c, QueryCache* cache, con
       if (p["prefetch"].is_array()) for (const auto& x : p["prefetch"]) inner.push_back(x);
       else inner.push_back(p["prefetch"]);
     }
+    const bool none = pq.is_null() || (pq.is_object() && (pq.contains("order_by") || pq.contains("sample")));
+    if (inner.empty() && none) {
+      // No vector and no prefetch: the points its filter keeps, in id order,
+      // by a payload field or at random, each scored 1.
+      auto sub = std::make_shared<ClientQuery>();
+      MOEEDB_ASSIGN_OR_RETURN(sub->search, SearchOf(c, cache, p, json(nullptr), 0));
+      MOEEDB_RETURN_IF_ERROR(LeaveOut(prefetch_mentioned, &sub->search.spec));
+      if (pq.is_object() && pq.contains("order_by")) {
+        MOEEDB_ASSIGN_OR_RETURN(sub->order_by, OrderBySpecFromJson(pq["order_by"]));
+      } else if (pq.is_object() && pq.contains("sample")) {
+        sub->sample = true;
+      } else {
+        sub->scroll = true;
+      }
+      ClientSearch s;
+      s.spec = sub->search.spec;
+      s.inner = std::move(sub);
+      q->prefetches.push_back(std::move(s));
+      continue;
+    }
     if (inner.empty()) {
-      if (pq.is_null()) return Bad("a prefetch needs a 'query' (a vector or a Document) or prefetches of its own");
       MOEEDB_ASSIGN_OR_RETURN(ClientSearch s, SearchOf(c, cache, p, pq, 0));
       MOEEDB_RETURN_IF_ERROR(LeaveOut(prefetch_mentioned, &s.spec));
       if (p.contains("score_threshold") && !p["score_threshold"].is_null()) {
@@ -212,7 +265,6 @@ Status QdrantRouter::ParsePrefetches(VectorCollection* c, QueryCache* cache, con
     }
     // A prefetch of prefetches: a query of its own, whose answer (up to its limit) is this list.
     const bool combines = pq.is_object() && (pq.contains("fusion") || pq.contains("rrf") || pq.contains("formula"));
-    const bool none = pq.is_null() || (pq.is_object() && (pq.contains("order_by") || pq.contains("sample")));
     auto sub = std::make_shared<ClientQuery>();
     MOEEDB_ASSIGN_OR_RETURN(sub->search, SearchOf(c, cache, p, combines || none ? json(nullptr) : pq, 0));
     MOEEDB_RETURN_IF_ERROR(LeaveOut(prefetch_mentioned, &sub->search.spec));
@@ -239,7 +291,11 @@ Status QdrantRouter::ParsePrefetches(VectorCollection* c, QueryCache* cache, con
     }
   } else if (query.is_object() && query.contains("formula")) {
     q->combine = Combine::kFormula;
+    MOEEDB_RETURN_IF_ERROR(RefuseUnknown(query, {"formula", "defaults"}, "a formula query"));
     MOEEDB_ASSIGN_OR_RETURN(q->formula, ParseFormula(query["formula"]));
+    const json defaults = query.value("defaults", json::object());
+    if (!defaults.is_object() && !defaults.is_null()) return Bad("'defaults' must be an object of variable: value");
+    q->formula.SetDefaults(defaults.is_null() ? json::object() : defaults);
   } else if (vectorless && !query.is_null()) {
     // the prefetched points ordered or sampled (ClientQuery)
   } else if (!query.is_null()) {
@@ -266,7 +322,8 @@ Result<QdrantRouter::ParsedQuery> QdrantRouter::ParseQuery(VectorCollection* c, 
   MOEEDB_ASSIGN_OR_RETURN(parsed.vectors, VectorSelector::Parse(j.value("with_vector", json(false))));
   std::vector<std::string> mentioned;  // points given by id as examples: left out of the answer
   MOEEDB_ASSIGN_OR_RETURN(const json query, ResolveIds(c, j, j.contains("query") ? j["query"] : json(nullptr), &mentioned));
-  const bool by_examples = query.is_object() && (query.contains("recommend") || query.contains("discover") || query.contains("context"));
+  const bool by_examples = query.is_object() && (query.contains("recommend") || query.contains("discover") ||
+                                                 query.contains("context") || query.contains("relevance_feedback"));
   const bool combines = query.is_object() && (query.contains("fusion") || query.contains("rrf") || query.contains("formula"));
   // No vector: points in id order, by a payload field, or at random.
   const bool vectorless = query.is_null() || (query.is_object() && (query.contains("order_by") || query.contains("sample")));

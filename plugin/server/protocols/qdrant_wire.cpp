@@ -365,46 +365,111 @@ json PayloadSelector::Apply(const json& payload) const {
       "");
 }
 
-// A formula over the prefetches' scores: numbers, "$score" / "$score[i]",
-// {"sum": [...]}, {"mult": [...]}, {"neg": x}, {"div": {"left", "right", "by_zero_default"}}.
+// A formula expression (Qdrant's): a number, a variable ("$score",
+// "$score[i]", a payload key), a condition (any filter condition), or one
+// object of sum, mult, neg, abs, div, sqrt, pow, exp, log10, ln,
+// geo_distance, datetime, datetime_key, lin_decay, exp_decay, gauss_decay.
 Result<ScoreFormula> ParseFormula(const json& e, int depth) {
   if (depth > 32) return Bad("the formula nests too deep");
   if (e.is_number()) return ScoreFormula::Constant(e.get<double>());
   if (e.is_string()) {
     const std::string s = e.get<std::string>();
-    if (s == "$score") return ScoreFormula::PrefetchScore(0);
-    if (s.rfind("$score[", 0) == 0 && s.back() == ']') {
+    if (s == "$score") return ScoreFormula::PrefetchScore(0, s);
+    if (s.rfind("$score", 0) == 0) {
       char* end = nullptr;
-      const long v = std::strtol(s.c_str() + 7, &end, 10);
-      if (end != s.c_str() + s.size() - 1 || v < 0) return Bad("bad score reference '" + s.substr(0, 80) + "'");
-      return ScoreFormula::PrefetchScore(static_cast<size_t>(v));
+      const long v = s.size() > 7 && s[6] == '[' ? std::strtol(s.c_str() + 7, &end, 10) : -1;
+      if (v < 0 || end != s.c_str() + s.size() - 1 || s.back() != ']') return Bad("Invalid score pattern: " + s.substr(0, 80));
+      return ScoreFormula::PrefetchScore(static_cast<size_t>(v), s);
     }
-    return Bad("formula variable '" + s.substr(0, 80) + "': moeedb formulas use $score[i] and numbers only");
+    MOEEDB_ASSIGN_OR_RETURN(PayloadKey key, PayloadKey::Parse(s));
+    return ScoreFormula::PayloadNumber(std::move(key));
   }
-  if (!e.is_object() || e.size() != 1) return Bad("a formula expression is a number, \"$score[i]\" or one of sum, mult, neg, div");
+  if (!e.is_object() || e.empty()) return Bad("a formula expression is a number, a variable, a condition or an operation");
   const std::string op = e.begin().key();
   const json& a = e.begin().value();
+  auto sub = [&](const json& x) { return ParseFormula(x, depth + 1); };
+  static const char* const kUnary[] = {"neg", "abs", "sqrt", "exp", "log10", "ln"};
+  const bool unary = std::find(std::begin(kUnary), std::end(kUnary), op) != std::end(kUnary);
+  const bool known = unary || op == "sum" || op == "mult" || op == "div" || op == "pow" || op == "geo_distance" ||
+                     op == "datetime" || op == "datetime_key" || op == "lin_decay" || op == "exp_decay" || op == "gauss_decay";
+  if (!known || e.size() != 1) {
+    // Any other object is a filter condition: 1 where a point meets it, else 0.
+    MOEEDB_ASSIGN_OR_RETURN(json f, TranslateFilter(json{{"must", json::array({e})}}, depth + 1));
+    MOEEDB_ASSIGN_OR_RETURN(auto filter, MetadataFilter::Parse(f.dump()));
+    return ScoreFormula::Condition(std::move(filter));
+  }
   if (op == "sum" || op == "mult") {
     if (!a.is_array() || a.empty()) return Bad("'" + op + "' needs a non-empty list");
     std::vector<ScoreFormula> args;
     for (const auto& x : a) {
-      MOEEDB_ASSIGN_OR_RETURN(ScoreFormula f, ParseFormula(x, depth + 1));
+      MOEEDB_ASSIGN_OR_RETURN(ScoreFormula f, sub(x));
       args.push_back(std::move(f));
     }
     return op == "sum" ? ScoreFormula::Sum(std::move(args)) : ScoreFormula::Product(std::move(args));
   }
-  if (op == "neg") {
-    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula f, ParseFormula(a, depth + 1));
-    return ScoreFormula::Negate(std::move(f));
+  if (unary) {
+    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula f, sub(a));
+    if (op == "neg") return ScoreFormula::Negate(std::move(f));
+    if (op == "abs") return ScoreFormula::Abs(std::move(f));
+    if (op == "sqrt") return ScoreFormula::Sqrt(std::move(f));
+    if (op == "exp") return ScoreFormula::Exp(std::move(f));
+    if (op == "log10") return ScoreFormula::Log10(std::move(f));
+    return ScoreFormula::Ln(std::move(f));
   }
   if (op == "div") {
     if (!a.is_object() || !a.contains("left") || !a.contains("right")) return Bad("'div' needs left and right");
-    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula l, ParseFormula(a["left"], depth + 1));
-    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula r, ParseFormula(a["right"], depth + 1));
-    const double by_zero = a.contains("by_zero_default") && a["by_zero_default"].is_number() ? a["by_zero_default"].get<double>() : 0.0;
+    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula l, sub(a["left"]));
+    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula r, sub(a["right"]));
+    std::optional<double> by_zero;
+    if (a.contains("by_zero_default") && !a["by_zero_default"].is_null()) {
+      if (!a["by_zero_default"].is_number()) return Bad("'div.by_zero_default' must be a number");
+      by_zero = a["by_zero_default"].get<double>();
+    }
     return ScoreFormula::Divide(std::move(l), std::move(r), by_zero);
   }
-  return Bad("formula operator '" + op.substr(0, 40) + "' is not supported (sum, mult, neg, div)");
+  if (op == "pow") {
+    if (!a.is_object() || !a.contains("base") || !a.contains("exponent")) return Bad("'pow' needs base and exponent");
+    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula b, sub(a["base"]));
+    MOEEDB_ASSIGN_OR_RETURN(ScoreFormula x, sub(a["exponent"]));
+    return ScoreFormula::Pow(std::move(b), std::move(x));
+  }
+  if (op == "geo_distance") {
+    const json origin = a.is_object() ? a.value("origin", json()) : json();
+    if (!origin.is_object() || !origin.value("lat", json()).is_number() || !origin.value("lon", json()).is_number() ||
+        !a.value("to", json()).is_string())
+      return Bad("'geo_distance' needs {\"origin\": {\"lat\", \"lon\"}, \"to\": a payload key}");
+    MOEEDB_ASSIGN_OR_RETURN(PayloadKey to, PayloadKey::Parse(a["to"].get<std::string>()));
+    return ScoreFormula::GeoDistance(origin["lat"].get<double>(), origin["lon"].get<double>(), std::move(to));
+  }
+  if (op == "datetime") {
+    int64_t micros;
+    if (!a.is_string() || !ParseDatetime(a.get<std::string>(), &micros))
+      return Bad("Expected datetime in supported format for " + (a.is_string() ? a.get<std::string>().substr(0, 80) : a.dump()));
+    return ScoreFormula::Constant(static_cast<double>(micros) / 1e6);
+  }
+  if (op == "datetime_key") {
+    if (!a.is_string()) return Bad("'datetime_key' must be a payload key");
+    MOEEDB_ASSIGN_OR_RETURN(PayloadKey key, PayloadKey::Parse(a.get<std::string>()));
+    return ScoreFormula::DatetimeKey(std::move(key));
+  }
+  // The decays: {"x", "target", "midpoint": 0.5, "scale": 1}.
+  if (!a.is_object() || !a.contains("x")) return Bad("'" + op + "' needs x");
+  MOEEDB_ASSIGN_OR_RETURN(ScoreFormula x, sub(a["x"]));
+  std::optional<ScoreFormula> target;
+  if (a.contains("target") && !a["target"].is_null()) { MOEEDB_ASSIGN_OR_RETURN(target, sub(a["target"])); }
+  auto number = [&](const char* k, double d) -> Result<double> {
+    if (!a.contains(k) || a[k].is_null()) return d;
+    if (!a[k].is_number()) return Bad("'" + op + "." + k + "' must be a number");
+    return a[k].get<double>();
+  };
+  MOEEDB_ASSIGN_OR_RETURN(double midpoint, number("midpoint", 0.5));
+  MOEEDB_ASSIGN_OR_RETURN(double scale, number("scale", 1.0));
+  const auto kind = op == "lin_decay" ? ScoreFormula::Decay::kLinear
+                    : op == "exp_decay" ? ScoreFormula::Decay::kExponential
+                                        : ScoreFormula::Decay::kGauss;
+  auto f = ScoreFormula::DecayOf(kind, std::move(x), std::move(target), midpoint, scale);
+  if (!f.ok()) return Bad(f.status().message());
+  return f;
 }
 
 }  // namespace moeedb::qdrant
