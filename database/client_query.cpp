@@ -59,10 +59,13 @@ Result<std::vector<Candidate>> Mmr(Database* db, VectorCollection* c, const Clie
   MOEEDB_ASSIGN_OR_RETURN(auto candidates, Nearest(db, c, pooled));
   std::vector<ComparablePoint> points;
   std::vector<double> relevance;
+  // Relevance and similarity on Qdrant's core scale: a Euclid search's
+  // minus squared distance, as its diversity term is.
+  const bool euclid = !HigherIsBetter(*c, s.query);
   for (const auto& x : candidates) {
     MOEEDB_ASSIGN_OR_RETURN(auto d, c->Get(x.id));
     points.push_back(d ? Comparable(*c, s.query, *d) : ComparablePoint{});
-    relevance.push_back(x.rank);
+    relevance.push_back(euclid ? -x.shown * x.shown : x.rank);
   }
   const float a = AlphaOf(*c, s.spec);
   const auto order = SelectMmr(
@@ -123,7 +126,6 @@ Result<std::vector<Candidate>> Prefetched(Database* db, VectorCollection* c, con
                                  q.rrf_k);
     for (size_t i = 0; i < all.size(); ++i) all[i].rank = all[i].shown = fused[i];
   } else if (q.combine == Combine::kFormula) {
-    MOEEDB_RETURN_IF_ERROR(q.formula.Check(q.prefetches.size()));
     // $score[i]: a candidate's score in prefetch i's list, where it is in it.
     std::vector<std::unordered_map<std::string, double>> shown(lists.size());
     for (size_t i = 0; i < lists.size(); ++i)

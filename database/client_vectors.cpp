@@ -318,7 +318,7 @@ double PointSimilarity(const VectorCollection& c, const VectorQuery& q, const Co
   if (c.schema().kind == VectorKind::kPlain && QueryDistance(c, q) == Distance::kEuclid) {
     double d2 = 0;
     for (size_t i = 0; i < n; ++i) d2 += (static_cast<double>(a.hs[i]) - b.hs[i]) * (static_cast<double>(a.hs[i]) - b.hs[i]);
-    return -std::sqrt(d2);
+    return -d2;  // Qdrant's core similarity for Euclid: minus the squared distance
   }
   const double hs = Dot(a.hs.data(), b.hs.data(), n);
   if (c.schema().kind == VectorKind::kPlain) return hs;  // the cosine (unit images) or the dot product

@@ -104,7 +104,8 @@ ComparablePoint Comparable(const VectorCollection& c, const VectorQuery& q, cons
 // The similarity between two points that a search like `q` by one of them
 // would rank the other with (MMR's diversity term): cos_HS + alpha * cos_RW,
 // cos_HS or cos_RW by q's mode for model vectors; the cosine, dot product or
-// -distance of the searched vector for plain ones.
+// minus the squared distance (Qdrant's core similarity) of the searched
+// vector for plain ones.
 double PointSimilarity(const VectorCollection& c, const VectorQuery& q, const ComparablePoint& a,
                        const ComparablePoint& b, float alpha);
 

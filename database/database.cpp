@@ -173,16 +173,18 @@ Status Database::ChangeAliases(const std::vector<AliasChange>& changes) {
 
 Result<std::map<std::string, std::string>> Database::ListAliases() const { return store_->ListAliases(); }
 
-std::string Database::ResolveName(const std::string& name) const {
-  if (store_->GetCollection(name).ok()) return name;
-  auto aliases = store_->ListAliases();
-  if (!aliases.ok()) return name;
-  auto it = aliases->find(name);
-  return it == aliases->end() ? name : it->second;
+Result<std::string> Database::ResolveName(const std::string& name) const {
+  auto rec = store_->GetCollection(name);
+  if (rec.ok()) return name;
+  if (rec.status().code() != Status::Code::kNotFound) return rec.status();
+  MOEEDB_ASSIGN_OR_RETURN(auto aliases, store_->ListAliases());
+  auto it = aliases.find(name);
+  return it == aliases.end() ? name : it->second;
 }
 
 Status Database::SetPayloadIndex(const std::string& name, const std::string& key, std::optional<PayloadFieldKind> kind) {
   MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
+  std::lock_guard<std::mutex> lock(spec_mu_);
   // Read, change, and write the spec if no one changed it meanwhile.
   constexpr int kAttempts = 8;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
@@ -326,9 +328,12 @@ Result<size_t> Database::CatchUp() {
     // Placement first: a replica this node takes on is built, one it gave up closed.
     Status synced = rec.ok() ? c->SyncShards() : rec.status();
     if (!synced.ok() && first.ok()) first = synced;
-    // Payload indexes another node declared or removed.
+    // Payload indexes another node declared or removed, from the record as
+    // it is now (read under spec_mu_: this node's own change is in it).
     if (rec.ok()) {
-      auto layout = CollectionLayout::FromRecord(*rec);
+      std::lock_guard<std::mutex> spec(spec_mu_);
+      auto now = store_->GetCollection(name);
+      auto layout = now.ok() ? CollectionLayout::FromRecord(*now) : Result<CollectionLayout>(now.status());
       Status indexed = layout.ok() ? (layout->payload_indexes == c->payload_indexes()
                                           ? Status::OK()
                                           : c->SetPayloadIndexes(layout->payload_indexes))

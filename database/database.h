@@ -124,8 +124,9 @@ class Database {
   // alias -> collection.
   Result<std::map<std::string, std::string>> ListAliases() const;
   // The collection `name` denotes: itself when a collection has that name,
-  // else the alias's collection, else `name` (its use reports NotFound).
-  std::string ResolveName(const std::string& name) const;
+  // else the alias's collection, else `name` (its use reports NotFound);
+  // the store's error when it cannot be read.
+  Result<std::string> ResolveName(const std::string& name) const;
 
   // Declares (a kind) or removes (nullopt) the payload index on `key` of
   // collection `name` (index/payload_index.h): recorded in its spec, which
@@ -213,13 +214,17 @@ class Database {
   // `name`; its folders go once the last request holding it lets it go.
   void Retire(const std::string& name, const std::shared_ptr<VectorCollection>& c);
 
-  // Lock order: catch_up_mu_, open_mu_, setups_mu_, mu_. None is held across
+  // Lock order: catch_up_mu_, spec_mu_, open_mu_, setups_mu_, mu_. None is held across
   // a model's forward pass or a replica's build except open_mu_ (one
-  // collection opened, created or dropped at a time) and catch_up_mu_.
+  // collection opened, created or dropped at a time), catch_up_mu_ and
+  // spec_mu_ (a payload index built).
   std::mutex catch_up_mu_;  // one CatchUp pass at a time
   std::mutex open_mu_;
   std::mutex setups_mu_;    // setups_, loaded_, stats_
   std::mutex mu_;           // collections_: held only to look up, add or take out
+  // Payload index changes, local and followed: one at a time, so the
+  // replicas end on what the record says last.
+  std::mutex spec_mu_;
   std::map<std::string, std::shared_ptr<VectorCollection>> collections_;
   std::map<std::string, const EmbeddingSetup*> setups_;  // by their recorded fields (SetupKey)
   std::vector<std::unique_ptr<EmbeddingSetup>> loaded_;  // the ones this database loaded

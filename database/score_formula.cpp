@@ -124,14 +124,6 @@ Result<ScoreFormula> ScoreFormula::DecayOf(Decay kind, ScoreFormula x, std::opti
   return f;
 }
 
-Status ScoreFormula::Check(size_t prefetches) const {
-  if (op_ == Op::kScore && index_ >= prefetches)
-    return Status::InvalidArgument("the formula names the score of prefetch " + std::to_string(index_) + ", but there are " +
-                                   std::to_string(prefetches));
-  for (const auto& a : args_) MOEEDB_RETURN_IF_ERROR(a.Check(prefetches));
-  return Status::OK();
-}
-
 Result<double> ScoreFormula::Evaluate(const FormulaPoint& point) const {
   static const json kNone = json::object();
   MOEEDB_ASSIGN_OR_RETURN(double v, Eval(point, defaults_ ? *defaults_ : kNone));

@@ -3,7 +3,8 @@
 // candidate. A front end builds it from its wire form.
 //
 // Values: constants; $score[i] (the point's score in prefetch i's list;
-// else the default named by the variable as written, else 0); a payload
+// else, or past the prefetches, the default named by the variable as
+// written, else 0); a payload
 // key's number (a key with one value, else its default); a condition (a
 // metadata filter: 1 when the point meets it, else 0); the geo distance in
 // metres from an origin to a payload key's {lat, lon}; a datetime (constant,
@@ -67,8 +68,6 @@ class ScoreFormula {
   // The defaults a missing payload value or prefetch score takes: variable
   // (key, or "$score[i]" as written) -> value.
   void SetDefaults(nlohmann::json defaults) { defaults_ = std::make_shared<const nlohmann::json>(std::move(defaults)); }
-  // InvalidArgument when a PrefetchScore names a prefetch past `prefetches`.
-  Status Check(size_t prefetches) const;
   // The formula's value for a candidate; InvalidArgument as described above.
   Result<double> Evaluate(const FormulaPoint& point) const;
 

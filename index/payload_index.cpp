@@ -35,15 +35,24 @@ struct PayloadIndex::Field {
   // The keys (keyed kinds) or numbers (ordered kinds) of the values this
   // field's kind indexes in `metadata`.
   void Values(const json& metadata, std::vector<std::string>* keys, std::vector<double>* numbers) const {
-    for (const json* v : key.Values(metadata, /*flat=*/true)) {
-      if (kind == PayloadFieldKind::kBool ? v->is_boolean() : Keyed(kind) ? v->is_string() : false) {
-        keys->push_back(ScalarKey(*v));
-      } else if ((kind == PayloadFieldKind::kInteger || kind == PayloadFieldKind::kFloat) && v->is_number()) {
-        numbers->push_back(v->get<double>());
-      } else if (kind == PayloadFieldKind::kDatetime && v->is_string()) {
+    auto one = [&](const json& v) {
+      if (kind == PayloadFieldKind::kBool ? v.is_boolean() : Keyed(kind) ? v.is_string() : false) {
+        keys->push_back(ScalarKey(v));
+      } else if ((kind == PayloadFieldKind::kInteger || kind == PayloadFieldKind::kFloat) && v.is_number()) {
+        numbers->push_back(v.get<double>());
+      } else if (kind == PayloadFieldKind::kDatetime && v.is_string()) {
         int64_t t;
-        if (ParseDatetime(v->get<std::string>(), &t)) numbers->push_back(static_cast<double>(t));
+        if (ParseDatetime(v.get<std::string>(), &t)) numbers->push_back(static_cast<double>(t));
       }
+    };
+    for (const json* v : key.Values(metadata, /*flat=*/true)) {
+      // A list left after the one level of flattening (a list of lists)
+      // equals a value when an element does (filters' Equal): its elements
+      // are indexed too.
+      if (v->is_array())
+        for (const json& e : *v) one(e);
+      else
+        one(*v);
     }
   }
 

@@ -280,6 +280,12 @@ Result<CollectionRecord> PostgresStore::CreateCollection(const std::string& name
   MOEEDB_RETURN_IF_ERROR(CheckNewCollection(name, spec_json));
   return WithConnection("creating collection " + name, [&](pqxx::connection& c) -> Result<CollectionRecord> {
     pqxx::work t(c);
+    // SHARE waits for an alias change under way (and holds the next one off)
+    // until this creation commits: a name is an alias's or a collection's.
+    t.exec("LOCK TABLE moeedb_aliases IN SHARE MODE");
+    pqxx::result a = t.exec_params("SELECT collection FROM moeedb_aliases WHERE alias = $1", name);
+    if (!a.empty())
+      return Status::InvalidArgument("'" + name + "' is an alias of collection '" + a[0][0].as<std::string>() + "'");
     pqxx::result r = t.exec_params(std::string("INSERT INTO moeedb_collections (name, spec) VALUES ($1, $2) "
                                                "ON CONFLICT (name) DO NOTHING RETURNING ") + kCollectionColumns,
                                    name, spec_json);
@@ -322,6 +328,7 @@ Result<std::vector<CollectionRecord>> PostgresStore::ListCollections() const {
 Status PostgresStore::DropCollection(const std::string& name) {
   return WithConnection("dropping collection " + name, [&](pqxx::connection& c) -> Status {
     pqxx::work t(c);
+    t.exec("LOCK TABLE moeedb_aliases IN ROW EXCLUSIVE MODE");  // first, as UpdateAliases and CreateCollection take it
     if (t.exec_params("DELETE FROM moeedb_collections WHERE name = $1", name).affected_rows() == 0)
       return Status::NotFound("no collection named '" + name + "'");
     t.exec_params("DELETE FROM moeedb_aliases WHERE collection = $1", name);
@@ -361,8 +368,18 @@ Status PostgresStore::UpdateAliases(const std::map<std::string, std::string>& ex
                                     const std::map<std::string, std::string>& aliases) {
   return WithConnection("changing aliases", [&](pqxx::connection& c) -> Status {
     pqxx::work t(c);
-    // One writer of the table at a time; readers go on.
+    // The alias table's lock orders this change against every create and
+    // drop of a collection (each takes it first: CreateCollection SHARE,
+    // DropCollection ROW EXCLUSIVE, both conflicting with this one), so the
+    // collections read below stay as read until this commits. One writer of
+    // the table at a time; readers go on.
     t.exec("LOCK TABLE moeedb_aliases IN SHARE ROW EXCLUSIVE MODE");
+    for (const auto& [alias, collection] : aliases) {
+      if (!t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1", alias).empty())
+        return Status::InvalidArgument("alias '" + alias + "': a collection has that name");
+      if (t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1", collection).empty())
+        return Status::NotFound("no collection named '" + collection + "'");
+    }
     std::map<std::string, std::string> now;
     for (const auto& row : t.exec("SELECT alias, collection FROM moeedb_aliases"))
       now[row[0].as<std::string>()] = row[1].as<std::string>();

@@ -189,6 +189,8 @@ Result<CollectionRecord> RocksStore::CreateCollection(const std::string& name, c
   MOEEDB_RETURN_IF_ERROR(CheckNewCollection(name, spec_json));
   std::lock_guard<std::mutex> lock(write_mu_);
   if (LoadCollection(name).ok()) return Status::InvalidArgument("collection '" + name + "' already exists");
+  MOEEDB_ASSIGN_OR_RETURN(auto aliases, ListAliases());
+  if (aliases.count(name)) return Status::InvalidArgument("'" + name + "' is an alias of collection '" + aliases[name] + "'");
   // Collection ids are never reused: a counter in meta.
   std::string v;
   uint32_t id = 1;
@@ -257,6 +259,11 @@ Status RocksStore::UpdateAliases(const std::map<std::string, std::string>& expec
   std::lock_guard<std::mutex> lock(write_mu_);
   MOEEDB_ASSIGN_OR_RETURN(auto now, ListAliases());
   if (now != expected) return Status::Conflict("the aliases changed meanwhile");
+  // Under write_mu_: no collection is created or dropped meanwhile.
+  for (const auto& [alias, collection] : aliases) {
+    if (LoadCollection(alias).ok()) return Status::InvalidArgument("alias '" + alias + "': a collection has that name");
+    MOEEDB_RETURN_IF_ERROR(LoadCollection(collection).status());
+  }
   rocksdb::WriteOptions wo;
   wo.sync = true;
   return FromRocks(db_->Put(wo, cf_[kMeta], kAliasesKey, json(aliases).dump()), "changing aliases");

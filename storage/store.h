@@ -115,10 +115,14 @@ class Store {
   virtual Status UpdateSpec(const std::string& name, const std::string& expected, const std::string& spec_json) = 0;
 
   // Collection aliases (alias -> collection name). DropCollection removes
-  // the ones naming the dropped collection in the same write.
+  // the ones naming the dropped collection in the same write, and
+  // CreateCollection refuses (InvalidArgument) a name an alias has.
   virtual Result<std::map<std::string, std::string>> ListAliases() const = 0;
   // Replaces every alias with `aliases` if they are still `expected` (as
   // ListAliases read them), atomically; Conflict, nothing changed, otherwise.
+  // In the same write it checks that every alias names an existing
+  // collection (NotFound) and that none is a collection's own name
+  // (InvalidArgument), so no concurrent drop or create can break either.
   virtual Status UpdateAliases(const std::map<std::string, std::string>& expected,
                                const std::map<std::string, std::string>& aliases) = 0;
 

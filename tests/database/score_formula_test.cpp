@@ -36,6 +36,7 @@ TEST(ScoreFormula, VariablesReadScoresPayloadsAndDefaults) {
   // Not in prefetch 1's list: its default by the variable as written, else 0.
   EXPECT_EQ(*Eval(F::PrefetchScore(1, "$score[1]"), kPayload, {0.5, std::nullopt}), 0.0);
   EXPECT_EQ(*Eval(F::PrefetchScore(1, "$score[1]"), kPayload, {0.5, std::nullopt}, {{"$score[1]", 9}}), 9.0);
+  EXPECT_EQ(*Eval(F::PrefetchScore(4, "$score[4]"), kPayload, {0.5}, {{"$score[4]", 2}}), 2.0);  // past the prefetches
   EXPECT_EQ(*Eval(Key("n"), kPayload), 4.0);
   EXPECT_EQ(*Eval(Key("one"), kPayload), 2.5);  // a list of one is its value
   EXPECT_EQ(*Eval(Key("nested.d"), kPayload), 3.0);

@@ -30,6 +30,9 @@ json RandomDocument(std::mt19937& rng) {
   d["tags"] = json::array();
   for (int i = rng() % 3; i > 0; --i) d["tags"].push_back(kColors[rng() % 5]);
   d["city"] = {{"name", kColors[rng() % 5]}};
+  // A list of lists: an inner list equals a value when an element does.
+  if (rng() % 5 == 0) d["tags"] = json::array({json::array({kColors[rng() % 5]}), kColors[rng() % 5]});
+  if (rng() % 7 == 0) d["n"] = json::array({json::array({static_cast<int>(rng() % 100)})});
   d["at"] = "2024-01-" + std::to_string(10 + rng() % 20) + "T10:00:00Z";
   return d;
 }

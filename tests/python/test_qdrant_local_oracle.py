@@ -644,3 +644,17 @@ def test_formulas_over_payloads_conditions_and_decays_score_as_local_mode(both, 
     r = httpx.post(f"{server.qdrant}/collections/{collection_name}/points/query", headers={"api-key": server.api_key}, timeout=60,
                    json={"prefetch": {"query": q, "using": "text", "limit": 5}, "query": {"formula": {"sum": ["word", 1]}}})
     assert r.status_code == 400 and "word" in r.json()["status"]["error"]
+
+
+def test_mmr_picks_as_local_mode_for_every_distance(both, collection_name: str) -> None:
+    # Relevance and diversity on Qdrant's core scale (a Euclid search's minus squared distance).
+    local, remote, pts = both
+    rng = random.Random(13)
+    for name, params in VECTORS.items():
+        for diversity, pool in ((0.3, 30), (0.8, 20)):
+            q = [rng.uniform(-1, 1) for _ in range(params.size)]
+            query = models.NearestQuery(nearest=q, mmr=models.Mmr(diversity=diversity, candidates_limit=pool))
+            want = local.query_points(collection_name, query=query, using=name, limit=8).points
+            got = remote.query_points(collection_name, query=query, using=name, limit=8).points
+            assert [p.id for p in got] == [p.id for p in want], (name, diversity)
+            assert all(math.isclose(g.score, w.score, rel_tol=1e-4, abs_tol=1e-5) for g, w in zip(got, want)), name

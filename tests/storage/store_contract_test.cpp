@@ -88,6 +88,15 @@ TEST_P(StoreContract, AliasesChangeAllAtOnceAndGoWithTheirCollection) {
   EXPECT_EQ(*store_->ListAliases(), (Aliases{{"live", "b"}, {"spare", "a"}}));
   ASSERT_TRUE(store_->DropCollection("b").ok());
   EXPECT_EQ(*store_->ListAliases(), (Aliases{{"spare", "a"}}));
+  // The store itself refuses what would break the names (a database's
+  // own checks run before it, outside the write): an alias of a dropped
+  // collection, an alias a collection has the name of, a collection an
+  // alias has the name of.
+  const Aliases now = *store_->ListAliases();
+  EXPECT_EQ(store_->UpdateAliases(now, {{"spare", "a"}, {"x", "b"}}).code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->UpdateAliases(now, {{"c", "a"}}).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(store_->CreateCollection("spare", "{}").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(*store_->ListAliases(), now);
 }
 
 TEST_P(StoreContract, ABatchIsAllOrNothing) {

@@ -98,8 +98,11 @@ HttpResponse QdrantRouter::Handle(const RouteRequest& req, std::string* route) {
     const bool wait = req.query.count("wait") && (req.query.at("wait") == "true" || req.query.at("wait") == "1");
     // An alias stands for its collection wherever a collection is named,
     // except where one is made or dropped.
-    if (!args.empty() && handle != &QdrantRouter::CreateCollection && handle != &QdrantRouter::DeleteCollection)
-      args[0] = core_->db().ResolveName(args[0]);
+    if (!args.empty() && handle != &QdrantRouter::CreateCollection && handle != &QdrantRouter::DeleteCollection) {
+      auto resolved = core_->db().ResolveName(args[0]);
+      if (!resolved.ok()) return FromStatus(resolved.status());
+      args[0] = std::move(resolved).value();
+    }
     return (this->*handle)(Call{req, std::move(args), std::move(body), wait, t0});
   });
 }

@@ -378,7 +378,8 @@ Result<ScoreFormula> ParseFormula(const json& e, int depth) {
     if (s.rfind("$score", 0) == 0) {
       char* end = nullptr;
       const long v = s.size() > 7 && s[6] == '[' ? std::strtol(s.c_str() + 7, &end, 10) : -1;
-      if (v < 0 || end != s.c_str() + s.size() - 1 || s.back() != ']') return Bad("Invalid score pattern: " + s.substr(0, 80));
+      if (v < 0 || end == s.c_str() + 7 || end != s.c_str() + s.size() - 1 || s.back() != ']')
+        return Bad("Invalid score pattern: " + s.substr(0, 80));
       return ScoreFormula::PrefetchScore(static_cast<size_t>(v), s);
     }
     MOEEDB_ASSIGN_OR_RETURN(PayloadKey key, PayloadKey::Parse(s));
