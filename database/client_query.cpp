@@ -52,11 +52,20 @@ double SignalScore(const VectorCollection& c, const ClientSearch& s, const Candi
   return ClientScore(c, s.query, raw, AlphaOf(c, s.spec));
 }
 
-Result<std::vector<Candidate>> Mmr(Database* db, VectorCollection* c, const ClientSearch& s, const MmrSpec& m) {
+// MMR's picks among the search's candidates; a score threshold keeps the
+// candidates it passes before the picking (as Qdrant's), not after.
+Result<std::vector<Candidate>> Mmr(Database* db, VectorCollection* c, const ClientSearch& s, const MmrSpec& m,
+                                   std::optional<double> threshold) {
   if (!(m.diversity >= 0 && m.diversity <= 1)) return Status::InvalidArgument("'mmr.diversity' must be a number in [0, 1]");
   ClientSearch pooled = s;
   pooled.spec.k = std::max(m.candidates, s.spec.k);
   MOEEDB_ASSIGN_OR_RETURN(auto candidates, Nearest(db, c, pooled));
+  if (threshold) {
+    const bool higher = HigherIsBetter(*c, s.query);
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                    [&](const Candidate& x) { return higher ? x.shown < *threshold : x.shown > *threshold; }),
+                     candidates.end());
+  }
   std::vector<ComparablePoint> points;
   std::vector<double> relevance;
   // Relevance and similarity on Qdrant's core scale: a Euclid search's
@@ -334,7 +343,7 @@ Result<std::vector<ClientHit>> RunClientQuery(Database* db, VectorCollection* c,
   } else if (q.examples) {
     MOEEDB_ASSIGN_OR_RETURN(ranked, ByExamples(db, c, q.search, *q.examples));
   } else if (q.mmr) {
-    MOEEDB_ASSIGN_OR_RETURN(ranked, Mmr(db, c, q.search, *q.mmr));
+    MOEEDB_ASSIGN_OR_RETURN(ranked, Mmr(db, c, q.search, *q.mmr, q.score_threshold));
   } else {
     MOEEDB_ASSIGN_OR_RETURN(ranked, Nearest(db, c, q.search));
   }

@@ -658,3 +658,11 @@ def test_mmr_picks_as_local_mode_for_every_distance(both, collection_name: str) 
             got = remote.query_points(collection_name, query=query, using=name, limit=8).points
             assert [p.id for p in got] == [p.id for p in want], (name, diversity)
             assert all(math.isclose(g.score, w.score, rel_tol=1e-4, abs_tol=1e-5) for g, w in zip(got, want)), name
+            # A score threshold keeps the candidates it passes before the picking: some are left
+            # out of the pool, and fewer than the limit may come back.
+            scores = sorted(w.score for w in local.query_points(collection_name, query=q, using=name, limit=pool).points)
+            threshold = (scores[len(scores) // 2] + scores[len(scores) // 2 + 1]) / 2  # between two scores
+            want = local.query_points(collection_name, query=query, using=name, limit=20, score_threshold=threshold).points
+            got = remote.query_points(collection_name, query=query, using=name, limit=20, score_threshold=threshold).points
+            assert 0 < len(want) < pool
+            assert [p.id for p in got] == [p.id for p in want], (name, diversity, threshold)
