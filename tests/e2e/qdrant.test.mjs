@@ -188,7 +188,7 @@ test('filters (must, should, must_not), scroll, count, delete', async () => {
     { query: doc(query), using: 'sparse' },
     { query: [0.1, 0.2] },
     { prefetch: [{ query: doc(query), using: 'hs' }], query: { fusion: 'max' } },
-    { prefetch: [{ query: doc(query), using: 'hs' }], query: { formula: { sum: ['$score[3]'] } } },
+    { prefetch: [{ query: doc(query), using: 'hs' }], query: { formula: { sum: ['$score[]'] } } },  // no index: not a score
     { query: doc(query), filter: { must: [{ key: 'a[x].b', match: { value: 1 } }] } },
     { query: doc(query), filter: { must: [{ has_id: ['not-an-id'] }] } },
   ]) {
