@@ -21,30 +21,14 @@
 #include <random>
 
 #include "bench/bench_child.h"
+#include "bench/bench_samples.h"
 #include "bench/cpu_flags.h"
 #include "database/database.h"
 #include "database/vector_collection.h"
 
 namespace fs = std::filesystem;
-using namespace moeedb::bench;  // Flag, IntFlag, Die
+using namespace moeedb::bench;  // Flag, IntFlag, Die, Gaussian, Percentiles
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-std::vector<float> Gaussian(std::mt19937_64& rng, size_t dim) {
-  std::normal_distribution<float> n;
-  std::vector<float> v(dim);
-  for (auto& x : v) x = n(rng);
-  return v;
-}
-
-nlohmann::json Percentiles(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<size_t>(p * ms.size()))]; };
-  return {{"n", ms.size()}, {"p50_ms", at(0.5)}, {"p99_ms", at(0.99)}};
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const BenchFlags flags("filtered_search", argc, argv);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bench/bench_child.h"
+#include "bench/bench_samples.h"
 #include "bench/cpu_flags.h"
 #include "database/vector_collection.h"
 #include "index/dual_index.h"
@@ -26,16 +27,9 @@
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using namespace moeedb::bench;  // Flag, IntFlag, Die
+using namespace moeedb::bench;  // Flag, IntFlag, Die, Gaussian
 
 namespace {
-
-std::vector<float> Gaussian(std::mt19937& rng, size_t n) {
-  std::normal_distribution<float> g;
-  std::vector<float> v(n);
-  for (auto& x : v) x = g(rng);
-  return v;
-}
 
 // Holds the shards it is given.
 class FixedShards : public moeedb::ShardPeers {

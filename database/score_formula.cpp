@@ -36,12 +36,14 @@ ScoreFormula ScoreFormula::PrefetchScore(size_t prefetch, std::string written) {
   return f;
 }
 
-ScoreFormula ScoreFormula::PayloadNumber(PayloadKey key) {
+ScoreFormula ScoreFormula::OfKey(Op op, PayloadKey key) {
   ScoreFormula f;
-  f.op_ = Op::kPayload;
+  f.op_ = op;
   f.key_ = std::make_shared<const PayloadKey>(std::move(key));
   return f;
 }
+
+ScoreFormula ScoreFormula::PayloadNumber(PayloadKey key) { return OfKey(Op::kPayload, std::move(key)); }
 
 ScoreFormula ScoreFormula::Condition(std::shared_ptr<const MetadataFilter> filter) {
   ScoreFormula f;
@@ -95,20 +97,13 @@ ScoreFormula ScoreFormula::Pow(ScoreFormula base, ScoreFormula exponent) {
 }
 
 ScoreFormula ScoreFormula::GeoDistance(double lat, double lon, PayloadKey to) {
-  ScoreFormula f;
-  f.op_ = Op::kGeo;
+  ScoreFormula f = OfKey(Op::kGeo, std::move(to));
   f.value_ = lat;
   f.value2_ = lon;
-  f.key_ = std::make_shared<const PayloadKey>(std::move(to));
   return f;
 }
 
-ScoreFormula ScoreFormula::DatetimeKey(PayloadKey key) {
-  ScoreFormula f;
-  f.op_ = Op::kDatetimeKey;
-  f.key_ = std::make_shared<const PayloadKey>(std::move(key));
-  return f;
-}
+ScoreFormula ScoreFormula::DatetimeKey(PayloadKey key) { return OfKey(Op::kDatetimeKey, std::move(key)); }
 
 Result<ScoreFormula> ScoreFormula::DecayOf(Decay kind, ScoreFormula x, std::optional<ScoreFormula> target,
                                            double midpoint, double scale) {

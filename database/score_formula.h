@@ -76,6 +76,8 @@ class ScoreFormula {
     kConstant, kScore, kPayload, kCondition, kSum, kProduct, kNegate, kAbs, kDivide, kSqrt, kPow, kExp,
     kLog10, kLn, kGeo, kDatetimeKey, kDecay
   };
+  // A formula of `op` over a payload key (kPayload, kGeo, kDatetimeKey).
+  static ScoreFormula OfKey(Op op, PayloadKey key);
   Result<double> Eval(const FormulaPoint& point, const nlohmann::json& defaults) const;
   // A payload key's one value, else its default; InvalidArgument when neither is.
   Result<nlohmann::json> ValueOf(const FormulaPoint& point, const nlohmann::json& defaults) const;

@@ -4,6 +4,10 @@
 
 namespace moeedb {
 
+nlohmann::json DocumentJson(const StoredDocument& d) {
+  return {{"id", d.id}, {"text", d.text}, {"metadata", nlohmann::json::parse(d.metadata_json.empty() ? "{}" : d.metadata_json)}};
+}
+
 nlohmann::json SearchHitJson(const SearchHit& h, bool has_lexical) {
   nlohmann::json hit = {{"id", h.id}, {"score", h.score}, {"score_hs", h.score_hs}, {"score_rw", h.score_rw}};
   nlohmann::json parts = {{"hs", h.part_hs}, {"rw", h.part_rw}};

@@ -232,7 +232,7 @@ int RunGet(const Args& args) {
       ++missing;
       continue;
     }
-    json j = {{"id", (*d)->id}, {"text", (*d)->text}, {"metadata", json::parse((*d)->metadata_json)}};
+    json j = DocumentJson(**d);
     if (args.Has("vectors")) {
       j["hs"] = (*d)->hs;
       j["rw"] = (*d)->rw;
@@ -319,9 +319,6 @@ int RunScroll(const Args& args) {
   if (!c.ok()) return Fail("scroll", c.status().message());
   const size_t limit = static_cast<size_t>(args.Int("limit"));
   json docs = json::array();
-  auto doc_json = [](const StoredDocument& d) {
-    return json{{"id", d.id}, {"text", d.text}, {"metadata", json::parse(d.metadata_json.empty() ? "{}" : d.metadata_json)}};
-  };
   json out;
   if (args.Has("order-by")) {
     OrderBySpec order;
@@ -330,7 +327,7 @@ int RunScroll(const Args& args) {
     auto page = ScanOrdered(**c, scan, order, limit);
     if (!page.ok()) return Fail("scroll", page.status().message());
     for (const auto& o : *page) {
-      json d = doc_json(o.doc);
+      json d = DocumentJson(o.doc);
       d["order_value"] = o.value;
       docs.push_back(std::move(d));
     }
@@ -340,7 +337,7 @@ int RunScroll(const Args& args) {
     scan.limit = limit;
     auto page = Scan(**c, scan);
     if (!page.ok()) return Fail("scroll", page.status().message());
-    for (const auto& d : page->documents) docs.push_back(doc_json(d));
+    for (const auto& d : page->documents) docs.push_back(DocumentJson(d));
     out = {{"documents", docs}, {"next_after", page->next.empty() ? json(nullptr) : json(page->next)}};
   }
   std::cout << out.dump() << std::endl;

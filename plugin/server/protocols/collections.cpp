@@ -80,10 +80,6 @@ std::optional<HttpResponse> FilterInto(const json& j, ScanSpec* scan) {
 }
 
 // A stored document as this API answers it.
-json DocumentJson(const StoredDocument& d) {
-  return {{"id", d.id}, {"text", d.text}, {"metadata", json::parse(d.metadata_json)}};
-}
-
 using Args = std::vector<std::string>;
 using Handler = HttpResponse (*)(CollectionsRouter&, const RouteRequest&, const Args&);
 
@@ -376,7 +372,7 @@ HttpResponse CollectionsRouter::PayloadIndex(const std::string& method, const st
     if (!k.ok()) return NativeBadRequest("kind: " + k.status().message());
     kind = *k;
   }
-  if (!core_->GetCollection(name).ok()) return OpenFailed(core_->GetCollection(name).status());
+  if (auto rec = core_->GetCollection(name); !rec.ok()) return OpenFailed(rec.status());
   Status s = core_->db().SetPayloadIndex(name, key, kind);
   if (!s.ok()) return NativeFromStatus(s);
   auto c = core_->OpenCollection(name);

@@ -1,0 +1,29 @@
+// What several benchmarks make and summarise alike: random vectors with
+// standard-normal entries, and latency percentiles of a run.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+namespace moeedb::bench {
+
+// `dim` standard-normal floats drawn from `rng` (any standard engine).
+template <typename Rng>
+std::vector<float> Gaussian(Rng& rng, size_t dim) {
+  std::normal_distribution<float> n;
+  std::vector<float> v(dim);
+  for (auto& x : v) x = n(rng);
+  return v;
+}
+
+// {"n", "p50_ms", "p99_ms", "max_ms"} of latencies in milliseconds.
+inline nlohmann::json Percentiles(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<size_t>(p * ms.size()))]; };
+  return {{"n", ms.size()}, {"p50_ms", at(0.5)}, {"p99_ms", at(0.99)}, {"max_ms", ms.empty() ? 0.0 : ms.back()}};
+}
+
+}  // namespace moeedb::bench
