@@ -22,6 +22,10 @@ head("**STS-B test** (Spearman ×100, 1379 pairs; α dev: chosen on STS-B dev; �
 for (const r of sts) {
   const s = r.spearman;
   const baseline = s.tfidf !== undefined ? s.tfidf : s.teacher;
+  if (r.setup && r.setup.vectors) {  // an outside model's vectors (the anchor): HS alone
+    console.log(`| ${name(r)} | ${f(s.hs)} | | | | | | |`);
+    continue;
+  }
   if (baseline !== undefined) {  // one cosine score: TF-IDF or the teacher
     console.log(`| ${name(r)} | ${f(baseline)} (cosine) | | | | | | |`);
     continue;
@@ -36,6 +40,7 @@ const m3 = (m) => (m ? `${f(m["ndcg@10"])} / ${f(m["mrr@10"])} / ${f(m["recall@1
 for (const r of ret) {
   const m = r.metrics;
   if (m.tfidf) console.log(`| ${name(r)} | ${m3(m.tfidf)} | | |`);
+  else if (r.setup && r.setup.vectors) console.log(`| ${name(r)} | ${m3(m.hs)} | | |`);
   else console.log(`| ${name(r)} | ${m3(m.hs)} | ${m3(m.rw)} | ${m3(m.fused)} (α ${r.alpha.toFixed(2)}) |`);
 }
 const cls = runs.filter((r) => r.task === "classify");
@@ -44,6 +49,7 @@ head("\n**Banking77** (kNN accuracy %, k = 10; 3080 test texts against 10003 tra
 for (const r of cls) {
   const a = r.accuracy;
   if (a.tfidf !== undefined) console.log(`| ${name(r)} | ${f(a.tfidf)} | | |`);
+  else if (r.setup && r.setup.vectors) console.log(`| ${name(r)} | ${f(a.hs)} | | |`);
   else console.log(`| ${name(r)} | ${f(a.hs)} | ${f(a.rw)} | ${f(a.fused)} (α ${r.alpha.toFixed(2)}) |`);
 }
 // Hybrid search on Cranfield: every signal alone, each pair and all three,

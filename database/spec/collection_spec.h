@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "database/spec/field_table.h"
+#include "base/field_table.h"
 #include "database/vector_collection.h"
 #include "database/vector_schema.h"
 #include "index/dual_index.h"

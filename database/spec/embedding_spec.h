@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "database/spec/field_table.h"
+#include "base/field_table.h"
 #include "engine/embed/embedder.h"
 
 namespace moeedb {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "base/status.h"
-#include "database/spec/field_table.h"
+#include "base/field_table.h"
 #include "index/fusion.h"
 #include "index/metadata_filter.h"
 #include "index/query_mode.h"

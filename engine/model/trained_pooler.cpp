@@ -25,21 +25,6 @@ constexpr double kEps = 1e-6;
 at::Tensor Norm(const at::Tensor& x, const at::Tensor& w) { return RmsNorm(x, w, kEps); }
 }  // namespace
 
-const char* TokenPoolingName(TokenPooling p) {
-  switch (p) {
-    case TokenPooling::kMean: return "mean";
-    case TokenPooling::kLast: return "last";
-    case TokenPooling::kWeighted: return "weighted";
-  }
-  return "?";
-}
-
-Result<TokenPooling> ParseTokenPooling(const std::string& name) {
-  for (TokenPooling p : {TokenPooling::kMean, TokenPooling::kLast, TokenPooling::kWeighted})
-    if (name == TokenPoolingName(p)) return p;
-  return Status::InvalidArgument("token pooling must be mean, last or weighted, not '" + name + "'");
-}
-
 Status PoolerSpec::Validate() const {
   auto bad = [](const char* f) { return Status::InvalidArgument(std::string("pooler: '") + f + "' must be positive"); };
   if (hidden <= 0) return bad("hidden");
@@ -74,7 +59,7 @@ Result<PoolerSpec> PoolerSpec::FromJson(const std::string& text) {
     s.heads = j.at("heads").get<int64_t>();
     s.ffn = j.at("ffn").get<int64_t>();
     s.out_dim = j.at("out_dim").get<int64_t>();
-    auto pool = ParseTokenPooling(j.value("token_pooling", std::string("mean")));
+    auto pool = kTokenPoolings.Parse(j.value("token_pooling", std::string("mean")));
     if (!pool.ok()) return Status::Corruption("pooler.json: " + pool.status().message());
     s.token_pooling = *pool;
     s.vocab = j.value("vocab", int64_t{0});
@@ -90,7 +75,7 @@ std::string PoolerSpec::ToJson() const {
   json j = {{"type", "multi_layer_cross_attention"}, {"hidden", hidden},   {"layer_rows", layer_rows},
             {"router_rows", router_rows},            {"router_dim", router_dim}, {"latents", latents},
             {"heads", heads},                        {"ffn", ffn},         {"out_dim", out_dim},
-            {"token_pooling", TokenPoolingName(token_pooling)}};
+            {"token_pooling", kTokenPoolings.Name(token_pooling)}};
   if (router_proj_per_layer) j["router_proj_per_layer"] = true;
   if (token_pooling == TokenPooling::kWeighted) j["vocab"] = vocab;
   if (lexical_dim > 0) j["lexical_dim"] = lexical_dim;

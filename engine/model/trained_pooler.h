@@ -34,14 +34,15 @@
 #include <vector>
 
 #include "engine/model/model_config.h"
+#include "base/enum_table.h"
 #include "base/status.h"
 
 namespace moeedb {
 
 enum class TokenPooling { kMean, kLast, kWeighted };
-const char* TokenPoolingName(TokenPooling p);  // "mean", "last", "weighted"
-// InvalidArgument naming the accepted names unless `name` is one of them.
-Result<TokenPooling> ParseTokenPooling(const std::string& name);
+inline constexpr EnumTable<TokenPooling, 3> kTokenPoolings{
+    "token pooling",
+    {{{TokenPooling::kMean, "mean"}, {TokenPooling::kLast, "last"}, {TokenPooling::kWeighted, "weighted"}}}};
 
 struct PoolerSpec {
   int64_t hidden = 0;       // the model's hidden size

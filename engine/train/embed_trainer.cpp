@@ -63,9 +63,10 @@ Status CheckData(const EmbedTrainData& d, const ModelConfig& c, const EmbedTrain
   if (d.pairs.empty() && d.scored.empty() && d.teacher.empty())
     return Status::InvalidArgument("no training signal: give pairs, scored pairs or teacher vectors");
   if (!d.teacher.empty()) {
-    if (d.teacher_dim != o.pooler.out_dim)
+    if (d.teacher_dim != o.pooler.out_dim && o.distill_weight > 0)
       return Status::InvalidArgument("teacher vectors have " + std::to_string(d.teacher_dim) +
-                                     " dimensions but the pooler's output has " + std::to_string(o.pooler.out_dim));
+                                     " dimensions but the pooler's output has " + std::to_string(o.pooler.out_dim) +
+                                     " (the direct term compares them; with distill_weight 0 only the matrix term runs)");
     if (d.teacher_row.size() != d.sentences.size())
       return Status::InvalidArgument("teacher_row must have one entry per sentence");
     const int64_t rows = static_cast<int64_t>(d.teacher.size()) / d.teacher_dim;
@@ -148,68 +149,72 @@ std::vector<float> LogIdfTokenWeights(const std::vector<std::vector<int32_t>>& s
   return out;
 }
 
-Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedTrainOptions& o) {
-  MOEEDB_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile((fs::path(o.model_dir) / "config.json").string()));
-  const ModelConfig& c = config;
-  MOEEDB_RETURN_IF_ERROR(TrainNet::CheckTrainable(c));
-  if (o.out_dir.empty()) return Status::InvalidArgument("no output folder");
-  if (o.steps <= 0) return Status::InvalidArgument("the step count must be positive");
-  if (o.max_tokens < 1 || o.chunk_tokens < o.max_tokens)
-    return Status::InvalidArgument("max_tokens >= 1 and chunk_tokens >= max_tokens needed");
-  if (o.pooler.hidden != c.hidden_size || o.pooler.layer_rows != c.num_layers + 1)
-    return Status::InvalidArgument("the pooler's hidden size and layer rows must match the model");
-  if (o.pooler.router_rows != 0 && (o.pooler.router_rows != c.num_layers || o.pooler.router_dim != c.num_experts))
-    return Status::InvalidArgument("a pooler that reads RW has one row per MoE layer of num_experts logits");
-  if (o.pooler.token_pooling == TokenPooling::kWeighted && o.pooler.vocab != c.vocab_size)
-    return Status::InvalidArgument("a weighted pooler has one token weight per vocabulary entry");
-  if (!o.token_log_weight_init.empty() && (o.pooler.token_pooling != TokenPooling::kWeighted ||
-                                           static_cast<int64_t>(o.token_log_weight_init.size()) != c.vocab_size))
-    return Status::InvalidArgument("token_log_weight_init needs a weighted pooler and one value per vocabulary entry");
-  if (o.rw_weight < 0 || (o.rw_weight > 0 && o.freeze_lm))
-    return Status::InvalidArgument("rw_weight must be >= 0, and 0 when the language model is frozen");
-  if (o.hs_pooling_weight < 0 || (o.hs_pooling_weight > 0 && o.freeze_lm))
-    return Status::InvalidArgument("hs_pooling_weight must be >= 0, and 0 when the language model is frozen");
-  if (o.side_match_weight < 0 || (o.side_match_weight > 0 && o.freeze_lm))
-    return Status::InvalidArgument("side_match_weight must be >= 0, and 0 when the language model is frozen");
-  MOEEDB_RETURN_IF_ERROR(o.pooler.Validate());
-  MOEEDB_RETURN_IF_ERROR(CheckData(data, c, o));
-  auto log = [&](const std::string& line) {
-    if (o.log) o.log(line);
-  };
-  if (o.threads > 0) at::set_num_threads(o.threads);
+struct EmbedTrainer::Impl {
+  Impl(const EmbedTrainData& d, const EmbedTrainOptions& options, const ModelConfig& config)
+      : data(d), o(options), c(config), state_dir(options.out_dir) {}
 
-  TrainStateDir state_dir(o.out_dir);
-  MOEEDB_RETURN_IF_ERROR(state_dir.Open());
-  const fs::path out(o.out_dir);
-  return CatchTrainingErrors<EmbedTrainResult>([&]() -> Result<EmbedTrainResult> {
-    Encoder enc(c, o);
-    EmbedTrainResult result;
+  const EmbedTrainData& data;
+  const EmbedTrainOptions o;
+  const ModelConfig c;
+  TrainStateDir state_dir;
+  std::unique_ptr<Encoder> enc;
+  std::unique_ptr<torch::optim::AdamW> opt;
+  std::vector<at::Tensor> trainable;
+  std::vector<std::vector<int32_t>> by_source;  // pair indices per source
+  at::Tensor teacher;                           // [rows, teacher_dim], or undefined
+  bool lexical_target = false;                  // the match term's target is TF-IDF
+  std::vector<float> idf;                       // per vocabulary entry (lexical_target)
+  SideVectors side;                             // the side vectors a term trains
+  bool any_side = false;
+  json state;                                   // state.json: run, history, step, Spearmans
+  EmbedTrainResult result;
+  int64_t sentences_seen = 0;                   // since Open
+
+  void Log(const std::string& line) const {
+    if (o.log) o.log(line);
+  }
+
+  // TF-IDF rows of the step's texts (the lexical match target): idf over
+  // every training sentence, term counts of the first max_tokens tokens.
+  at::Tensor TfidfCosines(const std::vector<int32_t>& ids) const {
+    at::Tensor t = at::zeros({static_cast<int64_t>(ids.size()), c.vocab_size}, at::kFloat);
+    float* tp = t.data_ptr<float>();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const auto& sent = data.sentences[ids[i]];
+      const size_t n = std::min<size_t>(sent.size(), static_cast<size_t>(o.max_tokens));
+      for (size_t k = 0; k < n; ++k) tp[i * c.vocab_size + sent[k]] += idf[sent[k]];
+    }
+    t = L2Normalize(t);
+    return at::matmul(t, t.t());
+  }
+
+  // Loads the start weights (or the resumed state) and builds the optimizer.
+  Status Start(bool resume) {
+    enc = std::make_unique<Encoder>(c, o);
     json run = {{"seed", o.seed},           {"steps", o.steps},       {"freeze_lm", o.freeze_lm},
-                      {"lr_lm", o.lr_lm},         {"lr_pooler", o.lr_pooler}, {"rw_weight", o.rw_weight},
-                      {"causal", o.causal},       {"pooler", json::parse(o.pooler.ToJson())},
-                      {"pairs", data.pairs.size()}, {"scored", data.scored.size()},
-                      {"sentences", data.sentences.size()}, {"model_config", c.json_text}};
+                {"lr_lm", o.lr_lm},         {"lr_pooler", o.lr_pooler}, {"rw_weight", o.rw_weight},
+                {"causal", o.causal},       {"pooler", json::parse(o.pooler.ToJson())},
+                {"pairs", data.pairs.size()}, {"scored", data.scored.size()},
+                {"sentences", data.sentences.size()}, {"model_config", c.json_text}};
     // Keys added later join only when set, so earlier states still resume.
     if (o.rw_pooling != RwPooling::kLast) run["rw_pooling"] = kRwPoolings.Name(o.rw_pooling);
     if (o.hs_pooling_weight > 0) run["hs_pooling_weight"] = o.hs_pooling_weight;
     if (o.side_match_weight > 0) run["side_match_weight"] = o.side_match_weight;
-    if (o.side_match_target == EmbedTrainOptions::MatchTarget::kLexical) run["side_match_target"] = "lexical";
-    json state;
-    const bool resume = state_dir.HasState();
+    if (o.side_match_target == MatchTarget::kLexical) run["side_match_target"] = "lexical";
     if (resume) {
       MOEEDB_ASSIGN_OR_RETURN(state, state_dir.ReadState());
       if (state.value("run", json()) != run)
         return Status::InvalidArgument(state_dir.File("") +
                                        " was written by a run with other data, options or model; remove it to start over");
-      MOEEDB_RETURN_IF_ERROR(enc.net().Load(state_dir.File("params.safetensors")));
+      MOEEDB_RETURN_IF_ERROR(enc->net().Load(state_dir.File("params.safetensors")));
       MOEEDB_ASSIGN_OR_RETURN(auto pooler, TrainedPooler::LoadDir(state_dir.File("")));
-      for (const auto& [name, t] : pooler->weights()) enc.pooler()[name] = t.clone().set_requires_grad(true);
+      for (const auto& [name, t] : pooler->weights()) enc->pooler()[name] = t.clone().set_requires_grad(true);
       result.step = state["step"].get<int64_t>();
       result.initial_val_spearman = state["initial_val_spearman"].get<double>();
       result.val_spearman = state.value("val_spearman", result.initial_val_spearman);
     } else {
-      MOEEDB_RETURN_IF_ERROR(enc.net().Load((fs::path(o.model_dir) / "model.safetensors").string()));
-      enc.InitPooler(o.seed);
+      MOEEDB_RETURN_IF_ERROR(enc->net().Load((fs::path(o.model_dir) / "model.safetensors").string()));
+      enc->InitPooler(o.seed);
       // A start folder that ships a pooler of the same spec (an earlier
       // stage's output) is continued rather than replaced; one without the
       // lexical channel this run adds is continued with a new channel.
@@ -219,26 +224,26 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
         without_lexical.lexical_dim = start->spec().lexical_dim;
         if (start->spec().ToJson() == without_lexical.ToJson() &&
             (start->spec().lexical_dim == 0 || start->spec().lexical_dim == o.pooler.lexical_dim)) {
-          enc.SetPooler(start->weights());
-          log("starting from the pooler in " + o.model_dir +
+          enc->SetPooler(start->weights());
+          Log("starting from the pooler in " + o.model_dir +
               (start->spec().lexical_dim != o.pooler.lexical_dim ? " (with a new lexical channel)" : ""));
         } else {
-          log("the pooler in " + o.model_dir + " has another spec: starting a new one");
+          Log("the pooler in " + o.model_dir + " has another spec: starting a new one");
         }
       }
       state = {{"run", run}, {"history", json::array()}};
     }
     std::vector<at::Tensor> decay, no_decay, pooler_params;
-    auto& params = enc.net().params();
+    auto& params = enc->net().params();
     for (size_t i = 0; i < params.size(); ++i) {
       if (o.freeze_lm) {
         params[i].set_requires_grad(false);
         continue;
       }
-      const auto& spec = enc.net().specs()[i];
+      const auto& spec = enc->net().specs()[i];
       (spec.shape.size() >= 2 && spec.name != "model.embed_tokens.weight" ? decay : no_decay).push_back(params[i]);
     }
-    for (auto& [name, t] : enc.pooler()) pooler_params.push_back(t);
+    for (auto& [name, t] : enc->pooler()) pooler_params.push_back(t);
     std::vector<torch::optim::OptimizerParamGroup> groups;
     auto adamw = [&](double lr, double wd) {
       return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).betas({0.9, 0.999}).weight_decay(wd));
@@ -248,243 +253,313 @@ Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedT
       groups.emplace_back(decay, adamw(o.lr_lm, o.weight_decay));
       groups.emplace_back(no_decay, adamw(o.lr_lm, 0.0));
     }
-    torch::optim::AdamW opt(std::move(groups), torch::optim::AdamWOptions(o.lr_pooler));
-    if (resume) torch::load(opt, state_dir.File("optimizer.pt"));
-    std::vector<at::Tensor> trainable = pooler_params;
+    opt = std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(o.lr_pooler));
+    if (resume) torch::load(*opt, state_dir.File("optimizer.pt"));
+    trainable = pooler_params;
     trainable.insert(trainable.end(), decay.begin(), decay.end());
     trainable.insert(trainable.end(), no_decay.begin(), no_decay.end());
 
     std::map<int32_t, std::vector<int32_t>> sources;
     for (size_t i = 0; i < data.pairs.size(); ++i) sources[data.pairs[i].source].push_back(static_cast<int32_t>(i));
-    std::vector<std::vector<int32_t>> by_source;
-    for (auto& [s, list] : sources) by_source.push_back(std::move(list));
+    for (auto& [src, list] : sources) by_source.push_back(std::move(list));
     const int64_t tdim = data.teacher_dim;
-    at::Tensor teacher = data.teacher.empty()
-                             ? at::Tensor()
-                             : at::from_blob(const_cast<float*>(data.teacher.data()),
-                                             {static_cast<int64_t>(data.teacher.size()) / tdim, tdim}, at::kFloat);
-
-    // TF-IDF rows of the step's texts (the lexical match target): idf over
-    // every training sentence, term counts of the first max_tokens tokens.
-    const bool lexical_target =
-        o.side_match_weight > 0 && o.side_match_target == EmbedTrainOptions::MatchTarget::kLexical;
-    std::vector<float> idf;
+    if (!data.teacher.empty())
+      teacher = at::from_blob(const_cast<float*>(data.teacher.data()),
+                              {static_cast<int64_t>(data.teacher.size()) / tdim, tdim}, at::kFloat);
+    lexical_target = o.side_match_weight > 0 && o.side_match_target == MatchTarget::kLexical;
     if (lexical_target)
       for (float lw : LogIdfTokenWeights(data.sentences, c.vocab_size)) idf.push_back(std::exp(lw));
-    auto tfidf_cosines = [&](const std::vector<int32_t>& ids) {
-      at::Tensor t = at::zeros({static_cast<int64_t>(ids.size()), c.vocab_size}, at::kFloat);
-      float* tp = t.data_ptr<float>();
-      for (size_t i = 0; i < ids.size(); ++i) {
-        const auto& sent = data.sentences[ids[i]];
-        const size_t n = std::min<size_t>(sent.size(), static_cast<size_t>(o.max_tokens));
-        for (size_t k = 0; k < n; ++k) tp[i * c.vocab_size + sent[k]] += idf[sent[k]];
-      }
-      t = L2Normalize(t);
-      return at::matmul(t, t.t());
-    };
-
     // The side vectors a term trains are read in every step and watched on
     // the validation pairs.
-    SideVectors side;
     side.rw = o.rw_weight > 0;
     side.hs_poolings = o.hs_pooling_weight > 0 || o.side_match_weight > 0;
     side.rw_pooling = o.rw_pooling;
-    const bool any_side = side.rw || side.hs_poolings;
-    auto validate = [&](json* h) {
-      std::map<std::string, double> side_spearman;
-      const double v = ValidationSpearman(enc, data, any_side ? &side : nullptr, &side_spearman);
-      std::string text = Fmt("%.4f", v);
-      for (const auto& [name, r] : side_spearman) {
-        text += ", " + name + " " + Fmt("%.4f", r);
-        (*h)["val_" + name + "_spearman"] = r;
-      }
-      side.vectors.clear();
-      return std::pair{v, text};
-    };
+    any_side = side.rw || side.hs_poolings;
     if (!resume) {
-      json h;
-      const auto [v, text] = validate(&h);
-      result.initial_val_spearman = result.val_spearman = v;
+      const EmbedValidation v = Evaluate();
+      result.initial_val_spearman = result.val_spearman = v.spearman;
       state["initial_val_spearman"] = result.initial_val_spearman;
-      log("before training: validation Spearman " + text);
+      Log("before training: validation Spearman " + Describe(v));
     } else {
-      log("resuming at step " + std::to_string(result.step) + " of " + std::to_string(o.steps));
+      Log("resuming at step " + std::to_string(result.step) + " of " + std::to_string(o.steps));
     }
-    auto checkpoint = [&]() -> Status {
-      state["step"] = result.step;
-      state["val_spearman"] = result.val_spearman;
-      return state_dir.Commit(state, [&](const std::string& dir) -> Status {
-        MOEEDB_RETURN_IF_ERROR(enc.net().Save((fs::path(dir) / "params.safetensors").string(), DType::kF32));
-        MOEEDB_RETURN_IF_ERROR(SavePooler(dir, o.pooler, enc.pooler()));
-        torch::save(opt, (fs::path(dir) / "optimizer.pt").string());
-        return Status::OK();
-      });
+    return Status::OK();
+  }
+
+  EmbedValidation Evaluate() {
+    EmbedValidation v;
+    v.spearman = ValidationSpearman(*enc, data, any_side ? &side : nullptr, &v.side);
+    side.vectors.clear();
+    return v;
+  }
+
+  static std::string Describe(const EmbedValidation& v) {
+    std::string text = Fmt("%.4f", v.spearman);
+    for (const auto& [name, r] : v.side) text += ", " + name + " " + Fmt("%.4f", r);
+    return text;
+  }
+
+  std::map<std::string, double> Step() {
+    const double sched = WarmupCosine(1.0, o.min_lr_ratio, o.warmup_steps, result.step, o.steps);
+    auto& pg = opt->param_groups();
+    for (size_t g = 0; g < pg.size(); ++g)
+      static_cast<torch::optim::AdamWOptions&>(pg[g].options()).lr((g == 0 ? o.lr_pooler : o.lr_lm) * sched);
+
+    const StepBatch b = DrawBatch(data, by_source, o, result.step);
+    // Every sentence of the step once; slot_of maps a sentence to its row.
+    std::vector<int32_t> ids;
+    std::map<int32_t, int64_t> slot_of;
+    auto slot = [&](int32_t s) {
+      auto [it, fresh] = slot_of.emplace(s, static_cast<int64_t>(ids.size()));
+      if (fresh) ids.push_back(s);
+      return it->second;
     };
-
-    const auto t0 = std::chrono::steady_clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-    const int64_t first_step = result.step;
-    int64_t sentences_seen = 0;
-    std::map<std::string, double> window;
-    int64_t window_n = 0;
-    while (result.step < o.steps) {
-      const double sched = WarmupCosine(1.0, o.min_lr_ratio, o.warmup_steps, result.step, o.steps);
-      auto& pg = opt.param_groups();
-      for (size_t g = 0; g < pg.size(); ++g)
-        static_cast<torch::optim::AdamWOptions&>(pg[g].options()).lr((g == 0 ? o.lr_pooler : o.lr_lm) * sched);
-
-      const StepBatch b = DrawBatch(data, by_source, o, result.step);
-      // Every sentence of the step once; slot_of maps a sentence to its row.
-      std::vector<int32_t> ids;
-      std::map<int32_t, int64_t> slot_of;
-      auto slot = [&](int32_t s) {
-        auto [it, fresh] = slot_of.emplace(s, static_cast<int64_t>(ids.size()));
-        if (fresh) ids.push_back(s);
-        return it->second;
-      };
-      std::vector<int64_t> anchor, cand;
-      std::vector<int32_t> cand_sentence;
-      for (const auto& p : b.pairs) {
-        anchor.push_back(slot(p.anchor));
-        cand.push_back(slot(p.positive));
-        cand_sentence.push_back(p.positive);
+    std::vector<int64_t> anchor, cand;
+    std::vector<int32_t> cand_sentence;
+    for (const auto& p : b.pairs) {
+      anchor.push_back(slot(p.anchor));
+      cand.push_back(slot(p.positive));
+      cand_sentence.push_back(p.positive);
+    }
+    for (const auto& p : b.pairs)
+      if (p.negative >= 0) {
+        cand.push_back(slot(p.negative));
+        cand_sentence.push_back(p.negative);
       }
-      for (const auto& p : b.pairs)
-        if (p.negative >= 0) {
-          cand.push_back(slot(p.negative));
-          cand_sentence.push_back(p.negative);
-        }
-      std::vector<int64_t> sa, sb;
-      for (const auto& p : b.scored) {
-        sa.push_back(slot(p.a));
-        sb.push_back(slot(p.b));
-      }
-      for (int32_t s : b.extra) slot(s);  // distillation only
-      at::Tensor aux;
-      const at::Tensor pooled = enc.Encode(data.sentences, ids, true, &aux, any_side ? &side : nullptr);
-      at::Tensor e = L2Normalize(pooled);
-      // The teacher's vectors match the attention-pooled part; the lexical
-      // channel (if any) joins the whole vector's similarity structure.
-      at::Tensor e_neural = o.pooler.lexical_dim > 0 ? L2Normalize(pooled.narrow(1, 0, o.pooler.out_dim)) : e;
-      sentences_seen += static_cast<int64_t>(ids.size());
-      at::Tensor loss = o.freeze_lm ? at::zeros({}, at::kFloat) : o.aux_loss_coef * aux;
-      std::map<std::string, at::Tensor> parts;
-      // InfoNCE over the pairs and CoSENT over the scored pairs, of unit vectors v.
-      auto contrastive = [&](const at::Tensor& v, const std::string& prefix, double weight) {
-        if (!b.pairs.empty()) {
-          const int64_t P = static_cast<int64_t>(b.pairs.size()), C = static_cast<int64_t>(cand.size());
-          at::Tensor logits =
-              at::matmul(v.index_select(0, at::tensor(anchor)), v.index_select(0, at::tensor(cand)).t()) / o.temperature;
-          at::Tensor mask = at::zeros({P, C}, at::kBool);
-          auto* m = mask.data_ptr<bool>();
-          for (int64_t i = 0; i < P; ++i)
-            for (int64_t j = 0; j < C; ++j) {
-              if (j == i) continue;
-              const bool same_group = j < P && b.pairs[i].group >= 0 && b.pairs[i].group == b.pairs[j].group;
-              const bool same_text = cand_sentence[j] == b.pairs[i].positive || cand_sentence[j] == b.pairs[i].anchor;
-              m[i * C + j] = same_group || same_text;
-            }
-          logits = logits.masked_fill(mask, -std::numeric_limits<float>::infinity());
-          parts[prefix + "nce"] = weight * at::cross_entropy_loss(logits, at::arange(P, at::kLong));
-        }
-        if (!b.scored.empty()) {
-          at::Tensor cos = (v.index_select(0, at::tensor(sa)) * v.index_select(0, at::tensor(sb))).sum(-1) * o.cosent_scale;
-          at::Tensor score = at::empty({static_cast<int64_t>(b.scored.size())}, at::kFloat);
-          for (size_t i = 0; i < b.scored.size(); ++i) score[static_cast<int64_t>(i)] = b.scored[i].score;
-          at::Tensor diff = cos.unsqueeze(0) - cos.unsqueeze(1);  // [i, j] = cos_j - cos_i
-          at::Tensor higher = score.unsqueeze(1) > score.unsqueeze(0);
-          at::Tensor terms = diff.masked_select(higher);
-          parts[prefix + "cosent"] = weight * at::logsumexp(at::cat({at::zeros({1}, at::kFloat), terms}), 0);
-        }
-      };
-      contrastive(e, "", 1.0);
-      const at::Tensor pooled_cos = o.side_match_weight == 0 ? at::Tensor()
-                                    : lexical_target         ? tfidf_cosines(ids)
-                                                             : at::matmul(e, e.t()).detach();
-      for (const auto& [name, v] : side.vectors) {
-        if (name == "rw") {
-          contrastive(StandardizedUnit(v), "rw_", o.rw_weight);
-          continue;
-        }
-        const at::Tensor u = L2Normalize(v);
-        if (o.hs_pooling_weight > 0) contrastive(u, name.substr(3) + "_", o.hs_pooling_weight);
-        if (o.side_match_weight > 0)
-          parts[name.substr(3) + "_match"] = o.side_match_weight * (at::matmul(u, u.t()) - pooled_cos).pow(2).mean();
-      }
-      side.vectors.clear();
-      if (teacher.defined()) {
-        std::vector<int64_t> rows, trows;
-        for (size_t i = 0; i < ids.size(); ++i)
-          if (data.teacher_row[ids[i]] >= 0) {
-            rows.push_back(static_cast<int64_t>(i));
-            trows.push_back(data.teacher_row[ids[i]]);
+    std::vector<int64_t> sa, sb;
+    for (const auto& p : b.scored) {
+      sa.push_back(slot(p.a));
+      sb.push_back(slot(p.b));
+    }
+    for (int32_t s : b.extra) slot(s);  // distillation only
+    at::Tensor aux;
+    const at::Tensor pooled = enc->Encode(data.sentences, ids, true, &aux, any_side ? &side : nullptr);
+    at::Tensor e = L2Normalize(pooled);
+    // The teacher's vectors match the attention-pooled part; the lexical
+    // channel (if any) joins the whole vector's similarity structure.
+    at::Tensor e_neural = o.pooler.lexical_dim > 0 ? L2Normalize(pooled.narrow(1, 0, o.pooler.out_dim)) : e;
+    sentences_seen += static_cast<int64_t>(ids.size());
+    at::Tensor loss = o.freeze_lm ? at::zeros({}, at::kFloat) : o.aux_loss_coef * aux;
+    std::map<std::string, at::Tensor> parts;
+    // InfoNCE over the pairs and CoSENT over the scored pairs, of unit vectors v.
+    auto contrastive = [&](const at::Tensor& v, const std::string& prefix, double weight) {
+      if (!b.pairs.empty()) {
+        const int64_t P = static_cast<int64_t>(b.pairs.size()), C = static_cast<int64_t>(cand.size());
+        at::Tensor logits =
+            at::matmul(v.index_select(0, at::tensor(anchor)), v.index_select(0, at::tensor(cand)).t()) / o.temperature;
+        at::Tensor mask = at::zeros({P, C}, at::kBool);
+        auto* m = mask.data_ptr<bool>();
+        for (int64_t i = 0; i < P; ++i)
+          for (int64_t j = 0; j < C; ++j) {
+            if (j == i) continue;
+            const bool same_group = j < P && b.pairs[i].group >= 0 && b.pairs[i].group == b.pairs[j].group;
+            const bool same_text = cand_sentence[j] == b.pairs[i].positive || cand_sentence[j] == b.pairs[i].anchor;
+            m[i * C + j] = same_group || same_text;
           }
-        if (rows.size() >= 2) {
-          at::Tensor s = e.index_select(0, at::tensor(rows)), t = teacher.index_select(0, at::tensor(trows));
+        logits = logits.masked_fill(mask, -std::numeric_limits<float>::infinity());
+        parts[prefix + "nce"] = weight * at::cross_entropy_loss(logits, at::arange(P, at::kLong));
+      }
+      if (!b.scored.empty()) {
+        at::Tensor cos = (v.index_select(0, at::tensor(sa)) * v.index_select(0, at::tensor(sb))).sum(-1) * o.cosent_scale;
+        at::Tensor score = at::empty({static_cast<int64_t>(b.scored.size())}, at::kFloat);
+        for (size_t i = 0; i < b.scored.size(); ++i) score[static_cast<int64_t>(i)] = b.scored[i].score;
+        at::Tensor diff = cos.unsqueeze(0) - cos.unsqueeze(1);  // [i, j] = cos_j - cos_i
+        at::Tensor higher = score.unsqueeze(1) > score.unsqueeze(0);
+        at::Tensor terms = diff.masked_select(higher);
+        parts[prefix + "cosent"] = weight * at::logsumexp(at::cat({at::zeros({1}, at::kFloat), terms}), 0);
+      }
+    };
+    contrastive(e, "", 1.0);
+    const at::Tensor pooled_cos = o.side_match_weight == 0 ? at::Tensor()
+                                  : lexical_target         ? TfidfCosines(ids)
+                                                           : at::matmul(e, e.t()).detach();
+    for (const auto& [name, v] : side.vectors) {
+      if (name == "rw") {
+        contrastive(StandardizedUnit(v), "rw_", o.rw_weight);
+        continue;
+      }
+      const at::Tensor u = L2Normalize(v);
+      if (o.hs_pooling_weight > 0) contrastive(u, name.substr(3) + "_", o.hs_pooling_weight);
+      if (o.side_match_weight > 0)
+        parts[name.substr(3) + "_match"] = o.side_match_weight * (at::matmul(u, u.t()) - pooled_cos).pow(2).mean();
+    }
+    side.vectors.clear();
+    if (teacher.defined()) {
+      std::vector<int64_t> rows, trows;
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (data.teacher_row[ids[i]] >= 0) {
+          rows.push_back(static_cast<int64_t>(i));
+          trows.push_back(data.teacher_row[ids[i]]);
+        }
+      if (rows.size() >= 2) {
+        at::Tensor s = e.index_select(0, at::tensor(rows)), t = teacher.index_select(0, at::tensor(trows));
+        if (o.distill_weight > 0)  // CheckData: then the teacher's dimension is out_dim
           parts["distill"] = o.distill_weight * (1 - (e_neural.index_select(0, at::tensor(rows)) * t).sum(-1)).mean();
-          parts["matrix"] = o.distill_matrix_weight * (at::matmul(s, s.t()) - at::matmul(t, t.t())).pow(2).mean();
-        }
+        parts["matrix"] = o.distill_matrix_weight * (at::matmul(s, s.t()) - at::matmul(t, t.t())).pow(2).mean();
       }
-      for (auto& [name, v] : parts) loss = loss + v;
-      opt.zero_grad();
-      loss.backward();
-      torch::nn::utils::clip_grad_norm_(trainable, o.clip_norm);
-      opt.step();
-      ++result.step;
-      for (auto& [name, v] : parts) window[name] += v.item<double>();
-      window["loss"] += loss.item<double>();
-      ++window_n;
+    }
+    for (auto& [name, v] : parts) loss = loss + v;
+    opt->zero_grad();
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(trainable, o.clip_norm);
+    opt->step();
+    ++result.step;
+    std::map<std::string, double> out;
+    for (auto& [name, v] : parts) out[name] = v.item<double>();
+    out["loss"] = loss.item<double>();
+    out["lr_scale"] = sched;
+    return out;
+  }
 
-      const bool last = result.step == o.steps;
-      const bool out_of_time = (o.minutes > 0 && elapsed() > o.minutes * 60.0) ||
-                               (o.stop_after > 0 && result.step - first_step >= o.stop_after);
-      if (result.step % 20 == 0 || last) {
-        const double secs = elapsed();
-        std::string line = "step " + std::to_string(result.step) + "/" + std::to_string(o.steps);
-        json h = {{"step", result.step}};
-        for (auto& [name, v] : window) {
-          line += " " + name + " " + Fmt("%.4f", v / window_n);
-          h[name] = v / window_n;
-        }
-        const double eta = (o.steps - result.step) * secs / static_cast<double>(result.step - first_step);
-        log(line + " lr x" + Fmt("%.3f", sched) + " " + Fmt("%.1f", sentences_seen / secs) + " sentences/s ETA " +
-            Fmt("%.1f", eta / 60.0) + " min");
-        state["history"].push_back(h);
-        window.clear();
-        window_n = 0;
+  Status Checkpoint() {
+    state["step"] = result.step;
+    state["val_spearman"] = result.val_spearman;
+    return state_dir.Commit(state, [&](const std::string& dir) -> Status {
+      MOEEDB_RETURN_IF_ERROR(enc->net().Save((fs::path(dir) / "params.safetensors").string(), DType::kF32));
+      MOEEDB_RETURN_IF_ERROR(SavePooler(dir, o.pooler, enc->pooler()));
+      torch::save(*opt, (fs::path(dir) / "optimizer.pt").string());
+      return Status::OK();
+    });
+  }
+
+  Status Export() {
+    const fs::path out(o.out_dir);
+    MOEEDB_RETURN_IF_ERROR(enc->net().Save((out / "model.safetensors").string(), DType::kF16));
+    json cfg = json::parse(c.json_text);
+    if (!o.causal) cfg["is_causal"] = false;
+    MOEEDB_RETURN_IF_ERROR(WriteFileAtomic((out / "config.json").string(), cfg.dump(2) + "\n"));
+    std::error_code ec;
+    if (fs::exists(fs::path(o.model_dir) / "tokenizer.json") && fs::absolute(o.model_dir) != fs::absolute(o.out_dir))
+      fs::copy_file(fs::path(o.model_dir) / "tokenizer.json", out / "tokenizer.json", fs::copy_options::overwrite_existing,
+                    ec);
+    if (ec) return Status::IOError("cannot copy tokenizer.json: " + ec.message());
+    MOEEDB_RETURN_IF_ERROR(SavePooler(o.out_dir, o.pooler, enc->pooler()));
+    return WriteFileAtomic((out / "embed_training_log.json").string(), state.dump(1));
+  }
+};
+
+EmbedTrainer::EmbedTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EmbedTrainer::~EmbedTrainer() = default;
+int64_t EmbedTrainer::step() const { return impl_->result.step; }
+const EmbedTrainOptions& EmbedTrainer::options() const { return impl_->o; }
+
+Result<std::unique_ptr<EmbedTrainer>> EmbedTrainer::Open(const EmbedTrainData& data, const EmbedTrainOptions& options) {
+  MOEEDB_ASSIGN_OR_RETURN(ModelConfig c,
+                          ModelConfig::FromFile((fs::path(options.model_dir) / "config.json").string()));
+  MOEEDB_RETURN_IF_ERROR(TrainNet::CheckTrainable(c));
+  MOEEDB_RETURN_IF_ERROR(options.Validate());
+  EmbedTrainOptions o = options;
+  if (o.pooler.hidden == 0) {
+    MOEEDB_RETURN_IF_ERROR(o.FitPooler(c, data.teacher_dim));
+    if (o.pooler.token_pooling == TokenPooling::kWeighted && o.token_log_weight_init.empty())
+      o.token_log_weight_init = LogIdfTokenWeights(data.sentences, c.vocab_size);
+  }
+  if (o.pooler.hidden != c.hidden_size || o.pooler.layer_rows != c.num_layers + 1)
+    return Status::InvalidArgument("the pooler's hidden size and layer rows must match the model");
+  if (o.pooler.router_rows != 0 && (o.pooler.router_rows != c.num_layers || o.pooler.router_dim != c.num_experts))
+    return Status::InvalidArgument("a pooler that reads RW has one row per MoE layer of num_experts logits");
+  if (o.pooler.token_pooling == TokenPooling::kWeighted && o.pooler.vocab != c.vocab_size)
+    return Status::InvalidArgument("a weighted pooler has one token weight per vocabulary entry");
+  if (!o.token_log_weight_init.empty() && (o.pooler.token_pooling != TokenPooling::kWeighted ||
+                                           static_cast<int64_t>(o.token_log_weight_init.size()) != c.vocab_size))
+    return Status::InvalidArgument("token_log_weight_init needs a weighted pooler and one value per vocabulary entry");
+  MOEEDB_RETURN_IF_ERROR(o.pooler.Validate());
+  MOEEDB_RETURN_IF_ERROR(CheckData(data, c, o));
+  if (o.threads > 0) at::set_num_threads(o.threads);
+  auto impl = std::make_unique<Impl>(data, o, c);
+  MOEEDB_RETURN_IF_ERROR(impl->state_dir.Open());
+  const bool resume = impl->state_dir.HasState();
+  MOEEDB_RETURN_IF_ERROR(CatchTrainingErrors<bool>([&]() -> Result<bool> {
+                           MOEEDB_RETURN_IF_ERROR(impl->Start(resume));
+                           return true;
+                         }).status());
+  return std::unique_ptr<EmbedTrainer>(new EmbedTrainer(std::move(impl)));
+}
+
+Result<std::map<std::string, double>> EmbedTrainer::Step() {
+  if (impl_->result.step >= impl_->o.steps) return Status::InvalidArgument("the schedule is done");
+  return CatchTrainingErrors<std::map<std::string, double>>(
+      [&]() -> Result<std::map<std::string, double>> { return impl_->Step(); });
+}
+
+Result<EmbedValidation> EmbedTrainer::Evaluate() {
+  return CatchTrainingErrors<EmbedValidation>([&]() -> Result<EmbedValidation> { return impl_->Evaluate(); });
+}
+
+Status EmbedTrainer::Checkpoint() {
+  return CatchTrainingErrors<bool>([&]() -> Result<bool> {
+           MOEEDB_RETURN_IF_ERROR(impl_->Checkpoint());
+           return true;
+         }).status();
+}
+
+Status EmbedTrainer::Export() {
+  if (impl_->result.step < impl_->o.steps) return Status::InvalidArgument("the schedule is not done");
+  return CatchTrainingErrors<bool>([&]() -> Result<bool> {
+           MOEEDB_RETURN_IF_ERROR(impl_->Export());
+           return true;
+         }).status();
+}
+
+Result<EmbedTrainResult> EmbedTrainer::Run() {
+  Impl& m = *impl_;
+  const EmbedTrainOptions& o = m.o;
+  EmbedTrainResult& result = m.result;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const int64_t first_step = result.step, first_seen = m.sentences_seen;
+  std::map<std::string, double> window;
+  int64_t window_n = 0;
+  while (result.step < o.steps) {
+    MOEEDB_ASSIGN_OR_RETURN(auto parts, Step());
+    const double sched = parts["lr_scale"];
+    parts.erase("lr_scale");
+    for (const auto& [name, v] : parts) window[name] += v;
+    ++window_n;
+    const bool last = result.step == o.steps;
+    const bool out_of_time = (o.minutes > 0 && elapsed() > o.minutes * 60.0) ||
+                             (o.stop_after > 0 && result.step - first_step >= o.stop_after);
+    if (result.step % 20 == 0 || last) {
+      const double secs = elapsed();
+      std::string line = "step " + std::to_string(result.step) + "/" + std::to_string(o.steps);
+      json h = {{"step", result.step}};
+      for (auto& [name, v] : window) {
+        line += " " + name + " " + Fmt("%.4f", v / window_n);
+        h[name] = v / window_n;
       }
-      if (result.step % o.eval_every == 0 || last) {
-        json h = {{"step", result.step}};
-        const auto [v, text] = validate(&h);
-        result.val_spearman = v;
-        h["val_spearman"] = v;
-        state["history"].push_back(h);
-        log("step " + std::to_string(result.step) + " validation Spearman " + text);
-      }
-      if (result.step % o.checkpoint_every == 0 || last || out_of_time) MOEEDB_RETURN_IF_ERROR(checkpoint());
-      if (out_of_time && !last) {
-        log("budget reached at step " + std::to_string(result.step) + "; run the same command to resume");
-        break;
-      }
+      const double eta = (o.steps - result.step) * secs / static_cast<double>(result.step - first_step);
+      m.Log(line + " lr x" + Fmt("%.3f", sched) + " " + Fmt("%.1f", (m.sentences_seen - first_seen) / secs) +
+            " sentences/s ETA " + Fmt("%.1f", eta / 60.0) + " min");
+      m.state["history"].push_back(h);
+      window.clear();
+      window_n = 0;
     }
-    result.sentences_per_second = static_cast<double>(sentences_seen) / std::max(elapsed(), 1e-9);
-    if (result.step >= o.steps) {
-      MOEEDB_RETURN_IF_ERROR(enc.net().Save((out / "model.safetensors").string(), DType::kF16));
-      json cfg = json::parse(c.json_text);
-      if (!o.causal) cfg["is_causal"] = false;
-      MOEEDB_RETURN_IF_ERROR(WriteFileAtomic((out / "config.json").string(), cfg.dump(2) + "\n"));
-      std::error_code ec;
-      if (fs::exists(fs::path(o.model_dir) / "tokenizer.json") &&
-          fs::absolute(o.model_dir) != fs::absolute(o.out_dir))
-        fs::copy_file(fs::path(o.model_dir) / "tokenizer.json", out / "tokenizer.json",
-                      fs::copy_options::overwrite_existing, ec);
-      if (ec) return Status::IOError("cannot copy tokenizer.json: " + ec.message());
-      MOEEDB_RETURN_IF_ERROR(SavePooler(o.out_dir, o.pooler, enc.pooler()));
-      MOEEDB_RETURN_IF_ERROR(WriteFileAtomic((out / "embed_training_log.json").string(), state.dump(1)));
-      result.finished = true;
+    if (result.step % o.eval_every == 0 || last) {
+      MOEEDB_ASSIGN_OR_RETURN(EmbedValidation v, Evaluate());
+      json h = {{"step", result.step}};
+      for (const auto& [name, r] : v.side) h["val_" + name + "_spearman"] = r;
+      result.val_spearman = v.spearman;
+      h["val_spearman"] = v.spearman;
+      m.state["history"].push_back(h);
+      m.Log("step " + std::to_string(result.step) + " validation Spearman " + Impl::Describe(v));
     }
-    return result;
-  });
+    if (result.step % o.checkpoint_every == 0 || last || out_of_time) MOEEDB_RETURN_IF_ERROR(Checkpoint());
+    if (out_of_time && !last) {
+      m.Log("budget reached at step " + std::to_string(result.step) + "; run the same command to resume");
+      break;
+    }
+  }
+  result.sentences_per_second = static_cast<double>(m.sentences_seen - first_seen) / std::max(elapsed(), 1e-9);
+  if (result.step >= o.steps) {
+    MOEEDB_RETURN_IF_ERROR(Export());
+    result.finished = true;
+  }
+  return result;
+}
+
+Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedTrainOptions& options) {
+  MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<EmbedTrainer> trainer, EmbedTrainer::Open(data, options));
+  return trainer->Run();
 }
 
 }  // namespace moeedb

@@ -1,4 +1,4 @@
-// TrainEmbedding: turns an MoE language model into a sentence embedder.
+// EmbedTrainer: turns an MoE language model into a sentence embedder.
 //
 // A TrainedPooler (trained_pooler.h) reads the model's per-layer states (and,
 // optionally, its router logits); the pooler alone (freeze_lm: the backbone
@@ -28,13 +28,13 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
-#include "engine/model/pooling.h"
-#include "engine/model/trained_pooler.h"
+#include "engine/train/embed_train_options.h"
 
 namespace moeedb {
 
@@ -61,54 +61,6 @@ struct EmbedTrainData {
   std::vector<int32_t> teacher_only;            // sentences only the teacher's list holds (distillation only)
 };
 
-struct EmbedTrainOptions {
-  std::string model_dir;        // the language model to start from (config.json, model.safetensors)
-  std::string out_dir;          // model folder written at the end; state in out_dir/train_state
-  uint64_t seed = 0;
-  int64_t steps = 1100;
-  double minutes = 0;           // stop this invocation after M minutes (0: none)
-  int64_t stop_after = 0;       // stop this invocation after N steps (0: none)
-  int64_t pairs_per_step = 48;  // contrastive pairs per step (split over the sources)
-  int64_t scored_per_step = 32;
-  int64_t teacher_per_step = 0; // extra sentences from teacher_only per step, distilled only
-  int64_t max_tokens = 64;      // longer sentences are cut
-  int64_t chunk_tokens = 2048;  // padded tokens per forward chunk
-  bool freeze_lm = false;       // train the pooler only
-  bool causal = true;
-  PoolerSpec pooler;            // latents, heads, ffn, out_dim, token pooling, router rows (0 or MoE layers)
-  // kWeighted: the token log-weights to start from (one per vocabulary
-  // entry; e.g. log idf of the training sentences); empty: zeros, a plain mean.
-  std::vector<float> token_log_weight_init;
-  double lr_lm = 2e-4, lr_pooler = 3e-4, min_lr_ratio = 0.05, weight_decay = 0.01, clip_norm = 1.0;
-  int64_t warmup_steps = 100;
-  double temperature = 0.05, cosent_scale = 20.0;
-  double distill_weight = 5.0, distill_matrix_weight = 20.0, aux_loss_coef = 0.01;
-  // Weight of the same InfoNCE and CoSENT terms on the RW vector (the router
-  // logits pooled over tokens as rw_pooling says, standardised over the
-  // step): trains the routers to be a sentence vector of their own. 0: off.
-  // Needs !freeze_lm.
-  double rw_weight = 0;
-  RwPooling rw_pooling = RwPooling::kLast;
-  // Weight of the same terms on each training-free HS pooling (last, mean,
-  // layers-mean; pooling.h), cosine of the raw vectors. 0: off. Needs !freeze_lm.
-  double hs_pooling_weight = 0;
-  // Weight of a term pulling each training-free HS pooling's in-batch cosine
-  // matrix towards the pooled vector's (held fixed; lexical channel
-  // included): the squared difference, as the distillation's matrix term.
-  // Carries what the pooler reads (word overlap, passages) into the vectors
-  // read without it. 0: off. Needs !freeze_lm.
-  double side_match_weight = 0;
-  // What the match term pulls towards: the pooled vector's cosines, or
-  // (kLexical) the TF-IDF cosines of the texts' tokens (idf over all training
-  // sentences, texts cut at max_tokens as the model reads them): word
-  // overlap alone, which keyword-led retrieval rewards.
-  enum class MatchTarget { kPooled, kLexical };
-  MatchTarget side_match_target = MatchTarget::kPooled;
-  int64_t checkpoint_every = 200, eval_every = 250;
-  int threads = 0;
-  std::function<void(const std::string&)> log;
-};
-
 struct EmbedTrainResult {
   int64_t step = 0;
   bool finished = false;
@@ -117,13 +69,62 @@ struct EmbedTrainResult {
   double sentences_per_second = 0;  // this invocation
 };
 
+// The validation pairs' Spearman of the pooled vector and, by name, of each
+// side vector a term trains ("rw", "hs_last", "hs_mean", "hs_layers-mean").
+struct EmbedValidation {
+  double spearman = 0;
+  std::map<std::string, double> side;
+};
+
+// One training run, in the steps a caller may drive one at a time. A run
+// lives in out_dir/train_state: Open starts it or resumes it there, and
+// Checkpoint commits it atomically, so a run killed at any moment resumes
+// from its last checkpoint with the same draws (step s draws from a
+// generator seeded by (seed, s)). Not thread-safe.
+class EmbedTrainer {
+ public:
+  // Checks the options (EmbedTrainOptions::Validate; the pooler fitted to the
+  // model when options.pooler.hidden is 0) and the data against the model,
+  // then starts a run, or resumes the one in out_dir/train_state (an
+  // InvalidArgument when that was written by other data, options or model).
+  // `data` must outlive the trainer.
+  static Result<std::unique_ptr<EmbedTrainer>> Open(const EmbedTrainData& data, const EmbedTrainOptions& options);
+  ~EmbedTrainer();
+
+  // One optimisation step at the schedule's rate: the step's loss terms by
+  // name, "loss" their sum and "lr_scale" the schedule's factor.
+  // InvalidArgument once the schedule is done.
+  Result<std::map<std::string, double>> Step();
+  // The validation pairs' Spearman now (no weights change).
+  Result<EmbedValidation> Evaluate();
+  // Commits the weights, the pooler, the optimizer and the history
+  // (state.json) as out_dir/train_state.
+  Status Checkpoint();
+  // Writes the model folder after the last step: F16 weights, config.json
+  // (is_causal false when bidirectional), tokenizer.json, the pooler and
+  // embed_training_log.json. InvalidArgument before the last step.
+  Status Export();
+  // Steps until the schedule ends or this invocation's budget (minutes,
+  // stop_after) is spent: logs the loss terms, rate and ETA every 20 steps,
+  // evaluates every eval_every, checkpoints every checkpoint_every and at
+  // the end, and exports when the schedule is done.
+  Result<EmbedTrainResult> Run();
+
+  int64_t step() const;
+  const EmbedTrainOptions& options() const;
+
+ private:
+  struct Impl;
+  explicit EmbedTrainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 // log(idf) per vocabulary entry over `sentences` (token ids), with the
 // smoothed idf = ln((1 + N) / (1 + df)) + 1 of the harness's TF-IDF: where
 // a weighted pooler's token log-weights start.
 std::vector<float> LogIdfTokenWeights(const std::vector<std::vector<int32_t>>& sentences, int64_t vocab);
 
-// Errors: InvalidArgument for inconsistent data (indices, dims) or options;
-// IOError for the output folder; a state written by another run is refused.
+// Open and Run in one call.
 Result<EmbedTrainResult> TrainEmbedding(const EmbedTrainData& data, const EmbedTrainOptions& options);
 
 }  // namespace moeedb

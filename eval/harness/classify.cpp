@@ -57,7 +57,11 @@ Result<EvalReport> EvaluateClassify(const EvalInput& in, size_t k_in, float alph
 
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, at::Tensor> sims;  // method -> [n_test, n_train]
-  if (!in.setup) {
+  if (!in.setup && in.vectors) {
+    MOEEDB_ASSIGN_OR_RETURN(Matrix htr, in.vectors->Of(trt));
+    MOEEDB_ASSIGN_OR_RETURN(Matrix hte, in.vectors->Of(tet));
+    sims["hs"] = at::mm(Normalised(hte, nullptr), Normalised(htr, nullptr).t());
+  } else if (!in.setup) {
     TfIdf tfidf(trt);
     std::vector<SparseVector> a, b;
     for (const auto& t : trt) a.push_back(tfidf.Vector(t));
@@ -90,7 +94,7 @@ Result<EvalReport> EvaluateClassify(const EvalInput& in, size_t k_in, float alph
     sims["fused"] = fused_hs + alpha * sims["rw"];
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  json out = {{"task", "classify"}, {"setup", SetupJson(in.setup)}, {"train", tr.size()}, {"test", te.size()},
+  json out = {{"task", "classify"}, {"setup", SetupJson(in)}, {"train", tr.size()}, {"test", te.size()},
               {"k", k_}, {"alpha", alpha}, {"seconds", secs}};
   std::ostringstream table;
   table << "Banking77 kNN (k=" << k_ << ", " << tr.size() << " train, " << te.size() << " test) — " << in.label

@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "database/embedding_setup.h"
 #include "database/vector_collection.h"
+#include "eval/text_vectors.h"
 
 namespace moeedb::eval {
 
@@ -25,11 +26,14 @@ struct EvalReport {
   std::string table;    // the same for a person
 };
 
+// What is evaluated: a model setup; else an outside model's vectors (HS
+// alone: no RW, so no fused rows); else the TF-IDF baseline.
 struct EvalInput {
-  const EmbeddingSetup* setup = nullptr;  // null: the TF-IDF baseline
+  const EmbeddingSetup* setup = nullptr;
   std::string label;                      // names the method in the table
   std::string data_dir;                   // the dataset's folder
   size_t limit = 0;                       // > 0: the CI subset (see each task)
+  const TextVectors* vectors = nullptr;   // used when setup is null
 };
 
 // STS-B (stsb-en-dev.csv, stsb-en-test.csv): Spearman x100 on test for HS,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "database/embedding_setup.h"
+#include "eval/harness/harness.h"
 
 namespace moeedb::eval::harness {
 
@@ -23,10 +24,9 @@ inline std::string F2(double v) {
   return o.str();
 }
 
-inline nlohmann::json SetupJson(const EmbeddingSetup* setup) {
-  if (!setup) return {{"baseline", "tfidf"}};
-  return nlohmann::json::parse(setup->InfoJson());
-}
+// What was evaluated, for the report: the setup's info, the outside
+// model's label and dimension, or the baseline.
+nlohmann::json SetupJson(const EvalInput& in);
 
 using Matrix = std::vector<std::vector<float>>;
 

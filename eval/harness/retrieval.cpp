@@ -15,6 +15,22 @@ namespace moeedb::eval {
 using namespace harness;
 using json = nlohmann::json;
 
+namespace {
+
+// The setup's embeddings, or the outside model's vectors with the RW placeholder.
+Result<std::vector<Embedding>> Embed(const EvalInput& in, const std::vector<std::string>& texts) {
+  if (in.setup) return in.setup->Embed(texts);
+  MOEEDB_ASSIGN_OR_RETURN(auto rows, in.vectors->Of(texts));
+  std::vector<Embedding> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out[i].hs = std::move(rows[i]);
+    out[i].rw = {1.0f};
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, SearchSpec>> RetrievalMethods(const SearchSpec& base, bool tune) {
   std::vector<std::pair<std::string, SearchSpec>> out;
   auto with = [&](const std::string& name, QueryMode mode, double w_hs, std::optional<float> alpha, double beta,
@@ -77,7 +93,7 @@ Result<EvalReport> EvaluateRetrieval(const EvalInput& in, const RetrievalOptions
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, std::vector<std::vector<std::string>>> rankings;  // method -> per query
-  if (!in.setup) {
+  if (!in.setup && !in.vectors) {
     std::vector<std::string> texts;
     for (size_t d : docs) texts.push_back(set->doc_texts[d]);
     TfIdf tfidf(texts);
@@ -94,22 +110,32 @@ Result<EvalReport> EvaluateRetrieval(const EvalInput& in, const RetrievalOptions
     }
   } else {
     MOEEDB_ASSIGN_OR_RETURN(auto db, Database::Open(o_.scratch_dir, {}));
-    MOEEDB_ASSIGN_OR_RETURN(CollectionOptions co, db->NewCollectionOptions(*in.setup));
+    CollectionOptions co;
+    if (in.setup) {
+      MOEEDB_ASSIGN_OR_RETURN(co, db->NewCollectionOptions(*in.setup));
+    } else {
+      // An outside model has no RW: a constant one-dimensional placeholder
+      // lets the collection run HS, BM25 and their hybrids unchanged; the
+      // methods that would read it are not run.
+      co.dim_hs = in.vectors->dim();
+      co.dim_rw = 1;
+    }
     co.default_alpha = alpha;
     MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> coll, db->CreateCollection("cranfield", co));
     for (size_t s = 0; s < docs.size(); s += 64) {
       std::vector<std::string> texts;
       std::vector<StoredDocument> batch;
       for (size_t i = s; i < std::min(docs.size(), s + 64); ++i) texts.push_back(set->doc_texts[docs[i]]);
-      MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, in.setup->Embed(texts));
+      MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> e, Embed(in, texts));
       for (size_t i = 0; i < texts.size(); ++i)
         batch.push_back({set->doc_ids[docs[s + i]], texts[i], "{}", std::move(e[i].hs), std::move(e[i].rw)});
       MOEEDB_RETURN_IF_ERROR(coll->Upsert(batch, /*sync=*/false).status());
     }
     std::vector<std::string> qtexts;
     for (size_t q : queries) qtexts.push_back(set->queries[q]);
-    MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> qe, in.setup->Embed(qtexts));
+    MOEEDB_ASSIGN_OR_RETURN(std::vector<Embedding> qe, Embed(in, qtexts));
     for (const auto& [name, so] : RetrievalMethods(hybrid_flags, o_.tune)) {
+      if (!in.setup && (name.find("rw") != std::string::npos || name == "fused")) continue;
       for (size_t i = 0; i < queries.size(); ++i) {
         SearchSpec q = so;
         q.query = set->queries[queries[i]];
@@ -122,7 +148,7 @@ Result<EvalReport> EvaluateRetrieval(const EvalInput& in, const RetrievalOptions
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  json out = {{"task", "retrieval"}, {"setup", SetupJson(in.setup)}, {"queries", queries.size()}, {"query_set", which},
+  json out = {{"task", "retrieval"}, {"setup", SetupJson(in)}, {"queries", queries.size()}, {"query_set", which},
               {"documents", docs.size()}, {"alpha", alpha}, {"beta", hybrid_flags.beta.value_or(kDefaultBeta)},
               {"norm", kScoreNorms.Name(hybrid_flags.norm.value_or(kDefaultNorm))}, {"seconds", secs}};
   std::ostringstream table;

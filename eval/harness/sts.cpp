@@ -59,13 +59,20 @@ struct StsScores {
   std::vector<double> gold, hs, rw, concat, hs_z;  // per pair
 };
 
-Result<StsScores> ScoreSts(const EmbeddingSetup* setup, const std::vector<StsPair>& pairs) {
+Result<StsScores> ScoreSts(const EvalInput& in, const std::vector<StsPair>& pairs) {
+  const EmbeddingSetup* setup = in.setup;
   StsScores s;
   std::vector<std::string> a, b;
   for (const auto& p : pairs) {
     s.gold.push_back(p.score);
     a.push_back(p.a);
     b.push_back(p.b);
+  }
+  if (!setup && in.vectors) {
+    MOEEDB_ASSIGN_OR_RETURN(auto va, in.vectors->Of(a));
+    MOEEDB_ASSIGN_OR_RETURN(auto vb, in.vectors->Of(b));
+    for (size_t i = 0; i < pairs.size(); ++i) s.hs.push_back(Cos(va[i], vb[i]));
+    return s;
   }
   if (!setup) {
     std::vector<std::string> all(a);
@@ -108,19 +115,21 @@ Result<EvalReport> EvaluateSts(const EvalInput& in, const std::string& plot) {
   MOEEDB_RETURN_IF_ERROR(dev.status());
   MOEEDB_RETURN_IF_ERROR(test.status());
   const auto t0 = std::chrono::steady_clock::now();
-  auto sd = ScoreSts(in.setup, Head(*dev, in.limit));
-  auto st = ScoreSts(in.setup, Head(*test, in.limit));
+  auto sd = ScoreSts(in, Head(*dev, in.limit));
+  auto st = ScoreSts(in, Head(*test, in.limit));
   MOEEDB_RETURN_IF_ERROR(sd.status());
   MOEEDB_RETURN_IF_ERROR(st.status());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  json out = {{"task", "sts"}, {"setup", SetupJson(in.setup)}, {"pairs_dev", sd->gold.size()}, {"pairs_test", st->gold.size()},
+  json out = {{"task", "sts"}, {"setup", SetupJson(in)}, {"pairs_dev", sd->gold.size()}, {"pairs_test", st->gold.size()},
               {"seconds", secs}};
   std::ostringstream table;
   table << "STS-B test, Spearman x100 — " << in.label << "\n";
   if (!in.setup) {
     const double r = 100.0 * Spearman(st->gold, st->hs);
-    out["spearman"] = {{"tfidf", r}};
-    table << "  tfidf  " << F2(r) << "\n";
+    const char* name = in.vectors ? "hs" : "tfidf";
+    out["spearman"] = {{name, r}};
+    if (in.vectors) out["spearman_dev"] = {{name, 100.0 * Spearman(sd->gold, sd->hs)}};
+    table << "  " << name << "  " << F2(r) << "\n";
   } else {
     std::vector<double> grid, dev_curve, test_curve;
     double best_alpha = 0, best_dev = -1e9;

@@ -19,6 +19,9 @@ namespace fs = std::filesystem;
 
 std::vector<FlagSpec> EvalFlags() {
   return Concat({{"baseline", "NAME", "tfidf: the lexical baseline instead of --model"},
+                 {"vectors", "TEXTS,VECTORS", "an outside model's vectors instead of --model: {\"text\": ...} lines "
+                  "(eval texts) and their float32 rows (HS alone)"},
+                 {"label", "NAME", "the name of the --vectors model in the table (default: the vectors file)"},
                 {"data", "DIR", "dataset folder"},
                 {"limit", "N", "use the first N items of each split (CI subsets; default 0: all)", IntRule{0, 0, 1LL << 40}}},
                 EmbeddingFlags({"model", "routing", "prompt", "hs_pooling", "rw_pooling", "dtype", "quant", "device", "threads"}));
@@ -27,7 +30,8 @@ std::vector<FlagSpec> EvalFlags() {
 namespace {
 
 struct Common {
-  std::unique_ptr<EmbeddingSetup> setup;  // null for the TF-IDF baseline
+  std::unique_ptr<EmbeddingSetup> setup;  // null for the TF-IDF baseline and --vectors
+  std::unique_ptr<eval::TextVectors> vectors;
   std::string method_label;               // "model DIR (routing, pooling)" or "tfidf"
   std::string data;
   size_t limit = 0;
@@ -37,9 +41,19 @@ Result<Common> ParseCommon(const Args& args) {
   Common c;
   c.data = args.Get("data");
   c.limit = static_cast<size_t>(args.Int("limit"));
+  if (args.Has("baseline") + args.Has("vectors") + args.Has("model") > 1)
+    return Status::InvalidArgument("give one of --model, --vectors and --baseline");
+  if (args.Has("vectors")) {
+    const std::string spec = args.Get("vectors");
+    const size_t comma = spec.find(',');
+    if (comma == std::string::npos) return Status::InvalidArgument("--vectors needs TEXTS.jsonl,VECTORS.f32");
+    MOEEDB_ASSIGN_OR_RETURN(eval::TextVectors v, eval::TextVectors::Load(spec.substr(0, comma), spec.substr(comma + 1)));
+    c.vectors = std::make_unique<eval::TextVectors>(std::move(v));
+    c.method_label = args.Get("label", fs::path(spec.substr(comma + 1)).filename().string());
+    return c;
+  }
   if (args.Has("baseline")) {
     if (args.Get("baseline") != "tfidf") return Status::InvalidArgument("--baseline: only tfidf is known");
-    if (args.Has("model")) return Status::InvalidArgument("give --model or --baseline, not both");
     c.method_label = "tfidf";
     return c;
   }
@@ -52,7 +66,7 @@ Result<Common> ParseCommon(const Args& args) {
   return c;
 }
 
-eval::EvalInput Input(const Common& c) { return {c.setup.get(), c.method_label, c.data, c.limit}; }
+eval::EvalInput Input(const Common& c) { return {c.setup.get(), c.method_label, c.data, c.limit, c.vectors.get()}; }
 
 int Print(const std::string& cmd, const Result<eval::EvalReport>& r) {
   if (!r.ok()) return Fail(cmd, r.status().message());
@@ -98,6 +112,13 @@ int RunEvalClassify(const Args& args) {
     return UsageError("eval classify", "--alpha needs a number");
   }
   return Print("eval classify", eval::EvaluateClassify(Input(*c), static_cast<size_t>(k), alpha));
+}
+
+int RunEvalTexts(const Args& args) {
+  auto texts = eval::EvalTexts(args.Get("data"));
+  if (!texts.ok()) return Fail("eval texts", texts.status().message());
+  for (const auto& t : *texts) std::cout << nlohmann::json{{"text", t}}.dump() << "\n";
+  return std::cout.flush() ? 0 : Fail("eval texts", "cannot write to stdout");
 }
 
 }  // namespace moeedb::cli

@@ -67,7 +67,7 @@ int RunModelInfo(const Args& args) {
               << (s.router_rows ? std::to_string(s.router_rows) + " router rows" : std::string()) << ", "
               << s.latents << " latents, " << s.heads << " heads, output " << s.out_dim << " dims"
               << (s.lexical_dim ? " + a lexical channel of " + std::to_string(s.lexical_dim) : std::string()) << " ("
-              << TokenPoolingName(s.token_pooling) << " over tokens)\n";
+              << kTokenPoolings.Name(s.token_pooling) << " over tokens)\n";
   }
   std::cout << "defaults: prompt " << defaults->prompt << ", hs pooling " << defaults->hs_pooling << ", rw pooling "
             << defaults->rw_pooling << ", alpha " << defaults->alpha << "\n";

@@ -21,6 +21,7 @@
 #include "plugin/cli/commands.h"
 #include "engine/model/model_defaults.h"
 #include "plugin/cli/common.h"
+#include "plugin/cli/spec_flags.h"
 
 namespace moeedb::cli {
 
@@ -212,46 +213,9 @@ int RunTrainEmbed(const Args& args) {
   EmbedTrainOptions o;
   o.model_dir = args.Get("model");
   o.out_dir = args.Get("out");
-  Status bad;
-  o.steps = args.Int("steps");
+  if (Status s = ReadSpecFlags(args, EmbedTrainFields(), &o); !s.ok()) return UsageError(cmd, s.message());
+  if (Status s = o.Validate(); !s.ok()) return UsageError(cmd, s.message());
   const int64_t tdim = args.Int("teacher-dim");
-  const int64_t out_dim = args.Int("out-dim");
-  const int64_t lexical_dim = args.Int("lexical-dim");
-  o.pooler.latents = args.Int("latents");
-  o.pairs_per_step = args.Int("pairs-per-step");
-  o.scored_per_step = args.Int("scored-per-step");
-  o.teacher_per_step = args.Int("teacher-per-step");
-  o.max_tokens = args.Int("max-tokens");
-  o.stop_after = args.Int("stop-after");
-  o.seed = static_cast<uint64_t>(args.Int("seed"));
-  o.threads = static_cast<int>(args.Int("threads"));
-  o.freeze_lm = args.Has("freeze-lm");
-  o.causal = !args.Has("bidirectional");
-  try {
-    if (args.Has("minutes")) o.minutes = std::stod(args.Get("minutes"));
-    if (args.Has("lr-lm")) o.lr_lm = std::stod(args.Get("lr-lm"));
-    if (args.Has("lr-pooler")) o.lr_pooler = std::stod(args.Get("lr-pooler"));
-    if (args.Has("rw-weight")) o.rw_weight = std::stod(args.Get("rw-weight"));
-    if (args.Has("hs-pooling-weight")) o.hs_pooling_weight = std::stod(args.Get("hs-pooling-weight"));
-    if (args.Has("side-match-weight")) o.side_match_weight = std::stod(args.Get("side-match-weight"));
-  } catch (const std::exception&) {
-    return UsageError(cmd, "--minutes, --lr-lm, --lr-pooler and the --*-weight options take numbers");
-  }
-  if (o.rw_weight < 0 || o.hs_pooling_weight < 0 || o.side_match_weight < 0)
-    return UsageError(cmd, "--rw-weight, --hs-pooling-weight and --side-match-weight must be >= 0");
-  if ((o.rw_weight > 0 || o.hs_pooling_weight > 0 || o.side_match_weight > 0) && o.freeze_lm)
-    return UsageError(cmd, "--rw-weight, --hs-pooling-weight and --side-match-weight train the model: not with --freeze-lm");
-  const std::string match_target = args.Get("side-match-target", "pooled");
-  if (match_target != "pooled" && match_target != "lexical")
-    return UsageError(cmd, "--side-match-target takes pooled or lexical");
-  if (match_target == "lexical") o.side_match_target = EmbedTrainOptions::MatchTarget::kLexical;
-  auto rw_pooling = kRwPoolings.Parse(args.Get("rw-pooling", EmbeddingDefaults{}.rw_pooling));
-  if (!rw_pooling.ok()) return UsageError(cmd, "--rw-pooling: " + rw_pooling.status().message());
-  o.rw_pooling = *rw_pooling;
-  const std::string pooler_rw = args.Get("pooler-rw", "on");
-  if (pooler_rw != "on" && pooler_rw != "off") return UsageError(cmd, "--pooler-rw takes on or off");
-  auto token_pool = ParseTokenPooling(args.Get("token-pooling", "mean"));
-  if (!token_pool.ok()) return UsageError(cmd, "--token-pooling takes mean, last or weighted");
   o.log = [](const std::string& line) { std::cerr << "train embed: " << line << std::endl; };
 
   auto model = MoeModel::LoadDir(o.model_dir);
@@ -263,18 +227,6 @@ int RunTrainEmbed(const Args& args) {
   EmbedderOptions eo;
   eo.prompt = *none;
   Embedder embedder(model->get(), tok->get(), eo);
-  const ModelConfig& c = (*model)->config();
-  o.pooler.hidden = c.hidden_size;
-  o.pooler.layer_rows = c.num_layers + 1;
-  o.pooler.router_rows = pooler_rw == "on" ? c.num_layers : 0;
-  o.pooler.router_dim = pooler_rw == "on" ? c.num_experts : 0;
-  o.pooler.token_pooling = *token_pool;
-  o.pooler.vocab = *token_pool == TokenPooling::kWeighted ? c.vocab_size : 0;
-  o.pooler.ffn = 2 * c.hidden_size;
-  o.pooler.out_dim = out_dim > 0 ? out_dim : tdim;
-  o.pooler.lexical_dim = lexical_dim;
-  if (lexical_dim > 0 && o.pooler.token_pooling != TokenPooling::kWeighted)
-    return UsageError(cmd, "--lexical-dim needs --token-pooling weighted");
 
   EmbedTrainData d;
   SentenceTable table(&embedder);
@@ -301,7 +253,6 @@ int RunTrainEmbed(const Args& args) {
             << d.teacher_only.size() << " of them teacher-only), "
             << d.pairs.size() << " contrastive pairs from " << source << " sources, " << d.scored.size()
             << " scored pairs, " << d.validation.size() << " validation pairs" << std::endl;
-  if (o.pooler.token_pooling == TokenPooling::kWeighted) o.token_log_weight_init = LogIdfTokenWeights(d.sentences, c.vocab_size);
   auto r = TrainEmbedding(d, o);
   if (!r.ok()) return Fail(cmd, r.status().message());
   if (!r->finished) {

@@ -5,8 +5,10 @@
 #include "database/spec/collection_spec.h"
 #include "database/spec/search_spec.h"
 #include "engine/model/model_family.h"
+#include "engine/train/embed_train_options.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
+#include "plugin/cli/spec_flags.h"
 
 namespace moeedb::cli {
 
@@ -305,7 +307,7 @@ running the same command again resumes. Every N-th document is held out for vali
 Trains a multi-layer cross-attention pooler (and, unless --freeze-lm, the whole model) with InfoNCE on pairs,
 CoSENT on scored pairs and distillation towards teacher vectors. Checkpoints every 200 steps; running the same
 command again resumes.)",
-       {
+       Concat({
            {"model", "DIR", "the language model to start from"},
            {"out", "DIR", "model folder to write (model, pooler.json, pooler.safetensors); state in DIR/train_state"},
            {"pairs", "FILES", "comma-separated TSV pair files with a header (text1 text2 | anchor entailment contradiction)"},
@@ -314,47 +316,19 @@ command again resumes.)",
            {"validation", "FILE", "CSV scored pairs for the validation Spearman (STS-B dev)"},
            {"teacher", "TEXTS,VECTORS", "teacher texts (one per line) and their float32 vectors (eval/teacher)"},
            {"teacher-dim", "N", "dimensions of the teacher vectors", IntRule{512, 1, 1 << 16}},
-           {"steps", "N", "schedule length", IntRule{1100, 1, 1LL << 40}},
-           {"minutes", "M", "stop this run after M minutes; run again to resume"},
-           {"stop-after", "N", "stop this run after N steps (a checkpoint is written; run again to resume; default 0: at the end)", IntRule{0, 0, 1LL << 40}},
-           {"seed", "S", "seed", IntRule{0, 0, 1LL << 62}},
-           kTorchThreadsFlag,
-           {"freeze-lm", "", "train the pooler only; the language model stays as it is"},
-           {"bidirectional", "", "train (and mark the model for) bidirectional attention"},
-           {"pooler-rw", "on|off", "the pooler also reads the router logits (default on)"},
-           {"token-pooling", "mean|last|weighted", "how the pooler's rows pool over tokens (default mean); weighted: a "
-           "learned weight per vocabulary entry, starting at the log idf of the training sentences"},
-           {"out-dim", "N", "pooled vector size (default: the teacher's, else 512)", IntRule{0, 0, 1 << 16}},
-           {"lexical-dim", "N", "width of the pooler's lexical channel, a learned dense bag of words beside the pooled "
-           "vector (needs --token-pooling weighted; default 0: none)", IntRule{0, 0, 1 << 16}},
-           {"latents", "N", "pooler latents", IntRule{16, 1, 4096}},
-           {"pairs-per-step", "N", "contrastive pairs per step", IntRule{48, 0, 1 << 16}},
-           {"scored-per-step", "N", "scored pairs per step", IntRule{32, 0, 1 << 16}},
-           {"teacher-per-step", "N", "extra sentences per step from the teacher's list that no training file holds, "
-           "distilled only (default 0: such texts are not used)", IntRule{0, 0, 1 << 16}},
-           {"lr-lm", "X", "peak learning rate of the model (default 2e-4)"},
-           {"lr-pooler", "X", "peak learning rate of the pooler (default 3e-4)"},
-           {"max-tokens", "N", "cut sentences to N tokens", IntRule{64, 1, 1 << 16}},
-           {"rw-weight", "X", "weight of the contrastive terms on the RW vector (router logits pooled as --rw-pooling "
-           "says), training the routers as a sentence vector too (default 0: off; not with --freeze-lm)"},
-           {"rw-pooling", "last|mean", "how the RW term pools the router logits over tokens (default last)"},
-           {"hs-pooling-weight", "X", "weight of the contrastive terms on each training-free HS pooling (last, mean, "
-           "layers-mean), so they embed too (default 0: off; not with --freeze-lm)"},
-           {"side-match-weight", "X", "weight of a term matching each training-free HS pooling's in-batch cosines to the "
-           "pooled vector's (default 0: off; not with --freeze-lm)"},
-           {"side-match-target", "pooled|lexical", "what the match term pulls towards: the pooled vector's cosines "
-           "(default) or the texts' TF-IDF cosines"},
        },
+       // The training options: engine/train/embed_train_options.h declares each once.
+       SpecFlags(EmbedTrainFields())),
        RunTrainEmbed, {"model", "out"}},
       {"eval sts", "STS-B Spearman of HS, RW and their sum",
-       "eval sts (--model DIR | --baseline tfidf) --data STSB_DIR [--plot FILE.png]", R"(
+       "eval sts (--model DIR | --vectors TEXTS,VECTORS | --baseline tfidf) --data STSB_DIR [--plot FILE.png]", R"(
 STS-B (stsb-en-dev.csv, stsb-en-test.csv): Spearman x100 on test for HS, RW, concat, and cos_HS + alpha cos_RW
 with alpha = 1, alpha chosen on dev (grid 0..3 step 0.05) and the label-free alpha (chosen on the unlabeled
 test pairs).)",
        Concat(EvalFlags(), {{"plot", "FILE", "write Spearman against alpha (dev: blue, test: red) as a PNG"}}),
        RunEvalSts, {"data"}},
       {"eval retrieval", "Cranfield nDCG@10, MRR@10, Recall@100 in every search mode",
-       "eval retrieval (--model DIR | --baseline tfidf) --data CRANFIELD_DIR", R"(
+       "eval retrieval (--model DIR | --vectors TEXTS,VECTORS | --baseline tfidf) --data CRANFIELD_DIR", R"(
 Cranfield: the documents go into a real collection (temporary database), each query is searched with modes hs,
 rw and fused; prints nDCG@10 (graded), MRR@10 and Recall@100. With --limit N: the first N queries, over their
 judged documents plus the first 200.)",
@@ -364,13 +338,19 @@ judged documents plus the first 200.)",
                {"tune", "", "also a grid of hybrid settings (lexical weight, normalisation, rrf)"}}),
        RunEvalRetrieval, {"data"}},
       {"eval classify", "Banking77 kNN accuracy",
-       "eval classify (--model DIR | --baseline tfidf) --data BANKING77_DIR [--k 10]", R"(
+       "eval classify (--model DIR | --vectors TEXTS,VECTORS | --baseline tfidf) --data BANKING77_DIR [--k 10]", R"(
 Banking77 (train.csv, test.csv): kNN accuracy of test texts against the training texts, by HS (raw), RW and
 fused similarity (z-scores fitted on train). --limit N takes every (rows/N)-th row of each split, so all
 labels stay represented.)",
        Concat(EvalFlags(), {{"k", "N", "neighbours", IntRule{10, 1, 1000}},
                             {"alpha", "X", "alpha of the fused similarity (default: the model's, else 1)"}}),
        RunEvalClassify, {"data"}},
+      {"eval texts", "every text the evaluation tasks embed, one JSON object a line",
+       "eval texts --data EVAL_DIR > TEXTS.jsonl", R"(
+Writes {"text": ...} for every distinct text of STS-B dev and test, Banking77 train and test and Cranfield's
+documents and queries (EVAL_DIR/{stsb,banking77,cranfield}): what an outside model embeds (for example
+eval/teacher/minilm.py embed-jsonl) so that `eval ... --vectors` measures it with the same tasks.)",
+       {{"data", "DIR", "the folder holding stsb/, banking77/ and cranfield/"}}, RunEvalTexts, {"data"}},
   };
 }
 

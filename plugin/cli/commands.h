@@ -61,5 +61,6 @@ int RunTrainEmbed(const Args& args);        // cmd_train_embed.cpp
 int RunEvalSts(const Args& args);           // cmd_eval.cpp
 int RunEvalRetrieval(const Args& args);
 int RunEvalClassify(const Args& args);
+int RunEvalTexts(const Args& args);
 
 }  // namespace moeedb::cli

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "database/spec/field_table.h"
+#include "base/field_table.h"
 #include "plugin/cli/args.h"
 
 namespace moeedb::cli {

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/model/model.h"
@@ -323,6 +325,64 @@ TEST_F(EvalCommands, RetrievalAndClassifyRunThroughAndAreDeterministic) {
   EXPECT_NE(bad.err.find("/nonexistent"), std::string::npos);
   auto usage = test::Run({test::Binary(), "eval", "sts", "--baseline", "bm25", "--data", test::Data("eval/stsb")});
   EXPECT_NE(usage.exit_code, 0);
+}
+
+// An outside model's vectors (eval --vectors): the texts `eval texts` lists,
+// embedded here by a moeedb model through `moeedb embed`, give exactly the
+// HS figures `eval --model` gives for that model; a text the file lacks and
+// a file of the wrong size are clear errors.
+TEST_F(EvalCommands, OutsideVectorsScoreAsTheModelsOwnHs) {
+  auto texts = test::Run({test::Binary(), "eval", "texts", "--data", test::Data("eval")});
+  ASSERT_EQ(texts.exit_code, 0) << texts.err;
+  std::set<std::string> distinct;
+  size_t lines = 0;
+  for (std::istringstream in(texts.out); std::getline(in, texts.err); ++lines)
+    distinct.insert(json::parse(texts.err)["text"].get<std::string>());
+  ASSERT_GT(lines, 100u);
+  EXPECT_EQ(distinct.size(), lines);  // each text once
+  auto emb = test::Run({test::Binary(), "embed", "--jsonl", "--model", dir_->path(), "--threads", "1"}, texts.out);
+  ASSERT_EQ(emb.exit_code, 0) << emb.err;
+  std::string rows;
+  size_t dim = 0, n = 0;
+  for (std::istringstream in(emb.out); std::getline(in, emb.err); ++n) {
+    const auto hs = json::parse(emb.err)["hs"].get<std::vector<float>>();
+    dim = hs.size();
+    rows.append(reinterpret_cast<const char*>(hs.data()), hs.size() * sizeof(float));
+  }
+  ASSERT_EQ(n, lines);
+  const std::string tj = dir_->path() + "/texts.jsonl", vf = dir_->path() + "/vectors.f32";
+  test::WriteFile(tj, texts.out);
+  test::WriteFile(vf, rows);
+  const std::string vectors = tj + "," + vf;
+
+  const json own = RunEval({"sts", "--model", dir_->path(), "--data", test::Data("eval/stsb"), "--limit", "60", "--threads", "1"});
+  const json outside = RunEval({"sts", "--vectors", vectors, "--label", "mine", "--data", test::Data("eval/stsb"), "--limit", "60"});
+  EXPECT_NEAR(outside["spearman"]["hs"].get<double>(), own["spearman"]["hs"].get<double>(), 1e-9);
+  EXPECT_EQ(outside["spearman"].size(), 1u);  // HS alone: no RW
+  EXPECT_EQ(outside["setup"]["vectors"], "mine");
+  EXPECT_EQ(outside["setup"]["dim_hs"], dim);
+  const json own_k = RunEval({"classify", "--model", dir_->path(), "--data", test::Data("eval/banking77"), "--limit", "150", "--threads", "1"});
+  const json out_k = RunEval({"classify", "--vectors", vectors, "--data", test::Data("eval/banking77"), "--limit", "150"});
+  EXPECT_DOUBLE_EQ(out_k["accuracy"]["hs"].get<double>(), own_k["accuracy"]["hs"].get<double>());
+  EXPECT_EQ(out_k["accuracy"].size(), 1u);
+  const json out_r = RunEval({"retrieval", "--vectors", vectors, "--data", test::Data("eval/cranfield"), "--limit", "3"});
+  for (const char* m : {"hs", "lexical", "rrf:hs+lex"}) EXPECT_TRUE(out_r["metrics"].contains(m)) << m;
+  for (const char* m : {"rw", "fused", "rrf:hs+rw"}) EXPECT_FALSE(out_r["metrics"].contains(m)) << m;
+
+  // A text the file does not hold, and a vectors file that does not divide into rows.
+  test::WriteFile(dir_->path() + "/few.jsonl", "{\"text\": \"only this\"}\n");
+  test::WriteFile(dir_->path() + "/few.f32", rows.substr(0, dim * sizeof(float)));
+  auto missing = test::Run({test::Binary(), "eval", "sts", "--vectors", dir_->path() + "/few.jsonl," + dir_->path() + "/few.f32",
+                            "--data", test::Data("eval/stsb"), "--limit", "5"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("no vector for the text"), std::string::npos) << missing.err;
+  test::WriteFile(dir_->path() + "/odd.f32", rows.substr(0, dim * sizeof(float) + 2));
+  auto odd = test::Run({test::Binary(), "eval", "sts", "--vectors", dir_->path() + "/few.jsonl," + dir_->path() + "/odd.f32",
+                        "--data", test::Data("eval/stsb")});
+  EXPECT_NE(odd.exit_code, 0);
+  EXPECT_NE(odd.err.find("not one float32 row"), std::string::npos) << odd.err;
+  auto both = test::Run({test::Binary(), "eval", "sts", "--vectors", vectors, "--model", dir_->path(), "--data", test::Data("eval/stsb")});
+  EXPECT_NE(both.exit_code, 0);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -58,7 +59,7 @@ struct Synthetic {
   }
 };
 
-class EmbedTrainer : public ::testing::Test {
+class EmbedTrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string config = dir_ / "config.json";
@@ -109,7 +110,7 @@ class EmbedTrainer : public ::testing::Test {
   }
   void TrainAndCheckEngine(TokenPooling pooling, int64_t lexical_dim = 0);
   EmbedTrainOptions ExpectTheMatchTermHalvesTheGap(const Synthetic& syn, const std::string& name,
-                                                   EmbedTrainOptions::MatchTarget target,
+                                                   MatchTarget target,
                                                    const std::function<at::Tensor(const std::string&)>& reference);
   test::TempDir dir_;
   std::string lm_;
@@ -119,9 +120,9 @@ class EmbedTrainer : public ::testing::Test {
 // the engine's kTrained HS against the pooler applied to rows rebuilt from
 // the engine's taps: final_norm(h_l) and the router logits pooled over the
 // tokens (the mean, or weights exp(token_log_weight[id]) normalised per text).
-void EmbedTrainer::TrainAndCheckEngine(TokenPooling pooling, int64_t lexical_dim) {
+void EmbedTrainerTest::TrainAndCheckEngine(TokenPooling pooling, int64_t lexical_dim) {
   const Synthetic syn = Synthetic::Make(8);
-  const std::string out = dir_ / (std::string("emb-") + TokenPoolingName(pooling) + std::to_string(lexical_dim));
+  const std::string out = dir_ / (std::string("emb-") + kTokenPoolings.Name(pooling) + std::to_string(lexical_dim));
   EmbedTrainOptions o = Options(out);
   o.pooler.token_pooling = pooling;
   o.pooler.lexical_dim = lexical_dim;
@@ -205,11 +206,11 @@ void EmbedTrainer::TrainAndCheckEngine(TokenPooling pooling, int64_t lexical_dim
   EXPECT_EQ((*plain)->Forward(ids, fo).status().code(), Status::Code::kInvalidArgument);
 }
 
-TEST_F(EmbedTrainer, LearnsAndTheEngineRunsTheTrainedPooler) { TrainAndCheckEngine(TokenPooling::kMean); }
+TEST_F(EmbedTrainerTest, LearnsAndTheEngineRunsTheTrainedPooler) { TrainAndCheckEngine(TokenPooling::kMean); }
 
-TEST_F(EmbedTrainer, WeightedTokenPoolingLearnsAndTheEngineRunsIt) { TrainAndCheckEngine(TokenPooling::kWeighted); }
+TEST_F(EmbedTrainerTest, WeightedTokenPoolingLearnsAndTheEngineRunsIt) { TrainAndCheckEngine(TokenPooling::kWeighted); }
 
-TEST_F(EmbedTrainer, TheLexicalChannelLearnsAndTheEngineRunsIt) { TrainAndCheckEngine(TokenPooling::kWeighted, 6); }
+TEST_F(EmbedTrainerTest, TheLexicalChannelLearnsAndTheEngineRunsIt) { TrainAndCheckEngine(TokenPooling::kWeighted, 6); }
 
 TEST(EmbedTrainerIdf, LogIdfTokenWeightsByHand) {
   // 3 sentences; token 2 in all of them, token 3 in one (twice), token 4 in none.
@@ -222,7 +223,7 @@ TEST(EmbedTrainerIdf, LogIdfTokenWeightsByHand) {
   EXPECT_GT(w[4], w[3]);
 }
 
-TEST_F(EmbedTrainer, ASecondStageContinuesTheStartFoldersPooler) {
+TEST_F(EmbedTrainerTest, ASecondStageContinuesTheStartFoldersPooler) {
   const Synthetic syn = Synthetic::Make(8);
   const std::string first = dir_ / "stage1", second = dir_ / "stage2", fresh = dir_ / "fresh";
   EmbedTrainOptions o = Options(first);
@@ -260,7 +261,7 @@ TEST_F(EmbedTrainer, ASecondStageContinuesTheStartFoldersPooler) {
   EXPECT_FALSE(at::equal(a.value()->weights().at("q"), c.value()->weights().at("q")));
 }
 
-TEST_F(EmbedTrainer, IsDeterministicAndResumesToTheSameWeights) {
+TEST_F(EmbedTrainerTest, IsDeterministicAndResumesToTheSameWeights) {
   const Synthetic syn = Synthetic::Make(8);
   const std::string a = dir_ / "a", b = dir_ / "b", c = dir_ / "c";
   ASSERT_TRUE(TrainEmbedding(syn.data, Options(a)).ok());
@@ -282,7 +283,95 @@ TEST_F(EmbedTrainer, IsDeterministicAndResumesToTheSameWeights) {
   EXPECT_EQ(TrainEmbedding(syn.data, other).status().code(), Status::Code::kInvalidArgument);
 }
 
-TEST_F(EmbedTrainer, FrozenLanguageModelKeepsItsWeights) {
+// The trainer driven one step at a time, as a caller outside Run would:
+// the same weights as Run's, a reopened run resumes at its checkpoint, and
+// the export waits for the schedule's end.
+TEST_F(EmbedTrainerTest, StepByStepMatchesRunAndResumesFromItsCheckpoint) {
+  const Synthetic syn = Synthetic::Make(8);
+  const std::string run = dir_ / "run", steps = dir_ / "steps";
+  ASSERT_TRUE(TrainEmbedding(syn.data, Options(run)).ok());
+  const EmbedTrainOptions o = Options(steps);
+  {
+    auto t = EmbedTrainer::Open(syn.data, o);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    for (int i = 0; i < 7; ++i) {
+      auto parts = (*t)->Step();
+      ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+      EXPECT_TRUE(parts->count("loss") && parts->count("nce") && parts->count("lr_scale"));
+      EXPECT_TRUE(std::isfinite(parts->at("loss")));
+    }
+    EXPECT_EQ((*t)->step(), 7);
+    EXPECT_EQ((*t)->Export().code(), Status::Code::kInvalidArgument);  // not done yet
+    ASSERT_TRUE((*t)->Checkpoint().ok());
+    (*t)->Step();  // not checkpointed: a reopened run starts again from step 7
+  }
+  auto t = EmbedTrainer::Open(syn.data, o);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->step(), 7);
+  while ((*t)->step() < o.steps) ASSERT_TRUE((*t)->Step().ok());
+  EXPECT_EQ((*t)->Step().status().code(), Status::Code::kInvalidArgument);  // the schedule is done
+  auto v = (*t)->Evaluate();
+  ASSERT_TRUE(v.ok());
+  EXPECT_GT(v->spearman, -1.0);
+  ASSERT_TRUE((*t)->Export().ok());
+  EXPECT_EQ(Bytes(run), Bytes(steps));
+}
+
+// The options' field table: each flag parses into its member, defaults are
+// the struct's, and a value outside a field's range is the table's error.
+TEST(EmbedTrainOptionsTable, ReadsFlagsIntoTheOptionsWithTheirRules) {
+  EmbedTrainOptions o;
+  auto flag = [](std::map<std::string, std::string> given) {
+    return [given](const std::string& name) -> std::optional<std::string> {
+      auto it = given.find(name);
+      if (it == given.end()) return std::nullopt;
+      return it->second;
+    };
+  };
+  ASSERT_TRUE(spec::ReadFlags(EmbedTrainFields(),
+                              flag({{"lr-lm", "1e-4"}, {"bidirectional", "1"}, {"token-pooling", "weighted"},
+                                    {"lexical-dim", "512"}, {"rw-pooling", "mean"}, {"side-match-target", "lexical"},
+                                    {"distill-weight", "0"}, {"pooler-rw", "off"}, {"steps", "400"}}),
+                              &o)
+                  .ok());
+  EXPECT_DOUBLE_EQ(o.lr_lm, 1e-4);
+  EXPECT_FALSE(o.causal);
+  EXPECT_EQ(o.pooler.token_pooling, TokenPooling::kWeighted);
+  EXPECT_EQ(o.pooler.lexical_dim, 512);
+  EXPECT_EQ(o.rw_pooling, RwPooling::kMean);
+  EXPECT_EQ(o.side_match_target, MatchTarget::kLexical);
+  EXPECT_EQ(o.distill_weight, 0.0);
+  EXPECT_FALSE(o.pooler_reads_rw);
+  EXPECT_EQ(o.steps, 400);
+  EXPECT_DOUBLE_EQ(o.lr_pooler, EmbedTrainOptions{}.lr_pooler);  // untouched: the default
+  EmbedTrainOptions bad;
+  Status s = spec::ReadFlags(EmbedTrainFields(), flag({{"steps", "0"}}), &bad);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("--steps"), std::string::npos) << s.message();
+  EXPECT_FALSE(spec::ReadFlags(EmbedTrainFields(), flag({{"token-pooling", "max"}}), &bad).ok());
+  EXPECT_FALSE(spec::ReadFlags(EmbedTrainFields(), flag({{"lr-lm", "fast"}}), &bad).ok());
+  // Cross-field rules: Validate.
+  EmbedTrainOptions frozen;
+  frozen.out_dir = "x";
+  frozen.freeze_lm = true;
+  frozen.rw_weight = 0.3;
+  EXPECT_EQ(frozen.Validate().code(), Status::Code::kInvalidArgument);
+  // A fitted pooler takes the model's sizes and the teacher's dimension.
+  EmbedTrainOptions fit;
+  ModelConfig c;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_experts = 4;
+  c.vocab_size = 64;
+  ASSERT_TRUE(fit.FitPooler(c, 384).ok());
+  EXPECT_EQ(fit.pooler.out_dim, 384);
+  EXPECT_EQ(fit.pooler.router_rows, 2);
+  EXPECT_EQ(fit.pooler.layer_rows, 3);
+  fit.pooler.lexical_dim = 8;  // needs weighted token pooling
+  EXPECT_FALSE(fit.FitPooler(c, 0).ok());
+}
+
+TEST_F(EmbedTrainerTest, FrozenLanguageModelKeepsItsWeights) {
   const Synthetic syn = Synthetic::Make(8);
   const std::string out = dir_ / "frozen";
   EmbedTrainOptions o = Options(out, /*read_rw=*/false);
@@ -335,7 +424,7 @@ double TopicSeparation(const Synthetic& syn, const std::string& dir, const Forwa
 // The RW term trains the routers: after it, the engine's RW vectors (router
 // logits at the last token, standardised over the texts as search does)
 // separate the synthetic topics better than after the same run without it.
-TEST_F(EmbedTrainer, TheRwTermTrainsTheRoutersAsASentenceVector) {
+TEST_F(EmbedTrainerTest, TheRwTermTrainsTheRoutersAsASentenceVector) {
   const Synthetic syn = Synthetic::Make(8);
   auto separation = [&](const std::string& dir) { return TopicSeparation(syn, dir, ForwardOptions{}, true); };
   const std::string plain = dir_ / "rw0", trained = dir_ / "rw1";
@@ -362,7 +451,7 @@ TEST_F(EmbedTrainer, TheRwTermTrainsTheRoutersAsASentenceVector) {
 // hs_pooling_weight, the training-free HS poolings (last, mean, layers-mean);
 // with rw_pooling mean, the token-averaged router logits. Each separates the
 // topics more than after the same run without the terms.
-TEST_F(EmbedTrainer, TheSideTermsTrainTheTrainingFreePoolings) {
+TEST_F(EmbedTrainerTest, TheSideTermsTrainTheTrainingFreePoolings) {
   const Synthetic syn = Synthetic::Make(8);
   auto separation = [&](const std::string& dir, HsPooling hs, bool rw_mean, bool read_rw) {
     ForwardOptions fo;
@@ -457,8 +546,8 @@ double OffDiagonalGap(const at::Tensor& a, const at::Tensor& b) {
 // `target`) and expects each training-free pooling's held-out cosines to
 // come at least twice as near reference(dir) with it. Returns the options of
 // the second run.
-EmbedTrainOptions EmbedTrainer::ExpectTheMatchTermHalvesTheGap(
-    const Synthetic& syn, const std::string& name, EmbedTrainOptions::MatchTarget target,
+EmbedTrainOptions EmbedTrainerTest::ExpectTheMatchTermHalvesTheGap(
+    const Synthetic& syn, const std::string& name, MatchTarget target,
     const std::function<at::Tensor(const std::string&)>& reference) {
   const std::string plain = dir_ / (name + "0"), trained = dir_ / (name + "1");
   EmbedTrainOptions o = Options(plain);
@@ -484,10 +573,10 @@ EmbedTrainOptions EmbedTrainer::ExpectTheMatchTermHalvesTheGap(
 // side_match_weight pulls each training-free HS pooling's cosines towards
 // the pooled vector's: on held-out sentences, each pooling's cosine matrix
 // is nearer the trained pooler's than after the same run without the term.
-TEST_F(EmbedTrainer, TheMatchTermBringsThePoolingsSimilaritiesToThePoolers) {
+TEST_F(EmbedTrainerTest, TheMatchTermBringsThePoolingsSimilaritiesToThePoolers) {
   const Synthetic syn = Synthetic::Make(8);
   EmbedTrainOptions o = ExpectTheMatchTermHalvesTheGap(
-      syn, "pooled", EmbedTrainOptions::MatchTarget::kPooled,
+      syn, "pooled", MatchTarget::kPooled,
       [&](const std::string& dir) { return HeldOutCosines(syn, dir, HsPooling::kTrained); });
   auto log = nlohmann::json::parse(test::ReadFile(o.out_dir + "/embed_training_log.json"));
   for (const char* term : {"last_match", "mean_match", "layers-mean_match"}) {
@@ -503,14 +592,14 @@ TEST_F(EmbedTrainer, TheMatchTermBringsThePoolingsSimilaritiesToThePoolers) {
 // With the lexical target the match term pulls each training-free pooling's
 // cosines towards the texts' TF-IDF cosines instead: on held-out sentences
 // each comes nearer them than after the same run without the term.
-TEST_F(EmbedTrainer, TheLexicalMatchTargetBringsThePoolingsToWordOverlap) {
+TEST_F(EmbedTrainerTest, TheLexicalMatchTargetBringsThePoolingsToWordOverlap) {
   const Synthetic syn = Synthetic::Make(8);
   const at::Tensor tfidf = HeldOutTfidfCosines(syn);
-  ExpectTheMatchTermHalvesTheGap(syn, "lexical", EmbedTrainOptions::MatchTarget::kLexical,
+  ExpectTheMatchTermHalvesTheGap(syn, "lexical", MatchTarget::kLexical,
                                  [&](const std::string&) { return tfidf; });
 }
 
-TEST_F(EmbedTrainer, TeacherOnlySentencesAreDrawnOnlyWhenAsked) {
+TEST_F(EmbedTrainerTest, TeacherOnlySentencesAreDrawnOnlyWhenAsked) {
   Synthetic plain = Synthetic::Make(8);
   Synthetic extra = plain;  // sentences 76..79: in no pair, only the teacher knows them
   for (int i = 76; i < 80; ++i) {
@@ -531,7 +620,7 @@ TEST_F(EmbedTrainer, TeacherOnlySentencesAreDrawnOnlyWhenAsked) {
   EXPECT_EQ(TrainEmbedding(bad.data, o).status().code(), Status::Code::kInvalidArgument);
 }
 
-TEST_F(EmbedTrainer, RefusesInconsistentData) {
+TEST_F(EmbedTrainerTest, RefusesInconsistentData) {
   Synthetic syn = Synthetic::Make(8);
   EmbedTrainData bad = syn.data;
   bad.pairs.push_back({0, 999, -1, -1, 0});

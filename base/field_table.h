@@ -1,5 +1,5 @@
 // A typed spec's field table: each field of a spec (SearchSpec,
-// CollectionSpec, EmbeddingSpec) declared once, with its name, type, range or
+// CollectionSpec, EmbeddingSpec, EmbedTrainOptions) declared once, with its name, type, range or
 // allowed values, one-line help and how it is read from and written to the
 // spec. Everything a front end needs comes from the table: the JSON reader
 // and writer (request bodies, the C API, forwarding a spec between nodes),

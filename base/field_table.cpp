@@ -1,4 +1,4 @@
-#include "database/spec/field_table.h"
+#include "base/field_table.h"
 
 #include <charconv>
 #include <cstdio>
