@@ -37,6 +37,10 @@ node scripts/cli_flags.mjs --check
 PY="$(bash scripts/python_env.sh)"
 "$PY" -m build --wheel --no-isolation --outdir build/python-dist python >/dev/null
 "$PY" -m pytest tests/python -q -p no:cacheprovider
+# The offline teacher and quality anchor (eval/teacher/minilm.py, in its own
+# pinned venv build/teacher-env): the ONNX graph onnxruntime runs against a
+# numpy forward of the same all-MiniLM-L6-v2 weights.
+"$(bash scripts/python_env.sh teacher)" eval/teacher/minilm.py check
 # End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
 # and the web console in Debian's Chromium (playwright-core).
 (cd tests/e2e && MOEEDB_BIN="$PWD/../../build/moeedb" npm test)

@@ -72,6 +72,52 @@ __attribute__((target("avx512f"))) void Tile512(int64_t K, const float* x, int64
   }
 }
 
+// y[0..R, 0..32] = x[0..R, 0..K] · [p0 | p1]: two packed 16-column panels
+// (each [K][16]) at once, R (<= 8) rows, 16 accumulators of sixteen floats,
+// each x element broadcast once for both. Every y element is the same
+// sequence of FMAs over k as in Tile, so both paths give the same bits.
+template <int R>
+__attribute__((target("avx512f"))) void TilePacked512(int64_t K, const float* x, int64_t ldx, const float* p0,
+                                                      const float* p1, float* y, int64_t ldy) {
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 w0 = _mm512_loadu_ps(p0 + k * 16);
+    const __m512 w1 = _mm512_loadu_ps(p1 + k * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 xb = _mm512_set1_ps(x[r * ldx + k]);
+      acc0[r] = _mm512_fmadd_ps(xb, w0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(xb, w1, acc1[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(y + r * ldy, acc0[r]);
+    _mm512_storeu_ps(y + r * ldy + 16, acc1[r]);
+  }
+}
+
+// Every row tile of x against two consecutive packed panels.
+void PanelPairColumns512(int64_t M, int64_t K, const float* x, int64_t ldx, const float* p0, const float* p1, float* y,
+                         int64_t ldy) {
+  int64_t m = 0;
+  for (; m + 8 <= M; m += 8) TilePacked512<8>(K, x + m * ldx, ldx, p0, p1, y + m * ldy, ldy);
+  const float* xm = x + m * ldx;
+  float* ym = y + m * ldy;
+  switch (M - m) {
+    case 7: TilePacked512<7>(K, xm, ldx, p0, p1, ym, ldy); break;
+    case 6: TilePacked512<6>(K, xm, ldx, p0, p1, ym, ldy); break;
+    case 5: TilePacked512<5>(K, xm, ldx, p0, p1, ym, ldy); break;
+    case 4: TilePacked512<4>(K, xm, ldx, p0, p1, ym, ldy); break;
+    case 3: TilePacked512<3>(K, xm, ldx, p0, p1, ym, ldy); break;
+    case 2: TilePacked512<2>(K, xm, ldx, p0, p1, ym, ldy); break;
+    case 1: TilePacked512<1>(K, xm, ldx, p0, p1, ym, ldy); break;
+    default: break;
+  }
+}
+
 // Every row tile of x against one 16-column panel.
 void PanelColumns(int64_t M, int64_t K, const float* x, int64_t ldx, const float* panel, int64_t ks, float* y,
                   int64_t ldy) {
@@ -136,10 +182,19 @@ void PackPanels(const float* w, int64_t K, int64_t N, float* panels) {
 
 void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels, float* y,
                   int64_t ldy) {
+  PanelGemmF32(RowsGemmPathInUse(), M, N, K, x, ldx, panels, y, ldy);
+}
+
+void PanelGemmF32(SimdLevel path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels,
+                  float* y, int64_t ldy) {
 #if defined(__x86_64__)
-  for (int64_t p = 0; p < N / 16; ++p) PanelColumns(M, K, x, ldx, panels + p * K * 16, 16, y + p * 16, ldy);
+  int64_t p = 0;
+  if (path == SimdLevel::kAvx512 && CpuHasAvx512F())
+    for (; p + 2 <= N / 16; p += 2)
+      PanelPairColumns512(M, K, x, ldx, panels + p * K * 16, panels + (p + 1) * K * 16, y + p * 16, ldy);
+  for (; p < N / 16; ++p) PanelColumns(M, K, x, ldx, panels + p * K * 16, 16, y + p * 16, ldy);
 #else
-  (void)M, (void)N, (void)K, (void)x, (void)ldx, (void)panels, (void)y, (void)ldy;
+  (void)path, (void)M, (void)N, (void)K, (void)x, (void)ldx, (void)panels, (void)y, (void)ldy;
 #endif
 }
 

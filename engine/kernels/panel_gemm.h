@@ -32,9 +32,15 @@ int64_t PanelGemmMaxRows(int64_t K, int threads);
 void PackPanels(const float* w, int64_t K, int64_t N, float* panels);
 
 // y[M, N] = x[M, K] · w, w packed by PackPanels; x and y row-major with
-// leading dimensions ldx, ldy; y is overwritten. One thread.
+// leading dimensions ldx, ldy; y is overwritten. One thread. On the path
+// RowsGemmPathInUse() names: with AVX-512, two panels (32 columns) a tile of
+// up to 8 rows; else (and for an odd last panel) the 6 x 16 AVX2 tile. Both
+// paths give the same bits (the same FMAs over k for every element).
 void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels, float* y,
                   int64_t ldy);
+// The same on a given path (anything but AVX-512 on a CPU with it: AVX2).
+void PanelGemmF32(SimdLevel path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels,
+                  float* y, int64_t ldy);
 
 // y[M, N] = x[M, K] · w for w unpacked, row-major [K, N] with leading
 // dimension ldw (N a multiple of 16): the same kernel reading w's rows in
@@ -43,8 +49,8 @@ void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, 
 // packed copy would double the memory: MoE experts of a few rows each, where
 // BLAS's per-call packing of the weight costs as much as the product.
 // Requires RowsGemmAvailable(). One thread.
-// The path in use: AVX-512 where the CPU has it, else AVX2
-// (MOEEDB_ROWS_GEMM=avx2 caps it).
+// The path in use by both few-row kernels (PanelGemmF32, RowsGemmF32):
+// AVX-512 where the CPU has it, else AVX2 (MOEEDB_ROWS_GEMM=avx2 caps it).
 SimdLevel RowsGemmPathInUse();
 bool RowsGemmAvailable();          // x86-64 with AVX2 and FMA
 void RowsGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw, float* y,

@@ -27,15 +27,22 @@ TEST(PanelGemm, MatchesAPlainLoop) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1, 1);
   int checked = 0;
-  for (int64_t M : {1, 2, 3, 5, 6, 7, 11, 12, 13, 40})
-    for (int64_t N : {16, 32, 48})
+  std::vector<SimdLevel> paths = {SimdLevel::kAvx2};
+  if (CpuHasAvx512F()) paths.push_back(SimdLevel::kAvx512);
+  for (SimdLevel path : paths)
+  for (int64_t M : {1, 2, 3, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 40})
+    for (int64_t N : {16, 32, 48, 64})
       for (int64_t K : {1, 5, 64}) {
         const int64_t ldx = K + 3, ldy = N + 2;
         std::vector<float> x(M * ldx), w(K * N), panels(K * N), y(M * ldy, 42.0f);
         for (auto& v : x) v = u(rng);
         for (auto& v : w) v = u(rng);
         PackPanels(w.data(), K, N, panels.data());
-        PanelGemmF32(M, N, K, x.data(), ldx, panels.data(), y.data(), ldy);
+        PanelGemmF32(path, M, N, K, x.data(), ldx, panels.data(), y.data(), ldy);
+        // The default path gives the same bits as the AVX2 tile (the same FMAs over k).
+        std::vector<float> y2(M * ldy, 42.0f);
+        PanelGemmF32(M, N, K, x.data(), ldx, panels.data(), y2.data(), ldy);
+        if (path == SimdLevel::kAvx2) ASSERT_EQ(y, y2) << "M " << M << " N " << N << " K " << K;
         for (int64_t m = 0; m < M; ++m) {
           for (int64_t n = 0; n < N; ++n) {
             double ref = 0;
@@ -47,7 +54,7 @@ TEST(PanelGemm, MatchesAPlainLoop) {
         }
         ++checked;
       }
-  EXPECT_EQ(checked, 90);
+  EXPECT_EQ(checked, static_cast<int>(paths.size()) * 14 * 4 * 3);
 }
 
 // The rows kernel reads an unpacked [K, N] matrix in place, once per path

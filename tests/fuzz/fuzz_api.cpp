@@ -34,9 +34,14 @@ struct Served {
 Served* Serve() {
   static Served* served = [] {
     namespace fs = std::filesystem;
-    char tmpl[] = "/tmp/moeedb-fuzz-api-XXXXXX";
+    static char tmpl[] = "/tmp/moeedb-fuzz-api-XXXXXX";
     if (!mkdtemp(tmpl)) __builtin_trap();
     const fs::path dir(tmpl);
+    // libFuzzer ends with exit(): the folder goes with the process.
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(tmpl, ec);
+    });
     moeedb::RandomCheckpointOptions opt;
     opt.seed = 3;
     if (!moeedb::WriteRandomCheckpoint(MOEEDB_TEST_DATA_DIR "/configs/olmoe-tiny.json",

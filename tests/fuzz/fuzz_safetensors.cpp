@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -11,8 +13,14 @@
 namespace {
 std::string Dir() {
   static const std::string dir = [] {
-    char tmpl[] = "/tmp/moeedb-fuzz-st-XXXXXX";
-    return std::string(mkdtemp(tmpl));
+    static char tmpl[] = "/tmp/moeedb-fuzz-st-XXXXXX";
+    if (!mkdtemp(tmpl)) __builtin_trap();
+    // libFuzzer ends with exit(): the folder goes with the process.
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(tmpl, ec);
+    });
+    return std::string(tmpl);
   }();
   return dir;
 }
