@@ -138,6 +138,8 @@ Status EmbedTrainOptions::FitPooler(const ModelConfig& c, int64_t teacher_dim) {
 Status EmbedTrainOptions::Validate() const {
   if (out_dir.empty()) return Status::InvalidArgument("no output folder");
   if (steps <= 0) return Status::InvalidArgument("the step count must be positive");
+  if (pooler.lexical_dim > 0 && pooler.token_pooling != TokenPooling::kWeighted)
+    return Status::InvalidArgument("a lexical channel (lexical_dim) needs weighted token pooling");
   if (max_tokens < 1 || chunk_tokens < max_tokens)
     return Status::InvalidArgument("max_tokens >= 1 and chunk_tokens >= max_tokens needed");
   for (auto [name, w] : {std::pair{"rw_weight", rw_weight}, std::pair{"hs_pooling_weight", hs_pooling_weight},

@@ -243,7 +243,8 @@ def cmd_check(_: argparse.Namespace) -> int:
 
 
 def _read_lines(path: str) -> List[str]:
-    with open(path, encoding="utf-8") as f:
+    # newline="\n": a lone \r inside a text stays in it, as the trainer's reader splits.
+    with open(path, encoding="utf-8", newline="\n") as f:
         return [l.rstrip("\n") for l in f]
 
 
@@ -252,6 +253,8 @@ def _embed_resumable(texts: List[str], out: str) -> int:
     in chunks, so a stopped run resumes; progress and ETA on stderr."""
     row = DIM * 4
     done = os.path.getsize(out) // row if os.path.exists(out) else 0
+    if done > len(texts):
+        raise SystemExit(f"{out} holds {done} rows for {len(texts)} texts: not a run of this list")
     if os.path.exists(out):
         os.truncate(out, done * row)  # a torn last row from a killed run
     m = MiniLM()

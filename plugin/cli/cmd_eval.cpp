@@ -117,7 +117,9 @@ int RunEvalClassify(const Args& args) {
 int RunEvalTexts(const Args& args) {
   auto texts = eval::EvalTexts(args.Get("data"));
   if (!texts.ok()) return Fail("eval texts", texts.status().message());
-  for (const auto& t : *texts) std::cout << nlohmann::json{{"text", t}}.dump() << "\n";
+  // Invalid UTF-8 (a corpus's stray byte) becomes U+FFFD rather than an exception.
+  for (const auto& t : *texts)
+    std::cout << nlohmann::json{{"text", t}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return std::cout.flush() ? 0 : Fail("eval texts", "cannot write to stdout");
 }
 

@@ -315,7 +315,7 @@ command again resumes.)",
            {"labeled", "FILE", "CSV text,label with a header: same-label texts are positives (Banking77 train)"},
            {"validation", "FILE", "CSV scored pairs for the validation Spearman (STS-B dev)"},
            {"teacher", "TEXTS,VECTORS", "teacher texts (one per line) and their float32 vectors (eval/teacher)"},
-           {"teacher-dim", "N", "dimensions of the teacher vectors", IntRule{512, 1, 1 << 16}},
+           {"teacher-dim", "N", "dimensions of the teacher vectors (with --teacher)", IntRule{512, 1, 1 << 16}},
        },
        // The training options: engine/train/embed_train_options.h declares each once.
        SpecFlags(EmbedTrainFields())),
