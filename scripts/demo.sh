@@ -14,11 +14,11 @@ DB="build/demo-db"
 rm -rf "$DB"
 ./build/moeedb ingest --db "$DB" --collection demo examples/docs.jsonl
 
-for q in "A puppy sprints through a meadow." "I was billed two times for one payment." \
-         "An airplane is departing from the runway." "The application shuts down whenever I launch it." \
-         "Someone strums a guitar outdoors." "Shares dropped quickly after the news."; do
+# The showcase queries, each with the document it means (the test
+# Demo.ShowcaseQueriesFindTheirDocumentFirst holds every one at the top).
+tail -n +2 examples/showcase_queries.tsv | while IFS=$'\t' read -r q expected; do
   echo
-  echo "query: $q"
+  echo "query: $q  (means: $expected)"
   ./build/moeedb search --db "$DB" --collection demo --k 3 --format text "$q"
 done
 echo
