@@ -41,10 +41,12 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 echo
-printf "%-14s %-28s %-28s %s\n" "run" "texts/s (rounds; median)" "tokens/s (rounds; median)" "texts/s vs MiniLM"
+printf "%-14s %-28s %-30s %-18s %s\n" "run" "texts/s (rounds; median)" "tokens/s (rounds; median)" "texts/s vs MiniLM" "tokens/s vs MiniLM"
 base="$(awk '$1 == "minilm" { print $3 }' "$WORK/rounds.tsv" | median)"
+base_k="$(awk '$1 == "minilm" { print $4 }' "$WORK/rounds.tsv" | median)"
 for run in minilm moeedb-f32 moeedb-bf16 moeedb-int8; do
   t="$(awk -v r="$run" '$1 == r { print $3 }' "$WORK/rounds.tsv")"; k="$(awk -v r="$run" '$1 == r { print $4 }' "$WORK/rounds.tsv")"
   tm="$(echo "$t" | median)"; km="$(echo "$k" | median)"
-  printf "%-14s %-28s %-28s %.2fx\n" "$run" "$(echo $t | tr ' ' ',') ; $tm" "$(echo $k | tr ' ' ',') ; $km" "$(echo "$tm $base" | awk '{ print $1 / $2 }')"
+  printf "%-14s %-28s %-30s %-18s %.2fx\n" "$run" "$(echo $t | tr ' ' ',') ; $tm" "$(echo $k | tr ' ' ',') ; $km" \
+    "$(echo "$tm $base" | awk '{ printf "%.2fx", $1 / $2 }')" "$(echo "$km $base_k" | awk '{ print $1 / $2 }')"
 done

@@ -16,11 +16,7 @@
 #   5. stage 5, passages: the same, with inverse-cloze pairs from the
 #      OpenStax textbooks (a sentence and the rest of its paragraph) and
 #      texts of up to 128 tokens;
-#   6. stage 6, the stronger teacher: all-MiniLM-L6-v2 (eval/teacher/minilm.py,
-#      offline from PyPI) embeds the deduplicated sentence list once
-#      (build/train/minilm, kept out of git); stage 5 distils its in-batch
-#      similarities with the same pairs and side terms;
-#   7. the calibration statistics of the shipped folder.
+#   6. the calibration statistics of the shipped folder.
 # Every stage checkpoints into its folder and resumes when run again; the
 # teacher's vectors resume too. Hours on 2 cores (MODEL_CARD.md has the times).
 #
@@ -100,27 +96,8 @@ $BIN train embed --model "$W/stage4" --out "$W/stage5" \
   --token-pooling weighted --bidirectional --lexical-dim 512 --threads 2 --scored-per-step 32 \
   --steps 400 --seed 3 --lr-lm 1e-4 --lr-pooler 1e-4 --rw-weight 0.3 --rw-pooling mean --hs-pooling-weight 0.2 \
   --max-tokens 128
-# 6. The stronger teacher, from stage 5: all-MiniLM-L6-v2's vectors
-#    (eval/teacher/minilm.py, about 10 minutes on 2 cores, resumable) of
-#    the list's first 143,360 texts (the training sentences, the 20,000
-#    words and 14,373 corpus sentences: what the shipped model used). Its
-#    384 dimensions differ from the pooler's 512, so only the matrix term
-#    distils (the in-batch cosines; --distill-weight 0), at 10x its earlier
-#    weight: the teacher's similarity structure, not its coordinates.
-PY="$(bash scripts/python_env.sh teacher)"
-mkdir -p "$W/minilm"
-head -n 143360 "$W/teacher/all.txt" > "$W/minilm/texts.txt"
-"$PY" eval/teacher/minilm.py embed "$W/minilm/texts.txt" "$W/minilm/vectors.f32"
-$BIN train embed --model "$W/stage5" --out "$W/stage6" \
-  --pairs "$D/pairs/nli_triplets.tsv,$D/pairs/positive_pairs.tsv,$W/ict.tsv" --labeled "$D/eval/banking77/train.csv" \
-  --scored "$D/eval/stsb/stsb-en-train.csv" --validation "$D/eval/stsb/stsb-en-dev.csv" \
-  --teacher "$W/minilm/texts.txt,$W/minilm/vectors.f32" --teacher-dim 384 --out-dim 512 --teacher-per-step 64 \
-  --distill-weight 0 --distill-matrix-weight 200 \
-  --token-pooling weighted --bidirectional --lexical-dim 512 --threads 2 --scored-per-step 32 \
-  --steps 1200 --seed 6 --lr-lm 2e-4 --lr-pooler 2e-4 --rw-weight 0.3 --rw-pooling mean --hs-pooling-weight 0.2 \
-  --max-tokens 128
-# 7. The shipped folder (its embedding.json, in git, reads RW as the mean).
+# 6. The shipped folder (its embedding.json, in git, reads RW as the mean).
 mkdir -p "$OUT"
-cp "$W/stage6"/{config.json,model.safetensors,tokenizer.json,pooler.json,pooler.safetensors} "$OUT"/
-cp "$W/stage6"/embed_training_log.json "$W/stage6"/embed_*curve.png "$OUT"/
+cp "$W/stage5"/{config.json,model.safetensors,tokenizer.json,pooler.json,pooler.safetensors} "$OUT"/
+cp "$W/stage5"/embed_training_log.json "$W/stage5"/embed_*curve.png "$OUT"/
 $BIN model calibrate --model "$OUT"
