@@ -47,74 +47,32 @@ __attribute__((target("avx2,fma"))) void Tile(int64_t K, const float* x, int64_t
   }
 }
 
-// y[0..R, 0..32] = x[0..R, 0..K] · w[K][32] (row k at w + k * ldw): R (<= 8)
-// rows, 16 accumulators of sixteen floats.
+// y[0..R, 0..32] = x[0..R, 0..K] · [w0 | w1]: two 16-column blocks whose
+// row k is at w0 + k * ws and w1 + k * ws (16 columns of an unpacked [K, N]
+// matrix and the next 16: w1 = w0 + 16, ws = ldw; two packed panels: ws =
+// 16). R (<= 8) rows, 16 accumulators of sixteen floats, each x element
+// broadcast once for both blocks. Every y element is the same sequence of
+// FMAs over k as in Tile, so this path and the AVX2 one give the same bits.
 template <int R>
-__attribute__((target("avx512f"))) void Tile512(int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw,
-                                                float* y, int64_t ldy) {
+__attribute__((target("avx512f"))) void Tile512(int64_t K, const float* x, int64_t ldx, const float* w0,
+                                                const float* w1, int64_t ws, float* y, int64_t ldy) {
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
-    const __m512 w0 = _mm512_loadu_ps(w + k * ldw);
-    const __m512 w1 = _mm512_loadu_ps(w + k * ldw + 16);
+    const __m512 b0 = _mm512_loadu_ps(w0 + k * ws);
+    const __m512 b1 = _mm512_loadu_ps(w1 + k * ws);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 xb = _mm512_set1_ps(x[r * ldx + k]);
-      acc0[r] = _mm512_fmadd_ps(xb, w0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(xb, w1, acc1[r]);
+      acc0[r] = _mm512_fmadd_ps(xb, b0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(xb, b1, acc1[r]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     _mm512_storeu_ps(y + r * ldy, acc0[r]);
     _mm512_storeu_ps(y + r * ldy + 16, acc1[r]);
-  }
-}
-
-// y[0..R, 0..32] = x[0..R, 0..K] · [p0 | p1]: two packed 16-column panels
-// (each [K][16]) at once, R (<= 8) rows, 16 accumulators of sixteen floats,
-// each x element broadcast once for both. Every y element is the same
-// sequence of FMAs over k as in Tile, so both paths give the same bits.
-template <int R>
-__attribute__((target("avx512f"))) void TilePacked512(int64_t K, const float* x, int64_t ldx, const float* p0,
-                                                      const float* p1, float* y, int64_t ldy) {
-  __m512 acc0[R], acc1[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; ++k) {
-    const __m512 w0 = _mm512_loadu_ps(p0 + k * 16);
-    const __m512 w1 = _mm512_loadu_ps(p1 + k * 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 xb = _mm512_set1_ps(x[r * ldx + k]);
-      acc0[r] = _mm512_fmadd_ps(xb, w0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(xb, w1, acc1[r]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(y + r * ldy, acc0[r]);
-    _mm512_storeu_ps(y + r * ldy + 16, acc1[r]);
-  }
-}
-
-// Every row tile of x against two consecutive packed panels.
-void PanelPairColumns512(int64_t M, int64_t K, const float* x, int64_t ldx, const float* p0, const float* p1, float* y,
-                         int64_t ldy) {
-  int64_t m = 0;
-  for (; m + 8 <= M; m += 8) TilePacked512<8>(K, x + m * ldx, ldx, p0, p1, y + m * ldy, ldy);
-  const float* xm = x + m * ldx;
-  float* ym = y + m * ldy;
-  switch (M - m) {
-    case 7: TilePacked512<7>(K, xm, ldx, p0, p1, ym, ldy); break;
-    case 6: TilePacked512<6>(K, xm, ldx, p0, p1, ym, ldy); break;
-    case 5: TilePacked512<5>(K, xm, ldx, p0, p1, ym, ldy); break;
-    case 4: TilePacked512<4>(K, xm, ldx, p0, p1, ym, ldy); break;
-    case 3: TilePacked512<3>(K, xm, ldx, p0, p1, ym, ldy); break;
-    case 2: TilePacked512<2>(K, xm, ldx, p0, p1, ym, ldy); break;
-    case 1: TilePacked512<1>(K, xm, ldx, p0, p1, ym, ldy); break;
-    default: break;
   }
 }
 
@@ -135,25 +93,24 @@ void PanelColumns(int64_t M, int64_t K, const float* x, int64_t ldx, const float
   }
 }
 
-// Every row tile of x against 32 columns of an unpacked matrix.
-void Columns512(int64_t M, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw, float* y,
-                int64_t ldy) {
+// Every row tile of x against two 16-column blocks (Tile512's w0, w1, ws).
+void Columns512(int64_t M, int64_t K, const float* x, int64_t ldx, const float* w0, const float* w1, int64_t ws,
+                float* y, int64_t ldy) {
   int64_t m = 0;
-  for (; m + 8 <= M; m += 8) Tile512<8>(K, x + m * ldx, ldx, w, ldw, y + m * ldy, ldy);
+  for (; m + 8 <= M; m += 8) Tile512<8>(K, x + m * ldx, ldx, w0, w1, ws, y + m * ldy, ldy);
   const float* xm = x + m * ldx;
   float* ym = y + m * ldy;
   switch (M - m) {
-    case 7: Tile512<7>(K, xm, ldx, w, ldw, ym, ldy); break;
-    case 6: Tile512<6>(K, xm, ldx, w, ldw, ym, ldy); break;
-    case 5: Tile512<5>(K, xm, ldx, w, ldw, ym, ldy); break;
-    case 4: Tile512<4>(K, xm, ldx, w, ldw, ym, ldy); break;
-    case 3: Tile512<3>(K, xm, ldx, w, ldw, ym, ldy); break;
-    case 2: Tile512<2>(K, xm, ldx, w, ldw, ym, ldy); break;
-    case 1: Tile512<1>(K, xm, ldx, w, ldw, ym, ldy); break;
+    case 7: Tile512<7>(K, xm, ldx, w0, w1, ws, ym, ldy); break;
+    case 6: Tile512<6>(K, xm, ldx, w0, w1, ws, ym, ldy); break;
+    case 5: Tile512<5>(K, xm, ldx, w0, w1, ws, ym, ldy); break;
+    case 4: Tile512<4>(K, xm, ldx, w0, w1, ws, ym, ldy); break;
+    case 3: Tile512<3>(K, xm, ldx, w0, w1, ws, ym, ldy); break;
+    case 2: Tile512<2>(K, xm, ldx, w0, w1, ws, ym, ldy); break;
+    case 1: Tile512<1>(K, xm, ldx, w0, w1, ws, ym, ldy); break;
     default: break;
   }
 }
-
 
 #endif  // __x86_64__
 
@@ -191,7 +148,7 @@ void PanelGemmF32(SimdLevel path, int64_t M, int64_t N, int64_t K, const float* 
   int64_t p = 0;
   if (path == SimdLevel::kAvx512 && CpuHasAvx512F())
     for (; p + 2 <= N / 16; p += 2)
-      PanelPairColumns512(M, K, x, ldx, panels + p * K * 16, panels + (p + 1) * K * 16, y + p * 16, ldy);
+      Columns512(M, K, x, ldx, panels + p * K * 16, panels + (p + 1) * K * 16, 16, y + p * 16, ldy);
   for (; p < N / 16; ++p) PanelColumns(M, K, x, ldx, panels + p * K * 16, 16, y + p * 16, ldy);
 #else
   (void)path, (void)M, (void)N, (void)K, (void)x, (void)ldx, (void)panels, (void)y, (void)ldy;
@@ -230,7 +187,7 @@ void RowsGemmF32(SimdLevel path, int64_t M, int64_t N, int64_t K, const float* x
 #if defined(__x86_64__)
   int64_t c = 0;
   if (path == SimdLevel::kAvx512 && CpuHasAvx512F())
-    for (; c + 32 <= N; c += 32) Columns512(M, K, x, ldx, w + c, ldw, y + c, ldy);
+    for (; c + 32 <= N; c += 32) Columns512(M, K, x, ldx, w + c, w + c + 16, ldw, y + c, ldy);
   for (; c + 16 <= N; c += 16) PanelColumns(M, K, x, ldx, w + c, ldw, y + c, ldy);
 #else
   (void)path, (void)M, (void)N, (void)K, (void)x, (void)ldx, (void)w, (void)ldw, (void)y, (void)ldy;

@@ -19,7 +19,6 @@
 #include "base/png_plot.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/commands.h"
-#include "engine/model/model_defaults.h"
 #include "plugin/cli/common.h"
 #include "plugin/cli/spec_flags.h"
 
