@@ -369,7 +369,7 @@ int main(int argc, char** argv) {
     if (!parsed.ok()) { std::fprintf(stderr, "%s\n", parsed.status().message().c_str()); return 2; }
     DualIndexSpec spec = base;
     spec.hs.kind = spec.rw.kind = *parsed;
-    spec.hs.sq8 = spec.rw.sq8 = sq8;
+    spec.hs.codes = spec.rw.codes = sq8 ? moeedb::CodeKind::kSq8 : moeedb::CodeKind::kNone;
     spec.hs.nprobe = spec.rw.nprobe = nprobe;
     spec.hs.ef_search = spec.rw.ef_search = ef_search;
     spec.min_train_rows = chunk;  // IVF / SQ8 train on the first chunk

@@ -69,7 +69,7 @@ json KindBytes(size_t docs, size_t dh, size_t dr) {
     spec.dim_hs = dh;
     spec.dim_rw = dr;
     spec.hs.kind = spec.rw.kind = k.kind;
-    spec.hs.sq8 = spec.rw.sq8 = k.sq8;
+    spec.hs.codes = spec.rw.codes = k.sq8 ? moeedb::CodeKind::kSq8 : moeedb::CodeKind::kNone;
     spec.fp16_rows = k.fp16;
     auto ix = moeedb::DualIndex::Create(spec, moeedb::Standardizer::Identity(dh), moeedb::Standardizer::Identity(dr));
     if (!ix.ok()) Die(ix.status().ToString());

@@ -133,7 +133,7 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
   MOEEDB_RETURN_IF_ERROR(store_->ScanMetadata(
       layout_.name, [&](uint64_t id, const std::string& m) { b.metadata[id] = m; }, filter_));
   MOEEDB_ASSIGN_OR_RETURN(b.payload, BuildPayload(layout_.payload_indexes, b.metadata));
-  MOEEDB_ASSIGN_OR_RETURN(b.index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw));
+  MOEEDB_ASSIGN_OR_RETURN(b.index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw, dir_));
   std::vector<uint64_t> ids;
   std::vector<float> hs, rw;
   Status bad;

@@ -154,6 +154,7 @@ Result<std::vector<ShardCandidate>> ShardReplica::Dense(const ShardQuery& q,
   req.alpha = o.alpha.value_or(layout_.default_alpha);
   req.mode = o.mode;
   req.exact = o.exact;
+  req.oversample = o.oversample.value_or(0);
   req.filter = filter.keep;
   if (filter.among) req.among = &*filter.among;
   MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, batcher_.Search(*index_, req));
@@ -240,6 +241,7 @@ Result<std::vector<ShardCandidate>> ShardReplica::Hybrid(const ShardQuery& q,
     req.k = kk;
     req.mode = m;
     req.exact = o.exact;
+    req.oversample = o.oversample.value_or(0);
     req.filter = filter.keep;
     if (filter.among) req.among = &*filter.among;
     MOEEDB_ASSIGN_OR_RETURN(std::vector<Hit> hits, index_->Search(req));

@@ -41,6 +41,10 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store,
   if (!o.std_rw_json.empty()) { MOEEDB_ASSIGN_OR_RETURN(sr, Standardizer::FromJson(o.std_rw_json)); }
   if (sh.dim() != o.dim_hs || sr.dim() != o.dim_rw)
     return Status::InvalidArgument("standardizer statistics do not match the collection dims");
+  // Codes asked of a collection apply to its halves of unit vectors: a plain
+  // collection's RW half is the client vectors' absence flags (raw), which
+  // no client quantizes; a raw HS half (Dot, Euclid) with codes is refused.
+  if (!sr.normalizes() && ix.rw.kind == IndexKind::kFlat) ix.rw.codes = CodeKind::kNone;
   json info;
   try {
     info = json::parse(o.info_json);

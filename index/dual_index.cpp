@@ -1,11 +1,18 @@
 #include "index/dual_index.h"
 
+#include "index/binary_codes.h"
 #include "index/exact_scan.h"
 #include "index/hnsw_graph.h"
+#include "index/row_buffer.h"
 
+#include <faiss/IndexBinaryFlat.h>
+#include <faiss/IndexBinaryHNSW.h>
+#include <faiss/IndexBinaryIVF.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVFFlat.h>
+#include <faiss/IndexIVFPQ.h>
+#include <faiss/IndexPQ.h>
 #include <faiss/IndexScalarQuantizer.h>
 #include <faiss/impl/IDSelector.h>
 #include <faiss/impl/io.h>
@@ -28,67 +35,104 @@ namespace fs = std::filesystem;
 using FaissId = faiss::Index::idx_t;  // Faiss 1.7.3 keeps idx_t inside Index
 using json = nlohmann::json;
 
-// One half: its standardized rows and, for ANN kinds, an index over them
-// (ids = row positions): an HnswGraph (int8 codes of the rows) for HNSW, a
-// Faiss index for IVF and 8-bit HNSW (and for HNSW snapshots Faiss wrote).
-// An ANN half that needs training stays "pending" (searched exactly) until
+namespace {
+
+// The number of PQ sub-quantizers for `dim` dimensions at about `pq_dims`
+// each: the largest divisor of dim at or below dim / pq_dims (at least 1).
+size_t PqSubquantizers(size_t dim, int pq_dims) {
+  size_t m = std::max<size_t>(1, dim / static_cast<size_t>(std::max(1, pq_dims)));
+  while (m > 1 && dim % m != 0) --m;
+  return m;
+}
+
+faiss::ScalarQuantizer::QuantizerType ScalarType(CodeKind c) {
+  return c == CodeKind::kSq4 ? faiss::ScalarQuantizer::QT_4bit : faiss::ScalarQuantizer::QT_8bit;
+}
+
+}  // namespace
+
+// One half: its standardized rows and what proposes its candidates (ids =
+// row positions): an HnswGraph (int8 codes of the rows) for HNSW without
+// codes; a Faiss index for IVF, for HNSW over codes and for scalar or PQ
+// codes scanned flat; BinaryCodes for 1-bit codes scanned flat, and a Faiss
+// binary index (over BinaryCodes' encoding) for HNSW or IVF over them.
+// A half whose codes need training stays "pending" (searched exactly) until
 // min_train_rows rows exist.
 struct DualIndex::SignalIndex {
   size_t dim = 0;
   SignalIndexSpec spec;
   bool fp16 = false;
-  std::vector<float> data;       // row-major, every row (dead ones included until a rebuild); f32 mode
-  std::vector<uint16_t> data16;  // the same in fp16 mode
+  RowBuffer rows_buf;    // row-major, every row (dead ones included until a rebuild); f32 or fp16
   std::unique_ptr<faiss::Index> ann;
+  std::unique_ptr<faiss::IndexBinary> bann;
+  std::unique_ptr<BinaryCodes> bits;  // 1-bit codes: the encoder (centre); flat, the codes too
   std::unique_ptr<HnswGraph> graph;
-  size_t ann_rows = 0;      // rows [0, ann_rows) are in `ann` or `graph`
+  size_t ann_rows = 0;      // rows [0, ann_rows) are in `ann`, `bann`, `bits` or `graph`
+  size_t trained_rows = 0;  // rows the codes were trained on
 
-  size_t rows() const { return fp16 ? data16.size() / dim : data.size() / dim; }
-  void Append(const float* src, size_t n) {
-    if (!fp16) { data.insert(data.end(), src, src + n * dim); return; }
-    const size_t at = data16.size();
-    data16.resize(at + n * dim);
-    for (size_t i = 0; i < n * dim; ++i) data16[at + i] = FloatToF16(src[i]);
+  size_t row_bytes() const { return dim * (fp16 ? 2 : 4); }
+  size_t rows() const { return rows_buf.size() / row_bytes(); }
+  Status Append(const float* src, size_t n) {
+    if (!fp16) return rows_buf.Append(src, n * dim * sizeof(float));
+    std::vector<uint16_t> h(n * dim);
+    for (size_t i = 0; i < n * dim; ++i) h[i] = FloatToF16(src[i]);
+    return rows_buf.Append(h.data(), h.size() * 2);
   }
   ScanRows scan_rows() const {
     ScanRows r;
     r.dim = dim;
-    if (fp16) r.f16 = data16.data();
-    else r.f32 = data.data();
+    if (fp16) r.f16 = reinterpret_cast<const uint16_t*>(rows_buf.data());
+    else r.f32 = reinterpret_cast<const float*>(rows_buf.data());
     return r;
   }
   float Dot(const float* q, size_t row) const { return DotRow(q, scan_rows(), row); }
-  // Rows [from, to) as floats: a pointer into `data`, or decoded into *tmp.
+  // Rows [from, to) as floats: a pointer into the rows, or decoded into *tmp.
   const float* Rows(size_t from, size_t to, std::vector<float>* tmp) const {
-    if (!fp16) return data.data() + from * dim;
+    if (!fp16) return reinterpret_cast<const float*>(rows_buf.data()) + from * dim;
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(rows_buf.data());
     tmp->resize((to - from) * dim);
-    for (size_t i = 0; i < tmp->size(); ++i) (*tmp)[i] = F16ToFloat(data16[from * dim + i]);
+    for (size_t i = 0; i < tmp->size(); ++i) (*tmp)[i] = F16ToFloat(h[from * dim + i]);
     return tmp->data();
   }
-  void Clear() { data.clear(); data16.clear(); ann.reset(); graph.reset(); ann_rows = 0; }
-  bool HasIndex() const { return ann || graph; }
-  bool UsesGraph() const { return spec.kind == IndexKind::kHnsw && !spec.sq8 && !ann; }
+  void ClearCodes() { ann.reset(); bann.reset(); bits.reset(); graph.reset(); ann_rows = trained_rows = 0; }
+  bool HasIndex() const { return ann || bann || bits || graph; }
+  bool UsesGraph() const { return spec.kind == IndexKind::kHnsw && spec.codes == CodeKind::kNone && !ann; }
+  bool Binary() const { return spec.codes == CodeKind::kBinary; }
+  bool NeedsTraining() const { return spec.kind == IndexKind::kIvf || spec.codes != CodeKind::kNone; }
+  size_t binary_bytes() const { return (dim + 7) / 8; }
+  size_t nlist(size_t n) const {
+    return spec.ivf_nlist > 0 ? static_cast<size_t>(spec.ivf_nlist)
+                              : std::max<size_t>(1, static_cast<size_t>(4 * std::sqrt(double(n))));
+  }
 
-  bool NeedsTraining() const { return spec.kind == IndexKind::kIvf || spec.sq8; }
-
-  std::unique_ptr<faiss::Index> MakeAnn(size_t rows) const {
+  // A Faiss index of this half's kind and codes (not binary; nullptr for a
+  // flat half without codes).
+  std::unique_ptr<faiss::Index> MakeAnn(size_t n) const {
     const int d = static_cast<int>(dim);
+    const size_t pq_m = PqSubquantizers(dim, spec.pq_dims);
+    if (spec.kind == IndexKind::kFlat) {
+      if (spec.codes == CodeKind::kPq) return std::make_unique<faiss::IndexPQ>(d, pq_m, 8, faiss::METRIC_INNER_PRODUCT);
+      return std::make_unique<faiss::IndexScalarQuantizer>(d, ScalarType(spec.codes), faiss::METRIC_INNER_PRODUCT);
+    }
     if (spec.kind == IndexKind::kHnsw) {
       std::unique_ptr<faiss::IndexHNSW> h;
-      if (spec.sq8) h = std::make_unique<faiss::IndexHNSWSQ>(d, faiss::ScalarQuantizer::QT_8bit, spec.hnsw_m, faiss::METRIC_INNER_PRODUCT);
+      // Faiss 1.7.3's HNSW over PQ is L2 only: on unit rows the same order.
+      if (spec.codes == CodeKind::kPq) h = std::make_unique<faiss::IndexHNSWPQ>(d, static_cast<int>(pq_m), spec.hnsw_m);
+      else if (spec.codes != CodeKind::kNone)
+        h = std::make_unique<faiss::IndexHNSWSQ>(d, ScalarType(spec.codes), spec.hnsw_m, faiss::METRIC_INNER_PRODUCT);
       else h = std::make_unique<faiss::IndexHNSWFlat>(d, spec.hnsw_m, faiss::METRIC_INNER_PRODUCT);
       h->hnsw.efConstruction = spec.ef_construction;
       return h;
     }
-    const size_t nlist = spec.ivf_nlist > 0 ? static_cast<size_t>(spec.ivf_nlist)
-                                            : std::max<size_t>(1, static_cast<size_t>(4 * std::sqrt(double(rows))));
     auto* quantizer = new faiss::IndexFlatIP(d);
     std::unique_ptr<faiss::IndexIVF> ivf;
-    if (spec.sq8)
-      ivf = std::make_unique<faiss::IndexIVFScalarQuantizer>(quantizer, d, nlist, faiss::ScalarQuantizer::QT_8bit,
+    if (spec.codes == CodeKind::kPq)
+      ivf = std::make_unique<faiss::IndexIVFPQ>(quantizer, d, nlist(n), pq_m, 8, faiss::METRIC_INNER_PRODUCT);
+    else if (spec.codes != CodeKind::kNone)
+      ivf = std::make_unique<faiss::IndexIVFScalarQuantizer>(quantizer, d, nlist(n), ScalarType(spec.codes),
                                                               faiss::METRIC_INNER_PRODUCT);
     else
-      ivf = std::make_unique<faiss::IndexIVFFlat>(quantizer, d, nlist, faiss::METRIC_INNER_PRODUCT);
+      ivf = std::make_unique<faiss::IndexIVFFlat>(quantizer, d, nlist(n), faiss::METRIC_INNER_PRODUCT);
     ivf->own_fields = true;
     // k-means on a bounded sample, few iterations: training cost stays
     // proportional to nlist, not to the collection.
@@ -97,65 +141,119 @@ struct DualIndex::SignalIndex {
     return ivf;
   }
 
-  // Brings `ann` up to date with `data` (training it first when it is due).
-  void Sync(size_t rows, const std::vector<uint8_t>& alive, size_t min_train) {
-    if (spec.kind == IndexKind::kFlat) return;
+  std::unique_ptr<faiss::IndexBinary> MakeBinaryAnn(size_t n) const {
+    const int d = static_cast<int>(8 * binary_bytes());
+    if (spec.kind == IndexKind::kHnsw) {
+      auto h = std::make_unique<faiss::IndexBinaryHNSW>(d, spec.hnsw_m);
+      h->hnsw.efConstruction = spec.ef_construction;
+      return h;
+    }
+    auto ivf = std::make_unique<faiss::IndexBinaryIVF>(new faiss::IndexBinaryFlat(d), d, nlist(n));
+    ivf->own_fields = true;
+    ivf->cp.max_points_per_centroid = 64;
+    ivf->cp.niter = 10;
+    return ivf;
+  }
+
+  // Rows [from, to) as 1-bit codes of binary_bytes() bytes each, for a Faiss binary index.
+  std::vector<uint8_t> BinaryRows(size_t from, size_t to) const {
+    std::vector<float> tmp;
+    const float* src = Rows(from, to, &tmp);
+    std::vector<uint64_t> word(bits->words());
+    std::vector<uint8_t> out((to - from) * binary_bytes());
+    for (size_t i = 0; i < to - from; ++i) {
+      bits->Encode(src + i * dim, word.data());
+      std::memcpy(out.data() + i * binary_bytes(), word.data(), binary_bytes());
+    }
+    return out;
+  }
+
+  // Brings the codes up to date with the rows (training them first when it
+  // is due, retraining them when the rows have grown 8-fold since).
+  void Sync(size_t n_rows, const std::vector<uint8_t>& alive, size_t min_train) {
+    if (spec.kind == IndexKind::kFlat && spec.codes == CodeKind::kNone) return;
     std::vector<float> tmp;
     if (UsesGraph()) {  // dead rows stay in the graph; candidates are filtered
       if (!graph) graph = std::make_unique<HnswGraph>(dim, spec.hnsw_m, spec.ef_construction, spec.ef_search);
-      graph->Add(Rows(ann_rows, rows, &tmp), rows - ann_rows,
+      graph->Add(Rows(ann_rows, n_rows, &tmp), n_rows - ann_rows,
                  static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-      ann_rows = rows;
+      ann_rows = n_rows;
       return;
     }
-    if (!ann) {
-      if (NeedsTraining() && rows < min_train) return;
-      ann = MakeAnn(rows);
-      if (NeedsTraining()) ann->train(static_cast<FaissId>(rows), Rows(0, rows, &tmp));
+    if (NeedsTraining() && HasIndex() && trained_rows > 0 && trained_rows < kRetrainRows && n_rows >= 8 * trained_rows) ClearCodes();
+    if (!HasIndex()) {
+      if (NeedsTraining() && n_rows < min_train) return;
+      // Training reads a bounded sample of the rows (Faiss samples too).
+      const size_t sample = std::min(n_rows, kRetrainRows);
+      const float* train = Rows(0, sample, &tmp);
+      if (Binary()) {
+        bits = std::make_unique<BinaryCodes>(dim, train, sample);
+        if (spec.kind != IndexKind::kFlat) {
+          bann = MakeBinaryAnn(n_rows);
+          if (!bann->is_trained) {
+            const auto codes = BinaryRows(0, sample);
+            bann->train(static_cast<FaissId>(sample), codes.data());
+          }
+        }
+      } else {
+        ann = MakeAnn(n_rows);
+        if (!ann->is_trained) ann->train(static_cast<FaissId>(sample), train);
+      }
+      trained_rows = n_rows;
       ann_rows = 0;
     }
-    if (ann_rows == rows) return;
-    const size_t n = rows - ann_rows;
-    const float* src = Rows(ann_rows, rows, &tmp);
-    if (spec.kind == IndexKind::kIvf) {
-      std::vector<FaissId> ids(n);
-      for (size_t i = 0; i < n; ++i) ids[i] = static_cast<FaissId>(ann_rows + i);
-      ann->add_with_ids(static_cast<FaissId>(n), src, ids.data());
-      // Rows already dead when they reach the index are removed again.
-      std::vector<FaissId> dead;
-      for (size_t i = ann_rows; i < rows; ++i) if (!alive[i]) dead.push_back(static_cast<FaissId>(i));
-      if (!dead.empty()) {
-        faiss::IDSelectorArray sel(dead.size(), dead.data());
-        ann->remove_ids(sel);
-      }
+    if (ann_rows == n_rows) return;
+    const size_t n = n_rows - ann_rows;
+    const bool ivf = spec.kind == IndexKind::kIvf;
+    std::vector<FaissId> ids(n), dead;
+    for (size_t i = 0; i < n; ++i) ids[i] = static_cast<FaissId>(ann_rows + i);
+    for (size_t i = ann_rows; i < n_rows; ++i)
+      if (!alive[i]) dead.push_back(static_cast<FaissId>(i));
+    if (bits && !bann) {
+      bits->Add(Rows(ann_rows, n_rows, &tmp), n);
+    } else if (bann) {
+      const auto codes = BinaryRows(ann_rows, n_rows);
+      if (ivf) bann->add_with_ids(static_cast<FaissId>(n), codes.data(), ids.data());
+      else bann->add(static_cast<FaissId>(n), codes.data());
+      // Rows already dead when they reach an IVF index are removed again.
+      if (ivf && !dead.empty()) bann->remove_ids(faiss::IDSelectorArray(dead.size(), dead.data()));
     } else {
-      ann->add(static_cast<FaissId>(n), src);
+      const float* src = Rows(ann_rows, n_rows, &tmp);
+      if (ivf) ann->add_with_ids(static_cast<FaissId>(n), src, ids.data());
+      else ann->add(static_cast<FaissId>(n), src);
+      if (ivf && !dead.empty()) ann->remove_ids(faiss::IDSelectorArray(dead.size(), dead.data()));
     }
-    ann_rows = rows;
+    ann_rows = n_rows;
   }
 };
 
 DualIndex::DualIndex() = default;
 DualIndex::~DualIndex() = default;
 
-Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, Standardizer hs, Standardizer rw) {
+Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, Standardizer hs, Standardizer rw,
+                                                     const std::string& rows_folder) {
   if (spec.dim_hs == 0 || spec.dim_rw == 0) return Status::InvalidArgument("index dimensions must be positive");
   if (hs.dim() != spec.dim_hs || rw.dim() != spec.dim_rw)
     return Status::InvalidArgument("standardizer dimensions do not match the index spec");
-  // The ANN indexes and their int8 codes assume unit rows.
-  if ((!hs.normalizes() && spec.hs.kind != IndexKind::kFlat) || (!rw.normalizes() && spec.rw.kind != IndexKind::kFlat))
-    return Status::InvalidArgument("an hnsw or ivf index needs unit vectors: Dot and Euclid collections are flat");
+  // The ANN indexes and the codes assume unit rows (inner product = cosine).
+  auto coded = [](const SignalIndexSpec& s) { return s.kind != IndexKind::kFlat || s.codes != CodeKind::kNone; };
+  if ((!hs.normalizes() && coded(spec.hs)) || (!rw.normalizes() && coded(spec.rw)))
+    return Status::InvalidArgument(
+        "an hnsw or ivf index, or quantized codes, need unit vectors: Dot and Euclid collections are flat without codes");
+  if (spec.hs.pq_dims < 1 || spec.rw.pq_dims < 1) return Status::InvalidArgument("pq_dims must be at least 1");
   std::unique_ptr<DualIndex> d(new DualIndex());
   d->spec_ = spec;
+  d->rows_folder_ = rows_folder.empty() ? fs::temp_directory_path().string() : rows_folder;
   d->std_hs_ = std::move(hs);
   d->std_rw_ = std::move(rw);
   d->hs_ = std::make_unique<SignalIndex>();
   d->rw_ = std::make_unique<SignalIndex>();
-  d->hs_->fp16 = d->rw_->fp16 = spec.fp16_rows;
-  d->hs_->dim = spec.dim_hs;
-  d->hs_->spec = spec.hs;
-  d->rw_->dim = spec.dim_rw;
-  d->rw_->spec = spec.rw;
+  for (auto [half, dim, s] : {std::tuple{d->hs_.get(), spec.dim_hs, spec.hs}, std::tuple{d->rw_.get(), spec.dim_rw, spec.rw}}) {
+    half->fp16 = spec.fp16_rows;
+    half->dim = dim;
+    half->spec = s;
+    if (spec.rows_on_disk) { MOEEDB_ASSIGN_OR_RETURN(half->rows_buf, RowBuffer::OnDisk(d->rows_folder_)); }
+  }
   return d;
 }
 
@@ -178,15 +276,23 @@ Status DualIndex::Add(const std::vector<uint64_t>& ids, const float* hs, const f
   return AddNormalized(ids, hn.data(), rn.data());
 }
 
-Status DualIndex::AddNormalized(const std::vector<uint64_t>& ids, const float* hn, const float* rn) {
-  const size_t n = ids.size();
-  hs_->Append(hn, n);
-  rw_->Append(rn, n);
+Status DualIndex::AppendNormalized(const std::vector<uint64_t>& ids, const float* hn, const float* rn) {
+  const size_t n = ids.size(), hs_before = hs_->rows_buf.size();
+  MOEEDB_RETURN_IF_ERROR(hs_->Append(hn, n));
+  Status st = rw_->Append(rn, n);
+  if (!st.ok()) {  // both halves keep the same rows: drop the HS rows just added
+    hs_->rows_buf.Truncate(hs_before);
+    return st;
+  }
   for (size_t i = 0; i < n; ++i) {
     id_to_pos_[ids[i]] = pos_to_id_.size();
     pos_to_id_.push_back(ids[i]);
     alive_.push_back(1);
   }
+  return Status::OK();
+}
+
+Status DualIndex::SyncCodes() {
   try {
     hs_->Sync(pos_to_id_.size(), alive_, spec_.min_train_rows);
     rw_->Sync(pos_to_id_.size(), alive_, spec_.min_train_rows);
@@ -194,6 +300,11 @@ Status DualIndex::AddNormalized(const std::vector<uint64_t>& ids, const float* h
     return Status::Internal(std::string("ANN index add failed: ") + e.what());
   }
   return Status::OK();
+}
+
+Status DualIndex::AddNormalized(const std::vector<uint64_t>& ids, const float* hn, const float* rn) {
+  MOEEDB_RETURN_IF_ERROR(AppendNormalized(ids, hn, rn));
+  return SyncCodes();
 }
 
 size_t DualIndex::Remove(const std::vector<uint64_t>& ids) {
@@ -209,49 +320,81 @@ size_t DualIndex::Remove(const std::vector<uint64_t>& ids) {
     ++removed;
   }
   for (SignalIndex* h : {hs_.get(), rw_.get()}) {
-    if (h->ann && h->spec.kind == IndexKind::kIvf && !ivf_remove.empty()) {
-      faiss::IDSelectorArray sel(ivf_remove.size(), ivf_remove.data());
-      h->ann->remove_ids(sel);
-    }
+    if (h->spec.kind != IndexKind::kIvf || ivf_remove.empty()) continue;
+    faiss::IDSelectorArray sel(ivf_remove.size(), ivf_remove.data());
+    if (h->ann) h->ann->remove_ids(sel);
+    if (h->bann) h->bann->remove_ids(sel);
   }
+  // A rebuild that fails (a full disk) leaves the tombstoned index, still correct.
   if (tombstones_ > 0 && static_cast<double>(tombstones_) > spec_.rebuild_ratio * static_cast<double>(pos_to_id_.size()))
-    Rebuild();
+    (void)Rebuild();
   return removed;
 }
 
-void DualIndex::Rebuild() {
-  std::vector<uint64_t> ids;
-  std::vector<float> hn, rn, tmp;
+Status DualIndex::Rebuild() {
+  // The live rows are copied as stored (f32 or fp16) into new halves built
+  // aside; the codes are then trained once over all of them.
+  std::unique_ptr<SignalIndex> halves[2];
+  const SignalIndex* old[2] = {hs_.get(), rw_.get()};
+  for (int i = 0; i < 2; ++i) {
+    halves[i] = std::make_unique<SignalIndex>();
+    halves[i]->dim = old[i]->dim;
+    halves[i]->spec = old[i]->spec;
+    halves[i]->fp16 = old[i]->fp16;
+    if (spec_.rows_on_disk) { MOEEDB_ASSIGN_OR_RETURN(halves[i]->rows_buf, RowBuffer::OnDisk(rows_folder_)); }
+  }
+  std::vector<uint64_t> pos_to_id;
   for (size_t p = 0; p < pos_to_id_.size(); ++p) {
     if (!alive_[p]) continue;
-    ids.push_back(pos_to_id_[p]);
-    const float* h = hs_->Rows(p, p + 1, &tmp);
-    hn.insert(hn.end(), h, h + spec_.dim_hs);
-    const float* r = rw_->Rows(p, p + 1, &tmp);
-    rn.insert(rn.end(), r, r + spec_.dim_rw);
+    pos_to_id.push_back(pos_to_id_[p]);
+    for (int i = 0; i < 2; ++i) {
+      const size_t rb = old[i]->row_bytes();
+      MOEEDB_RETURN_IF_ERROR(halves[i]->rows_buf.Append(old[i]->rows_buf.data() + p * rb, rb));
+    }
   }
-  for (SignalIndex* h : {hs_.get(), rw_.get()}) h->Clear();
-  pos_to_id_.clear();
-  alive_.clear();
+  const std::vector<uint8_t> alive(pos_to_id.size(), 1);
+  try {
+    for (auto& h : halves) h->Sync(pos_to_id.size(), alive, spec_.min_train_rows);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("ANN index rebuild failed: ") + e.what());
+  }
+  hs_ = std::move(halves[0]);
+  rw_ = std::move(halves[1]);
+  pos_to_id_ = std::move(pos_to_id);
+  alive_ = alive;
   id_to_pos_.clear();
+  for (size_t p = 0; p < pos_to_id_.size(); ++p) id_to_pos_[pos_to_id_[p]] = p;
   tombstones_ = 0;
   ++rebuilds_;
-  (void)AddNormalized(ids, hn.data(), rn.data());
+  return Status::OK();
 }
 
 size_t DualIndex::memory_bytes() const {
   size_t bytes = 0;
   for (const SignalIndex* h : {hs_.get(), rw_.get()}) {
-    bytes += h->data.capacity() * sizeof(float) + h->data16.capacity() * sizeof(uint16_t);
+    bytes += h->rows_buf.heap_bytes();
     if (h->graph) bytes += h->graph->memory_bytes();
+    if (h->bits) bytes += h->bits->memory_bytes();
     if (h->ann) {
       faiss::VectorIOWriter w;
       faiss::write_index(h->ann.get(), &w);
       bytes += w.data.size();
     }
+    if (h->bann) {
+      faiss::VectorIOWriter w;
+      faiss::write_index_binary(h->bann.get(), &w);
+      bytes += w.data.size();
+    }
   }
   bytes += pos_to_id_.capacity() * sizeof(uint64_t) + alive_.capacity();
   bytes += id_to_pos_.size() * (sizeof(uint64_t) + sizeof(size_t) + 2 * sizeof(void*));
+  return bytes;
+}
+
+size_t DualIndex::mapped_bytes() const {
+  size_t bytes = 0;
+  for (const SignalIndex* h : {hs_.get(), rw_.get()})
+    if (h->rows_buf.on_disk()) bytes += h->rows_buf.size();
   return bytes;
 }
 
@@ -279,15 +422,32 @@ std::vector<size_t> DualIndex::SignalCandidates(const SignalIndex& h, const floa
     for (size_t p = h.ann_rows; p < rows; ++p) out.push_back(p);
     return out;
   }
-  if (h.ann && h.ann_rows > 0) {
-    std::vector<float> dist(kk);
+  if (h.bits && !h.bann && h.ann_rows > 0) {  // 1-bit codes scanned flat
+    out = h.bits->Search(q, kk, [&](size_t p) { return static_cast<bool>(alive_[p]); });
+    for (size_t p = h.ann_rows; p < rows; ++p) out.push_back(p);
+    return out;
+  }
+  if ((h.ann || h.bann) && h.ann_rows > 0) {
     std::vector<FaissId> labels(kk);
     {
       std::lock_guard<std::mutex> lock(ann_mu_);
-      if (auto* hn = dynamic_cast<faiss::IndexHNSW*>(h.ann.get()))
-        hn->hnsw.efSearch = std::max<int>(h.spec.ef_search, static_cast<int>(kk));
-      if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(h.ann.get())) ivf->nprobe = std::min<size_t>(h.spec.nprobe, ivf->nlist);
-      h.ann->search(1, q, static_cast<FaissId>(kk), dist.data(), labels.data());
+      if (h.ann) {
+        std::vector<float> dist(kk);
+        if (auto* hn = dynamic_cast<faiss::IndexHNSW*>(h.ann.get()))
+          hn->hnsw.efSearch = std::max<int>(h.spec.ef_search, static_cast<int>(kk));
+        if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(h.ann.get())) ivf->nprobe = std::min<size_t>(h.spec.nprobe, ivf->nlist);
+        h.ann->search(1, q, static_cast<FaissId>(kk), dist.data(), labels.data());
+      } else {
+        std::vector<int32_t> dist(kk);
+        std::vector<uint64_t> word(h.bits->words());
+        h.bits->Encode(q, word.data());
+        if (auto* hn = dynamic_cast<faiss::IndexBinaryHNSW*>(h.bann.get()))
+          hn->hnsw.efSearch = std::max<int>(h.spec.ef_search, static_cast<int>(kk));
+        if (auto* ivf = dynamic_cast<faiss::IndexBinaryIVF*>(h.bann.get()))
+          ivf->nprobe = std::min<size_t>(h.spec.nprobe, ivf->nlist);
+        h.bann->search(1, reinterpret_cast<const uint8_t*>(word.data()), static_cast<FaissId>(kk), dist.data(),
+                       labels.data());
+      }
     }
     for (FaissId l : labels)
       if (l >= 0) out.push_back(static_cast<size_t>(l));
@@ -340,6 +500,8 @@ Status DualIndex::PrepareQuery(const SearchRequest& r, std::vector<float>* qh, s
   if (r.hs == nullptr && r.mode != QueryMode::kRw) return Status::InvalidArgument("search needs an HS query vector");
   if (r.rw == nullptr && r.mode != QueryMode::kHs) return Status::InvalidArgument("search needs an RW query vector");
   if (!std::isfinite(r.alpha)) return Status::InvalidArgument("alpha must be finite");
+  if (!(r.oversample >= 0) || !std::isfinite(r.oversample))
+    return Status::InvalidArgument("oversample must be a finite number, at least 0 (0: the index's)");
   return StandardizeQuery(r.hs, r.rw, qh, qr);
 }
 
@@ -455,7 +617,8 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
   auto allowed = [&](uint64_t id) {
     return (!r.among || std::binary_search(r.among->begin(), r.among->end(), id)) && (!r.filter || r.filter(id));
   };
-  size_t kk = std::max<size_t>(r.k * static_cast<size_t>(spec_.oversample), r.k);
+  const double oversample = r.oversample > 0 ? r.oversample : static_cast<double>(spec_.oversample);
+  size_t kk = std::max<size_t>(static_cast<size_t>(std::ceil(static_cast<double>(r.k) * oversample)), r.k);
   while (true) {
     std::unordered_set<size_t> seen;
     std::vector<size_t> cands;
@@ -507,7 +670,11 @@ Status DualIndex::Save(const std::string& dir, uint64_t applied_seq) const {
                  {"alive", alive_},
                  {"tombstones", tombstones_},
                  {"hs_ann_rows", hs_->ann_rows},
-                 {"rw_ann_rows", rw_->ann_rows}};
+                 {"rw_ann_rows", rw_->ann_rows},
+                 {"hs_trained_rows", hs_->trained_rows},
+                 {"rw_trained_rows", rw_->trained_rows}};
+    for (const SignalIndex* h : {hs_.get(), rw_.get()})
+      if (h->bits) meta[h == hs_.get() ? "hs_centre" : "rw_centre"] = h->bits->centre();
     auto write = [](const fs::path& p, const void* data, size_t n) {
       std::ofstream out(p, std::ios::binary | std::ios::trunc);
       out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
@@ -518,14 +685,17 @@ Status DualIndex::Save(const std::string& dir, uint64_t applied_seq) const {
     write(tmp / "meta.json", m.data(), m.size());
     for (const SignalIndex* h : {hs_.get(), rw_.get()}) {
       const std::string base = h == hs_.get() ? "hs" : "rw";
-      if (h->fp16) write(tmp / (base + ".f16"), h->data16.data(), h->data16.size() * 2);
-      else write(tmp / (base + ".f32"), h->data.data(), h->data.size() * 4);
+      write(tmp / (base + (h->fp16 ? ".f16" : ".f32")), h->rows_buf.data(), h->rows_buf.size());
+      if (h->bits && !h->bann)
+        write(tmp / (base + ".bits"), h->bits->codes().data(), h->bits->codes().size() * sizeof(uint64_t));
     }
     {
       // Searches set efSearch/nprobe under ann_mu_; the writer reads them.
       std::lock_guard<std::mutex> lock(ann_mu_);
       if (hs_->ann) faiss::write_index(hs_->ann.get(), (tmp / "hs.faiss").c_str());
       if (rw_->ann) faiss::write_index(rw_->ann.get(), (tmp / "rw.faiss").c_str());
+      if (hs_->bann) faiss::write_index_binary(hs_->bann.get(), (tmp / "hs.faissbin").c_str());
+      if (rw_->bann) faiss::write_index_binary(rw_->bann.get(), (tmp / "rw.faissbin").c_str());
     }
     for (const SignalIndex* h : {hs_.get(), rw_.get()})
       if (h->graph) {
@@ -564,7 +734,7 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint6
     MOEEDB_ASSIGN_OR_RETURN(DualIndexSpec spec, DualIndexSpec::FromJson(meta.at("spec").dump()));
     MOEEDB_ASSIGN_OR_RETURN(Standardizer sh, Standardizer::FromJson(meta.at("std_hs").dump()));
     MOEEDB_ASSIGN_OR_RETURN(Standardizer sr, Standardizer::FromJson(meta.at("std_rw").dump()));
-    MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<DualIndex> d, Create(spec, std::move(sh), std::move(sr)));
+    MOEEDB_ASSIGN_OR_RETURN(std::unique_ptr<DualIndex> d, Create(spec, std::move(sh), std::move(sr), dir));
     d->pos_to_id_ = meta.at("pos_to_id").get<std::vector<uint64_t>>();
     d->alive_ = meta.at("alive").get<std::vector<uint8_t>>();
     d->tombstones_ = meta.at("tombstones").get<size_t>();
@@ -578,9 +748,35 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint6
     };
     for (SignalIndex* h : {d->hs_.get(), d->rw_.get()}) {
       const std::string base = h == d->hs_.get() ? "hs" : "rw";
-      const size_t n = d->pos_to_id_.size() * h->dim;
-      if (h->fp16) { h->data16.resize(n); read(snap / (base + ".f16"), h->data16.data(), n * 2); }
-      else { h->data.resize(n); read(snap / (base + ".f32"), h->data.data(), n * 4); }
+      // In chunks, so rows bound for a file never sit in the heap whole.
+      const fs::path file = snap / (base + (h->fp16 ? ".f16" : ".f32"));
+      std::ifstream in(file, std::ios::binary);
+      std::vector<char> chunk(size_t{16} << 20);
+      for (size_t left = d->pos_to_id_.size() * h->row_bytes(); left > 0;) {
+        const size_t n = std::min(left, chunk.size());
+        in.read(chunk.data(), static_cast<std::streamsize>(n));
+        if (!in || in.gcount() != static_cast<std::streamsize>(n)) throw std::runtime_error("short file " + file.string());
+        MOEEDB_RETURN_IF_ERROR(h->rows_buf.Append(chunk.data(), n));
+        left -= n;
+      }
+      h->trained_rows = meta.value(base + "_trained_rows", meta.value(base + "_ann_rows", size_t{0}));
+      if (meta.contains(base + "_centre") && h->Binary()) {
+        std::vector<uint64_t> codes;
+        if (h->spec.kind == IndexKind::kFlat) {
+          h->ann_rows = meta.at(base + "_ann_rows").get<size_t>();
+          codes.resize(h->ann_rows * ((h->dim + 63) / 64));
+          read(snap / (base + ".bits"), codes.data(), codes.size() * sizeof(uint64_t));
+        }
+        MOEEDB_ASSIGN_OR_RETURN(BinaryCodes b, BinaryCodes::FromParts(h->dim, meta.at(base + "_centre").get<std::vector<float>>(),
+                                                                   std::move(codes)));
+        h->bits = std::make_unique<BinaryCodes>(std::move(b));
+      }
+    }
+    for (auto [half, file, key] : {std::tuple{d->hs_.get(), "hs.faissbin", "hs_ann_rows"}, std::tuple{d->rw_.get(), "rw.faissbin", "rw_ann_rows"}}) {
+      if (!fs::exists(snap / file)) continue;
+      if (!half->bits) return Status::Corruption("index snapshot " + snap.string() + ": binary codes without their centre");
+      half->bann.reset(faiss::read_index_binary((snap / file).c_str()));
+      half->ann_rows = meta.at(key).get<size_t>();
     }
     for (auto [half, file, key] : {std::tuple{d->hs_.get(), "hs.faiss", "hs_ann_rows"}, std::tuple{d->rw_.get(), "rw.faiss", "rw_ann_rows"}}) {
       if (fs::exists(snap / file)) {

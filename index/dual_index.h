@@ -2,18 +2,25 @@
 // HS vectors and one over standardized RW vectors, and the fused search
 //   score = cos_HS + alpha * cos_RW   (mode fused; hs / rw: one half alone).
 //
-// Every row's standardized vectors are kept (the "flat" data), so exact
-// search is two inner-product passes, and ANN search can re-score exactly:
-// each ANN half (HNSW or IVF, optionally 8-bit scalar-quantized) proposes
-// oversample*k candidates, the union is re-scored with both halves' exact
-// cosines, and the top k are returned. A document proposed by only one
-// index is therefore ranked by its true fused score, never by a partial one.
+// Every row's standardized vectors are kept (the "full" rows, f32 or fp16, in
+// the heap or in a memory-mapped file the page cache holds), so exact search
+// is two inner-product passes, and every other search re-scores exactly: each
+// half proposes oversample*k candidates from its codes (an ANN index, HNSW or
+// IVF, over its rows or over their 8/4-bit scalar, product or 1-bit codes, or
+// a flat scan of those codes), the union is re-scored with both halves' exact
+// cosines from the full rows, and the top k are returned. A document proposed
+// by only one half is therefore ranked by its true fused score, never by a
+// partial or quantized one; only the candidates' full rows are read.
 // Filters and deletions are applied to the candidates; if too few survive,
 // the candidate count grows (x4) until it covers the index, so a filtered
 // ANN search degrades to exact search rather than returning fewer hits.
 //
 // Deletions: ids are tombstoned (IVF also removes them); once tombstones
 // exceed rebuild_ratio of the rows, everything is rebuilt without them.
+// Codes that need training (IVF centroids, scalar ranges, PQ codebooks, the
+// 1-bit centre) are trained at min_train_rows rows and again each time the
+// rows grow 8-fold up to kRetrainRows, so early codes do not fix a large
+// collection's quality.
 // Not thread-safe for writers: callers serialise Add/Remove against Search.
 #pragma once
 
@@ -41,9 +48,22 @@ enum class IndexKind { kFlat, kHnsw, kIvf };
 inline constexpr EnumTable<IndexKind, 3> kIndexKinds{
     "index kind", {{{IndexKind::kFlat, "flat"}, {IndexKind::kHnsw, "hnsw"}, {IndexKind::kIvf, "ivf"}}}};
 
+// What a half's candidates are found by, in RAM: its full rows (none), or
+// codes of them: 8- or 4-bit scalar (per-dimension ranges), product
+// quantization (one byte per pq_dims dimensions), or 1 bit per dimension
+// (sign after centring, Hamming distance). A flat half with codes scans them.
+enum class CodeKind { kNone, kSq8, kSq4, kPq, kBinary };
+inline constexpr EnumTable<CodeKind, 5> kCodeKinds{"code kind",
+                                                   {{{CodeKind::kNone, "none"},
+                                                     {CodeKind::kSq8, "sq8"},
+                                                     {CodeKind::kSq4, "sq4"},
+                                                     {CodeKind::kPq, "pq"},
+                                                     {CodeKind::kBinary, "binary"}}}};
+
 struct SignalIndexSpec {
   IndexKind kind = IndexKind::kFlat;
-  bool sq8 = false;        // 8-bit scalar quantization of the ANN index (hnsw, ivf)
+  CodeKind codes = CodeKind::kNone;
+  int pq_dims = 8;         // dimensions per PQ sub-quantizer (a divisor of the dimension is chosen at or below it)
   int hnsw_m = 32;
   int ef_construction = 80;
   int ef_search = 64;      // raised to the candidate count when that is larger
@@ -54,10 +74,11 @@ struct SignalIndexSpec {
 struct DualIndexSpec {
   size_t dim_hs = 0, dim_rw = 0;
   SignalIndexSpec hs, rw;
-  int oversample = 4;          // candidates per ANN half = oversample * k
+  int oversample = 4;          // candidates per ANN or coded half = oversample * k
   double rebuild_ratio = 0.25; // rebuild when tombstones exceed this share of rows
   size_t min_train_rows = 256; // IVF and SQ8 halves train once this many rows exist
   bool fp16_rows = false;      // keep the exact-scoring rows in fp16 (half the memory; ~1e-3 score error)
+  bool rows_on_disk = false;   // the exact-scoring rows in a memory-mapped file, not the heap
   std::string ToJson() const;
   static Result<DualIndexSpec> FromJson(const std::string& json_text);
 };
@@ -69,6 +90,7 @@ struct SearchRequest {
   float alpha = 1.0f;
   QueryMode mode = QueryMode::kFused;  // fused, hs or rw: the dense modes
   bool exact = false;                         // force the exact path
+  double oversample = 0;                      // candidates per half = oversample * k; 0: the spec's
   std::function<bool(uint64_t id)> filter;    // empty: every document
   // When set, the only ids that may be hits (ascending; e.g. a payload
   // index's candidates, still tested by `filter`): up to kScoreAmongMax of
@@ -88,9 +110,15 @@ struct Hit {
   float score_rw = 0;
 };
 
+// Rows at which trained codes stop being retrained as the index grows.
+inline constexpr size_t kRetrainRows = size_t{1} << 17;
+
 class DualIndex {
  public:
-  static Result<std::unique_ptr<DualIndex>> Create(const DualIndexSpec& spec, Standardizer hs, Standardizer rw);
+  // `rows_folder`: where a spec with rows_on_disk keeps its row files
+  // (unlinked scratch files; "" for the system's temporary folder).
+  static Result<std::unique_ptr<DualIndex>> Create(const DualIndexSpec& spec, Standardizer hs, Standardizer rw,
+                                                   const std::string& rows_folder = "");
   ~DualIndex();
 
   // Adds n = ids.size() rows of raw vectors (row-major). Ids must be new;
@@ -121,9 +149,12 @@ class DualIndex {
   bool Contains(uint64_t id) const { return id_to_pos_.count(id) > 0; }
   std::vector<uint64_t> Ids() const;
   size_t tombstones() const { return tombstones_; }
-  // Bytes the index holds in memory: both halves' rows (f32 or fp16), their
-  // ANN structures (HNSW graph; a Faiss index as it serializes), the id maps.
+  // Bytes the index holds in the heap: both halves' rows (f32 or fp16) unless
+  // on disk, their codes and ANN structures (HNSW graph; a Faiss index as it
+  // serializes), the id maps.
   size_t memory_bytes() const;
+  // Bytes of the rows in memory-mapped files (0 unless rows_on_disk).
+  size_t mapped_bytes() const;
   size_t rebuilds() const { return rebuilds_; }
   const DualIndexSpec& spec() const { return spec_; }
   // The statistics each half is standardized with (fixed for the index's life).
@@ -133,13 +164,16 @@ class DualIndex {
   // Snapshot into `dir` (created), recording the op-log sequence number the
   // index reflects. Atomic: a crash leaves the previous snapshot in place.
   Status Save(const std::string& dir, uint64_t applied_seq) const;
-  // NotFound when `dir` holds no snapshot.
+  // NotFound when `dir` holds no snapshot. Rows on disk go to row files in `dir`.
   static Result<std::unique_ptr<DualIndex>> Load(const std::string& dir, uint64_t* applied_seq);
 
  private:
   struct SignalIndex;
   DualIndex();
   Status AddNormalized(const std::vector<uint64_t>& ids, const float* hs_n, const float* rw_n);
+  // Appends rows and ids without bringing the codes up to date; SyncCodes does.
+  Status AppendNormalized(const std::vector<uint64_t>& ids, const float* hs_n, const float* rw_n);
+  Status SyncCodes();
   // The standardized query halves (zeros for a null half); InvalidArgument
   // on a non-finite value.
   Status StandardizeQuery(const float* hs, const float* rw, std::vector<float>* qh, std::vector<float>* qr) const;
@@ -152,10 +186,11 @@ class DualIndex {
   std::vector<std::vector<Hit>> ScanExact(const std::vector<const SearchRequest*>& rs,
                                           const std::vector<std::vector<float>>& qh,
                                           const std::vector<std::vector<float>>& qr) const;
-  void Rebuild();
+  Status Rebuild();
   std::vector<size_t> SignalCandidates(const SignalIndex& h, const float* q, size_t kk) const;
 
   DualIndexSpec spec_;
+  std::string rows_folder_;
   Standardizer std_hs_, std_rw_;
   std::unique_ptr<SignalIndex> hs_, rw_;
   std::vector<uint64_t> pos_to_id_;

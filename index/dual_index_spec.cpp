@@ -10,20 +10,27 @@ using json = nlohmann::json;
 namespace {
 
 json SignalSpecToJson(const SignalIndexSpec& h) {
-  return {{"kind", kIndexKinds.Name(h.kind)}, {"sq8", h.sq8}, {"hnsw_m", h.hnsw_m}, {"ef_construction", h.ef_construction},
-          {"ef_search", h.ef_search}, {"ivf_nlist", h.ivf_nlist}, {"nprobe", h.nprobe}};
+  return {{"kind", kIndexKinds.Name(h.kind)}, {"codes", kCodeKinds.Name(h.codes)}, {"pq_dims", h.pq_dims},
+          {"hnsw_m", h.hnsw_m}, {"ef_construction", h.ef_construction}, {"ef_search", h.ef_search},
+          {"ivf_nlist", h.ivf_nlist}, {"nprobe", h.nprobe}};
 }
 
 Result<SignalIndexSpec> SignalSpecFromJson(const json& j) {
   SignalIndexSpec h;
   MOEEDB_ASSIGN_OR_RETURN(h.kind, kIndexKinds.Parse(j.value("kind", "flat")));
-  h.sq8 = j.value("sq8", false);
+  // Snapshots and records written before code kinds said "sq8": true.
+  if (j.contains("codes")) {
+    MOEEDB_ASSIGN_OR_RETURN(h.codes, kCodeKinds.Parse(j.at("codes").get<std::string>()));
+  } else if (j.value("sq8", false)) {
+    h.codes = CodeKind::kSq8;
+  }
+  h.pq_dims = j.value("pq_dims", 8);
   h.hnsw_m = j.value("hnsw_m", 32);
   h.ef_construction = j.value("ef_construction", 80);
   h.ef_search = j.value("ef_search", 64);
   h.ivf_nlist = j.value("ivf_nlist", 0);
   h.nprobe = j.value("nprobe", 16);
-  if (h.hnsw_m < 2 || h.ef_search < 1 || h.nprobe < 1 || h.ivf_nlist < 0)
+  if (h.hnsw_m < 2 || h.ef_search < 1 || h.nprobe < 1 || h.ivf_nlist < 0 || h.pq_dims < 1)
     return Status::InvalidArgument("index parameters out of range");
   return h;
 }
@@ -33,7 +40,7 @@ Result<SignalIndexSpec> SignalSpecFromJson(const json& j) {
 std::string DualIndexSpec::ToJson() const {
   return json{{"dim_hs", dim_hs},           {"dim_rw", dim_rw},         {"hs", SignalSpecToJson(hs)},
               {"rw", SignalSpecToJson(rw)},       {"oversample", oversample}, {"rebuild_ratio", rebuild_ratio},
-              {"min_train_rows", min_train_rows}, {"fp16_rows", fp16_rows}}
+              {"min_train_rows", min_train_rows}, {"fp16_rows", fp16_rows}, {"rows_on_disk", rows_on_disk}}
       .dump();
 }
 
@@ -49,6 +56,7 @@ Result<DualIndexSpec> DualIndexSpec::FromJson(const std::string& text) {
     s.rebuild_ratio = j.value("rebuild_ratio", 0.25);
     s.min_train_rows = j.value("min_train_rows", 256);
     s.fp16_rows = j.value("fp16_rows", false);
+    s.rows_on_disk = j.value("rows_on_disk", false);
     if (s.oversample < 1 || !(s.rebuild_ratio > 0)) return Status::InvalidArgument("bad oversample or rebuild_ratio");
     return s;
   } catch (const std::exception& e) {

@@ -13,7 +13,16 @@ FieldTable<CollectionSpec> MakeCollectionFields() {
   FieldTable<CollectionSpec> t;
   t.push_back(Enum("index_hs", &CollectionSpec::index_hs, kIndexKinds, "KIND", "HS index: flat | hnsw | ivf"));
   t.push_back(Enum("index_rw", &CollectionSpec::index_rw, kIndexKinds, "KIND", "RW index: flat | hnsw | ivf"));
-  t.push_back(Boolean("sq8", &CollectionSpec::sq8, "8-bit scalar quantization of the ANN indexes"));
+  t.push_back(Boolean("sq8", &CollectionSpec::sq8, "8-bit scalar codes (the same as --codes sq8)"));
+  t.push_back(Enum("codes", &CollectionSpec::codes, kCodeKinds, "KIND",
+                   "codes in RAM that find each half's candidates, re-scored exactly from the full rows: "
+                   "none | sq8 | sq4 | pq | binary"));
+  t.push_back(Integer("pq_dims", &CollectionSpec::pq_dims, 1, 256, "N", "dimensions per byte of product-quantization codes"));
+  t.push_back(Integer("oversample", &CollectionSpec::oversample, 1, 1000, "N",
+                      "candidates each ANN or coded half proposes per hit asked for, re-scored exactly"));
+  t.push_back(Boolean("on_disk", &CollectionSpec::on_disk,
+                      "the full-precision rows in memory-mapped files (the page cache holds them), not the heap"));
+  t.push_back(Boolean("fp16_rows", &CollectionSpec::fp16_rows, "the full-precision rows in fp16 (half the bytes)"));
   t.push_back(Number("alpha", &CollectionSpec::alpha, -HUGE_VAL, HUGE_VAL, "X", "default alpha of the collection's searches",
                      "the model's, else 1.0"));
   Field<CollectionSpec> lexical = Boolean("lexical", &CollectionSpec::lexical,
@@ -57,6 +66,9 @@ LexicalSpec CollectionSpec::Lexical() const {
 }
 
 Status CollectionSpec::Check(Spelling spelling) const {
+  if (sq8 && codes != CodeKind::kNone && codes != CodeKind::kSq8)
+    return Status::InvalidArgument(FieldLabel("sq8", spelling) + " asks for sq8 codes, " + FieldLabel("codes", spelling) +
+                                   " for " + kCodeKinds.Name(codes) + ": give one");
   Status s = Lexical().Validate();
   if (!s.ok()) return Status::InvalidArgument(FieldLabel("language", spelling) + ": " + s.message());
   return Status::OK();
@@ -75,7 +87,11 @@ VectorSchema CollectionSpec::Schema(size_t fused_size) const {
 void CollectionSpec::ApplyTo(CollectionOptions* o) const {
   o->index.hs.kind = index_hs;
   o->index.rw.kind = index_rw;
-  o->index.hs.sq8 = o->index.rw.sq8 = sq8;
+  o->index.hs.codes = o->index.rw.codes = sq8 ? CodeKind::kSq8 : codes;
+  o->index.hs.pq_dims = o->index.rw.pq_dims = pq_dims;
+  o->index.oversample = oversample;
+  o->index.rows_on_disk = on_disk;
+  o->index.fp16_rows = fp16_rows;
   if (alpha) o->default_alpha = *alpha;
   o->lexical = Lexical();
   o->shards = shards;
@@ -97,11 +113,16 @@ Result<CollectionSpec> CollectionSpecFromJson(const json& body) {
   json flat = body;
   if (body.contains("index")) {
     const json& ix = body["index"];
-    if (!ix.is_object()) return Status::InvalidArgument("'index' must be an object {\"hs\": kind, \"rw\": kind, \"sq8\": bool}");
+    if (!ix.is_object()) return Status::InvalidArgument("'index' must be an object {\"hs\": kind, \"rw\": kind, \"codes\": kind, ...}");
+    static const char* const kNested[] = {"sq8", "codes", "pq_dims", "oversample", "on_disk", "fp16_rows"};
     for (auto it = ix.begin(); it != ix.end(); ++it) {
-      if (it.key() != "hs" && it.key() != "rw" && it.key() != "sq8")
-        return Status::InvalidArgument("unknown field 'index." + it.key().substr(0, 80) + "' (hs, rw, sq8)");
-      flat[it.key() == "sq8" ? "sq8" : "index_" + it.key()] = it.value();
+      const bool kind = it.key() == "hs" || it.key() == "rw";
+      bool known = kind;
+      for (const char* k : kNested) known = known || it.key() == k;
+      if (!known)
+        return Status::InvalidArgument("unknown field 'index." + it.key().substr(0, 80) +
+                                       "' (hs, rw, sq8, codes, pq_dims, oversample, on_disk, fp16_rows)");
+      flat[kind ? "index_" + it.key() : it.key()] = it.value();
     }
     flat.erase("index");
   }

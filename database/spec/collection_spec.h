@@ -25,7 +25,12 @@ inline constexpr uint32_t kMaxReplicas = 16;
 struct CollectionSpec {
   IndexKind index_hs = IndexKind::kFlat;
   IndexKind index_rw = IndexKind::kFlat;
-  bool sq8 = false;            // 8-bit scalar quantization of the ANN indexes
+  bool sq8 = false;            // 8-bit scalar codes: the same as codes sq8 (the older spelling)
+  CodeKind codes = CodeKind::kNone;  // what both halves' candidates are found by in RAM (index/dual_index.h)
+  int pq_dims = SignalIndexSpec{}.pq_dims;
+  int oversample = DualIndexSpec{}.oversample;  // candidates per half = oversample * k, re-scored exactly
+  bool on_disk = false;        // the full rows in memory-mapped files (the page cache), not the heap
+  bool fp16_rows = false;      // the full rows in fp16
   std::optional<float> alpha;  // the collection's default alpha; unset: the model's
   bool lexical = true;         // BM25 over the texts (lexical and hybrid search)
   std::string language = LexicalSpec{}.language;
@@ -57,12 +62,13 @@ struct CollectionSpec {
   Result<CollectionOptions> NewOptions(const CollectionOptions& model) const;
 };
 
-// index_hs, index_rw, sq8, alpha, lexical, language, bm25_k1, bm25_b,
-// vector_size, distance, text_key, shards, replicas.
+// index_hs, index_rw, sq8, codes, pq_dims, oversample, on_disk, fp16_rows,
+// alpha, lexical, language, bm25_k1, bm25_b, vector_size, distance,
+// text_key, shards, replicas.
 const spec::FieldTable<CollectionSpec>& CollectionFields();
 // A JSON body into a checked spec. Besides the table's flat fields it reads
 // the nested forms the collections API has always taken: "index": {"hs",
-// "rw", "sq8"}, "lexical": true | false | {"language", "k1", "b"} and
+// "rw", "sq8", "codes", "pq_dims", "oversample", "on_disk", "fp16_rows"}, "lexical": true | false | {"language", "k1", "b"} and
 // "payload_indexes": {"key": "keyword" | "integer" | ...}.
 // Unknown keys are ignored (the server reads "routing" itself).
 Result<CollectionSpec> CollectionSpecFromJson(const nlohmann::json& body);

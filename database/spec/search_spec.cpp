@@ -32,6 +32,8 @@ FieldTable<SearchSpec> MakeSearchFields() {
   filter.set = [](SearchSpec* s, const json& v) { return s->SetFilter(v.dump()); };
   t.push_back(std::move(filter));
   t.push_back(Boolean("exact", &SearchSpec::exact, "exact search (no ANN)"));
+  t.push_back(Number("oversample", &SearchSpec::oversample, 1, 1000, "X",
+                     "candidates each ANN or coded half proposes per hit, re-scored exactly", "the collection's"));
   t.push_back(Boolean("partial", &SearchSpec::partial,
                       "sharded collection: answer from the shards with a live replica, listing the missing ones"));
   t.push_back(Integer("min_seq", &SearchSpec::min_seq, 0, 9007199254740991.0, "SEQ",

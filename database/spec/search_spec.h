@@ -51,6 +51,8 @@ struct SearchSpec {
   std::string filter_json;
   std::shared_ptr<const MetadataFilter> filter;
   bool exact = false;  // the exact path, not the ANN indexes
+  // Candidates each ANN or coded half proposes per hit, re-scored exactly; unset: the collection's.
+  std::optional<double> oversample;
   // A sharded collection: answer from the shards that have a live replica,
   // naming the missing ones, rather than failing as unavailable.
   bool partial = false;
@@ -73,7 +75,8 @@ struct SearchSpec {
   Status Check(spec::Spelling spelling) const;
 };
 
-// The field table: query, k, mode, alpha, beta, w_hs, fusion, norm, rrf_k, filter, exact, partial, min_seq, consistency.
+// The field table: query, k, mode, alpha, beta, w_hs, fusion, norm, rrf_k, filter, exact, oversample, partial, min_seq,
+// consistency.
 const spec::FieldTable<SearchSpec>& SearchFields();
 // A JSON body into a checked spec (unknown keys ignored, as the collections API
 // always has: clients add their own); the query must be a string.

@@ -78,15 +78,15 @@ MOEEDB_API moeedb_status moeedb_search_hybrid(moeedb_db* db, const char* collect
 
 /* Search with a spec in JSON: the collections API's search body,
  * {"query", "k", "mode", "alpha", "beta", "w_hs", "fusion", "norm", "rrf_k",
- * "filter", "exact"} (docs/server.md; absent fields take their defaults).
+ * "filter", "exact", "oversample"} (docs/server.md; absent fields take their defaults).
  * Every search setting is reachable this way. */
 MOEEDB_API moeedb_status moeedb_search_json(moeedb_db* db, const char* collection, const char* spec_json,
                                             moeedb_hits** out);
 
 /* Creates `collection`, embedded with the served model, with the settings of
- * a JSON spec: {"index_hs", "index_rw", "sq8", "alpha", "lexical",
- * "language", "bm25_k1", "bm25_b"} (or the collections API's nested "index"
- * and "lexical" forms). MOEEDB_INVALID_ARGUMENT when it exists already. */
+ * a JSON spec: {"index_hs", "index_rw", "codes", "pq_dims", "oversample",
+ * "on_disk", "fp16_rows", "sq8", "alpha", "lexical", "language", "bm25_k1",
+ * "bm25_b"} (or the collections API's nested "index" and "lexical" forms). MOEEDB_INVALID_ARGUMENT when it exists already. */
 MOEEDB_API moeedb_status moeedb_create_collection_json(moeedb_db* db, const char* collection, const char* spec_json);
 
 /* The spec a JSON text reads as, written back as JSON (the fields that are

@@ -87,7 +87,7 @@ CollectionOptions Options(size_t dh, size_t dr, IndexKind kind, bool sq8 = false
   o.dim_hs = dh;
   o.dim_rw = dr;
   o.index.hs.kind = o.index.rw.kind = kind;
-  o.index.hs.sq8 = o.index.rw.sq8 = sq8;
+  o.index.hs.codes = o.index.rw.codes = sq8 ? CodeKind::kSq8 : CodeKind::kNone;
   o.index.min_train_rows = 64;
   return o;
 }

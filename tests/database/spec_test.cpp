@@ -35,6 +35,7 @@ json Members(const SearchSpec& s) {
           {"filter", s.filter_json},
           {"has_filter", s.filter != nullptr},
           {"exact", s.exact},
+          {"oversample", opt(s.oversample)},
           {"partial", s.partial},
           {"min_seq", s.min_seq},
           {"consistency", kReadConsistencies.Name(s.consistency)}};
@@ -44,6 +45,11 @@ json Members(const CollectionSpec& s) {
   return {{"index_hs", kIndexKinds.Name(s.index_hs)},
           {"index_rw", kIndexKinds.Name(s.index_rw)},
           {"sq8", s.sq8},
+          {"codes", kCodeKinds.Name(s.codes)},
+          {"pq_dims", s.pq_dims},
+          {"oversample", s.oversample},
+          {"on_disk", s.on_disk},
+          {"fp16_rows", s.fp16_rows},
           {"alpha", s.alpha ? json(*s.alpha) : json(nullptr)},
           {"lexical", s.lexical},
           {"language", s.language},
@@ -68,6 +74,7 @@ SearchSpec FullSearch() {
   s.rrf_k = 30;
   EXPECT_TRUE(s.SetFilter(R"({"topic": {"$in": ["banking", "cards"]}, "year": {"$gte": 2000}})").ok());
   s.exact = true;
+  s.oversample = 6.5;
   s.partial = true;
   s.min_seq = 12345678901ull;
   s.consistency = ReadConsistency::kHead;
@@ -79,6 +86,11 @@ CollectionSpec FullCollection() {
   c.index_hs = IndexKind::kHnsw;
   c.index_rw = IndexKind::kIvf;
   c.sq8 = true;
+  c.codes = CodeKind::kSq8;  // the same as sq8: both may be given when they agree
+  c.pq_dims = 4;
+  c.oversample = 12;
+  c.on_disk = true;
+  c.fp16_rows = true;
   c.alpha = 0.25f;
   c.lexical = false;
   c.language = "french";
@@ -216,7 +228,9 @@ TEST(CollectionSpecTest, EveryFieldRoundTripsThroughJsonAndTheCommandLine) {
   ASSERT_TRUE(cli.ok()) << cli.status().message();
   EXPECT_EQ(Members(*cli), Members(full));
   // The collections API's nested forms read as the same spec.
-  auto nested = CollectionSpecFromJson({{"index", {{"hs", "hnsw"}, {"rw", "ivf"}, {"sq8", true}}},
+  auto nested = CollectionSpecFromJson({{"index", {{"hs", "hnsw"}, {"rw", "ivf"}, {"sq8", true}, {"codes", "sq8"},
+                                                  {"pq_dims", 4}, {"oversample", 12}, {"on_disk", true},
+                                                  {"fp16_rows", true}}},
                                         {"alpha", 0.25},
                                         {"lexical", {{"enabled", false}, {"language", "french"}, {"k1", 0.9}, {"b", 0.5}}},
                                         {"vector_size", 384}, {"distance", "Euclid"}, {"text_key", "body"}});
@@ -227,7 +241,17 @@ TEST(CollectionSpecTest, EveryFieldRoundTripsThroughJsonAndTheCommandLine) {
   full.ApplyTo(&o);
   EXPECT_EQ(o.index.hs.kind, IndexKind::kHnsw);
   EXPECT_EQ(o.index.rw.kind, IndexKind::kIvf);
-  EXPECT_TRUE(o.index.hs.sq8 && o.index.rw.sq8);
+  EXPECT_TRUE(o.index.hs.codes == CodeKind::kSq8 && o.index.rw.codes == CodeKind::kSq8);
+  EXPECT_TRUE(o.index.hs.pq_dims == 4 && o.index.rw.pq_dims == 4);
+  EXPECT_EQ(o.index.oversample, 12);
+  EXPECT_TRUE(o.index.rows_on_disk && o.index.fp16_rows);
+  // sq8 and a different code kind contradict each other: refused by name.
+  auto both = CollectionSpecFromJson({{"sq8", true}, {"codes", "binary"}});
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("'codes'"), std::string::npos) << both.status().message();
+  auto bad_codes = CollectionSpecFromJson({{"index", {{"codes", "rabitq"}}}});
+  ASSERT_FALSE(bad_codes.ok());
+  EXPECT_NE(bad_codes.status().message().find("none, sq8, sq4, pq, binary"), std::string::npos) << bad_codes.status().message();
   EXPECT_EQ(o.default_alpha, 0.25f);
   EXPECT_FALSE(o.lexical.enabled);
   EXPECT_EQ(o.lexical.language, "french");

@@ -28,7 +28,7 @@ std::pair<moeedb_status, std::string> ThroughC(const char* kind, const json& tex
 TEST(CApiSpec, EverySearchFieldRoundTrips) {
   const json full = {{"query", "card not delivered"}, {"k", 7}, {"mode", "hybrid"}, {"alpha", 0.5},
                      {"beta", 2.5}, {"w_hs", 0.75}, {"fusion", "weighted"}, {"norm", "zscore"}, {"rrf_k", 30},
-                     {"filter", {{"topic", "banking"}}}, {"exact", true}, {"partial", true},
+                     {"filter", {{"topic", "banking"}}}, {"exact", true}, {"oversample", 6.5}, {"partial", true},
                      {"min_seq", 42}, {"consistency", "head"}};
   for (const auto& f : SearchFields()) ASSERT_TRUE(full.contains(f.name)) << "the test misses field " << f.name;
   auto [st, text] = ThroughC("search", full);
@@ -45,7 +45,8 @@ TEST(CApiSpec, EverySearchFieldRoundTrips) {
 }
 
 TEST(CApiSpec, EveryCollectionFieldRoundTrips) {
-  const json full = {{"index_hs", "hnsw"}, {"index_rw", "ivf"}, {"sq8", true}, {"alpha", 0.25},
+  const json full = {{"index_hs", "hnsw"}, {"index_rw", "ivf"}, {"sq8", true}, {"codes", "sq8"}, {"pq_dims", 4},
+                     {"oversample", 12}, {"on_disk", true}, {"fp16_rows", true}, {"alpha", 0.25},
                      {"lexical", false}, {"language", "french"}, {"bm25_k1", 0.9}, {"bm25_b", 0.5},
                      {"vector_size", 384}, {"distance", "Euclid"}, {"text_key", "body"}, {"shards", 6},
                      {"replicas", 2}};

@@ -59,5 +59,48 @@ TEST(QdrantSpec, ABadValueGetsTheTablesRuleUnderQdrantsName) {
   EXPECT_NE(bad_path.status().message().find("'a[x].b'"), std::string::npos) << bad_path.status().message();
 }
 
+// quantization_config onto the index spec, and back as the collection reports it.
+TEST(QdrantSpec, QuantizationConfigChoosesTheCodes) {
+  for (auto [config, codes, pq_dims] : {std::tuple{json{{"scalar", {{"type", "int8"}, {"quantile", 0.99}}}}, CodeKind::kSq8, 8},
+                                        std::tuple{json{{"product", {{"compression", "x16"}}}}, CodeKind::kPq, 4},
+                                        std::tuple{json{{"product", {{"compression", "x64"}, {"always_ram", false}}}}, CodeKind::kPq, 16},
+                                        std::tuple{json{{"binary", {{"always_ram", true}}}}, CodeKind::kBinary, 8},
+                                        std::tuple{json(nullptr), CodeKind::kNone, 8}}) {
+    DualIndexSpec index;
+    ASSERT_TRUE(qdrant::ApplyQuantizationConfig(config, &index).ok()) << config;
+    EXPECT_EQ(index.hs.codes, codes) << config;
+    EXPECT_EQ(index.rw.codes, codes) << config;
+    EXPECT_EQ(index.hs.pq_dims, pq_dims) << config;
+    if (!config.is_null()) EXPECT_EQ(qdrant::QuantizationConfig(index.hs).begin().key(), config.begin().key());
+  }
+  for (const json& bad : {json{{"product", {{"compression", "x3"}}}}, json{{"scalar", {{"type", "uint4"}}}},
+                          json{{"binary", {{"encoding", "two_bits"}}}}, json{{"binary", {{"bits", 1}}}}, json{{"pq", json::object()}},
+                          json::array(), json{{"binary", json::object()}, {"scalar", json::object()}}}) {
+    DualIndexSpec index;
+    Status st = qdrant::ApplyQuantizationConfig(bad, &index);
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("quantization_config"), std::string::npos) << st.message();
+    EXPECT_EQ(index.hs.codes, CodeKind::kNone);
+  }
+  EXPECT_TRUE(qdrant::QuantizationConfig(SignalIndexSpec{}).is_null());
+}
+
+// params.quantization: oversampling is the spec's oversample (its range,
+// named as Qdrant names it), ignore an exact search, rescore accepted.
+TEST(QdrantSpec, SearchParamsQuantizationReadsAsTheSpec) {
+  auto s = qdrant::QuerySpec({{"params", {{"quantization", {{"oversampling", 2.5}, {"rescore", false}}}}}});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->oversample, 2.5);
+  EXPECT_FALSE(s->exact);
+  auto ignore = qdrant::QuerySpec({{"params", {{"quantization", {{"ignore", true}}}}}});
+  ASSERT_TRUE(ignore.ok());
+  EXPECT_TRUE(ignore->exact);
+  for (const json& bad : {json{{"oversampling", 0.5}}, json{{"oversampling", "x"}}, json{{"rescore", 1}}, json{{"fast", true}}}) {
+    auto b = qdrant::QuerySpec({{"params", {{"quantization", bad}}}});
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find("params.quantization"), std::string::npos) << b.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace moeedb

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -280,6 +282,71 @@ TEST_F(ServerTest, ConsoleFilesAreServed) {
   EXPECT_EQ(Call("GET", "/console/nope.js").status, 404);
   EXPECT_EQ(Call("GET", "/console/../api.h").status, 404);
   EXPECT_EQ(Call("POST", "/console").status, 405);
+}
+
+}  // namespace
+}  // namespace moeedb
+
+namespace moeedb {
+namespace {
+
+using json = nlohmann::json;
+using servertest::ServerTest;
+
+// Qdrant's quantization_config chooses the codes (binary here) and a vector's
+// on_disk puts the full rows in files; a search's params.quantization sets
+// the oversampling. Every returned score is the exact cosine, computed here
+// from the upserted vectors; a bad config is Qdrant's 400; the collection
+// reports the codes it holds.
+TEST_F(ServerTest, QdrantQuantizationKeepsScoresExact) {
+  const size_t dim = 16, points = 400;
+  auto r = Call("PUT", "/qdrant/collections/q",
+                R"({"vectors": {"size": 16, "distance": "Cosine", "on_disk": true},
+                    "quantization_config": {"binary": {"always_ram": true}}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (const char* bad : {R"({"product": {"compression": "x3"}})", R"({"scalar": {"type": "int4"}})",
+                          R"({"rabitq": {}})", R"({"binary": {}, "scalar": {}})"}) {
+    r = Call("PUT", "/qdrant/collections/bad",
+             std::string(R"({"vectors": {"size": 16, "distance": "Cosine"}, "quantization_config": )") + bad + "}");
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+    EXPECT_TRUE(Body(r)["status"]["error"].is_string()) << r.body;
+  }
+  EXPECT_EQ(Call("GET", "/qdrant/collections/bad").status, 404);  // nothing was created
+  EXPECT_EQ(Body(Call("GET", "/qdrant/collections/q"))["result"]["config"]["quantization_config"],
+            json({{"binary", {{"always_ram", true}}}}));
+  std::mt19937 rng(4);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::vector<std::vector<float>> vectors(points, std::vector<float>(dim));
+  json batch = json::array();
+  for (size_t i = 0; i < points; ++i) {
+    for (auto& x : vectors[i]) x = g(rng) + (i % 4 == 0 ? 1.0f : -0.5f);
+    batch.push_back({{"id", i + 1}, {"vector", vectors[i]}, {"payload", {{"n", i}}}});
+  }
+  r = Call("PUT", "/qdrant/collections/q/points?wait=true", json{{"points", batch}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto cosine = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t j = 0; j < dim; ++j) ab += double(a[j]) * b[j], aa += double(a[j]) * a[j], bb += double(b[j]) * b[j];
+    return ab / std::sqrt(aa * bb);
+  };
+  for (size_t q = 0; q < 5; ++q) {
+    std::vector<float> v(dim);
+    for (auto& x : v) x = g(rng);
+    for (const char* params : {R"({"quantization": {"oversampling": 3, "rescore": true}})",
+                               R"({"quantization": {"ignore": true}})", R"({"exact": true})"}) {
+      r = Call("POST", "/qdrant/collections/q/points/search",
+               json{{"vector", v}, {"limit", 5}, {"params", json::parse(params)}}.dump());
+      ASSERT_EQ(r.status, 200) << r.body;
+      const json hits = Body(r)["result"];
+      ASSERT_EQ(hits.size(), 5u) << params;
+      for (const json& h : hits)
+        EXPECT_NEAR(h["score"].get<double>(), cosine(v, vectors[h["id"].get<size_t>() - 1]), 1e-5) << params;
+    }
+  }
+  r = Call("POST", "/qdrant/collections/q/points/search",
+           R"({"vector": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16], "params": {"quantization": {"oversampling": 0}}})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("oversampling"), std::string::npos) << r.body;
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ HttpResponse QdrantRouter::GetCollection(const Call& call) {
   const json optimizer_config = {{"deleted_threshold", 0.2}, {"vacuum_min_vector_number", 1000}, {"default_segment_number", 0},
                                  {"max_segment_size", nullptr}, {"memmap_threshold", nullptr}, {"indexing_threshold", 0},
                                  {"flush_interval_sec", 5}, {"max_optimization_threads", nullptr}};
-  const json quantization = index.sq8 ? json{{"scalar", {{"type", "int8"}, {"always_ram", true}}}} : json(nullptr);
+  const json quantization = QuantizationConfig(index);
   const json config = {{"params", {{"vectors", vectors}, {"shard_number", (*c)->shards()}, {"replication_factor", (*c)->layout().replicas},
                                    {"write_consistency_factor", 1}, {"on_disk_payload", true}}},
                        {"hnsw_config", hnsw_config},
@@ -274,7 +274,7 @@ HttpResponse QdrantRouter::CreateCollection(const Call& call) {
   // One unnamed vector {"size", "distance"}, or named ones {"name": {...}}
   // ("" is the unnamed one by name).
   std::vector<NamedVector> declared;
-  bool named = false;
+  bool named = false, on_disk = false;  // on_disk: the full rows in memory-mapped files
   if (j.contains("vectors") && !j["vectors"].is_null()) {
     const json& v = j["vectors"];
     if (!v.is_object()) return QdrantError(400, "Bad request: 'vectors' must be an object");
@@ -292,6 +292,9 @@ HttpResponse QdrantRouter::CreateCollection(const Call& call) {
         return Bad(label + ".distance' is required: Cosine, Dot or Euclid");
       auto distance = kDistances.Parse(p["distance"].get<std::string>());
       if (!distance.ok()) return Bad(label + ".distance': " + distance.status().message() + " (Manhattan is not supported by moeedb)");
+      if (p.contains("on_disk") && !p["on_disk"].is_null() && !p["on_disk"].is_boolean())
+        return Bad(label + ".on_disk' must be a boolean");
+      on_disk = on_disk || p.value("on_disk", json(false)) == json(true);
       declared.push_back({name, p["size"].get<size_t>(), *distance});
       return Status::OK();
     };
@@ -318,6 +321,9 @@ HttpResponse QdrantRouter::CreateCollection(const Call& call) {
     o.info_json = std::move(info).value();
   }
   o.lexical = LexicalSpec{true};
+  o.index.rows_on_disk = on_disk;
+  if (j.contains("quantization_config"))
+    if (Status st = ApplyQuantizationConfig(j["quantization_config"], &o.index); !st.ok()) return FromStatus(st);
   auto c = core_->CreateCollection(name, o);
   if (!c.ok()) return FromStatus(c.status());
   return Ok(true, call.t0);

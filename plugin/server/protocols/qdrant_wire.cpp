@@ -235,14 +235,74 @@ Result<SearchSpec> QuerySpec(const json& j, size_t offset) {
   if (j.contains("params") && !j["params"].is_null()) {
     const json& p = j["params"];
     if (!p.is_object()) return Bad("'params' must be an object");
-    // Qdrant's HNSW and quantization knobs tune its own storage: accepted, no effect.
+    // hnsw_ef and indexed_only tune Qdrant's own storage: accepted, no effect.
     if (p.contains("alpha")) MOEEDB_RETURN_IF_ERROR(set("alpha", p["alpha"], "'params.alpha'"));
     if (p.contains("exact")) MOEEDB_RETURN_IF_ERROR(set("exact", p["exact"], "'params.exact'"));
+    if (p.contains("quantization") && !p["quantization"].is_null()) {
+      const json& q = p["quantization"];
+      if (!q.is_object()) return Bad("'params.quantization' must be an object {\"ignore\", \"rescore\", \"oversampling\"}");
+      MOEEDB_RETURN_IF_ERROR(RefuseUnknown(q, {"ignore", "rescore", "oversampling"}, "'params.quantization'"));
+      if (q.contains("oversampling") && !q["oversampling"].is_null())
+        MOEEDB_RETURN_IF_ERROR(set("oversample", q["oversampling"], "'params.quantization.oversampling'"));
+      for (const char* flag : {"ignore", "rescore"})
+        if (q.contains(flag) && !q[flag].is_null() && !q[flag].is_boolean())
+          return Bad(std::string("'params.quantization.") + flag + "' must be a boolean");
+      if (q.value("ignore", json(false)) == json(true)) MOEEDB_RETURN_IF_ERROR(set("exact", true, "'params.quantization.ignore'"));
+    }
   }
   MOEEDB_ASSIGN_OR_RETURN(std::string filter, FilterOf(j));
   MOEEDB_RETURN_IF_ERROR(s.SetFilter(filter));
   MOEEDB_RETURN_IF_ERROR(s.Check(spec::Spelling::kJson));
   return s;
+}
+
+Status ApplyQuantizationConfig(const json& config, DualIndexSpec* index) {
+  if (config.is_null()) return Status::OK();
+  if (!config.is_object() || config.size() != 1)
+    return Bad("'quantization_config' must be one of {\"scalar\": {...}}, {\"product\": {...}}, {\"binary\": {...}}");
+  const std::string kind = config.begin().key();
+  const json& p = config.begin().value();
+  if (!p.is_object()) return Bad("'quantization_config." + kind.substr(0, 40) + "' must be an object");
+  CodeKind codes = CodeKind::kNone;
+  int pq_dims = index->hs.pq_dims;
+  if (kind == "scalar") {
+    MOEEDB_RETURN_IF_ERROR(RefuseUnknown(p, {"type", "quantile", "always_ram"}, "'quantization_config.scalar'"));
+    if (p.value("type", json("int8")) != json("int8")) return Bad("'quantization_config.scalar.type' must be \"int8\"");
+    codes = CodeKind::kSq8;
+  } else if (kind == "product") {
+    MOEEDB_RETURN_IF_ERROR(RefuseUnknown(p, {"compression", "always_ram"}, "'quantization_config.product'"));
+    // One byte per sub-quantizer: compression xN of 4-byte floats is N/4 dimensions a byte.
+    static const std::pair<const char*, int> kCompression[] = {{"x4", 1}, {"x8", 2}, {"x16", 4}, {"x32", 8}, {"x64", 16}};
+    const json c = p.value("compression", json());
+    bool known = false;
+    for (auto [name, dims] : kCompression)
+      if (c == json(name)) pq_dims = dims, known = true;
+    if (!known) return Bad("'quantization_config.product.compression' must be one of x4, x8, x16, x32, x64");
+    codes = CodeKind::kPq;
+  } else if (kind == "binary") {
+    MOEEDB_RETURN_IF_ERROR(RefuseUnknown(p, {"always_ram", "encoding", "query_encoding"}, "'quantization_config.binary'"));
+    if (p.contains("encoding") && !p["encoding"].is_null() && p["encoding"] != json("one_bit"))
+      return Bad("'quantization_config.binary.encoding': moeedb's binary codes are one_bit");
+    codes = CodeKind::kBinary;
+  } else {
+    return Bad("'quantization_config' must be one of {\"scalar\": {...}}, {\"product\": {...}}, {\"binary\": {...}}; got '" +
+               kind.substr(0, 40) + "'");
+  }
+  index->hs.codes = index->rw.codes = codes;
+  index->hs.pq_dims = index->rw.pq_dims = pq_dims;
+  return Status::OK();
+}
+
+json QuantizationConfig(const SignalIndexSpec& index) {
+  switch (index.codes) {
+    case CodeKind::kSq8: return {{"scalar", {{"type", "int8"}, {"always_ram", true}}}};
+    case CodeKind::kPq: return {{"product", {{"compression", "x" + std::to_string(4 * index.pq_dims)}, {"always_ram", true}}}};
+    case CodeKind::kBinary: return {{"binary", {{"always_ram", true}}}};
+    // 4-bit scalar codes have no Qdrant spelling: reported as scalar.
+    case CodeKind::kSq4: return {{"scalar", {{"type", "int8"}, {"always_ram", true}}}};
+    case CodeKind::kNone: break;
+  }
+  return nullptr;
 }
 
 Result<std::string> Using(const json& j) {

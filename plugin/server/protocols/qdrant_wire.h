@@ -44,8 +44,18 @@ Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max
 // Qdrant names the field: `limit` (+ `offset`) as k, `filter` translated,
 // `using` hs or rw as the mode (any other name: the collection's vector of
 // that name, which the query vector resolves: client_vectors.h),
-// `params.alpha` and `params.exact`. The query vector is not part of the spec.
+// `params.alpha`, `params.exact` and `params.quantization` (oversampling as
+// the oversample; ignore as an exact search over the full rows; rescore is
+// always on). The query vector is not part of the spec.
 Result<SearchSpec> QuerySpec(const json& request, size_t offset = 0);
+// Qdrant's quantization_config onto a collection's index: {"scalar": {"type":
+// "int8"}} as sq8 codes, {"product": {"compression": "x4".."x64"}} as PQ of
+// compression/4 dimensions a byte, {"binary": {}} as 1-bit codes; null: none.
+// always_ram, quantile and the binary encodings are accepted (moeedb's codes
+// are always in RAM; its scores always re-scored exactly).
+Status ApplyQuantizationConfig(const json& config, DualIndexSpec* index);
+// The quantization_config a collection reports (null without codes).
+json QuantizationConfig(const SignalIndexSpec& index);
 // The vector a query, search or prefetch names with `using` ("" none).
 Result<std::string> Using(const json& request);
 

@@ -1,0 +1,95 @@
+#include "index/row_buffer.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace moeedb {
+
+namespace {
+// The file grows by doubling from this, so appends cost amortised O(1).
+constexpr size_t kMinCapacity = size_t{1} << 20;
+}
+
+Result<RowBuffer> RowBuffer::OnDisk(const std::string& folder) {
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  std::string path = folder + "/rows-XXXXXX";
+  const int fd = mkstemp(path.data());
+  if (fd < 0) return Status::IOError("cannot create a row file in " + folder + ": " + std::strerror(errno));
+  unlink(path.c_str());
+  RowBuffer b;
+  b.fd_ = fd;
+  return b;
+}
+
+RowBuffer::RowBuffer(RowBuffer&& o) noexcept
+    : heap_(std::move(o.heap_)), fd_(o.fd_), map_(o.map_), size_(o.size_), capacity_(o.capacity_) {
+  o.fd_ = -1;
+  o.map_ = nullptr;
+  o.size_ = o.capacity_ = 0;
+}
+
+RowBuffer& RowBuffer::operator=(RowBuffer&& o) noexcept {
+  if (this != &o) {
+    this->~RowBuffer();
+    new (this) RowBuffer(std::move(o));
+  }
+  return *this;
+}
+
+RowBuffer::~RowBuffer() {
+  if (map_) munmap(map_, capacity_);
+  if (fd_ >= 0) close(fd_);
+}
+
+Status RowBuffer::Reserve(size_t bytes) {
+  if (bytes <= capacity_) return Status::OK();
+  size_t cap = std::max(kMinCapacity, capacity_);
+  while (cap < bytes) cap *= 2;
+  // posix_fallocate, not ftruncate: a full disk fails here, not as SIGBUS on a later write.
+  const int err = posix_fallocate(fd_, 0, static_cast<off_t>(cap));
+  if (err != 0) return Status::IOError(std::string("cannot grow the row file: ") + std::strerror(err));
+  void* m = map_ ? mremap(map_, capacity_, cap, MREMAP_MAYMOVE)
+                 : mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (m == MAP_FAILED) return Status::IOError(std::string("cannot map the row file: ") + std::strerror(errno));
+  map_ = static_cast<uint8_t*>(m);
+  capacity_ = cap;
+  return Status::OK();
+}
+
+Status RowBuffer::Append(const void* src, size_t bytes) {
+  if (bytes == 0) return Status::OK();
+  if (!on_disk()) {
+    const uint8_t* p = static_cast<const uint8_t*>(src);
+    heap_.insert(heap_.end(), p, p + bytes);
+    return Status::OK();
+  }
+  MOEEDB_RETURN_IF_ERROR(Reserve(size_ + bytes));
+  std::memcpy(map_ + size_, src, bytes);
+  size_ += bytes;
+  return Status::OK();
+}
+
+void RowBuffer::Truncate(size_t bytes) {
+  if (!on_disk()) heap_.resize(std::min(bytes, heap_.size()));
+  else size_ = std::min(bytes, size_);
+}
+
+void RowBuffer::Clear() {
+  if (!on_disk()) {
+    heap_.clear();
+    heap_.shrink_to_fit();
+    return;
+  }
+  if (map_) munmap(map_, capacity_);
+  map_ = nullptr;
+  size_ = capacity_ = 0;
+  if (ftruncate(fd_, 0) != 0) { /* the space is reused by the next Reserve */ }
+}
+
+}  // namespace moeedb

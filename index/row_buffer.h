@@ -1,0 +1,51 @@
+// RowBuffer: a growing byte array of an index's full-precision rows, held in
+// the heap or in a memory-mapped scratch file. On disk, the page cache holds
+// the rows: they count as the process's file-backed memory, which the kernel
+// reclaims under pressure, and a search that reads only its candidates' rows
+// (re-scoring after a quantized scan) touches only their pages.
+//
+// The scratch file is unlinked as soon as it is created: it lives as long as
+// the buffer, and a crash leaves nothing behind (snapshots, not this file,
+// make an index durable). Not thread-safe for writers; data() moves on growth.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace moeedb {
+
+class RowBuffer {
+ public:
+  RowBuffer() = default;  // in the heap
+  // A buffer in an unlinked file in `folder` (created when missing).
+  static Result<RowBuffer> OnDisk(const std::string& folder);
+  RowBuffer(RowBuffer&& other) noexcept;
+  RowBuffer& operator=(RowBuffer&& other) noexcept;
+  RowBuffer(const RowBuffer&) = delete;
+  RowBuffer& operator=(const RowBuffer&) = delete;
+  ~RowBuffer();
+
+  // Appends `bytes` bytes; IOError when the file cannot grow (disk full).
+  Status Append(const void* src, size_t bytes);
+  // Drops the bytes from `bytes` on (a shorter size only).
+  void Truncate(size_t bytes);
+  void Clear();
+  const uint8_t* data() const { return on_disk() ? map_ : heap_.data(); }
+  size_t size() const { return on_disk() ? size_ : heap_.size(); }
+  bool on_disk() const { return fd_ >= 0; }
+  // Bytes of the heap this buffer holds (0 on disk).
+  size_t heap_bytes() const { return heap_.capacity(); }
+
+ private:
+  Status Reserve(size_t bytes);
+  std::vector<uint8_t> heap_;
+  int fd_ = -1;
+  uint8_t* map_ = nullptr;
+  size_t size_ = 0, capacity_ = 0;
+};
+
+}  // namespace moeedb

@@ -1,0 +1,331 @@
+// Quantized codes in the dual index (index/dual_index.h, index/binary_codes.h,
+// index/row_buffer.h): the Hamming kernel against a bit-by-bit count; the
+// 1-bit scan's top k against a sort; and for every code kind (sq8, sq4, pq,
+// binary) under every index kind (flat, hnsw, ivf), with the full rows in the
+// heap or on disk: each returned hit's scores equal the fused cosine computed
+// here in double from the raw vectors (the re-scoring is exact), the ranking
+// finds most of the exact top 10, snapshots load back to the same answers,
+// deletions and the rebuild they cause keep it so, and rows on disk leave
+// the heap.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "index/binary_codes.h"
+#include "index/dual_index.h"
+#include "tests/test_util.h"
+
+namespace moeedb {
+namespace {
+
+namespace fs = std::filesystem;
+
+uint32_t NaiveHamming(const uint64_t* a, const uint64_t* b, size_t words) {
+  uint32_t d = 0;
+  for (size_t w = 0; w < words; ++w)
+    for (int bit = 0; bit < 64; ++bit) d += ((a[w] >> bit) & 1) != ((b[w] >> bit) & 1);
+  return d;
+}
+
+TEST(BinaryCodes, HammingDistancesEqualABitByBitCountAtEveryWidth) {
+  std::mt19937_64 rng(3);
+  for (size_t words : {1, 2, 3, 7, 8, 9, 16, 17, 32, 41}) {
+    const size_t n = 37;
+    std::vector<uint64_t> q(words), codes(n * words);
+    for (auto& w : q) w = rng();
+    for (auto& w : codes) w = rng();
+    std::vector<uint32_t> got(n);
+    HammingDistances(q.data(), codes.data(), n, words, got.data());
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], NaiveHamming(q.data(), codes.data() + i * words, words)) << words << " words, row " << i;
+  }
+}
+
+TEST(BinaryCodes, SearchReturnsTheNearestKeptCodesTiesByPosition) {
+  // 16 dimensions: many rows share a distance, so the tie order is tested.
+  const size_t dim = 16, n = 2000;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::vector<float> rows(n * dim), q(dim);
+  for (auto& x : rows) x = g(rng) + 0.3f;
+  for (auto& x : q) x = g(rng);
+  BinaryCodes codes(dim, rows.data(), n);
+  codes.Add(rows.data(), n);
+  ASSERT_EQ(codes.size(), n);
+  auto keep = [](size_t p) { return p % 3 != 0; };
+  const auto got = codes.Search(q.data(), 50, keep);
+  // The reference: sign after centring by the mean, computed here.
+  std::vector<double> mean(dim, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < dim; ++j) mean[j] += rows[i * dim + j] / double(n);
+  std::vector<std::pair<int, size_t>> ref;
+  for (size_t i = 0; i < n; ++i) {
+    if (!keep(i)) continue;
+    int d = 0;
+    for (size_t j = 0; j < dim; ++j) d += (rows[i * dim + j] - mean[j] > 0) != (q[j] - mean[j] > 0);
+    ref.push_back({d, i});
+  }
+  std::sort(ref.begin(), ref.end());
+  ASSERT_EQ(got.size(), 50u);
+  for (size_t i = 0; i < 50; ++i) EXPECT_EQ(got[i], ref[i].second) << "rank " << i;
+  EXPECT_TRUE(codes.Search(q.data(), 10, [](size_t) { return false; }).empty());
+}
+
+constexpr size_t kDh = 96, kDr = 20, kRows = 3000, kClusters = 40;
+
+struct Data {
+  std::vector<float> hs, rw;
+};
+
+// Rows around cluster centres (real embeddings cluster; uniform noise would
+// make every code kind look alike), with an offset a standardizer removes.
+Data Clustered(size_t n, uint32_t seed, const Data& centres) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::uniform_int_distribution<size_t> pick(0, kClusters - 1);
+  Data d;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t c = pick(rng);
+    for (size_t j = 0; j < kDh; ++j) d.hs.push_back(centres.hs[c * kDh + j] + 0.6f * g(rng) + 0.4f);
+    for (size_t j = 0; j < kDr; ++j) d.rw.push_back(centres.rw[c * kDr + j] + 0.6f * g(rng) - 0.2f);
+  }
+  return d;
+}
+
+Data Centres() {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.f, 1.f);
+  Data c;
+  for (size_t i = 0; i < kClusters * kDh; ++i) c.hs.push_back(g(rng));
+  for (size_t i = 0; i < kClusters * kDr; ++i) c.rw.push_back(g(rng));
+  return c;
+}
+
+struct Z {
+  std::vector<double> mean, sd;
+};
+Z FitZ(const std::vector<float>& rows, size_t dim) {
+  const size_t n = rows.size() / dim;
+  Z z{std::vector<double>(dim), std::vector<double>(dim)};
+  for (size_t j = 0; j < dim; ++j) {
+    double m = 0, v = 0;
+    for (size_t i = 0; i < n; ++i) m += rows[i * dim + j];
+    m /= double(n);
+    for (size_t i = 0; i < n; ++i) v += (rows[i * dim + j] - m) * (rows[i * dim + j] - m);
+    z.mean[j] = m, z.sd[j] = std::sqrt(v / double(n - 1));
+  }
+  return z;
+}
+double Cos(const float* a, const float* b, size_t dim, const Z& z) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t j = 0; j < dim; ++j) {
+    const double x = (a[j] - z.mean[j]) / (z.sd[j] + 1e-8), y = (b[j] - z.mean[j]) / (z.sd[j] + 1e-8);
+    ab += x * y, aa += x * x, bb += y * y;
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+class QuantizedIndexTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    centres_ = Centres();
+    rows_ = Clustered(kRows, 7, centres_);
+    queries_ = Clustered(20, 99, centres_);
+    zh_ = FitZ(rows_.hs, kDh);
+    zr_ = FitZ(rows_.rw, kDr);
+    for (size_t i = 0; i < kRows; ++i) ids_.push_back(10 + 7 * i);
+    dir_ = fs::path(tmp_.path());
+  }
+  std::unique_ptr<DualIndex> Make(IndexKind kind, CodeKind codes, bool on_disk, size_t n = kRows) {
+    DualIndexSpec spec;
+    spec.dim_hs = kDh, spec.dim_rw = kDr;
+    spec.hs.kind = spec.rw.kind = kind;
+    spec.hs.codes = spec.rw.codes = codes;
+    spec.hs.nprobe = spec.rw.nprobe = 64;
+    spec.oversample = 20;
+    spec.rows_on_disk = on_disk;
+    auto ix = DualIndex::Create(spec, Standardizer::Fit(rows_.hs.data(), kRows, kDh),
+                                Standardizer::Fit(rows_.rw.data(), kRows, kDr), (dir_ / "rows").string());
+    EXPECT_TRUE(ix.ok()) << ix.status().ToString();
+    std::unique_ptr<DualIndex> index = std::move(ix).value();
+    // Two batches: the codes are trained on the first and retrained when the
+    // rows have grown 8-fold.
+    const size_t first = 300;
+    std::vector<uint64_t> a(ids_.begin(), ids_.begin() + first), b(ids_.begin() + first, ids_.begin() + n);
+    EXPECT_TRUE(index->Add(a, rows_.hs.data(), rows_.rw.data()).ok());
+    EXPECT_TRUE(index->Add(b, rows_.hs.data() + first * kDh, rows_.rw.data() + first * kDr).ok());
+    return index;
+  }
+  double Fused(size_t q, size_t row, float alpha) const {
+    return Cos(&queries_.hs[q * kDh], &rows_.hs[row * kDh], kDh, zh_) +
+           alpha * Cos(&queries_.rw[q * kDr], &rows_.rw[row * kDr], kDr, zr_);
+  }
+  // Checks every hit's scores against the reference and returns recall@k
+  // against the reference top k (of the rows `alive` keeps).
+  double CheckQuery(const DualIndex& ix, size_t q, size_t k, const std::string& label,
+                    const std::vector<bool>* alive = nullptr) {
+    const float alpha = 0.5f;
+    SearchRequest r;
+    r.hs = &queries_.hs[q * kDh], r.rw = &queries_.rw[q * kDr], r.k = k, r.alpha = alpha;
+    auto hits = ix.Search(r);
+    EXPECT_TRUE(hits.ok()) << label << ": " << hits.status().ToString();
+    if (!hits.ok()) return 0;
+    std::vector<std::pair<double, uint64_t>> ref;
+    for (size_t i = 0; i < ids_.size(); ++i)
+      if (!alive || (*alive)[i]) ref.push_back({-Fused(q, i, alpha), ids_[i]});
+    std::sort(ref.begin(), ref.end());
+    std::set<uint64_t> want;
+    for (size_t i = 0; i < k && i < ref.size(); ++i) want.insert(ref[i].second);
+    EXPECT_EQ(hits->size(), std::min(k, ref.size())) << label;
+    size_t found = 0;
+    for (size_t i = 0; i < hits->size(); ++i) {
+      const Hit& h = (*hits)[i];
+      const size_t row = (h.id - 10) / 7;
+      EXPECT_TRUE(!alive || (*alive)[row]) << label << ": a removed id came back";
+      EXPECT_NEAR(h.score_hs, Cos(r.hs, &rows_.hs[row * kDh], kDh, zh_), 1e-4) << label;
+      EXPECT_NEAR(h.score_rw, Cos(r.rw, &rows_.rw[row * kDr], kDr, zr_), 1e-4) << label;
+      EXPECT_NEAR(h.score, Fused(q, row, alpha), 2e-4) << label;
+      if (i > 0) EXPECT_GE((*hits)[i - 1].score, h.score) << label;
+      found += want.count(h.id);
+    }
+    return double(found) / double(want.size());
+  }
+  Data centres_, rows_, queries_;
+  Z zh_, zr_;
+  std::vector<uint64_t> ids_;
+  test::TempDir tmp_;
+  fs::path dir_;
+};
+
+TEST_F(QuantizedIndexTest, EveryCodeKindReturnsExactFusedScoresAndFindsTheTopHits) {
+  for (IndexKind kind : {IndexKind::kFlat, IndexKind::kHnsw, IndexKind::kIvf})
+    for (CodeKind codes : {CodeKind::kSq8, CodeKind::kSq4, CodeKind::kPq, CodeKind::kBinary}) {
+      const bool on_disk = codes == CodeKind::kPq || codes == CodeKind::kBinary;
+      const std::string label = std::string(kIndexKinds.Name(kind)) + "/" + kCodeKinds.Name(codes) +
+                                (on_disk ? "/disk" : "/heap");
+      auto ix = Make(kind, codes, on_disk);
+      double recall = 0;
+      for (size_t q = 0; q < 20; ++q) recall += CheckQuery(*ix, q, 10, label) / 20;
+      // Codes that proposed unrelated candidates would find ~10/3000 of them.
+      EXPECT_GE(recall, 0.8) << label;
+    }
+}
+
+TEST_F(QuantizedIndexTest, RowsOnDiskLeaveTheHeapAndAnswerTheSame) {
+  auto heap = Make(IndexKind::kFlat, CodeKind::kBinary, false);
+  auto disk = Make(IndexKind::kFlat, CodeKind::kBinary, true);
+  const size_t row_bytes = kRows * (kDh + kDr) * sizeof(float);
+  EXPECT_EQ(heap->mapped_bytes(), 0u);
+  EXPECT_EQ(disk->mapped_bytes(), row_bytes);
+  EXPECT_GE(heap->memory_bytes(), disk->memory_bytes() + row_bytes);
+  // The scratch files are unlinked: the folder holds no row file.
+  for (const auto& f : fs::directory_iterator(dir_ / "rows")) ADD_FAILURE() << "left behind: " << f.path();
+  for (size_t q = 0; q < 5; ++q) {
+    SearchRequest r;
+    r.hs = &queries_.hs[q * kDh], r.rw = &queries_.rw[q * kDr], r.k = 10;
+    auto a = heap->Search(r), b = disk->Search(r);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      EXPECT_EQ((*a)[i].id, (*b)[i].id);
+      EXPECT_EQ((*a)[i].score, (*b)[i].score);
+    }
+  }
+}
+
+TEST_F(QuantizedIndexTest, SnapshotsOfCodesLoadBackToTheSameAnswers) {
+  for (auto [kind, codes] : {std::pair{IndexKind::kFlat, CodeKind::kBinary}, std::pair{IndexKind::kIvf, CodeKind::kBinary},
+                             std::pair{IndexKind::kHnsw, CodeKind::kBinary}, std::pair{IndexKind::kIvf, CodeKind::kPq},
+                             std::pair{IndexKind::kFlat, CodeKind::kSq4}}) {
+    const std::string label = std::string(kIndexKinds.Name(kind)) + "/" + kCodeKinds.Name(codes);
+    auto ix = Make(kind, codes, true);
+    const fs::path snap = dir_ / ("snap-" + label.substr(0, label.find('/')) + kCodeKinds.Name(codes));
+    ASSERT_TRUE(ix->Save(snap.string(), 42).ok()) << label;
+    uint64_t seq = 0;
+    auto loaded = DualIndex::Load(snap.string(), &seq);
+    ASSERT_TRUE(loaded.ok()) << label << ": " << loaded.status().ToString();
+    EXPECT_EQ(seq, 42u);
+    EXPECT_EQ((*loaded)->mapped_bytes(), ix->mapped_bytes()) << label;
+    for (size_t q = 0; q < 5; ++q) {
+      SearchRequest r;
+      r.hs = &queries_.hs[q * kDh], r.rw = &queries_.rw[q * kDr], r.k = 10;
+      auto a = ix->Search(r), b = (*loaded)->Search(r);
+      ASSERT_TRUE(a.ok() && b.ok()) << label;
+      ASSERT_EQ(a->size(), b->size()) << label;
+      for (size_t i = 0; i < a->size(); ++i) {
+        EXPECT_EQ((*a)[i].id, (*b)[i].id) << label << " rank " << i;
+        EXPECT_EQ((*a)[i].score, (*b)[i].score) << label;
+      }
+    }
+  }
+}
+
+TEST_F(QuantizedIndexTest, DeletionsAndTheRebuildTheyCauseKeepScoresExact) {
+  for (IndexKind kind : {IndexKind::kFlat, IndexKind::kIvf}) {
+    auto ix = Make(kind, CodeKind::kBinary, true);
+    std::vector<bool> alive(kRows, true);
+    std::vector<uint64_t> gone;
+    for (size_t i = 0; i < kRows; i += 3) gone.push_back(ids_[i]), alive[i] = false;
+    // The first third stays tombstoned (under rebuild_ratio), the rest triggers the rebuild.
+    const size_t part = gone.size() / 3;
+    EXPECT_EQ(ix->Remove(std::vector<uint64_t>(gone.begin(), gone.begin() + part)), part);
+    EXPECT_EQ(ix->rebuilds(), 0u);
+    std::vector<bool> alive_part(kRows, true);
+    for (size_t i = 0; i < part; ++i) alive_part[(gone[i] - 10) / 7] = false;
+    for (size_t q = 0; q < 5; ++q) CheckQuery(*ix, q, 10, "tombstoned", &alive_part);
+    EXPECT_EQ(ix->Remove(std::vector<uint64_t>(gone.begin() + part, gone.end())), gone.size() - part);
+    EXPECT_EQ(ix->rebuilds(), 1u);
+    EXPECT_EQ(ix->size(), kRows - gone.size());
+    EXPECT_EQ(ix->mapped_bytes(), (kRows - gone.size()) * (kDh + kDr) * sizeof(float));
+    double recall = 0;
+    for (size_t q = 0; q < 20; ++q) recall += CheckQuery(*ix, q, 10, "rebuilt", &alive) / 20;
+    EXPECT_GE(recall, 0.8) << kIndexKinds.Name(kind);
+  }
+}
+
+TEST_F(QuantizedIndexTest, OversampleIsARequestSettingWithItsChecks) {
+  auto ix = Make(IndexKind::kFlat, CodeKind::kBinary, false);
+  SearchRequest r;
+  r.hs = queries_.hs.data(), r.rw = queries_.rw.data(), r.k = 10;
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+    r.oversample = bad;
+    auto hits = ix->Search(r);
+    ASSERT_FALSE(hits.ok());
+    EXPECT_EQ(hits.status().code(), Status::Code::kInvalidArgument);
+  }
+  // More candidates never rank worse: recall with 1x is at most that with 50x.
+  double low = 0, high = 0;
+  for (size_t q = 0; q < 20; ++q) {
+    std::set<uint64_t> exact;
+    r.hs = &queries_.hs[q * kDh], r.rw = &queries_.rw[q * kDr];
+    r.exact = true, r.oversample = 0;
+    auto exact_hits = ix->Search(r);
+    ASSERT_TRUE(exact_hits.ok());
+    for (const Hit& h : *exact_hits) exact.insert(h.id);
+    r.exact = false;
+    for (auto [factor, out] : {std::pair{1.0, &low}, std::pair{50.0, &high}}) {
+      r.oversample = factor;
+      auto hits = ix->Search(r);
+      ASSERT_TRUE(hits.ok());
+      for (const Hit& h : *hits) *out += exact.count(h.id) / 200.0;
+    }
+  }
+  EXPECT_LE(low, high);
+  EXPECT_GE(high, 0.95);
+}
+
+TEST_F(QuantizedIndexTest, CodesRefuseVectorsThatAreNotUnitLength) {
+  DualIndexSpec spec;
+  spec.dim_hs = kDh, spec.dim_rw = kDr;
+  spec.hs.codes = CodeKind::kBinary;
+  auto ix = DualIndex::Create(spec, Standardizer::Raw(kDh), Standardizer::Raw(kDr));
+  ASSERT_FALSE(ix.ok());
+  EXPECT_EQ(ix.status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace moeedb
