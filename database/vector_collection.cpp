@@ -45,6 +45,8 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store,
   // collection's RW half is the client vectors' absence flags (raw), which
   // no client quantizes; a raw HS half (Dot, Euclid) with codes is refused.
   if (!sr.normalizes() && ix.rw.kind == IndexKind::kFlat) ix.rw.codes = CodeKind::kNone;
+  // Refused before the record is written, so a refused create leaves nothing behind.
+  MOEEDB_RETURN_IF_ERROR(DualIndex::CheckSpec(ix, sh, sr));
   json info;
   try {
     info = json::parse(o.info_json);

@@ -154,7 +154,9 @@ std::vector<size_t> BinaryCodes::Search(const float* query, size_t k, const std:
   for (auto& th : pool) th.join();
 
   constexpr uint32_t kDead = UINT32_MAX;
-  std::vector<size_t> count(dim_ + 2, 0);
+  // Sized for any distance a code's words can give (a damaged snapshot's
+  // padding bits included), not only for dim.
+  std::vector<size_t> count(64 * words_ + 1, 0);
   size_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
     if (keep && !keep(i)) { dist[i] = kDead; continue; }
@@ -164,7 +166,7 @@ std::vector<size_t> BinaryCodes::Search(const float* query, size_t k, const std:
   const size_t take = std::min(k, kept);
   if (take == 0) return out;
   uint32_t threshold = 0;  // the distance of the take-th nearest
-  for (size_t seen = 0; threshold <= dim_; ++threshold) {
+  for (size_t seen = 0; threshold < count.size(); ++threshold) {
     seen += count[threshold];
     if (seen >= take) break;
   }

@@ -38,11 +38,14 @@ using json = nlohmann::json;
 namespace {
 
 // The number of PQ sub-quantizers for `dim` dimensions at about `pq_dims`
-// each: the largest divisor of dim at or below dim / pq_dims (at least 1).
+// each (Faiss needs a divisor of dim): the divisor nearest dim / pq_dims,
+// the smaller on a tie.
 size_t PqSubquantizers(size_t dim, int pq_dims) {
-  size_t m = std::max<size_t>(1, dim / static_cast<size_t>(std::max(1, pq_dims)));
-  while (m > 1 && dim % m != 0) --m;
-  return m;
+  const double target = std::max(1.0, double(dim) / double(std::max(1, pq_dims)));
+  size_t best = 1;
+  for (size_t m = 1; m <= dim; ++m)
+    if (dim % m == 0 && std::fabs(double(m) - target) < std::fabs(double(best) - target)) best = m;
+  return best;
 }
 
 faiss::ScalarQuantizer::QuantizerType ScalarType(CodeKind c) {
@@ -186,18 +189,26 @@ struct DualIndex::SignalIndex {
       // Training reads a bounded sample of the rows (Faiss samples too).
       const size_t sample = std::min(n_rows, kRetrainRows);
       const float* train = Rows(0, sample, &tmp);
+      // Trained aside and kept only when training succeeds: a throw leaves
+      // the half pending (searched exactly), to train again on the next add.
       if (Binary()) {
-        bits = std::make_unique<BinaryCodes>(dim, train, sample);
+        auto encoder = std::make_unique<BinaryCodes>(dim, train, sample);
+        std::unique_ptr<faiss::IndexBinary> index;
         if (spec.kind != IndexKind::kFlat) {
-          bann = MakeBinaryAnn(n_rows);
-          if (!bann->is_trained) {
+          index = MakeBinaryAnn(n_rows);
+          if (!index->is_trained) {
+            std::swap(bits, encoder);  // BinaryRows encodes with `bits`
             const auto codes = BinaryRows(0, sample);
-            bann->train(static_cast<FaissId>(sample), codes.data());
+            std::swap(bits, encoder);
+            index->train(static_cast<FaissId>(sample), codes.data());
           }
         }
+        bits = std::move(encoder);
+        bann = std::move(index);
       } else {
-        ann = MakeAnn(n_rows);
-        if (!ann->is_trained) ann->train(static_cast<FaissId>(sample), train);
+        auto index = MakeAnn(n_rows);
+        if (!index->is_trained) index->train(static_cast<FaissId>(sample), train);
+        ann = std::move(index);
       }
       trained_rows = n_rows;
       ann_rows = 0;
@@ -230,8 +241,7 @@ struct DualIndex::SignalIndex {
 DualIndex::DualIndex() = default;
 DualIndex::~DualIndex() = default;
 
-Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, Standardizer hs, Standardizer rw,
-                                                     const std::string& rows_folder) {
+Status DualIndex::CheckSpec(const DualIndexSpec& spec, const Standardizer& hs, const Standardizer& rw) {
   if (spec.dim_hs == 0 || spec.dim_rw == 0) return Status::InvalidArgument("index dimensions must be positive");
   if (hs.dim() != spec.dim_hs || rw.dim() != spec.dim_rw)
     return Status::InvalidArgument("standardizer dimensions do not match the index spec");
@@ -240,7 +250,22 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, 
   if ((!hs.normalizes() && coded(spec.hs)) || (!rw.normalizes() && coded(spec.rw)))
     return Status::InvalidArgument(
         "an hnsw or ivf index, or quantized codes, need unit vectors: Dot and Euclid collections are flat without codes");
-  if (spec.hs.pq_dims < 1 || spec.rw.pq_dims < 1) return Status::InvalidArgument("pq_dims must be at least 1");
+  for (const SignalIndexSpec* s : {&spec.hs, &spec.rw}) {
+    if (s->pq_dims < 1) return Status::InvalidArgument("pq_dims must be at least 1");
+    // Codes train once min_train_rows rows exist: 8-bit PQ needs 256 of them, IVF one a list.
+    if (s->codes == CodeKind::kPq && spec.min_train_rows < 256)
+      return Status::InvalidArgument("pq codes train on at least 256 rows: min_train_rows is " +
+                                     std::to_string(spec.min_train_rows));
+    if (s->kind == IndexKind::kIvf && static_cast<size_t>(s->ivf_nlist) > spec.min_train_rows)
+      return Status::InvalidArgument("ivf_nlist " + std::to_string(s->ivf_nlist) + " exceeds min_train_rows " +
+                                     std::to_string(spec.min_train_rows));
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, Standardizer hs, Standardizer rw,
+                                                     const std::string& rows_folder) {
+  MOEEDB_RETURN_IF_ERROR(CheckSpec(spec, hs, rw));
   std::unique_ptr<DualIndex> d(new DualIndex());
   d->spec_ = spec;
   d->rows_folder_ = rows_folder.empty() ? fs::temp_directory_path().string() : rows_folder;
@@ -772,6 +797,9 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint6
         h->bits = std::make_unique<BinaryCodes>(std::move(b));
       }
     }
+    for (const SignalIndex* h : {d->hs_.get(), d->rw_.get()})
+      if (h->ann_rows > d->pos_to_id_.size())
+        return Status::Corruption("index snapshot " + snap.string() + ": codes of more rows than it holds");
     for (auto [half, file, key] : {std::tuple{d->hs_.get(), "hs.faissbin", "hs_ann_rows"}, std::tuple{d->rw_.get(), "rw.faissbin", "rw_ann_rows"}}) {
       if (!fs::exists(snap / file)) continue;
       if (!half->bits) return Status::Corruption("index snapshot " + snap.string() + ": binary codes without their centre");

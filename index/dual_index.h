@@ -119,6 +119,10 @@ class DualIndex {
   // (unlinked scratch files; "" for the system's temporary folder).
   static Result<std::unique_ptr<DualIndex>> Create(const DualIndexSpec& spec, Standardizer hs, Standardizer rw,
                                                    const std::string& rows_folder = "");
+  // What Create refuses of a spec with these standardizers (InvalidArgument):
+  // dims, ANN or codes over vectors that are not unit length, codes that
+  // cannot train on min_train_rows rows.
+  static Status CheckSpec(const DualIndexSpec& spec, const Standardizer& hs, const Standardizer& rw);
   ~DualIndex();
 
   // Adds n = ids.size() rows of raw vectors (row-major). Ids must be new;

@@ -18,10 +18,11 @@ json SignalSpecToJson(const SignalIndexSpec& h) {
 Result<SignalIndexSpec> SignalSpecFromJson(const json& j) {
   SignalIndexSpec h;
   MOEEDB_ASSIGN_OR_RETURN(h.kind, kIndexKinds.Parse(j.value("kind", "flat")));
-  // Snapshots and records written before code kinds said "sq8": true.
+  // Snapshots and records written before code kinds said "sq8": true, which
+  // quantized HNSW and IVF halves only (a flat half stayed an exact scan).
   if (j.contains("codes")) {
     MOEEDB_ASSIGN_OR_RETURN(h.codes, kCodeKinds.Parse(j.at("codes").get<std::string>()));
-  } else if (j.value("sq8", false)) {
+  } else if (j.value("sq8", false) && h.kind != IndexKind::kFlat) {
     h.codes = CodeKind::kSq8;
   }
   h.pq_dims = j.value("pq_dims", 8);

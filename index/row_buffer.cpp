@@ -19,7 +19,7 @@ Result<RowBuffer> RowBuffer::OnDisk(const std::string& folder) {
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   std::string path = folder + "/rows-XXXXXX";
-  const int fd = mkstemp(path.data());
+  const int fd = mkostemp(path.data(), O_CLOEXEC);  // not inherited by child processes
   if (fd < 0) return Status::IOError("cannot create a row file in " + folder + ": " + std::strerror(errno));
   unlink(path.c_str());
   RowBuffer b;

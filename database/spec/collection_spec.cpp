@@ -87,7 +87,9 @@ VectorSchema CollectionSpec::Schema(size_t fused_size) const {
 void CollectionSpec::ApplyTo(CollectionOptions* o) const {
   o->index.hs.kind = index_hs;
   o->index.rw.kind = index_rw;
-  o->index.hs.codes = o->index.rw.codes = sq8 ? CodeKind::kSq8 : codes;
+  // sq8, the older spelling, quantizes the HNSW and IVF halves only, as it always has.
+  o->index.hs.codes = sq8 ? (index_hs == IndexKind::kFlat ? CodeKind::kNone : CodeKind::kSq8) : codes;
+  o->index.rw.codes = sq8 ? (index_rw == IndexKind::kFlat ? CodeKind::kNone : CodeKind::kSq8) : codes;
   o->index.hs.pq_dims = o->index.rw.pq_dims = pq_dims;
   o->index.oversample = oversample;
   o->index.rows_on_disk = on_disk;

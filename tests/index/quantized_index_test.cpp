@@ -318,13 +318,33 @@ TEST_F(QuantizedIndexTest, OversampleIsARequestSettingWithItsChecks) {
   EXPECT_GE(high, 0.95);
 }
 
-TEST_F(QuantizedIndexTest, CodesRefuseVectorsThatAreNotUnitLength) {
+TEST_F(QuantizedIndexTest, CodesRefuseWhatTheyCannotServe) {
   DualIndexSpec spec;
   spec.dim_hs = kDh, spec.dim_rw = kDr;
   spec.hs.codes = CodeKind::kBinary;
   auto ix = DualIndex::Create(spec, Standardizer::Raw(kDh), Standardizer::Raw(kDr));
   ASSERT_FALSE(ix.ok());
   EXPECT_EQ(ix.status().code(), Status::Code::kInvalidArgument);
+  // 8-bit PQ trains 256 centroids a sub-quantizer: fewer training rows cannot.
+  spec.hs.codes = CodeKind::kPq;
+  spec.min_train_rows = 100;
+  auto pq = DualIndex::Create(spec, Standardizer::Identity(kDh), Standardizer::Identity(kDr));
+  ASSERT_FALSE(pq.ok());
+  EXPECT_NE(pq.status().message().find("256"), std::string::npos) << pq.status().message();
+}
+
+// Records and snapshots written before code kinds said "sq8": true on every
+// half; it quantized HNSW and IVF halves only, and still does.
+TEST(DualIndexSpecJson, TheOlderSq8QuantizesOnlyAnnHalves) {
+  auto spec = DualIndexSpec::FromJson(R"({"dim_hs": 8, "dim_rw": 4, "hs": {"kind": "hnsw", "sq8": true},
+                                          "rw": {"kind": "flat", "sq8": true}})");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->hs.codes, CodeKind::kSq8);
+  EXPECT_EQ(spec->rw.codes, CodeKind::kNone);
+  auto back = DualIndexSpec::FromJson(spec->ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->ToJson(), spec->ToJson());
+  EXPECT_FALSE(DualIndexSpec::FromJson(R"({"dim_hs": 8, "dim_rw": 4, "hs": {"codes": "rabitq"}})").ok());
 }
 
 }  // namespace

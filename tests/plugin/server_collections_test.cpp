@@ -347,6 +347,69 @@ TEST_F(ServerTest, QdrantQuantizationKeepsScoresExact) {
            R"({"vector": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16], "params": {"quantization": {"oversampling": 0}}})");
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("oversampling"), std::string::npos) << r.body;
+  // The codes are chosen at creation: an update that asks for the same is
+  // accepted, another is refused rather than ignored.
+  EXPECT_EQ(Call("PATCH", "/qdrant/collections/q", R"({"quantization_config": {"binary": {"always_ram": false}}})").status, 200);
+  r = Call("PATCH", "/qdrant/collections/q", R"({"quantization_config": {"scalar": {"type": "int8"}}})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("binary"), std::string::npos) << r.body;
+  // Codes over vectors that are not unit length (Dot) are refused before
+  // anything is written: the name stays free.
+  for (const char* create : {R"({"vectors": {"size": 8, "distance": "Dot"}, "quantization_config": {"binary": {}}})",
+                             R"({"vectors": {"size": 8, "distance": "Cosine", "quantization_config": {"binary": {}}}})"}) {
+    r = Call("PUT", "/qdrant/collections/dots", create);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(Call("GET", "/qdrant/collections/dots").status, 404) << create;
+  }
+  r = Call("PUT", "/collections/dots2", R"({"vector_size": 8, "distance": "Dot", "index": {"codes": "pq"}})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Call("GET", "/collections/dots2").status, 404);
+  EXPECT_EQ(Call("PUT", "/qdrant/collections/dots", R"({"vectors": {"size": 8, "distance": "Dot"}})").status, 200);
+}
+
+// A sharded collection with codes answers as a cluster does (database/
+// shard_query.h): each shard re-scores its candidates exactly and the merge
+// is exact, so every score is the cosine computed here, and with candidates
+// enough to cover every shard the answer is a one-shard exact collection's.
+TEST_F(ServerTest, AShardedCollectionWithCodesMergesExactScores) {
+  ASSERT_EQ(Call("PUT", "/collections/coded",
+                 R"({"vector_size": 16, "distance": "Cosine", "shards": 3, "index": {"codes": "binary", "on_disk": true}})").status, 201);
+  ASSERT_EQ(Call("PUT", "/collections/exact", R"({"vector_size": 16, "distance": "Cosine"})").status, 201);
+  const size_t dim = 16, n = 1200;  // about 400 a shard: past the 256 rows the codes train on
+  std::mt19937 rng(8);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::vector<std::vector<float>> vectors(n, std::vector<float>(dim));
+  for (size_t i = 0; i < n; ++i)
+    for (auto& x : vectors[i]) x = g(rng) + (i % 3 == 0 ? 0.7f : 0.0f);
+  for (size_t at = 0; at < n; at += 100) {  // the API's batch limit
+    json docs = {{"documents", json::array()}, {"wait", true}};
+    for (size_t i = at; i < at + 100; ++i) docs["documents"].push_back({{"id", std::to_string(i)}, {"vector", vectors[i]}});
+    for (const char* c : {"coded", "exact"}) {
+      auto r = Call("POST", std::string("/collections/") + c + "/documents", docs.dump());
+      ASSERT_EQ(r.status, 200) << r.body;
+    }
+  }
+  auto cosine = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t j = 0; j < dim; ++j) ab += double(a[j]) * b[j], aa += double(a[j]) * a[j], bb += double(b[j]) * b[j];
+    return ab / std::sqrt(aa * bb);
+  };
+  for (int q = 0; q < 5; ++q) {
+    std::vector<float> v(dim);
+    for (auto& x : v) x = g(rng);
+    json coded = Body(Call("POST", "/collections/coded/search", json{{"vector", v}, {"k", 10}}.dump()))["hits"];
+    ASSERT_EQ(coded.size(), 10u);
+    for (const json& h : coded)
+      EXPECT_NEAR(h["score"].get<double>(), cosine(v, vectors[std::stoul(h["id"].get<std::string>())]), 1e-5);
+    coded = Body(Call("POST", "/collections/coded/search", json{{"vector", v}, {"k", 10}, {"oversample", 1000}}.dump()))["hits"];
+    const json exact = Body(Call("POST", "/collections/exact/search", json{{"vector", v}, {"k", 10}}.dump()))["hits"];
+    ASSERT_EQ(coded.size(), exact.size());
+    for (size_t i = 0; i < exact.size(); ++i) {
+      EXPECT_EQ(coded[i]["id"], exact[i]["id"]) << "rank " << i;
+      EXPECT_NEAR(coded[i]["score"].get<double>(), exact[i]["score"].get<double>(), 1e-6);
+    }
+  }
+  EXPECT_EQ(Call("POST", "/collections/coded/search", R"({"query": "", "vector": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16], "oversample": 0})").status, 400);
 }
 
 }  // namespace

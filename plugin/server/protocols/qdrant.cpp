@@ -223,8 +223,21 @@ HttpResponse QdrantRouter::DeleteCollection(const Call& call) {
 HttpResponse QdrantRouter::UpdateCollection(const Call& call) {
   if (!core_->GetCollection(call.name()).ok())
     return QdrantError(404, "Not found: Collection `" + call.name() + "` doesn't exist!");
-  // Optimizer, HNSW and quantization settings tune Qdrant's own storage;
-  // moeedb's indexes are chosen at creation (the collections API).
+  // Optimizer and HNSW settings tune Qdrant's own storage; moeedb's indexes
+  // are chosen at creation, so a quantization_config other than the
+  // collection's is refused rather than ignored.
+  const json& j = call.body;
+  if (j.is_object() && j.contains("quantization_config") && !j["quantization_config"].is_null()) {
+    auto c = core_->OpenCollection(call.name());
+    if (!c.ok()) return FromStatus(c.status());
+    DualIndexSpec asked = (*c)->layout().index;
+    if (Status st = ApplyQuantizationConfig(j["quantization_config"], &asked); !st.ok()) return FromStatus(st);
+    const SignalIndexSpec& now = (*c)->layout().index.hs;
+    if (asked.hs.codes != now.codes || (now.codes == CodeKind::kPq && asked.hs.pq_dims != now.pq_dims))
+      return QdrantError(400, "Bad request: moeedb chooses a collection's quantization when it is created; this one has " +
+                                  (QuantizationConfig(now).is_null() ? std::string("none")
+                                                                     : QuantizationConfig(now).begin().key()));
+  }
   return Ok(true, call.t0);
 }
 
@@ -284,6 +297,8 @@ HttpResponse QdrantRouter::CreateCollection(const Call& call) {
       for (auto it = p.begin(); it != p.end(); ++it)
         if (it.key() == "multivector_config" && !it.value().is_null())
           return Bad(label + "': multivectors are not supported by moeedb");
+        else if (it.key() == "quantization_config" && !it.value().is_null())
+          return Bad(label + "': a vector's own quantization_config is not supported by moeedb: give the collection's");
         else if (it.key() == "datatype" && !it.value().is_null() && it.value() != "float32")
           return Bad(label + "': datatype " + it.value().dump().substr(0, 40) + " is not supported by moeedb (float32 only)");
       if (!p.contains("size") || !p["size"].is_number_unsigned())

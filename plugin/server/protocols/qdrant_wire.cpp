@@ -258,6 +258,10 @@ Result<SearchSpec> QuerySpec(const json& j, size_t offset) {
 
 Status ApplyQuantizationConfig(const json& config, DualIndexSpec* index) {
   if (config.is_null()) return Status::OK();
+  if (config == json("Disabled")) {  // an update's way to say none
+    index->hs.codes = index->rw.codes = CodeKind::kNone;
+    return Status::OK();
+  }
   if (!config.is_object() || config.size() != 1)
     return Bad("'quantization_config' must be one of {\"scalar\": {...}}, {\"product\": {...}}, {\"binary\": {...}}");
   const std::string kind = config.begin().key();

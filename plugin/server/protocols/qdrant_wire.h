@@ -50,7 +50,8 @@ Result<size_t> Count(const json& j, const char* key, size_t fallback, size_t max
 Result<SearchSpec> QuerySpec(const json& request, size_t offset = 0);
 // Qdrant's quantization_config onto a collection's index: {"scalar": {"type":
 // "int8"}} as sq8 codes, {"product": {"compression": "x4".."x64"}} as PQ of
-// compression/4 dimensions a byte, {"binary": {}} as 1-bit codes; null: none.
+// compression/4 dimensions a byte, {"binary": {}} as 1-bit codes; null: no
+// change; "Disabled" (an update's spelling): none.
 // always_ram, quantile and the binary encodings are accepted (moeedb's codes
 // are always in RAM; its scores always re-scored exactly).
 Status ApplyQuantizationConfig(const json& config, DualIndexSpec* index);
