@@ -17,6 +17,7 @@
 //
 //   quantized_search (--vectors FILE.jsonl | --synthetic HS,RW) [--docs N] [--queries Q]
 //                    [--alpha A] [--configs LIST] [--oversample LIST] [--nprobe N]
+//                    [--faiss binaryflat,hnswsq,ivfpq]
 // FILE.jsonl is `moeedb embed` output ({"hs": [...], "rw": [...]} a line):
 // the first N lines are the documents, the next Q the queries (a binary
 // copy, FILE.f32, is written beside it on first read). --synthetic embeds
@@ -54,6 +55,11 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Rows a collection's calibration statistics are fitted on here, and rows
+// added per Add call (an ingest's batches); neither is the search k limit.
+constexpr size_t kCalibrationRows = 10'000;
+constexpr size_t kAddBatch = 10'000;
 
 [[noreturn]] void Die(const std::string& m) {
   std::fprintf(stderr, "quantized_search: %s\n", m.c_str());
@@ -190,6 +196,7 @@ int main(int argc, char** argv) {
   std::string configs = "flat/binary,ivf/binary,hnsw/binary,ivf/pq,hnsw/pq,hnsw/none,hnsw/sq8";
   std::string oversamples = "2,4,8,16";
   int nprobe = 32;
+  std::string faiss_kinds = "binaryflat,hnswsq,ivfpq";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -204,6 +211,7 @@ int main(int argc, char** argv) {
     else if (a == "--configs") configs = next();
     else if (a == "--oversample") oversamples = next();
     else if (a == "--nprobe") nprobe = std::stoi(next());
+    else if (a == "--faiss") faiss_kinds = next();
     else Die("unknown flag " + a);
   }
   Vectors all;
@@ -219,7 +227,7 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> ids(docs);
   for (size_t i = 0; i < docs; ++i) ids[i] = i + 1;
   // The collection's calibration: statistics of a sample of the documents.
-  const size_t calib = std::min<size_t>(docs, 10000);
+  const size_t calib = std::min<size_t>(docs, kCalibrationRows);
   const Standardizer sh = Standardizer::Fit(all.hs.data(), calib, dh), sr = Standardizer::Fit(all.rw.data(), calib, dr);
   const char* tmp = std::getenv("TMPDIR");
   const std::string rows_folder = std::string(tmp ? tmp : "/var/tmp") + "/moeedb-quantized-bench";
@@ -233,8 +241,8 @@ int main(int argc, char** argv) {
   exact_spec.dim_hs = dh, exact_spec.dim_rw = dr;
   auto exact = DualIndex::Create(exact_spec, sh, sr);
   if (!exact.ok()) Die(exact.status().ToString());
-  for (size_t at = 0; at < docs; at += 10000) {
-    const size_t n = std::min<size_t>(10000, docs - at);
+  for (size_t at = 0; at < docs; at += kAddBatch) {
+    const size_t n = std::min<size_t>(kAddBatch, docs - at);
     std::vector<uint64_t> part(ids.begin() + at, ids.begin() + at + n);
     if (!(*exact)->Add(part, all.hs.data() + at * dh, all.rw.data() + at * dr).ok()) Die("exact add");
   }
@@ -289,8 +297,8 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     auto ix = DualIndex::Create(spec, sh, sr, rows_folder);
     if (!ix.ok()) Die(ix.status().ToString());
-    for (size_t at = 0; at < docs; at += 10000) {
-      const size_t n = std::min<size_t>(10000, docs - at);
+    for (size_t at = 0; at < docs; at += kAddBatch) {
+      const size_t n = std::min<size_t>(kAddBatch, docs - at);
       std::vector<uint64_t> part(ids.begin() + at, ids.begin() + at + n);
       Status st = (*ix)->Add(part, all.hs.data() + at * dh, all.rw.data() + at * dr);
       if (!st.ok()) Die(config + ": " + st.ToString());
@@ -359,7 +367,8 @@ int main(int argc, char** argv) {
     for (auto x : l) if (x >= 0) got.push_back(static_cast<uint64_t>(x) + 1);
     return got;
   };
-  {  // sign codes of the concatenation (Faiss does not centre: standardized rows are centred already)
+  auto wanted = [&](const char* kind) { return ("," + faiss_kinds + ",").find(std::string(",") + kind + ",") != std::string::npos; };
+  if (wanted("binaryflat")) {  // sign codes of the concatenation (Faiss does not centre: standardized rows are centred already)
     const size_t bytes = (d + 7) / 8;
     auto encode = [&](const float* x, uint8_t* code) {
       std::fill(code, code + bytes, 0);
@@ -380,7 +389,7 @@ int main(int argc, char** argv) {
       return labels_to_ids(lab);
     });
   }
-  {
+  if (wanted("hnswsq")) {
     const auto t0 = Clock::now();
     faiss::IndexHNSWSQ hsq(static_cast<int>(d), faiss::ScalarQuantizer::QT_8bit, 32, faiss::METRIC_INNER_PRODUCT);
     hsq.hnsw.efConstruction = 80;
@@ -397,7 +406,7 @@ int main(int argc, char** argv) {
       return labels_to_ids(lab);
     });
   }
-  {
+  if (wanted("ivfpq")) {
     size_t m = d / 8;
     while (m > 1 && d % m != 0) --m;
     const size_t nlist = static_cast<size_t>(4 * std::sqrt(double(docs)));

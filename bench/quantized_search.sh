@@ -7,7 +7,9 @@
 #      embedded once with `moeedb embed` into build/bench-quantized/ (kept
 #      out of git; reused when there), the last QUERIES of them the queries;
 #      alpha 0.15, the model's;
-#   2. OLMoE-shaped synthetic vectors (HS 2048 + RW 1024, clustered), alpha 1.
+#   2. OLMoE-shaped synthetic vectors (HS 2048 + RW 1024, clustered), alpha 1,
+#      without the HNSW builds over Faiss's scalar and PQ codes (Debian's
+#      generic Faiss build takes over ten minutes each at 3,072 dimensions).
 # Each prints its table (stderr) and one JSON object, saved beside the vectors.
 #
 # Usage: bash bench/quantized_search.sh [DOCS=100000] [QUERIES=200] [OLMOE_DOCS=DOCS]
@@ -32,4 +34,5 @@ build/bench/quantized_search --vectors "$WORK/vectors-$N.jsonl" --docs "$DOCS" -
   | tee "$WORK/default-$DOCS.json"
 echo "== OLMoE-shaped vectors (2048 + 1024): $OLMOE_DOCS documents, $QUERIES queries" >&2
 build/bench/quantized_search --synthetic 2048,1024 --docs "$OLMOE_DOCS" --queries "$QUERIES" --alpha 1 \
+  --configs flat/binary,ivf/binary,hnsw/binary,ivf/pq,hnsw/none --faiss binaryflat,ivfpq \
   | tee "$WORK/olmoe-$OLMOE_DOCS.json"

@@ -204,6 +204,33 @@ def test_client_vectors_and_batches(server: Server, client: Client, collection_n
         client.delete_collection(collection_name)
 
 
+def test_codes_on_disk_and_oversample_keep_scores_exact(client: Client, collection_name: str) -> None:
+    """A collection whose index keeps 1-bit codes in RAM and its rows on disk: every score
+    the client gets is the cosine computed here, at any oversample; a bad one is a 400."""
+    client.create_collection(collection_name, vector_size=8, distance="Cosine",
+                             index={"codes": "binary", "on_disk": True, "oversample": 2})
+    try:
+        rows = [[math.sin(i * 0.37 + j) + (0.5 if i % 5 == 0 else 0.0) for j in range(8)] for i in range(600)]
+        client.upsert(collection_name, [Document(id=f"r{i:03d}", vector=v) for i, v in enumerate(rows)])
+
+        def cosine(a: list[float], b: list[float]) -> float:
+            return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+        query = [math.cos(j * 1.3) for j in range(8)]
+        exact = client.search(collection_name, vector=query, k=10, exact=True).hits
+        for oversample in (None, 1, 50):
+            hits = client.search(collection_name, vector=query, k=10, oversample=oversample).hits
+            assert len(hits) == 10
+            for h in hits:
+                assert h.score == pytest.approx(cosine(query, rows[int(h.id[1:])]), abs=1e-5)
+        covering = client.search(collection_name, vector=query, k=10, oversample=1000).hits
+        assert [h.id for h in covering] == [h.id for h in exact]
+        with pytest.raises(moeedb.BadRequestError, match="oversample"):
+            client.search(collection_name, vector=query, oversample=0.5)
+    finally:
+        client.delete_collection(collection_name)
+
+
 def test_embed(client: Client) -> None:
     vectors = client.embed(["A dog runs.", "A dog is running."])
     assert len(vectors) == 2 and len(vectors[0]) == len(vectors[1]) > 100

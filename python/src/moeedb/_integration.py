@@ -18,7 +18,7 @@ from moeedb.search import Hit
 
 # The moeedb search fields the stores' search methods take as keyword arguments.
 SEARCH_FIELDS = frozenset(
-    {"filter", "alpha", "mode", "beta", "min_seq", "exact", "partial", "w_hs", "fusion", "norm", "rrf_k", "using"}
+    {"filter", "alpha", "mode", "beta", "min_seq", "exact", "partial", "w_hs", "fusion", "norm", "rrf_k", "using", "oversample"}
 )
 
 

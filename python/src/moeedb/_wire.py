@@ -226,6 +226,7 @@ def search(
     fusion: str | None,
     norm: str | None,
     rrf_k: float | None,
+    oversample: float | None = None,
 ) -> Call[SearchResult]:
     if query is None and vector is None:
         raise ValueError("search needs a query text, a vector, or both")
@@ -245,6 +246,7 @@ def search(
         ("fusion", fusion),
         ("norm", norm),
         ("rrf_k", rrf_k),
+        ("oversample", oversample),
     ))
     return Call("POST", f"{_collection(collection)}/search", SearchResult.from_json, body=body)
 

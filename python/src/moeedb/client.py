@@ -197,17 +197,21 @@ class Client:
         fusion: Fusion | None = None,
         norm: Norm | None = None,
         rrf_k: float | None = None,
+        oversample: float | None = None,
     ) -> SearchResult:
         """The `k` best documents for a text `query` and/or the client's `vector`.
 
         `alpha` weighs RW against HS (`score = score_hs + alpha * score_rw`; default the
         collection's); `mode` is fused, hs, rw, lexical or hybrid (with `beta`, `w_hs`,
         `fusion`, `norm`, `rrf_k`); `filter` is moeedb's metadata filter; `min_seq`
-        waits for that write to be applied. Fields left None take the server's defaults.
+        waits for that write to be applied; `oversample` is the candidates an ANN or coded
+        index proposes per hit (re-scored exactly; default the collection's). Fields left
+        None take the server's defaults.
         """
         return self._send(_wire.search(collection, query, vector=vector, using=using, k=k, alpha=alpha, mode=mode,
                                        filter=filter, exact=exact, min_seq=min_seq, partial=partial, beta=beta,
-                                       w_hs=w_hs, fusion=fusion, norm=norm, rrf_k=rrf_k))
+                                       w_hs=w_hs, fusion=fusion, norm=norm, rrf_k=rrf_k,
+                                       oversample=oversample))
 
     def embed(self, texts: str | Sequence[str], *, model: str = "default",
               batch_size: int = 1000) -> list[list[float]]:
