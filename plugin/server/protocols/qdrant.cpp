@@ -337,8 +337,14 @@ HttpResponse QdrantRouter::CreateCollection(const Call& call) {
   }
   o.lexical = LexicalSpec{true};
   o.index.rows_on_disk = on_disk;
-  if (j.contains("quantization_config"))
+  if (j.contains("quantization_config")) {
     if (Status st = ApplyQuantizationConfig(j["quantization_config"], &o.index); !st.ok()) return FromStatus(st);
+    // Qdrant quantizes Dot and Euclid vectors too; moeedb's codes need unit
+    // vectors, so such a collection is searched exactly from its rows
+    // (answers as correct, a scan's speed) and reports no quantization.
+    auto hs = Standardizer::FromJson(o.std_hs_json.empty() ? Standardizer::Identity(o.dim_hs).ToJson() : o.std_hs_json);
+    if (hs.ok() && !hs->normalizes() && o.index.hs.kind == IndexKind::kFlat) o.index.hs.codes = CodeKind::kNone;
+  }
   auto c = core_->CreateCollection(name, o);
   if (!c.ok()) return FromStatus(c.status());
   return Ok(true, call.t0);
