@@ -41,6 +41,7 @@
 #include "engine/model/random_checkpoint.h"
 #include "engine/model/routing_policy.h"
 #include "bench/bench_child.h"
+#include "bench/bench_samples.h"
 #include "bench/cpu_flags.h"
 #include "bench/stream_texts.h"
 #include "engine/kernels/int8_gemm.h"
@@ -57,17 +58,10 @@ namespace m = moeedb;
 
 namespace {
 
-using namespace m::bench;  // Flag, IntFlag, Die, RunChild
+using namespace m::bench;  // Flag, IntFlag, Die, RunChild, StatusBytes
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-int64_t StatusBytes(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::strlen(key))) * 1024;
-  return -1;
-}
 int64_t PeakRssBytes() { return StatusBytes("VmHWM:"); }
 
 std::vector<std::vector<int32_t>> RandomIds(int64_t n, const std::vector<int64_t>& lengths, int64_t vocab,

@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_samples.h"
 #include "bench/cpu_flags.h"
 #include "index/binary_codes.h"
 #include "index/dual_index.h"
@@ -70,15 +71,6 @@ struct Vectors {
   size_t dh = 0, dr = 0, n = 0;
   std::vector<float> hs, rw;
 };
-
-// kB of a /proc/self/status line ("RssAnon:", "RssFile:").
-size_t StatusKb(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key, 0) == 0) return std::stoul(line.substr(std::strlen(key)));
-  return 0;
-}
 
 Vectors ReadJsonl(const std::string& path, size_t want) {
   Vectors v;
@@ -146,11 +138,6 @@ Vectors Synthetic(size_t dh, size_t dr, size_t n) {
   return v;
 }
 
-double Percentile(std::vector<double> xs, double p) {
-  std::sort(xs.begin(), xs.end());
-  return xs[std::min(xs.size() - 1, static_cast<size_t>(p * static_cast<double>(xs.size())))];
-}
-
 struct Timing {
   double p50_ms = 0, p99_ms = 0, qps = 0;
 };
@@ -165,7 +152,8 @@ Timing Time(size_t nq, F&& search) {
     search(q);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
-  t.p50_ms = Percentile(ms, 0.5), t.p99_ms = Percentile(ms, 0.99);
+  const json p = bench::Percentiles(ms);
+  t.p50_ms = p["p50_ms"].get<double>(), t.p99_ms = p["p99_ms"].get<double>();
   std::atomic<size_t> next{0};
   const auto t0 = Clock::now();
   std::vector<std::thread> clients;
@@ -293,7 +281,7 @@ int main(int argc, char** argv) {
     spec.hs.nprobe = spec.rw.nprobe = nprobe;
     spec.rows_on_disk = true;
     malloc_trim(0);
-    const size_t anon0 = StatusKb("RssAnon:"), file0 = StatusKb("RssFile:");
+    const int64_t anon0 = bench::StatusBytes("RssAnon:"), file0 = bench::StatusBytes("RssFile:");
     const auto t0 = Clock::now();
     auto ix = DualIndex::Create(spec, sh, sr, rows_folder);
     if (!ix.ok()) Die(ix.status().ToString());
@@ -305,8 +293,8 @@ int main(int argc, char** argv) {
     }
     const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
     malloc_trim(0);
-    const double anon = (static_cast<double>(StatusKb("RssAnon:")) - static_cast<double>(anon0)) * 1024.0 / double(docs);
-    const double file = (static_cast<double>(StatusKb("RssFile:")) - static_cast<double>(file0)) * 1024.0 / double(docs);
+    const double anon = static_cast<double>(bench::StatusBytes("RssAnon:") - anon0) / double(docs);
+    const double file = static_cast<double>(bench::StatusBytes("RssFile:") - file0) / double(docs);
     const double heap = static_cast<double>((*ix)->memory_bytes()) / double(docs);
     const double mapped = static_cast<double>((*ix)->mapped_bytes()) / double(docs);
     const bool coded = *kind != IndexKind::kFlat || *codes != CodeKind::kNone;

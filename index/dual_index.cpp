@@ -158,14 +158,14 @@ struct DualIndex::SignalIndex {
     return ivf;
   }
 
-  // Rows [from, to) as 1-bit codes of binary_bytes() bytes each, for a Faiss binary index.
-  std::vector<uint8_t> BinaryRows(size_t from, size_t to) const {
+  // Rows [from, to) as `encoder`'s 1-bit codes, binary_bytes() bytes each, for a Faiss binary index.
+  std::vector<uint8_t> BinaryRows(const BinaryCodes& encoder, size_t from, size_t to) const {
     std::vector<float> tmp;
     const float* src = Rows(from, to, &tmp);
-    std::vector<uint64_t> word(bits->words());
+    std::vector<uint64_t> word(encoder.words());
     std::vector<uint8_t> out((to - from) * binary_bytes());
     for (size_t i = 0; i < to - from; ++i) {
-      bits->Encode(src + i * dim, word.data());
+      encoder.Encode(src + i * dim, word.data());
       std::memcpy(out.data() + i * binary_bytes(), word.data(), binary_bytes());
     }
     return out;
@@ -197,9 +197,7 @@ struct DualIndex::SignalIndex {
         if (spec.kind != IndexKind::kFlat) {
           index = MakeBinaryAnn(n_rows);
           if (!index->is_trained) {
-            std::swap(bits, encoder);  // BinaryRows encodes with `bits`
-            const auto codes = BinaryRows(0, sample);
-            std::swap(bits, encoder);
+            const auto codes = BinaryRows(*encoder, 0, sample);
             index->train(static_cast<FaissId>(sample), codes.data());
           }
         }
@@ -216,14 +214,19 @@ struct DualIndex::SignalIndex {
     if (ann_rows == n_rows) return;
     const size_t n = n_rows - ann_rows;
     const bool ivf = spec.kind == IndexKind::kIvf;
-    std::vector<FaissId> ids(n), dead;
-    for (size_t i = 0; i < n; ++i) ids[i] = static_cast<FaissId>(ann_rows + i);
-    for (size_t i = ann_rows; i < n_rows; ++i)
-      if (!alive[i]) dead.push_back(static_cast<FaissId>(i));
+    // IVF takes row positions as ids and removes the rows already dead;
+    // the other kinds number rows by position and filter dead candidates.
+    std::vector<FaissId> ids, dead;
+    if (ivf) {
+      for (size_t i = ann_rows; i < n_rows; ++i) {
+        ids.push_back(static_cast<FaissId>(i));
+        if (!alive[i]) dead.push_back(static_cast<FaissId>(i));
+      }
+    }
     if (bits && !bann) {
       bits->Add(Rows(ann_rows, n_rows, &tmp), n);
     } else if (bann) {
-      const auto codes = BinaryRows(ann_rows, n_rows);
+      const auto codes = BinaryRows(*bits, ann_rows, n_rows);
       if (ivf) bann->add_with_ids(static_cast<FaissId>(n), codes.data(), ids.data());
       else bann->add(static_cast<FaissId>(n), codes.data());
       // Rows already dead when they reach an IVF index are removed again.
@@ -301,7 +304,18 @@ Status DualIndex::Add(const std::vector<uint64_t>& ids, const float* hs, const f
   return AddNormalized(ids, hn.data(), rn.data());
 }
 
-Status DualIndex::AppendNormalized(const std::vector<uint64_t>& ids, const float* hn, const float* rn) {
+Status DualIndex::SyncHalves(SignalIndex* hs, SignalIndex* rw, const std::vector<uint8_t>& alive, size_t min_train,
+                             const char* what) {
+  try {
+    hs->Sync(alive.size(), alive, min_train);
+    rw->Sync(alive.size(), alive, min_train);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("ANN index ") + what + " failed: " + e.what());
+  }
+  return Status::OK();
+}
+
+Status DualIndex::AddNormalized(const std::vector<uint64_t>& ids, const float* hn, const float* rn) {
   const size_t n = ids.size(), hs_before = hs_->rows_buf.size();
   MOEEDB_RETURN_IF_ERROR(hs_->Append(hn, n));
   Status st = rw_->Append(rn, n);
@@ -314,22 +328,7 @@ Status DualIndex::AppendNormalized(const std::vector<uint64_t>& ids, const float
     pos_to_id_.push_back(ids[i]);
     alive_.push_back(1);
   }
-  return Status::OK();
-}
-
-Status DualIndex::SyncCodes() {
-  try {
-    hs_->Sync(pos_to_id_.size(), alive_, spec_.min_train_rows);
-    rw_->Sync(pos_to_id_.size(), alive_, spec_.min_train_rows);
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string("ANN index add failed: ") + e.what());
-  }
-  return Status::OK();
-}
-
-Status DualIndex::AddNormalized(const std::vector<uint64_t>& ids, const float* hn, const float* rn) {
-  MOEEDB_RETURN_IF_ERROR(AppendNormalized(ids, hn, rn));
-  return SyncCodes();
+  return SyncHalves(hs_.get(), rw_.get(), alive_, spec_.min_train_rows, "add");
 }
 
 size_t DualIndex::Remove(const std::vector<uint64_t>& ids) {
@@ -378,11 +377,7 @@ Status DualIndex::Rebuild() {
     }
   }
   const std::vector<uint8_t> alive(pos_to_id.size(), 1);
-  try {
-    for (auto& h : halves) h->Sync(pos_to_id.size(), alive, spec_.min_train_rows);
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string("ANN index rebuild failed: ") + e.what());
-  }
+  MOEEDB_RETURN_IF_ERROR(SyncHalves(halves[0].get(), halves[1].get(), alive, spec_.min_train_rows, "rebuild"));
   hs_ = std::move(halves[0]);
   rw_ = std::move(halves[1]);
   pos_to_id_ = std::move(pos_to_id);

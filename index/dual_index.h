@@ -175,9 +175,10 @@ class DualIndex {
   struct SignalIndex;
   DualIndex();
   Status AddNormalized(const std::vector<uint64_t>& ids, const float* hs_n, const float* rw_n);
-  // Appends rows and ids without bringing the codes up to date; SyncCodes does.
-  Status AppendNormalized(const std::vector<uint64_t>& ids, const float* hs_n, const float* rw_n);
-  Status SyncCodes();
+  // Brings both halves' codes up to date with their rows (`alive` of them);
+  // a throw from Faiss as Internal "ANN index <what> failed".
+  static Status SyncHalves(SignalIndex* hs, SignalIndex* rw, const std::vector<uint8_t>& alive, size_t min_train,
+                           const char* what);
   // The standardized query halves (zeros for a null half); InvalidArgument
   // on a non-finite value.
   Status StandardizeQuery(const float* hs, const float* rw, std::vector<float>* qh, std::vector<float>* qr) const;

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "index/dual_index.h"
+#include "tests/index/reference_cosine.h"
 #include "tests/test_util.h"
 
 namespace moeedb {
@@ -29,37 +30,16 @@ Rows RandomRows(size_t n, uint32_t seed) {
   return r;
 }
 
-// Mean and unbiased std per feature, in double: the z-score the index must apply.
-struct Z {
-  std::vector<double> mean, sd;
-};
-Z FitZ(const std::vector<float>& rows, size_t dim) {
-  const size_t n = rows.size() / dim;
-  Z z{std::vector<double>(dim), std::vector<double>(dim)};
-  for (size_t j = 0; j < dim; ++j) {
-    double m = 0, v = 0;
-    for (size_t i = 0; i < n; ++i) m += rows[i * dim + j];
-    m /= static_cast<double>(n);
-    for (size_t i = 0; i < n; ++i) v += (rows[i * dim + j] - m) * (rows[i * dim + j] - m);
-    z.mean[j] = m, z.sd[j] = std::sqrt(v / static_cast<double>(n - 1));
-  }
-  return z;
-}
-double Cos(const float* a, const float* b, size_t dim, const Z& z) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t j = 0; j < dim; ++j) {
-    const double x = (a[j] - z.mean[j]) / (z.sd[j] + 1e-8), y = (b[j] - z.mean[j]) / (z.sd[j] + 1e-8);
-    ab += x * y, aa += x * x, bb += y * y;
-  }
-  return ab / std::sqrt(aa * bb);
-}
+using test::FitZScore;
+using test::ZScore;
+using test::ZScoredCosine;
 
 class DualIndexTest : public ::testing::Test {
  protected:
   void SetUp() override {
     rows_ = RandomRows(kRows, 7);
-    zh_ = FitZ(rows_.hs, kDh);
-    zr_ = FitZ(rows_.rw, kDr);
+    zh_ = FitZScore(rows_.hs, kDh);
+    zr_ = FitZScore(rows_.rw, kDr);
     DualIndexSpec spec;
     spec.dim_hs = kDh, spec.dim_rw = kDr;
     auto ix = DualIndex::Create(spec, Standardizer::Fit(rows_.hs.data(), kRows, kDh),
@@ -75,7 +55,7 @@ class DualIndexTest : public ::testing::Test {
     std::vector<std::pair<uint64_t, double>> all;
     for (size_t i = 0; i < kRows; ++i) {
       if (alive && !(*alive)[i]) continue;
-      const double h = Cos(qh, &rows_.hs[i * kDh], kDh, zh_), r = Cos(qr, &rows_.rw[i * kDr], kDr, zr_);
+      const double h = ZScoredCosine(qh, &rows_.hs[i * kDh], kDh, zh_), r = ZScoredCosine(qr, &rows_.rw[i * kDr], kDr, zr_);
       all.push_back({ids_[i], mode == QueryMode::kHs ? h : mode == QueryMode::kRw ? r : h + alpha * r});
     }
     std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
@@ -83,7 +63,7 @@ class DualIndexTest : public ::testing::Test {
     return all;
   }
   Rows rows_;
-  Z zh_, zr_;
+  ZScore zh_, zr_;
   std::vector<uint64_t> ids_;
   std::unique_ptr<DualIndex> index_;
 };
@@ -112,7 +92,7 @@ TEST_F(DualIndexTest, ScoreRemoveAndSnapshot) {
   ASSERT_TRUE(scored.ok());
   ASSERT_EQ(scored->size(), 2u);  // the unknown id is left out
   EXPECT_EQ((*scored)[0].id, ids_[3]);
-  EXPECT_NEAR((*scored)[0].score_hs, Cos(q.hs.data(), &rows_.hs[3 * kDh], kDh, zh_), 1e-4);
+  EXPECT_NEAR((*scored)[0].score_hs, ZScoredCosine(q.hs.data(), &rows_.hs[3 * kDh], kDh, zh_), 1e-4);
   EXPECT_NEAR((*scored)[0].score, (*scored)[0].score_hs + 2.0f * (*scored)[0].score_rw, 1e-5);
   // Removal: the removed ids never come back, the rest rank as before.
   std::vector<bool> alive(kRows, true);

@@ -17,6 +17,7 @@
 
 #include "index/binary_codes.h"
 #include "index/dual_index.h"
+#include "tests/index/reference_cosine.h"
 #include "tests/test_util.h"
 
 namespace moeedb {
@@ -105,29 +106,9 @@ Data Centres() {
   return c;
 }
 
-struct Z {
-  std::vector<double> mean, sd;
-};
-Z FitZ(const std::vector<float>& rows, size_t dim) {
-  const size_t n = rows.size() / dim;
-  Z z{std::vector<double>(dim), std::vector<double>(dim)};
-  for (size_t j = 0; j < dim; ++j) {
-    double m = 0, v = 0;
-    for (size_t i = 0; i < n; ++i) m += rows[i * dim + j];
-    m /= double(n);
-    for (size_t i = 0; i < n; ++i) v += (rows[i * dim + j] - m) * (rows[i * dim + j] - m);
-    z.mean[j] = m, z.sd[j] = std::sqrt(v / double(n - 1));
-  }
-  return z;
-}
-double Cos(const float* a, const float* b, size_t dim, const Z& z) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t j = 0; j < dim; ++j) {
-    const double x = (a[j] - z.mean[j]) / (z.sd[j] + 1e-8), y = (b[j] - z.mean[j]) / (z.sd[j] + 1e-8);
-    ab += x * y, aa += x * x, bb += y * y;
-  }
-  return ab / std::sqrt(aa * bb);
-}
+using test::FitZScore;
+using test::ZScore;
+using test::ZScoredCosine;
 
 class QuantizedIndexTest : public ::testing::Test {
  protected:
@@ -135,8 +116,8 @@ class QuantizedIndexTest : public ::testing::Test {
     centres_ = Centres();
     rows_ = Clustered(kRows, 7, centres_);
     queries_ = Clustered(20, 99, centres_);
-    zh_ = FitZ(rows_.hs, kDh);
-    zr_ = FitZ(rows_.rw, kDr);
+    zh_ = FitZScore(rows_.hs, kDh);
+    zr_ = FitZScore(rows_.rw, kDr);
     for (size_t i = 0; i < kRows; ++i) ids_.push_back(10 + 7 * i);
     dir_ = fs::path(tmp_.path());
   }
@@ -161,8 +142,8 @@ class QuantizedIndexTest : public ::testing::Test {
     return index;
   }
   double Fused(size_t q, size_t row, float alpha) const {
-    return Cos(&queries_.hs[q * kDh], &rows_.hs[row * kDh], kDh, zh_) +
-           alpha * Cos(&queries_.rw[q * kDr], &rows_.rw[row * kDr], kDr, zr_);
+    return ZScoredCosine(&queries_.hs[q * kDh], &rows_.hs[row * kDh], kDh, zh_) +
+           alpha * ZScoredCosine(&queries_.rw[q * kDr], &rows_.rw[row * kDr], kDr, zr_);
   }
   // Checks every hit's scores against the reference and returns recall@k
   // against the reference top k (of the rows `alive` keeps).
@@ -186,8 +167,8 @@ class QuantizedIndexTest : public ::testing::Test {
       const Hit& h = (*hits)[i];
       const size_t row = (h.id - 10) / 7;
       EXPECT_TRUE(!alive || (*alive)[row]) << label << ": a removed id came back";
-      EXPECT_NEAR(h.score_hs, Cos(r.hs, &rows_.hs[row * kDh], kDh, zh_), 1e-4) << label;
-      EXPECT_NEAR(h.score_rw, Cos(r.rw, &rows_.rw[row * kDr], kDr, zr_), 1e-4) << label;
+      EXPECT_NEAR(h.score_hs, ZScoredCosine(r.hs, &rows_.hs[row * kDh], kDh, zh_), 1e-4) << label;
+      EXPECT_NEAR(h.score_rw, ZScoredCosine(r.rw, &rows_.rw[row * kDr], kDr, zr_), 1e-4) << label;
       EXPECT_NEAR(h.score, Fused(q, row, alpha), 2e-4) << label;
       if (i > 0) EXPECT_GE((*hits)[i - 1].score, h.score) << label;
       found += want.count(h.id);
@@ -195,7 +176,7 @@ class QuantizedIndexTest : public ::testing::Test {
     return double(found) / double(want.size());
   }
   Data centres_, rows_, queries_;
-  Z zh_, zr_;
+  ZScore zh_, zr_;
   std::vector<uint64_t> ids_;
   test::TempDir tmp_;
   fs::path dir_;

@@ -293,6 +293,13 @@ namespace {
 using json = nlohmann::json;
 using servertest::ServerTest;
 
+// The cosine of two of the client's vectors, in double: what every hit's score must be.
+double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t j = 0; j < a.size(); ++j) ab += double(a[j]) * b[j], aa += double(a[j]) * a[j], bb += double(b[j]) * b[j];
+  return ab / std::sqrt(aa * bb);
+}
+
 // Qdrant's quantization_config chooses the codes (binary here) and a vector's
 // on_disk puts the full rows in files; a search's params.quantization sets
 // the oversampling. Every returned score is the exact cosine, computed here
@@ -324,11 +331,6 @@ TEST_F(ServerTest, QdrantQuantizationKeepsScoresExact) {
   }
   r = Call("PUT", "/qdrant/collections/q/points?wait=true", json{{"points", batch}}.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  auto cosine = [&](const std::vector<float>& a, const std::vector<float>& b) {
-    double ab = 0, aa = 0, bb = 0;
-    for (size_t j = 0; j < dim; ++j) ab += double(a[j]) * b[j], aa += double(a[j]) * a[j], bb += double(b[j]) * b[j];
-    return ab / std::sqrt(aa * bb);
-  };
   for (size_t q = 0; q < 5; ++q) {
     std::vector<float> v(dim);
     for (auto& x : v) x = g(rng);
@@ -340,7 +342,7 @@ TEST_F(ServerTest, QdrantQuantizationKeepsScoresExact) {
       const json hits = Body(r)["result"];
       ASSERT_EQ(hits.size(), 5u) << params;
       for (const json& h : hits)
-        EXPECT_NEAR(h["score"].get<double>(), cosine(v, vectors[h["id"].get<size_t>() - 1]), 1e-5) << params;
+        EXPECT_NEAR(h["score"].get<double>(), Cosine(v, vectors[h["id"].get<size_t>() - 1]), 1e-5) << params;
     }
   }
   r = Call("POST", "/qdrant/collections/q/points/search",
@@ -392,18 +394,13 @@ TEST_F(ServerTest, AShardedCollectionWithCodesMergesExactScores) {
       ASSERT_EQ(r.status, 200) << r.body;
     }
   }
-  auto cosine = [&](const std::vector<float>& a, const std::vector<float>& b) {
-    double ab = 0, aa = 0, bb = 0;
-    for (size_t j = 0; j < dim; ++j) ab += double(a[j]) * b[j], aa += double(a[j]) * a[j], bb += double(b[j]) * b[j];
-    return ab / std::sqrt(aa * bb);
-  };
   for (int q = 0; q < 5; ++q) {
     std::vector<float> v(dim);
     for (auto& x : v) x = g(rng);
     json coded = Body(Call("POST", "/collections/coded/search", json{{"vector", v}, {"k", 10}}.dump()))["hits"];
     ASSERT_EQ(coded.size(), 10u);
     for (const json& h : coded)
-      EXPECT_NEAR(h["score"].get<double>(), cosine(v, vectors[std::stoul(h["id"].get<std::string>())]), 1e-5);
+      EXPECT_NEAR(h["score"].get<double>(), Cosine(v, vectors[std::stoul(h["id"].get<std::string>())]), 1e-5);
     coded = Body(Call("POST", "/collections/coded/search", json{{"vector", v}, {"k", 10}, {"oversample", 1000}}.dump()))["hits"];
     const json exact = Body(Call("POST", "/collections/exact/search", json{{"vector", v}, {"k", 10}}.dump()))["hits"];
     ASSERT_EQ(coded.size(), exact.size());
