@@ -15,13 +15,16 @@
 // IndexBinaryFlat (sign codes), IndexHNSWSQ (8-bit) and IndexIVFPQ: their
 // bytes (serialized), recall@10 and latency, with no re-scoring.
 //
-//   quantized_search (--vectors FILE.jsonl | --synthetic HS,RW) [--docs N] [--queries Q]
-//                    [--alpha A] [--configs LIST] [--oversample LIST] [--nprobe N]
-//                    [--faiss binaryflat,hnswsq,ivfpq]
-// FILE.jsonl is `moeedb embed` output ({"hs": [...], "rw": [...]} a line):
-// the first N lines are the documents, the next Q the queries (a binary
-// copy, FILE.f32, is written beside it on first read). --synthetic embeds
-// nothing: clustered random vectors of those dimensions (OLMoE's: 2048,1024).
+//   quantized_search (--vectors FILE.f32 [--query-vectors FILE.f32] | --synthetic HS,RW)
+//                    [--docs N] [--queries Q] [--alpha A] [--configs LIST]
+//                    [--oversample LIST] [--nprobe N] [--faiss binaryflat,hnswsq,ivfpq]
+//   moeedb embed ... | quantized_search --append FILE.f32
+// FILE.f32 holds vectors (--append converts `moeedb embed` output, {"hs":
+// [...], "rw": [...]} a line, and resumes where it stopped): the first N are
+// the documents, the next Q the queries unless --query-vectors gives them
+// (its first Q). --synthetic embeds nothing: clustered random vectors of
+// those dimensions (OLMoE's: 2048,1024), the queries drawn as the documents.
+// Rows are streamed for each index built, never all held at once.
 // Prints one JSON object (with the CPU flags it ran with) on stdout.
 #include <faiss/IndexBinaryFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -30,6 +33,8 @@
 #include <faiss/impl/io.h>
 #include <faiss/index_io.h>
 #include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -38,6 +43,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -61,81 +68,133 @@ namespace {
 // added per Add call (an ingest's batches); neither is the search k limit.
 constexpr size_t kCalibrationRows = 10'000;
 constexpr size_t kAddBatch = 10'000;
+static_assert(kCalibrationRows <= kAddBatch, "the calibration rows are read into one chunk");
+// Rows Faiss's baselines are trained on (the first of the documents).
+constexpr size_t kFaissTrainRows = 100'000;
 
 [[noreturn]] void Die(const std::string& m) {
   std::fprintf(stderr, "quantized_search: %s\n", m.c_str());
   std::exit(2);
 }
 
-struct Vectors {
-  size_t dh = 0, dr = 0, n = 0;
-  std::vector<float> hs, rw;
+// Rows in order, a chunk at a time, the same rows again after each Rewind:
+// nothing holds all of them, so a million OLMoE-sized rows (12 GB) are built
+// into an index without a second copy in RAM.
+class RowStream {
+ public:
+  virtual ~RowStream() = default;
+  virtual void Rewind() = 0;
+  // The next `n` rows: their HS halves into hs (n * dh), RW halves into rw (n * dr).
+  virtual void Next(size_t n, float* hs, float* rw) = 0;
+  size_t dh = 0, dr = 0, rows = 0;
 };
 
-Vectors ReadJsonl(const std::string& path, size_t want) {
-  Vectors v;
-  const std::string cache = path + ".f32";
-  std::ifstream bin(cache, std::ios::binary);
-  if (bin) {
+// A vector file: header {rows, dh, dr} as uint64, then each row's hs then rw
+// halves as f32 (written by --append from `moeedb embed` output).
+class FileRows : public RowStream {
+ public:
+  FileRows(const std::string& path, size_t want) : path_(path) {
+    f_ = std::fopen(path.c_str(), "rb");
     uint64_t head[3];
-    bin.read(reinterpret_cast<char*>(head), sizeof head);
-    v.n = head[0], v.dh = head[1], v.dr = head[2];
-    if (v.n >= want) {
-      v.n = want;
-      v.hs.resize(v.n * v.dh), v.rw.resize(v.n * v.dr);
-      std::vector<float> row(v.dh + v.dr);
-      for (size_t i = 0; i < v.n; ++i) {
-        bin.read(reinterpret_cast<char*>(row.data()), static_cast<std::streamsize>(row.size() * 4));
-        std::copy(row.begin(), row.begin() + v.dh, v.hs.begin() + i * v.dh);
-        std::copy(row.begin() + v.dh, row.end(), v.rw.begin() + i * v.dr);
-      }
-      if (bin) return v;
+    if (!f_ || std::fread(head, sizeof head, 1, f_) != 1) Die("cannot read " + path);
+    rows = head[0], dh = head[1], dr = head[2];
+    if (rows < want) Die(path + " holds " + std::to_string(rows) + " vectors, " + std::to_string(want) + " needed");
+    row_.resize(dh + dr);
+  }
+  ~FileRows() override { std::fclose(f_); }
+  void Rewind() override { std::fseek(f_, 3 * sizeof(uint64_t), SEEK_SET); }
+  void Next(size_t n, float* hs, float* rw) override {
+    for (size_t i = 0; i < n; ++i) {
+      if (std::fread(row_.data(), sizeof(float), row_.size(), f_) != row_.size()) Die("short read in " + path_);
+      std::copy(row_.begin(), row_.begin() + dh, hs + i * dh);
+      std::copy(row_.begin() + dh, row_.end(), rw + i * dr);
     }
-    v = Vectors{};
   }
-  std::ifstream in(path);
-  if (!in) Die("cannot read " + path);
-  std::string line;
-  while (v.n < want && std::getline(in, line)) {
-    const json j = json::parse(line);
-    const auto h = j.at("hs").get<std::vector<float>>(), r = j.at("rw").get<std::vector<float>>();
-    if (v.n == 0) v.dh = h.size(), v.dr = r.size();
-    if (h.size() != v.dh || r.size() != v.dr) Die("vectors of different sizes in " + path);
-    v.hs.insert(v.hs.end(), h.begin(), h.end());
-    v.rw.insert(v.rw.end(), r.begin(), r.end());
-    ++v.n;
-  }
-  if (v.n < want) Die(path + " holds " + std::to_string(v.n) + " vectors, " + std::to_string(want) + " needed");
-  std::ofstream out(cache, std::ios::binary | std::ios::trunc);
-  const uint64_t head[3] = {v.n, v.dh, v.dr};
-  out.write(reinterpret_cast<const char*>(head), sizeof head);
-  for (size_t i = 0; i < v.n; ++i) {
-    out.write(reinterpret_cast<const char*>(&v.hs[i * v.dh]), static_cast<std::streamsize>(v.dh * 4));
-    out.write(reinterpret_cast<const char*>(&v.rw[i * v.dr]), static_cast<std::streamsize>(v.dr * 4));
-  }
-  return v;
-}
 
-// Rows around 1000 cluster centres with a shared offset, as embeddings are.
-Vectors Synthetic(size_t dh, size_t dr, size_t n) {
-  Vectors v;
-  v.dh = dh, v.dr = dr, v.n = n;
-  std::mt19937 rng(17);
-  std::normal_distribution<float> g(0.f, 1.f);
-  const size_t clusters = 1000;
-  std::vector<float> ch(clusters * dh), cr(clusters * dr), off_h(dh), off_r(dr);
-  for (auto& x : ch) x = g(rng);
-  for (auto& x : cr) x = g(rng);
-  for (auto& x : off_h) x = 2 * g(rng);
-  for (auto& x : off_r) x = 2 * g(rng);
-  v.hs.resize(n * dh), v.rw.resize(n * dr);
-  std::uniform_int_distribution<size_t> pick(0, clusters - 1);
-  for (size_t i = 0; i < n; ++i) {
-    const size_t c = pick(rng);
-    for (size_t j = 0; j < dh; ++j) v.hs[i * dh + j] = off_h[j] + ch[c * dh + j] + 0.8f * g(rng);
-    for (size_t j = 0; j < dr; ++j) v.rw[i * dr + j] = off_r[j] + cr[c * dr + j] + 0.8f * g(rng);
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+  std::vector<float> row_;
+};
+
+// Rows around 1000 cluster centres with a shared offset, as embeddings are;
+// one seeded generator, so every pass yields the same rows.
+class SyntheticRows : public RowStream {
+ public:
+  SyntheticRows(size_t h, size_t r, size_t n) {
+    dh = h, dr = r, rows = n;
+    Rewind();
   }
-  return v;
+  void Rewind() override {
+    rng_.seed(17);
+    g_.reset();  // its spare value would shift the next pass
+    ch_.resize(kClusters * dh), cr_.resize(kClusters * dr), off_h_.resize(dh), off_r_.resize(dr);
+    for (auto& x : ch_) x = g_(rng_);
+    for (auto& x : cr_) x = g_(rng_);
+    for (auto& x : off_h_) x = 2 * g_(rng_);
+    for (auto& x : off_r_) x = 2 * g_(rng_);
+  }
+  void Next(size_t n, float* hs, float* rw) override {
+    std::uniform_int_distribution<size_t> pick(0, kClusters - 1);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t c = pick(rng_);
+      for (size_t j = 0; j < dh; ++j) hs[i * dh + j] = off_h_[j] + ch_[c * dh + j] + 0.8f * g_(rng_);
+      for (size_t j = 0; j < dr; ++j) rw[i * dr + j] = off_r_[j] + cr_[c * dr + j] + 0.8f * g_(rng_);
+    }
+  }
+
+ private:
+  static constexpr size_t kClusters = 1000;
+  std::mt19937 rng_;
+  std::normal_distribution<float> g_{0.f, 1.f};
+  std::vector<float> ch_, cr_, off_h_, off_r_;
+};
+
+// Appends `moeedb embed` output ({"hs": [...], "rw": [...]} a line, on stdin)
+// to the vector file `path`, creating it. The header is rewritten every
+// kAddBatch rows and the file cut back to it first, so an interrupted run
+// resumes from the last header: the caller embeds from row `rows` on.
+void AppendJsonl(const std::string& path) {
+  uint64_t head[3] = {0, 0, 0};
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  if (!f) f = std::fopen(path.c_str(), "w+b");
+  if (!f) Die("cannot write " + path);
+  const bool fresh = std::fread(head, sizeof head, 1, f) != 1;  // under a header's bytes: start it anew
+  if (fresh) head[0] = head[1] = head[2] = 0;
+  auto write_head = [&] {
+    std::fflush(f);
+    std::fseek(f, 0, SEEK_SET);
+    std::fwrite(head, sizeof head, 1, f);
+    std::fflush(f);
+  };
+  const long end = static_cast<long>(sizeof head + head[0] * (head[1] + head[2]) * sizeof(float));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || (!fresh && st.st_size < end)) Die(path + " is shorter than its header says");
+  if (ftruncate(fileno(f), fresh ? 0 : end) != 0) Die("cannot truncate " + path);
+  if (fresh) write_head();
+  std::fseek(f, end, SEEK_SET);
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const std::exception& e) {  // a cut-off last line: keep what came before it
+      write_head();
+      Die("line " + std::to_string(head[0] + 1) + " is not JSON: " + e.what());
+    }
+    const auto h = j.at("hs").get<std::vector<float>>(), r = j.at("rw").get<std::vector<float>>();
+    if (head[0] == 0 && head[1] == 0) head[1] = h.size(), head[2] = r.size();
+    if (h.size() != head[1] || r.size() != head[2]) Die("vectors of different sizes appended to " + path);
+    std::fwrite(h.data(), sizeof(float), h.size(), f);
+    std::fwrite(r.data(), sizeof(float), r.size(), f);
+    if (++head[0] % kAddBatch == 0) {
+      write_head();
+      std::fseek(f, 0, SEEK_END);
+    }
+  }
+  write_head();
+  if (std::ferror(f) || std::fclose(f) != 0) Die("cannot write " + path);
+  std::fprintf(stderr, "%s: %llu vectors\n", path.c_str(), static_cast<unsigned long long>(head[0]));
 }
 
 struct Timing {
@@ -176,7 +235,7 @@ std::vector<std::string> Split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string vectors_path, synthetic;
+  std::string vectors_path, synthetic, append_path, query_path;
   size_t docs = 100000, nq = 200;
   double alpha = 1.0;
   // Faiss's scalar codes scanned flat (sq8, sq4) are left out by default:
@@ -193,6 +252,8 @@ int main(int argc, char** argv) {
     };
     if (a == "--vectors") vectors_path = next();
     else if (a == "--synthetic") synthetic = next();
+    else if (a == "--append") append_path = next();
+    else if (a == "--query-vectors") query_path = next();
     else if (a == "--docs") docs = std::stoul(next());
     else if (a == "--queries") nq = std::stoul(next());
     else if (a == "--alpha") alpha = std::stod(next());
@@ -202,38 +263,68 @@ int main(int argc, char** argv) {
     else if (a == "--faiss") faiss_kinds = next();
     else Die("unknown flag " + a);
   }
-  Vectors all;
-  if (!vectors_path.empty()) all = ReadJsonl(vectors_path, docs + nq);
+  if (!append_path.empty()) {
+    AppendJsonl(append_path);
+    return 0;
+  }
+  std::unique_ptr<RowStream> source;
+  if (!vectors_path.empty()) source = std::make_unique<FileRows>(vectors_path, query_path.empty() ? docs + nq : docs);
   else if (!synthetic.empty()) {
     const auto dims = Split(synthetic);
     if (dims.size() != 2) Die("--synthetic HS,RW");
-    all = Synthetic(std::stoul(dims[0]), std::stoul(dims[1]), docs + nq);
-  } else Die("--vectors FILE or --synthetic HS,RW");
-  const size_t dh = all.dh, dr = all.dr;
-  const float* qhs = all.hs.data() + docs * dh;
-  const float* qrw = all.rw.data() + docs * dr;
-  std::vector<uint64_t> ids(docs);
-  for (size_t i = 0; i < docs; ++i) ids[i] = i + 1;
+    source = std::make_unique<SyntheticRows>(std::stoul(dims[0]), std::stoul(dims[1]), docs + nq);
+  } else Die("--vectors FILE.f32, --synthetic HS,RW or --append FILE.f32");
+  const size_t dh = source->dh, dr = source->dr;
+  // Passes over the documents in Add-sized chunks: each chunk's ids, hs, rw.
+  std::vector<float> chunk_hs(kAddBatch * dh), chunk_rw(kAddBatch * dr);
+  auto each_chunk = [&](auto&& use, size_t upto = 0) {
+    const size_t end = upto ? std::min(upto, docs) : docs;
+    source->Rewind();
+    for (size_t at = 0; at < end; at += kAddBatch) {
+      const size_t n = std::min<size_t>(kAddBatch, end - at);
+      source->Next(n, chunk_hs.data(), chunk_rw.data());
+      std::vector<uint64_t> part(n);
+      for (size_t i = 0; i < n; ++i) part[i] = at + i + 1;
+      use(part, chunk_hs.data(), chunk_rw.data());
+    }
+  };
+  // Seconds spent in `f` (a build step), accumulated over a pass.
+  auto timed = [](double* s, auto&& f) {
+    const auto t0 = Clock::now();
+    f();
+    *s += std::chrono::duration<double>(Clock::now() - t0).count();
+  };
   // The collection's calibration: statistics of a sample of the documents.
   const size_t calib = std::min<size_t>(docs, kCalibrationRows);
-  const Standardizer sh = Standardizer::Fit(all.hs.data(), calib, dh), sr = Standardizer::Fit(all.rw.data(), calib, dr);
+  source->Rewind();
+  source->Next(calib, chunk_hs.data(), chunk_rw.data());
+  const Standardizer sh = Standardizer::Fit(chunk_hs.data(), calib, dh), sr = Standardizer::Fit(chunk_rw.data(), calib, dr);
   const char* tmp = std::getenv("TMPDIR");
   const std::string rows_folder = std::string(tmp ? tmp : "/var/tmp") + "/moeedb-quantized-bench";
 
   json out = {{"cpu_flags", bench::CpuFlags()}, {"hamming", HammingSimdLevel()}, {"docs", docs}, {"queries", nq}, {"nprobe", nprobe},
               {"dim_hs", dh}, {"dim_rw", dr}, {"alpha", alpha},
-              {"source", vectors_path.empty() ? "synthetic " + synthetic : vectors_path}};
+              {"source", vectors_path.empty() ? "synthetic " + synthetic : vectors_path},
+              {"query_source", query_path.empty() ? "the rows after the documents" : query_path}};
 
   // The exact fused top 10 of each query: the reference every row is measured against.
   DualIndexSpec exact_spec;
   exact_spec.dim_hs = dh, exact_spec.dim_rw = dr;
   auto exact = DualIndex::Create(exact_spec, sh, sr);
   if (!exact.ok()) Die(exact.status().ToString());
-  for (size_t at = 0; at < docs; at += kAddBatch) {
-    const size_t n = std::min<size_t>(kAddBatch, docs - at);
-    std::vector<uint64_t> part(ids.begin() + at, ids.begin() + at + n);
-    if (!(*exact)->Add(part, all.hs.data() + at * dh, all.rw.data() + at * dr).ok()) Die("exact add");
+  each_chunk([&](const std::vector<uint64_t>& part, const float* hs, const float* rw) {
+    if (!(*exact)->Add(part, hs, rw).ok()) Die("exact add");
+  });
+  // The queries: the nq rows after the documents, or the first of --query-vectors.
+  std::vector<float> query_hs(nq * dh), query_rw(nq * dr);
+  if (query_path.empty()) source->Next(nq, query_hs.data(), query_rw.data());
+  else {
+    FileRows queries(query_path, nq);
+    if (queries.dh != dh || queries.dr != dr) Die(query_path + ": queries of other dimensions than the documents");
+    queries.Next(nq, query_hs.data(), query_rw.data());
   }
+  const float* qhs = query_hs.data();
+  const float* qrw = query_rw.data();
   std::vector<std::vector<Hit>> truth(nq);
   auto request = [&](size_t q) {
     SearchRequest r;
@@ -282,16 +373,15 @@ int main(int argc, char** argv) {
     spec.rows_on_disk = true;
     malloc_trim(0);
     const int64_t anon0 = bench::StatusBytes("RssAnon:"), file0 = bench::StatusBytes("RssFile:");
-    const auto t0 = Clock::now();
+    double build_s = 0;  // in Add only, not reading or generating the rows
     auto ix = DualIndex::Create(spec, sh, sr, rows_folder);
     if (!ix.ok()) Die(ix.status().ToString());
-    for (size_t at = 0; at < docs; at += kAddBatch) {
-      const size_t n = std::min<size_t>(kAddBatch, docs - at);
-      std::vector<uint64_t> part(ids.begin() + at, ids.begin() + at + n);
-      Status st = (*ix)->Add(part, all.hs.data() + at * dh, all.rw.data() + at * dr);
-      if (!st.ok()) Die(config + ": " + st.ToString());
-    }
-    const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    each_chunk([&](const std::vector<uint64_t>& part, const float* hs, const float* rw) {
+      timed(&build_s, [&] {
+        Status st = (*ix)->Add(part, hs, rw);
+        if (!st.ok()) Die(config + ": " + st.ToString());
+      });
+    });
     malloc_trim(0);
     const double anon = static_cast<double>(bench::StatusBytes("RssAnon:") - anon0) / double(docs);
     const double file = static_cast<double>(bench::StatusBytes("RssFile:") - file0) / double(docs);
@@ -332,14 +422,26 @@ int main(int argc, char** argv) {
   }
   out["moeedb"] = rows;
 
-  // Faiss on the concatenated, standardized [hs; alpha-weighted rw] vectors.
+  // Faiss on the concatenated, standardized [hs; rw] rows (the queries'
+  // rw halves carry alpha), a chunk at a time (`use(n, rows)` for each).
   const size_t d = dh + dr;
-  std::vector<float> cat(docs * d);
-  for (size_t i = 0; i < docs; ++i) {
-    sh.Apply(all.hs.data() + i * dh, &cat[i * d]);
-    sr.Apply(all.rw.data() + i * dr, &cat[i * d + dh]);
-  }
-  all = Vectors{};
+  std::vector<float> cat(kAddBatch * d);
+  auto each_cat_chunk = [&](auto&& use, size_t upto = 0) {
+    each_chunk([&](const std::vector<uint64_t>& part, const float* hs, const float* rw) {
+      for (size_t i = 0; i < part.size(); ++i) {
+        sh.Apply(hs + i * dh, &cat[i * d]);
+        sr.Apply(rw + i * dr, &cat[i * d + dh]);
+      }
+      use(part.size(), cat.data());
+    }, upto);
+  };
+  // The first `n` of them, for training.
+  auto first_cat_rows = [&](size_t n) {
+    std::vector<float> rows;
+    rows.reserve(n * d);
+    each_cat_chunk([&](size_t m, const float* x) { rows.insert(rows.end(), x, x + m * d); }, n);
+    return rows;
+  };
   json faiss_rows = json::array();
   auto faiss_row = [&](const std::string& name, size_t bytes, double build_s, auto&& search) {
     double recall = 0;
@@ -362,12 +464,15 @@ int main(int argc, char** argv) {
       std::fill(code, code + bytes, 0);
       for (size_t j = 0; j < d; ++j) if (x[j] > 0) code[j / 8] |= uint8_t(1u << (j % 8));
     };
-    const auto t0 = Clock::now();
+    double build_s = 0;  // encoding and adding, not reading the rows
     faiss::IndexBinaryFlat bf(static_cast<int>(8 * bytes));
-    std::vector<uint8_t> codes(docs * bytes);
-    for (size_t i = 0; i < docs; ++i) encode(&cat[i * d], &codes[i * bytes]);
-    bf.add(static_cast<faiss::Index::idx_t>(docs), codes.data());
-    const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::vector<uint8_t> codes(kAddBatch * bytes);
+    each_cat_chunk([&](size_t n, const float* x) {
+      timed(&build_s, [&] {
+        for (size_t i = 0; i < n; ++i) encode(x + i * d, &codes[i * bytes]);
+        bf.add(static_cast<faiss::Index::idx_t>(n), codes.data());
+      });
+    });
     faiss_row("IndexBinaryFlat", docs * bytes, build_s, [&](size_t q) {
       std::vector<uint8_t> qc(bytes);
       encode(&qcat[q * d], qc.data());
@@ -378,13 +483,13 @@ int main(int argc, char** argv) {
     });
   }
   if (wanted("hnswsq")) {
-    const auto t0 = Clock::now();
+    double build_s = 0;  // training and adding, not reading the rows
     faiss::IndexHNSWSQ hsq(static_cast<int>(d), faiss::ScalarQuantizer::QT_8bit, 32, faiss::METRIC_INNER_PRODUCT);
     hsq.hnsw.efConstruction = 80;
-    hsq.train(static_cast<faiss::Index::idx_t>(std::min<size_t>(docs, 100000)), cat.data());
-    hsq.add(static_cast<faiss::Index::idx_t>(docs), cat.data());
+    const std::vector<float> train = first_cat_rows(std::min<size_t>(docs, kFaissTrainRows));
+    timed(&build_s, [&] { hsq.train(static_cast<faiss::Index::idx_t>(train.size() / d), train.data()); });
+    each_cat_chunk([&](size_t n, const float* x) { timed(&build_s, [&] { hsq.add(static_cast<faiss::Index::idx_t>(n), x); }); });
     hsq.hnsw.efSearch = 64;
-    const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
     faiss::VectorIOWriter w;
     faiss::write_index(&hsq, &w);
     faiss_row("IndexHNSWSQ(8bit,M32)", w.data.size(), build_s, [&](size_t q) {
@@ -398,15 +503,15 @@ int main(int argc, char** argv) {
     size_t m = d / 8;
     while (m > 1 && d % m != 0) --m;
     const size_t nlist = static_cast<size_t>(4 * std::sqrt(double(docs)));
-    const auto t0 = Clock::now();
+    double build_s = 0;  // training and adding, not reading the rows
     faiss::IndexFlatIP coarse(static_cast<int>(d));
     faiss::IndexIVFPQ ivfpq(&coarse, static_cast<int>(d), nlist, m, 8, faiss::METRIC_INNER_PRODUCT);
     ivfpq.cp.max_points_per_centroid = 64;
     ivfpq.cp.niter = 10;
-    ivfpq.train(static_cast<faiss::Index::idx_t>(std::min<size_t>(docs, 100000)), cat.data());
-    ivfpq.add(static_cast<faiss::Index::idx_t>(docs), cat.data());
+    const std::vector<float> train = first_cat_rows(std::min<size_t>(docs, kFaissTrainRows));
+    timed(&build_s, [&] { ivfpq.train(static_cast<faiss::Index::idx_t>(train.size() / d), train.data()); });
+    each_cat_chunk([&](size_t n, const float* x) { timed(&build_s, [&] { ivfpq.add(static_cast<faiss::Index::idx_t>(n), x); }); });
     ivfpq.nprobe = static_cast<size_t>(nprobe);
-    const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
     faiss::VectorIOWriter w;
     faiss::write_index(&ivfpq, &w);
     faiss_row("IndexIVFPQ(m=d/8,nprobe=" + std::to_string(nprobe) + ")", w.data.size(), build_s, [&](size_t q) {

@@ -6,7 +6,8 @@ import { readFileSync } from "node:fs";
 const f = (x, d = 0) => Number(x).toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
 for (const file of process.argv.slice(2)) {
   const r = JSON.parse(readFileSync(file, "utf8"));
-  console.log(`${r.source}: ${f(r.docs)} documents (${r.dim_hs} + ${r.dim_rw}), ${r.queries} queries, alpha ${r.alpha}, ` +
+  console.log(`${r.source}: ${f(r.docs)} documents (${r.dim_hs} + ${r.dim_rw}), ${r.queries} queries ` +
+              `(${r.query_source ?? "the rows after the documents"}), alpha ${r.alpha}, ` +
               `k 10, nprobe ${r.nprobe}; Hamming: ${r.hamming}; CPU flags: ${r.cpu_flags}\n`);
   console.log("| index / codes | oversample | recall@10 | max score error | heap B/doc | RssAnon B/doc | row file B/doc | p50 ms | p99 ms | QPS (2 clients) | x exact QPS |");
   console.log("|---|---|---|---|---|---|---|---|---|---|---|");

@@ -43,15 +43,6 @@ Result<std::vector<Candidate>> Nearest(Database* db, VectorCollection* c, const 
   return out;
 }
 
-// The score a candidate has on a search's signal, from its exact cosines, as the client sees it.
-double SignalScore(const VectorCollection& c, const ClientSearch& s, const Candidate& x) {
-  double raw;
-  if (s.query.mode == QueryMode::kHs) raw = x.hs;
-  else if (s.query.mode == QueryMode::kRw) raw = x.rw;
-  else raw = x.hs + (c.schema().kind == VectorKind::kPlain ? 1.0 : AlphaOf(c, s.spec)) * x.rw;
-  return ClientScore(c, s.query, raw, AlphaOf(c, s.spec));
-}
-
 // MMR's picks among the search's candidates; a score threshold keeps the
 // candidates it passes before the picking (as Qdrant's), not after.
 Result<std::vector<Candidate>> Mmr(Database* db, VectorCollection* c, const ClientSearch& s, const MmrSpec& m,

@@ -287,9 +287,13 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Create(const DualIndexSpec& spec, 
 
 Status DualIndex::Add(const std::vector<uint64_t>& ids, const float* hs, const float* rw) {
   const size_t n = ids.size(), dh = spec_.dim_hs, dr = spec_.dim_rw;
+  // Dead rows count until a rebuild drops them.
+  if (pos_to_id_.size() + n > IdPositions::kMaxRows)
+    return Status::NotSupported("an index holds at most " + std::to_string(IdPositions::kMaxRows) +
+                                " rows (dead ones until a rebuild): use more shards");
   std::unordered_set<uint64_t> batch;
   for (size_t i = 0; i < n; ++i) {
-    if (id_to_pos_.count(ids[i]) || !batch.insert(ids[i]).second)
+    if (id_to_pos_.Find(ids[i], pos_to_id_) != IdPositions::kNotFound || !batch.insert(ids[i]).second)
       return Status::InvalidArgument("id " + std::to_string(ids[i]) + " is already in the index");
     for (size_t j = 0; j < dh; ++j)
       if (!std::isfinite(hs[i * dh + j])) return Status::InvalidArgument("non-finite value in an HS vector");
@@ -324,9 +328,9 @@ Status DualIndex::AddNormalized(const std::vector<uint64_t>& ids, const float* h
     return st;
   }
   for (size_t i = 0; i < n; ++i) {
-    id_to_pos_[ids[i]] = pos_to_id_.size();
     pos_to_id_.push_back(ids[i]);
     alive_.push_back(1);
+    id_to_pos_.Insert(pos_to_id_.size() - 1, pos_to_id_);
   }
   return SyncHalves(hs_.get(), rw_.get(), alive_, spec_.min_train_rows, "add");
 }
@@ -335,11 +339,11 @@ size_t DualIndex::Remove(const std::vector<uint64_t>& ids) {
   std::vector<FaissId> ivf_remove;
   size_t removed = 0;
   for (uint64_t id : ids) {
-    auto it = id_to_pos_.find(id);
-    if (it == id_to_pos_.end()) continue;
-    alive_[it->second] = 0;
-    if (it->second < std::max(hs_->ann_rows, rw_->ann_rows)) ivf_remove.push_back(static_cast<FaissId>(it->second));
-    id_to_pos_.erase(it);
+    const size_t pos = id_to_pos_.Find(id, pos_to_id_);
+    if (pos == IdPositions::kNotFound) continue;
+    alive_[pos] = 0;
+    if (pos < std::max(hs_->ann_rows, rw_->ann_rows)) ivf_remove.push_back(static_cast<FaissId>(pos));
+    id_to_pos_.Erase(id, pos_to_id_);
     ++tombstones_;
     ++removed;
   }
@@ -382,8 +386,8 @@ Status DualIndex::Rebuild() {
   rw_ = std::move(halves[1]);
   pos_to_id_ = std::move(pos_to_id);
   alive_ = alive;
-  id_to_pos_.clear();
-  for (size_t p = 0; p < pos_to_id_.size(); ++p) id_to_pos_[pos_to_id_[p]] = p;
+  id_to_pos_.Clear();
+  for (size_t p = 0; p < pos_to_id_.size(); ++p) id_to_pos_.Insert(p, pos_to_id_);
   tombstones_ = 0;
   ++rebuilds_;
   return Status::OK();
@@ -407,7 +411,7 @@ size_t DualIndex::memory_bytes() const {
     }
   }
   bytes += pos_to_id_.capacity() * sizeof(uint64_t) + alive_.capacity();
-  bytes += id_to_pos_.size() * (sizeof(uint64_t) + sizeof(size_t) + 2 * sizeof(void*));
+  bytes += id_to_pos_.memory_bytes();
   return bytes;
 }
 
@@ -419,17 +423,18 @@ size_t DualIndex::mapped_bytes() const {
 }
 
 bool DualIndex::RwRow(uint64_t id, std::vector<float>* out) const {
-  auto it = id_to_pos_.find(id);
-  if (it == id_to_pos_.end()) return false;
+  const size_t pos = id_to_pos_.Find(id, pos_to_id_);
+  if (pos == IdPositions::kNotFound) return false;
   std::vector<float> tmp;
-  const float* row = rw_->Rows(it->second, it->second + 1, &tmp);
+  const float* row = rw_->Rows(pos, pos + 1, &tmp);
   out->assign(row, row + rw_->dim);
   return true;
 }
 
 std::vector<uint64_t> DualIndex::Ids() const {
   std::vector<uint64_t> out;
-  for (const auto& [id, pos] : id_to_pos_) out.push_back(id);
+  for (size_t p = 0; p < pos_to_id_.size(); ++p)
+    if (alive_[p]) out.push_back(pos_to_id_[p]);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -627,8 +632,8 @@ Result<std::vector<Hit>> DualIndex::Search(const SearchRequest& r) const {
   if (score_among) {
     std::vector<size_t> cands;
     for (uint64_t id : *r.among) {
-      auto it = id_to_pos_.find(id);
-      if (it != id_to_pos_.end() && alive_[it->second] && (!r.filter || r.filter(id))) cands.push_back(it->second);
+      const size_t pos = id_to_pos_.Find(id, pos_to_id_);
+      if (pos != IdPositions::kNotFound && (!r.filter || r.filter(id))) cands.push_back(pos);
     }
     finish(cands);
     return hits;
@@ -663,12 +668,12 @@ Result<std::vector<Hit>> DualIndex::Score(const float* hs, const float* rw, floa
   MOEEDB_RETURN_IF_ERROR(StandardizeQuery(hs, rw, &qh, &qr));
   std::vector<Hit> out;
   for (uint64_t id : ids) {
-    auto it = id_to_pos_.find(id);
-    if (it == id_to_pos_.end()) continue;
+    const size_t pos = id_to_pos_.Find(id, pos_to_id_);
+    if (pos == IdPositions::kNotFound) continue;
     Hit h;
     h.id = id;
-    h.score_hs = hs_->Dot(qh.data(), it->second);
-    h.score_rw = rw_->Dot(qr.data(), it->second);
+    h.score_hs = hs_->Dot(qh.data(), pos);
+    h.score_rw = rw_->Dot(qr.data(), pos);
     h.score = h.score_hs + alpha * h.score_rw;
     out.push_back(h);
   }
@@ -758,9 +763,13 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint6
     d->pos_to_id_ = meta.at("pos_to_id").get<std::vector<uint64_t>>();
     d->alive_ = meta.at("alive").get<std::vector<uint8_t>>();
     d->tombstones_ = meta.at("tombstones").get<size_t>();
-    if (d->alive_.size() != d->pos_to_id_.size()) return Status::Corruption("index snapshot " + snap.string() + " is inconsistent");
+    if (d->alive_.size() != d->pos_to_id_.size() || d->pos_to_id_.size() > IdPositions::kMaxRows) return Status::Corruption("index snapshot " + snap.string() + " is inconsistent");
     for (size_t p = 0; p < d->pos_to_id_.size(); ++p)
-      if (d->alive_[p]) d->id_to_pos_[d->pos_to_id_[p]] = p;
+      if (d->alive_[p]) {
+        if (d->id_to_pos_.Find(d->pos_to_id_[p], d->pos_to_id_) != IdPositions::kNotFound)
+          return Status::Corruption("index snapshot " + snap.string() + " holds id " + std::to_string(d->pos_to_id_[p]) + " twice");
+        d->id_to_pos_.Insert(p, d->pos_to_id_);
+      }
     auto read = [&](const fs::path& p, void* dst, size_t bytes) {
       std::ifstream in(p, std::ios::binary);
       in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));

@@ -30,11 +30,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/enum_table.h"
 #include "base/status.h"
+#include "index/id_positions.h"
 #include "index/query_mode.h"
 #include "index/standardizer.h"
 
@@ -150,7 +150,7 @@ class DualIndex {
   // added); false when the id is not indexed.
   bool RwRow(uint64_t id, std::vector<float>* out) const;
   size_t size() const { return id_to_pos_.size(); }
-  bool Contains(uint64_t id) const { return id_to_pos_.count(id) > 0; }
+  bool Contains(uint64_t id) const { return id_to_pos_.Find(id, pos_to_id_) != IdPositions::kNotFound; }
   std::vector<uint64_t> Ids() const;
   size_t tombstones() const { return tombstones_; }
   // Bytes the index holds in the heap: both halves' rows (f32 or fp16) unless
@@ -200,7 +200,7 @@ class DualIndex {
   std::unique_ptr<SignalIndex> hs_, rw_;
   std::vector<uint64_t> pos_to_id_;
   std::vector<uint8_t> alive_;
-  std::unordered_map<uint64_t, size_t> id_to_pos_;
+  IdPositions id_to_pos_;  // over pos_to_id_, the live rows only
   size_t tombstones_ = 0, rebuilds_ = 0;
   mutable std::mutex ann_mu_;  // efSearch/nprobe are index state in Faiss 1.7.3
 };

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "index/dual_index.h"
@@ -147,6 +150,60 @@ TEST_F(DualIndexTest, RefusesBadRequestsAndRows) {
 }  // namespace moeedb
 
 namespace moeedb {
+// An id removed and added again is found at its new row only: Score and
+// Contains see the new vectors, `among` skips removed ids, a rebuild keeps
+// the new row; a snapshot whose dead row is marked alive again (one id on
+// two live rows) is refused as corrupt rather than answering from either.
+TEST_F(DualIndexTest, AnIdRemovedAndAddedAgainIsFoundAtItsNewRow) {
+  const Rows q = RandomRows(1, 5);
+  const std::vector<uint64_t> gone = {ids_[0], ids_[1], ids_[2]};
+  ASSERT_EQ(index_->Remove(gone), 3u);
+  for (uint64_t id : gone) EXPECT_FALSE(index_->Contains(id));
+  SearchRequest r;
+  r.hs = q.hs.data(), r.rw = q.rw.data(), r.k = 10, r.alpha = 1.0f;
+  const std::vector<uint64_t> among = {ids_[0], ids_[1], ids_[5]};
+  r.among = &among;
+  auto hits = index_->Search(r);
+  ASSERT_TRUE(hits.ok());
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].id, ids_[5]);
+  // ids_[0] comes back with row 10's vectors.
+  ASSERT_TRUE(index_->Add({ids_[0]}, &rows_.hs[10 * kDh], &rows_.rw[10 * kDr]).ok());
+  EXPECT_TRUE(index_->Contains(ids_[0]));
+  EXPECT_EQ(index_->size(), kRows - 2);
+  auto check_new_row = [&](const DualIndex& ix) {
+    auto s = ix.Score(q.hs.data(), q.rw.data(), 1.0f, {ids_[0], ids_[10]});
+    ASSERT_TRUE(s.ok());
+    ASSERT_EQ(s->size(), 2u);
+    EXPECT_FLOAT_EQ((*s)[0].score, (*s)[1].score);
+    EXPECT_NEAR((*s)[0].score_hs, ZScoredCosine(q.hs.data(), &rows_.hs[10 * kDh], kDh, zh_), 1e-4);
+  };
+  check_new_row(*index_);
+  test::TempDir dir;
+  ASSERT_TRUE(index_->Save(dir / "snap", 3).ok());
+  // Mark every dead row alive again: the old ids_[0] row now shares its id.
+  std::filesystem::path meta;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir / "snap"))
+    if (e.path().filename() == "meta.json") meta = e.path();
+  ASSERT_FALSE(meta.empty());
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(meta));
+  ASSERT_EQ(j.at("alive").at(0).get<int>(), 0);
+  for (auto& a : j.at("alive")) a = 1;
+  std::ofstream(meta) << j.dump();
+  uint64_t seq = 0;
+  EXPECT_EQ(DualIndex::Load(dir / "snap", &seq).status().code(), Status::Code::kCorruption);
+  // Removing past rebuild_ratio (a quarter) of the rows rebuilds without the
+  // dead rows; the new row stays, the removed ids stay gone.
+  const std::vector<uint64_t> more(ids_.begin() + 20, ids_.begin() + 120);
+  ASSERT_EQ(index_->Remove(more), more.size());
+  EXPECT_EQ(index_->rebuilds(), 1u);
+  check_new_row(*index_);
+  EXPECT_FALSE(index_->Contains(ids_[1]));
+  EXPECT_FALSE(index_->Contains(ids_[20]));
+  EXPECT_EQ(index_->Ids().size(), index_->size());
+  EXPECT_EQ(index_->size(), kRows - 2 - more.size());
+}
+
 namespace {
 
 // `among` (a payload index's candidates): few ids are scored one by one and
