@@ -86,7 +86,7 @@ class RowStream {
   virtual void Rewind() = 0;
   // The next `n` rows: their HS halves into hs (n * dh), RW halves into rw (n * dr).
   virtual void Next(size_t n, float* hs, float* rw) = 0;
-  size_t dh = 0, dr = 0, rows = 0;
+  size_t dh = 0, dr = 0;
 };
 
 // A vector file: header {rows, dh, dr} as uint64, then each row's hs then rw
@@ -97,8 +97,8 @@ class FileRows : public RowStream {
     f_ = std::fopen(path.c_str(), "rb");
     uint64_t head[3];
     if (!f_ || std::fread(head, sizeof head, 1, f_) != 1) Die("cannot read " + path);
-    rows = head[0], dh = head[1], dr = head[2];
-    if (rows < want) Die(path + " holds " + std::to_string(rows) + " vectors, " + std::to_string(want) + " needed");
+    dh = head[1], dr = head[2];
+    if (head[0] < want) Die(path + " holds " + std::to_string(head[0]) + " vectors, " + std::to_string(want) + " needed");
     row_.resize(dh + dr);
   }
   ~FileRows() override { std::fclose(f_); }
@@ -121,8 +121,8 @@ class FileRows : public RowStream {
 // one seeded generator, so every pass yields the same rows.
 class SyntheticRows : public RowStream {
  public:
-  SyntheticRows(size_t h, size_t r, size_t n) {
-    dh = h, dr = r, rows = n;
+  SyntheticRows(size_t h, size_t r) {
+    dh = h, dr = r;
     Rewind();
   }
   void Rewind() override {
@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
   else if (!synthetic.empty()) {
     const auto dims = Split(synthetic);
     if (dims.size() != 2) Die("--synthetic HS,RW");
-    source = std::make_unique<SyntheticRows>(std::stoul(dims[0]), std::stoul(dims[1]), docs + nq);
+    source = std::make_unique<SyntheticRows>(std::stoul(dims[0]), std::stoul(dims[1]));
   } else Die("--vectors FILE.f32, --synthetic HS,RW or --append FILE.f32");
   const size_t dh = source->dh, dr = source->dr;
   // Passes over the documents in Add-sized chunks: each chunk's ids, hs, rw.

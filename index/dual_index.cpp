@@ -339,11 +339,10 @@ size_t DualIndex::Remove(const std::vector<uint64_t>& ids) {
   std::vector<FaissId> ivf_remove;
   size_t removed = 0;
   for (uint64_t id : ids) {
-    const size_t pos = id_to_pos_.Find(id, pos_to_id_);
+    const size_t pos = id_to_pos_.Erase(id, pos_to_id_);
     if (pos == IdPositions::kNotFound) continue;
     alive_[pos] = 0;
     if (pos < std::max(hs_->ann_rows, rw_->ann_rows)) ivf_remove.push_back(static_cast<FaissId>(pos));
-    id_to_pos_.Erase(id, pos_to_id_);
     ++tombstones_;
     ++removed;
   }
@@ -386,8 +385,7 @@ Status DualIndex::Rebuild() {
   rw_ = std::move(halves[1]);
   pos_to_id_ = std::move(pos_to_id);
   alive_ = alive;
-  id_to_pos_.Clear();
-  for (size_t p = 0; p < pos_to_id_.size(); ++p) id_to_pos_.Insert(p, pos_to_id_);
+  MOEEDB_RETURN_IF_ERROR(IndexLiveIds());  // the kept rows' ids are distinct
   tombstones_ = 0;
   ++rebuilds_;
   return Status::OK();
@@ -420,6 +418,17 @@ size_t DualIndex::mapped_bytes() const {
   for (const SignalIndex* h : {hs_.get(), rw_.get()})
     if (h->rows_buf.on_disk()) bytes += h->rows_buf.size();
   return bytes;
+}
+
+Status DualIndex::IndexLiveIds() {
+  id_to_pos_.Clear();
+  for (size_t p = 0; p < pos_to_id_.size(); ++p) {
+    if (!alive_[p]) continue;
+    if (id_to_pos_.Find(pos_to_id_[p], pos_to_id_) != IdPositions::kNotFound)
+      return Status::Corruption("id " + std::to_string(pos_to_id_[p]) + " is on two live rows");
+    id_to_pos_.Insert(p, pos_to_id_);
+  }
+  return Status::OK();
 }
 
 bool DualIndex::RwRow(uint64_t id, std::vector<float>* out) const {
@@ -764,12 +773,7 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint6
     d->alive_ = meta.at("alive").get<std::vector<uint8_t>>();
     d->tombstones_ = meta.at("tombstones").get<size_t>();
     if (d->alive_.size() != d->pos_to_id_.size() || d->pos_to_id_.size() > IdPositions::kMaxRows) return Status::Corruption("index snapshot " + snap.string() + " is inconsistent");
-    for (size_t p = 0; p < d->pos_to_id_.size(); ++p)
-      if (d->alive_[p]) {
-        if (d->id_to_pos_.Find(d->pos_to_id_[p], d->pos_to_id_) != IdPositions::kNotFound)
-          return Status::Corruption("index snapshot " + snap.string() + " holds id " + std::to_string(d->pos_to_id_[p]) + " twice");
-        d->id_to_pos_.Insert(p, d->pos_to_id_);
-      }
+    if (Status st = d->IndexLiveIds(); !st.ok()) return Status::Corruption("index snapshot " + snap.string() + ": " + st.message());
     auto read = [&](const fs::path& p, void* dst, size_t bytes) {
       std::ifstream in(p, std::ios::binary);
       in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));

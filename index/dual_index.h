@@ -192,6 +192,8 @@ class DualIndex {
                                           const std::vector<std::vector<float>>& qh,
                                           const std::vector<std::vector<float>>& qr) const;
   Status Rebuild();
+  // Fills id_to_pos_ from the live rows; Corruption when an id is on two.
+  Status IndexLiveIds();
   std::vector<size_t> SignalCandidates(const SignalIndex& h, const float* q, size_t kk) const;
 
   DualIndexSpec spec_;

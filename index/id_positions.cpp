@@ -36,21 +36,26 @@ size_t IdPositions::Find(uint64_t id, const std::vector<uint64_t>& ids) const {
 void IdPositions::Insert(size_t pos, const std::vector<uint64_t>& ids) {
   assert(pos < kMaxRows);
   if ((size_ + 1) * kLoadDen > slots_.size() * kLoadNum) Grow(ids);
-  const size_t mask = slots_.size() - 1;
-  size_t i = Home(ids[pos]);
-  while (slots_[i] != 0) i = (i + 1) & mask;
-  slots_[i] = static_cast<uint32_t>(pos + 1);
+  Place(static_cast<uint32_t>(pos + 1), ids);
   ++size_;
 }
 
-bool IdPositions::Erase(uint64_t id, const std::vector<uint64_t>& ids) {
-  if (slots_.empty()) return false;
+void IdPositions::Place(uint32_t s, const std::vector<uint64_t>& ids) {
+  const size_t mask = slots_.size() - 1;
+  size_t i = Home(ids[s - 1]);
+  while (slots_[i] != 0) i = (i + 1) & mask;
+  slots_[i] = s;
+}
+
+size_t IdPositions::Erase(uint64_t id, const std::vector<uint64_t>& ids) {
+  if (slots_.empty()) return kNotFound;
   const size_t mask = slots_.size() - 1;
   size_t hole = Home(id);
   for (;; hole = (hole + 1) & mask) {
-    if (slots_[hole] == 0) return false;
+    if (slots_[hole] == 0) return kNotFound;
     if (ids[slots_[hole] - 1] == id) break;
   }
+  const size_t pos = slots_[hole] - 1;
   // Backward shift: pull each later entry of the run into the hole when the
   // hole lies between its home and where it sits, so no probe ever meets a gap.
   for (size_t j = (hole + 1) & mask; slots_[j] != 0; j = (j + 1) & mask) {
@@ -62,7 +67,7 @@ bool IdPositions::Erase(uint64_t id, const std::vector<uint64_t>& ids) {
   }
   slots_[hole] = 0;
   --size_;
-  return true;
+  return pos;
 }
 
 void IdPositions::Clear() {
@@ -74,13 +79,8 @@ void IdPositions::Clear() {
 void IdPositions::Grow(const std::vector<uint64_t>& ids) {
   std::vector<uint32_t> old = std::move(slots_);
   slots_.assign(old.empty() ? kMinSlots : 2 * old.size(), 0);
-  const size_t mask = slots_.size() - 1;
-  for (uint32_t s : old) {
-    if (s == 0) continue;
-    size_t i = Home(ids[s - 1]);
-    while (slots_[i] != 0) i = (i + 1) & mask;
-    slots_[i] = s;
-  }
+  for (uint32_t s : old)
+    if (s != 0) Place(s, ids);
 }
 
 }  // namespace moeedb

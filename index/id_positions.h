@@ -27,9 +27,10 @@ class IdPositions {
   // Records that ids[pos] is at `pos`. Requires pos < kMaxRows and ids[pos]
   // not already in the table (the caller checks with Find).
   void Insert(size_t pos, const std::vector<uint64_t>& ids);
-  // Forgets `id`; false when it was not in the table. `ids` must still hold
-  // every recorded position's id (Erase moves later entries of its run).
-  bool Erase(uint64_t id, const std::vector<uint64_t>& ids);
+  // Forgets `id` and returns the position it held, or kNotFound when it was
+  // not in the table. `ids` must still hold every recorded position's id
+  // (Erase moves later entries of its run).
+  size_t Erase(uint64_t id, const std::vector<uint64_t>& ids);
   void Clear();
 
   size_t size() const { return size_; }
@@ -38,6 +39,8 @@ class IdPositions {
 
  private:
   size_t Home(uint64_t id) const;
+  // Puts slot value `s` (position + 1) in the first free slot from its id's home.
+  void Place(uint32_t s, const std::vector<uint64_t>& ids);
   void Grow(const std::vector<uint64_t>& ids);
 
   std::vector<uint32_t> slots_;  // position + 1; 0 = empty; size a power of two
