@@ -1,17 +1,24 @@
 // Store-only write throughput (no model): documents with precomputed vectors
 // of the embedded default model's sizes upserted in acknowledged (synced)
-// batches into one store, and the bytes each document takes there.
+// batches into one store by concurrent writers (threads sharing one Store, as
+// a node's requests do), and the bytes each document takes there.
 //
-//   store_write --store LOCATION [--docs 20000] [--batch 256] [--dim-hs 1024]
-//               [--dim-rw 32] [--text-bytes 300]
+//   store_write --store LOCATION [--docs 20000] [--batch 256] [--writers 1]
+//               [--collections 1] [--dim-hs 1024] [--dim-rw 32] [--text-bytes 300]
 // LOCATION: a folder (RocksStore) or a postgresql:// URI (PostgresStore).
-// Prints one JSON object: docs/s, seconds, bytes per document.
+// Writer w writes batches w, w + writers, ... to collection w % collections.
+// Prints one JSON object: docs/s, seconds, bytes per document, batch p50/p99 ms.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "bench/bench_child.h"
 #include "storage/store.h"
@@ -28,9 +35,10 @@ uint64_t FolderBytes(const std::string& dir) {
   return n;
 }
 
-// The tables' and their indexes' bytes (TOAST included).
+// The tables' and their indexes' bytes (TOAST included); `uri` without
+// moeedb's own write_connections= (libpq does not know it).
 uint64_t PostgresBytes(const std::string& uri) {
-  pqxx::connection c(uri);
+  pqxx::connection c(std::regex_replace(uri, std::regex("[?&]write_connections=[0-9]+"), ""));
   pqxx::read_transaction t(c);
   return t.exec("SELECT sum(pg_total_relation_size(c)) FROM unnest(ARRAY['moeedb_documents', 'moeedb_ops', "
                 "'moeedb_collections']::regclass[]) AS c")[0][0]
@@ -44,12 +52,18 @@ int main(int argc, char** argv) {
   const std::string location = Flag("store");
   if (location.empty()) Die("--store LOCATION is required");
   const int64_t docs = IntFlag("docs", 20000), batch = IntFlag("batch", 256);
+  const int64_t writers = IntFlag("writers", 1), collections = IntFlag("collections", 1);
+  if (docs < 1 || batch < 1 || writers < 1 || collections < 1 || writers > 256 || collections > 256)
+    Die("--docs, --batch, --writers (at most 256) and --collections (at most 256) must be positive");
   const int64_t dh = IntFlag("dim-hs", 1024), dr = IntFlag("dim-rw", 32), text_bytes = IntFlag("text-bytes", 300);
   const bool postgres = moeedb::IsPostgresLocation(location);
   auto store = moeedb::Store::Open(location);
   if (!store.ok()) Die(store.status().ToString());
-  (void)(*store)->DropCollection("bench");
-  if (auto c = (*store)->CreateCollection("bench", "{}"); !c.ok()) Die(c.status().ToString());
+  const auto name = [](int64_t c) { return "bench" + std::to_string(c); };
+  for (int64_t c = 0; c < collections; ++c) {
+    (void)(*store)->DropCollection(name(c));
+    if (auto r = (*store)->CreateCollection(name(c), "{}"); !r.ok()) Die(r.status().ToString());
+  }
 
   std::mt19937 rng(1);
   std::normal_distribution<float> g;
@@ -64,16 +78,39 @@ int main(int argc, char** argv) {
     for (auto& x : d.hs) x = g(rng);
     for (auto& x : d.rw) x = g(rng);
   }
+  const int64_t batches = (docs + batch - 1) / batch;
+  std::vector<std::vector<moeedb::StoredDocument>> batched(batches);
+  for (int64_t i = 0; i < batches; ++i)
+    batched[i].assign(all.begin() + i * batch, all.begin() + std::min(docs, (i + 1) * batch));
+  std::vector<std::vector<double>> batch_ms(writers);
+  std::vector<std::string> errors(writers);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < docs; i += batch) {
-    std::vector<moeedb::StoredDocument> b(all.begin() + i, all.begin() + std::min(docs, i + batch));
-    if (auto w = (*store)->Upsert("bench", b, /*sync=*/true); !w.ok()) Die(w.status().ToString());
-  }
+  std::vector<std::thread> threads;
+  for (int64_t w = 0; w < writers; ++w)
+    threads.emplace_back([&, w] {
+      for (int64_t i = w; i < batches && errors[w].empty(); i += writers) {
+        const auto b0 = std::chrono::steady_clock::now();
+        if (auto r = (*store)->Upsert(name(w % collections), batched[i], /*sync=*/true); !r.ok())
+          errors[w] = r.status().ToString();
+        batch_ms[w].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b0).count());
+      }
+    });
+  for (auto& t : threads) t.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const auto& e : errors)
+    if (!e.empty()) Die(e);
+  std::vector<double> ms;
+  for (const auto& v : batch_ms) ms.insert(ms.end(), v.begin(), v.end());
+  std::sort(ms.begin(), ms.end());
+  const auto at = [&](double q) { return ms[static_cast<size_t>(q * (ms.size() - 1) + 0.5)]; };
   const uint64_t bytes = postgres ? PostgresBytes(location) : FolderBytes(location);
   const nlohmann::json out = {{"store", postgres ? "postgresql" : "rocksdb"},
                               {"docs", docs},
                               {"batch", batch},
+                              {"writers", writers},
+                              {"collections", collections},
+                              {"batch_ms_p50", at(0.5)},
+                              {"batch_ms_p99", at(0.99)},
                               {"seconds", s},
                               {"docs_per_s", docs / s},
                               {"bytes_per_doc", static_cast<double>(bytes) / docs},

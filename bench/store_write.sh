@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
 # Store-only write throughput of both stores (build/bench/store_write: no
 # model, precomputed vectors of the embedded default model's sizes, synced
-# batches) and the bytes a document takes in each: RocksDB in a folder, and
-# PostgreSQL 15 on loopback (a throwaway server, tests/pg/pg_cluster.sh, with
-# fsync on: an acknowledged batch is on disk). ROUNDS interleaved rounds.
-# Usage: bash bench/store_write.sh [ROUNDS=3] [DOCS=20000] [BATCH=256]
+# batches) by 1, 4 and 16 concurrent writers over 1 and 4 collections, and
+# the bytes a document takes in each: RocksDB in a folder, and PostgreSQL 15
+# on loopback with a synchronous standby (tests/pg/pg_cluster.sh with
+# PG_STANDBY=1: fsync on, synchronous_commit = remote_apply, so an
+# acknowledged batch is on both servers' disks and visible on the standby),
+# its write pool as large as the writers (write_connections=). ROUNDS
+# interleaved rounds.
+# Usage: bash bench/store_write.sh [ROUNDS=2] [DOCS=32768] [BATCH=256]
+# WRITERS and COLLECTIONS (lists) narrow the table.
 source "$(dirname "$0")/../scripts/prologue.sh"  # strict mode, the checkout root, BIN
-ROUNDS="${1:-3}"; DOCS="${2:-20000}"; BATCH="${3:-256}"
+ROUNDS="${1:-2}"; DOCS="${2:-32768}"; BATCH="${3:-256}"
+WRITERS="${WRITERS:-1 4 16}"; COLLECTIONS="${COLLECTIONS:-1 4}"
 WORK=$(pwd)/build/bench-store
 rm -rf "$WORK"; mkdir -p "$WORK"
-PG_FSYNC=on bash tests/pg/pg_cluster.sh start "$WORK/pg"
+PG_FSYNC=on PG_STANDBY=1 bash tests/pg/pg_cluster.sh start "$WORK/pg"
 trap 'bash tests/pg/pg_cluster.sh stop "$WORK/pg"' EXIT
 URI=$(cat "$WORK/pg/uri")
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); cores: $(nproc); disk: $(df -h "$WORK" | awk 'NR == 2 { print $1 }')"
+echo "CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni|avx512_vpopcntdq)$' | xargs)"
+run=0
 for r in $(seq 1 "$ROUNDS"); do
-  rm -rf "$WORK/rocks"
-  ./build/bench/store_write --store "$WORK/rocks" --docs "$DOCS" --batch "$BATCH"
-  ./build/bench/store_write --store "$URI" --docs "$DOCS" --batch "$BATCH"
+  for w in $WRITERS; do
+    for c in $COLLECTIONS; do
+      rm -rf "$WORK/rocks"
+      ./build/bench/store_write --store "$WORK/rocks" --docs "$DOCS" --batch "$BATCH" --writers "$w" --collections "$c"
+      # A database of its own per run: bytes per document from fresh tables.
+      run=$((run + 1))
+      /usr/lib/postgresql/15/bin/psql "$URI" -qc "CREATE DATABASE sw$run"
+      ./build/bench/store_write --store "${URI%/postgres}/sw$run?write_connections=$w" --docs "$DOCS" --batch "$BATCH" \
+        --writers "$w" --collections "$c"
+    done
+  done
 done

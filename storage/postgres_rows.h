@@ -24,7 +24,7 @@ void BackfillShardKeys(pqxx::work& t);
 std::string ShardCondition(const ShardFilter& shard);
 // The columns RecordOf reads, in a SELECT list.
 extern const char* const kCollectionColumns;
-// The channel every write notifies on (delivered at commit).
+// The channel every write notifies on (after its COMMIT: NotifyChange).
 inline constexpr const char* kChangeChannel = "moeedb_changes";
 
 // SQLSTATEs of a server that cannot take a statement now while another may
@@ -54,9 +54,14 @@ std::vector<float> Floats(const pqxx::field& f);
 CollectionRecord RecordOf(const pqxx::row& r);
 // The collection's row; NotFound when there is none.
 Result<CollectionRecord> LoadCollection(pqxx::transaction_base& t, const std::string& name);
-// The collection's row locked for this transaction, its last_op advanced to
-// the write's number (gapless and in commit order: postgres_store.h).
-Result<CollectionRecord> LockForWrite(pqxx::transaction_base& t, const std::string& name);
+// A write's first step, taking no lock: its collection's id and `n` new
+// internal ids (ascending, from the sequence moeedb_internal_ids); NotFound
+// when there is no such collection.
+struct PreparedWrite {
+  uint32_t coll = 0;
+  std::vector<uint64_t> internal;
+};
+Result<PreparedWrite> PrepareWrite(pqxx::transaction_base& t, const std::string& name, size_t n);
 // A document row (record, and hs/rw when `with_vectors`).
 Result<std::optional<StoredDocument>> DocumentOf(const pqxx::row& row, bool with_vectors);
 
@@ -67,11 +72,15 @@ std::map<std::string, uint64_t> RemoveDocuments(pqxx::transaction_base& t, uint3
 // Inserts docs[i] under internal[i] with records[i], many rows a statement.
 void InsertDocuments(pqxx::work& t, uint32_t coll, const std::vector<uint64_t>& internal,
                      const std::vector<StoredDocument>& docs, const std::vector<std::string>& records);
-// A write's last statements before COMMIT: its change-log entry, the
-// counters, its write id (a unique violation if an earlier attempt of the
-// same write committed), the NOTIFY.
-void LogChange(pqxx::work& t, const CollectionRecord& r, WriteResult* res, uint64_t next_internal,
-               const std::string& write_id);
+// A write's last statements before COMMIT, once its documents are written:
+// the collection's row locked and its last_op advanced (res->seq, gapless and
+// in commit order: postgres_store.h), the counters, the change-log entry,
+// the write id (a unique violation if an earlier attempt of the same write
+// committed); res->previous_entry_id. NotFound if the collection is gone.
+Status AppendToLog(pqxx::work& t, uint32_t coll, WriteResult* res, const std::string& write_id);
+// Wakes the nodes LISTENing (WaitForChange) after a write's COMMIT, in a
+// transaction of its own that waits for no flush or standby.
+void NotifyChange(pqxx::connection& c);
 // Unavailable when the server requires a synchronous standby and none
 // streams; IOError when the role may not see them (needs pg_monitor).
 Status HasSynchronousStandby(pqxx::work& t);

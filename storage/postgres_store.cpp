@@ -146,7 +146,10 @@ auto PostgresStore::OnSession(const std::string& what, Session* s, bool primary,
 
 template <typename Fn>
 auto PostgresStore::WithConnection(const std::string& what, Fn&& fn) const {
-  return OnSession(what, &writes_, /*primary=*/true, /*writer=*/true, fn);
+  const auto session = write_sessions_.Take();
+  return OnSession(what, session.get(), /*primary=*/true, /*writer=*/true, [&](pqxx::connection& c) {
+    return fn(c, session->uri);
+  });
 }
 
 template <typename Fn>
@@ -228,32 +231,39 @@ auto PostgresStore::Read(const std::string& what, Fn&& fn) const {
 
 PostgresStore::~PostgresStore() = default;
 
+namespace {
+// A pool's size from moeedb's parameter `name` (1-64), `def` when not given.
+Result<int> PoolSize(const std::string& name, const std::string& value, int def) {
+  if (value.empty()) return def;
+  char* end = nullptr;
+  const long n = std::strtol(value.c_str(), &end, 10);
+  if (*end != '\0' || n < 1 || n > 64)
+    return Status::InvalidArgument(name + " must be a number from 1 to 64, not '" + value + "'");
+  return static_cast<int>(n);
+}
+}  // namespace
+
 Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& uri) {
   std::unique_ptr<PostgresStore> s(new PostgresStore());
   // patroni=HOST:PORT,...: moeedb's own parameter (libpq would refuse it).
-  std::string patroni, read_connections;
-  s->uri_ = TakeParameter(TakeParameter(uri, "patroni", &patroni), "read_connections", &read_connections);
+  std::string patroni, read_connections, write_connections;
+  s->uri_ = TakeParameter(TakeParameter(TakeParameter(uri, "patroni", &patroni), "read_connections", &read_connections),
+                          "write_connections", &write_connections);
   s->location_ = HidePassword(uri);
   if (!patroni.empty()) {
     MOEEDB_ASSIGN_OR_RETURN(s->patroni_, PatroniMembers::Parse(patroni));
   }
-  int pool = kDefaultReadConnections;
-  if (!read_connections.empty()) {
-    char* end = nullptr;
-    const long n = std::strtol(read_connections.c_str(), &end, 10);
-    if (*end != '\0' || n < 1 || n > 64)
-      return Status::InvalidArgument("read_connections must be a number from 1 to 64, not '" + read_connections +
-                                     "'");
-    pool = static_cast<int>(n);
-  }
-  s->primary_reads_.Resize(pool);
-  s->fallback_reads_.Resize(pool);
+  MOEEDB_ASSIGN_OR_RETURN(const int reads, PoolSize("read_connections", read_connections, kDefaultReadConnections));
+  MOEEDB_ASSIGN_OR_RETURN(const int writes, PoolSize("write_connections", write_connections, kDefaultWriteConnections));
+  s->primary_reads_.Resize(reads);
+  s->fallback_reads_.Resize(reads);
+  s->write_sessions_.Resize(writes);
   MOEEDB_RETURN_IF_ERROR(s->Migrate());
   return s;
 }
 
 Status PostgresStore::Migrate() {
-  return WithConnection("opening " + location_, [&](pqxx::connection& c) -> Status {
+  return WithConnection("opening " + location_, [&](pqxx::connection& c, const std::string&) -> Status {
     pqxx::work t(c);
     // One node migrates at a time; the others wait, then find it done.
     t.exec("SELECT pg_advisory_xact_lock(7325102367)");
@@ -278,7 +288,8 @@ Status PostgresStore::Migrate() {
 
 Result<CollectionRecord> PostgresStore::CreateCollection(const std::string& name, const std::string& spec_json) {
   MOEEDB_RETURN_IF_ERROR(CheckNewCollection(name, spec_json));
-  return WithConnection("creating collection " + name, [&](pqxx::connection& c) -> Result<CollectionRecord> {
+  return WithConnection("creating collection " + name,
+                        [&](pqxx::connection& c, const std::string&) -> Result<CollectionRecord> {
     pqxx::work t(c);
     // SHARE waits for an alias change under way (and holds the next one off)
     // until this creation commits: a name is an alias's or a collection's.
@@ -326,7 +337,7 @@ Result<std::vector<CollectionRecord>> PostgresStore::ListCollections() const {
 }
 
 Status PostgresStore::DropCollection(const std::string& name) {
-  return WithConnection("dropping collection " + name, [&](pqxx::connection& c) -> Status {
+  return WithConnection("dropping collection " + name, [&](pqxx::connection& c, const std::string&) -> Status {
     pqxx::work t(c);
     t.exec("LOCK TABLE moeedb_aliases IN ROW EXCLUSIVE MODE");  // first, as UpdateAliases and CreateCollection take it
     if (t.exec_params("DELETE FROM moeedb_collections WHERE name = $1", name).affected_rows() == 0)
@@ -339,7 +350,7 @@ Status PostgresStore::DropCollection(const std::string& name) {
 }
 
 Status PostgresStore::UpdateSpec(const std::string& name, const std::string& expected, const std::string& spec_json) {
-  return WithConnection("updating collection " + name, [&](pqxx::connection& c) -> Status {
+  return WithConnection("updating collection " + name, [&](pqxx::connection& c, const std::string&) -> Status {
     pqxx::work t(c);
     if (t.exec_params("UPDATE moeedb_collections SET spec = $3 WHERE name = $1 AND spec = $2", name, expected, spec_json)
             .affected_rows() == 0) {
@@ -354,7 +365,7 @@ Status PostgresStore::UpdateSpec(const std::string& name, const std::string& exp
 
 Result<std::map<std::string, std::string>> PostgresStore::ListAliases() const {
   std::map<std::string, std::string> out;
-  MOEEDB_RETURN_IF_ERROR(WithConnection("listing aliases", [&](pqxx::connection& c) -> Status {
+  MOEEDB_RETURN_IF_ERROR(WithConnection("listing aliases", [&](pqxx::connection& c, const std::string&) -> Status {
     pqxx::read_transaction t(c);
     out.clear();
     for (const auto& row : t.exec("SELECT alias, collection FROM moeedb_aliases"))
@@ -366,7 +377,7 @@ Result<std::map<std::string, std::string>> PostgresStore::ListAliases() const {
 
 Status PostgresStore::UpdateAliases(const std::map<std::string, std::string>& expected,
                                     const std::map<std::string, std::string>& aliases) {
-  return WithConnection("changing aliases", [&](pqxx::connection& c) -> Status {
+  return WithConnection("changing aliases", [&](pqxx::connection& c, const std::string&) -> Status {
     pqxx::work t(c);
     // The alias table's lock orders this change against every create and
     // drop of a collection (each takes it first: CreateCollection SHARE,
@@ -397,10 +408,14 @@ void PostgresStore::SetCommitHookForTest(std::function<void(bool committed)> hoo
 Result<std::optional<uint64_t>> PostgresStore::FindWrite(const std::string& collection, const std::string& write_id,
                                                          std::chrono::steady_clock::time_point until) const {
   for (;;) {
-    auto r = WithConnection("resolving a write to " + collection, [&](pqxx::connection& c) -> Result<std::optional<uint64_t>> {
+    auto r = WithConnection("resolving a write to " + collection,
+                            [&](pqxx::connection& c, const std::string&) -> Result<std::optional<uint64_t>> {
       pqxx::work t(c);  // rolled back: it must not wait for a standby at COMMIT
-      // An attempt still in flight holds the collection's row: wait for it
-      // to end, a while, then ask again.
+      // An attempt whose COMMIT was sent holds the collection's row (taken
+      // in its last statement): wait for it to end, a while, then ask again.
+      // An attempt not that far cannot commit (its client is this process,
+      // which no longer sends it anything), and the write id's key would
+      // refuse a second commit of the write all the same.
       t.exec("SET LOCAL lock_timeout = '2s'");
       try {
         t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1 FOR UPDATE", collection);
@@ -428,8 +443,9 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
   bool uncertain = false;                     // an attempt's COMMIT answer was lost
   const auto retry_until = Clock::now() + kWriteRetry;
   for (;;) {
-    bool no_standby = false, stored_before = false;
-    Result<WriteResult> r = WithConnection(what, [&](pqxx::connection& c) -> Result<WriteResult> {
+    bool no_standby = false, stored_before = false, collided = false;
+    Result<WriteResult> r =
+        WithConnection(what, [&](pqxx::connection& c, const std::string& server) -> Result<WriteResult> {
       pqxx::work t(c);
       t.exec(std::string("SET LOCAL lock_timeout = '") + kWriteLockTimeout + "'");
       if (Status standby = HasSynchronousStandby(t); !standby.ok()) {
@@ -442,9 +458,20 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
         MOEEDB_ASSIGN_OR_RETURN(bool commit, write(t, write_id, &res));
         if (!commit) return res;  // nothing changed: rolled back
       } catch (const pqxx::unique_violation& e) {
-        if (std::string(e.what()).find("moeedb_writes") == std::string::npos) throw;
-        stored_before = true;  // an earlier attempt of this write committed
-        return Status::Unavailable("stored before");
+        if (std::string(e.what()).find("moeedb_writes") != std::string::npos) {
+          stored_before = true;  // an earlier attempt of this write committed
+          return Status::Unavailable("stored before");
+        }
+        if (std::string(e.what()).find("moeedb_documents_external") == std::string::npos) throw;
+        // A concurrent write inserted one of these ids after this one's
+        // DELETE looked: nothing of this attempt commits; the next one sees it.
+        collided = true;
+        return Status::Unavailable(what + ": kept colliding with concurrent writes of the same ids");
+      } catch (const pqxx::transaction_rollback& e) {  // a deadlock between writes of the same ids
+        collided = true;
+        return Status::Unavailable(what + ": kept colliding with concurrent writes of the same ids: " + e.what());
+      } catch (const pqxx::foreign_key_violation&) {
+        return Status::NotFound("collection " + collection + " was dropped during the write");
       }
       attempted[res.seq] = res;
       // The primary named again right before COMMIT: a write that waited for
@@ -453,12 +480,17 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
       // for ever for a standby that left; docs/cluster.md).
       if (patroni_) {
         Result<std::string> primary = PrimaryUri();
-        if (!primary.ok() || *primary != writes_.uri)
+        if (!primary.ok() || *primary != server)
           return Status::Unavailable(what + ": the primary moved before COMMIT: nothing was written");
       }
       if (commit_hook_) commit_hook_(false);
       t.commit();
       if (commit_hook_) commit_hook_(true);
+      try {
+        NotifyChange(c);
+      } catch (const std::exception&) {
+        // Committed all the same: followers find it at their next poll.
+      }
       return res;
     });
     if (r.ok()) return r;
@@ -479,7 +511,8 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
       continue;
     }
     if (code == Status::Code::kUnavailable && Clock::now() < retry_until) {
-      std::this_thread::sleep_for(kRetryPause);
+      // A collision is over once the other write commits: retried at once.
+      if (!collided) std::this_thread::sleep_for(kRetryPause);
       continue;
     }
     return r.status();
@@ -524,27 +557,26 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
   }
   return CommitWrite(collection, "writing to " + collection,
                      [&](pqxx::work& t, const std::string& write_id, WriteResult* out) -> Result<bool> {
-    MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LockForWrite(t, collection));
+    MOEEDB_ASSIGN_OR_RETURN(PreparedWrite p, PrepareWrite(t, collection, docs.size()));
     WriteResult& res = *out;
-    res.seq = r.last_op;
-    // The documents these ids replace, removed in one statement.
+    // The documents these ids replace, removed in one statement (their rows
+    // locked: a concurrent write of the same ids waits for this one).
     std::vector<std::string> ids;
     for (const auto& d : docs) ids.push_back(d.id);
-    const auto replaced = RemoveDocuments(t, r.id, ids);
+    const auto replaced = RemoveDocuments(t, p.coll, ids);
     for (size_t i = 0; expected != nullptr && i < docs.size(); ++i) {
       auto old = replaced.find(docs[i].id);
       if ((*expected)[i] != (old == replaced.end() ? 0 : old->second))
         return Status::Conflict("document '" + docs[i].id + "' of " + collection + " changed since it was read");
     }
-    uint64_t next = r.next_internal;
     for (size_t i = 0; i < docs.size(); ++i) {
       auto old = replaced.find(docs[i].id);
       if (old != replaced.end()) res.removed.push_back(old->second);
-      res.added.push_back(next++);
     }
-    InsertDocuments(t, r.id, res.added, docs, records);
+    res.added = p.internal;
+    InsertDocuments(t, p.coll, res.added, docs, records);
     res.entry_id = write_id;
-    LogChange(t, r, &res, next, write_id);
+    MOEEDB_RETURN_IF_ERROR(AppendToLog(t, p.coll, &res, write_id));
     return true;
   });
 }
@@ -553,9 +585,9 @@ Result<WriteResult> PostgresStore::Delete(const std::string& collection, const s
                                           bool sync) {
   return CommitWrite(collection, "deleting from " + collection,
                      [&](pqxx::work& t, const std::string& write_id, WriteResult* out) -> Result<bool> {
-    MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LockForWrite(t, collection));
+    MOEEDB_ASSIGN_OR_RETURN(PreparedWrite p, PrepareWrite(t, collection, 0));
     WriteResult& res = *out;
-    const auto removed = RemoveDocuments(t, r.id, ids);
+    const auto removed = RemoveDocuments(t, p.coll, ids);
     std::set<std::string> seen;
     for (const auto& id : ids) {
       if (!seen.insert(id).second) continue;
@@ -563,10 +595,9 @@ Result<WriteResult> PostgresStore::Delete(const std::string& collection, const s
       if (old == removed.end()) ++res.not_found;
       else res.removed.push_back(old->second);
     }
-    if (res.removed.empty()) return false;  // nothing changed: the advanced last_op is rolled back
-    res.seq = r.last_op;
+    if (res.removed.empty()) return false;  // nothing changed: no entry
     res.entry_id = write_id;
-    LogChange(t, r, &res, r.next_internal, write_id);
+    MOEEDB_RETURN_IF_ERROR(AppendToLog(t, p.coll, &res, write_id));
     return true;
   });
 }

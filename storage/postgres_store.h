@@ -1,5 +1,5 @@
 // PostgresStore: the store in a PostgreSQL database (libpqxx), for several
-// moeedb nodes serving one database. Tables (schema version 1, created or
+// moeedb nodes serving one database. Tables (schema version 7, created or
 // migrated at open; a database of a newer schema is refused):
 //
 //   moeedb_meta         key -> value ("schema_version")
@@ -10,15 +10,30 @@
 //                       float32 bytes (bytea)
 //   moeedb_ops          (coll, seq) -> internal ids added and removed
 //   moeedb_writes       write id -> (coll, seq): resolves lost commit answers
+//   moeedb_aliases      alias -> collection name
+//   moeedb_internal_ids a sequence: every document row's internal id
 //
-// The change log's numbers: a write first runs
+// A write's transaction, in order: its collection's id and new internal ids
+// (the sequence moeedb_internal_ids: ids are unique, not the log's numbers),
+// the documents it replaces deleted (their rows locked: writes of the same
+// ids queue there; a write whose insert then collides with one committed
+// meanwhile is retried), its documents inserted, and last, in one statement,
 //   UPDATE moeedb_collections SET last_op = last_op + 1 ... RETURNING last_op
-// in its transaction. The row lock it takes makes the writers of one
-// collection commit one after another, so the numbers are gapless and in
-// commit order (an aborted write rolls its number back with it). A sequence
-// (nextval) would not do: a number taken before commit can become visible
-// after a larger one, and a follower reading "everything above my cursor"
-// would skip it. Writes are acknowledged after COMMIT returns.
+// with the change-log entry and the write id; then COMMIT. The row lock that
+// UPDATE takes makes the writers of one collection commit one after another
+// from there, so the log's numbers are gapless and in commit order (an
+// aborted write rolls its number back with it); taken last, it is held only
+// for that statement, one read of the previous entry and the COMMIT, while
+// the documents of concurrent writes go in side by side on a pool of write
+// connections (write_connections=N, moeedb's parameter, 1-64, default 4). A
+// sequence would not do for the log: a number taken before commit can
+// become visible after a larger one, and a follower reading "everything
+// above my cursor" would skip it. Writes are acknowledged after COMMIT
+// returns; NOTIFY follows in a transaction of its own (a NOTIFY inside the
+// write would hold PostgreSQL's one notify lock, which every notifying
+// commit of the server takes, through the write's WAL flush and its wait for
+// the synchronous standby); a notification lost with a crash between the
+// two costs a follower one poll period.
 //
 // High availability (a primary and synchronous standbys under Patroni;
 // docs/cluster.md): `uri` may name several servers with
@@ -33,7 +48,7 @@
 // attempt commits); not answerable, OutcomeUnknown. A write needing a
 // synchronous standby while none streams answers Unavailable at once rather
 // than hang at COMMIT. A node frozen inside a write (SIGSTOP, a paused VM)
-// holds its collection's row: PostgreSQL ends its session once it has idled
+// holds its collection's row or its documents' rows: PostgreSQL ends its session once it has idled
 // 5 s in the transaction, and a write waits at most 8 s for the row before it
 // retries; reads run on connections apart from the writes', a pool of
 // read_connections=N (moeedb's parameter, 1-64, default 4) per server kind,
@@ -64,13 +79,16 @@ class PostgresStore final : public Store {
   // synchronous standby, for one of them (a promotion takes well under this).
   static constexpr std::chrono::milliseconds kReadFailoverWait{1500};
   // The schema version this build reads and writes.
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
   // Connections in each read pool (the primary's, the fallback's) unless
   // read_connections= says otherwise.
   static constexpr int kDefaultReadConnections = 4;
+  // Connections writes (and DDL) run on unless write_connections= says
+  // otherwise: concurrent writes of a node commit side by side up to it.
+  static constexpr int kDefaultWriteConnections = 4;
 
   // Connects to `uri` (any libpq connection string, with moeedb's own
-  // parameters patroni= and read_connections=) and creates or migrates the
+  // parameters patroni=, read_connections= and write_connections=) and creates or migrates the
   // tables; Unavailable naming the server (password hidden) when it cannot
   // connect, NotSupported for a database of a newer schema version,
   // InvalidArgument for a bad moeedb parameter.
@@ -125,8 +143,8 @@ class PostgresStore final : public Store {
   Status Checkpoint(const std::string& dir) const override;
   std::string location() const override { return location_; }
   bool shared() const override { return true; }
-  // LISTEN on a connection of its own: every write NOTIFYs in its
-  // transaction (delivered at commit). True also after (re)connecting, since
+  // LISTEN on a connection of its own: every write NOTIFYs once it has
+  // committed. True also after (re)connecting, since
   // notifications sent meanwhile are lost: the caller reads the log anyway.
   bool WaitForChange(int timeout_ms) const override;
   // Called right before each write's COMMIT (false) and right after it
@@ -175,7 +193,7 @@ class PostgresStore final : public Store {
   // commit: synchronous_commit = remote_apply), else any of the servers.
   // `current`: the session's server, kept while it is still named.
   Result<std::string> FallbackUri(const std::string& current) const;
-  // OnSession with the writes' connection.
+  // OnSession with a write session, as fn(connection, its server's URI).
   template <typename Fn>
   auto WithConnection(const std::string& what, Fn&& fn) const;
   // Runs `fn` on a connection of its own (scans: their callbacks may call
@@ -214,7 +232,7 @@ class PostgresStore final : public Store {
 
   std::string uri_, location_;  // uri_: without patroni=
   std::unique_ptr<PatroniMembers> patroni_;  // null: libpq finds the primary
-  mutable Session writes_;         // writes, DDL and write lookups
+  mutable SessionPool write_sessions_;  // writes, DDL and write lookups
   mutable SessionPool primary_reads_;   // ReadPrimary's
   mutable SessionPool fallback_reads_;  // Read()'s, while no primary answers
   mutable std::atomic<int64_t> primary_retry_at_{0};  // steady_clock ticks

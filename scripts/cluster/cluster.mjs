@@ -417,6 +417,27 @@ postgresql:
     }, timeoutMs);
   }
 
+  // Resolves to the index of the server Patroni reports primary, once one does.
+  async waitPrimary(timeoutMs) {
+    const found = await until('a PostgreSQL primary', async () => {
+      const p = (await this.roles()).indexOf('primary');
+      return p >= 0 ? p + 1 : 0;
+    }, timeoutMs);
+    return found - 1;
+  }
+
+  // The last `lines` lines of each PostgreSQL server's Patroni log (what a
+  // failed run prints, the cluster's folder being removed after it).
+  patroniLogTails(lines = 40) {
+    return (this.state?.postgres || []).map((p) => {
+      let text = '';
+      try {
+        text = fs.readFileSync(path.join(this.dir, `${p.name}.log`), 'utf8');
+      } catch {}
+      return `--- ${p.name}.log (last ${lines} lines)\n${text.split('\n').slice(-lines - 1).join('\n')}`;
+    }).join('\n');
+  }
+
   // Resolves when one server is primary and another its streaming
   // synchronous standby (writes can commit).
   async waitSyncStandby(timeoutMs) {

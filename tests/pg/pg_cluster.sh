@@ -9,6 +9,10 @@
 # mktemp -d makes), the server's files go to a folder of its own under the
 # temporary directory, named in DIR/home. fsync is off (the tests need no
 # durability across machine crashes) unless PG_FSYNC=on (benchmarks).
+# PG_STANDBY=1 adds a synchronous standby (streaming replication from a base
+# backup, on its own loopback port): every commit returns once the standby has
+# applied it (synchronous_commit = remote_apply, as the cluster's Patroni sets
+# it); its port goes to DIR/standby_port.
 set -euo pipefail
 CMD="${1:?start|stop}"; DIR="${2:?folder}"
 BIN=/usr/lib/postgresql/15/bin
@@ -16,6 +20,7 @@ as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@";
 # The folder holding the server's data, socket and log.
 home_of() { if [ -f "$1/home" ]; then cat "$1/home"; else echo "$1"; fi; }
 stop_server() {  # $1: home, $2: pg_ctl's shutdown mode
+  if [ -f "$1/standby/postmaster.pid" ]; then as_owner "$BIN/pg_ctl" -D "$1/standby" -m "$2" -w stop > /dev/null; fi
   if [ -f "$1/data/postmaster.pid" ]; then as_owner "$BIN/pg_ctl" -D "$1/data" -m "$2" -w stop > /dev/null; fi
 }
 remove() {  # the server's folders: DIR and, if apart, its home
@@ -42,13 +47,42 @@ case "$CMD" in
     for _ in 1 2 3 4 5 6 7 8; do
       PORT=$((20000 + RANDOM % 30000))
       if as_owner "$BIN/pg_ctl" -D "$HOME_DIR/data" -l "$HOME_DIR/server.log" -w -t 60 \
-           -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$HOME_DIR -c fsync=${PG_FSYNC:-off} -c max_connections=200" \
+           -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$HOME_DIR -c fsync=${PG_FSYNC:-off} -c max_connections=200 ${PG_OPTIONS:-}" \
            start > /dev/null; then
         break
       fi
       PORT=""
     done
     [ -n "$PORT" ] || { cat "$HOME_DIR/server.log" >&2; exit 1; }
+    if [ "${PG_STANDBY:-0}" = 1 ]; then
+      as_owner "$BIN/pg_basebackup" -h 127.0.0.1 -p "$PORT" -U postgres -D "$HOME_DIR/standby" -X stream -c fast \
+        -R -d "application_name=standby1 host=127.0.0.1 port=$PORT user=postgres" > "$DIR/basebackup.log" 2>&1 \
+        || { cat "$DIR/basebackup.log" >&2; exit 1; }
+      SPORT=""
+      for _ in 1 2 3 4 5 6 7 8; do
+        SPORT=$((20000 + RANDOM % 30000))
+        [ "$SPORT" = "$PORT" ] && continue
+        if as_owner "$BIN/pg_ctl" -D "$HOME_DIR/standby" -l "$HOME_DIR/standby.log" -w -t 60 \
+             -o "-c listen_addresses=127.0.0.1 -c port=$SPORT -c unix_socket_directories=$HOME_DIR -c fsync=${PG_FSYNC:-off} -c max_connections=200 -c hot_standby=on ${PG_OPTIONS:-}" \
+             start > /dev/null; then
+          break
+        fi
+        SPORT=""
+      done
+      [ -n "$SPORT" ] || { cat "$HOME_DIR/standby.log" >&2; exit 1; }
+      echo "$SPORT" > "$DIR/standby_port"
+      # Synchronous from here on: a commit waits for the standby to apply it.
+      as_owner "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -qAt -c \
+        "ALTER SYSTEM SET synchronous_standby_names = 'standby1'" -c "ALTER SYSTEM SET synchronous_commit = 'remote_apply'" \
+        -c "SELECT pg_reload_conf()" > /dev/null
+      for _ in $(seq 1 100); do
+        state=$(as_owner "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -qAt -c \
+          "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1' AND state = 'streaming'")
+        [ "$state" = sync ] && break
+        sleep 0.1
+      done
+      [ "$state" = sync ] || { echo "the standby did not become synchronous" >&2; cat "$HOME_DIR/standby.log" >&2; exit 1; }
+    fi
     echo "postgresql://postgres@127.0.0.1:$PORT/postgres" > "$DIR/uri"
     ;;
   stop)

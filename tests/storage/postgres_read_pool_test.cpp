@@ -1,8 +1,11 @@
 // A PostgresStore's reads run on a pool of connections (read_connections=,
 // default PostgresStore::kDefaultReadConnections): a read parked at the
 // server (here behind a table lock another session holds) does not hold up
-// the node's other reads, the searches' hits among them. Forced with a lock,
-// not timing: the parked read is seen waiting in pg_stat_activity first.
+// the node's other reads, the searches' hits among them. Its writes run on a
+// pool of their own (write_connections=): a write waiting for its
+// collection's row does not hold up the node's writes to another. Forced
+// with locks, not timing: the parked one is seen waiting in pg_stat_activity
+// first.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -50,12 +53,14 @@ class OpsLock {
  public:
   explicit OpsLock(const std::string& uri) : c_(uri), t_(c_) { t_.exec("LOCK TABLE moeedb_ops IN ACCESS EXCLUSIVE MODE"); }
   void Release() { t_.commit(); }
-  static bool WaitForAWaiter(const std::string& uri) {
+  // True once a session of the database waits for a lock in a statement
+  // naming `table`.
+  static bool WaitForAWaiter(const std::string& uri, const std::string& table = "moeedb_ops") {
     pqxx::connection c(uri);
     for (int i = 0; i < 600; ++i) {
       const auto n = pqxx::nontransaction(c)
-                         .exec("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
-                               "datname = current_database() AND query LIKE '%moeedb_ops%'")[0][0]
+                         .exec_params("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+                                      "datname = current_database() AND query LIKE '%' || $1 || '%'", table)[0][0]
                          .as<int>();
       if (n > 0) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -142,12 +147,46 @@ TEST(PostgresReadPool, EveryReadIsAnsweredAfterEachPooledConnectionDied) {
 
 TEST(PostgresReadPool, ABadPoolSizeIsRefusedByName) {
   test::PgDatabase pg;
-  for (const char* bad : {"read_connections=0", "read_connections=65", "read_connections=four"}) {
-    auto s = Store::Open(WithParam(pg.uri(), bad));
-    ASSERT_FALSE(s.ok()) << bad;
-    EXPECT_EQ(s.status().code(), Status::Code::kInvalidArgument) << bad;
-    EXPECT_NE(s.status().message().find("read_connections"), std::string::npos) << s.status().ToString();
+  for (const std::string name : {"read_connections", "write_connections"}) {
+    for (const std::string value : {"0", "65", "four"}) {
+      auto s = Store::Open(WithParam(pg.uri(), name + "=" + value));
+      ASSERT_FALSE(s.ok()) << name << "=" << value;
+      EXPECT_EQ(s.status().code(), Status::Code::kInvalidArgument) << name << "=" << value;
+      EXPECT_NE(s.status().message().find(name), std::string::npos) << s.status().ToString();
+    }
   }
+}
+
+// A write takes its collection's row in its last statement and holds it to
+// COMMIT (the change log's order); another session holds c's row here. The
+// node's write to c parks on one write connection; its write to d goes on
+// another meanwhile (with one write connection it would queue behind).
+TEST(PostgresWritePool, AWriteWaitingForItsCollectionDoesNotHoldUpTheNodesWritesToAnother) {
+  test::PgDatabase pg;
+  std::unique_ptr<Store> store = OpenWithDocument(WithParam(pg.uri(), "write_connections=2"));
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->CreateCollection("d", "{}").ok());
+
+  std::future<Result<WriteResult>> parked;  // before the lock: a failed assertion drops the lock first
+  pqxx::connection holder(pg.uri());
+  pqxx::work hold(holder);
+  hold.exec("UPDATE moeedb_collections SET doc_count = doc_count WHERE name = 'c'");
+  parked = std::async(std::launch::async, [&] { return store->Upsert("c", {Doc("b")}, true); });
+  ASSERT_TRUE(OpsLock::WaitForAWaiter(pg.uri(), "moeedb_collections"));
+  auto other = std::async(std::launch::async, [&] { return store->Upsert("d", {Doc("x")}, true); });
+  // Under the write's 8 s wait for the row, after which it would retry.
+  const bool answered = other.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  EXPECT_EQ(parked.wait_for(std::chrono::seconds(0)), std::future_status::timeout) << "the write to c was not parked";
+  hold.commit();
+  EXPECT_TRUE(answered) << "the write to d waited for the parked one";
+  auto to_d = other.get();
+  ASSERT_TRUE(to_d.ok()) << to_d.status().ToString();
+  EXPECT_EQ(to_d->seq, 1u);
+  auto to_c = parked.get();
+  ASSERT_TRUE(to_c.ok()) << to_c.status().ToString();
+  EXPECT_EQ(to_c->seq, 2u);  // after a's entry
+  auto b = store->Get("c", "b");
+  ASSERT_TRUE(b.ok() && b->has_value());
 }
 
 }  // namespace

@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
+#include <random>
+#include <set>
 #include <thread>
 
 #include "storage/postgres_store.h"
@@ -256,6 +259,67 @@ TEST_P(StoreContract, PagesFollowTheIdOrderAndScansSeeEveryVector) {
   EXPECT_EQ(metas, docs.size());
 }
 
+// Writers of one collection at once (a node's concurrent requests: on
+// PostgreSQL over its pool of write connections), their ids overlapping so
+// that replacements and deletes race: the log stays gapless, each
+// acknowledged write is the entry it answered (its number, its ids, its
+// identity), each names the entry before it, and replaying the log gives
+// exactly the documents the store holds.
+TEST_P(StoreContract, ConcurrentWritersLeaveAGaplessLogThatReplaysToTheStore) {
+  constexpr int kWriters = 6, kWrites = 15, kIds = 12;
+  std::vector<std::vector<WriteResult>> results(kWriters);
+  std::vector<std::string> errors(kWriters);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w)
+    threads.emplace_back([&, w] {
+      std::mt19937 rng(w);
+      for (int i = 0; i < kWrites; ++i) {
+        std::vector<std::string> ids;
+        for (int n = 1 + static_cast<int>(rng() % 4); static_cast<int>(ids.size()) < n;) {
+          const std::string id = "d" + std::to_string(rng() % kIds);
+          if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+        }
+        std::vector<StoredDocument> docs;
+        for (const auto& id : ids) docs.push_back(Doc(id, static_cast<float>(w * 100 + i)));
+        Result<WriteResult> r = i % 5 == 4 ? store_->Delete("c", ids, true) : store_->Upsert("c", docs, i % 2 == 0);
+        if (!r.ok()) {
+          errors[w] = r.status().ToString();
+          return;
+        }
+        if (r->seq != 0) results[w].push_back(*r);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  std::map<uint64_t, WriteResult> by_seq;
+  for (const auto& rs : results)
+    for (const auto& r : rs) EXPECT_TRUE(by_seq.emplace(r.seq, r).second) << "two writes answered entry " << r.seq;
+  const std::vector<OpRecord> ops = Ops();
+  ASSERT_EQ(ops.size(), by_seq.size());
+  std::set<uint64_t> live;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpRecord& op = ops[i];
+    ASSERT_EQ(op.seq, i + 1);  // gapless from 1
+    const WriteResult& w = by_seq.at(op.seq);
+    EXPECT_EQ(op.added, w.added);
+    EXPECT_EQ(op.removed, w.removed);
+    EXPECT_EQ(op.entry_id, w.entry_id);
+    if (i > 0) EXPECT_EQ(w.previous_entry_id, ops[i - 1].entry_id) << "entry " << op.seq;
+    for (uint64_t id : op.removed) EXPECT_EQ(live.erase(id), 1u) << "entry " << op.seq << " removes " << id;
+    for (uint64_t id : op.added) EXPECT_TRUE(live.insert(id).second) << "entry " << op.seq << " adds " << id;
+  }
+  std::set<uint64_t> stored;
+  for (int i = 0; i < kIds; ++i) {
+    auto id = store_->InternalId("c", "d" + std::to_string(i));
+    ASSERT_TRUE(id.ok());
+    if (*id) stored.insert(**id);
+  }
+  EXPECT_EQ(stored, live);
+  const CollectionRecord rec = *store_->GetCollection("c");
+  EXPECT_EQ(rec.count, live.size());
+  EXPECT_EQ(rec.last_op, ops.size());
+}
+
 INSTANTIATE_TEST_SUITE_P(BothEngines, StoreContract, ::testing::Values("rocksdb", "postgres"),
                          [](const auto& info) { return info.param; });
 
@@ -292,6 +356,7 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
     t.exec("ALTER TABLE moeedb_ops DROP COLUMN entry_id");  // version 4's
     t.exec("DROP INDEX moeedb_documents_order");           // version 5's
     t.exec("DROP TABLE moeedb_aliases");                   // version 6's
+    t.exec("DROP SEQUENCE moeedb_internal_ids");           // version 7's
     t.exec("UPDATE moeedb_meta SET value = '2' WHERE key = 'schema_version'");
     t.commit();
   }
@@ -321,6 +386,13 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
     seen += ids.size();
   }
   EXPECT_EQ(seen, docs.size());
+  // Version 7's sequence starts above every internal id given before it.
+  uint64_t old_max = 0;
+  ASSERT_TRUE((*s)->ScanMetadata("c", [&](uint64_t id, const std::string&) { old_max = std::max(old_max, id); }).ok());
+  auto more = (*s)->Upsert("c", {{"new-0", "t", "{}", {1, 2}, {3}}, {"id-7", "t", "{}", {1, 2}, {3}}}, true);
+  ASSERT_TRUE(more.ok()) << more.status().ToString();
+  for (uint64_t id : more->added) EXPECT_GT(id, old_max);
+  EXPECT_EQ(more->removed.size(), 1u);
 }
 
 TEST(PostgresStore, AnUnreachableServerIsAClearErrorWithoutThePassword) {
@@ -370,8 +442,8 @@ TEST(PostgresStore, AChangeLogNumberNeverBecomesVisibleBeforeASmallerOne) {
   EXPECT_EQ(seen, (std::vector<uint64_t>{n, n + 1}));
 }
 
-// A node waiting for changes is woken by another's commit (NOTIFY in the
-// write's transaction), not by the end of its wait; with no write it is not.
+// A node waiting for changes is woken by another's commit (the NOTIFY that
+// follows it), not by the end of its wait; with no write it is not.
 TEST(PostgresStore, ACommitWakesAWaitingNode) {
   test::PgDatabase pg;
   auto writer = Store::Open(pg.uri());
