@@ -241,7 +241,7 @@ void ShardReplica::NoteRewind(uint64_t seq) {
 Result<std::string> ShardReplica::EntryAt(uint64_t seq) const {
   std::string id;
   if (seq == 0) return id;
-  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, seq - 1, [&](const OpRecord& op) {
+  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, seq - 1, 1, [&](const OpRecord& op) {
     if (op.seq == seq) id = op.entry_id;
   }));
   return id;
@@ -263,27 +263,32 @@ Status ShardReplica::OpenLexical() {
   }
   if (usable) {
     uint64_t expect = from + 1;
-    Status inner;
-    Status read = store_->ReadOps(name, from, [&](const OpRecord& op) {
-      if (!inner.ok()) return;
-      if (op.seq != expect) {
-        inner = Status::NotFound("op log gap");
-        return;
-      }
-      ++expect;
-      inner = lexical_->Remove(op.removed);
-      if (!inner.ok() || op.added.empty()) return;
-      auto docs = store_->GetManyByInternal(name, op.added, false, filter_);
-      if (!docs.ok()) {
-        inner = docs.status();
-        return;
-      }
-      std::vector<uint64_t> ids;
-      std::vector<const std::string*> texts;
-      for (size_t i = 0; i < op.added.size(); ++i)
-        if ((*docs)[i]) ids.push_back(op.added[i]), texts.push_back(&(*docs)[i]->text);
-      inner = lexical_->Replace(ids, texts);
-    });
+    Status inner, read;
+    // In pages: a long backlog is not held in memory at once.
+    for (size_t n = kLogPageEntries; read.ok() && inner.ok() && n == kLogPageEntries;) {
+      n = 0;
+      read = store_->ReadOps(name, expect - 1, kLogPageEntries, [&](const OpRecord& op) {
+        ++n;
+        if (!inner.ok()) return;
+        if (op.seq != expect) {
+          inner = Status::NotFound("op log gap");
+          return;
+        }
+        ++expect;
+        inner = lexical_->Remove(op.removed);
+        if (!inner.ok() || op.added.empty()) return;
+        auto docs = store_->GetManyByInternal(name, op.added, false, filter_);
+        if (!docs.ok()) {
+          inner = docs.status();
+          return;
+        }
+        std::vector<uint64_t> ids;
+        std::vector<const std::string*> texts;
+        for (size_t i = 0; i < op.added.size(); ++i)
+          if ((*docs)[i]) ids.push_back(op.added[i]), texts.push_back(&(*docs)[i]->text);
+        inner = lexical_->Replace(ids, texts);
+      });
+    }
     usable = read.ok() && inner.ok() && expect == rec.last_op + 1 && lexical_->size() == index_->size();
   }
   if (!usable) {  // at open, before any search: rebuilt in place
@@ -416,19 +421,8 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     MOEEDB_RETURN_IF_ERROR(Rebuild());
     return size_t{0};
   }
-  // A store that keeps its whole log (PostgreSQL) still holds the entry these
-  // indexes applied last: read from it, and check that it is the same entry.
-  // (Only this thread changes applied_seq_: follow_mu_.)
-  const bool check = store_->shared() && applied_seq_ > 0;
-  const auto read_at = std::chrono::steady_clock::now();  // the log's end read below is as fresh as this
-  std::vector<OpRecord> ops;
-  MOEEDB_RETURN_IF_ERROR(store_->ReadOps(layout_.name, check ? applied_seq_ - 1 : applied_seq_,
-                                         [&](const OpRecord& op) { ops.push_back(op); }));
-  size_t next = 0;
-  // An entry of unknown identity here (a snapshot without it) against one
-  // the log names cannot be vouched for either: rebuilt the same way.
-  const bool rewound = check && !HoldsLastApplied(ops);
-  if (check) next = 1;
+  bool rewound = false;
+  MOEEDB_ASSIGN_OR_RETURN(const size_t applied, FollowLog(/*from_standby=*/false, &rewound));
   if (rewound) {
     // The log went back under this replica (a crash that lost commits, a
     // point-in-time restore): the entry it applied last is gone or another
@@ -438,25 +432,50 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     if (rec.id != layout_.store_id) return Status::NotFound("collection '" + layout_.name + "' was dropped");
     NoteRewind(applied_seq_);
     MOEEDB_RETURN_IF_ERROR(Rebuild());
-    return size_t{0};
   }
-  return ApplyEntries(ops, next, read_at);
+  return applied;
 }
 
 Result<size_t> ShardReplica::CatchUpFromStandbyLocked() {
   if (needs_rebuild_) return Status::Unavailable("collection " + layout_.name + ": a rebuild is due");
-  const bool check = applied_seq_ > 0;
-  const auto read_at = std::chrono::steady_clock::now();
-  std::vector<OpRecord> ops;
-  MOEEDB_RETURN_IF_ERROR(store_->ReadOpsFromStandby(layout_.name, check ? applied_seq_ - 1 : applied_seq_,
-                                                    [&](const OpRecord& op) { ops.push_back(op); }));
   // Only a log that holds this replica's last entry, under its identity, is
   // followed: the standby may not have received yet what the old primary
   // showed this replica, and whether the log went back is the primary's to say.
-  if (check && !HoldsLastApplied(ops))
+  bool rewound = false;
+  const uint64_t before = applied_seq_;
+  MOEEDB_ASSIGN_OR_RETURN(const size_t applied, FollowLog(/*from_standby=*/true, &rewound));
+  if (rewound && applied_seq_ == before)
     return Status::Unavailable("collection " + layout_.name + ": the synchronous standby's log does not hold entry " +
                                std::to_string(applied_seq_) + " as this replica applied it");
-  return ApplyEntries(ops, check ? 1 : 0, read_at);
+  return applied;
+}
+
+Result<size_t> ShardReplica::FollowLog(bool from_standby, bool* rewound) {
+  size_t applied = 0;
+  for (;;) {
+    // A store that keeps its whole log (PostgreSQL; the standby's is a copy)
+    // still holds the entry these indexes applied last: read from it, and
+    // check that it is the same entry. (Only this thread changes
+    // applied_seq_: follow_mu_.)
+    const bool check = (from_standby || store_->shared()) && applied_seq_ > 0;
+    const uint64_t after = check ? applied_seq_ - 1 : applied_seq_;
+    const auto read_at = std::chrono::steady_clock::now();  // a page that ends the log is as fresh as this
+    std::vector<OpRecord> ops;
+    const auto keep = [&](const OpRecord& op) { ops.push_back(op); };
+    MOEEDB_RETURN_IF_ERROR(from_standby ? store_->ReadOpsFromStandby(layout_.name, after, kLogPageEntries, keep)
+                                        : store_->ReadOps(layout_.name, after, kLogPageEntries, keep));
+    // An entry of unknown identity here (a snapshot without it) against one
+    // the log names cannot be vouched for either.
+    if (check && !HoldsLastApplied(ops)) {
+      *rewound = true;
+      return applied;
+    }
+    const bool end = ops.size() < kLogPageEntries;
+    MOEEDB_ASSIGN_OR_RETURN(const size_t n, ApplyEntries(ops, check ? 1 : 0,
+                                                         end ? std::optional(read_at) : std::nullopt));
+    applied += n;
+    if (end) return applied;
+  }
 }
 
 bool ShardReplica::HoldsLastApplied(const std::vector<OpRecord>& ops) const {
@@ -464,7 +483,7 @@ bool ShardReplica::HoldsLastApplied(const std::vector<OpRecord>& ops) const {
 }
 
 Result<size_t> ShardReplica::ApplyEntries(const std::vector<OpRecord>& ops, size_t next,
-                                          std::chrono::steady_clock::time_point read_at) {
+                                          std::optional<std::chrono::steady_clock::time_point> read_at) {
   size_t applied = 0;
   while (next < ops.size()) {
     // A batch of entries: their documents read from the store without the
@@ -473,11 +492,17 @@ Result<size_t> ShardReplica::ApplyEntries(const std::vector<OpRecord>& ops, size
     while (end < ops.size() && end - next < kReplayBatchEntries &&
            (end == next || documents + ops[end].added.size() <= kReplayBatchDocuments))
       documents += ops[end++].added.size();
+    // One read of the store for the batch's documents, handed back per entry.
+    std::vector<uint64_t> wanted;
+    wanted.reserve(documents);
+    for (size_t i = next; i < end; ++i) wanted.insert(wanted.end(), ops[i].added.begin(), ops[i].added.end());
+    std::vector<std::optional<StoredDocument>> all;
+    if (!wanted.empty()) {
+      MOEEDB_ASSIGN_OR_RETURN(all, store_->GetManyByInternal(layout_.name, wanted, true, filter_));
+    }
     std::vector<std::vector<std::optional<StoredDocument>>> fetched(end - next);
-    for (size_t i = next; i < end; ++i)
-      if (!ops[i].added.empty()) {
-        MOEEDB_ASSIGN_OR_RETURN(fetched[i - next], store_->GetManyByInternal(layout_.name, ops[i].added, true, filter_));
-      }
+    for (size_t i = next, at = 0; i < end; ++i)
+      for (size_t k = 0; k < ops[i].added.size(); ++k) fetched[i - next].push_back(std::move(all[at++]));
     std::unique_lock lock(mu_);
     for (size_t i = next; i < end; ++i) {
       if (ops[i].seq != applied_seq_ + 1)
@@ -493,8 +518,10 @@ Result<size_t> ShardReplica::ApplyEntries(const std::vector<OpRecord>& ops, size
     }
     next = end;
   }
-  std::unique_lock lock(mu_);
-  log_read_at_ = read_at;
+  if (read_at) {
+    std::unique_lock lock(mu_);
+    log_read_at_ = *read_at;
+  }
   return applied;
 }
 

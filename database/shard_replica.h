@@ -123,10 +123,14 @@ class ShardReplica {
   // Whether a rebuild is due or under way: the replica refuses searches
   // until it completes.
   bool building() const { return needs_rebuild_; }
-  // Change-log entries a catch-up reads the documents of before it takes the
-  // searches' lock to apply them (bounded by documents too).
+  // Change-log entries a catch-up reads the documents of (one read of the
+  // store) before it takes the searches' lock to apply them (bounded by
+  // documents too).
   static constexpr size_t kReplayBatchEntries = 256;
   static constexpr size_t kReplayBatchDocuments = 2048;
+  // Change-log entries a catch-up reads at a time: a replica far behind
+  // holds one page of its backlog in memory, not all of it.
+  static constexpr size_t kLogPageEntries = 4096;
 
  private:
   ShardReplica() = default;
@@ -138,11 +142,17 @@ class ShardReplica {
   // Whether `ops` (a log read from this replica's cursor) begin with the
   // entry it applied last, under the same identity.
   bool HoldsLastApplied(const std::vector<OpRecord>& ops) const;
-  // Applies ops[next..] in batches (their documents read without the
-  // searches' lock, each batch applied under it), then records the log as
-  // read to its end at `read_at`; follow_mu_ held.
+  // Reads the log a page at a time from this replica's cursor (from the
+  // primary, or with `from_standby` the synchronous standby) and applies
+  // it, checking on each page that it still begins with the entry applied
+  // last: `*rewound` is set, with nothing applied from that page, when it
+  // does not; follow_mu_ held.
+  Result<size_t> FollowLog(bool from_standby, bool* rewound);
+  // Applies ops[next..] in batches (their documents read in one read of the
+  // store without the searches' lock, each batch applied under it), then,
+  // given `read_at`, records the log as read to its end then; follow_mu_ held.
   Result<size_t> ApplyEntries(const std::vector<OpRecord>& ops, size_t next,
-                              std::chrono::steady_clock::time_point read_at);
+                              std::optional<std::chrono::steady_clock::time_point> read_at);
   // Applies entry `op` whose documents (in the store now) are `docs` (mu_ held exclusively).
   Status ApplyLoggedOp(const OpRecord& op, std::vector<std::optional<StoredDocument>> docs);
   Status ApplyChange(uint64_t seq, const std::vector<uint64_t>& gone, const std::vector<uint64_t>& ids,

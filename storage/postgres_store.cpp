@@ -712,15 +712,16 @@ Status PostgresStore::ScanMetadata(const std::string& collection,
 
 namespace {
 
-// The change-log entries of `collection` with seq > after, read on `c`.
-Status LoadOps(pqxx::connection& c, const std::string& collection, uint64_t after, std::vector<OpRecord>* out) {
+// The first `limit` change-log entries of `collection` with seq > after, read on `c`.
+Status LoadOps(pqxx::connection& c, const std::string& collection, uint64_t after, size_t limit,
+               std::vector<OpRecord>* out) {
   std::vector<OpRecord>& ops = *out;
   {
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     pqxx::result rows = t.exec_params(
-        "SELECT seq, added, removed, entry_id FROM moeedb_ops WHERE coll = $1 AND seq > $2 ORDER BY seq", r.id,
-        static_cast<int64_t>(after));
+        "SELECT seq, added, removed, entry_id FROM moeedb_ops WHERE coll = $1 AND seq > $2 ORDER BY seq LIMIT $3", r.id,
+        static_cast<int64_t>(after), static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX)));
     for (const auto& row : rows) {
       OpRecord op;
       op.seq = row["seq"].as<uint64_t>();
@@ -735,7 +736,7 @@ Status LoadOps(pqxx::connection& c, const std::string& collection, uint64_t afte
 
 }  // namespace
 
-Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,
+Status PostgresStore::ReadOps(const std::string& collection, uint64_t after, size_t limit,
                               const std::function<void(const OpRecord&)>& fn) const {
   // Read whole, then handed out: `fn` may call the store.
   std::vector<OpRecord> ops;
@@ -744,20 +745,20 @@ Status PostgresStore::ReadOps(const std::string& collection, uint64_t after,
   // (the entries' identities let a node notice later, but a search would
   // answer with them meanwhile).
   MOEEDB_RETURN_IF_ERROR(ReadPrimary("reading the change log of " + collection, [&](pqxx::connection& c) {
-    return LoadOps(c, collection, after, &ops);
+    return LoadOps(c, collection, after, limit, &ops);
   }));
   for (const OpRecord& op : ops) fn(op);
   return Status::OK();
 }
 
-Status PostgresStore::ReadOpsFromStandby(const std::string& collection, uint64_t after,
+Status PostgresStore::ReadOpsFromStandby(const std::string& collection, uint64_t after, size_t limit,
                                          const std::function<void(const OpRecord&)>& fn) const {
-  if (!patroni_) return Store::ReadOpsFromStandby(collection, after, fn);
+  if (!patroni_) return Store::ReadOpsFromStandby(collection, after, limit, fn);
   std::vector<OpRecord> ops;
   const auto session = fallback_reads_.Take();
   MOEEDB_RETURN_IF_ERROR(OnSession("reading the change log of " + collection + " from the synchronous standby",
                                    session.get(), /*primary=*/false, false, [&](pqxx::connection& c) {
-                                     return LoadOps(c, collection, after, &ops);
+                                     return LoadOps(c, collection, after, limit, &ops);
                                    }));
   for (const OpRecord& op : ops) fn(op);
   return Status::OK();

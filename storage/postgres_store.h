@@ -131,11 +131,13 @@ class PostgresStore final : public Store {
   Status ScanMetadata(const std::string& collection,
                       const std::function<void(uint64_t, const std::string&)>& fn,
                       const ShardFilter& shard) const override;
-  Status ReadOps(const std::string& collection, uint64_t after,
+  using Store::ReadOps;
+  Status ReadOps(const std::string& collection, uint64_t after, size_t limit,
                  const std::function<void(const OpRecord&)>& fn) const override;
+  using Store::ReadOpsFromStandby;
   // With patroni=: the log as the synchronous standby Patroni names holds it
   // (it replays the primary's WAL; strict synchronous mode promotes only it).
-  Status ReadOpsFromStandby(const std::string& collection, uint64_t after,
+  Status ReadOpsFromStandby(const std::string& collection, uint64_t after, size_t limit,
                             const std::function<void(const OpRecord&)>& fn) const override;
   // Keeps the log: other nodes follow it from their own cursors.
   Status TrimOps(const std::string& collection, uint64_t upto) override;

@@ -513,13 +513,15 @@ Status RocksStore::ScanMetadata(const std::string& collection,
   return FromRocks(it->status(), "scanning " + collection);
 }
 
-Status RocksStore::ReadOps(const std::string& collection, uint64_t after, const std::function<void(const OpRecord&)>& fn) const {
+Status RocksStore::ReadOps(const std::string& collection, uint64_t after, size_t limit,
+                           const std::function<void(const OpRecord&)>& fn) const {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
   const std::string prefix = CollPrefix(r.id);
   std::string start = prefix;
   PutBE64(&start, after + 1);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kOps]));
-  for (it->Seek(start); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+  size_t n = 0;
+  for (it->Seek(start); it->Valid() && it->key().starts_with(prefix) && n < limit; it->Next(), ++n) {
     OpRecord op;
     op.seq = GetBE64(it->key().data() + 4);
     if (!DecodeOp(it->value().ToString(), &op)) return Status::Corruption("damaged op-log entry in " + collection);

@@ -71,7 +71,8 @@ class RocksStore final : public Store {
   Status ScanMetadata(const std::string& collection,
                       const std::function<void(uint64_t, const std::string&)>& fn,
                       const ShardFilter& shard) const override;
-  Status ReadOps(const std::string& collection, uint64_t after,
+  using Store::ReadOps;
+  Status ReadOps(const std::string& collection, uint64_t after, size_t limit,
                  const std::function<void(const OpRecord&)>& fn) const override;
   Status TrimOps(const std::string& collection, uint64_t upto) override;
   // A RocksDB checkpoint: hard links where possible.

@@ -59,7 +59,7 @@ Result<Store::LogHead> Store::GetLogHead(const std::string& collection) const {
   return LogHead{std::move(record), ""};
 }
 
-Status Store::ReadOpsFromStandby(const std::string& collection, uint64_t,
+Status Store::ReadOpsFromStandby(const std::string& collection, uint64_t, size_t,
                                  const std::function<void(const OpRecord&)>&) const {
   return Status::NotSupported("collection '" + collection + "': this store names no synchronous standby to read the log from");
 }

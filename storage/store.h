@@ -173,17 +173,27 @@ class Store {
   virtual Status ScanMetadata(const std::string& collection,
                               const std::function<void(uint64_t internal, const std::string& metadata_json)>& fn,
                               const ShardFilter& shard = ShardFilter()) const = 0;
-  // The change-log entries with seq > after, in order.
-  virtual Status ReadOps(const std::string& collection, uint64_t after,
+  // The first `limit` change-log entries with seq > after, in order (fewer:
+  // the log ends there). A reader far behind reads the log in such pages, so
+  // it holds one page of entries at a time, not its whole backlog.
+  virtual Status ReadOps(const std::string& collection, uint64_t after, size_t limit,
                          const std::function<void(const OpRecord&)>& fn) const = 0;
-  // The change-log entries with seq > after as the synchronous standby holds
-  // them, for a replica to follow while no primary answers: a prefix of the
-  // log (the standby replays the primary's), perhaps shorter than what a
-  // replica read from the old primary, never an entry the old primary alone
-  // had. NotSupported where no such server can be named (the default; a
-  // single RocksDB process; PostgreSQL without patroni=).
-  virtual Status ReadOpsFromStandby(const std::string& collection, uint64_t after,
+  // Every change-log entry with seq > after, in order.
+  Status ReadOps(const std::string& collection, uint64_t after, const std::function<void(const OpRecord&)>& fn) const {
+    return ReadOps(collection, after, SIZE_MAX, fn);
+  }
+  // ReadOps as the synchronous standby holds the log, for a replica to
+  // follow while no primary answers: a prefix of the log (the standby
+  // replays the primary's), perhaps shorter than what a replica read from
+  // the old primary, never an entry the old primary alone had. NotSupported
+  // where no such server can be named (the default; a single RocksDB
+  // process; PostgreSQL without patroni=).
+  virtual Status ReadOpsFromStandby(const std::string& collection, uint64_t after, size_t limit,
                                     const std::function<void(const OpRecord&)>& fn) const;
+  Status ReadOpsFromStandby(const std::string& collection, uint64_t after,
+                            const std::function<void(const OpRecord&)>& fn) const {
+    return ReadOpsFromStandby(collection, after, SIZE_MAX, fn);
+  }
   // Drops change-log entries with seq <= upto (after an index snapshot covers them).
   virtual Status TrimOps(const std::string& collection, uint64_t upto) = 0;
 

@@ -9,6 +9,8 @@
 // log's head is the very entry it applied, not just the same number.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -56,6 +58,8 @@ class GatedStore : public Store {
   // standby_rewound_ (it holds other entries under those numbers).
   bool has_standby_ = false, standby_rewound_ = false;
   uint64_t standby_head_ = UINT64_MAX;
+  // Reads of the change log, the most entries one of them gave, reads of documents.
+  mutable std::atomic<size_t> log_reads_{0}, largest_page_{0}, document_reads_{0};
 
   Result<CollectionRecord> CreateCollection(const std::string& n, const std::string& s) override {
     return inner_->CreateCollection(n, s);
@@ -93,6 +97,7 @@ class GatedStore : public Store {
                                                                        const std::vector<uint64_t>& ids, bool v,
                                                                        const ShardFilter& f) const override {
     Park();
+    ++document_reads_;
     return inner_->GetManyByInternal(c, ids, v, f);
   }
   Result<DocumentPage> ListDocuments(const std::string& c, const std::string& after, size_t limit) const override {
@@ -110,19 +115,27 @@ class GatedStore : public Store {
     Park();
     return inner_->ScanMetadata(c, fn, f);
   }
-  Status ReadOps(const std::string& c, uint64_t after, const std::function<void(const OpRecord&)>& fn) const override {
+  using Store::ReadOps;
+  Status ReadOps(const std::string& c, uint64_t after, size_t limit,
+                 const std::function<void(const OpRecord&)>& fn) const override {
     if (log_unreadable_) return Status::Unavailable("no primary answers");
-    return inner_->ReadOps(c, after, [&](const OpRecord& op) {
+    size_t page = 0;
+    Status s = inner_->ReadOps(c, after, limit, [&](const OpRecord& op) {
+      ++page;
       if (!rewound_) return fn(op);
       OpRecord other = op;
       other.entry_id = "after-the-rewind-" + std::to_string(op.seq);
       fn(other);
     });
+    ++log_reads_;
+    if (page > largest_page_) largest_page_ = page;  // one reader at a time here
+    return s;
   }
-  Status ReadOpsFromStandby(const std::string& c, uint64_t after,
+  using Store::ReadOpsFromStandby;
+  Status ReadOpsFromStandby(const std::string& c, uint64_t after, size_t limit,
                             const std::function<void(const OpRecord&)>& fn) const override {
-    if (!has_standby_) return Store::ReadOpsFromStandby(c, after, fn);
-    return inner_->ReadOps(c, after, [&](const OpRecord& op) {
+    if (!has_standby_) return Store::ReadOpsFromStandby(c, after, limit, fn);
+    return inner_->ReadOps(c, after, limit, [&](const OpRecord& op) {
       if (op.seq > standby_head_) return;
       OpRecord seen = op;
       if (standby_rewound_) seen.entry_id = "only-on-the-standby-" + std::to_string(op.seq);
@@ -256,6 +269,44 @@ TEST_F(ReplicaFollow, ASearchIsAnsweredWhileTheReplicaReadsABacklog) {
   words = replica_->Answer(Query(layout_, QueryMode::kLexical, "pears"));
   ASSERT_TRUE(words.ok());
   EXPECT_EQ(words->hits.size(), 10u);
+}
+
+// A replica far behind reads the log a page at a time (holding one page of
+// entries, not its whole backlog) and each batch of entries' documents in
+// one read of the store, not one per entry; what it ends with is the store.
+TEST_F(ReplicaFollow, ABacklogOfSeveralPagesIsReadAPageAtATimeWithOneDocumentReadPerBatch) {
+  gated_->shared_ = true;  // the log's identities checked on every page, as over PostgreSQL
+  // Three pages' worth of entries past the one applied: new documents,
+  // replacements of earlier ones (the first 100's too), and deletes.
+  const uint64_t target = 1 + ShardReplica::kLogPageEntries * 2 + 37;
+  for (size_t i = 0; rocks_->GetCollection("c")->last_op < target; ++i) {
+    if (i % 7 == 3) ASSERT_TRUE(rocks_->Delete("c", {"doc-" + std::to_string(i / 2)}, false).ok());
+    else ASSERT_TRUE(rocks_->Upsert("c", Documents(i % 5 == 0 ? i / 3 : 100 + i, 1, "pears"), false).ok());
+  }
+  const CollectionRecord head = *rocks_->GetCollection("c");
+  const size_t entries = head.last_op - 1;
+  gated_->log_reads_ = 0;
+  gated_->largest_page_ = 0;
+  gated_->document_reads_ = 0;
+  auto caught = replica_->CatchUp();
+  ASSERT_TRUE(caught.ok()) << caught.status().ToString();
+  EXPECT_EQ(replica_->applied_seq(), head.last_op);
+  EXPECT_EQ(*caught, entries);
+  EXPECT_EQ(replica_->size(), head.count);
+  EXPECT_GE(gated_->log_reads_.load(), 3u);
+  EXPECT_LE(gated_->largest_page_.load(), ShardReplica::kLogPageEntries);
+  EXPECT_LE(gated_->document_reads_.load(), entries / ShardReplica::kReplayBatchEntries + 3 * 2);
+  // The indexes hold exactly the store's documents.
+  std::vector<uint64_t> stored;
+  ASSERT_TRUE(rocks_->ScanMetadata("c", [&](uint64_t id, const std::string&) { stored.push_back(id); }, ShardFilter())
+                  .ok());
+  std::vector<uint64_t> indexed = replica_->IndexedIds();
+  std::sort(indexed.begin(), indexed.end());
+  EXPECT_EQ(indexed, stored);
+  // Caught up: the next catch-up reads one page, the entry it applied last.
+  gated_->log_reads_ = 0;
+  ASSERT_TRUE(replica_->CatchUp().ok());
+  EXPECT_EQ(gated_->log_reads_.load(), 1u);
 }
 
 TEST_F(ReplicaFollow, ARebuildRefusesSearchesUntilBothIndexesAreInPlace) {
