@@ -366,6 +366,18 @@ Result<std::string> Database::ClusterStatus() {
   return options_.peers->ClusterStatus();
 }
 
+Result<size_t> Database::SaveIndexesIfDue(uint64_t every_entries, std::chrono::milliseconds every) {
+  Status first;
+  size_t saved = 0;
+  for (const auto& [name, c] : OpenOnes()) {
+    Result<bool> s = c->SaveIndexIfDue(every_entries, every);
+    if (s.ok()) saved += *s;
+    else if (first.ok()) first = s.status();
+  }
+  if (!first.ok()) return first;
+  return saved;
+}
+
 Status Database::SaveIndexes() {
   Status first;
   for (const auto& [name, c] : OpenOnes()) {

@@ -169,6 +169,9 @@ class Database {
 
   // Snapshots the indexes of every open collection; the first error, if any.
   Status SaveIndexes();
+  // VectorCollection::SaveIndexIfDue on every open collection: how many
+  // saved, or the first error (the others are still tried).
+  Result<size_t> SaveIndexesIfDue(uint64_t every_entries, std::chrono::milliseconds every);
   // Applies to every open collection's indexes the change-log entries other
   // nodes committed (a shared PostgreSQL store), after opening and closing
   // shard replicas as the placement now says; returns how many entries in

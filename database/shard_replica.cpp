@@ -102,6 +102,7 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
     MOEEDB_ASSIGN_OR_RETURN(r->payload_, BuildPayload(layout.payload_indexes, r->metadata_));
     r->index_ = std::move(snap).value();
     r->applied_seq_ = applied;
+    r->snapshot_seq_ = applied;
     r->applied_entry_ = SnapshotEntry(dir, applied);
     auto replayed = r->CatchUpLocked();  // the lexical index is not open yet: it catches up on its own
     r->replayed_ops_ = replayed.ok() ? *replayed : 0;
@@ -621,6 +622,7 @@ Result<uint64_t> ShardReplica::Save() {
   }
   MOEEDB_RETURN_IF_ERROR(index_->Save(dir_, applied_seq_));
   MOEEDB_RETURN_IF_ERROR(WriteFileAtomic(dir_ + kEntryFile, std::to_string(applied_seq_) + " " + applied_entry_ + "\n"));
+  snapshot_seq_ = applied_seq_;
   return applied_seq_;
 }
 

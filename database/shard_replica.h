@@ -116,6 +116,8 @@ class ShardReplica {
   // Bytes the payload index holds.
   size_t payload_index_bytes() const;
   bool opened_from_snapshot() const { return from_snapshot_; }
+  // The change-log entry the replica's snapshot on disk covers (0: none).
+  uint64_t snapshot_seq() const { return snapshot_seq_; }
   size_t replayed_ops() const { return replayed_ops_; }
   bool lexical_rebuilt() const { return lexical_rebuilt_; }
   // Times this replica found the change log gone back under it and rebuilt.
@@ -223,6 +225,7 @@ class ShardReplica {
   std::string applied_entry_next_;  // of the entry ApplyChange is applying
   std::atomic<size_t> log_rewinds_{0};  // times the log went back under this replica
   std::atomic<bool> needs_rebuild_{false};  // a rebuild is due or under way: nothing here is trusted until it ends
+  std::atomic<uint64_t> snapshot_seq_{0};  // Save()'s, or the snapshot opened from
   std::chrono::steady_clock::time_point log_read_at_ = std::chrono::steady_clock::now();  // last read to the log's end
   bool from_snapshot_ = false;
   std::atomic<size_t> replayed_ops_{0};

@@ -362,4 +362,23 @@ Status VectorCollection::SaveIndex() {
   return store_->TrimOps(name_, covered);
 }
 
+Result<bool> VectorCollection::SaveIndexIfDue(uint64_t every_entries, std::chrono::milliseconds every) {
+  std::lock_guard lock(snapshot_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!snapshot_at_) snapshot_at_ = now;
+  // The entries the oldest of the replicas' snapshots on disk leaves to replay.
+  uint64_t since = 0;
+  {
+    std::shared_lock replicas(replicas_mu_);
+    for (ShardReplica* r : Replicas())
+      since = std::max(since, r->applied_seq() > r->snapshot_seq() ? r->applied_seq() - r->snapshot_seq() : 0);
+  }
+  const bool due = since > 0 && ((every_entries > 0 && since >= every_entries) ||
+                                 (every.count() > 0 && now - *snapshot_at_ >= every));
+  if (!due) return false;
+  MOEEDB_RETURN_IF_ERROR(SaveIndex());
+  snapshot_at_ = now;
+  return true;
+}
+
 }  // namespace moeedb

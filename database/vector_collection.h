@@ -173,6 +173,12 @@ class VectorCollection {
 
   // Commit the lexical indexes, snapshot the dense ones, trim the op log they cover.
   Status SaveIndex();
+  // SaveIndex when one is due: `every_entries` change-log entries applied
+  // since the last snapshot (0: never by count), or `every` elapsed since it
+  // with at least one entry applied (0: never by time); whether it saved. A
+  // process killed then replays at most about that much of the log when it
+  // opens the collection again.
+  Result<bool> SaveIndexIfDue(uint64_t every_entries, std::chrono::milliseconds every);
   // Opens the replicas of the shards this node is to hold now (peers'
   // HeldShards) and closes, then removes, the ones it holds no more.
   Status SyncShards();
@@ -265,6 +271,10 @@ class VectorCollection {
   std::atomic<uint64_t> max_staleness_ms_{0};
   std::atomic<uint64_t> max_lag_entries_{UINT64_MAX};  // no bound until set
   std::atomic<bool> remove_folders_{false};
+  // SaveIndexIfDue's: when the last snapshot was taken (this process's
+  // first call when it took none).
+  std::mutex snapshot_mu_;
+  std::optional<std::chrono::steady_clock::time_point> snapshot_at_;
 };
 
 }  // namespace moeedb

@@ -234,11 +234,29 @@ int RunServe(const Args& args) {
       }
     });
   }
+  // Periodic snapshots of the open collections' indexes, so a kill -9
+  // costs a replay of the log's tail since the last one, not of all of it.
+  std::thread snapshotter;
+  const auto snapshot_entries = static_cast<uint64_t>(args.Int("snapshot-entries"));
+  const auto snapshot_every = std::chrono::seconds(args.Int("snapshot-s"));
+  if (snapshot_entries > 0 || snapshot_every.count() > 0) {
+    snapshotter = std::thread([&] {
+      std::string last_error;
+      while (!stopping) {
+        auto n = (*db)->SaveIndexesIfDue(snapshot_entries, snapshot_every);
+        const std::string error = n.ok() ? "" : n.status().message();
+        if (error != last_error && !error.empty()) std::cerr << "moeedb serve: snapshotting indexes: " << error << "\n";
+        last_error = error;
+        for (int i = 0; i < 10 && !stopping; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
   int sig = 0;
   sigwait(&sigs, &sig);
   std::cerr << "moeedb serve: signal " << sig << ", shutting down\n";
   stopping = true;
   if (follower.joinable()) follower.join();
+  if (snapshotter.joinable()) snapshotter.join();
   node.reset();  // leaves the cluster: its replicas are placed elsewhere at once
   if (qdrant) qdrant->Stop();
   if (chroma) chroma->Stop();

@@ -197,6 +197,13 @@ requests, snapshot the indexes, exit 0.)",
            {"follow-ms", "N", "with a PostgreSQL --db: the longest the open collections wait before reading the "
                               "change log for other nodes' writes (milliseconds; a commit wakes them at once)",
             IntRule{200, 10, 60000}},
+           {"snapshot-entries", "N", "snapshot an open collection's indexes once this many change-log entries (writes) "
+                                     "were applied since its last snapshot (0: not by count): a restart after kill -9 "
+                                     "replays only what followed it",
+            IntRule{10000, 0, 1000000000}},
+           {"snapshot-s", "N", "snapshot an open collection's indexes once this many seconds passed since its last "
+                               "snapshot with any entry applied (0: not by time)",
+            IntRule{300, 0, 86400}},
            {"max-staleness-ms", "N", "with a PostgreSQL --db: the most a search may lag the change log (a replica that "
                                      "has not read it for longer reads it first, or the search answers 503; 0: no bound)",
             IntRule{static_cast<long long>(kDefaultMaxStalenessMs), 0, 3600000}},

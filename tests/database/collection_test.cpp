@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "database/vector_collection.h"
 #include "tests/test_util.h"
@@ -249,6 +251,53 @@ TEST(Collection, HnswRebuildsAfterTheTombstoneThreshold) {
   ASSERT_TRUE(hits.ok());
   EXPECT_EQ((*hits)[0].id, "d200");
   EXPECT_EQ((*c)->size(), 380u);
+}
+
+// Periodic snapshots (what `moeedb serve --snapshot-entries/--snapshot-s`
+// runs): due by the entries applied since the last one, or by time with any
+// applied; a collection dropped without a clean save (as kill -9 leaves it)
+// opens again from the latest snapshot and replays only what followed it.
+TEST(Collection, SnapshotsDueByEntriesOrTimeBoundWhatAReopenReplays) {
+  Env env;
+  Data d = MakeData(130, 16, 8, 3);
+  const auto never = std::chrono::milliseconds(0);
+  {
+    auto c = VectorCollection::Create(env.store.get(), "c", Options(16, 8, IndexKind::kFlat));
+    ASSERT_TRUE(c.ok());
+    std::vector<bool> saved;
+    for (size_t i = 0; i < 10; ++i) {
+      ASSERT_TRUE((*c)->Upsert(Docs(d, i * 10, i * 10 + 10)).ok());
+      auto s = (*c)->SaveIndexIfDue(4, never);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      saved.push_back(*s);
+    }
+    EXPECT_EQ(saved, (std::vector<bool>{false, false, false, true, false, false, false, true, false, false}));
+    // By time: due once the period passed with entries applied since; not again with none.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto by_time = (*c)->SaveIndexIfDue(0, std::chrono::milliseconds(1));
+    ASSERT_TRUE(by_time.ok());
+    EXPECT_TRUE(*by_time);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    by_time = (*c)->SaveIndexIfDue(0, std::chrono::milliseconds(1));
+    ASSERT_TRUE(by_time.ok());
+    EXPECT_FALSE(*by_time);
+    ASSERT_TRUE((*c)->Upsert(Docs(d, 100, 110)).ok());  // after the last snapshot: the crash's tail
+    ASSERT_TRUE((*c)->Delete({"d3"}).ok());
+  }  // gone without SaveIndex
+  auto c = VectorCollection::Open(env.store.get(), "c");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE((*c)->opened_from_snapshot());
+  EXPECT_EQ((*c)->replayed_ops(), 2u);
+  EXPECT_EQ((*c)->size(), 109u);
+  // Reopened from a snapshot 2 entries back: 2 more make 4 since it, so due by count now.
+  ASSERT_TRUE((*c)->Upsert(Docs(d, 110, 120)).ok());
+  auto s = (*c)->SaveIndexIfDue(4, never);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(*s);
+  ASSERT_TRUE((*c)->Upsert(Docs(d, 120, 130)).ok());
+  s = (*c)->SaveIndexIfDue(4, never);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(*s);
 }
 
 TEST(Collection, SnapshotReplayAndRebuildGiveTheSameIndex) {
