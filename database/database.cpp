@@ -378,6 +378,18 @@ Result<size_t> Database::SaveIndexesIfDue(uint64_t every_entries, std::chrono::m
   return saved;
 }
 
+Status Database::TrimLogs(uint64_t keep_entries) {
+  if (keep_entries == 0 || !store_->shared()) return Status::OK();
+  Status first;
+  for (const auto& [name, c] : OpenOnes()) {
+    Result<CollectionRecord> rec = store_->GetCollection(name);
+    Status s = rec.status();
+    if (s.ok() && rec->last_op > keep_entries) s = store_->TrimOps(name, rec->last_op - keep_entries);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
 Status Database::SaveIndexes() {
   Status first;
   for (const auto& [name, c] : OpenOnes()) {

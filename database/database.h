@@ -169,6 +169,10 @@ class Database {
 
   // Snapshots the indexes of every open collection; the first error, if any.
   Status SaveIndexes();
+  // Over a shared store, trims each open collection's change log to its
+  // newest `keep_entries` entries (0: keeps it whole); a node whose replica
+  // applied less than that then rebuilds it from the store. The first error.
+  Status TrimLogs(uint64_t keep_entries);
   // VectorCollection::SaveIndexIfDue on every open collection: how many
   // saved, or the first error (the others are still tried).
   Result<size_t> SaveIndexesIfDue(uint64_t every_entries, std::chrono::milliseconds every);

@@ -422,8 +422,18 @@ Result<size_t> ShardReplica::CatchUpLocked() {
     MOEEDB_RETURN_IF_ERROR(Rebuild());
     return size_t{0};
   }
-  bool rewound = false;
-  MOEEDB_ASSIGN_OR_RETURN(const size_t applied, FollowLog(/*from_standby=*/false, &rewound));
+  bool rewound = false, trimmed = false;
+  MOEEDB_ASSIGN_OR_RETURN(const size_t applied, FollowLog(/*from_standby=*/false, &rewound, &trimmed));
+  if (trimmed) {
+    // The log's retention window passed this replica's cursor (a node down
+    // longer than it): the entries it needs are gone, so it rebuilds.
+    LogLine("moeedb: collection " + layout_.name + " shard " + std::to_string(shard_) + ": the change log no longer " +
+            "holds entry " + std::to_string(applied_seq_) + " (trimmed past this replica's cursor): rebuilding it "
+            "from the store");
+    ++log_trims_;
+    MOEEDB_RETURN_IF_ERROR(Rebuild());
+    return applied;
+  }
   if (rewound) {
     // The log went back under this replica (a crash that lost commits, a
     // point-in-time restore): the entry it applied last is gone or another
@@ -442,16 +452,16 @@ Result<size_t> ShardReplica::CatchUpFromStandbyLocked() {
   // Only a log that holds this replica's last entry, under its identity, is
   // followed: the standby may not have received yet what the old primary
   // showed this replica, and whether the log went back is the primary's to say.
-  bool rewound = false;
+  bool rewound = false, trimmed = false;
   const uint64_t before = applied_seq_;
-  MOEEDB_ASSIGN_OR_RETURN(const size_t applied, FollowLog(/*from_standby=*/true, &rewound));
+  MOEEDB_ASSIGN_OR_RETURN(const size_t applied, FollowLog(/*from_standby=*/true, &rewound, &trimmed));
   if (rewound && applied_seq_ == before)
     return Status::Unavailable("collection " + layout_.name + ": the synchronous standby's log does not hold entry " +
                                std::to_string(applied_seq_) + " as this replica applied it");
   return applied;
 }
 
-Result<size_t> ShardReplica::FollowLog(bool from_standby, bool* rewound) {
+Result<size_t> ShardReplica::FollowLog(bool from_standby, bool* rewound, bool* trimmed) {
   size_t applied = 0;
   for (;;) {
     // A store that keeps its whole log (PostgreSQL; the standby's is a copy)
@@ -469,6 +479,7 @@ Result<size_t> ShardReplica::FollowLog(bool from_standby, bool* rewound) {
     // the log names cannot be vouched for either.
     if (check && !HoldsLastApplied(ops)) {
       *rewound = true;
+      *trimmed = !ops.empty() && ops[0].seq > applied_seq_;
       return applied;
     }
     const bool end = ops.size() < kLogPageEntries;

@@ -122,6 +122,8 @@ class ShardReplica {
   bool lexical_rebuilt() const { return lexical_rebuilt_; }
   // Times this replica found the change log gone back under it and rebuilt.
   size_t log_rewinds() const;
+  // Times it found the log trimmed past its cursor and rebuilt.
+  size_t log_trims() const { return log_trims_; }
   // Whether a rebuild is due or under way: the replica refuses searches
   // until it completes.
   bool building() const { return needs_rebuild_; }
@@ -148,8 +150,9 @@ class ShardReplica {
   // primary, or with `from_standby` the synchronous standby) and applies
   // it, checking on each page that it still begins with the entry applied
   // last: `*rewound` is set, with nothing applied from that page, when it
-  // does not; follow_mu_ held.
-  Result<size_t> FollowLog(bool from_standby, bool* rewound);
+  // does not, and `*trimmed` too when the log now starts after that entry
+  // (its retention window passed the cursor); follow_mu_ held.
+  Result<size_t> FollowLog(bool from_standby, bool* rewound, bool* trimmed);
   // Applies ops[next..] in batches (their documents read in one read of the
   // store without the searches' lock, each batch applied under it), then,
   // given `read_at`, records the log as read to its end then; follow_mu_ held.
@@ -225,6 +228,7 @@ class ShardReplica {
   std::string applied_entry_next_;  // of the entry ApplyChange is applying
   std::atomic<size_t> log_rewinds_{0};  // times the log went back under this replica
   std::atomic<bool> needs_rebuild_{false};  // a rebuild is due or under way: nothing here is trusted until it ends
+  std::atomic<size_t> log_trims_{0};
   std::atomic<uint64_t> snapshot_seq_{0};  // Save()'s, or the snapshot opened from
   std::chrono::steady_clock::time_point log_read_at_ = std::chrono::steady_clock::now();  // last read to the log's end
   bool from_snapshot_ = false;

@@ -231,6 +231,13 @@ size_t VectorCollection::log_rewinds() const {
   return n;
 }
 
+size_t VectorCollection::log_trims() const {
+  std::shared_lock lock(replicas_mu_);
+  size_t n = 0;
+  for (ShardReplica* r : Replicas()) n += r->log_trims();
+  return n;
+}
+
 size_t VectorCollection::replayed_ops() const {
   std::shared_lock lock(replicas_mu_);
   size_t n = 0;
@@ -357,8 +364,8 @@ Status VectorCollection::SaveIndex() {
     covered = std::min(covered, seq);
   }
   // The log is trimmed to what every replica's snapshot covers (a shared
-  // store keeps it whole: other nodes follow it).
-  if (replicas_.size() < layout_.shards || covered == UINT64_MAX) return Status::OK();
+  // store keeps it: other nodes follow it, and its retention window trims it).
+  if (replicas_.size() < layout_.shards || covered == UINT64_MAX || store_->shared()) return Status::OK();
   return store_->TrimOps(name_, covered);
 }
 

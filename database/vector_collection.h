@@ -240,6 +240,8 @@ class VectorCollection {
   size_t index_rebuilds() const;
   // Times a local replica found the change log gone back under it and rebuilt from the store.
   size_t log_rewinds() const;
+  // Times a local replica found the change log trimmed past its cursor and rebuilt.
+  size_t log_trims() const;
   // The newest change-log entry every local replica includes.
   uint64_t applied_seq() const;
   // Applies the store's change-log entries above applied_seq(): the writes

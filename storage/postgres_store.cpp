@@ -764,10 +764,17 @@ Status PostgresStore::ReadOpsFromStandby(const std::string& collection, uint64_t
   return Status::OK();
 }
 
-Status PostgresStore::TrimOps(const std::string& collection, uint64_t) {
-  // Other nodes may not have applied what this node's snapshot covers: the
-  // log is kept whole here (nodes follow it from their own cursors).
-  return GetCollection(collection).status();
+Status PostgresStore::TrimOps(const std::string& collection, uint64_t upto) {
+  return WithConnection("trimming the change log of " + collection,
+                        [&](pqxx::connection& c, const std::string&) -> Status {
+    pqxx::work t(c);
+    pqxx::result r = t.exec_params("DELETE FROM moeedb_ops o USING moeedb_collections c WHERE c.name = $1 AND "
+                                   "o.coll = c.id AND o.seq <= $2",
+                                   collection, static_cast<int64_t>(std::min<uint64_t>(upto, INT64_MAX)));
+    if (r.affected_rows() == 0) MOEEDB_RETURN_IF_ERROR(LoadCollection(t, collection).status());
+    t.commit();
+    return Status::OK();
+  });
 }
 
 Status PostgresStore::Checkpoint(const std::string&) const {

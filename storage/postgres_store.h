@@ -139,7 +139,9 @@ class PostgresStore final : public Store {
   // (it replays the primary's WAL; strict synchronous mode promotes only it).
   Status ReadOpsFromStandby(const std::string& collection, uint64_t after, size_t limit,
                             const std::function<void(const OpRecord&)>& fn) const override;
-  // Keeps the log: other nodes follow it from their own cursors.
+  // Other nodes follow the log from their own cursors: the caller keeps a
+  // retention window (moeedb serve --log-retention-entries), not one node's
+  // snapshot.
   Status TrimOps(const std::string& collection, uint64_t upto) override;
   // NotSupported: PostgreSQL's own backups (pg_basebackup, pg_dump) copy it.
   Status Checkpoint(const std::string& dir) const override;

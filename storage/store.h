@@ -194,7 +194,9 @@ class Store {
                             const std::function<void(const OpRecord&)>& fn) const {
     return ReadOpsFromStandby(collection, after, SIZE_MAX, fn);
   }
-  // Drops change-log entries with seq <= upto (after an index snapshot covers them).
+  // Drops change-log entries with seq <= upto: after an index snapshot covers
+  // them (a store only this process writes), or below a shared store's
+  // retention window (a reader whose cursor is older then rebuilds).
   virtual Status TrimOps(const std::string& collection, uint64_t upto) = 0;
 
   // A consistent copy of the whole database in folder `dir` (must not

@@ -239,12 +239,15 @@ int RunServe(const Args& args) {
   std::thread snapshotter;
   const auto snapshot_entries = static_cast<uint64_t>(args.Int("snapshot-entries"));
   const auto snapshot_every = std::chrono::seconds(args.Int("snapshot-s"));
-  if (snapshot_entries > 0 || snapshot_every.count() > 0) {
+  // Over a shared store it also keeps the change log to its retention window.
+  const auto retention = static_cast<uint64_t>(args.Int("log-retention-entries"));
+  if (snapshot_entries > 0 || snapshot_every.count() > 0 || ((*db)->shared() && retention > 0)) {
     snapshotter = std::thread([&] {
       std::string last_error;
       while (!stopping) {
         auto n = (*db)->SaveIndexesIfDue(snapshot_entries, snapshot_every);
-        const std::string error = n.ok() ? "" : n.status().message();
+        Status trimmed = (*db)->TrimLogs(retention);
+        const std::string error = !n.ok() ? n.status().message() : trimmed.ok() ? "" : trimmed.message();
         if (error != last_error && !error.empty()) std::cerr << "moeedb serve: snapshotting indexes: " << error << "\n";
         last_error = error;
         for (int i = 0; i < 10 && !stopping; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));

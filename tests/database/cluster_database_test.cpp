@@ -252,5 +252,71 @@ TEST(ClusterDatabase, AReplicaPastTheStalenessBoundReadsTheLogBeforeItAnswers) {
   EXPECT_LT((*cb)->ReplicaStates()[0].log_read_age_ms, 100u);
 }
 
+// The change log's retention window (Database::TrimLogs, what `moeedb serve
+// --log-retention-entries` runs): a node whose snapshot is within the window
+// opens from it and replays the entries since; one whose snapshot is older
+// finds its cursor trimmed away and rebuilds from the store (not counted as
+// a log that went back); both then answer as the store.
+TEST(ClusterDatabase, ANodeWithinTheLogsRetentionCatchesUpAndAnOlderOneRebuilds) {
+  test::TempDir dir;
+  test::PgDatabase pg;
+  DatabaseOptions oa, ob;
+  oa.index_dir = dir / "a";
+  ob.index_dir = dir / "b";
+  auto a = Database::Open(pg.uri(), oa);
+  ASSERT_TRUE(a.ok());
+  CollectionOptions o = Flat();
+  o.lexical = LexicalSpec{true};
+  auto ca = (*a)->CreateCollection("c", o);
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  std::mt19937 rng(11);
+  const auto write = [&](int from, int n) {
+    for (int i = from; i < from + n; ++i) ASSERT_TRUE((*ca)->Upsert({RandomDoc("d" + std::to_string(i), &rng)}).ok());
+  };
+  write(0, 5);  // entries 1-5
+  {             // B follows to entry 5 and stops cleanly: its snapshot covers 5
+    auto b = Database::Open(pg.uri(), ob);
+    ASSERT_TRUE(b.ok());
+    auto cb = (*b)->OpenCollection("c");
+    ASSERT_TRUE(cb.ok()) << cb.status().ToString();
+    EXPECT_EQ((*cb)->applied_seq(), 5u);
+    ASSERT_TRUE((*b)->SaveIndexes().ok());
+  }
+  write(5, 5);  // 6-10
+  ASSERT_TRUE((*a)->TrimLogs(8).ok());  // keeps 3-10: B's entry 5 is within
+  {
+    auto b = Database::Open(pg.uri(), ob);
+    ASSERT_TRUE(b.ok());
+    auto cb = (*b)->OpenCollection("c");
+    ASSERT_TRUE(cb.ok()) << cb.status().ToString();
+    EXPECT_TRUE((*cb)->opened_from_snapshot());
+    EXPECT_EQ((*cb)->replayed_ops(), 5u);
+    EXPECT_EQ((*cb)->log_trims(), 0u);
+    EXPECT_EQ((*cb)->applied_seq(), 10u);
+    ExpectAnswersAsTheStore(cb->get(), "b within the window");
+    ASSERT_TRUE((*b)->SaveIndexes().ok());  // its snapshot now covers 10
+  }
+  write(10, 10);  // 11-20
+  ASSERT_TRUE((*a)->TrimLogs(5).ok());  // keeps 16-20: B's entry 10 is gone
+  std::vector<uint64_t> kept;
+  ASSERT_TRUE((*a)->store()->ReadOps("c", 0, [&](const OpRecord& op) { kept.push_back(op.seq); }).ok());
+  EXPECT_EQ(kept, (std::vector<uint64_t>{16, 17, 18, 19, 20}));
+  {
+    auto b = Database::Open(pg.uri(), ob);
+    ASSERT_TRUE(b.ok());
+    auto cb = (*b)->OpenCollection("c");
+    ASSERT_TRUE(cb.ok()) << cb.status().ToString();
+    EXPECT_EQ((*cb)->log_trims(), 1u);
+    EXPECT_EQ((*cb)->log_rewinds(), 0u);
+    EXPECT_EQ((*cb)->applied_seq(), 20u);
+    EXPECT_EQ((*cb)->size(), 20u);
+    ExpectAnswersAsTheStore(cb->get(), "b past the window");
+  }
+  // A's replica is at the head: the trim leaves it be.
+  ASSERT_TRUE((*a)->CatchUp().ok());
+  EXPECT_EQ((*ca)->log_trims(), 0u);
+  ExpectAnswersAsTheStore(ca->get(), "a");
+}
+
 }  // namespace
 }  // namespace moeedb
