@@ -463,6 +463,12 @@ Result<size_t> ShardReplica::CatchUpFromStandbyLocked() {
 
 Result<size_t> ShardReplica::FollowLog(bool from_standby, bool* rewound, bool* trimmed) {
   size_t applied = 0;
+  // Once a page comes back full, the log's head is read once: the pages stop
+  // there, so writes arriving faster than this replica applies pages cannot
+  // keep it here (holding follow_mu_) for ever. Everything acknowledged
+  // before that read is at or below it.
+  uint64_t head = UINT64_MAX;
+  std::chrono::steady_clock::time_point head_read_at;
   for (;;) {
     // A store that keeps its whole log (PostgreSQL; the standby's is a copy)
     // still holds the entry these indexes applied last: read from it, and
@@ -482,11 +488,23 @@ Result<size_t> ShardReplica::FollowLog(bool from_standby, bool* rewound, bool* t
       *trimmed = !ops.empty() && ops[0].seq > applied_seq_;
       return applied;
     }
+    // A replica that applied nothing yet, over a log that starts past entry 1: trimmed under it.
+    if (!check && applied_seq_ == 0 && (from_standby || store_->shared()) && !ops.empty() && ops[0].seq > 1) {
+      *rewound = *trimmed = true;
+      return applied;
+    }
     const bool end = ops.size() < kLogPageEntries;
-    MOEEDB_ASSIGN_OR_RETURN(const size_t n, ApplyEntries(ops, check ? 1 : 0,
-                                                         end ? std::optional(read_at) : std::nullopt));
+    if (!end && head == UINT64_MAX && !from_standby) {
+      head_read_at = std::chrono::steady_clock::now();
+      if (auto rec = store_->GetCollection(layout_.name); rec.ok()) head = rec->last_op;
+    }
+    const bool at_head = !end && !ops.empty() && ops.back().seq >= head;
+    std::optional<std::chrono::steady_clock::time_point> fresh;
+    if (end) fresh = read_at;
+    else if (at_head) fresh = head_read_at;
+    MOEEDB_ASSIGN_OR_RETURN(const size_t n, ApplyEntries(ops, check ? 1 : 0, fresh));
     applied += n;
-    if (end) return applied;
+    if (end || at_head) return applied;
   }
 }
 

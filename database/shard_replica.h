@@ -151,7 +151,8 @@ class ShardReplica {
   // it, checking on each page that it still begins with the entry applied
   // last: `*rewound` is set, with nothing applied from that page, when it
   // does not, and `*trimmed` too when the log now starts after that entry
-  // (its retention window passed the cursor); follow_mu_ held.
+  // (its retention window passed the cursor). Stops at the log's head as
+  // read once a page came back full; follow_mu_ held.
   Result<size_t> FollowLog(bool from_standby, bool* rewound, bool* trimmed);
   // Applies ops[next..] in batches (their documents read in one read of the
   // store without the searches' lock, each batch applied under it), then,

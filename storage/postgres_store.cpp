@@ -418,7 +418,10 @@ Result<std::optional<uint64_t>> PostgresStore::FindWrite(const std::string& coll
       // refuse a second commit of the write all the same.
       t.exec("SET LOCAL lock_timeout = '2s'");
       try {
-        t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1 FOR UPDATE", collection);
+        // NO KEY UPDATE: it waits for an attempt holding the row for its log
+        // entry (the UPDATE's lock), not for one only inserting documents
+        // (their foreign keys' KEY SHARE locks).
+        t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1 FOR NO KEY UPDATE", collection);
       } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != "55P03") throw;  // lock_not_available
         return Status::Unavailable("resolving a write to " + collection + ": an attempt of it is still in flight");
@@ -458,11 +461,14 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
         MOEEDB_ASSIGN_OR_RETURN(bool commit, write(t, write_id, &res));
         if (!commit) return res;  // nothing changed: rolled back
       } catch (const pqxx::unique_violation& e) {
-        if (std::string(e.what()).find("moeedb_writes") != std::string::npos) {
+        // Which constraint: named on the message's first line (the DETAIL
+        // line after it holds the key's values, a document's id among them).
+        const std::string what_failed = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+        if (what_failed.find("\"moeedb_writes_pkey\"") != std::string::npos) {
           stored_before = true;  // an earlier attempt of this write committed
           return Status::Unavailable("stored before");
         }
-        if (std::string(e.what()).find("moeedb_documents_external") == std::string::npos) throw;
+        if (what_failed.find("\"moeedb_documents_external\"") == std::string::npos) throw;
         // A concurrent write inserted one of these ids after this one's
         // DELETE looked: nothing of this attempt commits; the next one sees it.
         collided = true;
@@ -587,7 +593,20 @@ Result<WriteResult> PostgresStore::Delete(const std::string& collection, const s
                      [&](pqxx::work& t, const std::string& write_id, WriteResult* out) -> Result<bool> {
     MOEEDB_ASSIGN_OR_RETURN(PreparedWrite p, PrepareWrite(t, collection, 0));
     WriteResult& res = *out;
-    const auto removed = RemoveDocuments(t, p.coll, ids);
+    auto removed = RemoveDocuments(t, p.coll, ids);
+    std::vector<std::string> missing;
+    for (const auto& id : ids)
+      if (!removed.count(id)) missing.push_back(id);
+    if (!missing.empty()) {
+      // The DELETE skips a row a concurrent replacement deleted while it
+      // waited, and its snapshot misses the replacement's new row: absent
+      // ids are asked again once this write holds the collection's row,
+      // when every write ordered before it has committed (writes of the
+      // documents still under way commit after it, so "not found" is true
+      // at this write's place in the log).
+      t.exec_params("SELECT 1 FROM moeedb_collections WHERE id = $1 FOR NO KEY UPDATE", p.coll);
+      removed.merge(RemoveDocuments(t, p.coll, missing));
+    }
     std::set<std::string> seen;
     for (const auto& id : ids) {
       if (!seen.insert(id).second) continue;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <map>
@@ -440,6 +441,55 @@ TEST(PostgresStore, AChangeLogNumberNeverBecomesVisibleBeforeASmallerOne) {
   EXPECT_EQ(r->seq, n + 1);
   ASSERT_TRUE((*follower)->ReadOps("c", 1, [&](const OpRecord& op) { seen.push_back(op.seq); }).ok());
   EXPECT_EQ(seen, (std::vector<uint64_t>{n, n + 1}));
+}
+
+// A delete that waits on a document a concurrent write is replacing (the
+// replacement deleted the old row and inserted a new one, and commits while
+// the delete waits) deletes the new row: "not found" would disagree with the
+// store, which still holds it. The replacement is parked right before its
+// COMMIT (the commit hook), the delete seen waiting in pg_stat_activity.
+TEST(PostgresStore, ADeleteWaitingOnAReplacementDeletesWhatItCommitted) {
+  test::PgDatabase pg;
+  auto writer = Store::Open(pg.uri());
+  auto deleter = Store::Open(pg.uri());
+  ASSERT_TRUE(writer.ok() && deleter.ok());
+  ASSERT_TRUE((*writer)->CreateCollection("c", "{}").ok());
+  ASSERT_TRUE((*writer)->Upsert("c", {Doc("x", 1)}, true).ok());
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> parked;
+  std::atomic<bool> once{false};
+  static_cast<PostgresStore*>(writer->get())->SetCommitHookForTest([&](bool committed) {
+    if (committed || once.exchange(true)) return;
+    parked.set_value();
+    released.wait();
+  });
+  auto replacing = std::async(std::launch::async, [&] { return (*writer)->Upsert("c", {Doc("x", 2)}, true); });
+  ASSERT_EQ(parked.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  auto deleting = std::async(std::launch::async, [&] { return (*deleter)->Delete("c", {"x"}, true); });
+  bool waiting = false;
+  {
+    pqxx::connection c(pg.uri());
+    for (int i = 0; i < 600 && !waiting; ++i) {
+      waiting = pqxx::nontransaction(c)
+                    .exec("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+                          "datname = current_database() AND query LIKE 'DELETE FROM moeedb_documents%'")[0][0]
+                    .as<int>() > 0;
+      if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  release.set_value();
+  ASSERT_TRUE(waiting) << "the delete never waited on the replaced row";
+  auto replaced = replacing.get();
+  auto deleted = deleting.get();
+  ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(deleted->not_found, 0u);
+  EXPECT_EQ(deleted->removed, replaced->added);
+  EXPECT_EQ(deleted->seq, replaced->seq + 1);
+  auto x = (*deleter)->Get("c", "x");
+  ASSERT_TRUE(x.ok());
+  EXPECT_FALSE(x->has_value());
 }
 
 // A node waiting for changes is woken by another's commit (the NOTIFY that
