@@ -200,14 +200,14 @@ requests, snapshot the indexes, exit 0.)",
            {"snapshot-entries", "N", "snapshot an open collection's indexes once this many change-log entries (writes) "
                                      "were applied since its last snapshot (0: not by count): a restart after kill -9 "
                                      "replays only what followed it",
-            IntRule{10000, 0, 1000000000}},
+            IntRule{static_cast<long long>(kDefaultSnapshotEntries), 0, 1000000000}},
            {"snapshot-s", "N", "snapshot an open collection's indexes once this many seconds passed since its last "
                                "snapshot with any entry applied (0: not by time)",
-            IntRule{300, 0, 86400}},
+            IntRule{static_cast<long long>(kDefaultSnapshotSeconds), 0, 86400}},
            {"log-retention-entries", "N", "with a PostgreSQL --db: keep each open collection's newest N change-log "
                                           "entries and trim the rest (0: keep all); a node down for longer than "
                                           "that rebuilds its replicas from the store when it returns",
-            IntRule{1000000, 0, 1000000000000LL}},
+            IntRule{static_cast<long long>(kDefaultLogRetentionEntries), 0, 1000000000000LL}},
            {"max-staleness-ms", "N", "with a PostgreSQL --db: the most a search may lag the change log (a replica that "
                                      "has not read it for longer reads it first, or the search answers 503; 0: no bound)",
             IntRule{static_cast<long long>(kDefaultMaxStalenessMs), 0, 3600000}},
