@@ -23,6 +23,20 @@ stop_server() {  # $1: home, $2: pg_ctl's shutdown mode
   if [ -f "$1/standby/postmaster.pid" ]; then as_owner "$BIN/pg_ctl" -D "$1/standby" -m "$2" -w stop > /dev/null; fi
   if [ -f "$1/data/postmaster.pid" ]; then as_owner "$BIN/pg_ctl" -D "$1/data" -m "$2" -w stop > /dev/null; fi
 }
+start_server() {  # $1: data folder, $2: log; starts it on a free port (a random one, another if it cannot bind), prints it
+  local port
+  for _ in 1 2 3 4 5 6 7 8; do
+    port=$((20000 + RANDOM % 30000))
+    if as_owner "$BIN/pg_ctl" -D "$1" -l "$2" -w -t 60 \
+         -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$HOME_DIR -c fsync=${PG_FSYNC:-off} -c max_connections=200 ${PG_OPTIONS:-}" \
+         start > /dev/null; then
+      echo "$port"
+      return 0
+    fi
+  done
+  cat "$2" >&2
+  return 1
+}
 remove() {  # the server's folders: DIR and, if apart, its home
   local home; home="$(home_of "$1")"
   [ "$home" != "$1" ] && rm -rf "$home"
@@ -43,33 +57,12 @@ case "$CMD" in
       fi
     fi
     as_owner "$BIN/initdb" -D "$HOME_DIR/data" -U postgres -A trust --no-sync -E UTF8 --locale=C.UTF-8 > "$DIR/initdb.log"
-    # A free port: a random one, another if the server cannot bind it.
-    for _ in 1 2 3 4 5 6 7 8; do
-      PORT=$((20000 + RANDOM % 30000))
-      if as_owner "$BIN/pg_ctl" -D "$HOME_DIR/data" -l "$HOME_DIR/server.log" -w -t 60 \
-           -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$HOME_DIR -c fsync=${PG_FSYNC:-off} -c max_connections=200 ${PG_OPTIONS:-}" \
-           start > /dev/null; then
-        break
-      fi
-      PORT=""
-    done
-    [ -n "$PORT" ] || { cat "$HOME_DIR/server.log" >&2; exit 1; }
+    PORT=$(start_server "$HOME_DIR/data" "$HOME_DIR/server.log")
     if [ "${PG_STANDBY:-0}" = 1 ]; then
       as_owner "$BIN/pg_basebackup" -h 127.0.0.1 -p "$PORT" -U postgres -D "$HOME_DIR/standby" -X stream -c fast \
         -R -d "application_name=standby1 host=127.0.0.1 port=$PORT user=postgres" > "$DIR/basebackup.log" 2>&1 \
         || { cat "$DIR/basebackup.log" >&2; exit 1; }
-      SPORT=""
-      for _ in 1 2 3 4 5 6 7 8; do
-        SPORT=$((20000 + RANDOM % 30000))
-        [ "$SPORT" = "$PORT" ] && continue
-        if as_owner "$BIN/pg_ctl" -D "$HOME_DIR/standby" -l "$HOME_DIR/standby.log" -w -t 60 \
-             -o "-c listen_addresses=127.0.0.1 -c port=$SPORT -c unix_socket_directories=$HOME_DIR -c fsync=${PG_FSYNC:-off} -c max_connections=200 -c hot_standby=on ${PG_OPTIONS:-}" \
-             start > /dev/null; then
-          break
-        fi
-        SPORT=""
-      done
-      [ -n "$SPORT" ] || { cat "$HOME_DIR/standby.log" >&2; exit 1; }
+      SPORT=$(start_server "$HOME_DIR/standby" "$HOME_DIR/standby.log")
       echo "$SPORT" > "$DIR/standby_port"
       # Synchronous from here on: a commit waits for the standby to apply it.
       as_owner "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -qAt -c \
