@@ -35,7 +35,11 @@ namespace {
 class FixedShards : public moeedb::ShardPeers {
  public:
   explicit FixedShards(std::vector<uint32_t> held) : held_(std::move(held)) {}
-  std::optional<std::vector<uint32_t>> HeldShards(const moeedb::CollectionLayout&) override { return held_; }
+  std::optional<moeedb::PlacedShards> HeldShards(const moeedb::CollectionLayout& layout) override {
+    moeedb::PlacedShards p{layout.shards, {}};
+    for (uint32_t k : held_) p.held.push_back(moeedb::ShardRef{layout.shards, k});
+    return p;
+  }
   std::vector<std::pair<uint32_t, moeedb::LexicalStats>> Stats(const moeedb::ShardQuery&,
                                                                const std::vector<uint32_t>&) override {
     return {};

@@ -63,6 +63,7 @@ void ClusterNode::PollLoop() {
       const auto before = view_.Current();  // taken before the store is listed: see CoordinateAll
       auto records = db_->ListCollections();
       s = records.ok() ? coordinator_.CoordinateAll(*records, *before) : records.status();
+      if (s.ok()) s = RecordSplits(*records);
     }
     if (s.ok()) s = holder_.HoldAndClaim(db_, membership_->lease());
     if (!s.ok() && s.message() != last_error) LogLine("moeedb cluster: " + s.message());
@@ -70,14 +71,36 @@ void ClusterNode::PollLoop() {
   }
 }
 
-std::optional<std::vector<uint32_t>> ClusterNode::HeldShards(const CollectionLayout& layout) {
+Status ClusterNode::RecordSplits(const std::vector<CollectionRecord>& records) {
+  const auto keys = view_.Current();
+  Status first;
+  for (const CollectionRecord& rec : records) {
+    auto layout = CollectionLayout::FromRecord(rec);
+    auto it = keys->placements.find(rec.name);
+    if (!layout.ok() || it == keys->placements.end()) continue;
+    const Placement& p = it->second.placement;
+    if (p.store_id != rec.id || p.next || p.shards == layout->shards) continue;
+    Status s = VectorCollection::RecordSplit(db_->store(), rec.name, rec.id, p.shards);
+    if (!s.ok() && s.code() != Status::Code::kNotFound && first.ok()) first = s;
+  }
+  return first;
+}
+
+std::optional<PlacedShards> ClusterNode::HeldShards(const CollectionLayout& layout) {
   if (!IsPlaced(layout)) return std::nullopt;
   Status s = coordinator_.PlaceIfNew(layout);
   if (!s.ok()) LogLine("moeedb cluster: placing " + layout.name + ": " + s.message());
   const auto keys = view_.Current();
   auto it = keys->placements.find(layout.name);
-  if (it == keys->placements.end() || it->second.placement.store_id != layout.store_id) return std::vector<uint32_t>{};
-  return it->second.placement.ShardsOf(options_.node_id);
+  if (it == keys->placements.end() || it->second.placement.store_id != layout.store_id)
+    return PlacedShards{layout.shards, {}};
+  const Placement& p = it->second.placement;
+  return PlacedShards{p.shards, p.ShardsOf(options_.node_id)};
+}
+
+Status ClusterNode::Reshard(const CollectionLayout& layout, uint32_t shards) {
+  MOEEDB_RETURN_IF_ERROR(RequestReshard(keys_, layout.name, layout.store_id, shards));
+  return view_.Refresh();  // this node acts on it at once
 }
 
 void ClusterNode::AwaitReplicas(const CollectionLayout& layout, std::chrono::milliseconds timeout) {
@@ -87,9 +110,11 @@ void ClusterNode::AwaitReplicas(const CollectionLayout& layout, std::chrono::mil
     if (view_.Refresh().ok()) {
       const auto keys = view_.Current();
       const size_t want = std::min<size_t>(layout.replicas, keys->nodes.size());
+      auto placed = keys->placements.find(layout.name);
+      const uint32_t shards = placed != keys->placements.end() ? placed->second.placement.shards : layout.shards;
       bool ready = true;
-      for (uint32_t k = 0; k < layout.shards && ready; ++k)
-        ready = keys->ReadyNodes(layout.name, k, layout.store_id).size() >= want;
+      for (uint32_t k = 0; k < shards && ready; ++k)
+        ready = keys->ReadyNodes(layout.name, ShardRef{shards, k}, layout.store_id).size() >= want;
       if (ready) return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.poll_ms / 3 + 1));

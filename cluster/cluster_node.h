@@ -54,7 +54,8 @@ class ClusterNode : public ShardPeers {
   // outlive this node, or be detached by destroying this node first).
   void Attach(Database* db);
 
-  std::optional<std::vector<uint32_t>> HeldShards(const CollectionLayout& layout) override;
+  std::optional<PlacedShards> HeldShards(const CollectionLayout& layout) override;
+  Status Reshard(const CollectionLayout& layout, uint32_t shards) override;
   std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
   std::vector<ShardAnswer> Search(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
   void AwaitReplicas(const CollectionLayout& layout, std::chrono::milliseconds timeout) override;
@@ -67,6 +68,10 @@ class ClusterNode : public ShardPeers {
   explicit ClusterNode(ClusterOptions options);
   // One round every poll_ms: read the cluster, coordinate, hold and claim.
   void PollLoop();
+  // Records in the store the split each placement uses where the record
+  // names another (after a reshard's switch): a node that opens the
+  // collection without a placement, or a placement made anew, starts from it.
+  Status RecordSplits(const std::vector<CollectionRecord>& records);
 
   ClusterOptions options_;
   EtcdClient etcd_;

@@ -23,19 +23,31 @@ Result<json> ReadClusterStatus(const EtcdClient& etcd, const std::string& cluste
       auto rec = store->GetCollection(name);
       if (rec.ok()) last_op = static_cast<int64_t>(rec->last_op);
     }
-    json shards = json::array();
-    for (uint32_t k = 0; k < p.shards; ++k) {
+    // Every claimed replica of shard k of the split into `count`.
+    const auto replicas_of = [&](uint32_t count, uint32_t k) {
       json replicas = json::array();
-      for (const auto& [node, c] : all.claims[name][k]) {
+      for (const auto& [node, c] : all.claims[name][ShardRef{count, k}]) {
         json r = {{"node", node}, {"state", StateName(c.state)}, {"applied_seq", c.applied_seq},
                   {"documents", c.documents}, {"index_bytes", c.index_bytes}};
         if (last_op >= 0) r["lag"] = last_op - static_cast<int64_t>(c.applied_seq);
         replicas.push_back(r);
       }
-      shards.push_back({{"shard", k}, {"assigned", p.assigned[k]}, {"leaving", p.leaving[k]}, {"replicas", replicas}});
-    }
+      return replicas;
+    };
+    json shards = json::array();
+    for (uint32_t k = 0; k < p.shards; ++k)
+      shards.push_back(
+          {{"shard", k}, {"assigned", p.assigned[k]}, {"leaving", p.leaving[k]}, {"replicas", replicas_of(p.shards, k)}});
     json c = {{"name", name}, {"shards", p.shards}, {"replicas", p.replicas}, {"store_id", p.store_id},
               {"shard_list", shards}};
+    // A reshard under way: the split being built, each shard's nodes and replicas.
+    if (p.next) {
+      json next = json::array();
+      for (uint32_t k = 0; k < p.next->shards; ++k)
+        next.push_back({{"shard", k}, {"assigned", p.next->nodes[k]}, {"replicas", replicas_of(p.next->shards, k)}});
+      c["resharding_to"] = {{"shards", p.next->shards}, {"shard_list", next}};
+    }
+    if (p.previous) c["retiring"] = {{"shards", p.previous->shards}, {"retire_at_ms", p.retire_at_ms}};
     if (last_op >= 0) c["last_op"] = last_op;
     collections.push_back(c);
   }

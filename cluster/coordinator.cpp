@@ -1,10 +1,11 @@
 #include "cluster/coordinator.h"
 
+#include <chrono>
 #include <set>
 
 namespace moeedb::cluster {
 
-bool IsPlaced(const CollectionLayout& l) { return l.shards > 1 || l.replicas > 1; }
+bool IsPlaced(const CollectionLayout& l) { return l.placed || l.shards > 1 || l.replicas > 1; }
 
 Coordinator::Coordinator(const EtcdClient* etcd, const PlacementStore* keys, ClusterView* view)
     : etcd_(etcd), keys_(keys), view_(view) {}
@@ -18,11 +19,14 @@ Status Coordinator::PlanCollection(const CollectionLayout& layout, std::map<std:
   std::vector<std::string> live;
   for (const auto& [id, node] : keys->nodes) live.push_back(id);
   if (live.empty()) return Status::OK();
-  ReadyReplicas ready;
-  for (uint32_t k = 0; k < layout.shards; ++k)
-    for (const std::string& node : keys->ReadyNodes(layout.name, k, layout.store_id)) ready[k].insert(node);
+  ReadyReplicas ready;  // of every split claimed (the one in use, a next one)
+  if (auto claims = keys->claims.find(layout.name); claims != keys->claims.end())
+    for (const auto& [ref, by_node] : claims->second)
+      for (const std::string& node : keys->ReadyNodes(layout.name, ref, layout.store_id)) ready[ref].insert(node);
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const Placement next =
-      Plan(current, layout.store_id, layout.shards, layout.replicas, live, ready, load, keys->draining);
+      Plan(current, layout.store_id, layout.shards, layout.replicas, live, ready, load, keys->draining, now_ms);
   if (current && *current == next) return Status::OK();
   MOEEDB_ASSIGN_OR_RETURN(bool won, keys_->Write(layout.name, next, revision));
   (void)won;  // lost: another node's plan from the same state is written; read it either way

@@ -5,10 +5,11 @@
 //   nodes/<node>                      the node's address, on the node's lease
 //   placement/<collection>            a Placement (JSON): the nodes each shard
 //                                     is assigned to, and the ones leaving it
-//   replicas/<collection>/<shard>/<node>
+//   replicas/<collection>/<shards>/<shard>/<node>
 //                                     a node's claim that it holds a caught-up
-//                                     replica, on the node's lease: when the
-//                                     node's lease expires, its claims go too
+//                                     replica of shard <shard> of the split
+//                                     into <shards>, on the node's lease: when
+//                                     the node's lease expires, its claims go too
 // A placement changes only by an etcd transaction comparing the
 // mod_revision the writer read (PlacementStore::Write): two coordinators
 // acting on the same state cannot both win, and one acting on a placement
@@ -28,25 +29,45 @@
 #include "base/status.h"
 #include "cluster/etcd_client.h"
 #include "cluster/replica_claim.h"
+#include "database/shard_query.h"
 
 namespace moeedb::cluster {
 
 struct Placement {
   uint32_t store_id = 0;  // the collection's store id: a recreated collection starts anew
-  uint32_t shards = 1, replicas = 1;
+  uint32_t shards = 1, replicas = 1;  // the split searches use, and the copies of each shard
   // Per shard: the nodes assigned to hold it, and the nodes leaving it, which
   // keep serving it until the nodes that replace them are ready.
   std::vector<std::vector<std::string>> assigned, leaving;
+  // Another split of the collection and, per shard, its nodes.
+  struct Split {
+    uint32_t shards = 0;
+    std::vector<std::vector<std::string>> nodes;
+    bool operator==(const Split& o) const = default;
+  };
+  // A reshard under way: the split being built. Searches switch to it (the
+  // plan that names it `shards`) once each of its shards has its replicas ready.
+  std::optional<Split> next;
+  // The split searches used before the last switch: its nodes keep serving
+  // it until `retire_at_ms` (Unix time), for nodes that act on a view from
+  // before the switch.
+  std::optional<Split> previous;
+  int64_t retire_at_ms = 0;
 
   nlohmann::json ToJson() const;
   static Result<Placement> FromJson(const std::string& text);
-  // The shards `node` holds (assigned or leaving), ascending.
-  std::vector<uint32_t> ShardsOf(const std::string& node) const;
+  // The replicas `node` holds (of the split in use: assigned or leaving; of
+  // the next split and the previous one), ascending.
+  std::vector<ShardRef> ShardsOf(const std::string& node) const;
   bool operator==(const Placement& o) const;
 };
 
+// How long a split searches no longer use keeps serving after a switch:
+// every node's view (read every poll_ms, and afresh on a miss) moves on well within it.
+inline constexpr int64_t kRetireSplitAfterMs = 10000;
+
 // Which nodes have claimed a ready replica of each shard of a collection.
-using ReadyReplicas = std::map<uint32_t, std::set<std::string>>;
+using ReadyReplicas = std::map<ShardRef, std::set<std::string>>;
 
 // The next placement of a collection, from the current one (or an empty
 // one of `shards` x `replicas`), the live nodes and the ready replicas:
@@ -58,12 +79,28 @@ using ReadyReplicas = std::map<uint32_t, std::set<std::string>>;
 //    moves: the lighter node is assigned, the heavier one leaves once it is
 //    ready (one move per shard at a time);
 //  - a draining node is assigned nothing new, and leaves every shard it holds
-//    (serving it until the nodes that replace it are ready).
-// `load` counts each node's assigned replicas of the other collections and
-// is updated with this one's. Deterministic: ties go to the lower node id.
+//    (serving it until the nodes that replace it are ready);
+//  - a reshard's next split gets `replicas` live nodes per shard (the
+//    least loaded); once every one of its shards has them ready (as many as
+//    there are live nodes, if fewer) and no previous split is still
+//    retiring, the plan switches to it: the split in use becomes `previous`,
+//    retiring at `now_ms` + kRetireSplitAfterMs; no rebalancing meanwhile;
+//  - a previous split past its retirement is dropped.
+// `shards` is the split of a collection without a placement (its record's):
+// a placement's own split holds until a reshard switches it. `load` counts
+// each node's assigned replicas of the other collections and is updated
+// with this one's. Deterministic: ties go to the lower node id.
 Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint32_t shards, uint32_t replicas,
                const std::vector<std::string>& live_nodes, const ReadyReplicas& ready,
-               std::map<std::string, size_t>* load, const std::set<std::string>& draining = {});
+               std::map<std::string, size_t>* load, const std::set<std::string>& draining = {}, int64_t now_ms = 0);
+
+// Asks for collection `collection`'s placement (of store id `store_id`; 0:
+// whichever is placed) to be split into `shards`: writes its next split by a
+// transaction on the revision read. OK when that split is in use or being
+// built already; Conflict while a reshard to another count is under way;
+// NotFound without a placement.
+Status RequestReshard(const class PlacementStore& keys, const std::string& collection, uint32_t store_id,
+                      uint32_t shards);
 
 // Every key of a cluster (one etcd range over PlacementStore::prefix()), read back.
 struct ClusterKeys {
@@ -77,20 +114,20 @@ struct ClusterKeys {
   };
   std::map<std::string, Node> nodes;          // live node id -> its registration
   std::map<std::string, Placed> placements;  // by collection
-  // collection -> shard -> node -> its claim
-  std::map<std::string, std::map<uint32_t, std::map<std::string, ReplicaClaim>>> claims;
+  // collection -> replica (split, shard) -> node -> its claim
+  std::map<std::string, std::map<ShardRef, std::map<std::string, ReplicaClaim>>> claims;
   std::set<std::string> draining;            // nodes being drained
   int64_t revision = 0;  // etcd's revision these keys were read at (at least: see ClusterView)
 
   // The live nodes with a ready claim on the shard of the collection as
   // created `store_id` (a collection dropped and created again has another).
-  std::vector<std::string> ReadyNodes(const std::string& collection, uint32_t shard, uint32_t store_id) const;
+  std::vector<std::string> ReadyNodes(const std::string& collection, ShardRef shard, uint32_t store_id) const;
 };
 
 // A replica claim's key, taken apart.
 struct ReplicaKeyParts {
   std::string collection;
-  uint32_t shard = 0;
+  ShardRef shard;
   std::string node;
 };
 
@@ -100,7 +137,7 @@ class PlacementStore {
 
   std::string NodeKey(const std::string& node) const;
   std::string PlacementKey(const std::string& collection) const;
-  std::string ReplicaKey(const std::string& collection, uint32_t shard, const std::string& node) const;
+  std::string ReplicaKey(const std::string& collection, ShardRef shard, const std::string& node) const;
   // A node being drained (`moeedb cluster drain`): its key exists while it drains.
   std::string DrainKey(const std::string& node) const;
   const std::string& prefix() const { return prefix_; }
@@ -120,7 +157,7 @@ class PlacementStore {
   Result<bool> Write(const std::string& collection, const Placement& next, int64_t read_revision) const;
   // Claims a ready replica of `shard` for `node` on its lease, if the
   // placement is still at `placement_revision`; false when it changed.
-  Result<bool> Claim(const std::string& collection, uint32_t shard, const std::string& node, int64_t lease,
+  Result<bool> Claim(const std::string& collection, ShardRef shard, const std::string& node, int64_t lease,
                      const ReplicaClaim& claim, int64_t placement_revision) const;
 
  private:

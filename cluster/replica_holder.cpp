@@ -74,7 +74,7 @@ Status ReplicaHolder::HoldAndClaim(Database* db, int64_t lease) {
     if (revision < 0) continue;
     (*c)->RefreshStaleReplicas();  // a replica behind only because its follower was busy is not stale
     for (const auto& r : (*c)->ReplicaStates())
-      to_claim[keys_->ReplicaKey(name, r.shard, node_id_)] = {ClaimOf(**c, r), revision};
+      to_claim[keys_->ReplicaKey(name, ShardRef{r.shards, r.shard}, node_id_)] = {ClaimOf(**c, r), revision};
   }
   for (const auto& [key, v] : to_claim) {
     const auto& [claim, revision] = v;

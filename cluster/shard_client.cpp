@@ -45,7 +45,8 @@ std::vector<std::pair<std::vector<uint32_t>, json>> ShardClient::Ask(const Shard
     // placement newer than this node's last poll): the cluster read afresh.
     bool unknown = round > 0;
     auto coll = keys->claims.find(q.collection);
-    for (uint32_t k : pending) unknown |= coll == keys->claims.end() || !coll->second.count(k);
+    const uint32_t split = q.shards > 0 ? q.shards : 1;
+    for (uint32_t k : pending) unknown |= coll == keys->claims.end() || !coll->second.count(ShardRef{split, k});
     if (unknown && view_->Refresh().ok()) keys = view_->Current();
     // One live, claimed replica of each shard, round-robin, skipping suspects while others exist.
     std::map<std::string, std::vector<uint32_t>> by_node;
@@ -55,7 +56,7 @@ std::vector<std::pair<std::vector<uint32_t>, json>> ShardClient::Ask(const Shard
       const auto now = Clock::now();
       for (uint32_t k : pending) {
         std::vector<std::string> good, suspect;
-        for (const std::string& node : keys->ReadyNodes(q.collection, k, q.store_id)) {
+        for (const std::string& node : keys->ReadyNodes(q.collection, ShardRef{split, k}, q.store_id)) {
           if (node == node_id_ || failed.count(node)) continue;
           auto s = suspect_.find(node);
           (s != suspect_.end() && s->second > now ? suspect : good).push_back(node);

@@ -23,6 +23,17 @@ std::string ShardList(const std::vector<uint32_t>& shards) {
 
 Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const float* rw, const SearchSpec& o,
                                                         SearchInfo* info) const {
+  uint32_t split = 0;
+  auto hits = SearchSplit(hs, rw, o, info, &split);
+  // Shards missing because searches moved to another split meanwhile (a
+  // reshard's switch): the new split is asked.
+  if (!hits.ok() && hits.status().code() == Status::Code::kUnavailable && split != shards_.load())
+    return SearchSplit(hs, rw, o, info, &split);
+  return hits;
+}
+
+Result<std::vector<SearchHit>> VectorCollection::SearchSplit(const float* hs, const float* rw, const SearchSpec& o,
+                                                             SearchInfo* info, uint32_t* split) const {
   if (o.k > kMaxSearchK) return Status::InvalidArgument("k must be at most " + std::to_string(kMaxSearchK));
   if (o.alpha && !std::isfinite(*o.alpha)) return Status::InvalidArgument("alpha must be finite");
   // What every shard would refuse is refused here, before any is asked.
@@ -45,12 +56,16 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   if (o.mode == QueryMode::kHybrid) q.candidates = HybridCandidates(o.k, layout_.index.oversample);
 
   std::shared_lock lock(replicas_mu_);
+  // Every shard of the split searches use now (a reshard swaps it under the lock).
+  const uint32_t shards = shards_;
+  q.shards = shards;
+  *split = shards;
   // A local replica being rebuilt refuses searches: its shard goes to a
   // peer's replica, when the node has peers.
   std::vector<uint32_t> remote;
   std::vector<ShardReplica*> local;
-  for (uint32_t k = 0; k < layout_.shards; ++k) {
-    auto it = replicas_.find(k);
+  for (uint32_t k = 0; k < shards; ++k) {
+    auto it = replicas_.find(ShardRef{shards, k});
     if (it == replicas_.end() || (peers_ != nullptr && it->second->building())) remote.push_back(k);
     else local.push_back(it->second.get());
   }
@@ -65,7 +80,7 @@ Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const f
   std::set<uint32_t> answered;
   // BM25 over the whole collection: every shard's statistics of the query's
   // terms, summed, so each shard scores as one index would.
-  if (layout_.shards > 1 && layout_.lexical.enabled && !o.query.empty()) {
+  if (shards > 1 && layout_.lexical.enabled && !o.query.empty()) {
     LexicalStats sum;
     for (ShardReplica* r : local) {
       MOEEDB_ASSIGN_OR_RETURN(LexicalStats s, r->Stats(q));
@@ -115,11 +130,13 @@ Result<std::vector<ShardAnswer>> VectorCollection::AnswerShards(const ShardQuery
   if (q.store_id != layout_.store_id)
     return Status::NotFound("collection '" + name_ + "' was dropped and created again");
   std::shared_lock lock(replicas_mu_);
+  const uint32_t split = q.shards > 0 ? q.shards : shards_.load();
   std::vector<ShardAnswer> out;
   for (uint32_t k : shards) {
-    auto it = replicas_.find(k);
+    auto it = replicas_.find(ShardRef{split, k});
     if (it == replicas_.end())
-      return Status::NotFound("this node holds no replica of shard " + std::to_string(k) + " of '" + name_ + "'");
+      return Status::NotFound("this node holds no replica of shard " + std::to_string(k) + " of " +
+                              std::to_string(split) + " of '" + name_ + "'");
     MOEEDB_ASSIGN_OR_RETURN(ShardAnswer a, it->second->Answer(q));
     out.push_back(std::move(a));
   }
@@ -131,11 +148,13 @@ Result<std::vector<std::pair<uint32_t, LexicalStats>>> VectorCollection::ShardSt
   if (q.store_id != layout_.store_id)
     return Status::NotFound("collection '" + name_ + "' was dropped and created again");
   std::shared_lock lock(replicas_mu_);
+  const uint32_t split = q.shards > 0 ? q.shards : shards_.load();
   std::vector<std::pair<uint32_t, LexicalStats>> out;
   for (uint32_t k : shards) {
-    auto it = replicas_.find(k);
+    auto it = replicas_.find(ShardRef{split, k});
     if (it == replicas_.end())
-      return Status::NotFound("this node holds no replica of shard " + std::to_string(k) + " of '" + name_ + "'");
+      return Status::NotFound("this node holds no replica of shard " + std::to_string(k) + " of " +
+                              std::to_string(split) + " of '" + name_ + "'");
     MOEEDB_ASSIGN_OR_RETURN(LexicalStats s, it->second->Stats(q));
     out.emplace_back(k, std::move(s));
   }
@@ -148,12 +167,9 @@ Result<std::vector<SearchHit>> VectorCollection::ToSearchHits(const std::vector<
   MOEEDB_ASSIGN_OR_RETURN(auto docs, store_->GetManyByInternal(name_, ids, false));
   std::vector<SearchHit> out;
   for (size_t i = 0; i < hits.size(); ++i) {
-    if (!docs[i]) {
-      // Another node's write removed it since the replica last followed the
-      // log: not an answer any more.
-      if (store_->shared()) continue;
-      return Status::Corruption("indexed document " + std::to_string(ids[i]) + " of " + name_ + " is not stored");
-    }
+    // A write (this node's, or another's the replica had not followed yet)
+    // removed it after the replicas answered: not an answer any more.
+    if (!docs[i]) continue;
     const auto& h = hits[i];
     SearchHit hit;
     hit.id = docs[i]->id;

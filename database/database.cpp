@@ -205,6 +205,11 @@ Status Database::SetPayloadIndex(const std::string& name, const std::string& key
   return Status::Unavailable("collection '" + name + "': its spec kept changing; try again");
 }
 
+Status Database::Reshard(const std::string& name, uint32_t shards) {
+  MOEEDB_ASSIGN_OR_RETURN(std::shared_ptr<VectorCollection> c, OpenCollection(name));
+  return c->Reshard(shards);
+}
+
 Result<const EmbeddingSetup*> Database::LoadSetup(const EmbeddingSpec& config) {
   std::lock_guard<std::mutex> lock(setups_mu_);
   return LoadSetupLocked(config);
@@ -330,6 +335,7 @@ Result<size_t> Database::CatchUp() {
     if (!synced.ok() && first.ok()) first = synced;
     // Payload indexes another node declared or removed, from the record as
     // it is now (read under spec_mu_: this node's own change is in it).
+    std::optional<uint32_t> split;  // the record's split, when another process changed it
     if (rec.ok()) {
       std::lock_guard<std::mutex> spec(spec_mu_);
       auto now = store_->GetCollection(name);
@@ -339,6 +345,13 @@ Result<size_t> Database::CatchUp() {
                                           : c->SetPayloadIndexes(layout->payload_indexes))
                                    : layout.status();
       if (!indexed.ok() && first.ok()) first = indexed;
+      if (layout.ok() && !c->placed() && layout->shards != c->shards()) split = layout->shards;
+    }
+    // A collection another process split anew (not a cluster's: its
+    // placement names the split) is split alike here.
+    if (split) {
+      Status resharded = c->Reshard(*split);
+      if (!resharded.ok() && first.ok()) first = resharded;
     }
     auto n = rec.ok() ? c->CatchUp() : Result<size_t>(rec.status());
     if (n.ok()) applied += *n;

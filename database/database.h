@@ -143,6 +143,11 @@ class Database {
   // are the same either way; an index makes selective filters fast.
   // InvalidArgument for a malformed key or past kMaxPayloadIndexes.
   Status SetPayloadIndex(const std::string& name, const std::string& key, std::optional<PayloadFieldKind> kind);
+  // Splits collection `name` into `shards` online (VectorCollection::Reshard):
+  // here, it returns once searches use the new split; in a cluster, once the
+  // request is placed (the cluster's status shows the new split being built,
+  // then in use). Searches stay complete and writes go on throughout.
+  Status Reshard(const std::string& name, uint32_t shards);
 
   // The setup for `config`'s recorded fields (model folder, routing, prompt,
   // poolings; empty ones resolved from the model folder) with this

@@ -46,6 +46,7 @@ json ShardQueryToJson(const ShardQuery& q) {
             {"rw", q.rw},                 {"spec", SearchSpecToJson(q.spec)},
             {"candidates", q.candidates}, {"min_seq", q.min_seq}, {"max_staleness_ms", q.max_staleness_ms}};
   if (q.stats) j["stats"] = LexicalStatsToJson(*q.stats);
+  if (q.shards > 0) j["shards"] = q.shards;
   return j;
 }
 
@@ -59,6 +60,7 @@ Result<ShardQuery> ShardQueryFromJson(const json& j) {
     q.candidates = j.at("candidates").get<size_t>();
     q.min_seq = j.at("min_seq").get<uint64_t>();
     q.max_staleness_ms = j.value("max_staleness_ms", uint64_t{0});
+    q.shards = j.value("shards", uint32_t{0});
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("shard query: ") + e.what());
   }

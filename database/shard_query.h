@@ -29,9 +29,19 @@
 
 namespace moeedb {
 
+// One replica's place in a collection: shard `shard` of the collection split
+// into `shards`. A collection being resharded has replicas of two splits at
+// once (the one searches use and the one being built); each keeps the
+// documents of its own shard (ShardOfId(id, shards) == shard).
+struct ShardRef {
+  uint32_t shards = 1, shard = 0;
+  auto operator<=>(const ShardRef&) const = default;
+};
+
 struct ShardQuery {
   std::string collection;
   uint32_t store_id = 0;        // the collection's store id: a recreated one is another collection
+  uint32_t shards = 0;          // the split the shards asked for are of (0: the answering node's current one)
   std::vector<float> hs, rw;    // raw query vectors; empty: none (a lexical search of text alone)
   SearchSpec spec;
   size_t candidates = 0;        // hybrid: each signal's list length

@@ -46,6 +46,7 @@ Result<CollectionLayout> CollectionLayout::FromRecord(const CollectionRecord& re
     l.info_json = spec.value("info", json::object()).dump();
     l.shards = spec.value("shards", 1u);
     l.replicas = spec.value("replicas", 1u);
+    l.placed = spec.contains("shards") || spec.contains("replicas");
     MOEEDB_ASSIGN_OR_RETURN(l.index, DualIndexSpec::FromJson(spec.at("index").dump()));
     MOEEDB_ASSIGN_OR_RETURN(l.std_hs, Standardizer::FromJson(spec.at("std_hs").dump()));
     MOEEDB_ASSIGN_OR_RETURN(l.std_rw, Standardizer::FromJson(spec.at("std_rw").dump()));
@@ -62,8 +63,11 @@ Result<CollectionLayout> CollectionLayout::FromRecord(const CollectionRecord& re
 }
 
 std::string ShardReplica::Dir(const std::string& collection_dir, uint32_t shard, uint32_t shards) {
-  // One shard keeps the folder collections had before shards existed.
-  return shards <= 1 ? collection_dir : collection_dir + ".shard-" + std::to_string(shard);
+  // One shard keeps the folder collections had before shards existed; a
+  // shard's folder names its split, so two splits' replicas of a collection
+  // being resharded live side by side.
+  return shards <= 1 ? collection_dir
+                     : collection_dir + ".shard-" + std::to_string(shard) + "-of-" + std::to_string(shards);
 }
 
 void ShardReplica::RemoveFolders(const std::string& dir) {

@@ -54,6 +54,9 @@ struct CollectionLayout {
   float default_alpha = 1.0f;
   std::string info_json = "{}";
   uint32_t shards = 1, replicas = 1;
+  // Recorded with shards or replicas (a cluster places it), even once
+  // resharded to one shard of one replica.
+  bool placed = false;
   PayloadIndexFields payload_indexes;  // the payload keys indexed (index/payload_index.h)
   // Corruption when the record's spec is damaged.
   static Result<CollectionLayout> FromRecord(const CollectionRecord& rec);
@@ -105,6 +108,7 @@ class ShardReplica {
   Result<uint64_t> Save();
 
   uint32_t shard() const { return shard_; }
+  uint32_t shards() const { return filter_.count; }  // of the split this replica is a shard of
   const std::string& dir() const { return dir_; }
   size_t size() const;
   uint64_t applied_seq() const;

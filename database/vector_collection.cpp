@@ -18,7 +18,7 @@ using json = nlohmann::json;
 
 VectorCollection::~VectorCollection() {
   replicas_.clear();  // closes the lexical indexes before their folders go
-  if (remove_folders_) RemoveIndexFolders(index_dir_, layout_.shards);
+  if (remove_folders_) RemoveIndexFolders(index_dir_);
 }
 
 std::string VectorCollection::IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec) {
@@ -76,13 +76,20 @@ Result<std::string> VectorCollection::RecordedInfo(const CollectionRecord& recor
 Status VectorCollection::Drop(Store* store, const std::string& name, const std::string& index_root) {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(name));
   MOEEDB_RETURN_IF_ERROR(store->DropCollection(name));
-  auto layout = CollectionLayout::FromRecord(rec);
-  RemoveIndexFolders(IndexDir(*store, index_root, rec), layout.ok() ? layout->shards : 1);
+  RemoveIndexFolders(IndexDir(*store, index_root, rec));
   return Status::OK();
 }
 
-void VectorCollection::RemoveIndexFolders(const std::string& index_dir, uint32_t shards) {
-  for (uint32_t k = 0; k < shards; ++k) ShardReplica::RemoveFolders(ShardReplica::Dir(index_dir, k, shards));
+void VectorCollection::RemoveIndexFolders(const std::string& index_dir) {
+  ShardReplica::RemoveFolders(index_dir);  // one shard's
+  // Every split's shards: "<index_dir>.shard-...", whatever their count.
+  const fs::path dir(index_dir);
+  const std::string prefix = dir.filename().string() + ".shard-";
+  std::error_code ec;
+  std::vector<fs::path> gone;
+  for (fs::directory_iterator it(dir.parent_path(), ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(prefix, 0) == 0) gone.push_back(it->path());
+  for (const fs::path& p : gone) fs::remove_all(p, ec);
 }
 
 Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, const std::string& name,
@@ -97,38 +104,64 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Open(Store* store, c
   MOEEDB_ASSIGN_OR_RETURN(c->layout_, CollectionLayout::FromRecord(rec));
   MOEEDB_ASSIGN_OR_RETURN(c->schema_, VectorSchema::FromInfo(c->layout_.info_json));
   c->payload_indexes_ = c->layout_.payload_indexes;
+  c->shards_ = c->layout_.shards;
   MOEEDB_RETURN_IF_ERROR(c->SyncShards());
   return c;
 }
 
+Result<std::unique_ptr<ShardReplica>> VectorCollection::OpenReplica(ShardRef ref) const {
+  CollectionLayout layout = layout_;
+  layout.shards = ref.shards;
+  layout.payload_indexes = payload_indexes();
+  const std::string dir = ShardReplica::Dir(index_dir_, ref.shard, ref.shards);
+  // Folders named before splits were told apart ("<dir>.shard-K") hold a
+  // shard of the split the record named then: they are used, not rebuilt.
+  const std::string legacy = index_dir_ + ".shard-" + std::to_string(ref.shard);
+  std::error_code ec;
+  if (ref.shards > 1 && ref.shards == layout_.shards && !fs::exists(dir, ec) && fs::exists(legacy, ec)) {
+    fs::rename(legacy, dir, ec);
+    if (fs::exists(legacy + ".lexical", ec)) fs::rename(legacy + ".lexical", dir + ".lexical", ec);
+  }
+  return ShardReplica::Open(store_, layout, ref.shard, dir);
+}
+
 Status VectorCollection::SyncShards() {
   std::lock_guard sync(sync_mu_);
-  std::vector<uint32_t> want;
-  std::optional<std::vector<uint32_t>> placed;
+  PlacedShards want;
+  std::optional<PlacedShards> placed;
   if (peers_ != nullptr) placed = peers_->HeldShards(layout_);
+  placed_ = placed.has_value();
   if (placed) want = *placed;
-  else for (uint32_t k = 0; k < layout_.shards; ++k) want.push_back(k);
-  const std::vector<uint32_t> held = HeldShards();
-  CollectionLayout layout = layout_;
-  layout.payload_indexes = payload_indexes();
+  else {
+    want.shards = shards_;
+    for (uint32_t k = 0; k < want.shards; ++k) want.held.push_back(ShardRef{want.shards, k});
+  }
+  const std::vector<ShardRef> held = HeldReplicas();
+  const auto holds = [](const std::vector<ShardRef>& v, ShardRef r) { return std::find(v.begin(), v.end(), r) != v.end(); };
   // New replicas are built without the lock: searches go on meanwhile.
   Status first;
-  for (uint32_t k : want) {
-    if (std::find(held.begin(), held.end(), k) != held.end()) continue;
-    auto r = ShardReplica::Open(store_, layout, k, ShardReplica::Dir(index_dir_, k, layout_.shards));
+  for (ShardRef ref : want.held) {
+    if (holds(held, ref)) continue;
+    auto r = OpenReplica(ref);
     if (!r.ok()) {
       if (first.ok()) first = r.status();
       continue;
     }
     std::unique_lock lock(replicas_mu_);
-    replicas_[k] = std::move(r).value();
+    replicas_[ref] = std::move(r).value();
   }
-  for (uint32_t k : held) {
-    if (std::find(want.begin(), want.end(), k) != want.end()) continue;
+  // Searches move to the placed split once its replicas here are open (a
+  // shard not held here is asked of the peers).
+  {
+    std::unique_lock lock(replicas_mu_);
+    shards_ = want.shards;
+  }
+  for (ShardRef ref : held) {
+    if (holds(want.held, ref)) continue;
     std::unique_ptr<ShardReplica> gone;
     {
       std::unique_lock lock(replicas_mu_);
-      auto it = replicas_.find(k);
+      auto it = replicas_.find(ref);
       if (it == replicas_.end()) continue;
       gone = std::move(it->second);
       replicas_.erase(it);
@@ -138,6 +171,47 @@ Status VectorCollection::SyncShards() {
     ShardReplica::RemoveFolders(dir);
   }
   return first;
+}
+
+Status VectorCollection::Reshard(uint32_t shards) {
+  if (shards == 0 || shards > kMaxShards)
+    return Status::InvalidArgument("a collection has 1 to " + std::to_string(kMaxShards) + " shards, not " +
+                                   std::to_string(shards));
+  if (placed_) return peers_->Reshard(layout_, shards);
+  std::lock_guard sync(sync_mu_);
+  const uint32_t from = shards_;
+  if (shards == from) return Status::OK();
+  // The new split, built from the store beside the old one.
+  std::vector<std::unique_ptr<ShardReplica>> built;
+  for (uint32_t k = 0; k < shards; ++k) {
+    // A folder of that split left by an earlier reshard cut short is stale.
+    ShardReplica::RemoveFolders(ShardReplica::Dir(index_dir_, k, shards));
+    MOEEDB_ASSIGN_OR_RETURN(auto r, OpenReplica(ShardRef{shards, k}));
+    built.push_back(std::move(r));
+  }
+  // The record names the new count before the swap: a process stopped
+  // after this opens the new split (its folders, or rebuilt from the store).
+  MOEEDB_RETURN_IF_ERROR(RecordSplit(store_, name_, layout_.store_id, shards));
+  std::vector<std::unique_ptr<ShardReplica>> old;
+  {
+    // No write of this node in between: the new replicas hold every entry
+    // the old ones do when they swap.
+    std::lock_guard write(write_mu_);
+    for (auto& r : built) MOEEDB_RETURN_IF_ERROR(r->CatchUp().status());
+    std::unique_lock lock(replicas_mu_);
+    for (auto it = replicas_.begin(); it != replicas_.end();) {
+      old.push_back(std::move(it->second));
+      it = replicas_.erase(it);
+    }
+    for (uint32_t k = 0; k < shards; ++k) replicas_[ShardRef{shards, k}] = std::move(built[k]);
+    shards_ = shards;
+  }
+  for (auto& r : old) {
+    const std::string dir = r->dir();
+    r.reset();
+    ShardReplica::RemoveFolders(dir);
+  }
+  return Status::OK();
 }
 
 Status VectorCollection::SetPayloadIndexes(const PayloadIndexFields& fields) {
@@ -169,10 +243,33 @@ std::map<std::string, uint64_t> VectorCollection::PayloadIndexPoints() const {
   return out;
 }
 
+Status VectorCollection::RecordSplit(Store* store, const std::string& name, uint32_t store_id, uint32_t shards) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store->GetCollection(name));
+    if (rec.id != store_id) return Status::NotFound("collection '" + name + "' was dropped");
+    json spec = json::parse(rec.spec_json, nullptr, false);
+    if (!spec.is_object()) return Status::Corruption("collection '" + name + "' spec is damaged");
+    if (spec.value("shards", 1u) == shards && spec.contains("shards")) return Status::OK();
+    spec["shards"] = shards;  // kept, even at 1: the collection stays placed (CollectionLayout::placed)
+    if (!spec.contains("replicas")) spec["replicas"] = 1;
+    Status s = store->UpdateSpec(name, rec.spec_json, spec.dump());
+    if (s.code() != Status::Code::kConflict) return s;
+  }
+  return Status::Unavailable("collection '" + name + "': its spec kept changing; try again");
+}
+
 std::vector<uint32_t> VectorCollection::HeldShards() const {
   std::shared_lock lock(replicas_mu_);
   std::vector<uint32_t> out;
-  for (const auto& [k, r] : replicas_) out.push_back(k);
+  for (const auto& [ref, r] : replicas_)
+    if (ref.shards == shards_) out.push_back(ref.shard);
+  return out;
+}
+
+std::vector<ShardRef> VectorCollection::HeldReplicas() const {
+  std::shared_lock lock(replicas_mu_);
+  std::vector<ShardRef> out;
+  for (const auto& [ref, r] : replicas_) out.push_back(ref);
   return out;
 }
 
@@ -186,7 +283,7 @@ std::vector<VectorCollection::ReplicaState> VectorCollection::ReplicaStates() co
   std::shared_lock lock(replicas_mu_);
   std::vector<ReplicaState> out;
   for (ShardReplica* r : Replicas())
-    out.push_back(ReplicaState{r->shard(), r->size(), r->applied_seq(), r->index_bytes(), r->payload_index_bytes(),
+    out.push_back(ReplicaState{r->shard(), r->shards(), r->size(), r->applied_seq(), r->index_bytes(), r->payload_index_bytes(),
                                r->log_rewinds(), r->log_read_age_ms(), r->building()});
   return out;
 }
@@ -195,7 +292,7 @@ std::vector<VectorCollection::ReplicaContents> VectorCollection::Contents() cons
   std::shared_lock lock(replicas_mu_);
   std::vector<ReplicaContents> out;
   for (ShardReplica* r : Replicas()) {
-    ReplicaContents c{r->shard(), r->applied_seq(), r->IndexedIds(), r->LexicalIds()};
+    ReplicaContents c{r->shard(), r->shards(), r->applied_seq(), r->IndexedIds(), r->LexicalIds()};
     std::sort(c.dense.begin(), c.dense.end());
     std::sort(c.lexical.begin(), c.lexical.end());
     out.push_back(std::move(c));
@@ -206,7 +303,8 @@ std::vector<VectorCollection::ReplicaContents> VectorCollection::Contents() cons
 size_t VectorCollection::size() const {
   {
     std::shared_lock lock(replicas_mu_);
-    if (layout_.shards == 1 && replicas_.count(0)) return replicas_.at(0)->size();
+    auto it = replicas_.find(ShardRef{1, 0});
+    if (shards_ == 1 && it != replicas_.end()) return it->second->size();
   }
   auto rec = store_->GetCollection(name_);
   return rec.ok() ? rec->count : 0;
@@ -365,7 +463,9 @@ Status VectorCollection::SaveIndex() {
   }
   // The log is trimmed to what every replica's snapshot covers (a shared
   // store keeps it: other nodes follow it, and its retention window trims it).
-  if (replicas_.size() < layout_.shards || covered == UINT64_MAX || store_->shared()) return Status::OK();
+  size_t current = 0;  // replicas of the split searches use
+  for (const auto& [ref, r] : replicas_) current += ref.shards == shards_;
+  if (current < shards_ || covered == UINT64_MAX || store_->shared()) return Status::OK();
   return store_->TrimOps(name_, covered);
 }
 

@@ -53,15 +53,29 @@ struct CollectionOptions {
   PayloadIndexFields payload_indexes;  // payload keys indexed from the start (Database::SetPayloadIndex changes them)
 };
 
+// Where a placed collection's shards are, as this node is to hold them.
+struct PlacedShards {
+  uint32_t shards = 1;        // the split searches use now
+  std::vector<ShardRef> held;  // this node's replicas: of that split, or of one being built or retired
+};
+
 // The other nodes' replicas of sharded collections, as the cluster layer
 // finds them (cluster/); a single node has none.
 class ShardPeers {
  public:
   virtual ~ShardPeers() = default;
-  // The shards of the collection this node is to hold; std::nullopt: every one.
-  virtual std::optional<std::vector<uint32_t>> HeldShards(const CollectionLayout& layout) = 0;
-  // Each of `shards`' BM25 statistics of q.spec.query from a live replica
-  // elsewhere; a shard no replica answered for is left out.
+  // The split searches use and the replicas this node is to hold;
+  // std::nullopt: every shard of the collection's recorded split.
+  virtual std::optional<PlacedShards> HeldShards(const CollectionLayout& layout) = 0;
+  // Asks the cluster to split the collection into `shards` (the new split's
+  // replicas are built, then searches switch to it): NotSupported where the
+  // peers cannot place a collection.
+  virtual Status Reshard(const CollectionLayout& layout, uint32_t shards) {
+    return Status::NotSupported("this node cannot reshard a placed collection");
+  }
+  // Each of `shards`' (of the split q.shards) BM25 statistics of
+  // q.spec.query from a live replica elsewhere; a shard no replica answered
+  // for is left out.
   virtual std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery& q,
                                                                const std::vector<uint32_t>& shards) = 0;
   // Each of `shards`' answer to q from a live replica elsewhere; a shard no
@@ -111,9 +125,9 @@ class VectorCollection {
   // Removes the collection from the store and its derived indexes from disk.
   // The caller must have closed every VectorCollection of it.
   static Status Drop(Store* store, const std::string& name, const std::string& index_root = "");
-  // Removes a collection's derived indexes (every shard's folders under
-  // index_dir) from disk; nothing may have them open.
-  static void RemoveIndexFolders(const std::string& index_dir, uint32_t shards);
+  // Removes a collection's derived indexes (the folders of every shard of
+  // every split under index_dir) from disk; nothing may have them open.
+  static void RemoveIndexFolders(const std::string& index_dir);
   // Closes the replicas; removes their folders too once RemoveFoldersWhenClosed was called.
   ~VectorCollection();
   // For a collection dropped (here or on another node) while requests may
@@ -142,8 +156,9 @@ class VectorCollection {
   // (then `info` lists the missing shards).
   Result<std::vector<SearchHit>> Search(const float* hs, const float* rw, const SearchSpec& options,
                                         SearchInfo* info = nullptr) const;
-  // This node's answer for its replicas of `shards` (another node's search).
-  // NotFound for a shard held here no more (or a collection recreated since).
+  // This node's answer for its replicas of `shards` of the split q.shards
+  // (another node's search). NotFound for a shard held here no more (or a
+  // collection recreated since).
   Result<std::vector<ShardAnswer>> AnswerShards(const ShardQuery& q, const std::vector<uint32_t>& shards) const;
   // The BM25 statistics of q's terms in this node's replicas of `shards`.
   Result<std::vector<std::pair<uint32_t, LexicalStats>>> ShardStats(const ShardQuery& q,
@@ -180,8 +195,21 @@ class VectorCollection {
   // opens the collection again.
   Result<bool> SaveIndexIfDue(uint64_t every_entries, std::chrono::milliseconds every);
   // Opens the replicas of the shards this node is to hold now (peers'
-  // HeldShards) and closes, then removes, the ones it holds no more.
+  // HeldShards) and closes, then removes, the ones it holds no more;
+  // searches use the split the peers name once its replicas here are open.
   Status SyncShards();
+  // Splits the collection into `shards` online. Placed in a cluster: asks
+  // the peers (the cluster builds the new split, then switches to it).
+  // Otherwise here: builds every shard of the new split from the store
+  // beside the old one (searches and writes go on), records the new count
+  // in the collection's record, swaps, and removes the old split's folders.
+  // InvalidArgument for 0 or more than kMaxShards.
+  Status Reshard(uint32_t shards);
+  static constexpr uint32_t kMaxShards = 1024;
+  // Records `shards` as the split of collection `name` (of store id
+  // `store_id`) in its store record: what a node opening it uses where no
+  // placement names a split. NotFound if the collection was dropped.
+  static Status RecordSplit(Store* store, const std::string& name, uint32_t store_id, uint32_t shards);
 
   const std::string& name() const { return name_; }
   // The collection's live documents.
@@ -191,13 +219,19 @@ class VectorCollection {
   float default_alpha() const { return layout_.default_alpha; }
   const std::string& info_json() const { return layout_.info_json; }
   const CollectionLayout& layout() const { return layout_; }
-  uint32_t shards() const { return layout_.shards; }
-  // The shards this node holds a replica of, ascending.
+  // Whether the peers place this collection's replicas (as of the last SyncShards).
+  bool placed() const { return placed_; }
+  // The split searches use now (the record's, until a reshard).
+  uint32_t shards() const { return shards_; }
+  // The shards of that split this node holds a replica of, ascending.
   std::vector<uint32_t> HeldShards() const;
+  // Every replica this node holds, of any split, ascending.
+  std::vector<ShardRef> HeldReplicas() const;
   // What a held replica holds: its document count, applied entry, index
   // bytes, and the times it found the change log gone back and rebuilt.
   struct ReplicaState {
     uint32_t shard = 0;
+    uint32_t shards = 1;  // of this split
     size_t documents = 0;
     uint64_t applied_seq = 0;
     size_t index_bytes = 0;
@@ -212,6 +246,7 @@ class VectorCollection {
   // across nodes (the ids are the store's, the same on every node).
   struct ReplicaContents {
     uint32_t shard = 0;
+    uint32_t shards = 1;
     uint64_t applied_seq = 0;
     std::vector<uint64_t> dense, lexical;
   };
@@ -252,10 +287,15 @@ class VectorCollection {
  private:
   VectorCollection() = default;
   static std::string IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec);
+  // Opens (loads or builds) this node's replica `ref` in its folder.
+  Result<std::unique_ptr<ShardReplica>> OpenReplica(ShardRef ref) const;
   // Every local replica, under a shared lock of replicas_mu_.
   std::vector<ShardReplica*> Replicas() const;
   // The ids every local replica gives by `ids`, together, sorted.
   std::vector<uint64_t> SortedIds(std::vector<uint64_t> (ShardReplica::*ids)() const) const;
+  // Search over the split in use as it begins (`*split`).
+  Result<std::vector<SearchHit>> SearchSplit(const float* hs, const float* rw, const SearchSpec& options,
+                                             SearchInfo* info, uint32_t* split) const;
   Result<std::vector<SearchHit>> ToSearchHits(const std::vector<FusedCandidate>& hits) const;
   Result<WriteResult> Write(const std::vector<StoredDocument>& docs, const std::vector<uint64_t>* expected, bool sync);
 
@@ -265,11 +305,13 @@ class VectorCollection {
   CollectionLayout layout_;
   VectorSchema schema_;
   std::mutex write_mu_;  // this node's writes: store, then replicas, in the store's order
-  std::mutex sync_mu_;   // one SyncShards or SetPayloadIndexes at a time
+  std::mutex sync_mu_;   // one SyncShards, Reshard or SetPayloadIndexes at a time
   mutable std::mutex payload_mu_;
   PayloadIndexFields payload_indexes_;  // what replicas index (layout_'s, until changed); payload_mu_
   mutable std::shared_mutex replicas_mu_;
-  std::map<uint32_t, std::unique_ptr<ShardReplica>> replicas_;
+  std::map<ShardRef, std::unique_ptr<ShardReplica>> replicas_;  // replicas_mu_
+  std::atomic<bool> placed_{false};
+  std::atomic<uint32_t> shards_{1};  // the split searches use; changed under replicas_mu_
   std::atomic<uint64_t> max_staleness_ms_{0};
   std::atomic<uint64_t> max_lag_entries_{UINT64_MAX};  // no bound until set
   std::atomic<bool> remove_folders_{false};

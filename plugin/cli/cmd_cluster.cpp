@@ -1,9 +1,13 @@
-// moeedb cluster status / drain: a cluster's state in etcd, and draining a
-// node before maintenance (docs/cluster.md).
+// moeedb cluster status / drain / reshard: a cluster's state in etcd,
+// draining a node before maintenance, splitting a collection anew
+// (docs/cluster.md).
+#include <chrono>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "cluster/cluster_status.h"
+#include "cluster/placement.h"
 #include "plugin/cli/commands.h"
 #include "plugin/cli/common.h"
 
@@ -40,6 +44,33 @@ int RunClusterDrain(const Args& args) {
   std::cout << (args.Has("undo") ? "node " + args.positional()[0] + " takes replicas again"
                                  : "node " + args.positional()[0] + " is draining: its replicas move to the others")
             << std::endl;
+  return 0;
+}
+
+int RunClusterReshard(const Args& args) {
+  if (args.positional().size() != 1) return UsageError("cluster reshard", "needs one COLLECTION");
+  auto etcd = EtcdOf(args);
+  if (!etcd.ok()) return UsageError("cluster reshard", etcd.status().message());
+  const std::string name = args.positional()[0];
+  const auto shards = static_cast<uint32_t>(args.Int("shards"));
+  cluster::PlacementStore keys(&*etcd, args.Get("cluster", "moeedb"));
+  Status s = cluster::RequestReshard(keys, name, 0, shards);
+  if (!s.ok()) return Fail("cluster reshard", s.message());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(args.Int("wait"));
+  for (;;) {
+    auto read = keys.Read(name);
+    if (!read.ok()) return Fail("cluster reshard", read.status().message());
+    const auto& p = read->first;
+    if (p && p->shards == shards && !p->next) {
+      std::cout << "collection " << name << " is split into " << shards << " shards" << std::endl;
+      return 0;
+    }
+    if (std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (args.Int("wait") > 0) return Fail("cluster reshard", "the new split of " + name + " is not in use yet (cluster status shows its replicas)");
+  std::cout << "collection " << name << " is being split into " << shards
+            << " shards: cluster status shows its new replicas" << std::endl;
   return 0;
 }
 

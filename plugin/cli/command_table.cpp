@@ -179,6 +179,18 @@ another node, while NODE serves them until their new replicas are ready (watch w
 status). --undo lets it take replicas again.)",
        {kEtcdFlag, kClusterNameFlag, {"undo", "", "end the draining"}, kTlsCaFlag, kTlsCertFlag, kTlsKeyFlag},
        RunClusterDrain, {"etcd"}},
+      {"cluster reshard", "split a placed collection into another number of shards, online",
+       "cluster reshard COLLECTION --shards N --etcd HOSTS [--cluster NAME] [--wait SECONDS]", R"(
+Asks the cluster to split COLLECTION into N shards: the nodes build the new split's replicas
+from the stored documents while the old split answers every search and takes every write, and
+the placement switches to the new split in one etcd transaction once each of its shards has its
+replicas ready (cluster status shows "resharding_to" meanwhile). The old split's replicas serve
+10 s more, then go. With --wait, returns once the new split is in use.)",
+       {kEtcdFlag, kClusterNameFlag,
+        {"shards", "N", "the new shard count", IntRule{1, 1, moeedb::VectorCollection::kMaxShards}},
+        {"wait", "SECONDS", "wait up to this long for the switch (0: return once asked)", IntRule{0, 0, 86400}},
+        kTlsCaFlag, kTlsCertFlag, kTlsKeyFlag},
+       RunClusterReshard, {"etcd", "shards"}},
       {"checkpoint", "consistent backup of the database",
        "checkpoint --db DIR --out DIR", R"(
 Writes a consistent copy of the database (RocksDB checkpoint: hard links where possible).

@@ -52,6 +52,7 @@ int RunFacet(const Args& args);
 int RunCheckpoint(const Args& args);
 int RunClusterStatus(const Args& args);      // cmd_cluster.cpp
 int RunClusterDrain(const Args& args);
+int RunClusterReshard(const Args& args);
 int RunServe(const Args& args);             // cmd_serve.cpp
 int RunAlpha(const Args& args);             // cmd_routing.cpp
 int RunLens(const Args& args);

@@ -28,7 +28,7 @@ std::map<std::string, size_t> Loads(const Placement& p) {
 ReadyReplicas AllReady(const Placement& p) {
   ReadyReplicas r;
   for (uint32_t k = 0; k < p.shards; ++k)
-    for (const auto& n : p.assigned[k]) r[k].insert(n);
+    for (const auto& n : p.assigned[k]) r[ShardRef{p.shards, k}].insert(n);
   return r;
 }
 
@@ -112,6 +112,83 @@ TEST(Plan, FewerLiveNodesThanReplicasAssignsEachNodeOnce) {
   for (const auto& a : p.assigned) EXPECT_EQ(a, (std::vector<std::string>{"a", "b"}));
 }
 
+TEST(Plan, AReshardBuildsTheNextSplitSwitchesOnceItIsReadyAndRetiresTheOldOneLater) {
+  std::map<std::string, size_t> load;
+  const std::vector<std::string> nodes{"n1", "n2", "n3"};
+  const Placement p = Plan(std::nullopt, 7, 3, 2, nodes, {}, &load);
+  Placement asked = p;
+  asked.next = Placement::Split{6, std::vector<std::vector<std::string>>(6)};
+  load.clear();
+  const Placement q = Plan(asked, 7, 3, 2, nodes, AllReady(p), &load, {}, 1000);
+  // The next split gets two nodes a shard, spread; the split in use is untouched.
+  ASSERT_TRUE(q.next.has_value());
+  EXPECT_EQ(q.shards, 3u);
+  EXPECT_EQ(q.assigned, p.assigned);
+  std::map<std::string, size_t> next_load;
+  for (const auto& n : q.next->nodes) {
+    ASSERT_EQ(n.size(), 2u);
+    EXPECT_NE(n[0], n[1]);
+    for (const auto& x : n) ++next_load[x];
+  }
+  EXPECT_EQ(next_load, (std::map<std::string, size_t>{{"n1", 4}, {"n2", 4}, {"n3", 4}}));
+  // A node holds both splits' replicas meanwhile.
+  EXPECT_EQ(q.ShardsOf("n1").size(), 2u + 4u);
+  // All but one of the new shards ready: no switch.
+  ReadyReplicas ready = AllReady(p);
+  for (uint32_t k = 0; k < 6; ++k)
+    for (const auto& n : q.next->nodes[k]) ready[ShardRef{6, k}].insert(n);
+  ReadyReplicas almost = ready;
+  almost.erase(ShardRef{6, 5});
+  load.clear();
+  EXPECT_EQ(Plan(q, 7, 3, 2, nodes, almost, &load, {}, 2000), q);
+  // Every new shard ready: one plan switches, the old split retiring 10 s on.
+  load.clear();
+  const Placement r = Plan(q, 7, 3, 2, nodes, ready, &load, {}, 3000);
+  EXPECT_EQ(r.shards, 6u);
+  EXPECT_EQ(r.assigned, q.next->nodes);
+  EXPECT_FALSE(r.next.has_value());
+  ASSERT_TRUE(r.previous.has_value());
+  EXPECT_EQ(r.previous->shards, 3u);
+  EXPECT_EQ(r.previous->nodes, p.assigned);
+  EXPECT_EQ(r.retire_at_ms, 3000 + kRetireSplitAfterMs);
+  for (const auto& l : r.leaving) EXPECT_TRUE(l.empty());
+  EXPECT_EQ(r.ShardsOf("n1"), q.ShardsOf("n1"));  // still serving the old split
+  // Another reshard asked meanwhile is built but waits for the old split to retire.
+  Placement again = r;
+  again.next = Placement::Split{2, std::vector<std::vector<std::string>>(2)};
+  load.clear();
+  Placement s = Plan(again, 7, 3, 2, nodes, ready, &load, {}, 4000);
+  ASSERT_TRUE(s.next.has_value());
+  for (uint32_t k = 0; k < 2; ++k)
+    for (const auto& n : s.next->nodes[k]) ready[ShardRef{2, k}].insert(n);
+  load.clear();
+  s = Plan(s, 7, 3, 2, nodes, ready, &load, {}, 5000);
+  EXPECT_EQ(s.shards, 6u);
+  EXPECT_EQ(s.previous->shards, 3u);
+  // Retired at its time, the waiting split switches in the same plan.
+  load.clear();
+  const Placement t = Plan(s, 7, 3, 2, nodes, ready, &load, {}, 3000 + kRetireSplitAfterMs);
+  EXPECT_EQ(t.shards, 2u);
+  ASSERT_TRUE(t.previous.has_value());
+  EXPECT_EQ(t.previous->shards, 6u);
+  // A dead node leaves the next split too; its shards get a live node.
+  Placement asked4 = t;
+  asked4.previous.reset();
+  asked4.next = Placement::Split{4, std::vector<std::vector<std::string>>(4)};
+  load.clear();
+  const Placement u = Plan(asked4, 7, 3, 2, nodes, {}, &load, {}, 0);
+  load.clear();
+  const Placement v = Plan(u, 7, 3, 2, {"n1", "n3"}, {}, &load, {}, 0);
+  for (const auto& n : v.next->nodes) EXPECT_EQ(n, (std::vector<std::string>{"n1", "n3"}));
+  // The placement's own split holds whatever the record says (it is updated after a switch).
+  load.clear();
+  EXPECT_EQ(Plan(t, 7, 3, 2, nodes, ready, &load, {}, 0).shards, 2u);
+  // And the whole of it round-trips through JSON.
+  auto back = Placement::FromJson(s.ToJson().dump());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, s);
+}
+
 TEST(ReplicaClaimTest, RoundTripsThroughJsonAndRejectsAValueWithoutAKnownState) {
   ReplicaClaim c;
   c.state = ReplicaClaim::State::kBuilding;
@@ -132,8 +209,9 @@ TEST(ReplicaClaimTest, RoundTripsThroughJsonAndRejectsAValueWithoutAKnownState) 
   stale.state = ReplicaClaim::State::kStale;
   ReplicaClaim recreated = ready;
   recreated.store_id = 10;
-  keys.claims["coll"][0] = {{"a", ready}, {"b", stale}, {"c", recreated}, {"gone", ready}};
-  EXPECT_EQ(keys.ReadyNodes("coll", 0, 9), std::vector<std::string>{"a"});
+  keys.claims["coll"][ShardRef{1, 0}] = {{"a", ready}, {"b", stale}, {"c", recreated}, {"gone", ready}};
+  EXPECT_EQ(keys.ReadyNodes("coll", ShardRef{1, 0}, 9), std::vector<std::string>{"a"});
+  EXPECT_TRUE(keys.ReadyNodes("coll", ShardRef{2, 0}, 9).empty());  // another split's shard 0
 }
 
 TEST(Base64, RoundTripsEveryByte) {
@@ -215,10 +293,10 @@ TEST_F(EtcdPlacement, ACoordinatorActingOnAPlacementThatChangedSinceItReadItIsRe
   // A claim made under the stale revision is refused too; under the current one it holds.
   auto lease = etcd_.GrantLease(30);
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
-  EXPECT_FALSE(*ps.Claim("c", 0, "n1", *lease, ReplicaClaim{}, stale));
-  EXPECT_FALSE(etcd_.Get(ps.ReplicaKey("c", 0, "n1"))->has_value());
-  EXPECT_TRUE(*ps.Claim("c", 0, "n3", *lease, ReplicaClaim{}, now->second));
-  auto claim = etcd_.Get(ps.ReplicaKey("c", 0, "n3"));
+  EXPECT_FALSE(*ps.Claim("c", ShardRef{2, 0}, "n1", *lease, ReplicaClaim{}, stale));
+  EXPECT_FALSE(etcd_.Get(ps.ReplicaKey("c", ShardRef{2, 0}, "n1"))->has_value());
+  EXPECT_TRUE(*ps.Claim("c", ShardRef{2, 0}, "n3", *lease, ReplicaClaim{}, now->second));
+  auto claim = etcd_.Get(ps.ReplicaKey("c", ShardRef{2, 0}, "n3"));
   ASSERT_TRUE(claim.ok() && claim->has_value());
   EXPECT_EQ((*claim)->lease, *lease);
 }
@@ -255,7 +333,7 @@ TEST_F(EtcdPlacement, ANodesClaimsGoWithItsLease) {
   auto lease = etcd_.GrantLease(30);
   ASSERT_TRUE(lease.ok());
   ASSERT_TRUE(etcd_.Put(ps.NodeKey("n1"), "{\"address\":\"127.0.0.1:1\"}", *lease).ok());
-  ASSERT_TRUE(*ps.Claim("c", 2, "n1", *lease, ReplicaClaim{}, 0));
+  ASSERT_TRUE(*ps.Claim("c", ShardRef{3, 2}, "n1", *lease, ReplicaClaim{}, 0));
   EXPECT_TRUE(etcd_.KeepAlive(*lease).ok());
   int64_t revision = 0;
   auto listed = etcd_.List(ps.prefix(), &revision);
@@ -279,7 +357,7 @@ TEST_F(EtcdPlacement, TheStatusShowsNodesPlacementAndClaimsAndDrainingIsSetAndUn
   auto read = ps.Read("c");
   ReplicaClaim claim;
   claim.applied_seq = 7, claim.documents = 3;
-  ASSERT_TRUE(*ps.Claim("c", 1, "n1", *lease, claim, read->second));
+  ASSERT_TRUE(*ps.Claim("c", ShardRef{2, 1}, "n1", *lease, claim, read->second));
   EXPECT_EQ(SetDraining(etcd_, cluster_, "nobody", true).code(), Status::Code::kNotFound);
   ASSERT_TRUE(SetDraining(etcd_, cluster_, "n1", true).ok());
   auto status = ReadClusterStatus(etcd_, cluster_, nullptr);

@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <atomic>
+#include <filesystem>
 #include <fstream>
+#include <thread>
 #include <functional>
 #include <random>
 #include <set>
@@ -198,7 +201,11 @@ TEST(ShardedSearch, SixShardsAnswerAsOneIndexInEveryMode) {
 class NoPeers : public ShardPeers {
  public:
   explicit NoPeers(std::vector<uint32_t> held) : held_(std::move(held)) {}
-  std::optional<std::vector<uint32_t>> HeldShards(const CollectionLayout&) override { return held_; }
+  std::optional<PlacedShards> HeldShards(const CollectionLayout& layout) override {
+    PlacedShards p{layout.shards, {}};
+    for (uint32_t k : held_) p.held.push_back(ShardRef{layout.shards, k});
+    return p;
+  }
   std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery&, const std::vector<uint32_t>& shards) override {
     asked_ += shards.size();
     return {};
@@ -295,6 +302,139 @@ TEST(ShardedSearch, APeersReplicaMayNotLagThisNodesNewestEntryByMoreThanTheBound
   EXPECT_EQ(search(10), 25u);
   s.min_seq = 5;
   EXPECT_EQ(search(10), 20u);
+}
+
+// The folders of a collection's shards beside its index folder, by name.
+std::set<std::string> ShardFolders(const std::string& index_dir) {
+  std::set<std::string> out;
+  const std::filesystem::path dir(index_dir);
+  for (const auto& e : std::filesystem::directory_iterator(dir.parent_path())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(dir.filename().string() + ".shard-", 0) == 0) out.insert(name.substr(dir.filename().string().size()));
+  }
+  return out;
+}
+
+TEST(Reshard, ThreeToSixToTwoUnderWritesAnswersAsOneShardAndLosesNothing) {
+  test::TempDir dir;
+  auto store = RocksStore::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> texts, queries;
+  ReadSentences(&texts, &queries);
+  auto one = Make(store->get(), "one", 1);
+  auto c = Make(store->get(), "c", 3);
+  ASSERT_TRUE(one && c);
+  const auto docs = Documents(texts, texts.size(), 0);
+  ASSERT_GT(docs.size(), 400u);
+  const std::vector<StoredDocument> first(docs.begin(), docs.begin() + 200);
+  ASSERT_TRUE(one->Upsert(first).ok() && c->Upsert(first).ok());
+
+  // Writes to both collections alike (upserts of new documents, replacements
+  // of old ones, deletes) and searches of the resharded one, while it is
+  // split anew: every search answers (no shard missing), every write is
+  // acknowledged by both.
+  const auto under_writes = [&](size_t from, size_t to, uint32_t shards) {
+    std::atomic<bool> done{false};
+    std::atomic<size_t> searches{0}, failures{0};
+    std::thread writer([&] {
+      for (size_t i = from; i < to; i += 4) {
+        std::vector<StoredDocument> batch(docs.begin() + i, docs.begin() + std::min(to, i + 4));
+        batch.push_back(docs[i % 200]);
+        batch.back().metadata_json = "{\"group\": 9, \"rewritten\": " + std::to_string(i) + "}";
+        if (!one->Upsert(batch).ok() || !c->Upsert(batch).ok()) ++failures;
+        const std::vector<std::string> gone{"doc-" + std::to_string((i * 7) % 200)};
+        if (!one->Delete(gone).ok() || !c->Delete(gone).ok()) ++failures;
+      }
+      done = true;
+    });
+    std::thread searcher([&] {
+      const auto hs = Gaussian(11, kDh), rw = Gaussian(12, kDr);
+      SearchSpec s;
+      s.k = 50;
+      s.query = queries[0];
+      for (size_t i = 0; !done; ++i) {
+        s.mode = i % 2 ? QueryMode::kHybrid : QueryMode::kFused;
+        auto hits = c->Search(hs.data(), rw.data(), s);
+        if (!hits.ok()) ADD_FAILURE() << "a search during the reshard: " << hits.status().ToString();
+        // (a hit a concurrent write removed after the shards answered is left out)
+        else if (hits->empty() || hits->size() > 50u) ADD_FAILURE() << "a search during the reshard found " << hits->size();
+        ++searches;
+      }
+    });
+    Status s = c->Reshard(shards);
+    writer.join();
+    searcher.join();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(failures.load(), 0u);
+    EXPECT_GT(searches.load(), 0u);
+  };
+
+  under_writes(200, 300, 6);
+  EXPECT_EQ(c->shards(), 6u);
+  EXPECT_EQ(c->HeldShards(), (std::vector<uint32_t>{0, 1, 2, 3, 4, 5}));
+  size_t compared = 0;
+  ExpectSameAnswers(*one, *c, queries, &compared);
+  EXPECT_GT(compared, 1000u);
+  // Each shard holds exactly its documents of the new split.
+  for (const auto& r : c->Contents()) {
+    EXPECT_EQ(r.shards, 6u);
+    for (uint64_t id : r.dense) {
+      auto d = c->GetByInternal(id);
+      ASSERT_TRUE(d.ok());
+      EXPECT_EQ(ShardOfId(d->id, 6), r.shard) << d->id;
+    }
+  }
+  // The old split's folders are gone (the dense ones are written by a snapshot).
+  const auto folders = ShardFolders(c->index_dir());
+  EXPECT_EQ(folders.size(), 6u) << ::testing::PrintToString(folders);
+  for (uint32_t k = 0; k < 6; ++k) EXPECT_TRUE(folders.count(".shard-" + std::to_string(k) + "-of-6.lexical")) << k;
+
+  under_writes(300, 400, 2);
+  EXPECT_EQ(c->shards(), 2u);
+  ExpectSameAnswers(*one, *c, queries, &compared);
+  EXPECT_GT(compared, 1000u);
+  // Nothing acknowledged is lost: the indexes hold every stored document, as the one shard does.
+  EXPECT_EQ(c->IndexedIds().size(), c->size());
+  EXPECT_EQ(one->IndexedIds().size(), one->size());
+  EXPECT_EQ(c->size(), one->size());
+  for (const std::string& f : ShardFolders(c->index_dir())) EXPECT_NE(f.find("-of-2"), std::string::npos) << f;
+
+  // The record names the new split: reopened, the collection uses it, from its snapshots.
+  ASSERT_TRUE(c->SaveIndex().ok());
+  c.reset();
+  auto again = VectorCollection::Open(store->get(), "c");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->shards(), 2u);
+  EXPECT_TRUE((*again)->opened_from_snapshot());
+  ExpectSameAnswers(*one, **again, queries, &compared);
+  // Out of range.
+  EXPECT_EQ((*again)->Reshard(0).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ((*again)->Reshard(VectorCollection::kMaxShards + 1).code(), Status::Code::kInvalidArgument);
+}
+
+// Folders named before a shard's folder named its split are used, not rebuilt.
+TEST(Reshard, AShardFolderOfTheOldNameIsAdopted) {
+  test::TempDir dir;
+  auto store = RocksStore::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> texts, queries;
+  ReadSentences(&texts, &queries);
+  auto c = Make(store->get(), "c", 2);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->Upsert(Documents(texts, 100, 0)).ok());
+  ASSERT_TRUE(c->SaveIndex().ok());
+  const std::string index_dir = c->index_dir();
+  c.reset();
+  for (const std::string k : {"0", "1"}) {
+    std::filesystem::rename(index_dir + ".shard-" + k + "-of-2", index_dir + ".shard-" + k);
+    std::filesystem::rename(index_dir + ".shard-" + k + "-of-2.lexical", index_dir + ".shard-" + k + ".lexical");
+  }
+  auto again = VectorCollection::Open(store->get(), "c");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE((*again)->opened_from_snapshot());
+  EXPECT_EQ((*again)->index_rebuilds(), 0u);
+  EXPECT_EQ((*again)->IndexedIds().size(), 100u);
+  EXPECT_FALSE(std::filesystem::exists(index_dir + ".shard-0"));
 }
 
 }  // namespace

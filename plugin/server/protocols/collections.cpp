@@ -43,6 +43,8 @@ class CollectionsRouter final : public ProtocolRouter {
   HttpResponse Shards(const std::string& what, const std::string& name, const std::string& body);
   // GET /collections/{name}/shards: the internal ids each local replica holds.
   HttpResponse ShardContents(const std::string& name);
+  // PUT /collections/{name}/shards {"shards": N}: splits the collection anew.
+  HttpResponse Reshard(const std::string& name, const std::string& body);
 };
 
 // A collection that could not be opened: a missing one is a 404 whose code
@@ -111,6 +113,8 @@ constexpr Route<Handler> kRoutes[] = {
      [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.Document("DELETE", a[0], a[1]); }},
     {"GET", "/collections/{name}/shards",
      [](CollectionsRouter& r, const RouteRequest&, const Args& a) { return r.ShardContents(a[0]); }},
+    {"PUT", "/collections/{name}/shards",
+     [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Reshard(a[0], q.http.body); }},
     {"POST", "/collections/{name}/shards/search",
      [](CollectionsRouter& r, const RouteRequest& q, const Args& a) { return r.Shards("search", a[0], q.body()); }},
     {"POST", "/collections/{name}/shards/stats",
@@ -165,7 +169,7 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
       json replicas = json::array();
       size_t indexed = 0;
       for (const auto& r : (*open)->ReplicaStates()) {
-        replicas.push_back({{"shard", r.shard}, {"documents", r.documents}, {"applied_seq", r.applied_seq},
+        replicas.push_back({{"shard", r.shard}, {"of", r.shards}, {"documents", r.documents}, {"applied_seq", r.applied_seq},
                             {"index_bytes", r.index_bytes}, {"payload_index_bytes", r.payload_index_bytes},
                             {"log_rewinds", r.log_rewinds}, {"building", r.building}});
         indexed += r.documents;
@@ -381,6 +385,24 @@ HttpResponse CollectionsRouter::PayloadIndex(const std::string& method, const st
   return JsonResponse({{"name", name}, {"payload_indexes", fields}, {"points", (*c)->PayloadIndexPoints()}});
 }
 
+HttpResponse CollectionsRouter::Reshard(const std::string& name, const std::string& body) {
+  auto j = ObjectBody(body);
+  if (!j) return NativeBadRequest("the body must be a JSON object {\"shards\": N}");
+  if (auto bad = UnknownField(*j, {"shards"})) return *bad;
+  if (!j->contains("shards") || !(*j)["shards"].is_number_unsigned())
+    return NativeBadRequest("'shards' must be a whole number from 1 to " + std::to_string(VectorCollection::kMaxShards));
+  const uint64_t shards = (*j)["shards"].get<uint64_t>();
+  if (shards == 0 || shards > VectorCollection::kMaxShards)
+    return NativeBadRequest("'shards' must be from 1 to " + std::to_string(VectorCollection::kMaxShards));
+  auto c = core_->OpenCollection(name);
+  if (!c.ok()) return OpenFailed(c.status());
+  Status s = core_->db().Reshard(name, static_cast<uint32_t>(shards));
+  if (!s.ok()) return NativeFromStatus(s);
+  // Here the new split is in use; a cluster builds it first (GET /cluster shows it).
+  if ((*c)->shards() == shards) return JsonResponse({{"name", name}, {"shards", shards}});
+  return JsonResponse({{"name", name}, {"shards", (*c)->shards()}, {"resharding_to", shards}}, 202);
+}
+
 HttpResponse CollectionsRouter::Facet(const std::string& name, const std::string& body) {
   auto j = ObjectBody(body);
   if (!j) return NativeBadRequest("the body must be a JSON object");
@@ -432,7 +454,7 @@ HttpResponse CollectionsRouter::ShardContents(const std::string& name) {
   if (!c.ok()) return OpenFailed(c.status());
   json out = json::array();
   for (const auto& r : (*c)->Contents())
-    out.push_back({{"shard", r.shard}, {"applied_seq", r.applied_seq}, {"ids", r.dense}, {"lexical_ids", r.lexical}});
+    out.push_back({{"shard", r.shard}, {"of", r.shards}, {"applied_seq", r.applied_seq}, {"ids", r.dense}, {"lexical_ids", r.lexical}});
   return JsonResponse({{"replicas", out}});
 }
 
