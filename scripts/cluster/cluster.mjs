@@ -493,9 +493,9 @@ postgresql:
     return i;
   }
 
-  // The ready replicas the nodes claim in etcd for a sharded collection:
-  // shard -> node ids (docs/cluster.md, "Shards").
-  async claims(collection) {
+  // The replicas the nodes claim in etcd for a sharded collection split into
+  // `split` shards: shard -> node ids (docs/cluster.md, "Shards").
+  async claims(collection, split) {
     const prefix = `/moeedb/moeedb/replicas/${collection}/`;
     const b64 = (x) => Buffer.from(x).toString('base64');
     const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
@@ -506,8 +506,8 @@ postgresql:
         const j = await r.json();
         const out = {};
         for (const kv of j.kvs || []) {
-          const [shard, node] = Buffer.from(kv.key, 'base64').toString().slice(prefix.length).split('/');
-          (out[shard] ||= []).push(node);
+          const [shards, shard, node] = Buffer.from(kv.key, 'base64').toString().slice(prefix.length).split('/');
+          if (Number(shards) === split) (out[shard] ||= []).push(node);
         }
         return out;
       } catch {}

@@ -10,21 +10,21 @@
 //   node tests/cluster/sharded_cluster.mjs --pg URI --etcd HOST:PORT [--bin build/moeedb]
 //        [--model models/moeedb-tiny] [--docs 600] [--queries 200]
 // ctest runs it with its throwaway PostgreSQL and etcd (tests/CMakeLists.txt).
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { arg, freePort } from '../soak/soak_util.mjs';
+import { arg } from '../soak/soak_util.mjs';
 import { readClusterConsole } from './cluster_console.mjs';
+import { ROOT, call, etcdList as etcdListAt, freshDatabase, sentences, sleep, startNodes, stopNodes } from './cluster_nodes.mjs';
 
-const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const PG = arg('pg', process.env.MOEEDB_TEST_PG_DIR ? fs.readFileSync(`${process.env.MOEEDB_TEST_PG_DIR}/uri`, 'utf8').trim() : '');
 const ETCD = arg('etcd', process.env.MOEEDB_TEST_ETCD_DIR ? fs.readFileSync(`${process.env.MOEEDB_TEST_ETCD_DIR}/endpoint`, 'utf8').trim() : '');
 const BIN = path.resolve(arg('bin', path.join(ROOT, 'build/moeedb')));
 const MODEL = path.resolve(arg('model', path.join(ROOT, 'models/moeedb-tiny')));
 const DOCS = Number(arg('docs', 600));
 const QUERIES = Number(arg('queries', 200));
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const etcdList = (prefix) => etcdListAt(ETCD, prefix);
 
 function fail(message) {
   console.error(`sharded_cluster: FAILED: ${message}`);
@@ -32,63 +32,15 @@ function fail(message) {
   throw new Error(message);
 }
 
-async function call(port, method, route, body, timeoutMs = 60000) {
-  const r = await fetch(`http://127.0.0.1:${port}${route}`, {
-    method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  const text = await r.text();
-  let json = null;
-  try { json = JSON.parse(text); } catch { /* not JSON */ }
-  return { status: r.status, json, text };
-}
-
-// The etcd keys under a prefix, decoded (the v3 JSON gateway).
-async function etcdList(prefix) {
-  const b64 = (s) => Buffer.from(s).toString('base64');
-  const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
-  const r = await fetch(`http://${ETCD}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: b64(prefix), range_end: b64(end) }) });
-  const j = await r.json();
-  return (j.kvs || []).map((kv) => ({ key: Buffer.from(kv.key, 'base64').toString(), value: Buffer.from(kv.value || '', 'base64').toString() }));
-}
-
-function sentences() {
-  const lines = fs.readFileSync(path.join(ROOT, 'tests/data/stsb-sample.csv'), 'utf8').split('\n');
-  const docs = [], queries = [], seen = new Set();
-  for (const line of lines) {
-    const cols = line.split(',');
-    if (cols.length < 3) continue;
-    if (!seen.has(cols[0])) { seen.add(cols[0]); docs.push(cols[0]); }
-    queries.push(cols[1]);
-  }
-  return { docs, queries };
-}
-
 async function main() {
   if (!PG || !ETCD) fail('needs --pg URI and --etcd HOST:PORT (or ctest\'s MOEEDB_TEST_PG_DIR and MOEEDB_TEST_ETCD_DIR)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'moeedb-sharded-'));
-  const dbName = `sharded_${process.pid}`;
-  execFileSync('psql', [PG, '-v', 'ON_ERROR_STOP=1', '-qc', `CREATE DATABASE ${dbName}`], { stdio: 'pipe' });
-  const uri = PG.replace(/\/postgres(\?|$)/, `/${dbName}$1`);
+  const db = freshDatabase(PG, `sharded_${process.pid}`);
+  const uri = db.uri;
   const cluster = `test${process.pid}`;
-  const nodes = [];
+  let nodes = [];
   try {
-    for (let i = 0; i < 3; i++) {
-      const port = await freePort();
-      const log = fs.openSync(path.join(dir, `node${i}.log`), 'w');
-      const child = spawn(BIN, ['serve', '--db', uri, '--index-dir', path.join(dir, `node${i}`), '--port', String(port),
-        '--model', MODEL, '--threads', '1', '--workers', '1', '--etcd', ETCD, '--cluster', cluster, '--node-id', `n${i}`],
-      { stdio: ['ignore', log, log] });
-      nodes.push({ port, child });
-    }
-    for (const [i, n] of nodes.entries()) {
-      for (let t = 0; ; t++) {
-        if (n.child.exitCode !== null) fail(`node ${i} exited: ${fs.readFileSync(path.join(dir, `node${i}.log`), 'utf8')}`);
-        try { if ((await call(n.port, 'GET', '/health', undefined, 1000)).status === 200) break; } catch { /* starting */ }
-        if (t > 600) fail(`node ${i} did not start`);
-        await sleep(200);
-      }
-    }
+    nodes = await startNodes({ bin: BIN, model: MODEL, uri, etcd: ETCD, cluster, dir, count: 3, fail });
     const [a] = nodes;
     const create = async (name, body) => {
       const r = await call(a.port, 'PUT', `/collections/${name}`, body);
@@ -112,7 +64,7 @@ async function main() {
       const claims = await etcdList(prefix);
       const perShard = new Map(), perNode = new Map();
       for (const c of claims) {
-        const [shard, node] = c.key.slice(prefix.length).split('/');
+        const [, shard, node] = c.key.slice(prefix.length).split('/');  // <shards>/<shard>/<node>
         perShard.set(shard, (perShard.get(shard) || 0) + 1);
         perNode.set(node, (perNode.get(node) || 0) + 1);
       }
@@ -208,10 +160,8 @@ async function main() {
     console.log(`sharded_cluster: HNSW shards, fused mode: recall@10 against the exact answer ${(recall.hits / recall.of).toFixed(4)} ` +
       `(${recall.hits}/${recall.of})`);
   } finally {
-    for (const n of nodes) n.child.kill('SIGTERM');
-    await sleep(1500);
-    for (const n of nodes) if (n.child.exitCode === null) n.child.kill('SIGKILL');
-    try { execFileSync('psql', [PG, '-qc', `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`], { stdio: 'pipe' }); } catch { /* best effort */ }
+    await stopNodes(nodes);
+    db.drop();
     if (!process.exitCode) fs.rmSync(dir, { recursive: true, force: true });
     else console.error(`sharded_cluster: logs in ${dir}`);
   }

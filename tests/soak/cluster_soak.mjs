@@ -560,7 +560,7 @@ async function partition(kind) {
 async function waitRebuilt(lost, t) {
   const want = Math.min(replicas, nNodes - 1);
   for (;;) {
-    const claims = await cluster.claims(COLL).catch(() => ({}));
+    const claims = await cluster.claims(COLL, shards).catch(() => ({}));
     let ok = true;
     for (let k = 0; k < shards; k++) ok &&= (claims[k] || []).filter((n) => n !== `node${lost}`).length >= want;
     if (ok && !Object.values(claims).some((ns) => ns.includes(`node${lost}`))) return (Date.now() - t) / 1000;
@@ -681,7 +681,7 @@ async function joinNode() {
   nNodes = cluster.state.nodes.length;
   live.add(i);
   for (;;) {
-    const claims = await cluster.claims(COLL).catch(() => ({}));
+    const claims = await cluster.claims(COLL, shards).catch(() => ({}));
     if (Object.values(claims).some((ns) => ns.includes(`node${i}`))) break;
     if (Date.now() - t > 120000) {
       violate(`the added node ${i} took no replica within 120 s`);

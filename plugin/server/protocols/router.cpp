@@ -59,6 +59,7 @@ HttpResponse NativeFromStatus(const Status& s) {
   switch (s.code()) {
     case Status::Code::kInvalidArgument: return NativeBadRequest(s.message());
     case Status::Code::kNotFound: return NativeError(404, s.message(), "not_found_error");
+    case Status::Code::kConflict: return NativeError(409, s.message(), "conflict_error");
     case Status::Code::kResourceExhausted: return NativeError(429, s.message(), "rate_limit_error");
     case Status::Code::kUnavailable: return NativeError(503, s.message(), "unavailable_error");
     case Status::Code::kOutcomeUnknown: return NativeError(503, s.message(), "outcome_unknown_error");
