@@ -14,7 +14,7 @@ ClusterNode::ClusterNode(ClusterOptions options)
       etcd_(options_.etcd, EtcdClient::kDefaultDeadline, options_.tls),
       keys_(&etcd_, options_.cluster),
       view_(&keys_),
-      coordinator_(&etcd_, &keys_, &view_),
+      coordinator_(&etcd_, &keys_, &view_, int64_t{options_.node_left_delay_s} * 1000),
       holder_(&etcd_, &keys_, &view_, options_.node_id, options_.address),
       shards_(&view_, options_.node_id, options_.api_key, std::chrono::milliseconds(options_.peer_deadline_ms),
               options_.tls) {}
@@ -96,6 +96,14 @@ std::optional<PlacedShards> ClusterNode::HeldShards(const CollectionLayout& layo
     return PlacedShards{layout.shards, {}};
   const Placement& p = it->second.placement;
   return PlacedShards{p.shards, p.ShardsOf(options_.node_id)};
+}
+
+std::optional<uint32_t> ClusterNode::SplitInUse(const CollectionLayout& layout) {
+  if (!view_.Refresh().ok()) return std::nullopt;
+  const auto keys = view_.Current();
+  auto it = keys->placements.find(layout.name);
+  if (it == keys->placements.end() || it->second.placement.store_id != layout.store_id) return std::nullopt;
+  return it->second.placement.shards;
 }
 
 Status ClusterNode::Reshard(const CollectionLayout& layout, uint32_t shards) {

@@ -36,6 +36,9 @@ struct ClusterOptions {
   std::string address;             // host:port the other nodes reach this node's API at
   std::string api_key;             // sent to the other nodes (they share the key)
   int lease_ttl_s = 5;             // a node silent this long is gone
+  // A gone node's replicas are placed elsewhere this long after it went
+  // (where the shard has another ready replica): one back sooner keeps them.
+  int node_left_delay_s = 60;
   int poll_ms = 300;
   int peer_deadline_ms = 2000;     // a shard request not answered by then goes elsewhere
   // Set: etcd and the other nodes are asked over https, their certificates
@@ -56,6 +59,7 @@ class ClusterNode : public ShardPeers {
 
   std::optional<PlacedShards> HeldShards(const CollectionLayout& layout) override;
   Status Reshard(const CollectionLayout& layout, uint32_t shards) override;
+  std::optional<uint32_t> SplitInUse(const CollectionLayout& layout) override;
   std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
   std::vector<ShardAnswer> Search(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
   void AwaitReplicas(const CollectionLayout& layout, std::chrono::milliseconds timeout) override;

@@ -7,8 +7,9 @@ namespace moeedb::cluster {
 
 bool IsPlaced(const CollectionLayout& l) { return l.placed || l.shards > 1 || l.replicas > 1; }
 
-Coordinator::Coordinator(const EtcdClient* etcd, const PlacementStore* keys, ClusterView* view)
-    : etcd_(etcd), keys_(keys), view_(view) {}
+Coordinator::Coordinator(const EtcdClient* etcd, const PlacementStore* keys, ClusterView* view,
+                         int64_t node_left_delay_ms)
+    : etcd_(etcd), keys_(keys), view_(view), node_left_delay_ms_(node_left_delay_ms) {}
 
 Status Coordinator::PlanCollection(const CollectionLayout& layout, std::map<std::string, size_t>* load) {
   const auto keys = view_->Current();
@@ -26,7 +27,8 @@ Status Coordinator::PlanCollection(const CollectionLayout& layout, std::map<std:
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const Placement next =
-      Plan(current, layout.store_id, layout.shards, layout.replicas, live, ready, load, keys->draining, now_ms);
+      Plan(current, layout.store_id, layout.shards, layout.replicas, live, ready, load, keys->draining, now_ms,
+           node_left_delay_ms_);
   if (current && *current == next) return Status::OK();
   MOEEDB_ASSIGN_OR_RETURN(bool won, keys_->Write(layout.name, next, revision));
   (void)won;  // lost: another node's plan from the same state is written; read it either way

@@ -22,7 +22,8 @@ bool IsPlaced(const CollectionLayout& layout);
 
 class Coordinator {
  public:
-  Coordinator(const EtcdClient* etcd, const PlacementStore* keys, ClusterView* view);
+  // `node_left_delay_ms`: how long a gone node keeps its assignments (Plan).
+  Coordinator(const EtcdClient* etcd, const PlacementStore* keys, ClusterView* view, int64_t node_left_delay_ms = 0);
 
   // Plans every placed collection among `records` (the store's), writes the
   // changed plans and deletes the placements in `before` (the view taken
@@ -42,6 +43,7 @@ class Coordinator {
   const EtcdClient* etcd_;
   const PlacementStore* keys_;
   ClusterView* view_;
+  const int64_t node_left_delay_ms_;
 };
 
 }  // namespace moeedb::cluster

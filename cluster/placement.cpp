@@ -12,6 +12,7 @@ json Placement::ToJson() const {
   json j{{"store_id", store_id}, {"shards", shards}, {"replicas", replicas}, {"assigned", assigned}, {"leaving", leaving}};
   if (next) j["next"] = {{"shards", next->shards}, {"nodes", next->nodes}};
   if (previous) j["previous"] = {{"shards", previous->shards}, {"nodes", previous->nodes}, {"retire_at_ms", retire_at_ms}};
+  if (!lost.empty()) j["lost"] = lost;
   return j;
 }
 
@@ -32,6 +33,7 @@ Result<Placement> Placement::FromJson(const std::string& text) {
                                     j["previous"].at("nodes").get<std::vector<std::vector<std::string>>>()};
       p.retire_at_ms = j["previous"].at("retire_at_ms").get<int64_t>();
     }
+    if (j.contains("lost")) p.lost = j["lost"].get<std::map<std::string, int64_t>>();
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("placement: ") + e.what());
   }
@@ -60,7 +62,8 @@ std::vector<ShardRef> Placement::ShardsOf(const std::string& node) const {
 
 bool Placement::operator==(const Placement& o) const {
   return store_id == o.store_id && shards == o.shards && replicas == o.replicas && assigned == o.assigned &&
-         leaving == o.leaving && next == o.next && previous == o.previous && retire_at_ms == o.retire_at_ms;
+         leaving == o.leaving && next == o.next && previous == o.previous && retire_at_ms == o.retire_at_ms &&
+         lost == o.lost;
 }
 
 namespace {
@@ -75,7 +78,8 @@ void Erase(std::vector<std::string>* v, const std::string& x) { v->erase(std::re
 
 Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint32_t shards, uint32_t replicas,
                const std::vector<std::string>& live_nodes, const ReadyReplicas& ready,
-               std::map<std::string, size_t>* load, const std::set<std::string>& draining, int64_t now_ms) {
+               std::map<std::string, size_t>* load, const std::set<std::string>& draining, int64_t now_ms,
+               int64_t node_left_delay_ms) {
   Placement p;
   if (current && current->store_id == store_id) p = *current;
   else p.shards = shards;
@@ -125,10 +129,26 @@ Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint3
   p.assigned.resize(p.shards);
   p.leaving.resize(p.shards);
   const uint32_t shards_now = p.shards;
+  // Dead nodes assigned a shard: when each was first found gone; back, it is not lost.
+  for (auto it = p.lost.begin(); it != p.lost.end();) it = alive(it->first) ? p.lost.erase(it) : std::next(it);
+  for (const auto& a : p.assigned)
+    for (const auto& n : a)
+      if (!alive(n) && !p.lost.count(n)) p.lost[n] = now_ms;
+  const auto delay_over = [&](const std::string& n) {
+    auto it = p.lost.find(n);
+    return node_left_delay_ms <= 0 || it == p.lost.end() || now_ms - it->second >= node_left_delay_ms;
+  };
   for (uint32_t k = 0; k < shards_now; ++k) {
     auto& a = p.assigned[k];
     auto& l = p.leaving[k];
-    drop_dead(&a);
+    // A dead node keeps its assignment within the delay while another live
+    // replica of the shard is ready to answer for it.
+    bool answered = false;
+    for (const auto& n : a) answered |= alive(n) && is_ready(ShardRef{shards_now, k}, n);
+    for (const auto& n : l) answered |= alive(n) && is_ready(ShardRef{shards_now, k}, n);
+    a.erase(std::remove_if(a.begin(), a.end(),
+                           [&](const std::string& n) { return !alive(n) && (!answered || delay_over(n)); }),
+            a.end());
     drop_dead(&l);
     for (auto it = a.begin(); it != a.end();) {
       if (!draining.count(*it)) {
@@ -142,7 +162,14 @@ Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint3
     for (const auto& n : a) ready_assigned += is_ready(ShardRef{shards_now, k}, n);
     if (ready_assigned >= std::min<size_t>(replicas, a.size()) && a.size() >= std::min<size_t>(replicas, takers.size()))
       l.clear();
-    for (const auto& n : a) ++(*load)[n];
+    for (const auto& n : a)
+      if (alive(n)) ++(*load)[n];
+  }
+  // A lost node no shard keeps waiting for is forgotten.
+  for (auto it = p.lost.begin(); it != p.lost.end();) {
+    bool kept = false;
+    for (const auto& a : p.assigned) kept |= Contains(a, it->first);
+    it = kept ? std::next(it) : p.lost.erase(it);
   }
   const auto lightest_without = [&](uint32_t k) -> std::optional<std::string> {
     std::optional<std::string> best;
@@ -316,7 +343,8 @@ Status RequestReshard(const PlacementStore& keys, const std::string& collection,
     MOEEDB_ASSIGN_OR_RETURN(auto read, keys.Read(collection));
     auto& [placement, revision] = read;
     if (!placement || (store_id != 0 && placement->store_id != store_id))
-      return Status::NotFound("collection '" + collection + "' has no placement in cluster '" + keys.cluster() + "'");
+      return Status::Unavailable("collection '" + collection + "' is not placed in cluster '" + keys.cluster() +
+                                 "' (yet: a node places it when it opens it); try again");
     Placement next = *placement;
     if (next.next) {
       if (next.next->shards == shards) return Status::OK();

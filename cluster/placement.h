@@ -53,6 +53,10 @@ struct Placement {
   // before the switch.
   std::optional<Split> previous;
   int64_t retire_at_ms = 0;
+  // Nodes gone (their lease expired) that keep their assignments for a
+  // while, and when a plan first found each gone (Unix ms): a node that
+  // comes back within the delay keeps its replicas and catches them up.
+  std::map<std::string, int64_t> lost;
 
   nlohmann::json ToJson() const;
   static Result<Placement> FromJson(const std::string& text);
@@ -86,19 +90,26 @@ using ReadyReplicas = std::map<ShardRef, std::set<std::string>>;
 //    retiring, the plan switches to it: the split in use becomes `previous`,
 //    retiring at `now_ms` + kRetireSplitAfterMs; no rebalancing meanwhile;
 //  - a previous split past its retirement is dropped.
+//  - a dead node stays assigned for `node_left_delay_ms` after a plan first
+//    found it gone (as Elasticsearch's index.unassigned.node_left.delayed_timeout),
+//    so that one restarting keeps its replicas and catches them up rather
+//    than rebuild them all; meanwhile the surviving replicas answer. A shard
+//    the dead node held the only other ready replica of is replaced at once;
+//    past the delay all its replicas are;
 // `shards` is the split of a collection without a placement (its record's):
 // a placement's own split holds until a reshard switches it. `load` counts
 // each node's assigned replicas of the other collections and is updated
 // with this one's. Deterministic: ties go to the lower node id.
 Placement Plan(const std::optional<Placement>& current, uint32_t store_id, uint32_t shards, uint32_t replicas,
                const std::vector<std::string>& live_nodes, const ReadyReplicas& ready,
-               std::map<std::string, size_t>* load, const std::set<std::string>& draining = {}, int64_t now_ms = 0);
+               std::map<std::string, size_t>* load, const std::set<std::string>& draining = {}, int64_t now_ms = 0,
+               int64_t node_left_delay_ms = 0);
 
 // Asks for collection `collection`'s placement (of store id `store_id`; 0:
 // whichever is placed) to be split into `shards`: writes its next split by a
 // transaction on the revision read. OK when that split is in use or being
 // built already; Conflict while a reshard to another count is under way;
-// NotFound without a placement.
+// Unavailable without a placement (a node places a collection when it opens it).
 Status RequestReshard(const class PlacementStore& keys, const std::string& collection, uint32_t store_id,
                       uint32_t shards);
 

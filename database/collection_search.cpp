@@ -23,17 +23,20 @@ std::string ShardList(const std::vector<uint32_t>& shards) {
 
 Result<std::vector<SearchHit>> VectorCollection::Search(const float* hs, const float* rw, const SearchSpec& o,
                                                         SearchInfo* info) const {
-  uint32_t split = 0;
-  auto hits = SearchSplit(hs, rw, o, info, &split);
+  uint32_t used = 0;
+  auto hits = SearchSplit(hs, rw, o, info, 0, &used);
+  if (hits.ok() || hits.status().code() != Status::Code::kUnavailable) return hits;
   // Shards missing because searches moved to another split meanwhile (a
-  // reshard's switch): the new split is asked.
-  if (!hits.ok() && hits.status().code() == Status::Code::kUnavailable && split != shards_.load())
-    return SearchSplit(hs, rw, o, info, &split);
+  // reshard's switch this node has not acted on yet, or did under the
+  // search): the split the cluster uses now is asked.
+  if (used != shards_.load()) return SearchSplit(hs, rw, o, info, 0, &used);
+  if (peers_ != nullptr && placed_)
+    if (auto now = peers_->SplitInUse(layout_); now && *now != used) return SearchSplit(hs, rw, o, info, *now, &used);
   return hits;
 }
 
 Result<std::vector<SearchHit>> VectorCollection::SearchSplit(const float* hs, const float* rw, const SearchSpec& o,
-                                                             SearchInfo* info, uint32_t* split) const {
+                                                             SearchInfo* info, uint32_t split, uint32_t* used) const {
   if (o.k > kMaxSearchK) return Status::InvalidArgument("k must be at most " + std::to_string(kMaxSearchK));
   if (o.alpha && !std::isfinite(*o.alpha)) return Status::InvalidArgument("alpha must be finite");
   // What every shard would refuse is refused here, before any is asked.
@@ -57,9 +60,9 @@ Result<std::vector<SearchHit>> VectorCollection::SearchSplit(const float* hs, co
 
   std::shared_lock lock(replicas_mu_);
   // Every shard of the split searches use now (a reshard swaps it under the lock).
-  const uint32_t shards = shards_;
+  const uint32_t shards = split > 0 ? split : shards_.load();
   q.shards = shards;
-  *split = shards;
+  *used = shards;
   // A local replica being rebuilt refuses searches: its shard goes to a
   // peer's replica, when the node has peers.
   std::vector<uint32_t> remote;

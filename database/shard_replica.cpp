@@ -47,6 +47,7 @@ Result<CollectionLayout> CollectionLayout::FromRecord(const CollectionRecord& re
     l.shards = spec.value("shards", 1u);
     l.replicas = spec.value("replicas", 1u);
     l.placed = spec.contains("shards") || spec.contains("replicas");
+    l.resharded = spec.value("resharded", false);
     MOEEDB_ASSIGN_OR_RETURN(l.index, DualIndexSpec::FromJson(spec.at("index").dump()));
     MOEEDB_ASSIGN_OR_RETURN(l.std_hs, Standardizer::FromJson(spec.at("std_hs").dump()));
     MOEEDB_ASSIGN_OR_RETURN(l.std_rw, Standardizer::FromJson(spec.at("std_rw").dump()));
@@ -172,6 +173,7 @@ Status ShardReplica::Install(Built b) {
   const std::string dir = dir_ + ".lexical";
   std::error_code ec;
   std::unique_lock lock(mu_);
+  built_unsaved_ = b.metadata.size();
   if (b.lexical) {
     // Xapian's folders are moved closed: the old index aside (removed after
     // the lock; a crash before leaves no .lexical, which reopens empty and is
@@ -223,12 +225,10 @@ Status ShardReplica::FillLexical(LexicalIndex* lexical,
     std::vector<uint64_t> kept;
     std::vector<const std::string*> texts;
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (!docs[i]) {
-        // Removed by another node's write since the scan: the change-log
-        // entry that removed it takes it out of both indexes.
-        if (store_->shared()) continue;
-        return Status::Corruption("document " + std::to_string(ids[i]) + " of " + layout_.name + " is not stored");
-      }
+      // Removed by a write since the scan (another node's, or this one's
+      // while a reshard builds this replica beside the split in use): the
+      // change-log entry that removed it takes it out of both indexes.
+      if (!docs[i]) continue;
       kept.push_back(ids[i]);
       texts.push_back(&docs[i]->text);
     }
@@ -656,6 +656,7 @@ Result<uint64_t> ShardReplica::Save() {
   MOEEDB_RETURN_IF_ERROR(index_->Save(dir_, applied_seq_));
   MOEEDB_RETURN_IF_ERROR(WriteFileAtomic(dir_ + kEntryFile, std::to_string(applied_seq_) + " " + applied_entry_ + "\n"));
   snapshot_seq_ = applied_seq_;
+  built_unsaved_ = 0;
   return applied_seq_;
 }
 

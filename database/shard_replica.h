@@ -57,6 +57,9 @@ struct CollectionLayout {
   // Recorded with shards or replicas (a cluster places it), even once
   // resharded to one shard of one replica.
   bool placed = false;
+  // Split anew since it was created (folders of the old name "<dir>.shard-K"
+  // may then hold another split's shard: they are not taken over).
+  bool resharded = false;
   PayloadIndexFields payload_indexes;  // the payload keys indexed (index/payload_index.h)
   // Corruption when the record's spec is damaged.
   static Result<CollectionLayout> FromRecord(const CollectionRecord& rec);
@@ -122,6 +125,10 @@ class ShardReplica {
   bool opened_from_snapshot() const { return from_snapshot_; }
   // The change-log entry the replica's snapshot on disk covers (0: none).
   uint64_t snapshot_seq() const { return snapshot_seq_; }
+  // The documents the replica was built with from the store (opened or
+  // rebuilt), while it has saved no snapshot since (0 once it has): what a
+  // process killed now builds again.
+  size_t built_unsaved() const { return built_unsaved_; }
   size_t replayed_ops() const { return replayed_ops_; }
   bool lexical_rebuilt() const { return lexical_rebuilt_; }
   // Times this replica found the change log gone back under it and rebuilt.
@@ -235,6 +242,7 @@ class ShardReplica {
   std::atomic<bool> needs_rebuild_{false};  // a rebuild is due or under way: nothing here is trusted until it ends
   std::atomic<size_t> log_trims_{0};
   std::atomic<uint64_t> snapshot_seq_{0};  // Save()'s, or the snapshot opened from
+  std::atomic<size_t> built_unsaved_{0};
   std::chrono::steady_clock::time_point log_read_at_ = std::chrono::steady_clock::now();  // last read to the log's end
   bool from_snapshot_ = false;
   std::atomic<size_t> replayed_ops_{0};

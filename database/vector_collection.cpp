@@ -115,10 +115,14 @@ Result<std::unique_ptr<ShardReplica>> VectorCollection::OpenReplica(ShardRef ref
   layout.payload_indexes = payload_indexes();
   const std::string dir = ShardReplica::Dir(index_dir_, ref.shard, ref.shards);
   // Folders named before splits were told apart ("<dir>.shard-K") hold a
-  // shard of the split the record named then: they are used, not rebuilt.
+  // shard of the split the collection was created with: used, not rebuilt,
+  // while that is the split (never once it was resharded: an old node's
+  // folder could hold a shard of another split, and a lexical index is
+  // trusted by its log position alone).
   const std::string legacy = index_dir_ + ".shard-" + std::to_string(ref.shard);
   std::error_code ec;
-  if (ref.shards > 1 && ref.shards == layout_.shards && !fs::exists(dir, ec) && fs::exists(legacy, ec)) {
+  if (ref.shards > 1 && ref.shards == layout_.shards && !layout_.resharded && !fs::exists(dir, ec) &&
+      fs::exists(legacy, ec)) {
     fs::rename(legacy, dir, ec);
     if (fs::exists(legacy + ".lexical", ec)) fs::rename(legacy + ".lexical", dir + ".lexical", ec);
   }
@@ -178,7 +182,19 @@ Status VectorCollection::Reshard(uint32_t shards) {
     return Status::InvalidArgument("a collection has 1 to " + std::to_string(kMaxShards) + " shards, not " +
                                    std::to_string(shards));
   if (placed_) return peers_->Reshard(layout_, shards);
+  // In a cluster a collection every node holds whole (created without shards
+  // or replicas) is not placed: split here it would be placed with one
+  // replica a shard, behind the nodes' backs.
+  if (peers_ != nullptr)
+    return Status::InvalidArgument("collection '" + name_ + "' is held whole by every node of the cluster (created "
+                                   "without shards or replicas): create it with shards or replicas to reshard it");
   std::lock_guard sync(sync_mu_);
+  // The log stays untrimmed meanwhile: the new split catches up from where its build began.
+  resharding_ = true;
+  struct Done {
+    std::atomic<bool>* flag;
+    ~Done() { *flag = false; }
+  } done{&resharding_};
   const uint32_t from = shards_;
   if (shards == from) return Status::OK();
   // The new split, built from the store beside the old one.
@@ -252,6 +268,7 @@ Status VectorCollection::RecordSplit(Store* store, const std::string& name, uint
     if (spec.value("shards", 1u) == shards && spec.contains("shards")) return Status::OK();
     spec["shards"] = shards;  // kept, even at 1: the collection stays placed (CollectionLayout::placed)
     if (!spec.contains("replicas")) spec["replicas"] = 1;
+    spec["resharded"] = true;
     Status s = store->UpdateSpec(name, rec.spec_json, spec.dump());
     if (s.code() != Status::Code::kConflict) return s;
   }
@@ -465,7 +482,7 @@ Status VectorCollection::SaveIndex() {
   // store keeps it: other nodes follow it, and its retention window trims it).
   size_t current = 0;  // replicas of the split searches use
   for (const auto& [ref, r] : replicas_) current += ref.shards == shards_;
-  if (current < shards_ || covered == UINT64_MAX || store_->shared()) return Status::OK();
+  if (current < shards_ || covered == UINT64_MAX || store_->shared() || resharding_) return Status::OK();
   return store_->TrimOps(name_, covered);
 }
 
@@ -473,15 +490,20 @@ Result<bool> VectorCollection::SaveIndexIfDue(uint64_t every_entries, std::chron
   std::lock_guard lock(snapshot_mu_);
   const auto now = std::chrono::steady_clock::now();
   if (!snapshot_at_) snapshot_at_ = now;
-  // The entries the oldest of the replicas' snapshots on disk leaves to replay.
+  // The entries the oldest of the replicas' snapshots on disk leaves to
+  // replay; a replica just built from the store of at least every_entries
+  // documents (a restart would build it all again) is saved at once.
   uint64_t since = 0;
+  bool built = false;
   {
     std::shared_lock replicas(replicas_mu_);
-    for (ShardReplica* r : Replicas())
+    for (ShardReplica* r : Replicas()) {
       since = std::max(since, r->applied_seq() > r->snapshot_seq() ? r->applied_seq() - r->snapshot_seq() : 0);
+      built |= every_entries > 0 && r->built_unsaved() >= every_entries;
+    }
   }
-  const bool due = since > 0 && ((every_entries > 0 && since >= every_entries) ||
-                                 (every.count() > 0 && now - *snapshot_at_ >= every));
+  const bool due = (since > 0 || built) && ((every_entries > 0 && (since >= every_entries || built)) ||
+                                            (every.count() > 0 && now - *snapshot_at_ >= every));
   if (!due) return false;
   MOEEDB_RETURN_IF_ERROR(SaveIndex());
   snapshot_at_ = now;

@@ -73,6 +73,9 @@ class ShardPeers {
   virtual Status Reshard(const CollectionLayout& layout, uint32_t shards) {
     return Status::NotSupported("this node cannot reshard a placed collection");
   }
+  // The split searches of a placed collection use, as the cluster holds it
+  // now (read afresh, not as this node last acted on it); std::nullopt if unknown.
+  virtual std::optional<uint32_t> SplitInUse(const CollectionLayout& layout) { return std::nullopt; }
   // Each of `shards`' (of the split q.shards) BM25 statistics of
   // q.spec.query from a live replica elsewhere; a shard no replica answered
   // for is left out.
@@ -189,10 +192,11 @@ class VectorCollection {
   // Commit the lexical indexes, snapshot the dense ones, trim the op log they cover.
   Status SaveIndex();
   // SaveIndex when one is due: `every_entries` change-log entries applied
-  // since the last snapshot (0: never by count), or `every` elapsed since it
-  // with at least one entry applied (0: never by time); whether it saved. A
-  // process killed then replays at most about that much of the log when it
-  // opens the collection again.
+  // since the last snapshot (0: never by count), or a replica built from the
+  // store holding at least that many documents with no snapshot since, or
+  // `every` elapsed since the last with at least one entry applied (0: never
+  // by time); whether it saved. A process killed then replays at most about
+  // that much of the log when it opens the collection again.
   Result<bool> SaveIndexIfDue(uint64_t every_entries, std::chrono::milliseconds every);
   // Opens the replicas of the shards this node is to hold now (peers'
   // HeldShards) and closes, then removes, the ones it holds no more;
@@ -293,9 +297,9 @@ class VectorCollection {
   std::vector<ShardReplica*> Replicas() const;
   // The ids every local replica gives by `ids`, together, sorted.
   std::vector<uint64_t> SortedIds(std::vector<uint64_t> (ShardReplica::*ids)() const) const;
-  // Search over the split in use as it begins (`*split`).
+  // Search over split `split` (0: the one in use as it begins); `*used`: the split asked.
   Result<std::vector<SearchHit>> SearchSplit(const float* hs, const float* rw, const SearchSpec& options,
-                                             SearchInfo* info, uint32_t* split) const;
+                                             SearchInfo* info, uint32_t split, uint32_t* used) const;
   Result<std::vector<SearchHit>> ToSearchHits(const std::vector<FusedCandidate>& hits) const;
   Result<WriteResult> Write(const std::vector<StoredDocument>& docs, const std::vector<uint64_t>* expected, bool sync);
 
@@ -311,6 +315,7 @@ class VectorCollection {
   mutable std::shared_mutex replicas_mu_;
   std::map<ShardRef, std::unique_ptr<ShardReplica>> replicas_;  // replicas_mu_
   std::atomic<bool> placed_{false};
+  std::atomic<bool> resharding_{false};  // a local Reshard is building the new split: no log trim
   std::atomic<uint32_t> shards_{1};  // the split searches use; changed under replicas_mu_
   std::atomic<uint64_t> max_staleness_ms_{0};
   std::atomic<uint64_t> max_lag_entries_{UINT64_MAX};  // no bound until set

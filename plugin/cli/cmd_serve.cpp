@@ -148,6 +148,7 @@ int RunServe(const Args& args) {
     co.node_id = args.Get("node-id", host + "-" + std::to_string(port));
     co.api_key = ao.api_key;
     co.lease_ttl_s = static_cast<int>(args.Int("lease-ttl"));
+    co.node_left_delay_s = static_cast<int>(args.Int("node-left-delay"));
     auto tls = TlsClientFromFlags(args);
     if (!tls.ok()) return UsageError("serve", tls.status().message());
     co.tls = *tls;

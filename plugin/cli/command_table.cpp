@@ -233,6 +233,9 @@ requests, snapshot the indexes, exit 0.)",
            {"advertise", "HOST:PORT", "with --etcd: where the other nodes reach this one (default --host:--port)"},
            {"lease-ttl", "S", "with --etcd: seconds after which a node that stopped answering etcd is gone",
             IntRule{5, 2, 3600}},
+           {"node-left-delay", "S", "with --etcd: seconds a gone node keeps its replicas before they are built "
+                                    "elsewhere (a shard without another ready replica is placed elsewhere at once)",
+            IntRule{60, 0, 86400}},
            {"host", "ADDR", "listen address (default 127.0.0.1)"},
            {"port", "N", "listen port (0 = any free port, printed on start)", IntRule{8080, 0, 65535}},
            {"qdrant-port", "N", "also serve the Qdrant REST API at the root of this port, as Qdrant does on 6333 "

@@ -38,7 +38,7 @@ export const DEFAULT_DIR = path.join(os.tmpdir(), 'moeedb-cluster');
 // A moeedb node that stops renewing its etcd lease drops out after node_lease
 // seconds (etcd raises a lease to 1.5 election timeouts at least).
 export const TIMEOUTS = { ttl: 8, loop_wait: 1, retry_timeout: 3, etcd_heartbeat_ms: 250, etcd_election_ms: 2500,
-  node_lease: 4 };
+  node_lease: 4, node_left_delay: 5 };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const isRoot = () => process.getuid && process.getuid() === 0;
@@ -458,7 +458,8 @@ postgresql:
     const etcd = this.state.etcd.map((e) => `${this.host(e.name)}:${e.client}`).join(',');
     const args = ['serve', '--db', this.dsn, '--index-dir', path.join(this.dir, `node${i}`), '--port', String(n.port),
       '--host', this.host(`node${i}`),
-      '--threads', '1', '--workers', '1', '--etcd', etcd, '--node-id', `node${i}`, '--lease-ttl', String(TIMEOUTS.node_lease)];
+      '--threads', '1', '--workers', '1', '--etcd', etcd, '--node-id', `node${i}`, '--lease-ttl', String(TIMEOUTS.node_lease),
+      '--node-left-delay', String(TIMEOUTS.node_left_delay)];
     if (this.state.model) args.push('--model', this.state.model);
     // More flags for every node, e.g. MOEEDB_NODE_ARGS="--max-staleness-ms 2000" (docs/cluster.md).
     if (process.env.MOEEDB_NODE_ARGS) args.push(...process.env.MOEEDB_NODE_ARGS.split(' ').filter(Boolean));

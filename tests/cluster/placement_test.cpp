@@ -189,6 +189,44 @@ TEST(Plan, AReshardBuildsTheNextSplitSwitchesOnceItIsReadyAndRetiresTheOldOneLat
   EXPECT_EQ(*back, s);
 }
 
+TEST(Plan, AGoneNodeKeepsItsReplicasForTheDelayWhileOthersAnswerAndLosesThemAfter) {
+  std::map<std::string, size_t> load;
+  const std::vector<std::string> all{"n1", "n2", "n3"}, without{"n1", "n3"};
+  const Placement p = Plan(std::nullopt, 7, 6, 2, all, {}, &load);
+  const ReadyReplicas ready = AllReady(p);
+  constexpr int64_t kDelay = 60000;
+  // n2 gone at t = 1000: within the delay it stays assigned, nothing is built elsewhere.
+  load.clear();
+  const Placement q = Plan(p, 7, 6, 2, without, ready, &load, {}, 1000, kDelay);
+  EXPECT_EQ(q.assigned, p.assigned);
+  EXPECT_EQ(q.lost, (std::map<std::string, int64_t>{{"n2", 1000}}));
+  EXPECT_EQ(q.ShardsOf("n2"), p.ShardsOf("n2"));
+  load.clear();
+  EXPECT_EQ(Plan(q, 7, 6, 2, without, ready, &load, {}, 1000 + kDelay - 1, kDelay), q);
+  // Back within it: the same replicas, no longer lost.
+  load.clear();
+  EXPECT_EQ(Plan(q, 7, 6, 2, all, ready, &load, {}, 30000, kDelay), p);
+  // Past it: its replicas go to the others, as with no delay.
+  load.clear();
+  const Placement r = Plan(q, 7, 6, 2, without, ready, &load, {}, 1000 + kDelay, kDelay);
+  load.clear();
+  const Placement at_once = Plan(p, 7, 6, 2, without, ready, &load);
+  EXPECT_EQ(r.assigned, at_once.assigned);
+  EXPECT_TRUE(r.lost.empty());
+  EXPECT_TRUE(r.ShardsOf("n2").empty());
+  // A shard with no other ready replica does not wait: of one replica per shard, n2's move at once.
+  load.clear();
+  const Placement single = Plan(std::nullopt, 7, 6, 1, all, {}, &load);
+  load.clear();
+  const Placement moved = Plan(single, 7, 6, 1, without, AllReady(single), &load, {}, 1000, kDelay);
+  EXPECT_TRUE(moved.ShardsOf("n2").empty());
+  for (const auto& a : moved.assigned) EXPECT_EQ(a.size(), 1u);
+  // The lost times round-trip through JSON.
+  auto back = Placement::FromJson(q.ToJson().dump());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, q);
+}
+
 TEST(ReplicaClaimTest, RoundTripsThroughJsonAndRejectsAValueWithoutAKnownState) {
   ReplicaClaim c;
   c.state = ReplicaClaim::State::kBuilding;

@@ -300,6 +300,35 @@ TEST(Collection, SnapshotsDueByEntriesOrTimeBoundWhatAReopenReplays) {
   EXPECT_TRUE(*s);
 }
 
+TEST(Collection, AReplicaBuiltFromTheStoreIsSavedAtOnceWhenItHoldsEnoughDocuments) {
+  Env env;
+  Data d = MakeData(40, 16, 8, 5);
+  const auto never = std::chrono::milliseconds(0);
+  {
+    auto c = VectorCollection::Create(env.store.get(), "c", Options(16, 8, IndexKind::kFlat));
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 40)).ok());
+  }  // gone without a snapshot: the next open builds 40 documents from the store
+  auto c = VectorCollection::Open(env.store.get(), "c");
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE((*c)->opened_from_snapshot());
+  // One entry applied, but a build of 40 documents: due at a threshold of 40, not of 41.
+  auto s = (*c)->SaveIndexIfDue(41, never);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(*s);
+  s = (*c)->SaveIndexIfDue(40, never);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(*s);
+  s = (*c)->SaveIndexIfDue(40, never);  // saved: not due again
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(*s);
+  c->reset();
+  auto again = VectorCollection::Open(env.store.get(), "c");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)->opened_from_snapshot());
+  EXPECT_EQ((*again)->replayed_ops(), 0u);
+}
+
 TEST(Collection, SnapshotReplayAndRebuildGiveTheSameIndex) {
   Env env;
   Data d = MakeData(300, 16, 8, 7);

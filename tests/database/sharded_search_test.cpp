@@ -437,5 +437,40 @@ TEST(Reshard, AShardFolderOfTheOldNameIsAdopted) {
   EXPECT_FALSE(std::filesystem::exists(index_dir + ".shard-0"));
 }
 
+// Once a collection was resharded, a folder of the old name may hold a shard
+// of another split (an old node's, stopped before the reshard): it is not taken over.
+TEST(Reshard, AnOldNamedFolderIsNotTakenOverOnceTheCollectionWasResharded) {
+  test::TempDir dir;
+  auto store = RocksStore::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> texts, queries;
+  ReadSentences(&texts, &queries);
+  auto c = Make(store->get(), "c", 2);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->Upsert(Documents(texts, 120, 0)).ok());
+  ASSERT_TRUE(c->SaveIndex().ok());
+  const std::string index_dir = c->index_dir();
+  const uint32_t id = c->store_id();
+  c.reset();
+  // An old node's folders: shard K of 2 under the old name, which does not say 2.
+  for (const std::string k : {"0", "1"}) {
+    std::filesystem::rename(index_dir + ".shard-" + k + "-of-2", index_dir + ".shard-" + k);
+    std::filesystem::rename(index_dir + ".shard-" + k + "-of-2.lexical", index_dir + ".shard-" + k + ".lexical");
+  }
+  // Split into 3 meanwhile (by the other nodes): the record says 3.
+  ASSERT_TRUE(VectorCollection::RecordSplit(store->get(), "c", id, 3).ok());
+  auto again = VectorCollection::Open(store->get(), "c");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE((*again)->opened_from_snapshot());  // built from the store
+  EXPECT_TRUE(std::filesystem::exists(index_dir + ".shard-0"));
+  for (const auto& r : (*again)->Contents())
+    for (uint64_t internal : r.lexical) {
+      auto d = (*again)->GetByInternal(internal);
+      ASSERT_TRUE(d.ok());
+      EXPECT_EQ(ShardOfId(d->id, 3), r.shard) << d->id;
+    }
+  EXPECT_EQ((*again)->IndexedIds().size(), 120u);
+}
+
 }  // namespace
 }  // namespace moeedb
