@@ -5,8 +5,13 @@
 //
 //   store_write --store LOCATION [--docs 20000] [--batch 256] [--writers 1]
 //               [--collections 1] [--dim-hs 1024] [--dim-rw 32] [--text-bytes 300]
+//               [--into NAME --first N]
 // LOCATION: a folder (RocksStore) or a postgresql:// URI (PostgresStore).
-// Writer w writes batches w, w + writers, ... to collection w % collections.
+// Writer w writes batches w, w + writers, ... to collection w % collections
+// (created afresh), or with --into to the existing collection NAME (e.g. one
+// a server created, to fill it without a model), documents doc-N from
+// --first on. Documents are made and written 131,072 at a time (the time
+// counts the writes only), so millions fit in memory.
 // Prints one JSON object: docs/s, seconds, bytes per document, batch p50/p99 ms.
 #include <algorithm>
 #include <chrono>
@@ -59,44 +64,58 @@ int main(int argc, char** argv) {
   const bool postgres = moeedb::IsPostgresLocation(location);
   auto store = moeedb::Store::Open(location);
   if (!store.ok()) Die(store.status().ToString());
-  const auto name = [](int64_t c) { return "bench" + std::to_string(c); };
-  for (int64_t c = 0; c < collections; ++c) {
-    (void)(*store)->DropCollection(name(c));
-    if (auto r = (*store)->CreateCollection(name(c), "{}"); !r.ok()) Die(r.status().ToString());
+  const std::string into = Flag("into");
+  const int64_t first = IntFlag("first", 0);
+  const auto name = [&](int64_t c) { return into.empty() ? "bench" + std::to_string(c) : into; };
+  if (into.empty()) {
+    for (int64_t c = 0; c < collections; ++c) {
+      (void)(*store)->DropCollection(name(c));
+      if (auto r = (*store)->CreateCollection(name(c), "{}"); !r.ok()) Die(r.status().ToString());
+    }
+  } else if (auto r = (*store)->GetCollection(into); !r.ok()) {
+    Die(r.status().ToString());
   }
 
   std::mt19937 rng(1);
   std::normal_distribution<float> g;
-  std::vector<moeedb::StoredDocument> all(docs);
-  for (int64_t i = 0; i < docs; ++i) {
-    auto& d = all[i];
-    d.id = "doc-" + std::to_string(i);
-    d.text.assign(text_bytes, 'a' + i % 26);
-    d.metadata_json = "{\"n\": " + std::to_string(i % 100) + "}";
-    d.hs.resize(dh);
-    d.rw.resize(dr);
-    for (auto& x : d.hs) x = g(rng);
-    for (auto& x : d.rw) x = g(rng);
-  }
-  const int64_t batches = (docs + batch - 1) / batch;
-  std::vector<std::vector<moeedb::StoredDocument>> batched(batches);
-  for (int64_t i = 0; i < batches; ++i)
-    batched[i].assign(all.begin() + i * batch, all.begin() + std::min(docs, (i + 1) * batch));
   std::vector<std::vector<double>> batch_ms(writers);
   std::vector<std::string> errors(writers);
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int64_t w = 0; w < writers; ++w)
-    threads.emplace_back([&, w] {
-      for (int64_t i = w; i < batches && errors[w].empty(); i += writers) {
-        const auto b0 = std::chrono::steady_clock::now();
-        if (auto r = (*store)->Upsert(name(w % collections), batched[i], /*sync=*/true); !r.ok())
-          errors[w] = r.status().ToString();
-        batch_ms[w].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b0).count());
-      }
-    });
-  for (auto& t : threads) t.join();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double s = 0;
+  constexpr int64_t kChunk = 131072;
+  for (int64_t from = 0; from < docs; from += kChunk) {
+    const int64_t n = std::min(kChunk, docs - from);
+    std::vector<moeedb::StoredDocument> all(n);
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = first + from + j;
+      auto& d = all[j];
+      d.id = "doc-" + std::to_string(i);
+      d.text.assign(text_bytes, 'a' + i % 26);
+      d.metadata_json = "{\"n\": " + std::to_string(i % 100) + "}";
+      d.hs.resize(dh);
+      d.rw.resize(dr);
+      for (auto& x : d.hs) x = g(rng);
+      for (auto& x : d.rw) x = g(rng);
+    }
+    const int64_t batches = (n + batch - 1) / batch;
+    std::vector<std::vector<moeedb::StoredDocument>> batched(batches);
+    for (int64_t i = 0; i < batches; ++i)
+      batched[i].assign(all.begin() + i * batch, all.begin() + std::min(n, (i + 1) * batch));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int64_t w = 0; w < writers; ++w)
+      threads.emplace_back([&, w] {
+        for (int64_t i = w; i < batches && errors[w].empty(); i += writers) {
+          const auto b0 = std::chrono::steady_clock::now();
+          if (auto r = (*store)->Upsert(name(w % collections), batched[i], /*sync=*/true); !r.ok())
+            errors[w] = r.status().ToString();
+          batch_ms[w].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b0).count());
+        }
+      });
+    for (auto& t : threads) t.join();
+    s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const auto& e : errors)
+      if (!e.empty()) Die(e);
+  }
   for (const auto& e : errors)
     if (!e.empty()) Die(e);
   std::vector<double> ms;

@@ -27,10 +27,17 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::Join(ClusterOptions options) {
   if (options.etcd.empty()) return Status::InvalidArgument("no etcd endpoint given");
   std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(options)));
   ReplicaHolder* holder = &node->holder_;
+  std::string instance, previous;
+  if (!node->options_.index_dir.empty()) {
+    MOEEDB_ASSIGN_OR_RETURN(node->lock_, NodeLock::Acquire(node->options_.index_dir));
+    instance = NodeLock::NewToken();
+    previous = node->lock_->previous();
+  }
   MOEEDB_ASSIGN_OR_RETURN(node->membership_,
                           Membership::Register(&node->etcd_, &node->keys_, node->options_.node_id,
                                                node->options_.address, node->options_.lease_ttl_s,
-                                               [holder] { holder->Forget(); }));
+                                               [holder] { holder->Forget(); }, instance, previous));
+  if (node->lock_) MOEEDB_RETURN_IF_ERROR(node->lock_->Record(instance));
   // The cluster as it is before this node answers anything: the replicas to ask.
   MOEEDB_RETURN_IF_ERROR(node->view_.Refresh());
   return node;

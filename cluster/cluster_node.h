@@ -22,6 +22,7 @@
 #include "cluster/coordinator.h"
 #include "cluster/etcd_client.h"
 #include "cluster/membership.h"
+#include "cluster/node_lock.h"
 #include "cluster/placement.h"
 #include "cluster/replica_holder.h"
 #include "cluster/shard_client.h"
@@ -36,6 +37,9 @@ struct ClusterOptions {
   std::string address;             // host:port the other nodes reach this node's API at
   std::string api_key;             // sent to the other nodes (they share the key)
   int lease_ttl_s = 5;             // a node silent this long is gone
+  // The node's index folder: locked while the node runs (node_lock.h), so a
+  // node restarted on it takes its registration over at once. "": no lock.
+  std::string index_dir;
   // A gone node's replicas are placed elsewhere this long after it went
   // (where the shard has another ready replica): one back sooner keeps them.
   int node_left_delay_s = 60;
@@ -84,6 +88,7 @@ class ClusterNode : public ShardPeers {
   Coordinator coordinator_;
   ReplicaHolder holder_;
   ShardClient shards_;
+  std::unique_ptr<NodeLock> lock_;          // before membership_: held while registered
   std::unique_ptr<Membership> membership_;  // after holder_: its lease-lost callback forgets holder_'s claims
   Database* db_ = nullptr;
 

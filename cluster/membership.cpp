@@ -10,20 +10,25 @@ namespace moeedb::cluster {
 using Clock = std::chrono::steady_clock;
 
 Membership::Membership(const EtcdClient* etcd, const PlacementStore* keys, std::string node_id, std::string address,
-                       int lease_ttl_s, std::function<void()> on_lease_lost)
+                       int lease_ttl_s, std::function<void()> on_lease_lost, std::string instance,
+                       std::string previous_instance)
     : etcd_(etcd),
       keys_(keys),
       node_id_(std::move(node_id)),
       address_(std::move(address)),
+      instance_(std::move(instance)),
+      previous_instance_(std::move(previous_instance)),
       lease_ttl_s_(lease_ttl_s),
       on_lease_lost_(std::move(on_lease_lost)) {}
 
 Result<std::unique_ptr<Membership>> Membership::Register(const EtcdClient* etcd, const PlacementStore* keys,
                                                          std::string node_id, std::string address, int lease_ttl_s,
-                                                         std::function<void()> on_lease_lost) {
+                                                         std::function<void()> on_lease_lost, std::string instance,
+                                                         std::string previous_instance) {
   if (lease_ttl_s < 2) return Status::InvalidArgument("the lease TTL must be at least 2 seconds");
-  std::unique_ptr<Membership> m(
-      new Membership(etcd, keys, std::move(node_id), std::move(address), lease_ttl_s, std::move(on_lease_lost)));
+  std::unique_ptr<Membership> m(new Membership(etcd, keys, std::move(node_id), std::move(address), lease_ttl_s,
+                                               std::move(on_lease_lost), std::move(instance),
+                                               std::move(previous_instance)));
   MOEEDB_RETURN_IF_ERROR(m->Put());
   m->keepalive_ = std::thread([p = m.get()] { p->KeepAliveLoop(); });
   return m;
@@ -31,7 +36,9 @@ Result<std::unique_ptr<Membership>> Membership::Register(const EtcdClient* etcd,
 
 Status Membership::Put() {
   const std::string key = keys_->NodeKey(node_id_);
-  const std::string value = nlohmann::json{{"address", address_}}.dump();
+  nlohmann::json registration{{"address", address_}};
+  if (!instance_.empty()) registration["instance"] = instance_;
+  const std::string value = registration.dump();
   // The same id still registered (this node restarted within its old
   // lease's TTL): wait for that lease to expire rather than take it over.
   const auto until = Clock::now() + std::chrono::seconds(lease_ttl_s_ + 2);
@@ -43,6 +50,17 @@ Status Membership::Put() {
       return Status::OK();
     }
     (void)etcd_->RevokeLease(lease);
+    // Registered by this folder's previous process, which is gone: its lease goes now.
+    if (!previous_instance_.empty()) {
+      MOEEDB_ASSIGN_OR_RETURN(std::optional<KeyValue> held, etcd_->Get(key));
+      if (held) {
+        const auto j = nlohmann::json::parse(held->value, nullptr, false);
+        if (j.is_object() && j.value("instance", "") == previous_instance_) {
+          MOEEDB_RETURN_IF_ERROR(etcd_->RevokeLease(held->lease));
+          continue;
+        }
+      }
+    }
     if (Clock::now() > until)
       return Status::InvalidArgument("node id '" + node_id_ + "' is held by a live node of cluster '" + keys_->cluster() + "'");
     std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -3,7 +3,10 @@
 // that stops renewing (killed, stopped, cut off) drops out when the lease
 // expires, and its claims with it. A node that finds its own lease expired
 // registers again under a new one, after telling its owner (`on_lease_lost`):
-// whatever it had put on the old lease is gone.
+// whatever it had put on the old lease is gone. The registration names the
+// process's instance token; a node that finds its id registered under
+// `previous_instance` (a process of its own folder it knows is gone:
+// node_lock.h) revokes that lease and registers at once.
 #pragma once
 
 #include <atomic>
@@ -23,12 +26,14 @@ namespace moeedb::cluster {
 
 class Membership {
  public:
-  // Registers `node_id` at `address` and starts renewing its lease.
-  // InvalidArgument while another live node holds the id (a node restarted
-  // within its old lease's TTL waits that TTL out first); Unavailable without etcd.
+  // Registers `node_id` at `address` as `instance` and starts renewing its
+  // lease. InvalidArgument while another live node holds the id (a node
+  // restarted within its old lease's TTL waits that TTL out first, unless
+  // the id is registered under `previous_instance`); Unavailable without etcd.
   static Result<std::unique_ptr<Membership>> Register(const EtcdClient* etcd, const PlacementStore* keys,
                                                       std::string node_id, std::string address, int lease_ttl_s,
-                                                      std::function<void()> on_lease_lost);
+                                                      std::function<void()> on_lease_lost, std::string instance = "",
+                                                      std::string previous_instance = "");
   // Stops renewing and revokes the lease: the node and its claims go at once.
   ~Membership();
 
@@ -37,13 +42,13 @@ class Membership {
 
  private:
   Membership(const EtcdClient* etcd, const PlacementStore* keys, std::string node_id, std::string address,
-             int lease_ttl_s, std::function<void()> on_lease_lost);
+             int lease_ttl_s, std::function<void()> on_lease_lost, std::string instance, std::string previous_instance);
   Status Put();
   void KeepAliveLoop();
 
   const EtcdClient* etcd_;
   const PlacementStore* keys_;
-  const std::string node_id_, address_;
+  const std::string node_id_, address_, instance_, previous_instance_;
   const int lease_ttl_s_;
   const std::function<void()> on_lease_lost_;
   std::atomic<int64_t> lease_{0};

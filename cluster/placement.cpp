@@ -336,8 +336,8 @@ Result<bool> PlacementStore::Claim(const std::string& collection, ShardRef shard
 namespace moeedb::cluster {
 
 Status RequestReshard(const PlacementStore& keys, const std::string& collection, uint32_t store_id, uint32_t shards) {
-  if (shards == 0 || shards > VectorCollection::kMaxShards)
-    return Status::InvalidArgument("a collection has 1 to " + std::to_string(VectorCollection::kMaxShards) +
+  if (shards == 0 || shards > kMaxShards)
+    return Status::InvalidArgument("a collection has 1 to " + std::to_string(kMaxShards) +
                                    " shards, not " + std::to_string(shards));
   for (int attempt = 0; attempt < 8; ++attempt) {
     MOEEDB_ASSIGN_OR_RETURN(auto read, keys.Read(collection));

@@ -29,6 +29,9 @@
 
 namespace moeedb {
 
+// The most shards a collection is split into.
+inline constexpr uint32_t kMaxShards = 256;
+
 // One replica's place in a collection: shard `shard` of the collection split
 // into `shards`. A collection being resharded has replicas of two splits at
 // once (the one searches use and the one being built); each keeps the

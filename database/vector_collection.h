@@ -207,9 +207,8 @@ class VectorCollection {
   // Otherwise here: builds every shard of the new split from the store
   // beside the old one (searches and writes go on), records the new count
   // in the collection's record, swaps, and removes the old split's folders.
-  // InvalidArgument for 0 or more than kMaxShards.
+  // InvalidArgument for 0 or more than kMaxShards (shard_query.h).
   Status Reshard(uint32_t shards);
-  static constexpr uint32_t kMaxShards = 1024;
   // Records `shards` as the split of collection `name` (of store id
   // `store_id`) in its store record: what a node opening it uses where no
   // placement names a split. NotFound if the collection was dropped.

@@ -18,8 +18,7 @@
 
 namespace moeedb {
 
-// The most shards a collection is split into, and copies kept of each.
-inline constexpr uint32_t kMaxShards = 256;
+// The most copies kept of each shard (kMaxShards: shard_query.h).
 inline constexpr uint32_t kMaxReplicas = 16;
 
 struct CollectionSpec {

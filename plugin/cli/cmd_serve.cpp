@@ -149,6 +149,7 @@ int RunServe(const Args& args) {
     co.api_key = ao.api_key;
     co.lease_ttl_s = static_cast<int>(args.Int("lease-ttl"));
     co.node_left_delay_s = static_cast<int>(args.Int("node-left-delay"));
+    co.index_dir = args.Get("index-dir");
     auto tls = TlsClientFromFlags(args);
     if (!tls.ok()) return UsageError("serve", tls.status().message());
     co.tls = *tls;

@@ -187,7 +187,7 @@ the placement switches to the new split in one etcd transaction once each of its
 replicas ready (cluster status shows "resharding_to" meanwhile). The old split's replicas serve
 10 s more, then go. With --wait, returns once the new split is in use.)",
        {kEtcdFlag, kClusterNameFlag,
-        {"shards", "N", "the new shard count", IntRule{1, 1, moeedb::VectorCollection::kMaxShards}},
+        {"shards", "N", "the new shard count", IntRule{1, 1, moeedb::kMaxShards}},
         {"wait", "SECONDS", "wait up to this long for the switch (0: return once asked)", IntRule{0, 0, 86400}},
         kTlsCaFlag, kTlsCertFlag, kTlsKeyFlag},
        RunClusterReshard, {"etcd", "shards"}},

@@ -56,27 +56,35 @@ export function freshDatabase(pg, name) {
   };
 }
 
-// Starts `count` nodes n0..n{count-1} of cluster `cluster` over store `uri`,
-// their folders and logs under `dir`, and waits until each answers /health.
-// `fail(message)` is called (and throws) when one exits or does not start.
+// Starts node n`i` of cluster `cluster` over store `uri`, its folder and log
+// under `dir` (the log appended to): { port, child }.
+export async function startNode({ bin, model, uri, etcd, cluster, dir, extra = [] }, i, port) {
+  port ??= await freePort();
+  const log = fs.openSync(path.join(dir, `node${i}.log`), 'a');
+  const child = spawn(bin, ['serve', '--db', uri, '--index-dir', path.join(dir, `node${i}`), '--port', String(port),
+    '--model', model, '--threads', '1', '--workers', '1', '--etcd', etcd, '--cluster', cluster, '--node-id', `n${i}`, ...extra],
+  { stdio: ['ignore', log, log] });
+  return { port, child };
+}
+
+// Waits until node `n` (n`i`, its log under `dir`) answers /health; `fail`
+// is called when it exits or does not start within `timeoutMs`.
+export async function waitHealthy(n, i, dir, fail, timeoutMs = 120000) {
+  for (const t0 = Date.now(); ;) {
+    if (n.child.exitCode !== null) fail(`node ${i} exited: ${fs.readFileSync(path.join(dir, `node${i}.log`), 'utf8').slice(-3000)}`);
+    try { if ((await call(n.port, 'GET', '/health', undefined, 1000)).status === 200) return; } catch { /* starting */ }
+    if (Date.now() - t0 > timeoutMs) fail(`node ${i} did not start`);
+    await sleep(100);
+  }
+}
+
+// Starts `count` nodes n0..n{count-1} (startNode) and waits until each
+// answers /health. `fail(message)` is called (and throws) when one exits or
+// does not start.
 export async function startNodes({ bin, model, uri, etcd, cluster, dir, count, fail, extra = [] }) {
   const nodes = [];
-  for (let i = 0; i < count; i++) {
-    const port = await freePort();
-    const log = fs.openSync(path.join(dir, `node${i}.log`), 'w');
-    const child = spawn(bin, ['serve', '--db', uri, '--index-dir', path.join(dir, `node${i}`), '--port', String(port),
-      '--model', model, '--threads', '1', '--workers', '1', '--etcd', etcd, '--cluster', cluster, '--node-id', `n${i}`, ...extra],
-    { stdio: ['ignore', log, log] });
-    nodes.push({ port, child });
-  }
-  for (const [i, n] of nodes.entries()) {
-    for (let t = 0; ; t++) {
-      if (n.child.exitCode !== null) fail(`node ${i} exited: ${fs.readFileSync(path.join(dir, `node${i}.log`), 'utf8')}`);
-      try { if ((await call(n.port, 'GET', '/health', undefined, 1000)).status === 200) break; } catch { /* starting */ }
-      if (t > 600) fail(`node ${i} did not start`);
-      await sleep(200);
-    }
-  }
+  for (let i = 0; i < count; i++) nodes.push(await startNode({ bin, model, uri, etcd, cluster, dir, extra }, i));
+  for (const [i, n] of nodes.entries()) await waitHealthy(n, i, dir, fail);
   return nodes;
 }
 

@@ -6,13 +6,18 @@
 // node's claims go with its lease.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "cluster/cluster_status.h"
 #include "cluster/cluster_view.h"
 #include "cluster/etcd_client.h"
+#include "cluster/membership.h"
+#include "cluster/node_lock.h"
 #include "cluster/placement.h"
 
 namespace moeedb::cluster {
@@ -412,6 +417,48 @@ TEST_F(EtcdPlacement, TheStatusShowsNodesPlacementAndClaimsAndDrainingIsSetAndUn
   ASSERT_TRUE(SetDraining(etcd_, cluster_, "n1", false).ok());
   EXPECT_EQ((*ReadClusterStatus(etcd_, cluster_, nullptr))["nodes"][0]["draining"], false);
   ASSERT_TRUE(etcd_.RevokeLease(*lease).ok());
+}
+
+TEST(NodeLockTest, OneProcessAFolderAndTheTokenItLastRecorded) {
+  const auto root = std::filesystem::temp_directory_path() / ("moeedb-nodelock-" + std::to_string(::getpid()));
+  const std::string folder = (root / "node").string();
+  {
+    auto a = NodeLock::Acquire(folder);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_EQ((*a)->previous(), "");
+    auto b = NodeLock::Acquire(folder);  // another holder of the folder while `a` lives
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code(), Status::Code::kUnavailable);
+    ASSERT_TRUE((*a)->Record("token-1").ok());
+  }
+  auto again = NodeLock::Acquire(folder);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->previous(), "token-1");
+  EXPECT_NE(NodeLock::NewToken(), NodeLock::NewToken());
+  EXPECT_EQ(NodeLock::NewToken().size(), 32u);
+  again->reset();
+  std::filesystem::remove_all(root);
+}
+
+TEST_F(EtcdPlacement, ANodeRestartedOnItsFolderTakesItsRegistrationOverAtOnceAndNoOtherDoes) {
+  PlacementStore ps(&etcd_, cluster_);
+  // A node killed with kill -9: its registration stays on its lease (30 s here).
+  auto lease = etcd_.GrantLease(30);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(etcd_.Put(ps.NodeKey("n1"), R"({"address": "a:1", "instance": "dead"})", *lease).ok());
+  // Another instance (not the folder's previous one) waits its own TTL (2 s)
+  // plus 2 s for the id and is refused: the 30 s lease is still there.
+  auto other = Membership::Register(&etcd_, &ps, "n1", "b:2", 2, nullptr, "other", "someone-else");
+  EXPECT_FALSE(other.ok());
+  // The folder's next process (its lock names "dead") revokes that lease and registers.
+  auto next = Membership::Register(&etcd_, &ps, "n1", "a:1", 2, nullptr, "alive", "dead");
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  auto old = etcd_.LeaseTimeToLive(*lease);
+  EXPECT_TRUE(!old.ok() || *old < 0) << "the dead registration's lease was revoked";
+  auto kv = etcd_.Get(ps.NodeKey("n1"));
+  ASSERT_TRUE(kv.ok() && kv->has_value());
+  EXPECT_EQ(nlohmann::json::parse((*kv)->value).value("instance", ""), "alive");
+  EXPECT_EQ((*kv)->lease, (*next)->lease());
 }
 
 TEST(EtcdClientTest, AnUnreachableClusterIsUnavailable) {

@@ -409,7 +409,7 @@ TEST(Reshard, ThreeToSixToTwoUnderWritesAnswersAsOneShardAndLosesNothing) {
   ExpectSameAnswers(*one, **again, queries, &compared);
   // Out of range.
   EXPECT_EQ((*again)->Reshard(0).code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ((*again)->Reshard(VectorCollection::kMaxShards + 1).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ((*again)->Reshard(kMaxShards + 1).code(), Status::Code::kInvalidArgument);
 }
 
 // Folders named before a shard's folder named its split are used, not rebuilt.

@@ -174,8 +174,12 @@ HttpResponse CollectionsRouter::Collection(const std::string& m, const std::stri
                             {"log_rewinds", r.log_rewinds}, {"building", r.building}});
         indexed += r.documents;
       }
+      // How its replicas opened in this process: from their snapshots (and
+      // the change-log entries replayed on top), or rebuilt from the store.
       out["node"] = {{"applied_seq", (*open)->applied_seq()}, {"indexed", indexed}, {"replicas", replicas},
-                     {"payload_index_points", (*open)->PayloadIndexPoints()}};
+                     {"payload_index_points", (*open)->PayloadIndexPoints()},
+                     {"opened_from_snapshot", (*open)->opened_from_snapshot()},
+                     {"replayed_entries", (*open)->replayed_ops()}, {"index_rebuilds", (*open)->index_rebuilds()}};
     }
     return JsonResponse(out);
   }
@@ -390,10 +394,10 @@ HttpResponse CollectionsRouter::Reshard(const std::string& name, const std::stri
   if (!j) return NativeBadRequest("the body must be a JSON object {\"shards\": N}");
   if (auto bad = UnknownField(*j, {"shards"})) return *bad;
   if (!j->contains("shards") || !(*j)["shards"].is_number_unsigned())
-    return NativeBadRequest("'shards' must be a whole number from 1 to " + std::to_string(VectorCollection::kMaxShards));
+    return NativeBadRequest("'shards' must be a whole number from 1 to " + std::to_string(kMaxShards));
   const uint64_t shards = (*j)["shards"].get<uint64_t>();
-  if (shards == 0 || shards > VectorCollection::kMaxShards)
-    return NativeBadRequest("'shards' must be from 1 to " + std::to_string(VectorCollection::kMaxShards));
+  if (shards == 0 || shards > kMaxShards)
+    return NativeBadRequest("'shards' must be from 1 to " + std::to_string(kMaxShards));
   auto c = core_->OpenCollection(name);
   if (!c.ok()) return OpenFailed(c.status());
   Status s = core_->db().Reshard(name, static_cast<uint32_t>(shards));
