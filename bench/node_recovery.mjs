@@ -109,6 +109,9 @@ async function main() {
     const readyS = await waitReady(nodes[0], 'n1', tKill, 1200);
     const after = (await call(nodes[1].port, 'GET', '/collections/big')).json.node;
     const placement = await placedOn(nodes[0]);
+    // The restarted node's account of each replica's opening (ShardReplica::Open logs one taking 1 s or more).
+    const log = fs.readFileSync(path.join(DIR, 'node1.log'), 'utf8');
+    const opened = log.split('\n').filter((l) => l.includes(' opened in ')).slice(-2);
     const out = {
       docs: DOCS, dims: '1024+32', shards: 2, replicas: 2,
       fill_docs_per_s: Math.round(fill.docs_per_s),
@@ -120,6 +123,7 @@ async function main() {
       n1_opened_from_snapshot: after.opened_from_snapshot, n1_replayed_entries: after.replayed_entries,
       n1_index_rebuilds: after.index_rebuilds,
       n1_still_assigned: placement.shard_list.every((sh) => sh.assigned.includes('n1')),
+      n1_open_log: opened,
     };
     console.log(JSON.stringify(out));
   } finally {

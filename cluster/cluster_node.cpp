@@ -113,6 +113,18 @@ std::optional<uint32_t> ClusterNode::SplitInUse(const CollectionLayout& layout) 
   return it->second.placement.shards;
 }
 
+std::optional<uint64_t> ClusterNode::LowestApplied(const CollectionLayout& layout) {
+  const auto keys = view_.Current();
+  auto claims = keys->claims.find(layout.name);
+  if (claims == keys->claims.end()) return std::nullopt;
+  std::optional<uint64_t> low;
+  for (const auto& [ref, by_node] : claims->second)
+    for (const auto& [node, claim] : by_node)
+      if (node != options_.node_id && keys->nodes.count(node) && claim.store_id == layout.store_id)
+        low = std::min(low.value_or(UINT64_MAX), claim.applied_seq);
+  return low;
+}
+
 Status ClusterNode::Reshard(const CollectionLayout& layout, uint32_t shards) {
   MOEEDB_RETURN_IF_ERROR(RequestReshard(keys_, layout.name, layout.store_id, shards));
   return view_.Refresh();  // this node acts on it at once

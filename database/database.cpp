@@ -397,7 +397,18 @@ Status Database::TrimLogs(uint64_t keep_entries) {
   for (const auto& [name, c] : OpenOnes()) {
     Result<CollectionRecord> rec = store_->GetCollection(name);
     Status s = rec.status();
-    if (s.ok() && rec->last_op > keep_entries) s = store_->TrimOps(name, rec->last_op - keep_entries);
+    if (!s.ok() || rec->last_op <= keep_entries) {
+      if (!s.ok() && first.ok()) first = s;
+      continue;
+    }
+    // Below the window, but never past the entry a live replica applied last
+    // (it reads on from there, checking that entry first): this node's, and
+    // the other nodes' as their claims say.
+    uint64_t upto = rec->last_op - keep_entries;
+    if (uint64_t mine = c->applied_seq(); !c->HeldReplicas().empty()) upto = std::min(upto, mine > 0 ? mine - 1 : 0);
+    if (options_.peers != nullptr)
+      if (auto low = options_.peers->LowestApplied(c->layout())) upto = std::min(upto, *low > 0 ? *low - 1 : 0);
+    if (upto > 0) s = store_->TrimOps(name, upto);
     if (!s.ok() && first.ok()) first = s;
   }
   return first;

@@ -184,8 +184,10 @@ class Database {
   // Snapshots the indexes of every open collection; the first error, if any.
   Status SaveIndexes();
   // Over a shared store, trims each open collection's change log to its
-  // newest `keep_entries` entries (0: keeps it whole); a node whose replica
-  // applied less than that then rebuilds it from the store. The first error.
+  // newest `keep_entries` entries (0: keeps it whole), never past the entry
+  // a live replica applied last (this node's; the others' as the peers
+  // know them: ShardPeers::LowestApplied). A node that was down while the
+  // window passed its cursor rebuilds from the store. The first error.
   Status TrimLogs(uint64_t keep_entries);
   // VectorCollection::SaveIndexIfDue on every open collection: how many
   // saved, or the first error (the others are still tried).

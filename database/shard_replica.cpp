@@ -96,20 +96,32 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
   r->shard_ = shard;
   r->filter_ = ShardFilter{shard, layout.shards};
   r->dir_ = dir;
+  // Each stage's seconds, logged when opening took long (what a restart waits for).
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::pair<const char*, double>> stages;
+  auto stage_at = t0;
+  const auto stage = [&](const char* what) {
+    const auto now = std::chrono::steady_clock::now();
+    stages.emplace_back(what, std::chrono::duration<double>(now - stage_at).count());
+    stage_at = now;
+  };
   // The index: snapshot + op-log replay when possible, else a rebuild.
   uint64_t applied = 0;
   auto snap = DualIndex::Load(dir, &applied);
+  stage("snapshot load");
   bool usable = snap.ok() && applied <= rec.last_op && (*snap)->spec().ToJson() == layout.index.ToJson();
   if (snap.ok() && applied > rec.last_op && store->shared()) r->NoteRewind(applied);  // the log is shorter than the snapshot
   if (usable) {
     MOEEDB_RETURN_IF_ERROR(store->ScanMetadata(
         layout.name, [&](uint64_t id, const std::string& m) { r->metadata_[id] = m; }, r->filter_));
+    stage("metadata read");
     MOEEDB_ASSIGN_OR_RETURN(r->payload_, BuildPayload(layout.payload_indexes, r->metadata_));
     r->index_ = std::move(snap).value();
     r->applied_seq_ = applied;
     r->snapshot_seq_ = applied;
     r->applied_entry_ = SnapshotEntry(dir, applied);
     auto replayed = r->CatchUpLocked();  // the lexical index is not open yet: it catches up on its own
+    stage("log replay");
     r->replayed_ops_ = replayed.ok() ? *replayed : 0;
     // A snapshot whose op log was trimmed past it cannot be caught up: rebuild.
     if (!replayed.ok() || r->index_->size() != r->metadata_.size()) usable = false;
@@ -122,10 +134,20 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
     r->lexical_.reset();
     MOEEDB_ASSIGN_OR_RETURN(Built b, r->BuildFromStore(/*with_lexical=*/false));
     MOEEDB_RETURN_IF_ERROR(r->Install(std::move(b)));
+    stage("build from the store");
   }
   // (A rebuild during the replay above installed a lexical index already.)
   if (layout.lexical.enabled && !r->lexical_) MOEEDB_RETURN_IF_ERROR(r->OpenLexical());
+  stage("lexical index");
   r->needs_rebuild_ = false;
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (total >= 1.0) {
+    std::string line = "moeedb: collection " + layout.name + " shard " + std::to_string(shard) + " of " +
+                       std::to_string(layout.shards) + " opened in " + std::to_string(total) + " s (" +
+                       std::to_string(r->index_->size()) + " documents):";
+    for (const auto& [what, seconds] : stages) line += " " + std::string(what) + " " + std::to_string(seconds) + " s;";
+    LogLine(line);
+  }
   return r;
 }
 

@@ -73,6 +73,10 @@ class ShardPeers {
   virtual Status Reshard(const CollectionLayout& layout, uint32_t shards) {
     return Status::NotSupported("this node cannot reshard a placed collection");
   }
+  // The lowest change-log entry a live replica of the collection on another
+  // node has applied, as the cluster last heard (its claims); std::nullopt
+  // when none is known. The log's retention keeps that entry and the ones after.
+  virtual std::optional<uint64_t> LowestApplied(const CollectionLayout& layout) { return std::nullopt; }
   // The split searches of a placed collection use, as the cluster holds it
   // now (read afresh, not as this node last acted on it); std::nullopt if unknown.
   virtual std::optional<uint32_t> SplitInUse(const CollectionLayout& layout) { return std::nullopt; }

@@ -318,5 +318,46 @@ TEST(ClusterDatabase, ANodeWithinTheLogsRetentionCatchesUpAndAnOlderOneRebuilds)
   ExpectAnswersAsTheStore(ca->get(), "a");
 }
 
+// Another node's live replica, as the cluster's claims would say: at `low`.
+class LowestAppliedPeers : public ShardPeers {
+ public:
+  std::optional<PlacedShards> HeldShards(const CollectionLayout&) override { return std::nullopt; }
+  std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery&, const std::vector<uint32_t>&) override {
+    return {};
+  }
+  std::vector<ShardAnswer> Search(const ShardQuery&, const std::vector<uint32_t>&) override { return {}; }
+  std::optional<uint64_t> LowestApplied(const CollectionLayout&) override { return low; }
+  std::optional<uint64_t> low;
+};
+
+TEST(ClusterDatabase, TheLogIsNotTrimmedPastTheEntryALiveReplicaAppliedLast) {
+  test::TempDir dir;
+  test::PgDatabase pg;
+  LowestAppliedPeers peers;
+  DatabaseOptions oa;
+  oa.index_dir = dir / "a";
+  oa.peers = &peers;
+  auto a = Database::Open(pg.uri(), oa);
+  ASSERT_TRUE(a.ok());
+  auto ca = (*a)->CreateCollection("c", Flat());
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  std::mt19937 rng(5);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE((*ca)->Upsert({RandomDoc("d" + std::to_string(i), &rng)}).ok());
+  const auto kept = [&] {
+    std::vector<uint64_t> out;
+    EXPECT_TRUE((*a)->store()->ReadOps("c", 0, [&](const OpRecord& op) { out.push_back(op.seq); }).ok());
+    return out;
+  };
+  // A replica elsewhere applied entry 7 last: it and everything after stay.
+  peers.low = 7;
+  ASSERT_TRUE((*a)->TrimLogs(5).ok());
+  EXPECT_EQ(kept().front(), 7u);
+  EXPECT_EQ(kept().size(), 14u);
+  // It caught up (or is gone): the window alone trims.
+  peers.low = std::nullopt;
+  ASSERT_TRUE((*a)->TrimLogs(5).ok());
+  EXPECT_EQ(kept(), (std::vector<uint64_t>{16, 17, 18, 19, 20}));
+}
+
 }  // namespace
 }  // namespace moeedb
