@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -20,6 +21,61 @@ namespace {
 // Beside a dense snapshot: "<seq> <entry id>", the identity of the change-log
 // entry the snapshot covers (OpRecord::entry_id).
 constexpr const char* kEntryFile = "/applied_entry";
+
+// Beside a dense snapshot: the metadata of every document it holds, as of
+// the entry it covers, so a replica opens without reading them from the
+// store. "moeedb-metadata 1\n", then little-endian u64 seq, u64 count, and
+// per document u64 internal id, u32 length, the JSON text.
+constexpr const char* kMetadataFile = "/metadata";
+constexpr char kMetadataMagic[] = "moeedb-metadata 1\n";
+
+std::string MetadataBytes(uint64_t seq, const std::unordered_map<uint64_t, std::string>& metadata) {
+  size_t size = sizeof(kMetadataMagic) - 1 + 16;
+  for (const auto& [id, m] : metadata) size += 12 + m.size();
+  std::string out;
+  out.reserve(size);
+  out.append(kMetadataMagic, sizeof(kMetadataMagic) - 1);
+  const auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  put(seq, 8);
+  put(metadata.size(), 8);
+  for (const auto& [id, m] : metadata) {
+    put(id, 8);
+    put(m.size(), 4);
+    out += m;
+  }
+  return out;
+}
+
+// The metadata the snapshot in `dir` saved for entry `seq`; std::nullopt when
+// there is none for that entry (a snapshot older than the file) or it is damaged.
+std::optional<std::unordered_map<uint64_t, std::string>> ReadMetadata(const std::string& dir, uint64_t seq) {
+  auto bytes = ReadFileText(dir + kMetadataFile);
+  if (!bytes.ok()) return std::nullopt;
+  const std::string& b = *bytes;
+  size_t at = sizeof(kMetadataMagic) - 1;
+  if (b.size() < at + 16 || b.compare(0, at, kMetadataMagic) != 0) return std::nullopt;
+  const auto get = [&](int n, uint64_t* v) {
+    if (at + n > b.size()) return false;
+    *v = 0;
+    for (int i = 0; i < n; ++i) *v |= static_cast<uint64_t>(static_cast<unsigned char>(b[at + i])) << (8 * i);
+    at += n;
+    return true;
+  };
+  uint64_t saved_seq = 0, count = 0;
+  if (!get(8, &saved_seq) || !get(8, &count) || saved_seq != seq) return std::nullopt;
+  std::unordered_map<uint64_t, std::string> out;
+  out.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t id = 0, len = 0;
+    if (!get(8, &id) || !get(4, &len) || at + len > b.size()) return std::nullopt;
+    out.emplace(id, b.substr(at, len));
+    at += len;
+  }
+  if (at != b.size()) return std::nullopt;
+  return out;
+}
 
 // The entry id the snapshot in `dir` recorded for entry `seq` ("" unknown).
 std::string SnapshotEntry(const std::string& dir, uint64_t seq) {
@@ -112,9 +168,15 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
   bool usable = snap.ok() && applied <= rec.last_op && (*snap)->spec().ToJson() == layout.index.ToJson();
   if (snap.ok() && applied > rec.last_op && store->shared()) r->NoteRewind(applied);  // the log is shorter than the snapshot
   if (usable) {
-    MOEEDB_RETURN_IF_ERROR(store->ScanMetadata(
-        layout.name, [&](uint64_t id, const std::string& m) { r->metadata_[id] = m; }, r->filter_));
-    stage("metadata read");
+    // Saved beside the snapshot (as of its entry), or read from the store.
+    if (auto saved = ReadMetadata(dir, applied)) {
+      r->metadata_ = std::move(*saved);
+      stage("metadata load");
+    } else {
+      MOEEDB_RETURN_IF_ERROR(store->ScanMetadata(
+          layout.name, [&](uint64_t id, const std::string& m) { r->metadata_[id] = m; }, r->filter_));
+      stage("metadata read from the store");
+    }
     MOEEDB_ASSIGN_OR_RETURN(r->payload_, BuildPayload(layout.payload_indexes, r->metadata_));
     r->index_ = std::move(snap).value();
     r->applied_seq_ = applied;
@@ -145,7 +207,11 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
     std::string line = "moeedb: collection " + layout.name + " shard " + std::to_string(shard) + " of " +
                        std::to_string(layout.shards) + " opened in " + std::to_string(total) + " s (" +
                        std::to_string(r->index_->size()) + " documents):";
-    for (const auto& [what, seconds] : stages) line += " " + std::string(what) + " " + std::to_string(seconds) + " s;";
+    for (const auto& [what, seconds] : stages) {
+      char part[96];
+      std::snprintf(part, sizeof(part), " %s %.3f s;", what, seconds);
+      line += part;
+    }
     LogLine(line);
   }
   return r;
@@ -676,6 +742,7 @@ Result<uint64_t> ShardReplica::Save() {
     MOEEDB_RETURN_IF_ERROR(lexical_->Commit(applied_seq_, applied_entry_));
   }
   MOEEDB_RETURN_IF_ERROR(index_->Save(dir_, applied_seq_));
+  MOEEDB_RETURN_IF_ERROR(WriteFileAtomic(dir_ + kMetadataFile, MetadataBytes(applied_seq_, metadata_)));
   MOEEDB_RETURN_IF_ERROR(WriteFileAtomic(dir_ + kEntryFile, std::to_string(applied_seq_) + " " + applied_entry_ + "\n"));
   snapshot_seq_ = applied_seq_;
   built_unsaved_ = 0;

@@ -142,18 +142,31 @@ Status VectorCollection::SyncShards() {
   }
   const std::vector<ShardRef> held = HeldReplicas();
   const auto holds = [](const std::vector<ShardRef>& v, ShardRef r) { return std::find(v.begin(), v.end(), r) != v.end(); };
-  // New replicas are built without the lock: searches go on meanwhile.
+  // New replicas are opened without the lock (searches go on meanwhile), a
+  // few at once: a restarted node loads its snapshots side by side.
+  std::vector<ShardRef> opening;
+  for (ShardRef ref : want.held)
+    if (!holds(held, ref)) opening.push_back(ref);
   Status first;
-  for (ShardRef ref : want.held) {
-    if (holds(held, ref)) continue;
-    auto r = OpenReplica(ref);
-    if (!r.ok()) {
-      if (first.ok()) first = r.status();
-      continue;
+  std::mutex first_mu;
+  std::atomic<size_t> next{0};
+  const auto open_some = [&] {
+    for (size_t i; (i = next++) < opening.size();) {
+      auto r = OpenReplica(opening[i]);
+      if (!r.ok()) {
+        std::lock_guard lock(first_mu);
+        if (first.ok()) first = r.status();
+        continue;
+      }
+      std::unique_lock lock(replicas_mu_);
+      replicas_[opening[i]] = std::move(r).value();
     }
-    std::unique_lock lock(replicas_mu_);
-    replicas_[ref] = std::move(r).value();
-  }
+  };
+  std::vector<std::thread> openers;
+  const size_t threads = std::min<size_t>(opening.size(), kOpenReplicasAtOnce);
+  for (size_t t = 1; t < threads; ++t) openers.emplace_back(open_some);
+  open_some();
+  for (auto& t : openers) t.join();
   // Searches move to the placed split once its replicas here are open (a
   // shard not held here is asked of the peers).
   {

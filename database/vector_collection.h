@@ -206,6 +206,8 @@ class VectorCollection {
   // HeldShards) and closes, then removes, the ones it holds no more;
   // searches use the split the peers name once its replicas here are open.
   Status SyncShards();
+  // Replicas SyncShards opens side by side.
+  static constexpr size_t kOpenReplicasAtOnce = 4;
   // Splits the collection into `shards` online. Placed in a cluster: asks
   // the peers (the cluster builds the new split, then switches to it).
   // Otherwise here: builds every shard of the new split from the store

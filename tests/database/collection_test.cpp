@@ -361,6 +361,43 @@ TEST(Collection, SnapshotReplayAndRebuildGiveTheSameIndex) {
   EXPECT_EQ((*c)->IndexedIds(), (*r)->IndexedIds());
 }
 
+TEST(Collection, ASnapshotCarriesItsDocumentsMetadataAsOfItsEntry) {
+  Env env;
+  Data d = MakeData(100, 8, 4, 9);
+  std::string dir;
+  {
+    auto c = VectorCollection::Create(env.store.get(), "c", Options(8, 4, IndexKind::kFlat));
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Upsert(Docs(d, 0, 100)).ok());
+    ASSERT_TRUE((*c)->SaveIndex().ok());
+    auto changed = Docs(d, 0, 10);
+    for (auto& doc : changed) doc.metadata_json = R"({"parity": "changed"})";
+    ASSERT_TRUE((*c)->Upsert(changed).ok());  // after the snapshot: replayed on open
+    dir = (*c)->index_dir();
+  }  // gone without a snapshot of the last write
+  ASSERT_TRUE(std::filesystem::exists(dir + "/metadata"));
+  const auto count = [&](VectorCollection& c, const std::string& filter) {
+    SearchSpec so;
+    so.k = 100;
+    so.exact = true;
+    so.filter = *MetadataFilter::Parse(filter);
+    auto hits = c.Search(d.hs[0].data(), d.rw[0].data(), so);
+    EXPECT_TRUE(hits.ok());
+    return hits.ok() ? hits->size() : 0;
+  };
+  for (bool damaged : {false, true}) {
+    // Damaged, the file is not used: the metadata are read from the store instead.
+    if (damaged) std::filesystem::resize_file(dir + "/metadata", 10);
+    auto c = VectorCollection::Open(env.store.get(), "c");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_TRUE((*c)->opened_from_snapshot());
+    EXPECT_EQ((*c)->replayed_ops(), 1u);
+    EXPECT_EQ(count(**c, R"({"parity": "changed"})"), 10u) << damaged;
+    EXPECT_EQ(count(**c, R"({"parity": "odd"})"), 45u) << damaged;
+    EXPECT_EQ(count(**c, R"({"n": {"$lt": 10}})"), 0u) << damaged;
+  }
+}
+
 TEST(Collection, MetadataFilters) {
   Env env;
   Data d = MakeData(100, 8, 4, 8);
