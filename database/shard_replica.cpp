@@ -228,12 +228,20 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
       layout_.name, [&](uint64_t id, const std::string& m) { b.metadata[id] = m; }, filter_));
   MOEEDB_ASSIGN_OR_RETURN(b.payload, BuildPayload(layout_.payload_indexes, b.metadata));
   MOEEDB_ASSIGN_OR_RETURN(b.index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw, dir_));
+  // Added a chunk at a time: the build holds the index and one chunk, not
+  // a second copy of every vector (several builds may run side by side).
   std::vector<uint64_t> ids;
   std::vector<float> hs, rw;
   Status bad;
+  const auto add = [&] {
+    if (ids.empty() || !bad.ok()) return;
+    bad = b.index->Add(ids, hs.data(), rw.data());
+    ids.clear(), hs.clear(), rw.clear();
+  };
   MOEEDB_RETURN_IF_ERROR(store_->ScanVectors(
       layout_.name,
       [&](uint64_t id, const float* h, size_t dh, const float* w, size_t dr, const std::string&) {
+        if (!bad.ok()) return;
         if (dh != layout_.dim_hs || dr != layout_.dim_rw) {
           bad = Status::Corruption("stored vector of the wrong size");
           return;
@@ -241,10 +249,11 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
         ids.push_back(id);
         hs.insert(hs.end(), h, h + dh);
         rw.insert(rw.end(), w, w + dr);
+        if (ids.size() == kBuildChunkDocuments) add();
       },
       filter_));
+  add();
   MOEEDB_RETURN_IF_ERROR(bad);
-  MOEEDB_RETURN_IF_ERROR(b.index->Add(ids, hs.data(), rw.data()));
   if (with_lexical) {
     const std::string aside = dir_ + ".lexical.new";
     std::error_code ec;

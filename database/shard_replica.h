@@ -146,6 +146,8 @@ class ShardReplica {
   // Change-log entries a catch-up reads at a time: a replica far behind
   // holds one page of its backlog in memory, not all of it.
   static constexpr size_t kLogPageEntries = 4096;
+  // Documents a build from the store adds to the index at a time.
+  static constexpr size_t kBuildChunkDocuments = 16384;
 
  private:
   ShardReplica() = default;
