@@ -68,7 +68,7 @@ struct Placement {
 
 // How long a split searches no longer use keeps serving after a switch:
 // every node's view (read every poll_ms, and afresh on a miss) moves on well within it.
-inline constexpr int64_t kRetireSplitAfterMs = 10000;
+inline constexpr int64_t kRetireSplitAfterMs = 10 * 1000;  // 10 s
 
 // Which nodes have claimed a ready replica of each shard of a collection.
 using ReadyReplicas = std::map<ShardRef, std::set<std::string>>;
