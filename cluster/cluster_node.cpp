@@ -31,7 +31,8 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::Join(ClusterOptions options) {
   if (!node->options_.index_dir.empty()) {
     MOEEDB_ASSIGN_OR_RETURN(node->lock_, NodeLock::Acquire(node->options_.index_dir));
     instance = NodeLock::NewToken();
-    previous = node->lock_->previous();
+    // Only a token of this boot proves its process gone (node_lock.h).
+    if (NodeLock::OfThisBoot(node->lock_->previous())) previous = node->lock_->previous();
   }
   MOEEDB_ASSIGN_OR_RETURN(node->membership_,
                           Membership::Register(&node->etcd_, &node->keys_, node->options_.node_id,
@@ -43,7 +44,9 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::Join(ClusterOptions options) {
   return node;
 }
 
-ClusterNode::~ClusterNode() {
+ClusterNode::~ClusterNode() { Leave(); }  // then the folder's lock goes
+
+void ClusterNode::Leave() {
   {
     std::lock_guard lock(stop_mu_);
     stopping_ = true;

@@ -72,6 +72,10 @@ class ClusterNode : public ShardPeers {
   Result<std::string> ClusterStatus() override;
 
   const std::string& node_id() const { return options_.node_id; }
+  // Leaves the cluster (stops polling, revokes the lease: the node and its
+  // claims go at once) but keeps the index folder's lock until destroyed,
+  // so the process may still save its snapshots there. Idempotent.
+  void Leave();
 
  private:
   explicit ClusterNode(ClusterOptions options);

@@ -55,10 +55,9 @@ Status Membership::Put() {
       MOEEDB_ASSIGN_OR_RETURN(std::optional<KeyValue> held, etcd_->Get(key));
       if (held) {
         const auto j = nlohmann::json::parse(held->value, nullptr, false);
-        if (j.is_object() && j.value("instance", "") == previous_instance_) {
-          MOEEDB_RETURN_IF_ERROR(etcd_->RevokeLease(held->lease));
+        // (Revoked meanwhile by its expiry: the next attempt finds the id free.)
+        if (j.is_object() && j.value("instance", "") == previous_instance_ && etcd_->RevokeLease(held->lease).ok())
           continue;
-        }
       }
     }
     if (Clock::now() > until)

@@ -42,10 +42,32 @@ Status NodeLock::Record(const std::string& token) {
   return Status::OK();
 }
 
+namespace {
+
+// The kernel's id of this boot of this machine ("" where it cannot be read).
+std::string BootId() {
+  char buf[64] = {0};
+  const int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  std::string id(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+}  // namespace
+
+bool NodeLock::OfThisBoot(const std::string& token) {
+  const std::string boot = BootId();
+  return !boot.empty() && token.size() > boot.size() + 1 && token.compare(0, boot.size(), boot) == 0 &&
+         token[boot.size()] == '/';
+}
+
 std::string NodeLock::NewToken() {
   std::random_device rd;
   static const char* kHex = "0123456789abcdef";
-  std::string out;
+  std::string out = BootId() + "/";
   for (int i = 0; i < 4; ++i) {
     uint32_t x = rd();
     for (int j = 0; j < 8; ++j, x >>= 4) out += kHex[x & 15];

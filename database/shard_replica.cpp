@@ -64,7 +64,7 @@ std::optional<std::unordered_map<uint64_t, std::string>> ReadMetadata(const std:
     return true;
   };
   uint64_t saved_seq = 0, count = 0;
-  if (!get(8, &saved_seq) || !get(8, &count) || saved_seq != seq) return std::nullopt;
+  if (!get(8, &saved_seq) || !get(8, &count) || saved_seq != seq || count > (b.size() - at) / 12) return std::nullopt;
   std::unordered_map<uint64_t, std::string> out;
   out.reserve(count);
   for (uint64_t i = 0; i < count; ++i) {
@@ -230,6 +230,10 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
   MOEEDB_ASSIGN_OR_RETURN(b.index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw, dir_));
   // Added a chunk at a time: the build holds the index and one chunk, not
   // a second copy of every vector (several builds may run side by side).
+  // Halves that train on their rows (IVF, codes) get them all at once, so
+  // they train on the whole shard as before.
+  const auto trains = [](const SignalIndexSpec& h) { return h.kind == IndexKind::kIvf || h.codes != CodeKind::kNone; };
+  const bool chunked = !trains(layout_.index.hs) && !trains(layout_.index.rw);
   std::vector<uint64_t> ids;
   std::vector<float> hs, rw;
   Status bad;
@@ -249,7 +253,7 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
         ids.push_back(id);
         hs.insert(hs.end(), h, h + dh);
         rw.insert(rw.end(), w, w + dr);
-        if (ids.size() == kBuildChunkDocuments) add();
+        if (chunked && ids.size() == kBuildChunkDocuments) add();
       },
       filter_));
   add();

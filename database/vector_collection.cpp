@@ -152,7 +152,12 @@ Status VectorCollection::SyncShards() {
   std::atomic<size_t> next{0};
   const auto open_some = [&] {
     for (size_t i; (i = next++) < opening.size();) {
-      auto r = OpenReplica(opening[i]);
+      Result<std::unique_ptr<ShardReplica>> r = Status::Internal("not opened");
+      try {
+        r = OpenReplica(opening[i]);
+      } catch (const std::exception& e) {  // bad_alloc: this thread must not end the process
+        r = Status::Internal(std::string("opening a replica: ") + e.what());
+      }
       if (!r.ok()) {
         std::lock_guard lock(first_mu);
         if (first.ok()) first = r.status();
@@ -486,11 +491,24 @@ Result<DocumentPage> VectorCollection::List(const std::string& after, size_t lim
 
 Status VectorCollection::SaveIndex() {
   std::shared_lock lock(replicas_mu_);
+  // Every replica that can be saved is (one being rebuilt cannot): the first error after.
   uint64_t covered = UINT64_MAX;
+  Status first;
   for (ShardReplica* r : Replicas()) {
-    MOEEDB_ASSIGN_OR_RETURN(uint64_t seq, r->Save());
-    covered = std::min(covered, seq);
+    // A snapshot that covers everything applied stays (rewriting it costs
+    // its size in disk writes, every time another replica fails to save).
+    if (r->snapshot_seq() > 0 && r->snapshot_seq() == r->applied_seq() && r->built_unsaved() == 0) {
+      covered = std::min(covered, r->snapshot_seq());
+      continue;
+    }
+    auto seq = r->Save();
+    if (!seq.ok()) {
+      if (first.ok()) first = seq.status();
+      continue;
+    }
+    covered = std::min(covered, *seq);
   }
+  if (!first.ok()) return first;
   // The log is trimmed to what every replica's snapshot covers (a shared
   // store keeps it: other nodes follow it, and its retention window trims it).
   size_t current = 0;  // replicas of the split searches use

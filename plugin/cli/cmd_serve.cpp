@@ -262,12 +262,14 @@ int RunServe(const Args& args) {
   stopping = true;
   if (follower.joinable()) follower.join();
   if (snapshotter.joinable()) snapshotter.join();
-  node.reset();  // leaves the cluster: its replicas are placed elsewhere at once
+  // No request runs past here (one could still ask the cluster node).
   if (qdrant) qdrant->Stop();
   if (chroma) chroma->Stop();
   server.Stop();
+  if (node) node->Leave();  // its claims go at once; the folder's lock is held while the snapshots are written
   Status saved = api.SaveIndexes();
   if (!saved.ok()) std::cerr << "moeedb serve: " << saved.message() << "\n";
+  node.reset();
   return 0;
 }
 

@@ -435,7 +435,10 @@ TEST(NodeLockTest, OneProcessAFolderAndTheTokenItLastRecorded) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ((*again)->previous(), "token-1");
   EXPECT_NE(NodeLock::NewToken(), NodeLock::NewToken());
-  EXPECT_EQ(NodeLock::NewToken().size(), 32u);
+  // This boot's tokens prove their process gone to the folder's next holder; another machine's do not.
+  EXPECT_TRUE(NodeLock::OfThisBoot(NodeLock::NewToken()));
+  EXPECT_FALSE(NodeLock::OfThisBoot("token-1"));
+  EXPECT_FALSE(NodeLock::OfThisBoot("00000000-0000-0000-0000-000000000000/0123456789abcdef0123456789abcdef"));
   again->reset();
   std::filesystem::remove_all(root);
 }
