@@ -412,6 +412,22 @@ TEST(Reshard, ThreeToSixToTwoUnderWritesAnswersAsOneShardAndLosesNothing) {
   EXPECT_EQ((*again)->Reshard(kMaxShards + 1).code(), Status::Code::kInvalidArgument);
 }
 
+// Collection "c" of 2 shards holding `docs`, snapshotted and closed, its
+// shards' folders renamed to the old names (".shard-K", which do not say 2).
+void SavedUnderOldNames(Store* store, const std::vector<StoredDocument>& docs, std::string* index_dir, uint32_t* id) {
+  auto c = Make(store, "c", 2);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->Upsert(docs).ok());
+  ASSERT_TRUE(c->SaveIndex().ok());
+  *index_dir = c->index_dir();
+  *id = c->store_id();
+  c.reset();
+  for (const std::string k : {"0", "1"}) {
+    std::filesystem::rename(*index_dir + ".shard-" + k + "-of-2", *index_dir + ".shard-" + k);
+    std::filesystem::rename(*index_dir + ".shard-" + k + "-of-2.lexical", *index_dir + ".shard-" + k + ".lexical");
+  }
+}
+
 // Folders named before a shard's folder named its split are used, not rebuilt.
 TEST(Reshard, AShardFolderOfTheOldNameIsAdopted) {
   test::TempDir dir;
@@ -419,16 +435,9 @@ TEST(Reshard, AShardFolderOfTheOldNameIsAdopted) {
   ASSERT_TRUE(store.ok());
   std::vector<std::string> texts, queries;
   ReadSentences(&texts, &queries);
-  auto c = Make(store->get(), "c", 2);
-  ASSERT_TRUE(c);
-  ASSERT_TRUE(c->Upsert(Documents(texts, 100, 0)).ok());
-  ASSERT_TRUE(c->SaveIndex().ok());
-  const std::string index_dir = c->index_dir();
-  c.reset();
-  for (const std::string k : {"0", "1"}) {
-    std::filesystem::rename(index_dir + ".shard-" + k + "-of-2", index_dir + ".shard-" + k);
-    std::filesystem::rename(index_dir + ".shard-" + k + "-of-2.lexical", index_dir + ".shard-" + k + ".lexical");
-  }
+  std::string index_dir;
+  uint32_t id = 0;
+  SavedUnderOldNames(store->get(), Documents(texts, 100, 0), &index_dir, &id);
   auto again = VectorCollection::Open(store->get(), "c");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE((*again)->opened_from_snapshot());
@@ -445,18 +454,10 @@ TEST(Reshard, AnOldNamedFolderIsNotTakenOverOnceTheCollectionWasResharded) {
   ASSERT_TRUE(store.ok());
   std::vector<std::string> texts, queries;
   ReadSentences(&texts, &queries);
-  auto c = Make(store->get(), "c", 2);
-  ASSERT_TRUE(c);
-  ASSERT_TRUE(c->Upsert(Documents(texts, 120, 0)).ok());
-  ASSERT_TRUE(c->SaveIndex().ok());
-  const std::string index_dir = c->index_dir();
-  const uint32_t id = c->store_id();
-  c.reset();
   // An old node's folders: shard K of 2 under the old name, which does not say 2.
-  for (const std::string k : {"0", "1"}) {
-    std::filesystem::rename(index_dir + ".shard-" + k + "-of-2", index_dir + ".shard-" + k);
-    std::filesystem::rename(index_dir + ".shard-" + k + "-of-2.lexical", index_dir + ".shard-" + k + ".lexical");
-  }
+  std::string index_dir;
+  uint32_t id = 0;
+  SavedUnderOldNames(store->get(), Documents(texts, 120, 0), &index_dir, &id);
   // Split into 3 meanwhile (by the other nodes): the record says 3.
   ASSERT_TRUE(VectorCollection::RecordSplit(store->get(), "c", id, 3).ok());
   auto again = VectorCollection::Open(store->get(), "c");
