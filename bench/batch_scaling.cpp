@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "bench/bench_child.h"
+#include "bench/bench_model.h"
 #include "bench/cpu_flags.h"
+#include "bench/peak_rates.h"
 #include "bench/stream_texts.h"
 #include "engine/embed/embed_workers.h"
 #include "engine/embed/embedder.h"
@@ -74,60 +76,18 @@ Usage ProcessUsage() {
   return {static_cast<double>(u.ru_stime.tv_sec) + u.ru_stime.tv_usec / 1e6, static_cast<int64_t>(u.ru_minflt)};
 }
 
-// The texts through the CLI's path: a StreamingEmbedder over EmbedWorkers
-// with the threads shared as `moeedb embed` shares them by default.
-double EmbedLikeTheCli(const m::Embedder& embedder, const std::vector<std::vector<int32_t>>& texts) {
-  const m::WorkerShare share = m::ShareComputeThreads(0, m::ComputeThreads());
-  m::StreamingOptions so;
-  so.workers = share.workers;
-  so.threads_per_worker = share.threads_per_worker;
-  const auto t0 = Clock::now();
-  m::StreamingEmbedder stream(&embedder, so);
-  m::bench::StreamTexts(&stream, texts);
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// GB/s at which one thread reads memory (a sum over 1 GiB, best of 3): the
-// bound of a forward that reads each expert's weights for a few rows.
-double ReadBandwidthGBs() {
-  std::vector<float> buf(size_t{1} << 28, 1.0f);
-  double best = 1e30, sink = 0;
-  for (int trial = 0; trial < 3; ++trial) {
-    const auto t0 = Clock::now();
-    float acc[16] = {};
-    for (size_t i = 0; i < buf.size(); i += 16)
-      for (int j = 0; j < 16; ++j) acc[j] += buf[i + j];
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-    for (float a : acc) sink += a;
-  }
-  if (sink < 0) std::printf(" ");  // keeps the sum
-  return static_cast<double>(buf.size() * sizeof(float)) / best / 1e9;
-}
-
 json Child(const std::string& config) {
-  const auto [dtype, quant, routing] = ParseConfigWord(config);
-  m::LoadOptions o;
-  auto d = m::kComputeDtypes.Parse(dtype);
-  auto q = m::kWeightQuants.Parse(quant);
-  if (!d.ok() || !q.ok()) Die("bad format in '" + config + "'");
-  o.format = {*d, *q};
-  auto model = m::MoeModel::LoadDir(Flag("model"), o);
-  if (!model.ok()) Die(model.status().ToString());
-  auto policy = m::RoutingPolicy::Parse(routing.empty() ? "learned" : routing);
-  if (!policy.ok() || !(*model)->SetRouting(*policy).ok()) Die("bad routing in '" + config + "'");
+  const std::string quant = ParseConfigWord(config).quant;
+  const std::unique_ptr<m::MoeModel> model = LoadConfigModel(Flag("model"), config);
   const int64_t n = IntFlag("texts", 128), T = IntFlag("tokens", 256);
-  std::mt19937 rng(2);
-  std::uniform_int_distribution<int32_t> id(100, static_cast<int32_t>((*model)->config().vocab_size - 1));
-  std::vector<std::vector<int32_t>> texts(static_cast<size_t>(n), std::vector<int32_t>(static_cast<size_t>(T)));
-  for (auto& t : texts)
-    for (auto& v : t) v = id(rng);
+  const std::vector<std::vector<int32_t>> texts = RandomTexts(*model, n, T, 2);
   std::vector<int64_t> batches;
   for (const auto& b : Split(Flag("batches", "256,1024,4096,16384"))) batches.push_back(std::stoll(b));
   std::vector<std::unique_ptr<m::Embedder>> embedders;
   for (int64_t b : batches) {
     m::EmbedderOptions eo;
     eo.batch_tokens = b;
-    embedders.push_back(std::make_unique<m::Embedder>(model->get(), nullptr, eo));
+    embedders.push_back(std::make_unique<m::Embedder>(model.get(), nullptr, eo));
   }
   // Warm-up: first touch of the buffers every setting reuses.
   EmbedLikeTheCli(*embedders.back(), std::vector<std::vector<int32_t>>(texts.begin(), texts.begin() + n / 4));
@@ -161,8 +121,8 @@ json Child(const std::string& config) {
     }
   // The routed experts' weights, every MoE layer: what a forward reads once
   // when its rows touch every expert.
-  const m::ModelConfig& c = (*model)->config();
-  const double bytes_per_weight = quant == "int8" ? 1 : (*model)->compute_dtype() == m::ComputeDtype::kBF16 ? 2 : 4;
+  const m::ModelConfig& c = model->config();
+  const double bytes_per_weight = quant == "int8" ? 1 : model->compute_dtype() == m::ComputeDtype::kBF16 ? 2 : 4;
   const double expert_bytes =
       static_cast<double>(c.num_moe_layers() * c.num_experts * 3 * c.hidden_size * c.expert_intermediate) *
       bytes_per_weight;
@@ -202,8 +162,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(IntFlag("repeats", 3)), kernels.c_str());
   std::printf("CPU flags: %s\n", m::bench::CpuFlags().c_str());
   std::printf("kernels: int8 GEMM %s, bf16 GEMM %s\n", m::Int8GemmKernelName(m::Int8GemmKernelInUse()),
-              m::Bf16GemmAvailable() ? "avx512-bf16" : "off (bf16 weights widened to f32)");
-  std::printf("one thread reads memory at %.1f GB/s\n", ReadBandwidthGBs());
+              m::Bf16GemmPathName(m::Bf16GemmPathInUse()));
+  std::printf("one thread reads memory at %.1f GB/s\n", m::bench::ReadBandwidth(1).per_second / 1e9);
   std::printf("medians; ns/token per stage are thread-time (engine/model/forward_profile.h); expert GB/s: the\n"
               "experts' weights (read once per forward) per second of expert-GEMM thread-time\n\n");
   std::printf("%-18s %7s %9s %7s %9s %9s %8s %8s %8s %8s %8s %7s %9s %9s\n", "config", "batch", "tokens/s", "rows/fw",

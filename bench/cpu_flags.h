@@ -12,6 +12,17 @@
 
 namespace moeedb::bench {
 
+// The CPU's model name, as /proc/cpuinfo gives it.
+inline std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const size_t at = line.find_first_not_of(" \t", line.find(':') + 1);
+      return at == std::string::npos ? "" : line.substr(at);
+    }
+  return "(unknown)";
+}
+
 inline std::string CpuFlags() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, out;

@@ -6,13 +6,17 @@
 // norms and the router stay f32 (so does llama.cpp's converter), the other
 // matrices are written as TYPE.
 //
-//   node bench/llama_cpp/to_gguf.mjs MODEL_DIR OUT.gguf [f32|bf16]
+//   node bench/llama_cpp/to_gguf.mjs MODEL_DIR OUT.gguf [f32|bf16] [TOP_K]
+//
+// TOP_K (default: the config's num_experts_per_tok) is written as
+// olmoe.expert_used_count: 1 gives the top-1 routing moeedb's --routing top1
+// runs (llama-bench has no --override-kv).
 import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
-const [dir, out, type = 'f32'] = process.argv.slice(2);
-if (!dir || !out || !['f32', 'bf16'].includes(type)) {
-  console.error('usage: node to_gguf.mjs MODEL_DIR OUT.gguf [f32|bf16]');
+const [dir, out, type = 'f32', topK] = process.argv.slice(2);
+if (!dir || !out || !['f32', 'bf16'].includes(type) || (topK !== undefined && !/^[1-9][0-9]*$/.test(topK))) {
+  console.error('usage: node to_gguf.mjs MODEL_DIR OUT.gguf [f32|bf16] [TOP_K]');
   process.exit(2);
 }
 const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
@@ -98,7 +102,7 @@ const kvs = [
   ['olmoe.rope.freq_base', F32V, config.rope_theta ?? 10000],
   ['olmoe.attention.layer_norm_rms_epsilon', F32V, config.rms_norm_eps ?? 1e-5],
   ['olmoe.expert_count', U32, E],
-  ['olmoe.expert_used_count', U32, config.num_experts_per_tok],
+  ['olmoe.expert_used_count', U32, topK === undefined ? config.num_experts_per_tok : Number(topK)],
   ['tokenizer.ggml.model', STR, 'gpt2'],
   ['tokenizer.ggml.pre', STR, 'olmo'],
   ['tokenizer.ggml.tokens', [ARR, STR], tokens],

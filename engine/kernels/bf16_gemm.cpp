@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -21,6 +23,11 @@ namespace {
 
 constexpr int kRows = 6;    // rows of x per register tile
 constexpr int kPanels = 4;  // 16-column panels per register tile (6 x 4 accumulators)
+// The widening tile's shape: 8 x 2 accumulators, and 4 widened weight
+// vectors and 2 broadcasts of x live beside them (of 32 registers).
+constexpr int kWidenRows = 8;
+constexpr int kWidenPanels = 2;
+constexpr int kProbeChains = 12;  // independent chains in the probe: more than latency x throughput
 
 int64_t Pairs(int64_t K) { return (K + 1) / 2; }
 int64_t Panels(int64_t N) { return (N + 15) / 16; }
@@ -35,6 +42,8 @@ int64_t PanelIndex(int64_t G, int64_t P, int64_t k, int64_t j) {
 }
 
 #if defined(__x86_64__)
+
+std::atomic<float> g_probe_sink{0};  // keeps the probe's chains
 
 // Row x[0..K) as bf16 (round to nearest even), padded with zeros to Kp.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void RoundRowAvx512(const float* x, int64_t K, int64_t Kp,
@@ -99,6 +108,116 @@ TileFn TileFor(int r, int c) {
   }
 }
 
+// The same product with each bf16 pair of w widened to two float32 vectors
+// in registers (the low half shifted up; the high half masked) and x's
+// float32 values (not rounded) multiplied in with FMA, k in order: for CPUs
+// whose vdpbf16ps runs at half their FMA rate or less, or lacks. Each y
+// element is one FMA chain over k whatever the tiling. w's panels for pair g
+// start at w + g * pair_stride; the tile's C panels are next to each other.
+template <int R, int C>
+__attribute__((target("avx512f"))) void WidenTile(int64_t K, const float* x, int64_t ldx, const uint16_t* w,
+                                                  int64_t pair_stride, float* y, int64_t ldy, int last_cols) {
+  __m512 acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const int64_t pairs = K / 2;
+  for (int64_t g = 0; g < pairs; ++g) {
+    __m512 lo[C], hi[C];
+#pragma GCC unroll 2
+    for (int c = 0; c < C; ++c) {
+      const __m512i v = _mm512_loadu_si512(w + g * pair_stride + c * 32);
+      lo[c] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+      hi[c] = _mm512_castsi512_ps(_mm512_and_si512(v, high));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 x0 = _mm512_set1_ps(x[r * ldx + 2 * g]), x1 = _mm512_set1_ps(x[r * ldx + 2 * g + 1]);
+#pragma GCC unroll 2
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(x1, hi[c], _mm512_fmadd_ps(x0, lo[c], acc[r][c]));
+    }
+  }
+  if (K % 2 != 0) {  // the last k alone (its pair's high half is padding)
+#pragma GCC unroll 2
+    for (int c = 0; c < C; ++c) {
+      const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(w + pairs * pair_stride + c * 32), 16));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + K - 1]), lo, acc[r][c]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int c = 0; c < C; ++c) {
+    const __mmask16 mask = c == C - 1 ? static_cast<__mmask16>((1u << last_cols) - 1) : static_cast<__mmask16>(0xFFFF);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c * 16, mask, acc[r][c]);
+  }
+}
+
+using WidenTileFn = void (*)(int64_t, const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int);
+
+template <int R>
+constexpr WidenTileFn WidenTileFor(int c) {
+  return c == 1 ? &WidenTile<R, 1> : &WidenTile<R, 2>;
+}
+
+WidenTileFn WidenTileFor(int r, int c) {
+  switch (r) {
+    case 1: return WidenTileFor<1>(c);
+    case 2: return WidenTileFor<2>(c);
+    case 3: return WidenTileFor<3>(c);
+    case 4: return WidenTileFor<4>(c);
+    case 5: return WidenTileFor<5>(c);
+    case 6: return WidenTileFor<6>(c);
+    case 7: return WidenTileFor<7>(c);
+    default: return WidenTileFor<8>(c);
+  }
+}
+
+// Instructions a second of `chains` independent chains of one instruction
+// on registers, best of three short runs: the probe that picks the tile.
+template <typename Step>
+double InstructionsPerSecond(Step step) {
+  constexpr int64_t kIterations = 1 << 16;
+  double best = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step(kIterations);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(kIterations) * kProbeChains / std::max(secs, 1e-9));
+  }
+  return best;
+}
+
+__attribute__((target("avx512f"))) void FmaSteps(int64_t n) {
+  __m512 acc[kProbeChains];
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  for (auto& v : acc) v = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; ++i)
+    for (auto& v : acc) v = _mm512_fmadd_ps(v, a, b);
+  for (int j = 1; j < kProbeChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  g_probe_sink.store(_mm512_reduce_add_ps(acc[0]));
+}
+
+__attribute__((target("avx512f,avx512bf16"))) void DotSteps(int64_t n) {
+  __m512 acc[kProbeChains];
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3a83);
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; ++i)
+    for (auto& v : acc) v = _mm512_dpbf16_ps(v, a, b);
+  for (int j = 1; j < kProbeChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  g_probe_sink.store(_mm512_reduce_add_ps(acc[0]));
+}
+
+bool CpuHasAvx512Bw() {
+  static const bool on = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
+  return on;
+}
+
 bool CpuHasAvx512Bf16() {
   static const bool on = [] {
     __builtin_cpu_init();
@@ -127,16 +246,47 @@ float FloatFromBf16(uint16_t b) {
   return f;
 }
 
-bool Bf16GemmAvailable() {
+Bf16GemmPath Bf16GemmPathInUse() {
 #if defined(__x86_64__)
-  static const bool on = [] {
+  static const Bf16GemmPath path = [] {
     const char* env = std::getenv("MOEEDB_BF16_GEMM");
-    return !(env != nullptr && std::string(env) == "off") && CpuHasAvx512Bf16();
+    const std::string want = env == nullptr ? "" : env;
+    if (want == "off" || !CpuHasAvx512Bw()) return Bf16GemmPath::kNone;
+    if (!CpuHasAvx512Bf16() || want == "widen") return Bf16GemmPath::kWiden;
+    if (want == "dot") return Bf16GemmPath::kDot;
+    // A vdpbf16ps does 64 operations, an FMA 32, and the widening tile
+    // spends about one instruction in eight on conversions: it pays where
+    // FMAs issue at more than ~2.2x vdpbf16ps's rate (2.5x: a margin for the
+    // probe's noise). The 2-core Xeon (Sapphire Rapids class) here: 3.9x.
+    const double fma = InstructionsPerSecond(FmaSteps), dot = InstructionsPerSecond(DotSteps);
+    return fma > 2.5 * dot ? Bf16GemmPath::kWiden : Bf16GemmPath::kDot;
   }();
-  return on;
+  return path;
 #else
-  return false;
+  return Bf16GemmPath::kNone;
 #endif
+}
+
+bool Bf16GemmAvailable() { return Bf16GemmPathInUse() != Bf16GemmPath::kNone; }
+
+bool Bf16GemmPathRuns(Bf16GemmPath p) {
+#if defined(__x86_64__)
+  switch (p) {
+    case Bf16GemmPath::kDot: return CpuHasAvx512Bf16();
+    case Bf16GemmPath::kWiden: return CpuHasAvx512Bw();
+    case Bf16GemmPath::kNone: return true;
+  }
+#endif
+  return p == Bf16GemmPath::kNone;
+}
+
+const char* Bf16GemmPathName(Bf16GemmPath p) {
+  switch (p) {
+    case Bf16GemmPath::kDot: return "avx512-bf16 vdpbf16ps";
+    case Bf16GemmPath::kWiden: return "avx512 widened to f32 (FMA)";
+    case Bf16GemmPath::kNone: break;
+  }
+  return "off";
 }
 
 int64_t Bf16PanelElements(int64_t K, int64_t N) { return Panels(N) * Pairs(K) * 32; }
@@ -156,14 +306,15 @@ void UnpackBf16Panels(const uint16_t* panels, int64_t K, int64_t N, uint16_t* w)
 
 void Bf16GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* panels, float* y,
                  int64_t ldy) {
+  Bf16GemmF32(Bf16GemmPathInUse(), M, N, K, x, ldx, panels, y, ldy);
+}
+
+void Bf16GemmF32(Bf16GemmPath path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx,
+                 const uint16_t* panels, float* y, int64_t ldy) {
   if (M <= 0 || N <= 0) return;
   const int64_t G = Pairs(K), Kp = 2 * G, P = Panels(N);
-#if defined(__x86_64__)
-  const bool simd = Bf16GemmAvailable();
-#else
-  const bool simd = false;
-#endif
-  if (!simd) {  // the same rounding of x, products summed in float one at a time
+  if (!Bf16GemmPathRuns(path)) path = Bf16GemmPath::kNone;
+  if (path == Bf16GemmPath::kNone) {  // the same rounding of x, products summed in float one at a time
     std::vector<float> xr(static_cast<size_t>(K));
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t k = 0; k < K; ++k) xr[k] = FloatFromBf16(Bf16FromFloat(x[m * ldx + k]));
@@ -176,6 +327,17 @@ void Bf16GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
     return;
   }
 #if defined(__x86_64__)
+  if (path == Bf16GemmPath::kWiden) {  // x read in place, in float32
+    ForEachRegisterTile<kWidenRows, kWidenPanels>(
+        M, N, K * 4, [](int64_t, int64_t) {},
+        [&](int64_t, int64_t m, int r, int64_t p0, int c, int last_cols) {
+          // The tile's panels within their packed block of kPanels (PanelIndex).
+          const int64_t block = p0 / kPanels, in_block = std::min<int64_t>(kPanels, P - block * kPanels);
+          const uint16_t* w = panels + block * kPanels * G * 32 + (p0 % kPanels) * 32;
+          WidenTileFor(r, c)(K, x + m * ldx, ldx, w, in_block * 32, y + m * ldy + p0 * 16, ldy, last_cols);
+        });
+    return;
+  }
   // Each row block rounded to bf16 in a buffer of its compute thread (kept
   // from call to call: at most a row block).
   thread_local std::vector<uint16_t> xq;

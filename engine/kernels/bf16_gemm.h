@@ -1,6 +1,7 @@
 // Bf16GemmF32: y = x · w for bf16 weights, multiplied with AVX512-BF16's
-// vdpbf16ps (32 bf16 products a instruction, summed in float32 pairs), for
-// CPUs that have it.
+// vdpbf16ps (32 bf16 products a instruction, summed in float32 pairs) or,
+// where that is slower or missing, widened to float32 and multiplied with
+// AVX-512 FMA (Bf16GemmPath).
 //
 // It serves the experts of an MoE block: per expert a GEMM of a few dozen
 // to a few hundred rows, where a library GEMM costs a call, a check of the
@@ -9,16 +10,29 @@
 // load, into 16-column panels of bf16 pairs (zero-padded: one 64-byte load
 // serves 16 columns and 2 rows of w), in blocks of 4 panels interleaved per
 // pair of rows, so a register tile reads one contiguous stream), x stays
-// float32 (each row rounded to bf16 on the fly, nearest-even, as at::to
-// does) and y is float32.
+// float32 (on the vdpbf16ps path each row is rounded to bf16 on the fly,
+// nearest-even, as at::to does) and y is float32.
 #pragma once
 
 #include <cstdint>
 
 namespace moeedb {
 
-// True where the kernel can run: x86-64 with AVX512-BF16 (and BW), unless
-// MOEEDB_BF16_GEMM=off (benchmarks compare both paths with it).
+// How the kernel multiplies on this CPU, chosen once per process:
+//   kDot    AVX512-BF16's vdpbf16ps on x rounded to bf16 (as at::to does);
+//   kWiden  AVX-512F: each bf16 pair of w widened to float32 in registers,
+//           x's float32 values multiplied in with FMA (not rounded): CPUs
+//           without AVX512-BF16, and those whose vdpbf16ps issues at less
+//           than 1/2.5 of their FMA rate (a probe of both, ~1 ms, decides);
+//   kNone   the portable loop (no AVX-512, or MOEEDB_BF16_GEMM=off).
+// MOEEDB_BF16_GEMM=dot|widen|off forces a path (benchmarks compare them).
+enum class Bf16GemmPath { kNone, kDot, kWiden };
+Bf16GemmPath Bf16GemmPathInUse();
+// Whether `p` can run on this CPU (kNone always can).
+bool Bf16GemmPathRuns(Bf16GemmPath p);
+const char* Bf16GemmPathName(Bf16GemmPath p);
+// True where a SIMD path runs (kDot or kWiden): bf16 weights are then kept
+// only in the packed panels.
 bool Bf16GemmAvailable();
 
 // Entries (bf16, as uint16_t) of the packed weight for w[K, N].
@@ -30,12 +44,16 @@ void PackBf16Panels(const uint16_t* w, int64_t K, int64_t N, uint16_t* panels);
 // The inverse: w[K, N] from panels (for tests, Dense() and ToFloat()).
 void UnpackBf16Panels(const uint16_t* panels, int64_t K, int64_t N, uint16_t* w);
 
-// y[M, N] = bf16(x[M, K]) · w, w packed by PackBf16Panels, products summed
-// in float32; x and y row-major with leading dimensions ldx, ldy; y is
+// y[M, N] = bf16(x[M, K]) · w (kWiden: x · w, x unrounded), w packed by
+// PackBf16Panels, products summed in float32; x and y row-major with leading dimensions ldx, ldy; y is
 // overwritten. Splits the columns over the compute threads (one thread when
 // called inside a parallel region).
 void Bf16GemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* panels, float* y,
                  int64_t ldy);
+// The same on a given path (tests and benchmarks compare them); one that
+// cannot run here runs the portable loop.
+void Bf16GemmF32(Bf16GemmPath path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx,
+                 const uint16_t* panels, float* y, int64_t ldy);
 
 // float32 -> bf16 bit pattern, round to nearest even (NaN stays NaN).
 uint16_t Bf16FromFloat(float f);

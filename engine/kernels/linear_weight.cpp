@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <cstring>
+
 #include "engine/kernels/bf16_gemm.h"
 #include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/panel_gemm.h"
@@ -60,6 +62,16 @@ bool LinearWeight::WantsPanels(int64_t in, int64_t out) const {
          in * out * 4 <= kPanelMaxBytes && PanelGemmAvailable();
 }
 
+bool LinearWeight::PanelsOnly(const WeightFormat& format, at::ScalarType compute, at::Device device, int64_t in,
+                              int64_t out) {
+  // AVX-512 only: there the panel kernel's 32-column tile beats the rows
+  // kernel at every row count; with AVX2 the experts of many rows go to
+  // OpenBLAS on w as before (moe_block.cpp).
+  return format.quant == WeightQuant::kNone && StoredType(format) == at::kFloat && compute == at::kFloat &&
+         device.is_cpu() && out % 16 == 0 && in * out * 4 > kPanelMaxBytes && PanelGemmAvailable() &&
+         RowsGemmPathInUse() == SimdLevel::kAvx512;
+}
+
 // Weights are stored transposed, [.., in, out] contiguous: OpenBLAS packs a
 // non-transposed right operand faster, which matters most for the few-row
 // GEMMs of experts in small batches (measured 10-70 % at 8-32 rows, one
@@ -72,6 +84,17 @@ void LinearWeight::PackInt8(int64_t e, const at::Tensor& q) {
 }
 
 at::Tensor LinearWeight::Values() const {
+  if (!w_.defined() && panels_.defined()) {  // a stack kept packed only
+    const int64_t E = panels_.dim() == 4 ? panels_.size(0) : 1;
+    at::Tensor out = at::empty({E, in_, out_}, at::kFloat);
+    const float* src = panels_.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t p = 0; p < out_ / 16; ++p)
+        for (int64_t k = 0; k < in_; ++k)
+          std::memcpy(dst + (e * in_ + k) * out_ + p * 16, src + ((e * (out_ / 16) + p) * in_ + k) * 16, 16 * sizeof(float));
+    return panels_.dim() == 4 ? out : out.select(0, 0);
+  }
   if (!bf16_gemm()) return w_;
   const int64_t E = bf16_panels_.dim() == 2 ? bf16_panels_.size(0) : 1;
   at::Tensor out = at::empty({E, in_, out_}, at::kBFloat16);
@@ -125,6 +148,14 @@ LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format,
     lw.w_ = w.transpose(-2, -1).to(device, StoredType(format)).contiguous();
   }
   const int64_t in = lw.in_features(), out = lw.out_features();
+  if (w.dim() == 3 && PanelsOnly(format, lw.compute_, device, in, out)) {
+    const int64_t E = w.size(0);
+    lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);
+    for (int64_t e = 0; e < E; ++e)
+      PackPanels(lw.w_.data_ptr<float>() + e * in * out, in, out, lw.panels_.data_ptr<float>() + e * in * out);
+    lw.w_ = at::Tensor();
+    return lw;
+  }
   if (lw.WantsPanels(in, out)) {
     const int64_t E = lw.w_.dim() == 3 ? lw.w_.size(0) : 1;
     lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);
@@ -147,6 +178,9 @@ LinearWeight LinearWeight::Stack(int64_t E, int64_t out, int64_t in, const Weigh
     lw.int8_terms_ = at::empty({E, Int8ColumnTerms(out)}, at::kInt);
   } else if (UsesBf16Gemm(format, lw.compute_, device)) {
     lw.bf16_panels_ = at::empty({E, Bf16PanelElements(in, out)}, at::kBFloat16);
+  } else if (PanelsOnly(format, lw.compute_, device, in, out)) {
+    lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);
+    return lw;
   } else {
     lw.w_ = at::empty({E, in, out}, opts.dtype(StoredType(format)));
   }
@@ -164,6 +198,10 @@ void LinearWeight::Set(int64_t e, const at::Tensor& w) {
     scale_.select(0, e).copy_(s);
   } else if (bf16_gemm()) {
     PackBf16(w.t(), bf16_panels_.select(0, e));
+  } else if (!w_.defined()) {  // kept packed only
+    const at::Tensor t = w.t().to(at::kFloat).contiguous();
+    PackPanels(t.data_ptr<float>(), in_features(), out_features(), panels_.select(0, e).data_ptr<float>());
+    return;
   } else {
     w_.select(0, e).copy_(w.t());
   }
@@ -250,6 +288,15 @@ void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
       y.stride(1) == 1 && x.size(0) <= PanelGemmMaxRows(in_features(), at::get_num_threads())) {
     PanelGemmF32(x.size(0), out_features(), in_features(), x.data_ptr<float>(), x.stride(0),
                  panels_.data_ptr<float>(), y.data_ptr<float>(), y.stride(0));
+    return;
+  }
+  if (!w_.defined() && panels_.defined()) {  // a matrix of a stack kept packed only: the packed kernel at any rows
+    const at::Tensor xf = x.to(at::kFloat).contiguous();
+    const bool direct = y.scalar_type() == at::kFloat && y.stride(1) == 1;
+    at::Tensor out = direct ? y : at::empty({xf.size(0), out_}, xf.options());
+    PanelGemmF32(xf.size(0), out_features(), in_features(), xf.data_ptr<float>(), xf.stride(0),
+                 panels_.data_ptr<float>(), out.data_ptr<float>(), out.stride(0));
+    if (!direct) y.copy_(out);
     return;
   }
   // Float32 values on a CPU with AVX-512: the rows kernel on w in place, on

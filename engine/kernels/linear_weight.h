@@ -31,7 +31,7 @@ class LinearWeight {
   // Stores the float matrix w [out, in] as matrix e of a Stack.
   void Set(int64_t e, const at::Tensor& w);
 
-  bool defined() const { return w_.defined() || int8_panels_.defined() || bf16_panels_.defined(); }
+  bool defined() const { return w_.defined() || int8_panels_.defined() || bf16_panels_.defined() || panels_.defined(); }
   bool quantized() const { return scale_.defined(); }
   // Whether Apply multiplies in int8 (the int8 GEMM's panels) rather than widening.
   bool int8_gemm() const { return int8_panels_.defined(); }
@@ -42,7 +42,7 @@ class LinearWeight {
   // dtype (the int8 and bf16 panel kernels quantise or round rows themselves).
   bool takes_float_rows() const { return int8_gemm() || bf16_gemm() || compute_ == at::kFloat; }
   at::ScalarType stored_type() const {
-    return int8_gemm() ? at::kChar : bf16_gemm() ? at::kBFloat16 : w_.scalar_type();
+    return int8_gemm() ? at::kChar : bf16_gemm() ? at::kBFloat16 : w_.defined() ? w_.scalar_type() : at::kFloat;
   }
   // Matrix e of a stack (a view sharing storage).
   LinearWeight Matrix(int64_t e) const;
@@ -82,7 +82,8 @@ class LinearWeight {
   int64_t nbytes() const;
 
  private:
-  at::Tensor w_;      // [.., in, out] (transposed): f32 or bf16 values, or int8; undefined with int8_panels_
+  at::Tensor w_;      // [.., in, out] (transposed): f32 or bf16 values, or int8; undefined with int8_panels_,
+                      // bf16_panels_, or a stack kept in panels_ only
   at::Tensor scale_;  // [.., out] float32 when int8, else undefined
   // int8 on a CPU with an int8 kernel: [.., Int8PanelBytes] int8 and
   // [.., Int8ColumnTerms] int32 (int8_gemm.h), in place of w_.
@@ -92,10 +93,19 @@ class LinearWeight {
   at::Tensor bf16_panels_;
   int64_t in_ = 0, out_ = 0;
   // f32 CPU matrices of at most kPanelMaxBytes, also packed for the few-row
-  // kernel (panel_gemm.h): [.., out / 16, in, 16]; else undefined.
+  // kernel (panel_gemm.h): [.., out / 16, in, 16]; else undefined. Stacks
+  // of larger f32 matrices (experts) are kept packed only, in place of w_,
+  // on AVX-512 CPUs:
+  // read in place ([in, out] rows), each k of a 16-column block is another
+  // page of w, and their GEMMs ran at 0.18-0.33 of the FMA peak against
+  // 0.47-0.75 packed (bench/gemm_kernels, 1024 x 512 experts, a Xeon).
   at::Tensor panels_;
   static constexpr int64_t kPanelMaxBytes = 1 << 20;
   bool WantsPanels(int64_t in, int64_t out) const;
+  // Whether a stack of f32 matrices [in, out] in `format` is kept packed
+  // only (see panels_).
+  static bool PanelsOnly(const WeightFormat& format, at::ScalarType compute, at::Device device, int64_t in,
+                         int64_t out);
   // Packs the int8 matrix q [out, in] as matrix e of int8_panels_.
   void PackInt8(int64_t e, const at::Tensor& q);
   // The int8 values [.., in, out], from w_ or unpacked from the panels.

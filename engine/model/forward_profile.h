@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "engine/kernels/linear_weight.h"
+
 namespace moeedb {
 
 enum class ForwardStage : int {
@@ -28,6 +30,11 @@ const char* ForwardStageName(ForwardStage s);
 
 struct ForwardProfileTotals {
   std::array<int64_t, static_cast<int>(ForwardStage::kCount)> ns{};
+  // The arithmetic each stage did (a multiply-add counts 2) and the matmul
+  // weight bytes it read, as its kernels report them (CountStageWork): what
+  // a roofline divides by the stage's time.
+  std::array<double, static_cast<int>(ForwardStage::kCount)> flops{};
+  std::array<double, static_cast<int>(ForwardStage::kCount)> weight_bytes{};
   int64_t forwards = 0;  // forward passes
   int64_t rows = 0;      // tokens those forwards carried
 };
@@ -39,7 +46,16 @@ void CountForward(int64_t rows);
 // The totals since the last call (or since enabled), and resets them.
 ForwardProfileTotals TakeForwardProfile();
 
-// Adds the time from construction to destruction to `stage`, when enabled.
+// Adds `flops` and `weight_bytes` to the stage this thread's innermost open
+// StageTimer times (nothing outside one, or when disabled). A kernel's caller
+// reports its work where it knows the shapes: the timers stay where they are.
+void CountStageWork(double flops, double weight_bytes);
+
+// CountStageWork for `rows` rows through w (one matrix of it, read once).
+void CountMatmul(const LinearWeight& w, int64_t rows);
+
+// Adds the time from construction to destruction to `stage`, when enabled,
+// and makes `stage` this thread's stage for CountStageWork until then.
 class StageTimer {
  public:
   explicit StageTimer(ForwardStage stage);
@@ -49,6 +65,7 @@ class StageTimer {
 
  private:
   ForwardStage stage_;
+  int previous_stage_ = -1;  // the enclosing timer's stage on this thread
   bool on_;
   std::chrono::steady_clock::time_point start_;
 };

@@ -36,6 +36,8 @@ at::Tensor RotateHalf(const at::Tensor& x) {
 
 // SwiGLU with a fused [2I, H] gate/up weight; x and the result in the compute dtype.
 at::Tensor SwiGluWeights(const at::Tensor& x, const LinearWeight& gate_up, const LinearWeight& down) {
+  CountMatmul(gate_up, x.size(0));
+  CountMatmul(down, x.size(0));
   at::Tensor gu = gate_up.Apply(x);
   const int64_t inter = gu.size(1) / 2;
   return down.Apply(at::silu(gu.narrow(1, 0, inter)).mul_(gu.narrow(1, inter, inter)));
@@ -191,6 +193,9 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     at::Tensor q, k, v;
     {
       StageTimer timer(ForwardStage::kProjections);
+      CountMatmul(L.wq, all_queries ? h.size(0) : q_rows.size(0));
+      CountMatmul(L.wk, h.size(0));
+      CountMatmul(L.wv, h.size(0));
       q = AddBias(L.wq.Apply(all_queries ? h : h.index_select(0, q_rows)), L.bq).to(at::kFloat);
       k = AddBias(L.wk.Apply(h), L.bk).to(at::kFloat);
       v = AddBias(L.wv.Apply(h), L.bv);
@@ -237,6 +242,11 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     const at::Tensor qc = q.to(at::kFloat).contiguous(), kc = k.to(at::kFloat).contiguous(),
                      vc = v.to(at::kFloat).contiguous();
     at::Tensor o = at::empty({qc.size(0), nh * hd}, qc.options());
+    if (ForwardProfileEnabled()) {  // each query row against its keys (up to q_pos), scores and values
+      double keys = 0;
+      for (int64_t r = 0; r < qc.size(0); ++r) keys += static_cast<double>(q_pos[r] + 1);
+      CountStageWork(4.0 * static_cast<double>(nh * hd) * keys, 0);
+    }
     PackedAttentionF32(attention_shape, qc.data_ptr<float>(), nh * hd, kc.data_ptr<float>(), vc.data_ptr<float>(),
                        nkv * hd, q_text, q_pos, qc.size(0), text_start.data(), o.data_ptr<float>());
     return o;
@@ -306,6 +316,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     at::Tensor attn_out;
     {
       StageTimer timer(ForwardStage::kProjections);
+      CountMatmul(L.wo, attn.size(0));
       attn_out = AddBias(L.wo.Apply(attn), L.bo).to(at::kFloat);
     }
     attn.reset();

@@ -172,6 +172,7 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
   Routing routing;
   {
     StageTimer timer(ForwardStage::kRouting);
+    CountStageWork(2.0 * static_cast<double>(x.size(0) * x.size(1) * E), static_cast<double>(x.size(1) * E * 4));
     routing = Route(x, policy);
   }
   if (router_logits != nullptr) *router_logits = routing.logits;
@@ -211,6 +212,14 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
     // These paths interleave their GEMMs (ATen's) with the gathers and
     // scatters around them: all of it counts as the experts' GEMMs.
     StageTimer timer(ForwardStage::kExpertGemm);
+    if (ForwardProfileEnabled()) {  // every pair through both matrices; each expert with rows read once
+      const double pairs = static_cast<double>(x.size(0) * k);
+      const double used = static_cast<double>(g.counts.gt(0).sum().item<int64_t>());
+      const double gu = static_cast<double>(gate_up_.in_features() * gate_up_.out_features());
+      const double dn = static_cast<double>(down_.in_features() * down_.out_features());
+      CountStageWork(2.0 * pairs * (gu + dn), used * (gu * c10::elementSize(gate_up_.stored_type()) +
+                                                      dn * c10::elementSize(down_.stored_type())));
+    }
     out = batched ? RunExpertsBatched(xc, g) : grouped ? RunExpertsGrouped(xc, g) : RunExpertsLoop(xc, g);
   }
   AddSharedExpert(x, xc, &out);
@@ -220,6 +229,8 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
 void MoeBlock::AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Tensor* out) const {
   if (shared_kind_ == SharedExpertKind::kNone) return;
   StageTimer timer(ForwardStage::kProjections);
+  CountMatmul(shared_gate_up_, x.size(0));
+  CountMatmul(shared_down_, x.size(0));
   at::Tensor s = shared_down_.Apply(SiluGlu(shared_gate_up_.Apply(xc))).to(at::kFloat);
   if (shared_kind_ == SharedExpertKind::kSigmoidGated) s.mul_(at::sigmoid(at::linear(x, shared_gate_)));
   out->add_(s);
@@ -268,6 +279,7 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
   const bool int8 = has_int8_experts(), bf16 = has_bf16_experts(), packed = has_packed_experts();
   auto gemm = [int8, bf16, packed](const LinearWeight& w, int64_t e, int64_t c, const float* a, int64_t lda, float* y,
                                    int64_t ldy) {
+    CountMatmul(w, c);
     if (bf16) {
       Bf16GemmF32(c, w.out_features(), w.in_features(), a, lda, w.bf16_panels(e), y, ldy);
     } else if (int8) {

@@ -1,10 +1,10 @@
-// The AVX512-BF16 GEMM against a plain loop written here, in double, over
-// the bf16 values of w and of x rounded here bit by bit (round to nearest,
-// ties to even): every row-tile and column-panel remainder, K odd, N not a
-// multiple of 16, wide leading dimensions. Also: the rounding against
-// hand-derived bit patterns, packing round-trips, and columns past N stay
-// untouched. Where the CPU lacks AVX512-BF16 the portable loop is what runs,
-// and the same assertions hold for it.
+// The bf16 GEMM, on every path this CPU can run (vdpbf16ps, widened to
+// float32 with FMA, the portable loop), against a plain loop written here,
+// in double, over the bf16 values of w and of x rounded here bit by bit
+// (round to nearest, ties to even; the widening path multiplies x as it
+// is): every row-tile and column-panel remainder, K odd, N not a multiple of
+// 16, wide leading dimensions. Also: the rounding against hand-derived bit
+// patterns, packing round-trips, and columns past N stay untouched.
 #include "engine/kernels/bf16_gemm.h"
 
 #include <gtest/gtest.h>
@@ -35,16 +35,27 @@ double RoundToBf16(float f) {
   return out;
 }
 
-// Column n of x_row · w in double over the bf16 values (x rounded here), and
-// in *mag the sum of the products' magnitudes (the error scale).
-double ReferenceDot(const float* x_row, const std::vector<uint16_t>& w, int64_t K, int64_t N, int64_t n, double* mag) {
+// The paths this CPU runs.
+std::vector<Bf16GemmPath> RunnablePaths() {
+  std::vector<Bf16GemmPath> out;
+  for (Bf16GemmPath p : {Bf16GemmPath::kNone, Bf16GemmPath::kDot, Bf16GemmPath::kWiden})
+    if (Bf16GemmPathRuns(p)) out.push_back(p);
+  return out;
+}
+
+// Column n of x_row · w in double over the bf16 values of w and of x
+// (rounded here, unless the path multiplies x unrounded), and in *mag the
+// sum of the products' magnitudes (the error scale).
+double ReferenceDot(Bf16GemmPath path, const float* x_row, const std::vector<uint16_t>& w, int64_t K, int64_t N,
+                    int64_t n, double* mag) {
   double ref = 0;
   *mag = 0;
   for (int64_t k = 0; k < K; ++k) {
     uint32_t bits = static_cast<uint32_t>(w[k * N + n]) << 16;
     float wv;
     std::memcpy(&wv, &bits, 4);
-    const double p = RoundToBf16(x_row[k]) * wv;
+    const double xv = path == Bf16GemmPath::kWiden ? static_cast<double>(x_row[k]) : RoundToBf16(x_row[k]);
+    const double p = xv * wv;
     ref += p;
     *mag += std::fabs(p);
   }
@@ -64,40 +75,44 @@ TEST(Bf16Gemm, RoundsToNearestEven) {
 }
 
 TEST(Bf16Gemm, MatchesAPlainLoopOverTheRoundedValues) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1, 1);
-  int checked = 0;
-  for (int64_t M : {1, 2, 5, 6, 7, 13, 40})
-    for (int64_t N : {16, 24, 64, 70, 130})
-      for (int64_t K : {1, 2, 7, 64, 131}) {
-        const int64_t ldx = K + 3, ldy = N + 2;
-        std::vector<float> x(M * ldx), y(M * ldy, 42.0f);
-        std::vector<uint16_t> w(K * N), panels(Bf16PanelElements(K, N)), back(K * N);
-        for (auto& v : x) v = u(rng);
-        for (auto& v : w) v = Bf16FromFloat(u(rng));
-        PackBf16Panels(w.data(), K, N, panels.data());
-        UnpackBf16Panels(panels.data(), K, N, back.data());
-        ASSERT_EQ(back, w);
-        Bf16GemmF32(M, N, K, x.data(), ldx, panels.data(), y.data(), ldy);
-        for (int64_t m = 0; m < M; ++m) {
-          for (int64_t n = 0; n < N; ++n) {
-            double mag = 0;
-            const double ref = ReferenceDot(x.data() + m * ldx, w, K, N, n, &mag);
-            // Products of two bf16 values are exact in float; only the float
-            // sums round: K additions of relative error 2^-24 each.
-            ASSERT_NEAR(y[m * ldy + n], ref, 1e-6 * (1 + mag)) << M << " " << N << " " << K;
+  for (Bf16GemmPath path : RunnablePaths()) {
+    SCOPED_TRACE(Bf16GemmPathName(path));
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    int checked = 0;
+    for (int64_t M : {1, 2, 5, 6, 7, 13, 40})
+      for (int64_t N : {16, 24, 64, 70, 130})
+        for (int64_t K : {1, 2, 7, 64, 131}) {
+          const int64_t ldx = K + 3, ldy = N + 2;
+          std::vector<float> x(M * ldx), y(M * ldy, 42.0f);
+          std::vector<uint16_t> w(K * N), panels(Bf16PanelElements(K, N)), back(K * N);
+          for (auto& v : x) v = u(rng);
+          for (auto& v : w) v = Bf16FromFloat(u(rng));
+          PackBf16Panels(w.data(), K, N, panels.data());
+          UnpackBf16Panels(panels.data(), K, N, back.data());
+          ASSERT_EQ(back, w);
+          Bf16GemmF32(path, M, N, K, x.data(), ldx, panels.data(), y.data(), ldy);
+          for (int64_t m = 0; m < M; ++m) {
+            for (int64_t n = 0; n < N; ++n) {
+              double mag = 0;
+              const double ref = ReferenceDot(path, x.data() + m * ldx, w, K, N, n, &mag);
+              // Products of two bf16 values (or of a bf16 value and a float,
+              // in an FMA) are exact; only the float sums round: K additions
+              // of relative error 2^-24 each.
+              ASSERT_NEAR(y[m * ldy + n], ref, 1e-6 * (1 + mag)) << M << " " << N << " " << K;
+            }
+            for (int64_t n = N; n < ldy; ++n) ASSERT_EQ(y[m * ldy + n], 42.0f);  // past N: untouched
           }
-          for (int64_t n = N; n < ldy; ++n) ASSERT_EQ(y[m * ldy + n], 42.0f);  // past N: untouched
+          ++checked;
         }
-        ++checked;
-      }
-  EXPECT_EQ(checked, 7 * 5 * 5);
+    EXPECT_EQ(checked, 7 * 5 * 5);
+  }
 }
 
 TEST(Bf16Gemm, ManyRowsGiveEachRowAsAloneAtAnyThreadCount) {
   // Enough rows for several L2 row blocks (register_tiles.h): every row must
   // come out bit for bit as the same row multiplied alone, with one compute
-  // thread or two, and agree with the plain loop over the rounded values.
+  // thread or two, and agree with the plain loop, on every path.
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> u(-1, 1);
   const int64_t M = 700, N = 40, K = 1024;
@@ -107,21 +122,25 @@ TEST(Bf16Gemm, ManyRowsGiveEachRowAsAloneAtAnyThreadCount) {
   for (auto& v : w) v = Bf16FromFloat(u(rng));
   PackBf16Panels(w.data(), K, N, panels.data());
   const int threads = ComputeThreads();
-  std::vector<float> alone(M * N);
-  for (int64_t m = 0; m < M; ++m) Bf16GemmF32(1, N, K, x.data() + m * K, K, panels.data(), alone.data() + m * N, N);
-  for (int t : {1, 2}) {
-    SetComputeThreads(t);
-    std::vector<float> y(M * N, 42.0f);
-    Bf16GemmF32(M, N, K, x.data(), K, panels.data(), y.data(), N);
-    ASSERT_EQ(y, alone) << t << " threads";
-  }
-  SetComputeThreads(threads);
-  for (int64_t m : {int64_t{0}, int64_t{255}, int64_t{256}, M - 1})
-    for (int64_t n = 0; n < N; ++n) {
-      double mag = 0;
-      const double ref = ReferenceDot(x.data() + m * K, w, K, N, n, &mag);
-      ASSERT_NEAR(alone[m * N + n], ref, 1e-6 * (1 + mag)) << m << " " << n;
+  for (Bf16GemmPath path : RunnablePaths()) {
+    SCOPED_TRACE(Bf16GemmPathName(path));
+    std::vector<float> alone(M * N);
+    for (int64_t m = 0; m < M; ++m)
+      Bf16GemmF32(path, 1, N, K, x.data() + m * K, K, panels.data(), alone.data() + m * N, N);
+    for (int t : {1, 2}) {
+      SetComputeThreads(t);
+      std::vector<float> y(M * N, 42.0f);
+      Bf16GemmF32(path, M, N, K, x.data(), K, panels.data(), y.data(), N);
+      ASSERT_EQ(y, alone) << t << " threads";
     }
+    SetComputeThreads(threads);
+    for (int64_t m : {int64_t{0}, int64_t{255}, int64_t{256}, M - 1})
+      for (int64_t n = 0; n < N; ++n) {
+        double mag = 0;
+        const double ref = ReferenceDot(path, x.data() + m * K, w, K, N, n, &mag);
+        ASSERT_NEAR(alone[m * N + n], ref, 1e-6 * (1 + mag)) << m << " " << n;
+      }
+  }
 }
 
 }  // namespace

@@ -91,6 +91,34 @@ TEST(LinearWeightTest, EachFormatComputesXTimesWTransposed) {
   EXPECT_TRUE(at::allclose(st.Matrix(1).Apply(x), -st.Matrix(0).Apply(x)));
 }
 
+// A stack of f32 matrices over 1 MB each (experts) is kept in 16-column
+// panels only, on AVX-512 CPUs: no second copy, and everywhere every way
+// of reading it (ToFloat, Dense, a matrix's Apply) gives the matrices back.
+TEST(LinearWeightTest, LargeFloatStacksAreKeptPackedOnly) {
+  at::manual_seed(2);
+  const int64_t E = 3, out = 1024, in = 320;  // 1.25 MB a matrix
+  at::Tensor w = at::randn({E, out, in}), x = at::randn({7, in});
+  for (bool stacked : {true, false}) {
+    LinearWeight lw;
+    if (stacked) {
+      lw = LinearWeight::From(w, {}, at::kCPU);
+    } else {  // the per-expert layout: one matrix at a time
+      lw = LinearWeight::Stack(E, out, in, {}, at::kCPU);
+      for (int64_t e = 0; e < E; ++e) lw.Set(e, w[e]);
+    }
+    SCOPED_TRACE(stacked ? "From" : "Stack + Set");
+    if (PanelGemmAvailable() && RowsGemmPathInUse() == SimdLevel::kAvx512) {
+      EXPECT_EQ(lw.nbytes(), E * out * in * 4);  // the panels alone
+      EXPECT_NE(lw.packed_panels(1), nullptr);
+      EXPECT_EQ(lw.float_rows(1), nullptr);
+    }
+    EXPECT_EQ(lw.stored_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(lw.ToFloat(), w));
+    EXPECT_TRUE(at::equal(lw.Dense(), w));
+    for (int64_t e = 0; e < E; ++e) EXPECT_TRUE(at::allclose(lw.Matrix(e).Apply(x), at::linear(x, w[e]), 1e-4, 1e-4));
+  }
+}
+
 TEST(LoadOptionsTest, BadValuesAreClearErrors) {
   EXPECT_FALSE(kComputeDtypes.Parse("fp8").ok());
   EXPECT_NE(kComputeDtypes.Parse("fp8").status().message().find("f32 or bf16"), std::string::npos);
