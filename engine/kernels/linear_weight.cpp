@@ -84,7 +84,7 @@ void LinearWeight::PackInt8(int64_t e, const at::Tensor& q) {
 }
 
 at::Tensor LinearWeight::Values() const {
-  if (!w_.defined() && panels_.defined()) {  // a stack kept packed only
+  if (!w_.defined() && panels_.defined()) {  // kept packed only
     const int64_t E = panels_.dim() == 4 ? panels_.size(0) : 1;
     at::Tensor out = at::empty({E, in_, out_}, at::kFloat);
     const float* src = panels_.data_ptr<float>();
@@ -148,11 +148,12 @@ LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format,
     lw.w_ = w.transpose(-2, -1).to(device, StoredType(format)).contiguous();
   }
   const int64_t in = lw.in_features(), out = lw.out_features();
-  if (w.dim() == 3 && PanelsOnly(format, lw.compute_, device, in, out)) {
-    const int64_t E = w.size(0);
+  if (PanelsOnly(format, lw.compute_, device, in, out)) {
+    const int64_t E = w.dim() == 3 ? w.size(0) : 1;
     lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);
     for (int64_t e = 0; e < E; ++e)
       PackPanels(lw.w_.data_ptr<float>() + e * in * out, in, out, lw.panels_.data_ptr<float>() + e * in * out);
+    if (w.dim() == 2) lw.panels_ = lw.panels_.select(0, 0);
     lw.w_ = at::Tensor();
     return lw;
   }
@@ -282,21 +283,21 @@ void LinearWeight::ApplyInto(at::Tensor y, const at::Tensor& x) const {
     if (!direct) y.copy_(out);
     return;
   }
+  if (!w_.defined() && panels_.defined()) {  // kept packed only: the packed kernel at any rows, on every thread
+    const at::Tensor xf = x.to(at::kFloat).contiguous();
+    const bool direct = y.scalar_type() == at::kFloat && y.stride(1) == 1;
+    at::Tensor out = direct ? y : at::empty({xf.size(0), out_}, xf.options());
+    PanelGemmF32Parallel(xf.size(0), out_features(), in_features(), xf.data_ptr<float>(), xf.stride(0),
+                         panels_.data_ptr<float>(), out.data_ptr<float>(), out.stride(0));
+    if (!direct) y.copy_(out);
+    return;
+  }
   // Few rows of f32 against a small packed matrix: the packed kernel, which
   // skips BLAS's per-call packing of the weight (panel_gemm.h).
   if (panels_.defined() && x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat && x.stride(1) == 1 &&
       y.stride(1) == 1 && x.size(0) <= PanelGemmMaxRows(in_features(), at::get_num_threads())) {
     PanelGemmF32(x.size(0), out_features(), in_features(), x.data_ptr<float>(), x.stride(0),
                  panels_.data_ptr<float>(), y.data_ptr<float>(), y.stride(0));
-    return;
-  }
-  if (!w_.defined() && panels_.defined()) {  // a matrix of a stack kept packed only: the packed kernel at any rows
-    const at::Tensor xf = x.to(at::kFloat).contiguous();
-    const bool direct = y.scalar_type() == at::kFloat && y.stride(1) == 1;
-    at::Tensor out = direct ? y : at::empty({xf.size(0), out_}, xf.options());
-    PanelGemmF32(xf.size(0), out_features(), in_features(), xf.data_ptr<float>(), xf.stride(0),
-                 panels_.data_ptr<float>(), out.data_ptr<float>(), out.stride(0));
-    if (!direct) y.copy_(out);
     return;
   }
   // Float32 values on a CPU with AVX-512: the rows kernel on w in place, on

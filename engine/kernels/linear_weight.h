@@ -93,17 +93,17 @@ class LinearWeight {
   at::Tensor bf16_panels_;
   int64_t in_ = 0, out_ = 0;
   // f32 CPU matrices of at most kPanelMaxBytes, also packed for the few-row
-  // kernel (panel_gemm.h): [.., out / 16, in, 16]; else undefined. Stacks
-  // of larger f32 matrices (experts) are kept packed only, in place of w_,
-  // on AVX-512 CPUs:
-  // read in place ([in, out] rows), each k of a 16-column block is another
-  // page of w, and their GEMMs ran at 0.18-0.33 of the FMA peak against
-  // 0.47-0.75 packed (bench/gemm_kernels, 1024 x 512 experts, a Xeon).
+  // kernel (panel_gemm.h): [.., out / 16, in, 16]; else undefined. Larger
+  // f32 matrices (experts, projections) are kept packed only, in place of
+  // w_, on AVX-512 CPUs: read in place ([in, out] rows), each k of a
+  // 16-column block is another page of w, and their GEMMs ran at 0.18-0.33
+  // of the FMA peak against 0.47-0.75 packed (bench/gemm_kernels, 1024 x 512
+  // experts, a Xeon).
   at::Tensor panels_;
   static constexpr int64_t kPanelMaxBytes = 1 << 20;
   bool WantsPanels(int64_t in, int64_t out) const;
-  // Whether a stack of f32 matrices [in, out] in `format` is kept packed
-  // only (see panels_).
+  // Whether f32 matrices [in, out] in `format` are kept packed only (see
+  // panels_).
   static bool PanelsOnly(const WeightFormat& format, at::ScalarType compute, at::Device device, int64_t in,
                          int64_t out);
   // Packs the int8 matrix q [out, in] as matrix e of int8_panels_.

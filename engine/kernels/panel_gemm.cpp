@@ -142,6 +142,22 @@ void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, 
   PanelGemmF32(RowsGemmPathInUse(), M, N, K, x, ldx, panels, y, ldy);
 }
 
+void PanelGemmF32Parallel(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels, float* y,
+                          int64_t ldy) {
+  // As RowsGemmF32Parallel: a block's panels (K x 128 floats) stay in L2
+  // across its row tiles; blocks of an even number of panels keep the
+  // 32-column tiles whole.
+  constexpr int64_t kRows = 128, kPanelsPerBlock = 8;
+  const int64_t P = N / 16, rb = (M + kRows - 1) / kRows, cb = (P + kPanelsPerBlock - 1) / kPanelsPerBlock;
+  at::parallel_for(0, rb * cb, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = (t / cb) * kRows, p0 = (t % cb) * kPanelsPerBlock;
+      PanelGemmF32(std::min(kRows, M - r0), std::min(kPanelsPerBlock, P - p0) * 16, K, x + r0 * ldx, ldx,
+                   panels + p0 * K * 16, y + r0 * ldy + p0 * 16, ldy);
+    }
+  });
+}
+
 void PanelGemmF32(SimdLevel path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels,
                   float* y, int64_t ldy) {
 #if defined(__x86_64__)

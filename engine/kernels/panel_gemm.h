@@ -38,6 +38,10 @@ void PackPanels(const float* w, int64_t K, int64_t N, float* panels);
 // paths give the same bits (the same FMAs over k for every element).
 void PanelGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels, float* y,
                   int64_t ldy);
+// PanelGemmF32 on the compute threads (blocks of 128 rows x 8 panels), the
+// same bits as on one thread.
+void PanelGemmF32Parallel(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels, float* y,
+                          int64_t ldy);
 // The same on a given path (anything but AVX-512 on a CPU with it: AVX2).
 void PanelGemmF32(SimdLevel path, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* panels,
                   float* y, int64_t ldy);

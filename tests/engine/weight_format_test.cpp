@@ -13,6 +13,7 @@
 #include "engine/kernels/int8_gemm.h"
 #include "engine/kernels/linear_weight.h"
 #include "engine/kernels/panel_gemm.h"
+#include "engine/kernels/runtime.h"
 #include "engine/model/model.h"
 #include "engine/model/moe_block.h"
 #include "engine/embed/streaming_embedder.h"
@@ -91,7 +92,7 @@ TEST(LinearWeightTest, EachFormatComputesXTimesWTransposed) {
   EXPECT_TRUE(at::allclose(st.Matrix(1).Apply(x), -st.Matrix(0).Apply(x)));
 }
 
-// A stack of f32 matrices over 1 MB each (experts) is kept in 16-column
+// f32 matrices over 1 MB each (experts, projections) are kept in 16-column
 // panels only, on AVX-512 CPUs: no second copy, and everywhere every way
 // of reading it (ToFloat, Dense, a matrix's Apply) gives the matrices back.
 TEST(LinearWeightTest, LargeFloatStacksAreKeptPackedOnly) {
@@ -117,6 +118,19 @@ TEST(LinearWeightTest, LargeFloatStacksAreKeptPackedOnly) {
     EXPECT_TRUE(at::equal(lw.Dense(), w));
     for (int64_t e = 0; e < E; ++e) EXPECT_TRUE(at::allclose(lw.Matrix(e).Apply(x), at::linear(x, w[e]), 1e-4, 1e-4));
   }
+  // One such matrix alone (a projection) too; its product on every compute
+  // thread, rows in several blocks, the same bits as on one.
+  const at::Tensor one = w[1].contiguous(), many = at::randn({300, in});
+  LinearWeight lw = LinearWeight::From(one, {}, at::kCPU);
+  if (PanelGemmAvailable() && RowsGemmPathInUse() == SimdLevel::kAvx512) EXPECT_EQ(lw.nbytes(), out * in * 4);
+  EXPECT_TRUE(at::equal(lw.ToFloat(), one));
+  const int threads = ComputeThreads();
+  SetComputeThreads(1);
+  const at::Tensor alone = lw.Apply(many);
+  SetComputeThreads(2);
+  EXPECT_TRUE(at::equal(lw.Apply(many), alone));
+  SetComputeThreads(threads);
+  EXPECT_TRUE(at::allclose(alone, at::linear(many, one), 1e-4, 1e-4));
 }
 
 TEST(LoadOptionsTest, BadValuesAreClearErrors) {
