@@ -120,7 +120,7 @@ for FMT in $FORMATS; do
     top1) FLAGS="--routing top1"; GG=$(gguf f32-top1) ;;
     *) echo "unknown format $FMT" >&2; exit 2 ;;
   esac
-  best=""; best_rate=0
+  best=""; best_rate=0; def_rate="(not in the sweep)"; def_rss="-"
   for s in $SETTINGS; do
     l=$(llama_rate "$GG" "$s") || l=""
     echo "$FMT sweep: llama.cpp -c,-ub $s: ${l:-failed} tokens/s, peak RSS $(cat "$WORK/rss") MB"

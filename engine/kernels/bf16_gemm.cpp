@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -175,19 +176,24 @@ WidenTileFn WidenTileFor(int r, int c) {
   }
 }
 
-// Instructions a second of `chains` independent chains of one instruction
-// on registers, best of three short runs: the probe that picks the tile.
-template <typename Step>
-double InstructionsPerSecond(Step step) {
-  constexpr int64_t kIterations = 1 << 16;
-  double best = 0;
-  for (int trial = 0; trial < 3; ++trial) {
+// Instructions a second of kProbeChains independent chains of each of two
+// instructions, the best of five short runs each, the two taking turns (so
+// a change in the host's load between them does not tilt the ratio).
+template <typename StepA, typename StepB>
+std::pair<double, double> InstructionsPerSecond(StepA a, StepB b) {
+  constexpr int64_t kIterations = 1 << 17;
+  auto rate = [](auto step) {
     const auto t0 = std::chrono::steady_clock::now();
     step(kIterations);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(kIterations) * kProbeChains / std::max(secs, 1e-9));
+    return static_cast<double>(kIterations) * kProbeChains / std::max(secs, 1e-9);
+  };
+  double best_a = 0, best_b = 0;
+  for (int trial = 0; trial < 5; ++trial) {
+    best_a = std::max(best_a, rate(a));
+    best_b = std::max(best_b, rate(b));
   }
-  return best;
+  return {best_a, best_b};
 }
 
 __attribute__((target("avx512f"))) void FmaSteps(int64_t n) {
@@ -258,7 +264,7 @@ Bf16GemmPath Bf16GemmPathInUse() {
     // spends about one instruction in eight on conversions: it pays where
     // FMAs issue at more than ~2.2x vdpbf16ps's rate (2.5x: a margin for the
     // probe's noise). The 2-core Xeon (Sapphire Rapids class) here: 3.9x.
-    const double fma = InstructionsPerSecond(FmaSteps), dot = InstructionsPerSecond(DotSteps);
+    const auto [fma, dot] = InstructionsPerSecond(FmaSteps, DotSteps);
     return fma > 2.5 * dot ? Bf16GemmPath::kWiden : Bf16GemmPath::kDot;
   }();
   return path;

@@ -20,10 +20,15 @@ namespace moeedb {
 
 // How the kernel multiplies on this CPU, chosen once per process:
 //   kDot    AVX512-BF16's vdpbf16ps on x rounded to bf16 (as at::to does);
-//   kWiden  AVX-512F: each bf16 pair of w widened to float32 in registers,
-//           x's float32 values multiplied in with FMA (not rounded): CPUs
-//           without AVX512-BF16, and those whose vdpbf16ps issues at less
-//           than 1/2.5 of their FMA rate (a probe of both, ~1 ms, decides);
+//   kWiden  AVX-512 (F, BW): each bf16 pair of w widened to float32 in
+//           registers, x's float32 values multiplied in with FMA (not
+//           rounded): CPUs without AVX512-BF16 (Skylake-X to Ice Lake, which
+//           ran bf16 compute on ATen's GEMM before), and those whose
+//           vdpbf16ps issues at less than 1/2.5 of their FMA rate (a probe of
+//           both, a few ms, decides: Intel's here at a quarter, AMD's Zen at
+//           the same rate). The two paths round differently (x to bf16 or
+//           not): a process keeps the path it picked; the ratio measured is
+//           far from the margin on the CPUs seen (3.9x and about 1x);
 //   kNone   the portable loop (no AVX-512, or MOEEDB_BF16_GEMM=off).
 // MOEEDB_BF16_GEMM=dot|widen|off forces a path (benchmarks compare them).
 enum class Bf16GemmPath { kNone, kDot, kWiden };

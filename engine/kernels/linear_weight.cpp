@@ -27,7 +27,7 @@ bool UsesInt8Gemm(const WeightFormat& f, at::ScalarType compute, at::Device devi
 }
 
 // bf16 matrices (one, or a stack: experts) multiplied by the bf16 panel
-// kernel: bf16 values and compute on a CPU with AVX512-BF16.
+// kernel: bf16 values and compute where it runs (bf16_gemm.h).
 bool UsesBf16Gemm(const WeightFormat& f, at::ScalarType compute, at::Device device) {
   return f.quant == WeightQuant::kNone && f.dtype == ComputeDtype::kBF16 && compute == at::kBFloat16 &&
          device.is_cpu() && Bf16GemmAvailable();
@@ -140,6 +140,17 @@ LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format,
     if (!stack) lw.bf16_panels_ = lw.bf16_panels_.select(0, 0);
     return lw;
   }
+  if (PanelsOnly(format, lw.compute_, device, lw.in_, lw.out_)) {
+    // One matrix transposed at a time: no whole second copy of a stack.
+    const int64_t E = w.dim() == 3 ? w.size(0) : 1, in = lw.in_, out = lw.out_;
+    lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);
+    for (int64_t e = 0; e < E; ++e) {
+      const at::Tensor t = (w.dim() == 3 ? w.select(0, e) : w).t().to(at::kFloat).contiguous();
+      PackPanels(t.data_ptr<float>(), in, out, lw.panels_.data_ptr<float>() + e * in * out);
+    }
+    if (w.dim() == 2) lw.panels_ = lw.panels_.select(0, 0);
+    return lw;
+  }
   if (format.quant == WeightQuant::kInt8) {
     QuantizeInt8(w, &lw.w_, &lw.scale_);
     lw.w_ = lw.w_.transpose(-2, -1).contiguous().to(device);
@@ -148,15 +159,6 @@ LinearWeight LinearWeight::From(const at::Tensor& w, const WeightFormat& format,
     lw.w_ = w.transpose(-2, -1).to(device, StoredType(format)).contiguous();
   }
   const int64_t in = lw.in_features(), out = lw.out_features();
-  if (PanelsOnly(format, lw.compute_, device, in, out)) {
-    const int64_t E = w.dim() == 3 ? w.size(0) : 1;
-    lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);
-    for (int64_t e = 0; e < E; ++e)
-      PackPanels(lw.w_.data_ptr<float>() + e * in * out, in, out, lw.panels_.data_ptr<float>() + e * in * out);
-    if (w.dim() == 2) lw.panels_ = lw.panels_.select(0, 0);
-    lw.w_ = at::Tensor();
-    return lw;
-  }
   if (lw.WantsPanels(in, out)) {
     const int64_t E = lw.w_.dim() == 3 ? lw.w_.size(0) : 1;
     lw.panels_ = at::empty({E, out / 16, in, 16}, at::kFloat);

@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "engine/kernels/linear_weight.h"
+
 namespace moeedb {
 
 namespace {

@@ -13,9 +13,9 @@
 #include <chrono>
 #include <cstdint>
 
-#include "engine/kernels/linear_weight.h"
-
 namespace moeedb {
+
+class LinearWeight;
 
 enum class ForwardStage : int {
   kExpertGemm,         // the routed experts' gate/up and down GEMMs (on the ATen paths, with their gathers)

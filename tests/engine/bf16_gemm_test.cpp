@@ -81,7 +81,7 @@ TEST(Bf16Gemm, MatchesAPlainLoopOverTheRoundedValues) {
     std::uniform_real_distribution<float> u(-1, 1);
     int checked = 0;
     for (int64_t M : {1, 2, 5, 6, 7, 13, 40})
-      for (int64_t N : {16, 24, 64, 70, 130})
+      for (int64_t N : {16, 24, 64, 70, 100, 130})
         for (int64_t K : {1, 2, 7, 64, 131}) {
           const int64_t ldx = K + 3, ldy = N + 2;
           std::vector<float> x(M * ldx), y(M * ldy, 42.0f);
@@ -105,7 +105,7 @@ TEST(Bf16Gemm, MatchesAPlainLoopOverTheRoundedValues) {
           }
           ++checked;
         }
-    EXPECT_EQ(checked, 7 * 5 * 5);
+    EXPECT_EQ(checked, 7 * 6 * 5);
   }
 }
 

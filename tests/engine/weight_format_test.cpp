@@ -118,19 +118,25 @@ TEST(LinearWeightTest, LargeFloatStacksAreKeptPackedOnly) {
     EXPECT_TRUE(at::equal(lw.Dense(), w));
     for (int64_t e = 0; e < E; ++e) EXPECT_TRUE(at::allclose(lw.Matrix(e).Apply(x), at::linear(x, w[e]), 1e-4, 1e-4));
   }
-  // One such matrix alone (a projection) too; its product on every compute
-  // thread, rows in several blocks, the same bits as on one.
-  const at::Tensor one = w[1].contiguous(), many = at::randn({300, in});
+  // One such matrix alone (a projection) too, of an odd panel count (65:
+  // a last block of one panel): its product on every compute thread, rows
+  // in several blocks, the same bits as the one-thread kernel's over the
+  // whole matrix.
+  const at::Tensor one = at::randn({1040, in}), many = at::randn({300, in});
   LinearWeight lw = LinearWeight::From(one, {}, at::kCPU);
-  if (PanelGemmAvailable() && RowsGemmPathInUse() == SimdLevel::kAvx512) EXPECT_EQ(lw.nbytes(), out * in * 4);
   EXPECT_TRUE(at::equal(lw.ToFloat(), one));
-  const int threads = ComputeThreads();
-  SetComputeThreads(1);
-  const at::Tensor alone = lw.Apply(many);
-  SetComputeThreads(2);
-  EXPECT_TRUE(at::equal(lw.Apply(many), alone));
-  SetComputeThreads(threads);
-  EXPECT_TRUE(at::allclose(alone, at::linear(many, one), 1e-4, 1e-4));
+  if (PanelGemmAvailable() && RowsGemmPathInUse() == SimdLevel::kAvx512) {
+    EXPECT_EQ(lw.nbytes(), 1040 * in * 4);
+    at::Tensor whole = at::empty({300, 1040});
+    PanelGemmF32(300, 1040, in, many.data_ptr<float>(), in, lw.packed_panels(), whole.data_ptr<float>(), 1040);
+    const int threads = ComputeThreads();
+    for (int t : {1, 2}) {
+      SetComputeThreads(t);
+      EXPECT_TRUE(at::equal(lw.Apply(many), whole)) << t << " threads";
+    }
+    SetComputeThreads(threads);
+  }
+  EXPECT_TRUE(at::allclose(lw.Apply(many), at::linear(many, one), 1e-4, 1e-4));
 }
 
 TEST(LoadOptionsTest, BadValuesAreClearErrors) {
