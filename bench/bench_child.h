@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -92,6 +94,23 @@ inline std::string Flag(const std::string& name, const std::string& def = "") {
 }
 inline int64_t IntFlag(const std::string& name, int64_t def) { return BenchFlags::Current()->Int(name, def); }
 [[noreturn]] inline void Die(const std::string& message) { BenchFlags::Current()->Die(message); }
+
+// The items of a comma-separated flag value, empty ones left out.
+inline std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// The median of a benchmark's repeats (NaN for none).
+inline double Median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 // A child's configuration word, "dtype:quant:routing" (e.g. "bf16::top1");
 // parts left out are empty.

@@ -5,10 +5,10 @@
 // the same run as the stage, as the CPU's clock (AVX-512 licences, turbo)
 // and a shared host's load change between runs.
 //
-// Each peak runs kPeakChains independent accumulator chains of one
-// instruction on registers only (no loads), so it is bound by the
-// instruction's throughput, not its latency; the best of kPeakTrials timed
-// runs, on `threads` threads at once (each its own loop), summed.
+// Each peak runs the engine's instruction timer (instruction_rate.h: its
+// independent chains of one instruction on registers only); the best of
+// kPeakTrials timed runs, on `threads` threads at once (each its own loop),
+// summed.
 #pragma once
 
 #include <immintrin.h>
@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/kernels/instruction_rate.h"
+
 namespace moeedb::bench {
 
 struct PeakRate {
@@ -31,7 +33,6 @@ struct PeakRate {
 
 namespace peak_detail {
 
-constexpr int kPeakChains = 12;  // > latency x issue width of every instruction timed here
 constexpr int kPeakTrials = 3;
 constexpr int64_t kPeakIterations = int64_t{1} << 24;
 
@@ -58,83 +59,8 @@ double BestSeconds(int threads, Body body) {
   return best;
 }
 
-// The chains' sum, kept so the loop is not optimised away.
+// The read loop's sum, kept so the loop is not optimised away.
 inline std::atomic<double> g_sink{0};
-
-__attribute__((target("avx512f"))) inline void FmaAvx512(int64_t n) {
-  __m512 acc[kPeakChains];
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
-  for (auto& v : acc) v = _mm512_set1_ps(1.0f);
-  for (int64_t i = 0; i < n; ++i)
-    for (auto& v : acc) v = _mm512_fmadd_ps(v, a, b);
-  __m512 s = acc[0];
-  for (int j = 1; j < kPeakChains; ++j) s = _mm512_add_ps(s, acc[j]);
-  g_sink.store(_mm512_reduce_add_ps(s));
-}
-
-__attribute__((target("avx2,fma"))) inline void FmaAvx2(int64_t n) {
-  __m256 acc[kPeakChains];
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
-  for (auto& v : acc) v = _mm256_set1_ps(1.0f);
-  for (int64_t i = 0; i < n; ++i)
-    for (auto& v : acc) v = _mm256_fmadd_ps(v, a, b);
-  float out[8];
-  __m256 s = acc[0];
-  for (int j = 1; j < kPeakChains; ++j) s = _mm256_add_ps(s, acc[j]);
-  _mm256_storeu_ps(out, s);
-  g_sink.store(out[0]);
-}
-
-__attribute__((target("avx512f,avx512bf16"))) inline void DotBf16Avx512(int64_t n) {
-  __m512 acc[kPeakChains];
-  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3a83);  // 1.0, ~1e-3
-  for (auto& v : acc) v = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; ++i)
-    for (auto& v : acc) v = _mm512_dpbf16_ps(v, a, b);
-  __m512 s = acc[0];
-  for (int j = 1; j < kPeakChains; ++j) s = _mm512_add_ps(s, acc[j]);
-  g_sink.store(_mm512_reduce_add_ps(s));
-}
-
-__attribute__((target("avx512f,avx512vnni"))) inline void DotInt8Avx512(int64_t n) {
-  __m512i acc[kPeakChains];
-  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
-  for (auto& v : acc) v = _mm512_setzero_si512();
-  // In place by hand: GCC 12 copies and spills each accumulator around
-  // _mm512_dpbusd_epi32 (as it did in the int8 kernel's tile).
-  for (int64_t i = 0; i < n; ++i)
-#pragma GCC unroll 12
-    for (int j = 0; j < kPeakChains; ++j) {
-      __m512i v = acc[j];
-      asm("vpdpbusd %2, %1, %0" : "+v"(v) : "v"(a), "v"(b));
-      acc[j] = v;
-    }
-  __m512i s = acc[0];
-  for (int j = 1; j < kPeakChains; ++j) s = _mm512_add_epi32(s, acc[j]);
-  g_sink.store(_mm512_reduce_add_epi32(s));
-}
-
-// The AVX2 int8 kernel's instruction pair: int8 widened to int16 at load,
-// vpmaddwd (16 multiply-adds into 8 int32 sums) then vpaddd. Written out:
-// with constant operands the compiler hoists the intrinsic's vpmaddwd out
-// of the loop and times the adds alone.
-__attribute__((target("avx2"))) inline void DotInt16Avx2(int64_t n) {
-  __m256i acc[kPeakChains];
-  const __m256i a = _mm256_set1_epi16(3), b = _mm256_set1_epi16(-2);
-  for (auto& v : acc) v = _mm256_setzero_si256();
-  for (int64_t i = 0; i < n; ++i)
-#pragma GCC unroll 12
-    for (int j = 0; j < kPeakChains; ++j) {
-      __m256i v = acc[j], t;
-      asm volatile("vpmaddwd %3, %2, %1\n\tvpaddd %1, %0, %0" : "+v"(v), "=&v"(t) : "v"(a), "v"(b));
-      acc[j] = v;
-    }
-  __m256i s = acc[0];
-  for (int j = 1; j < kPeakChains; ++j) s = _mm256_add_epi32(s, acc[j]);
-  int out[8];
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), s);
-  g_sink.store(out[0]);
-}
 
 // Four ymm accumulators over n floats (n a multiple of 32): the loads, not
 // the adds, bound it.
@@ -159,37 +85,32 @@ inline void SumFloats(const float* p, size_t n) {
   g_sink.store(acc[0]);
 }
 
-template <void (*Loop)(int64_t)>
-double OpsPerSecond(int threads, double ops_per_instruction) {
-  const double secs = BestSeconds(threads, [](int) { Loop(kPeakIterations); });
-  return threads * ops_per_instruction * kPeakChains * static_cast<double>(kPeakIterations) / secs;
+// The instruction's operations a second on `threads` threads at once
+// (engine/kernels/instruction_rate.h), with its name; empty where the CPU
+// lacks it.
+inline PeakRate InstructionPeak(TimedInstruction i, int threads) {
+  if (!TimedInstructionRuns(i)) return {};
+  const double secs = BestSeconds(threads, [i](int) { TimeInstruction(i, kPeakIterations); });
+  return {TimedInstructionName(i), threads * TimedInstructionOperations(i) * kInstructionChains *
+                                       static_cast<double>(kPeakIterations) / secs};
 }
 
 }  // namespace peak_detail
 
 // f32 multiply-adds: vfmadd231ps on zmm (AVX-512) or ymm.
 inline PeakRate PeakF32(int threads) {
-  using namespace peak_detail;
-  if (__builtin_cpu_supports("avx512f")) return {"vfmadd231ps zmm", OpsPerSecond<FmaAvx512>(threads, 32)};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {"vfmadd231ps ymm", OpsPerSecond<FmaAvx2>(threads, 16)};
-  return {};
+  const PeakRate zmm = peak_detail::InstructionPeak(TimedInstruction::kFmaZmm, threads);
+  return zmm.instruction.empty() ? peak_detail::InstructionPeak(TimedInstruction::kFmaYmm, threads) : zmm;
 }
 
 // bf16 pairs into f32: vdpbf16ps zmm (32 multiply-adds), AVX512-BF16 only.
-inline PeakRate PeakBf16(int threads) {
-  using namespace peak_detail;
-  if (__builtin_cpu_supports("avx512bf16")) return {"vdpbf16ps zmm", OpsPerSecond<DotBf16Avx512>(threads, 64)};
-  return {};
-}
+inline PeakRate PeakBf16(int threads) { return peak_detail::InstructionPeak(TimedInstruction::kDotBf16Zmm, threads); }
 
 // u8 x s8 quads into int32: vpdpbusd zmm (64 multiply-adds) with
 // AVX512-VNNI, else the AVX2 kernel's vpmaddwd + vpaddd (16).
 inline PeakRate PeakInt8(int threads) {
-  using namespace peak_detail;
-  if (__builtin_cpu_supports("avx512vnni")) return {"vpdpbusd zmm", OpsPerSecond<DotInt8Avx512>(threads, 128)};
-  if (__builtin_cpu_supports("avx2")) return {"vpmaddwd+vpaddd ymm", OpsPerSecond<DotInt16Avx2>(threads, 32)};
-  return {};
+  const PeakRate vnni = peak_detail::InstructionPeak(TimedInstruction::kDotInt8Zmm, threads);
+  return vnni.instruction.empty() ? peak_detail::InstructionPeak(TimedInstruction::kMaddInt16Ymm, threads) : vnni;
 }
 
 // Bytes/s at which `threads` threads read memory together: each sums its

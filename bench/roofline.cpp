@@ -56,20 +56,6 @@ namespace {
 
 constexpr int kStages = static_cast<int>(m::ForwardStage::kCount);
 
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? std::nan("") : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // One case's run: tokens/s and per stage thread-ns, flops and weight bytes.
 json Measure(const m::Embedder& embedder, const std::vector<std::vector<std::vector<int32_t>>>& streams,
              int threads_per_forward) {

@@ -3,19 +3,17 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "engine/kernels/instruction_rate.h"
 #include "engine/kernels/register_tiles.h"
 
 namespace moeedb {
@@ -28,7 +26,6 @@ constexpr int kPanels = 4;  // 16-column panels per register tile (6 x 4 accumul
 // vectors and 2 broadcasts of x live beside them (of 32 registers).
 constexpr int kWidenRows = 8;
 constexpr int kWidenPanels = 2;
-constexpr int kProbeChains = 12;  // independent chains in the probe: more than latency x throughput
 
 int64_t Pairs(int64_t K) { return (K + 1) / 2; }
 int64_t Panels(int64_t N) { return (N + 15) / 16; }
@@ -43,8 +40,6 @@ int64_t PanelIndex(int64_t G, int64_t P, int64_t k, int64_t j) {
 }
 
 #if defined(__x86_64__)
-
-std::atomic<float> g_probe_sink{0};  // keeps the probe's chains
 
 // Row x[0..K) as bf16 (round to nearest even), padded with zeros to Kp.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void RoundRowAvx512(const float* x, int64_t K, int64_t Kp,
@@ -176,46 +171,6 @@ WidenTileFn WidenTileFor(int r, int c) {
   }
 }
 
-// Instructions a second of kProbeChains independent chains of each of two
-// instructions, the best of five short runs each, the two taking turns (so
-// a change in the host's load between them does not tilt the ratio).
-template <typename StepA, typename StepB>
-std::pair<double, double> InstructionsPerSecond(StepA a, StepB b) {
-  constexpr int64_t kIterations = 1 << 17;
-  auto rate = [](auto step) {
-    const auto t0 = std::chrono::steady_clock::now();
-    step(kIterations);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return static_cast<double>(kIterations) * kProbeChains / std::max(secs, 1e-9);
-  };
-  double best_a = 0, best_b = 0;
-  for (int trial = 0; trial < 5; ++trial) {
-    best_a = std::max(best_a, rate(a));
-    best_b = std::max(best_b, rate(b));
-  }
-  return {best_a, best_b};
-}
-
-__attribute__((target("avx512f"))) void FmaSteps(int64_t n) {
-  __m512 acc[kProbeChains];
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
-  for (auto& v : acc) v = _mm512_set1_ps(1.0f);
-  for (int64_t i = 0; i < n; ++i)
-    for (auto& v : acc) v = _mm512_fmadd_ps(v, a, b);
-  for (int j = 1; j < kProbeChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
-  g_probe_sink.store(_mm512_reduce_add_ps(acc[0]));
-}
-
-__attribute__((target("avx512f,avx512bf16"))) void DotSteps(int64_t n) {
-  __m512 acc[kProbeChains];
-  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3a83);
-  for (auto& v : acc) v = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; ++i)
-    for (auto& v : acc) v = _mm512_dpbf16_ps(v, a, b);
-  for (int j = 1; j < kProbeChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
-  g_probe_sink.store(_mm512_reduce_add_ps(acc[0]));
-}
-
 bool CpuHasAvx512Bw() {
   static const bool on = [] {
     __builtin_cpu_init();
@@ -264,7 +219,16 @@ Bf16GemmPath Bf16GemmPathInUse() {
     // spends about one instruction in eight on conversions: it pays where
     // FMAs issue at more than ~2.2x vdpbf16ps's rate (2.5x: a margin for the
     // probe's noise). The 2-core Xeon (Sapphire Rapids class) here: 3.9x.
-    const auto [fma, dot] = InstructionsPerSecond(FmaSteps, DotSteps);
+    // Instructions a second, the best of five short runs each, the two
+    // taking turns (so a change in the host's load between them does not
+    // tilt the ratio).
+    constexpr int64_t kSteps = 1 << 17;
+    double fma = 0, dot = 0;
+    for (int trial = 0; trial < 5; ++trial) {
+      fma = std::max(fma, kSteps * kInstructionChains / std::max(TimeInstruction(TimedInstruction::kFmaZmm, kSteps), 1e-9));
+      dot = std::max(dot, kSteps * kInstructionChains /
+                              std::max(TimeInstruction(TimedInstruction::kDotBf16Zmm, kSteps), 1e-9));
+    }
     return fma > 2.5 * dot ? Bf16GemmPath::kWiden : Bf16GemmPath::kDot;
   }();
   return path;
