@@ -132,52 +132,70 @@ uint32_t BinaryCodes::Distance(const uint64_t* q, size_t row) const {
   return d;
 }
 
-std::vector<size_t> BinaryCodes::Search(const float* query, size_t k, const std::function<bool(size_t)>& keep) const {
+std::vector<size_t> BinaryCodes::Search(const float* query, size_t k, const uint8_t* keep) const {
   const size_t n = size();
   std::vector<size_t> out;
   if (k == 0 || n == 0) return out;
   std::vector<uint64_t> q(words_);
   Encode(query, q.data());
-  // Every distance (4 bytes a row), in threads over large sets, then a
-  // counting selection: distances are at most dim, so a histogram finds the
-  // k-th smallest without sorting.
+  // Every distance (4 bytes a row) and, per thread, a histogram of the kept
+  // rows' distances in the same pass over the codes: distances are at most
+  // 64 * words, so the histogram finds the k-th smallest without sorting.
+  // Then each thread lists its rows at or below that distance. The codes are
+  // read once; the distances (a 32nd of an f32 row's bytes) twice.
+  constexpr uint32_t kDead = UINT32_MAX;
+  const size_t bins = 64 * words_ + 1;  // any distance a code's words can give, padding bits included
   std::vector<uint32_t> dist(n);
   const size_t threads = std::max<size_t>(1, std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), n / 32768));
   const size_t step = (n + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) {
-    const size_t from = t * step, to = std::min(n, from + step);
-    if (from < to)
-      pool.emplace_back([&, from, to] { HammingDistances(q.data(), codes_.data() + from * words_, to - from, words_, dist.data() + from); });
-  }
-  HammingDistances(q.data(), codes_.data(), std::min(n, step), words_, dist.data());
-  for (auto& th : pool) th.join();
-
-  constexpr uint32_t kDead = UINT32_MAX;
-  // Sized for any distance a code's words can give (a damaged snapshot's
-  // padding bits included), not only for dim.
-  std::vector<size_t> count(64 * words_ + 1, 0);
+  std::vector<std::vector<size_t>> counts(threads, std::vector<size_t>(bins, 0));
+  auto in_threads = [&](const auto& part) {
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t)
+      if (t * step < n) pool.emplace_back([&, t] { part(t, t * step, std::min(n, (t + 1) * step)); });
+    part(0, 0, std::min(n, step));
+    for (auto& th : pool) th.join();
+  };
+  in_threads([&](size_t t, size_t from, size_t to) {
+    constexpr size_t kBlock = 4096;  // distances still in L1/L2 when counted
+    std::vector<size_t>& count = counts[t];
+    for (size_t b = from; b < to; b += kBlock) {
+      const size_t e = std::min(to, b + kBlock);
+      uint32_t* d = dist.data() + b;
+      HammingDistances(q.data(), codes_.data() + b * words_, e - b, words_, d);
+      if (keep) {
+        for (size_t i = 0; i < e - b; ++i) {
+          if (keep[b + i]) ++count[d[i]];
+          else d[i] = kDead;
+        }
+      } else {
+        for (size_t i = 0; i < e - b; ++i) ++count[d[i]];
+      }
+    }
+  });
+  std::vector<size_t>& count = counts[0];
   size_t kept = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (keep && !keep(i)) { dist[i] = kDead; continue; }
-    ++count[dist[i]];
-    ++kept;
-  }
+  for (size_t t = 1; t < threads; ++t)
+    for (size_t j = 0; j < bins; ++j) count[j] += counts[t][j];
+  for (size_t c : count) kept += c;
   const size_t take = std::min(k, kept);
   if (take == 0) return out;
   uint32_t threshold = 0;  // the distance of the take-th nearest
-  for (size_t seen = 0; threshold < count.size(); ++threshold) {
+  for (size_t seen = 0; threshold < bins; ++threshold) {
     seen += count[threshold];
     if (seen >= take) break;
   }
-  std::vector<std::pair<uint32_t, size_t>> found;
-  found.reserve(take + count[threshold]);
-  for (size_t i = 0; i < n; ++i)
-    if (dist[i] <= threshold) found.emplace_back(dist[i], i);  // kDead is above any threshold
-  std::sort(found.begin(), found.end());  // by distance, then position
-  found.resize(take);
+  std::vector<std::vector<std::pair<uint32_t, size_t>>> found(threads);
+  in_threads([&](size_t t, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i)
+      if (dist[i] <= threshold) found[t].emplace_back(dist[i], i);  // kDead is above any threshold
+  });
+  std::vector<std::pair<uint32_t, size_t>>& all = found[0];
+  for (size_t t = 1; t < threads; ++t) all.insert(all.end(), found[t].begin(), found[t].end());
+  std::sort(all.begin(), all.end());  // by distance, then position
+  all.resize(take);
   out.reserve(take);
-  for (const auto& f : found) out.push_back(f.second);
+  for (const auto& f : all) out.push_back(f.second);
   return out;
 }
 

@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,8 +36,9 @@ class BinaryCodes {
   // Hamming distance between the code of `q` and row `row`.
   uint32_t Distance(const uint64_t* q, size_t row) const;
   // The positions of the k nearest kept rows by Hamming distance to the
-  // code of `query`, nearest first, ties by lower position.
-  std::vector<size_t> Search(const float* query, size_t k, const std::function<bool(size_t)>& keep) const;
+  // code of `query`, nearest first, ties by lower position. keep[p] != 0
+  // keeps row p (size() bytes); nullptr keeps every row.
+  std::vector<size_t> Search(const float* query, size_t k, const uint8_t* keep) const;
   size_t memory_bytes() const { return codes_.capacity() * sizeof(uint64_t) + centre_.capacity() * sizeof(float); }
 
   // The centre and the codes, for snapshots.

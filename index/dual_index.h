@@ -159,6 +159,10 @@ class DualIndex {
   size_t memory_bytes() const;
   // Bytes of the rows in memory-mapped files (0 unless rows_on_disk).
   size_t mapped_bytes() const;
+  // Rows on disk: drops their pages from the page cache, so the next
+  // re-scoring reads them from the disk (benchmarks time that). No effect
+  // on rows in the heap.
+  Status EvictRows() const;
   size_t rebuilds() const { return rebuilds_; }
   const DualIndexSpec& spec() const { return spec_; }
   // The statistics each half is standardized with (fixed for the index's life).

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 
 namespace moeedb {
@@ -78,6 +79,26 @@ Status RowBuffer::Append(const void* src, size_t bytes) {
 void RowBuffer::Truncate(size_t bytes) {
   if (!on_disk()) heap_.resize(std::min(bytes, heap_.size()));
   else size_ = std::min(bytes, size_);
+}
+
+void RowBuffer::Prefetch(size_t offset, size_t bytes) const {
+  if (!on_disk() || bytes == 0 || offset >= size_) return;
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t from = offset / page * page, to = std::min(size_, offset + bytes);
+  // Advice only: a failure leaves the read to fault the page in itself.
+  (void)madvise(map_ + from, to - from, MADV_WILLNEED);
+}
+
+Status RowBuffer::Evict() const {
+  if (!on_disk() || capacity_ == 0) return Status::OK();
+  // Dirty pages are written first (the cache drops only clean ones), and
+  // this process's mappings of them are removed (the cache keeps mapped
+  // pages); MADV_DONTNEED on a shared file mapping discards no data.
+  if (msync(map_, capacity_, MS_SYNC) != 0 || madvise(map_, capacity_, MADV_DONTNEED) != 0)
+    return Status::IOError(std::string("cannot write the row file back: ") + std::strerror(errno));
+  const int err = posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
+  if (err != 0) return Status::IOError(std::string("cannot drop the row file's pages: ") + std::strerror(err));
+  return Status::OK();
 }
 
 void RowBuffer::Clear() {

@@ -39,6 +39,15 @@ class RowBuffer {
   bool on_disk() const { return fd_ >= 0; }
   // Bytes of the heap this buffer holds (0 on disk).
   size_t heap_bytes() const { return heap_.capacity(); }
+  // On disk: asks the kernel to read bytes [offset, offset + bytes) into the
+  // page cache now, without waiting, so that reads of many scattered rows
+  // (a search's candidates) wait on the disk in parallel rather than one
+  // page fault at a time. Nothing in the heap.
+  void Prefetch(size_t offset, size_t bytes) const;
+  // On disk: writes the rows back and drops their pages from the page cache,
+  // so the next reads come from the disk (what re-scoring costs when the
+  // cache was reclaimed; benchmarks measure it). Nothing in the heap.
+  Status Evict() const;
 
  private:
   Status Reserve(size_t bytes);

@@ -8,15 +8,23 @@
 // deletions and the rebuild they cause keep it so, and rows on disk leave
 // the heap.
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <set>
 
 #include "index/binary_codes.h"
 #include "index/dual_index.h"
+#include "index/row_buffer.h"
 #include "tests/index/reference_cosine.h"
 #include "tests/test_util.h"
 
@@ -46,9 +54,55 @@ TEST(BinaryCodes, HammingDistancesEqualABitByBitCountAtEveryWidth) {
   }
 }
 
-TEST(BinaryCodes, SearchReturnsTheNearestKeptCodesTiesByPosition) {
+// Pages of [p, p + bytes) in the page cache (mincore: the file's pages,
+// whether or not this process maps them now).
+size_t ResidentPages(const uint8_t* p, size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((bytes + page - 1) / page);
+  if (mincore(const_cast<uint8_t*>(p), bytes, in.data()) != 0) return SIZE_MAX;
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+// Rows on disk leave the page cache when evicted and keep their bytes (the
+// disk holds them); a prefetch brings them back without a read. tmpfs keeps
+// every page in memory (nothing to evict to): there only the bytes are checked.
+TEST(RowBuffer, EvictDropsTheRowsPagesAndPrefetchReadsThemBack) {
+  test::TempDir tmp;
+  auto buf = RowBuffer::OnDisk(tmp.path() + "/rows");
+  ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+  std::vector<uint8_t> bytes(8 << 20);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
+  ASSERT_TRUE(buf->Append(bytes.data(), bytes.size()).ok());
+  const size_t pages = bytes.size() / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(ResidentPages(buf->data(), buf->size()), pages);
+  ASSERT_TRUE(buf->Evict().ok());
+  struct statfs fs_info{};
+  ASSERT_EQ(statfs((tmp.path() + "/rows").c_str(), &fs_info), 0);
+  const bool evictable = fs_info.f_type != TMPFS_MAGIC;
+  if (evictable) EXPECT_LE(ResidentPages(buf->data(), buf->size()), pages / 16) << "pages still cached after Evict";
+  buf->Prefetch(0, buf->size());
+  size_t resident = 0;
+  for (int i = 0; i < 200 && resident < pages; ++i) {  // the read-ahead is asynchronous
+    resident = ResidentPages(buf->data(), buf->size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(resident, pages) << "pages not read back by the prefetch";
+  EXPECT_EQ(std::memcmp(buf->data(), bytes.data(), bytes.size()), 0);
+  // In the heap both are no-ops.
+  RowBuffer heap;
+  ASSERT_TRUE(heap.Append(bytes.data(), 4096).ok());
+  EXPECT_TRUE(heap.Evict().ok());
+  heap.Prefetch(0, 4096);
+  EXPECT_EQ(std::memcmp(heap.data(), bytes.data(), 4096), 0);
+}
+
+// The k nearest kept rows of a 1-bit search against a sort of distances
+// computed here (sign after centring by the mean), ties by position.
+void ExpectNearestKeptCodes(size_t n, size_t k, bool with_keep) {
   // 16 dimensions: many rows share a distance, so the tie order is tested.
-  const size_t dim = 16, n = 2000;
+  const size_t dim = 16;
   std::mt19937 rng(5);
   std::normal_distribution<float> g(0.f, 1.f);
   std::vector<float> rows(n * dim), q(dim);
@@ -57,23 +111,33 @@ TEST(BinaryCodes, SearchReturnsTheNearestKeptCodesTiesByPosition) {
   BinaryCodes codes(dim, rows.data(), n);
   codes.Add(rows.data(), n);
   ASSERT_EQ(codes.size(), n);
-  auto keep = [](size_t p) { return p % 3 != 0; };
-  const auto got = codes.Search(q.data(), 50, keep);
-  // The reference: sign after centring by the mean, computed here.
+  std::vector<uint8_t> keep(n);
+  for (size_t p = 0; p < n; ++p) keep[p] = !with_keep || p % 3 != 0;
+  const auto got = codes.Search(q.data(), k, with_keep ? keep.data() : nullptr);
   std::vector<double> mean(dim, 0.0);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < dim; ++j) mean[j] += rows[i * dim + j] / double(n);
   std::vector<std::pair<int, size_t>> ref;
   for (size_t i = 0; i < n; ++i) {
-    if (!keep(i)) continue;
+    if (!keep[i]) continue;
     int d = 0;
     for (size_t j = 0; j < dim; ++j) d += (rows[i * dim + j] - mean[j] > 0) != (q[j] - mean[j] > 0);
     ref.push_back({d, i});
   }
   std::sort(ref.begin(), ref.end());
-  ASSERT_EQ(got.size(), 50u);
-  for (size_t i = 0; i < 50; ++i) EXPECT_EQ(got[i], ref[i].second) << "rank " << i;
-  EXPECT_TRUE(codes.Search(q.data(), 10, [](size_t) { return false; }).empty());
+  ASSERT_EQ(got.size(), std::min(k, ref.size()));
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], ref[i].second) << "rank " << i << " of " << n << " rows";
+  const std::vector<uint8_t> none(n, 0);
+  EXPECT_TRUE(codes.Search(q.data(), 10, none.data()).empty());
+}
+
+TEST(BinaryCodes, SearchReturnsTheNearestKeptCodesTiesByPosition) {
+  ExpectNearestKeptCodes(2000, 50, true);
+  ExpectNearestKeptCodes(2000, 50, false);
+  // Enough rows for the scan to split over threads (32,768 rows a thread at
+  // least), and a k whose last distance is shared by rows of both halves.
+  ExpectNearestKeptCodes(70000, 3000, true);
+  ExpectNearestKeptCodes(70000, 3000, false);
 }
 
 constexpr size_t kDh = 96, kDr = 20, kRows = 3000, kClusters = 40;
@@ -205,7 +269,8 @@ TEST_F(QuantizedIndexTest, RowsOnDiskLeaveTheHeapAndAnswerTheSame) {
   EXPECT_GE(heap->memory_bytes(), disk->memory_bytes() + row_bytes);
   // The scratch files are unlinked: the folder holds no row file.
   for (const auto& f : fs::directory_iterator(dir_ / "rows")) ADD_FAILURE() << "left behind: " << f.path();
-  for (size_t q = 0; q < 5; ++q) {
+  for (size_t q = 0; q < 10; ++q) {
+    if (q == 5) ASSERT_TRUE(disk->EvictRows().ok());  // re-scoring then reads the rows from the disk
     SearchRequest r;
     r.hs = &queries_.hs[q * kDh], r.rw = &queries_.rw[q * kDr], r.k = 10;
     auto a = heap->Search(r), b = disk->Search(r);
