@@ -15,6 +15,14 @@
 // copies as it quantises) keeps its memory profile. Freed blocks are kept
 // while the cache holds less than its limit (MOEEDB_ACTIVATION_CACHE_MB,
 // default 4096; 0 turns caching off) and unmapped beyond it.
+//
+// Bounded by what the forwards need: when no free block fits a request,
+// free blocks are unmapped until the live and free blocks together are no
+// more than the most ever live at once (the peak of the concurrent
+// forwards). Released when idle: once no scope has been open on any thread
+// for MOEEDB_ACTIVATION_IDLE_MS (default 1000; 0: never), a background
+// thread unmaps every free block and returns glibc's free heap pages to the
+// system (malloc_trim), so an idle server's RSS falls back to its weights.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +50,8 @@ struct ActivationCacheStats {
   int64_t live_bytes = 0;    // cache-class blocks in use
   int64_t reused = 0;        // allocations served from the cache
   int64_t mapped = 0;        // allocations that mapped fresh memory
+  int64_t peak_live_bytes = 0;  // the most live at once since the last release
+  int64_t releases = 0;      // times every free block was unmapped (idle or asked)
 };
 ActivationCacheStats GetActivationCacheStats();
 // Unmaps every free block (live blocks are unaffected).

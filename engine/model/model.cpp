@@ -389,6 +389,11 @@ void MoeModel::set_expert_dispatch(ExpertDispatch d) {
     if (L->moe) L->block.set_dispatch(d);
 }
 
+void MoeModel::set_expert_window_pairs(int64_t pairs) {
+  for (auto& L : layers_)
+    if (L->moe) L->block.set_window_pairs(pairs);
+}
+
 std::vector<const MoeBlock*> MoeModel::MoeBlocks() const {
   std::vector<const MoeBlock*> out;
   for (const auto& L : layers_)

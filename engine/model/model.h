@@ -101,6 +101,9 @@ class MoeModel {
   // How every MoE block runs its experts (moe_block.h; kAuto by default;
   // tests and benchmarks force one).
   void set_expert_dispatch(ExpertDispatch d);
+  // The packed expert path's window of (token, expert) pairs
+  // (MoeBlock::kExpertWindowPairs by default; tests narrow it).
+  void set_expert_window_pairs(int64_t pairs);
   // How attention runs: kAuto (the default) takes packed rows
   // (packed_attention.h; in float32) for f32 and bf16 on the CPU and [B, T] grids with batched
   // GEMMs elsewhere; kGrid forces the grid path (tests compare the two).

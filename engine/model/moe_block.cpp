@@ -251,27 +251,12 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
   const int64_t I2 = gate_up_.out_features(), I = I2 / 2;
   const at::Tensor experts = r.experts.to(at::kLong).contiguous();
   const at::Tensor weights = r.weights.to(at::kFloat).contiguous();
-  const int64_t k = experts.size(1), P = N * k;
-  std::optional<StageTimer> sort_timer(std::in_place, ForwardStage::kExpertBookkeeping);  // to the sort's end
-  const int64_t* expert_of = experts.data_ptr<int64_t>();  // [N * k]: pair f = (token f / k, rank f % k)
-  const float* weight_of = weights.data_ptr<float>();
-  // A stable counting sort of the pairs by expert: expert e's pairs are
-  // rows start[e] .. start[e + 1] of ys; pair f went to row row_of[f].
-  std::vector<int64_t> start(static_cast<size_t>(E + 1), 0), row_of(static_cast<size_t>(P)),
-      token_of_row(static_cast<size_t>(P));
-  for (int64_t f = 0; f < P; ++f) ++start[static_cast<size_t>(expert_of[f] + 1)];
-  for (int64_t e = 0; e < E; ++e) start[static_cast<size_t>(e + 1)] += start[static_cast<size_t>(e)];
-  {
-    std::vector<int64_t> next(start.begin(), start.end() - 1);
-    for (int64_t f = 0; f < P; ++f) {
-      const int64_t row = next[static_cast<size_t>(expert_of[f])]++;
-      row_of[static_cast<size_t>(f)] = row;
-      token_of_row[static_cast<size_t>(row)] = f / k;
-    }
-  }
+  const int64_t k = experts.size(1);
+  const int64_t* expert_of_all = experts.data_ptr<int64_t>();  // [N * k]: pair f = (token f / k, rank f % k)
+  const float* weight_of_all = weights.data_ptr<float>();
   const float* xp = x.data_ptr<float>();
-  at::Tensor ys = at::empty({P, H}, x.options());
-  float* yp = ys.data_ptr<float>();
+  at::Tensor out = at::empty({N, H}, x.options());
+  float* op = out.data_ptr<float>();
   // c rows of a (leading dimension lda) times expert e's matrix w into y:
   // in int8 where the weights multiply in int8, in bf16 where they are
   // bf16 panels, else on the f32 panels or, without them, on the f32
@@ -291,71 +276,104 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
       RowsGemmF32(c, w.out_features(), w.in_features(), a, lda, w.float_rows(e), w.out_features(), y, ldy);
     }
   };
-  // Per expert, a chunk of its rows at a time: gather them, gate/up GEMM,
-  // SwiGLU in place, down GEMM into its rows of ys. A chunk's rows and
-  // activations stay in L2/L3 from one step to the next whatever the batch
-  // (the whole expert's rows did not, at thousands of rows), and its weights
-  // are still read once per kExpertChunkRows rows. Experts run in parallel;
-  // each owns its rows. The threads take the experts from a shared counter,
-  // busiest first: routing gives experts very different row counts, and a
-  // static split of the expert range left one thread idle while the other
-  // finished its half.
-  std::vector<int64_t> busiest;
-  for (int64_t e = 0; e < E; ++e)
-    if (start[static_cast<size_t>(e + 1)] > start[static_cast<size_t>(e)]) busiest.push_back(e);
-  auto rows = [&](int64_t e) { return start[static_cast<size_t>(e + 1)] - start[static_cast<size_t>(e)]; };
-  std::stable_sort(busiest.begin(), busiest.end(), [&](int64_t a, int64_t b) { return rows(a) > rows(b); });
-  sort_timer.reset();
-  std::atomic<size_t> next{0};
-  const int64_t workers = std::min<int64_t>(at::get_num_threads(), static_cast<int64_t>(busiest.size()));
-  const int64_t chunk_rows = std::min(kExpertChunkRows, busiest.empty() ? int64_t{0} : rows(busiest.front()));
-  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
-    // Left uninitialised: every entry is written before it is read.
-    std::unique_ptr<float[]> xs(new float[static_cast<size_t>(chunk_rows * H)]);
-    std::unique_ptr<float[]> gu(new float[static_cast<size_t>(chunk_rows * I2)]);
-    for (size_t slot = next++; slot < busiest.size(); slot = next++) {
-      const int64_t e = busiest[slot];
-      for (int64_t r0 = start[static_cast<size_t>(e)], r1 = r0 + rows(e); r0 < r1; r0 += chunk_rows) {
-        const int64_t c = std::min(chunk_rows, r1 - r0);
-        {
-          StageTimer timer(ForwardStage::kExpertBookkeeping);
-          for (int64_t i = 0; i < c; ++i)
-            std::memcpy(xs.get() + i * H, xp + token_of_row[static_cast<size_t>(r0 + i)] * H, H * sizeof(float));
-        }
-        {
+  // The tokens a window at a time: each pair's expert output (ys, a row of
+  // H floats per (token, expert) pair) is held only for the window's
+  // tokens, so a forward of thousands of tokens holds a fixed buffer
+  // (window_pairs_ pairs) rather than k rows per token. A window is
+  // wide enough that an expert still gets, on average, half a chunk of
+  // rows per pass over its weights (at 64 experts). Every row is computed as without
+  // windows (the kernels treat rows independently), so are the bits.
+  const int64_t window = std::max<int64_t>(1, window_pairs_ / std::max<int64_t>(1, k));
+  const int64_t window_pairs = std::min(N, window) * k;
+  at::Tensor ys = at::empty({window_pairs, H}, x.options());
+  float* yp = ys.data_ptr<float>();
+  std::vector<int64_t> start(static_cast<size_t>(E + 1)), row_of(static_cast<size_t>(window_pairs)),
+      token_of_row(static_cast<size_t>(window_pairs));
+  for (int64_t t0 = 0; t0 < N; t0 += window) {
+    const int64_t tokens = std::min(window, N - t0), P = tokens * k;
+    const int64_t* expert_of = expert_of_all + t0 * k;
+    const float* weight_of = weight_of_all + t0 * k;
+    std::optional<StageTimer> sort_timer(std::in_place, ForwardStage::kExpertBookkeeping);  // to the sort's end
+    // A stable counting sort of the window's pairs by expert: expert e's
+    // pairs are rows start[e] .. start[e + 1] of ys; pair f went to row
+    // row_of[f]; token_of_row counts from the window's first token.
+    std::fill(start.begin(), start.end(), 0);
+    for (int64_t f = 0; f < P; ++f) ++start[static_cast<size_t>(expert_of[f] + 1)];
+    for (int64_t e = 0; e < E; ++e) start[static_cast<size_t>(e + 1)] += start[static_cast<size_t>(e)];
+    {
+      std::vector<int64_t> next(start.begin(), start.end() - 1);
+      for (int64_t f = 0; f < P; ++f) {
+        const int64_t row = next[static_cast<size_t>(expert_of[f])]++;
+        row_of[static_cast<size_t>(f)] = row;
+        token_of_row[static_cast<size_t>(row)] = f / k;
+      }
+    }
+    // Per expert, a chunk of its rows at a time: gather them, gate/up GEMM,
+    // SwiGLU in place, down GEMM into its rows of ys. A chunk's rows and
+    // activations stay in L2/L3 from one step to the next whatever the batch
+    // (the whole expert's rows did not, at thousands of rows), and its
+    // weights are still read once per kExpertChunkRows rows. Experts run in
+    // parallel; each owns its rows. The threads take the experts from a
+    // shared counter, busiest first: routing gives experts very different
+    // row counts, and a static split of the expert range left one thread
+    // idle while the other finished its half.
+    std::vector<int64_t> busiest;
+    for (int64_t e = 0; e < E; ++e)
+      if (start[static_cast<size_t>(e + 1)] > start[static_cast<size_t>(e)]) busiest.push_back(e);
+    auto rows = [&](int64_t e) { return start[static_cast<size_t>(e + 1)] - start[static_cast<size_t>(e)]; };
+    std::stable_sort(busiest.begin(), busiest.end(), [&](int64_t a, int64_t b) { return rows(a) > rows(b); });
+    sort_timer.reset();
+    std::atomic<size_t> next{0};
+    const int64_t workers = std::min<int64_t>(at::get_num_threads(), static_cast<int64_t>(busiest.size()));
+    const int64_t chunk_rows = std::min(kExpertChunkRows, busiest.empty() ? int64_t{0} : rows(busiest.front()));
+    const float* xw = xp + t0 * H;
+    at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+      // Left uninitialised: every entry is written before it is read.
+      std::unique_ptr<float[]> xs(new float[static_cast<size_t>(chunk_rows * H)]);
+      std::unique_ptr<float[]> gu(new float[static_cast<size_t>(chunk_rows * I2)]);
+      for (size_t slot = next++; slot < busiest.size(); slot = next++) {
+        const int64_t e = busiest[slot];
+        for (int64_t r0 = start[static_cast<size_t>(e)], r1 = r0 + rows(e); r0 < r1; r0 += chunk_rows) {
+          const int64_t c = std::min(chunk_rows, r1 - r0);
+          {
+            StageTimer timer(ForwardStage::kExpertBookkeeping);
+            for (int64_t i = 0; i < c; ++i)
+              std::memcpy(xs.get() + i * H, xw + token_of_row[static_cast<size_t>(r0 + i)] * H, H * sizeof(float));
+          }
+          {
+            StageTimer timer(ForwardStage::kExpertGemm);
+            gemm(gate_up_, e, c, xs.get(), H, gu.get(), I2);
+          }
+          {
+            StageTimer timer(ForwardStage::kExpertBookkeeping);
+            for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
+              float* row = gu.get() + i * I2;
+              SiluGluArray(row, row + I, row, I);
+            }
+          }
           StageTimer timer(ForwardStage::kExpertGemm);
-          gemm(gate_up_, e, c, xs.get(), H, gu.get(), I2);
+          gemm(down_, e, c, gu.get(), I2, yp + r0 * H, H);
         }
-        {
-          StageTimer timer(ForwardStage::kExpertBookkeeping);
-          for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
-            float* row = gu.get() + i * I2;
-            SiluGluArray(row, row + I, row, I);
+      }
+    });
+    // Each token: the weighted sum of its k expert outputs, in rank order.
+    float* ow = op + t0 * H;
+    at::parallel_for(0, tokens, 16, [&](int64_t a, int64_t b) {
+      StageTimer timer(ForwardStage::kExpertBookkeeping);
+      for (int64_t t = a; t < b; ++t) {
+        float* o = ow + t * H;
+        for (int64_t j = 0; j < k; ++j) {
+          const float w = weight_of[t * k + j];
+          const float* y = yp + row_of[static_cast<size_t>(t * k + j)] * H;
+          if (j == 0) {
+            for (int64_t d = 0; d < H; ++d) o[d] = w * y[d];
+          } else {
+            for (int64_t d = 0; d < H; ++d) o[d] += w * y[d];
           }
         }
-        StageTimer timer(ForwardStage::kExpertGemm);
-        gemm(down_, e, c, gu.get(), I2, yp + r0 * H, H);
       }
-    }
-  });
-  // Each token: the weighted sum of its k expert outputs, in rank order.
-  at::Tensor out = at::empty({N, H}, x.options());
-  float* op = out.data_ptr<float>();
-  at::parallel_for(0, N, 16, [&](int64_t t0, int64_t t1) {
-    StageTimer timer(ForwardStage::kExpertBookkeeping);
-    for (int64_t t = t0; t < t1; ++t) {
-      float* o = op + t * H;
-      for (int64_t j = 0; j < k; ++j) {
-        const float w = weight_of[t * k + j];
-        const float* y = yp + row_of[static_cast<size_t>(t * k + j)] * H;
-        if (j == 0) {
-          for (int64_t d = 0; d < H; ++d) o[d] = w * y[d];
-        } else {
-          for (int64_t d = 0; d < H; ++d) o[d] += w * y[d];
-        }
-      }
-    }
-  });
+    });
+  }
   return out;
 }
 

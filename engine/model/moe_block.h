@@ -3,6 +3,8 @@
 // matmul per active expert, never a per-token loop), optional shared expert.
 #pragma once
 
+#include <algorithm>
+
 #include <ATen/core/Tensor.h>
 
 #include <functional>
@@ -67,7 +69,14 @@ class MoeBlock {
   // its weights are read once per many rows, few enough that the chunk's
   // rows and activations stay in cache between its steps.
   static constexpr int64_t kExpertChunkRows = 256;
+  // The packed path holds the outputs of at most this many (token, expert)
+  // pairs at once (a window of tokens: 1024 at top-8, 8192 at top-1), 32 MB
+  // at hidden 1024, however many tokens the forward has; on average
+  // kExpertChunkRows / 2 rows an expert a pass at 64 experts.
+  static constexpr int64_t kExpertWindowPairs = 8192;
   void set_dispatch(ExpertDispatch d) { dispatch_ = d; }
+  // The packed path's window (kExpertWindowPairs by default; tests narrow it).
+  void set_window_pairs(int64_t pairs) { window_pairs_ = std::max<int64_t>(1, pairs); }
 
   const MoeBlockSpec& spec() const { return spec_; }
   const at::Tensor& router() const { return router_; }
@@ -119,6 +128,7 @@ class MoeBlock {
   LinearWeight gate_up_;     // [E, 2I, H]: every expert's gate rows, then up rows
   LinearWeight down_;        // [E, H, I]
   ExpertDispatch dispatch_ = ExpertDispatch::kAuto;
+  int64_t window_pairs_ = kExpertWindowPairs;
   LinearWeight shared_gate_up_, shared_down_;  // [2S, H], [H, S]
   at::Tensor shared_gate_;                     // [1, H] float32
   at::Tensor spectral_;                                    // [E, H] or undefined

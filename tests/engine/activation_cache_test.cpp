@@ -1,12 +1,15 @@
 // The caching CPU allocator a forward pass's activations come from: large
 // blocks allocated inside an ActivationScope are reused once freed (from any
 // thread), everything else is allocated and freed as before, and the data
-// is the tensor's own either way.
+// is the tensor's own either way; the free blocks never take the cache past
+// the most ever live at once, and go once no scope has been open for the
+// idle time (MOEEDB_ACTIVATION_IDLE_MS, 1000 ms by default).
 #include "engine/kernels/activation_cache.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <thread>
 
@@ -55,6 +58,7 @@ TEST(ActivationCacheTest, OutsideAScopeAndBelowTheSizeNothingIsCached) {
 
 TEST(ActivationCacheTest, ABlockFreedOnAnotherThreadGoesBackToTheCache) {
   InstallActivationCache();
+  ActivationScope busy;  // while one is open, the idle release waits
   ReleaseActivationCache();
   at::Tensor a;
   {
@@ -69,6 +73,45 @@ TEST(ActivationCacheTest, ABlockFreedOnAnotherThreadGoesBackToTheCache) {
   EXPECT_EQ(b.data_ptr(), p);
   ReleaseActivationCache();
   EXPECT_EQ(GetActivationCacheStats().cached_bytes, 0);
+}
+
+TEST(ActivationCacheTest, FreeBlocksThatFitNothingAreDroppedAtThePeakOfLiveBytes) {
+  InstallActivationCache();
+  ActivationScope scope;
+  ReleaseActivationCache();
+  { at::Tensor a = at::ones({kFloats}); }  // 12 MiB free, the peak
+  EXPECT_GE(GetActivationCacheStats().cached_bytes, kFloats * 4);
+  // A third of it: too small to reuse the free block, and live + free would
+  // pass the peak, so the free block is unmapped for it.
+  at::Tensor b = at::ones({kFloats / 3});
+  ActivationCacheStats s = GetActivationCacheStats();
+  EXPECT_EQ(s.cached_bytes, 0);
+  EXPECT_LE(s.live_bytes + s.cached_bytes, s.peak_live_bytes);
+  // Below the peak, a free block stays beside a live one.
+  at::Tensor c = at::ones({kFloats / 3});
+  c.reset();
+  at::Tensor d = at::ones({1 << 18});  // 1 MiB: c's block is too large for it, and live + free stay at the peak
+  s = GetActivationCacheStats();
+  EXPECT_GT(s.cached_bytes, 0);
+  EXPECT_LE(s.live_bytes + s.cached_bytes, s.peak_live_bytes);
+  EXPECT_EQ(b.sum().item<float>(), static_cast<float>(kFloats / 3));
+}
+
+TEST(ActivationCacheTest, AnIdleCacheIsReleased) {
+  InstallActivationCache();
+  const int64_t releases = GetActivationCacheStats().releases;
+  {
+    ActivationScope scope;
+    at::Tensor a = at::ones({kFloats});
+  }
+  // No scope open now on any thread (the tests run one at a time): within a
+  // few idle times the free block goes.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (GetActivationCacheStats().cached_bytes > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const ActivationCacheStats s = GetActivationCacheStats();
+  EXPECT_EQ(s.cached_bytes, 0);
+  EXPECT_GT(s.releases, releases);
 }
 
 }  // namespace

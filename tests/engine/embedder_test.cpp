@@ -190,6 +190,32 @@ TEST_F(TinyOlmoe, ExpertDispatchPathsAgree) {
   ASSERT_TRUE(model_->SetRouting(RoutingPolicy{}).ok());
 }
 
+// The packed path runs the tokens a window of (token, expert) pairs at a
+// time (moe_block.h): windows of one token (top-4) or four (top-1) give the
+// same bits as one window over every token, in f32 and int8.
+TEST_F(TinyOlmoe, PackedExpertWindowsKeepTheBits) {
+  LoadOptions lo;
+  lo.format = {ComputeDtype::kF32, WeightQuant::kInt8};
+  auto int8 = MoeModel::LoadDir(dir_->path(), lo);
+  ASSERT_TRUE(int8.ok()) << int8.status().ToString();
+  for (MoeModel* model : {model_, int8->get()}) {
+    for (const char* spec : {"learned", "top1"}) {
+      auto whole = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kPacked);
+      model->set_expert_window_pairs(4);
+      auto windows = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kPacked);
+      model->set_expert_window_pairs(MoeBlock::kExpertWindowPairs);
+      ASSERT_TRUE(whole.ok() && windows.ok());
+      ASSERT_EQ(whole->size(), windows->size());
+      for (size_t i = 0; i < whole->size(); ++i) {
+        EXPECT_EQ((*whole)[i].hs, (*windows)[i].hs) << spec << " " << i;
+        EXPECT_EQ((*whole)[i].rw, (*windows)[i].rw) << spec << " " << i;
+      }
+    }
+  }
+  model_->set_expert_dispatch(ExpertDispatch::kAuto);
+  ASSERT_TRUE(model_->SetRouting(RoutingPolicy{}).ok());
+}
+
 // Float32 experts too large for a packed copy (here 2 MB of gate/up rows
 // each) run on the rows kernel in place (RowsGemmF32): the packed dispatch
 // takes them where the CPU has AVX2, and computes what the per-expert loop
