@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A 12-token query embedded and searched, as a client sees it, per format,
+# beside llama.cpp's time to embed the same number of tokens: on the
+# OLMoE-shaped model (bench/olmoe_shaped_model.sh), `moeedb serve` at default
+# flags with a collection of DOCS STS-B sentences (flat HS and RW: exact
+# search), queried by bench/search_latency.mjs one query at a time and from
+# 16 concurrent clients (p50/p99 ms, queries/s); llama.cpp (built by
+# bench/llama_cpp.sh, which writes the GGUFs) through `llama-bench -p T -n 0
+# -embd 1` with T the tokens moeedb's forward saw (the prompt template
+# included), its best of batch/ubatch and flash attention, as ms per query.
+# Usage: bash bench/search_latency.sh [FORMATS="int8 bf16 f32 top1"] [DOCS=2000] [THREADS=2]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FORMATS="${1:-int8 bf16 f32 top1}"; DOCS="${2:-2000}"; THREADS="${3:-2}"
+BIN=./build/moeedb
+source bench/olmoe_shaped_model.sh
+WORK=build/bench-search-latency
+LLAMA_WORK=build/bench-llama
+BINS=build/llama.cpp-pypi/src/build/bin
+mkdir -p "$WORK"
+[ -x "$BINS/llama-bench" ] && ls "$LLAMA_WORK"/olmoe-*.gguf > /dev/null 2>&1 \
+  || { echo "run bench/llama_cpp.sh first (it builds llama.cpp and writes the GGUFs)" >&2; exit 1; }
+awk -F, -v n="$DOCS" '{ gsub(/"/, "") } $1 != "" && k++ < n { print $1 }' tests/data/stsb-sample.csv > "$WORK/docs.txt"
+awk -F, '{ gsub(/"/, ""); if ($2 != "") print $2 }' tests/data/stsb-sample.csv > "$WORK/queries.txt"
+echo "CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512.*|avx_vnni)$' | tr '\n' ' ')"
+for FMT in $FORMATS; do
+  case "$FMT" in
+    int8) FLAGS="--quant int8"; GG=olmoe-q8_0.gguf ;;
+    bf16) FLAGS="--dtype bf16"; GG=olmoe-bf16.gguf ;;
+    f32) FLAGS=""; GG=olmoe-f32.gguf ;;
+    top1) FLAGS="--routing top1"; GG=olmoe-f32-top1.gguf ;;
+    *) echo "unknown format $FMT" >&2; exit 2 ;;
+  esac
+  rm -rf "$WORK/db"
+  # shellcheck disable=SC2086
+  $BIN serve --db "$WORK/db" --model "$MODEL" $FLAGS --threads "$THREADS" --port 0 --served-model-name bench \
+    > "$WORK/serve.out" 2> "$WORK/serve.err" &
+  SERVER=$!
+  trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
+  for _ in $(seq 1 600); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done
+  PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2)
+  [ -n "$PORT" ] || { cat "$WORK/serve.err" >&2; exit 1; }
+  node bench/search_latency.mjs "http://127.0.0.1:$PORT" "$WORK/docs.txt" "$WORK/queries.txt" 12 "${QUERIES:-200}" 16 > "$WORK/$FMT.json"
+  kill -TERM $SERVER; wait $SERVER || true; trap - EXIT
+  T=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).model_tokens)' "$WORK/$FMT.json")
+  "$BINS/llama-bench" -m "$LLAMA_WORK/$GG" -t "$THREADS" -p "$T" -n 0 -embd 1 -b 512 -ub 256,512 -fa on,off -r 10 -o csv \
+    2> /dev/null > "$WORK/llama-$FMT.csv"
+  node -e 'const fs = require("fs"); const r = JSON.parse(fs.readFileSync(process.argv[1]));
+    const rows = fs.readFileSync(process.argv[2], "utf8").trim().split("\n"); const head = rows[0].split(",").map((h) => h.replace(/"/g, ""));
+    const ts = Math.max(...rows.slice(1).map((l) => Number(l.split(",")[head.indexOf("avg_ts")].replace(/"/g, ""))));
+    const f = (x) => x.toFixed(2);
+    console.log(`${process.argv[3]}: ${r.documents} documents, a ${r.query_tokens}-token query (${r.model_tokens} tokens with the prompt): ` +
+      `one at a time p50 ${f(r.one.p50_ms)} / p99 ${f(r.one.p99_ms)} ms (${r.one.qps.toFixed(0)} queries/s); ` +
+      `${r.many.clients} concurrent p50 ${f(r.many.p50_ms)} / p99 ${f(r.many.p99_ms)} ms (${r.many.qps.toFixed(0)} queries/s); ` +
+      `llama.cpp embeds ${r.model_tokens} tokens in ${f(1000 * r.model_tokens / ts)} ms (llama-bench best ${ts.toFixed(1)} t/s)`);' \
+    "$WORK/$FMT.json" "$WORK/llama-$FMT.csv" "$FMT"
+done

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# An embedding server's memory before, during and after a large ingest, per
+# format, on the OLMoE-shaped model (bench/olmoe_shaped_model.sh): `moeedb
+# serve` at default flags, its RSS once listening (the weights), then
+# PASSES passes of 128 texts of about 256 tokens sent by 16 concurrent
+# keep-alive clients (build/bench/load_bench, 8 texts a request), its peak
+# RSS (VmHWM), and its RSS again IDLE_S seconds after the last request.
+# Beside it, in the same script, the same server with the idle release off
+# (MOEEDB_ACTIVATION_IDLE_MS=0: the activation cache and glibc keep what the
+# forwards freed), the baseline the release is measured against.
+# Usage: bash bench/server_idle_rss.sh [FORMATS="int8 bf16 f32"] [PASSES=3] [IDLE_S=3]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FORMATS="${1:-int8 bf16 f32}"; PASSES="${2:-3}"; IDLE_S="${3:-3}"
+BIN=./build/moeedb
+source bench/olmoe_shaped_model.sh
+WORK=build/bench-server-rss
+mkdir -p "$WORK"
+[ -x build/bench/load_bench ] || ninja -C build load_bench >&2
+awk -F, '{ gsub(/"/, ""); for (i = 1; i <= 2; i++) if ($i != "") { s = s (s == "" ? "" : " ") $i; if (length(s) >= 1000) { print s; s = ""; if (++n == 128) exit } } }' \
+  tests/data/stsb-sample.csv > "$WORK/texts.txt"
+[ "$(wc -l < "$WORK/texts.txt")" = 128 ] || { echo "could not build 128 texts" >&2; exit 1; }
+echo "CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512.*|avx_vnni)$' | tr '\n' ' ')"
+mb() { awk -v k="$2:" '$1 == k { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
+for FMT in $FORMATS; do
+  case "$FMT" in
+    int8) FLAGS="--quant int8" ;;
+    bf16) FLAGS="--dtype bf16" ;;
+    f32) FLAGS="" ;;
+    *) echo "unknown format $FMT" >&2; exit 2 ;;
+  esac
+  for IDLE_MS in 1000 0; do
+    rm -rf "$WORK/db"
+    # shellcheck disable=SC2086
+    MOEEDB_ACTIVATION_IDLE_MS=$IDLE_MS $BIN serve --db "$WORK/db" --model "$MODEL" $FLAGS --port 0 \
+      --served-model-name bench > "$WORK/serve.out" 2> "$WORK/serve.err" &
+    SERVER=$!
+    trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
+    for _ in $(seq 1 600); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done
+    PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2)
+    [ -n "$PORT" ] || { cat "$WORK/serve.err" >&2; exit 1; }
+    start=$(mb $SERVER VmRSS)
+    for _ in $(seq 1 "$PASSES"); do
+      ./build/bench/load_bench "$PORT" 16 all "$WORK/texts.txt" 8 bench > "$WORK/load.out"
+    done
+    peak=$(mb $SERVER VmHWM); busy=$(mb $SERVER VmRSS)
+    sleep "$IDLE_S"
+    idle=$(mb $SERVER VmRSS)
+    kill -TERM $SERVER; wait $SERVER || true; trap - EXIT
+    what=$([ "$IDLE_MS" = 0 ] && echo "idle release off" || echo "idle release after ${IDLE_MS} ms")
+    echo "$FMT ($what): RSS at start $start MB, peak $peak MB, after the last request $busy MB, ${IDLE_S} s idle $idle MB ($(awk "BEGIN { printf \"%.2f\", $idle / $start }")x start)"
+  done
+done
