@@ -20,8 +20,13 @@ BINS=build/llama.cpp-pypi/src/build/bin
 mkdir -p "$WORK"
 [ -x "$BINS/llama-bench" ] && ls "$LLAMA_WORK"/olmoe-*.gguf > /dev/null 2>&1 \
   || { echo "run bench/llama_cpp.sh first (it builds llama.cpp and writes the GGUFs)" >&2; exit 1; }
-awk -F, -v n="$DOCS" '{ gsub(/"/, "") } $1 != "" && k++ < n { print $1 }' tests/data/stsb-sample.csv > "$WORK/docs.txt"
-awk -F, '{ gsub(/"/, ""); if ($2 != "") print $2 }' tests/data/stsb-sample.csv > "$WORK/queries.txt"
+# The sample's first sentences are the documents, its second ones the queries (CSV: quoted fields hold commas).
+node -e 'const { parseCsv } = require("./eval/teacher/csv"); const fs = require("fs");
+  const rows = parseCsv(fs.readFileSync("tests/data/stsb-sample.csv", "utf8")).filter((r) => r.length >= 3);
+  const one = (s) => s.replace(/\s+/g, " ").trim();
+  fs.writeFileSync(process.argv[1], rows.slice(0, +process.argv[3]).map((r) => one(r[0])).join("\n") + "\n");
+  fs.writeFileSync(process.argv[2], rows.map((r) => one(r[1])).join("\n") + "\n");' \
+  "$WORK/docs.txt" "$WORK/queries.txt" "$DOCS"
 echo "CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512.*|avx_vnni)$' | tr '\n' ' ')"
 for FMT in $FORMATS; do
   case "$FMT" in
@@ -38,16 +43,17 @@ for FMT in $FORMATS; do
   SERVER=$!
   trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
   for _ in $(seq 1 600); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done
-  PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2)
+  PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2 || true)
   [ -n "$PORT" ] || { cat "$WORK/serve.err" >&2; exit 1; }
   node bench/search_latency.mjs "http://127.0.0.1:$PORT" "$WORK/docs.txt" "$WORK/queries.txt" 12 "${QUERIES:-200}" 16 > "$WORK/$FMT.json"
   kill -TERM $SERVER; wait $SERVER || true; trap - EXIT
   T=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).model_tokens)' "$WORK/$FMT.json")
   "$BINS/llama-bench" -m "$LLAMA_WORK/$GG" -t "$THREADS" -p "$T" -n 0 -embd 1 -b 512 -ub 256,512 -fa on,off -r 10 -o csv \
-    2> /dev/null > "$WORK/llama-$FMT.csv"
-  node -e 'const fs = require("fs"); const r = JSON.parse(fs.readFileSync(process.argv[1]));
-    const rows = fs.readFileSync(process.argv[2], "utf8").trim().split("\n"); const head = rows[0].split(",").map((h) => h.replace(/"/g, ""));
-    const ts = Math.max(...rows.slice(1).map((l) => Number(l.split(",")[head.indexOf("avg_ts")].replace(/"/g, ""))));
+    2> "$WORK/llama.err" > "$WORK/llama-$FMT.csv" || { tail -5 "$WORK/llama.err" >&2; exit 1; }
+  node -e 'const fs = require("fs"); const { parseCsv } = require("./eval/teacher/csv");
+    const r = JSON.parse(fs.readFileSync(process.argv[1]));
+    const [head, ...rows] = parseCsv(fs.readFileSync(process.argv[2], "utf8")).filter((x) => x.length > 1);
+    const ts = Math.max(...rows.map((x) => Number(x[head.indexOf("avg_ts")])));
     const f = (x) => x.toFixed(2);
     console.log(`${process.argv[3]}: ${r.documents} documents, a ${r.query_tokens}-token query (${r.model_tokens} tokens with the prompt): ` +
       `one at a time p50 ${f(r.one.p50_ms)} / p99 ${f(r.one.p99_ms)} ms (${r.one.qps.toFixed(0)} queries/s); ` +

@@ -20,6 +20,8 @@
 #include <faiss/utils/distances.h>
 
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -94,11 +96,12 @@ struct DualIndex::SignalIndex {
   // (ranges sharing a page merged), before they are read one by one.
   // MOEEDB_ROW_PREFETCH=off reads them one fault at a time (benchmarks
   // compare; read per call so one process can time both).
-  void Prefetch(std::vector<size_t> positions) const {
-    if (!rows_buf.on_disk() || positions.empty()) return;
+  void Prefetch(const std::vector<size_t>& candidates) const {
+    if (!rows_buf.on_disk() || candidates.empty()) return;
     if (const char* e = std::getenv("MOEEDB_ROW_PREFETCH"); e != nullptr && std::strcmp(e, "off") == 0) return;
+    std::vector<size_t> positions = candidates;
     std::sort(positions.begin(), positions.end());
-    constexpr size_t kPage = 4096;
+    static const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     size_t from = positions[0] * row_bytes(), to = from + row_bytes();
     for (size_t i = 1; i < positions.size(); ++i) {
       const size_t b = positions[i] * row_bytes();

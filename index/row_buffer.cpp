@@ -85,8 +85,10 @@ void RowBuffer::Prefetch(size_t offset, size_t bytes) const {
   if (!on_disk() || bytes == 0 || offset >= size_) return;
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t from = offset / page * page, to = std::min(size_, offset + bytes);
-  // Advice only: a failure leaves the read to fault the page in itself.
-  (void)madvise(map_ + from, to - from, MADV_WILLNEED);
+  // Advice only: a failure leaves the read to fault the page in itself. In
+  // pieces: the kernel reads at most its read-ahead window per call.
+  constexpr size_t kPiece = size_t{128} << 10;
+  for (size_t at = from; at < to; at += kPiece) (void)madvise(map_ + at, std::min(kPiece, to - at), MADV_WILLNEED);
 }
 
 Status RowBuffer::Evict() const {

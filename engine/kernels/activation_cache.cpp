@@ -6,6 +6,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -41,7 +42,7 @@ class Cache {
     const char* env = std::getenv("MOEEDB_ACTIVATION_CACHE_MB");
     limit_ = (env != nullptr ? std::strtoll(env, nullptr, 10) : 4096) << 20;
     const char* idle = std::getenv("MOEEDB_ACTIVATION_IDLE_MS");
-    idle_ms_ = idle != nullptr ? std::strtoll(idle, nullptr, 10) : 1000;
+    idle_ms_ = std::min<int64_t>(idle != nullptr ? std::strtoll(idle, nullptr, 10) : 1000, 86'400'000);  // a day at most
   }
 
   void* Take(size_t bytes) {
@@ -100,7 +101,8 @@ class Cache {
       std::lock_guard<std::mutex> lock(mu_);
       drop.swap(free_);
       cached_bytes_ = 0;
-      peak_live_ = live_bytes_;  // the next busy spell learns its own peak
+      peak_live_ = live_bytes_;  // the next busy spell learns its own peak (a forward that began
+                                 // in the idle thread's moment between its check and this keeps working: only free blocks go)
       ++released_;
     }
     for (auto& [bytes, p] : drop) munmap(p, bytes);

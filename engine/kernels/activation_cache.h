@@ -18,11 +18,12 @@
 //
 // Bounded by what the forwards need: when no free block fits a request,
 // free blocks are unmapped until the live and free blocks together are no
-// more than the most ever live at once (the peak of the concurrent
-// forwards). Released when idle: once no scope has been open on any thread
-// for MOEEDB_ACTIVATION_IDLE_MS (default 1000; 0: never), a background
-// thread unmaps every free block and returns glibc's free heap pages to the
-// system (malloc_trim), so an idle server's RSS falls back to its weights.
+// more than the most live at once since the last release (the peak of the
+// concurrent forwards). Released when idle: once no scope has been open on
+// any thread for MOEEDB_ACTIVATION_IDLE_MS (default 1000; 0: never), a
+// background thread unmaps every free block and returns glibc's free heap
+// pages to the system (malloc_trim), so an idle server's RSS falls back to
+// its weights. With caching off there is no such thread.
 #pragma once
 
 #include <cstdint>

@@ -198,6 +198,9 @@ TEST_F(TinyOlmoe, PackedExpertWindowsKeepTheBits) {
   lo.format = {ComputeDtype::kF32, WeightQuant::kInt8};
   auto int8 = MoeModel::LoadDir(dir_->path(), lo);
   ASSERT_TRUE(int8.ok()) << int8.status().ToString();
+  // The packed path runs where its kernels do (elsewhere kPacked falls back).
+  ASSERT_TRUE(model_->MoeBlocks()[0]->has_packed_experts() || !PanelGemmAvailable());
+  ASSERT_EQ(int8->get()->MoeBlocks()[0]->has_int8_experts(), Int8GemmAvailable());
   for (MoeModel* model : {model_, int8->get()}) {
     for (const char* spec : {"learned", "top1"}) {
       auto whole = EmbedWithDispatch(model, tok_, spec, ExpertDispatch::kPacked);
