@@ -72,7 +72,7 @@ static_assert(kCalibrationRows <= kAddBatch, "the calibration rows are read into
 // Rows Faiss's baselines are trained on (the first of the documents).
 constexpr size_t kFaissTrainRows = 100'000;
 // Queries timed from a cold page cache (each evicts the rows first).
-constexpr size_t kColdQueries = 100;
+constexpr size_t kColdQueries = 50;
 
 [[noreturn]] void Die(const std::string& m) {
   std::fprintf(stderr, "quantized_search: %s\n", m.c_str());

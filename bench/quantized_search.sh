@@ -15,7 +15,7 @@
 #   2. OLMoE-shaped synthetic vectors (HS 2048 + RW 1024, clustered), alpha 1.
 # Each prints its table (stderr) and one JSON object, saved beside the vectors.
 #
-# Usage: bash bench/quantized_search.sh [DOCS=100000] [QUERIES=200] [OLMOE_DOCS=DOCS]
+# Usage: bash bench/quantized_search.sh [DOCS=100000] [QUERIES=200] [OLMOE_DOCS=DOCS (0: none)]
 # The indexes and Faiss baselines run are the environment's DEFAULT_CONFIGS,
 # OLMOE_CONFIGS, DEFAULT_FAISS and OLMOE_FAISS (quantized_search's --configs
 # and --faiss; "none" for no Faiss baseline), defaults below. The OLMoE set
@@ -64,6 +64,7 @@ echo "== the default model's vectors: $DOCS documents, $QUERIES queries" >&2
 build/bench/quantized_search --vectors "$VECTORS" --query-vectors "$WORK/queries-$QUERIES.f32" \
   --docs "$DOCS" --queries "$QUERIES" --alpha 0.15 \
   --configs "$DEFAULT_CONFIGS" --faiss "$DEFAULT_FAISS" | tee "$WORK/default-$DOCS.json"
+[ "$OLMOE_DOCS" != 0 ] || exit 0  # OLMOE_DOCS 0: the default model's set only
 echo "== OLMoE-shaped vectors (2048 + 1024): $OLMOE_DOCS documents, $QUERIES queries" >&2
 build/bench/quantized_search --synthetic 2048,1024 --docs "$OLMOE_DOCS" --queries "$QUERIES" --alpha 1 \
   --configs "$OLMOE_CONFIGS" --faiss "$OLMOE_FAISS" | tee "$WORK/olmoe-$OLMOE_DOCS.json"

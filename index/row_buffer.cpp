@@ -91,6 +91,14 @@ void RowBuffer::Prefetch(size_t offset, size_t bytes) const {
   for (size_t at = from; at < to; at += kPiece) (void)madvise(map_ + at, std::min(kPiece, to - at), MADV_WILLNEED);
 }
 
+bool RowBuffer::Resident(size_t offset) const {
+  if (!on_disk()) return true;
+  if (offset >= size_) return false;
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  unsigned char in = 0;
+  return mincore(map_ + offset / page * page, 1, &in) == 0 && (in & 1) != 0;
+}
+
 Status RowBuffer::Evict() const {
   if (!on_disk() || capacity_ == 0) return Status::OK();
   // Dirty pages are written first (the cache drops only clean ones), and

@@ -44,6 +44,9 @@ class RowBuffer {
   // (a search's candidates) wait on the disk in parallel rather than one
   // page fault at a time. Nothing in the heap.
   void Prefetch(size_t offset, size_t bytes) const;
+  // On disk: whether the page holding byte `offset` is in the page cache
+  // (one mincore call); in the heap, always.
+  bool Resident(size_t offset) const;
   // On disk: writes the rows back and drops their pages from the page cache,
   // so the next reads come from the disk (what re-scoring costs when the
   // cache was reclaimed; benchmarks measure it). Nothing in the heap.
