@@ -77,11 +77,16 @@ TEST(RowBuffer, EvictDropsTheRowsPagesAndPrefetchReadsThemBack) {
   ASSERT_TRUE(buf->Append(bytes.data(), bytes.size()).ok());
   const size_t pages = bytes.size() / static_cast<size_t>(sysconf(_SC_PAGESIZE));
   EXPECT_EQ(ResidentPages(buf->data(), buf->size()), pages);
+  EXPECT_TRUE(buf->Resident(0) && buf->Resident(bytes.size() - 1));
+  EXPECT_FALSE(buf->Resident(bytes.size()));  // past the end
   ASSERT_TRUE(buf->Evict().ok());
   struct statfs fs_info{};
   ASSERT_EQ(statfs((tmp.path() + "/rows").c_str(), &fs_info), 0);
   const bool evictable = fs_info.f_type != TMPFS_MAGIC;
-  if (evictable) EXPECT_LE(ResidentPages(buf->data(), buf->size()), pages / 16) << "pages still cached after Evict";
+  if (evictable) {
+    EXPECT_LE(ResidentPages(buf->data(), buf->size()), pages / 16) << "pages still cached after Evict";
+    EXPECT_FALSE(buf->Resident(0) && buf->Resident(bytes.size() / 2) && buf->Resident(bytes.size() - 1));
+  }
   buf->Prefetch(0, buf->size());
   size_t resident = 0;
   for (int i = 0; i < 200 && resident < pages; ++i) {  // the read-ahead is asynchronous
@@ -94,6 +99,7 @@ TEST(RowBuffer, EvictDropsTheRowsPagesAndPrefetchReadsThemBack) {
   RowBuffer heap;
   ASSERT_TRUE(heap.Append(bytes.data(), 4096).ok());
   EXPECT_TRUE(heap.Evict().ok());
+  EXPECT_TRUE(heap.Resident(0));
   heap.Prefetch(0, 4096);
   EXPECT_EQ(std::memcmp(heap.data(), bytes.data(), 4096), 0);
 }
