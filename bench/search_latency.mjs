@@ -7,10 +7,10 @@
 // server's /tokenize, no special tokens), warms up, then prints one JSON
 // line: the queries' tokens as the model saw them (prompt included: the
 // /v1/embeddings usage), and per concurrency p50/p99 ms and queries/s.
-//   node bench/search_latency.mjs URL DOCS_FILE QUERIES_FILE [QUERY_TOKENS=12] [QUERIES=200] [CONCURRENT=16]
+//   node bench/search_latency.mjs URL DOCS_FILE QUERIES_FILE [QUERY_TOKENS=12] [QUERIES=100] [CONCURRENT=16]
 import { readFileSync } from 'node:fs';
 
-const [url, docsFile, queriesFile, tokensArg = '12', queriesArg = '200', concurrentArg = '16'] = process.argv.slice(2);
+const [url, docsFile, queriesFile, tokensArg = '12', queriesArg = '100', concurrentArg = '16'] = process.argv.slice(2);
 if (!url || !docsFile || !queriesFile) {
   console.error('usage: node bench/search_latency.mjs URL DOCS_FILE QUERIES_FILE [QUERY_TOKENS] [QUERIES] [CONCURRENT]');
   process.exit(2);

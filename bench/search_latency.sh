@@ -45,7 +45,7 @@ for FMT in $FORMATS; do
   for _ in $(seq 1 600); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done
   PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2 || true)
   [ -n "$PORT" ] || { cat "$WORK/serve.err" >&2; exit 1; }
-  node bench/search_latency.mjs "http://127.0.0.1:$PORT" "$WORK/docs.txt" "$WORK/queries.txt" 12 "${QUERIES:-200}" 16 > "$WORK/$FMT.json"
+  node bench/search_latency.mjs "http://127.0.0.1:$PORT" "$WORK/docs.txt" "$WORK/queries.txt" 12 "${QUERIES:-100}" 16 > "$WORK/$FMT.json"
   kill -TERM $SERVER; wait $SERVER || true; trap - EXIT
   T=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).model_tokens)' "$WORK/$FMT.json")
   "$BINS/llama-bench" -m "$LLAMA_WORK/$GG" -t "$THREADS" -p "$T" -n 0 -embd 1 -b 512 -ub 256,512 -fa on,off -r 10 -o csv \
