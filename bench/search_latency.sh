@@ -27,7 +27,8 @@ node -e 'const { parseCsv } = require("./eval/teacher/csv"); const fs = require(
   fs.writeFileSync(process.argv[1], rows.slice(0, +process.argv[3]).map((r) => one(r[0])).join("\n") + "\n");
   fs.writeFileSync(process.argv[2], rows.map((r) => one(r[1])).join("\n") + "\n");' \
   "$WORK/docs.txt" "$WORK/queries.txt" "$DOCS"
-echo "CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512.*|avx_vnni)$' | tr '\n' ' ')"
+source bench/serve_bench.sh
+serve_bench_cpu_flags
 for FMT in $FORMATS; do
   case "$FMT" in
     int8) FLAGS="--quant int8"; GG=olmoe-q8_0.gguf ;;
@@ -36,17 +37,10 @@ for FMT in $FORMATS; do
     top1) FLAGS="--routing top1"; GG=olmoe-f32-top1.gguf ;;
     *) echo "unknown format $FMT" >&2; exit 2 ;;
   esac
-  rm -rf "$WORK/db"
   # shellcheck disable=SC2086
-  $BIN serve --db "$WORK/db" --model "$MODEL" $FLAGS --threads "$THREADS" --port 0 --served-model-name bench \
-    > "$WORK/serve.out" 2> "$WORK/serve.err" &
-  SERVER=$!
-  trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
-  for _ in $(seq 1 600); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done
-  PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2 || true)
-  [ -n "$PORT" ] || { cat "$WORK/serve.err" >&2; exit 1; }
+  serve_bench_start --model "$MODEL" $FLAGS --threads "$THREADS" --served-model-name bench
   node bench/search_latency.mjs "http://127.0.0.1:$PORT" "$WORK/docs.txt" "$WORK/queries.txt" 12 "${QUERIES:-100}" 16 > "$WORK/$FMT.json"
-  kill -TERM $SERVER; wait $SERVER || true; trap - EXIT
+  serve_bench_stop
   T=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).model_tokens)' "$WORK/$FMT.json")
   "$BINS/llama-bench" -m "$LLAMA_WORK/$GG" -t "$THREADS" -p "$T" -n 0 -embd 1 -b 512 -ub 256,512 -fa on,off -r 10 -o csv \
     2> "$WORK/llama.err" > "$WORK/llama-$FMT.csv" || { tail -5 "$WORK/llama.err" >&2; exit 1; }

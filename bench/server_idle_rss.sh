@@ -18,10 +18,9 @@ source bench/olmoe_shaped_model.sh
 WORK=build/bench-server-rss
 mkdir -p "$WORK"
 [ -x build/bench/load_bench ] || ninja -C build load_bench >&2
-awk -F, '{ gsub(/"/, ""); for (i = 1; i <= 2; i++) if ($i != "") { s = s (s == "" ? "" : " ") $i; if (length(s) >= 1000) { print s; s = ""; if (++n == 128) exit } } }' \
-  tests/data/stsb-sample.csv > "$WORK/texts.txt"
-[ "$(wc -l < "$WORK/texts.txt")" = 128 ] || { echo "could not build 128 texts" >&2; exit 1; }
-echo "CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512.*|avx_vnni)$' | tr '\n' ' ')"
+source bench/serve_bench.sh
+serve_bench_texts "$WORK/texts.txt"
+serve_bench_cpu_flags
 mb() { awk -v k="$2:" '$1 == k { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
 for FMT in $FORMATS; do
   case "$FMT" in
@@ -31,15 +30,9 @@ for FMT in $FORMATS; do
     *) echo "unknown format $FMT" >&2; exit 2 ;;
   esac
   for IDLE_MS in 1000 0; do
-    rm -rf "$WORK/db"
+    export MOEEDB_ACTIVATION_IDLE_MS=$IDLE_MS
     # shellcheck disable=SC2086
-    MOEEDB_ACTIVATION_IDLE_MS=$IDLE_MS $BIN serve --db "$WORK/db" --model "$MODEL" $FLAGS --port 0 \
-      --served-model-name bench > "$WORK/serve.out" 2> "$WORK/serve.err" &
-    SERVER=$!
-    trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
-    for _ in $(seq 1 600); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done
-    PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2 || true)
-    [ -n "$PORT" ] || { cat "$WORK/serve.err" >&2; exit 1; }
+    serve_bench_start --model "$MODEL" $FLAGS --served-model-name bench
     start=$(mb $SERVER VmRSS)
     echo 5 > "/proc/$SERVER/clear_refs"  # VmHWM from here: the ingest's peak, not the model load's
     for _ in $(seq 1 "$PASSES"); do
@@ -48,7 +41,7 @@ for FMT in $FORMATS; do
     peak=$(mb $SERVER VmHWM); busy=$(mb $SERVER VmRSS)
     sleep "$IDLE_S"
     idle=$(mb $SERVER VmRSS)
-    kill -TERM $SERVER; wait $SERVER || true; trap - EXIT
+    serve_bench_stop
     what=$([ "$IDLE_MS" = 0 ] && echo "idle release off" || echo "idle release after ${IDLE_MS} ms")
     echo "$FMT ($what): RSS at start $start MB, peak $peak MB, after the last request $busy MB, ${IDLE_S} s idle $idle MB ($(awk "BEGIN { printf \"%.2f\", $idle / $start }")x start)"
   done

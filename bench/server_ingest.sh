@@ -17,10 +17,9 @@ BIN=./build/moeedb
 source bench/olmoe_shaped_model.sh
 WORK=build/bench-server-ingest
 mkdir -p "$WORK"
-awk -F, '{ gsub(/"/, ""); for (i = 1; i <= 2; i++) if ($i != "") { s = s (s == "" ? "" : " ") $i; if (length(s) >= 1000) { print s; s = ""; if (++n == 128) exit } } }' \
-  tests/data/stsb-sample.csv > "$WORK/texts.txt"
-[ "$(wc -l < "$WORK/texts.txt")" = 128 ] || { echo "could not build 128 texts" >&2; exit 1; }
-echo "CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512.*|avx_vnni)$' | tr '\n' ' ')"
+source bench/serve_bench.sh
+serve_bench_texts "$WORK/texts.txt"
+serve_bench_cpu_flags
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 cli_rate() {  # tokens/s of `moeedb embed --stats` with the given flags
   $BIN embed --model "$MODEL" "$@" --stats < "$WORK/texts.txt" 2> "$WORK/cli.err" > /dev/null
@@ -33,14 +32,8 @@ for FMT in $FORMATS; do
     f32) FLAGS="" ;;
     *) echo "unknown format $FMT" >&2; exit 2 ;;
   esac
-  rm -rf "$WORK/db"
   # shellcheck disable=SC2086
-  $BIN serve --db "$WORK/db" --model "$MODEL" $FLAGS --port 0 --served-model-name bench > "$WORK/serve.out" 2> "$WORK/serve.err" &
-  SERVER=$!
-  trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
-  for _ in $(seq 1 600); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.2; done
-  PORT=$(grep -o '127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2)
-  [ -n "$PORT" ] || { cat "$WORK/serve.err" >&2; exit 1; }
+  serve_bench_start --model "$MODEL" $FLAGS --served-model-name bench
   # A first pass warms the server (first touch of its activation memory).
   ./build/bench/load_bench "$PORT" 16 all "$WORK/texts.txt" "$PER_REQUEST" bench > /dev/null
   : > "$WORK/cli.rates"; : > "$WORK/srv.rates"
@@ -52,7 +45,7 @@ for FMT in $FORMATS; do
     echo "$FMT round $r: CLI $best tokens/s; server $s tokens/s ($(grep -o 'client CPU.*' "$WORK/load.out"))"
     echo "$best" >> "$WORK/cli.rates"; echo "$s" >> "$WORK/srv.rates"
   done
-  kill -TERM $SERVER; wait $SERVER || true; trap - EXIT
+  serve_bench_stop
   cm=$(median < "$WORK/cli.rates"); sm=$(median < "$WORK/srv.rates")
   echo "$FMT: server / CLI best tokens/s (medians) = $sm / $cm = $(awk "BEGIN { printf \"%.3f\", $sm / $cm }") (>= 0.9)"
 done
