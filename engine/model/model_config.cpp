@@ -27,9 +27,14 @@ class Fields {
     *out = j_[key].get<int64_t>();
     return Status::OK();
   }
-  Status Positive(const char* key, int64_t* out, std::optional<int64_t> def = std::nullopt) const {
+  // A shape field: positive and at most `max`, so that products of shapes
+  // (weights, RW dimension, buffers) stay far inside int64.
+  Status Positive(const char* key, int64_t* out, int64_t max, std::optional<int64_t> def = std::nullopt) const {
     MOEEDB_RETURN_IF_ERROR(Int(key, out, def));
     if (*out <= 0) return Status::InvalidArgument(source_ + ": field '" + key + "' must be positive, got " + std::to_string(*out));
+    if (*out > max)
+      return Status::InvalidArgument(source_ + ": field '" + key + "' is " + std::to_string(*out) + ", above the largest supported " +
+                                     std::to_string(max));
     return Status::OK();
   }
   Status Double(const char* key, double* out, double def) const {
@@ -53,6 +58,16 @@ class Fields {
   const json& j_;
   std::string source_;
 };
+
+// The largest shapes a config may name. Each is far above any released MoE
+// (DeepSeek-V3: vocabulary 129,280, hidden 7,168, 256 experts, 61 layers) and
+// small enough that any product the loader forms (vocabulary x hidden,
+// experts x layers, a layer's weights) fits int64 with room to spare.
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden, head and MLP widths
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxHeads = 4096;
+constexpr int64_t kMaxExperts = 65536;
 
 }  // namespace
 
@@ -101,25 +116,25 @@ Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const 
                                 "'; supported model types: " + SupportedModelTypes());
   const ModelFamily& fam = *c.family;
   Fields f(j, source);
-  MOEEDB_RETURN_IF_ERROR(f.Positive("vocab_size", &c.vocab_size));
-  MOEEDB_RETURN_IF_ERROR(f.Positive("hidden_size", &c.hidden_size));
-  MOEEDB_RETURN_IF_ERROR(f.Positive("num_hidden_layers", &c.num_layers));
-  MOEEDB_RETURN_IF_ERROR(f.Positive("num_attention_heads", &c.num_heads));
-  MOEEDB_RETURN_IF_ERROR(f.Positive("num_key_value_heads", &c.num_kv_heads, c.num_heads));
+  MOEEDB_RETURN_IF_ERROR(f.Positive("vocab_size", &c.vocab_size, kMaxVocab));
+  MOEEDB_RETURN_IF_ERROR(f.Positive("hidden_size", &c.hidden_size, kMaxWidth));
+  MOEEDB_RETURN_IF_ERROR(f.Positive("num_hidden_layers", &c.num_layers, kMaxLayers));
+  MOEEDB_RETURN_IF_ERROR(f.Positive("num_attention_heads", &c.num_heads, kMaxHeads));
+  MOEEDB_RETURN_IF_ERROR(f.Positive("num_key_value_heads", &c.num_kv_heads, kMaxHeads, c.num_heads));
   if (c.num_heads % c.num_kv_heads != 0)
     return Status::InvalidArgument(source + ": num_attention_heads (" + std::to_string(c.num_heads) +
                                    ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_kv_heads) + ")");
   if (!f.Has("head_dim") && c.hidden_size % c.num_heads != 0)
     return Status::InvalidArgument(source + ": hidden_size is not a multiple of num_attention_heads and no head_dim is given");
-  MOEEDB_RETURN_IF_ERROR(f.Positive("head_dim", &c.head_dim, c.hidden_size / c.num_heads));
+  MOEEDB_RETURN_IF_ERROR(f.Positive("head_dim", &c.head_dim, kMaxWidth, c.hidden_size / c.num_heads));
   if (c.head_dim % 2 != 0) return Status::InvalidArgument(source + ": head_dim must be even for RoPE");
-  MOEEDB_RETURN_IF_ERROR(f.Positive(fam.experts_field, &c.num_experts));
-  MOEEDB_RETURN_IF_ERROR(f.Positive("num_experts_per_tok", &c.top_k));
+  MOEEDB_RETURN_IF_ERROR(f.Positive(fam.experts_field, &c.num_experts, kMaxExperts));
+  MOEEDB_RETURN_IF_ERROR(f.Positive("num_experts_per_tok", &c.top_k, kMaxExperts));
   if (c.top_k > c.num_experts)
     return Status::InvalidArgument(source + ": num_experts_per_tok (" + std::to_string(c.top_k) + ") exceeds the expert count (" +
                                    std::to_string(c.num_experts) + ")");
-  MOEEDB_RETURN_IF_ERROR(f.Positive(fam.expert_intermediate_field, &c.expert_intermediate));
-  MOEEDB_RETURN_IF_ERROR(f.Positive("intermediate_size", &c.dense_intermediate));
+  MOEEDB_RETURN_IF_ERROR(f.Positive(fam.expert_intermediate_field, &c.expert_intermediate, kMaxWidth));
+  MOEEDB_RETURN_IF_ERROR(f.Positive("intermediate_size", &c.dense_intermediate, kMaxWidth));
   MOEEDB_RETURN_IF_ERROR(f.Double("rms_norm_eps", &c.rms_norm_eps, 1e-6));
   MOEEDB_RETURN_IF_ERROR(f.Double("rope_theta", &c.rope_theta, 10000.0));
   MOEEDB_RETURN_IF_ERROR(f.Double("initializer_range", &c.initializer_range, 0.02));
@@ -155,7 +170,7 @@ Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const 
 
   // Shared experts.
   if (fam.shared == SharedExpertKind::kSigmoidGated) {
-    MOEEDB_RETURN_IF_ERROR(f.Positive("shared_expert_intermediate_size", &c.shared_intermediate));
+    MOEEDB_RETURN_IF_ERROR(f.Positive("shared_expert_intermediate_size", &c.shared_intermediate, kMaxWidth));
   } else if (fam.shared == SharedExpertKind::kUnweighted) {
     int64_t n_shared = 0;
     MOEEDB_RETURN_IF_ERROR(f.Int("n_shared_experts", &n_shared, 0));
@@ -175,7 +190,7 @@ Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const 
   c.moe_layer.assign(static_cast<size_t>(c.num_layers), true);
   if (fam.moe_layers == MoeLayerRule::kQwenSparseStep) {
     int64_t step = 1;
-    MOEEDB_RETURN_IF_ERROR(f.Positive("decoder_sparse_step", &step, 1));
+    MOEEDB_RETURN_IF_ERROR(f.Positive("decoder_sparse_step", &step, kMaxLayers, 1));
     std::vector<int64_t> mlp_only;
     if (f.Has("mlp_only_layers")) {
       if (!j["mlp_only_layers"].is_array()) return Status::InvalidArgument(source + ": mlp_only_layers must be a list");
@@ -191,7 +206,7 @@ Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const 
   } else if (fam.moe_layers == MoeLayerRule::kDeepseekFirstKDense) {
     int64_t first_dense = 0, freq = 1;
     MOEEDB_RETURN_IF_ERROR(f.Int("first_k_dense_replace", &first_dense, 0));
-    MOEEDB_RETURN_IF_ERROR(f.Positive("moe_layer_freq", &freq, 1));
+    MOEEDB_RETURN_IF_ERROR(f.Positive("moe_layer_freq", &freq, kMaxLayers, 1));
     for (int64_t i = 0; i < c.num_layers; ++i) c.moe_layer[i] = i >= first_dense && i % freq == 0;
   }
   if (c.num_moe_layers() == 0) return Status::InvalidArgument(source + ": the config has no MoE layer");

@@ -71,5 +71,25 @@ TEST(ModelConfig, WrongTypedOptionalFieldsAreErrorsNotExceptions) {
   }
 }
 
+// Found by tests/fuzz (fuzz_model_config): n_routed_experts of 5.5e18 passed,
+// and rw_dim() (experts x MoE layers) overflowed int64. Shapes have a ceiling;
+// one above it is an error naming the field, one at it still loads.
+TEST(ModelConfig, ShapesAboveTheCeilingAreNamedErrors) {
+  const std::string base = test::ReadFile(test::Data("configs/deepseek-tiny.json"));
+  for (const char* field : {"n_routed_experts", "vocab_size", "hidden_size", "num_hidden_layers", "moe_intermediate_size"}) {
+    nlohmann::json j = nlohmann::json::parse(base);
+    j[field] = int64_t{5555555555555555552};
+    auto c = ModelConfig::FromJson(j.dump(), "cfg.json");
+    ASSERT_FALSE(c.ok()) << field;
+    EXPECT_NE(c.status().message().find(std::string("'") + field + "' is 5555555555555555552, above the largest supported"),
+              std::string::npos) << c.status().message();
+  }
+  nlohmann::json j = nlohmann::json::parse(base);
+  j["n_routed_experts"] = 65536;
+  auto c = ModelConfig::FromJson(j.dump(), "cfg.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rw_dim(), 65536 * c->num_moe_layers());
+}
+
 }  // namespace
 }  // namespace moeedb
