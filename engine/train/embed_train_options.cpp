@@ -92,7 +92,8 @@ FieldTable<EmbedTrainOptions> MakeEmbedTrainFields() {
   t.push_back(Number("temperature", &O::temperature, 1e-4, 10, "X", "InfoNCE temperature"));
   t.push_back(Number("cosent_scale", &O::cosent_scale, 0, 1e4, "X", "CoSENT scale"));
   t.push_back(Number("distill_weight", &O::distill_weight, 0, 1e6, "X",
-                     "weight of 1 - cos(student, teacher) (the pooled part against the teacher's vector)"));
+                     "weight of 1 - cos(student, teacher) (the pooled part against the teacher's vector; through a "
+                     "learned linear map, started from a ridge fit, when the teacher's dimension differs)"));
   t.push_back(Number("distill_matrix_weight", &O::distill_matrix_weight, 0, 1e6, "X",
                      "weight of the squared difference of the in-batch cosine matrices, student against teacher"));
   t.push_back(Number("aux_loss_coef", &O::aux_loss_coef, 0, 1e6, "X", "weight of the routers' load-balancing loss"));

@@ -23,6 +23,8 @@
 #include "engine/model/model_config.h"
 #include "engine/kernels/tensor_ops.h"
 #include "engine/train/embed_encoder.h"
+#include "engine/io/safetensors.h"
+#include "engine/train/ridge_map.h"
 #include "engine/train/train_net.h"
 #include "engine/train/train_state.h"
 
@@ -35,6 +37,7 @@ namespace {
 
 using embed_train::Encoder;
 using embed_train::L2Normalize;
+using embed_train::RidgeMap;
 using embed_train::SideVectors;
 using embed_train::StandardizedUnit;
 
@@ -63,10 +66,8 @@ Status CheckData(const EmbedTrainData& d, const ModelConfig& c, const EmbedTrain
   if (d.pairs.empty() && d.scored.empty() && d.teacher.empty())
     return Status::InvalidArgument("no training signal: give pairs, scored pairs or teacher vectors");
   if (!d.teacher.empty()) {
-    if (d.teacher_dim != o.pooler.out_dim && o.distill_weight > 0)
-      return Status::InvalidArgument("teacher vectors have " + std::to_string(d.teacher_dim) +
-                                     " dimensions but the pooler's output has " + std::to_string(o.pooler.out_dim) +
-                                     " (the direct term compares them; with distill_weight 0 only the matrix term runs)");
+    if (d.teacher_dim <= 0 || d.teacher.size() % static_cast<size_t>(d.teacher_dim) != 0)
+      return Status::InvalidArgument("teacher vectors must be rows of teacher_dim (" + std::to_string(d.teacher_dim) + ") values");
     if (d.teacher_row.size() != d.sentences.size())
       return Status::InvalidArgument("teacher_row must have one entry per sentence");
     const int64_t rows = static_cast<int64_t>(d.teacher.size()) / d.teacher_dim;
@@ -162,6 +163,12 @@ struct EmbedTrainer::Impl {
   std::vector<at::Tensor> trainable;
   std::vector<std::vector<int32_t>> by_source;  // pair indices per source
   at::Tensor teacher;                           // [rows, teacher_dim], or undefined
+  // The direct distillation term's map from the pooled vector's neural part
+  // into the teacher's space [teacher_dim, out_dim], trained with the
+  // pooler; defined only when the two dimensions differ. Training-only: the
+  // exported model has no use for it.
+  at::Tensor projection;
+  std::vector<double> group_lr;                 // each optimizer group's peak rate
   bool lexical_target = false;                  // the match term's target is TF-IDF
   std::vector<float> idf;                       // per vocabulary entry (lexical_target)
   SideVectors side;                             // the side vectors a term trains
@@ -188,6 +195,54 @@ struct EmbedTrainer::Impl {
     return at::matmul(t, t.t());
   }
 
+  bool NeedsProjection() const {
+    return teacher_dim() > 0 && o.distill_weight > 0 && teacher_dim() != o.pooler.out_dim;
+  }
+  int64_t teacher_dim() const { return data.teacher.empty() ? 0 : data.teacher_dim; }
+
+  // The projection's start: the ridge map from the student's neural part to
+  // the teacher's vectors over the first kProjectionFitRows sentences that
+  // have one, as the model is before the first step.
+  void FitProjection() {
+    constexpr size_t kProjectionFitRows = 4096, kChunk = 256;
+    at::NoGradGuard no_grad;
+    std::vector<int32_t> ids;
+    std::vector<int64_t> trows;
+    for (size_t i = 0; i < data.sentences.size() && ids.size() < kProjectionFitRows; ++i)
+      if (data.teacher_row[i] >= 0) {
+        ids.push_back(static_cast<int32_t>(i));
+        trows.push_back(data.teacher_row[i]);
+      }
+    std::vector<at::Tensor> parts;
+    for (size_t i = 0; i < ids.size(); i += kChunk) {
+      const std::vector<int32_t> chunk(ids.begin() + i, ids.begin() + std::min(ids.size(), i + kChunk));
+      at::Tensor pooled = enc->Encode(data.sentences, chunk, false, nullptr, nullptr);
+      parts.push_back(L2Normalize(pooled.narrow(1, 0, o.pooler.out_dim)));
+    }
+    const at::Tensor s = at::cat(parts), t = teacher_rows().index_select(0, at::tensor(trows));
+    projection = RidgeMap(s, t);
+    const double fit = (L2Normalize(at::matmul(s, projection.t())) * t).sum(-1).mean().item<double>();
+    Log("distillation projection " + std::to_string(o.pooler.out_dim) + " -> " + std::to_string(teacher_dim()) +
+        " fitted on " + std::to_string(ids.size()) + " sentences: mean cosine to the teacher " + Fmt("%.3f", fit));
+  }
+  at::Tensor teacher_rows() const {
+    return at::from_blob(const_cast<float*>(data.teacher.data()),
+                         {static_cast<int64_t>(data.teacher.size()) / data.teacher_dim, data.teacher_dim}, at::kFloat);
+  }
+  Status SaveProjection(const std::string& path) const {
+    at::Tensor x = projection.detach().contiguous();
+    const auto* p = static_cast<const uint8_t*>(x.data_ptr());
+    return WriteSafetensors(path, {{"projection", DType::kF32, x.sizes().vec(), std::vector<uint8_t>(p, p + x.numel() * 4)}});
+  }
+  Result<at::Tensor> LoadProjection(const std::string& path) const {
+    MOEEDB_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
+    const TensorView* v = file->Find("projection");
+    if (v == nullptr || v->dtype != DType::kF32 || v->shape != std::vector<int64_t>{teacher_dim(), o.pooler.out_dim})
+      return Status::Corruption(path + ": no " + std::to_string(teacher_dim()) + " x " + std::to_string(o.pooler.out_dim) +
+                                " F32 tensor 'projection'");
+    return at::from_blob(const_cast<void*>(static_cast<const void*>(v->data)), v->shape, at::kFloat).clone();
+  }
+
   // Loads the start weights (or the resumed state) and builds the optimizer.
   Status Start(bool resume) {
     enc = std::make_unique<Encoder>(c, o);
@@ -201,6 +256,8 @@ struct EmbedTrainer::Impl {
     if (o.hs_pooling_weight > 0) run["hs_pooling_weight"] = o.hs_pooling_weight;
     if (o.side_match_weight > 0) run["side_match_weight"] = o.side_match_weight;
     if (o.side_match_target == MatchTarget::kLexical) run["side_match_target"] = "lexical";
+    const bool projected = NeedsProjection();
+    if (projected) run["distill_projection"] = "ridge fit, trained";
     if (resume) {
       MOEEDB_ASSIGN_OR_RETURN(state, state_dir.ReadState());
       if (state.value("run", json()) != run)
@@ -212,6 +269,9 @@ struct EmbedTrainer::Impl {
       result.step = state["step"].get<int64_t>();
       result.initial_val_spearman = state["initial_val_spearman"].get<double>();
       result.val_spearman = state.value("val_spearman", result.initial_val_spearman);
+      if (projected) {
+        MOEEDB_ASSIGN_OR_RETURN(projection, LoadProjection(state_dir.File("projection.safetensors")));
+      }
     } else {
       MOEEDB_RETURN_IF_ERROR(enc->net().Load((fs::path(o.model_dir) / "model.safetensors").string()));
       enc->InitPooler(o.seed);
@@ -232,6 +292,7 @@ struct EmbedTrainer::Impl {
         }
       }
       state = {{"run", run}, {"history", json::array()}};
+      if (projected) FitProjection();
     }
     std::vector<at::Tensor> decay, no_decay, pooler_params;
     auto& params = enc->net().params();
@@ -249,23 +310,28 @@ struct EmbedTrainer::Impl {
       return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).betas({0.9, 0.999}).weight_decay(wd));
     };
     groups.emplace_back(pooler_params, adamw(o.lr_pooler, o.weight_decay));
+    group_lr = {o.lr_pooler};
     if (!o.freeze_lm) {
       groups.emplace_back(decay, adamw(o.lr_lm, o.weight_decay));
       groups.emplace_back(no_decay, adamw(o.lr_lm, 0.0));
+      group_lr.insert(group_lr.end(), {o.lr_lm, o.lr_lm});
+    }
+    if (projected) {  // last, so the groups before it are as in runs without one
+      projection.set_requires_grad(true);
+      groups.emplace_back(std::vector<at::Tensor>{projection}, adamw(o.lr_pooler, 0.0));
+      group_lr.push_back(o.lr_pooler);
     }
     opt = std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(o.lr_pooler));
     if (resume) torch::load(*opt, state_dir.File("optimizer.pt"));
     trainable = pooler_params;
     trainable.insert(trainable.end(), decay.begin(), decay.end());
     trainable.insert(trainable.end(), no_decay.begin(), no_decay.end());
+    if (projected) trainable.push_back(projection);
 
     std::map<int32_t, std::vector<int32_t>> sources;
     for (size_t i = 0; i < data.pairs.size(); ++i) sources[data.pairs[i].source].push_back(static_cast<int32_t>(i));
     for (auto& [src, list] : sources) by_source.push_back(std::move(list));
-    const int64_t tdim = data.teacher_dim;
-    if (!data.teacher.empty())
-      teacher = at::from_blob(const_cast<float*>(data.teacher.data()),
-                              {static_cast<int64_t>(data.teacher.size()) / tdim, tdim}, at::kFloat);
+    if (!data.teacher.empty()) teacher = teacher_rows();
     lexical_target = o.side_match_weight > 0 && o.side_match_target == MatchTarget::kLexical;
     if (lexical_target)
       for (float lw : LogIdfTokenWeights(data.sentences, c.vocab_size)) idf.push_back(std::exp(lw));
@@ -303,7 +369,7 @@ struct EmbedTrainer::Impl {
     const double sched = WarmupCosine(1.0, o.min_lr_ratio, o.warmup_steps, result.step, o.steps);
     auto& pg = opt->param_groups();
     for (size_t g = 0; g < pg.size(); ++g)
-      static_cast<torch::optim::AdamWOptions&>(pg[g].options()).lr((g == 0 ? o.lr_pooler : o.lr_lm) * sched);
+      static_cast<torch::optim::AdamWOptions&>(pg[g].options()).lr(group_lr[g] * sched);
 
     const StepBatch b = DrawBatch(data, by_source, o, result.step);
     // Every sentence of the step once; slot_of maps a sentence to its row.
@@ -393,8 +459,11 @@ struct EmbedTrainer::Impl {
         }
       if (rows.size() >= 2) {
         at::Tensor s = e.index_select(0, at::tensor(rows)), t = teacher.index_select(0, at::tensor(trows));
-        if (o.distill_weight > 0)  // CheckData: then the teacher's dimension is out_dim
-          parts["distill"] = o.distill_weight * (1 - (e_neural.index_select(0, at::tensor(rows)) * t).sum(-1)).mean();
+        if (o.distill_weight > 0) {
+          at::Tensor student = e_neural.index_select(0, at::tensor(rows));
+          if (projection.defined()) student = L2Normalize(at::matmul(student, projection.t()));
+          parts["distill"] = o.distill_weight * (1 - (student * t).sum(-1)).mean();
+        }
         parts["matrix"] = o.distill_matrix_weight * (at::matmul(s, s.t()) - at::matmul(t, t.t())).pow(2).mean();
       }
     }
@@ -417,6 +486,7 @@ struct EmbedTrainer::Impl {
     return state_dir.Commit(state, [&](const std::string& dir) -> Status {
       MOEEDB_RETURN_IF_ERROR(enc->net().Save((fs::path(dir) / "params.safetensors").string(), DType::kF32));
       MOEEDB_RETURN_IF_ERROR(SavePooler(dir, o.pooler, enc->pooler()));
+      if (projection.defined()) MOEEDB_RETURN_IF_ERROR(SaveProjection((fs::path(dir) / "projection.safetensors").string()));
       torch::save(*opt, (fs::path(dir) / "optimizer.pt").string());
       return Status::OK();
     });

@@ -7,11 +7,13 @@
 // corpora (single words teach the student word meanings cheaply), then the
 // sentences of those corpora (OpenStax, MASC, US speeches, War and Peace;
 // 4 to 40 words, shuffled with a fixed seed), then every remaining sentence
-// of the positive pairs. Never a dev or test split: STS-B dev and
+// of the positive pairs; with --paragraphs N, N paragraph openings of
+// OpenStax and MASC (25 to 90 words: passages as retrieval indexes them).
+// Never a dev or test split: STS-B dev and
 // test sentences are never among the --corpus additions. Later options only
 // append, so vectors embedded for a shorter list stay valid for the longer one.
 //
-//   node eval/teacher/sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N] [--corpus [--words N]]
+//   node eval/teacher/sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N] [--corpus [--words N]] [--paragraphs N]
 "use strict";
 const fs = require("fs");
 const { positional, intOption } = require("./args");
@@ -31,11 +33,12 @@ function rng(seed) {
 }
 
 function main() {
-  const [data, out] = positional("node sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N] [--corpus [--words N]]", 2);
+  const [data, out] = positional("node sentences.js DATA_DIR OUT.txt [--pairs-per-source N] [--openstax N] [--corpus [--words N]] [--paragraphs N]", 2);
   const perSource = intOption("pairs-per-source", 2000);
   const seen = new Set(), list = [];
   // Long passages (QED) are left out: the student reads at most 128 tokens.
-  const add = (s) => { s = clean(s); if (s.length && s.length <= 400 && !seen.has(s)) { seen.add(s); list.push(s); } };
+  const addUpTo = (s, max) => { s = clean(s); if (s.length && s.length <= max && !seen.has(s)) { seen.add(s); list.push(s); } };
+  const add = (s) => addUpTo(s, 400), addLong = (s) => addUpTo(s, 1000);
   for (const r of parseCsv(fs.readFileSync(path.join(data, "eval/stsb/stsb-en-train.csv"), "utf8")))
     if (r.length >= 3) { add(r[0]); add(r[1]); }
   parseCsv(fs.readFileSync(path.join(data, "eval/banking77/train.csv"), "utf8")).slice(1).forEach((r) => add(r[0]));
@@ -96,6 +99,28 @@ function main() {
     for (let i = sentences.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [sentences[i], sentences[j]] = [sentences[j], sentences[i]]; }
     for (const x of sentences) add(x);
     for (const [, rows] of [...bySource.entries()].sort()) for (const r of rows) { add(r[0]); add(r[1]); }
+  }
+  const paragraphs = intOption("paragraphs", 0);
+  if (paragraphs > 0) {
+    // Passages as retrieval indexes them: the opening of each OpenStax and
+    // MASC paragraph, whole sentences up to 90 words (what the student reads
+    // within 128 tokens, so both models see the same text), at least 25 words.
+    const files = [...fs.readdirSync(path.join(data, "corpus/openstax")).filter((f) => f.endsWith(".txt") && f !== "SOURCES.txt").sort()
+      .map((f) => path.join(data, "corpus/openstax", f)), path.join(data, "corpus/nltk/masc_detagged.txt")];
+    const passages = [];
+    for (const f of files)
+      for (const para of fs.readFileSync(f, "utf8").split("\n")) {
+        let text = "", n = 0;
+        for (const sent of clean(para).split(/(?<=[.?!])\s+(?=[A-Z"'])/)) {
+          const w = sent.split(" ").length;
+          if (n + w > 90) break;
+          text += (n ? " " : "") + sent;
+          n += w;
+        }
+        if (n >= 25) passages.push(text);
+      }
+    for (let i = passages.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [passages[i], passages[j]] = [passages[j], passages[i]]; }
+    for (const x of passages.slice(0, paragraphs)) addLong(x);
   }
   fs.writeFileSync(out, list.join("\n") + "\n");
   console.error(`${list.length} sentences`);

@@ -21,6 +21,7 @@
 #include "engine/kernels/tensor_ops.h"
 #include "engine/train/embed_trainer.h"
 #include "engine/train/lm_trainer.h"
+#include "engine/train/ridge_map.h"
 #include "engine/model/trained_pooler.h"
 #include "tests/engine/pooler_reference.h"
 #include "tests/test_util.h"
@@ -628,9 +629,76 @@ TEST_F(EmbedTrainerTest, RefusesInconsistentData) {
   bad = syn.data;
   bad.sentences[3] = {70};  // outside the vocabulary of 64
   EXPECT_EQ(TrainEmbedding(bad, Options(dir_ / "x")).status().code(), Status::Code::kInvalidArgument);
-  EmbedTrainOptions o = Options(dir_ / "x");
-  o.pooler.out_dim = 6;  // the teacher has 8
-  EXPECT_EQ(TrainEmbedding(syn.data, o).status().code(), Status::Code::kInvalidArgument);
+  bad = syn.data;
+  bad.teacher_dim = 7;  // 40 rows of 8 values are not rows of 7
+  EXPECT_EQ(TrainEmbedding(bad, Options(dir_ / "x")).status().code(), Status::Code::kInvalidArgument);
+}
+
+// The ridge map against what defines it: an exact linear relation is
+// recovered, and with a ridge the objective's gradient vanishes at the map
+// (from^T (from W^T - to) + ridge W^T = 0), computed here in double apart.
+TEST(RidgeMap, RecoversALinearMapAndZeroesTheRidgeObjectivesGradient) {
+  at::manual_seed(11);
+  const at::Tensor from = at::randn({200, 6}), map = at::randn({5, 6});
+  const at::Tensor to = at::matmul(from, map.t());
+  EXPECT_TRUE(at::allclose(embed_train::RidgeMap(from, to, 1e-12), map, 1e-4, 1e-4));
+  const at::Tensor noisy = to + 0.3 * at::randn({200, 5});
+  const at::Tensor w = embed_train::RidgeMap(noisy.narrow(1, 0, 5), from, 0.05).to(at::kDouble);  // 5 -> 6
+  const at::Tensor x = noisy.narrow(1, 0, 5).to(at::kDouble), y = from.to(at::kDouble);
+  const double ridge = 0.05 * at::matmul(x.t(), x).diagonal().mean().item<double>();
+  const at::Tensor grad = at::matmul(x.t(), at::matmul(x, w.t()) - y) + ridge * w.t();
+  EXPECT_LT(grad.abs().max().item<double>(), 1e-3 * ridge);
+  EXPECT_GT(w.sub(embed_train::RidgeMap(noisy.narrow(1, 0, 5), from, 1e-12).to(at::kDouble)).abs().max().item<double>(),
+            1e-3);  // the ridge changed the answer
+}
+
+// A teacher of another dimension (8) than the pooled vector (6): the direct
+// term compares them through a projection fitted before the first step and
+// trained after, which lowers the term; it lives in the run's state (a
+// stopped run resumes to the same bytes) and stays out of the model folder.
+TEST_F(EmbedTrainerTest, ATeacherOfAnotherDimensionDistilsThroughAFittedProjection) {
+  const Synthetic syn = Synthetic::Make(8);
+  auto options = [&](const std::string& out, std::vector<std::string>* log) {
+    EmbedTrainOptions o = Options(out);
+    o.pooler.out_dim = 6;
+    o.distill_weight = 5;
+    if (log != nullptr) o.log = [log](const std::string& line) { log->push_back(line); };
+    return o;
+  };
+  std::vector<std::string> log;
+  const std::string whole = dir_ / "whole";
+  {
+    auto t = EmbedTrainer::Open(syn.data, options(whole, &log));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    std::vector<double> distill;
+    while ((*t)->step() < 30) {
+      auto parts = (*t)->Step();
+      ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+      ASSERT_TRUE(parts->count("distill"));
+      distill.push_back(parts->at("distill"));
+    }
+    const double first = (distill[0] + distill[1] + distill[2]) / 3, last = (distill[27] + distill[28] + distill[29]) / 3;
+    EXPECT_LT(last, 0.8 * first) << "first 3 steps " << first << ", last 3 " << last;
+    ASSERT_TRUE((*t)->Checkpoint().ok());
+    ASSERT_TRUE((*t)->Export().ok());
+  }
+  bool fitted = false;
+  for (const auto& line : log) fitted |= line.find("distillation projection 6 -> 8 fitted on 40 sentences") != std::string::npos;
+  EXPECT_TRUE(fitted);
+  auto state = SafetensorsFile::Open(whole + "/train_state/projection.safetensors");
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_NE((*state)->Find("projection"), nullptr);
+  EXPECT_EQ((*state)->Find("projection")->shape, (std::vector<int64_t>{8, 6}));
+  EXPECT_FALSE(fs::exists(whole + "/projection.safetensors"));
+
+  const std::string stopped = dir_ / "stopped";
+  EmbedTrainOptions first = options(stopped, nullptr);
+  first.stop_after = 13;
+  ASSERT_TRUE(TrainEmbedding(syn.data, first).ok());
+  auto resumed = TrainEmbedding(syn.data, options(stopped, nullptr));
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_TRUE(resumed->finished);
+  EXPECT_EQ(Bytes(whole), Bytes(stopped));
 }
 
 }  // namespace
