@@ -61,13 +61,17 @@ class Fields {
 
 // The largest shapes a config may name. Each is far above any released MoE
 // (DeepSeek-V3: vocabulary 129,280, hidden 7,168, 256 experts, 61 layers) and
-// small enough that any product the loader forms (vocabulary x hidden,
-// experts x layers, a layer's weights) fits int64 with room to spare.
+// small enough that the size of any one tensor (vocabulary x hidden, an
+// expert stack) fits int64 with room to spare; the router rows a model reads
+// (experts x MoE layers) are capped too, since the loader lists a tensor per
+// expert and layer before it reads one. Whole-model totals are not bounded
+// here: a model that large fails when its weights are mapped.
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden, head and MLP widths
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxHeads = 4096;
 constexpr int64_t kMaxExperts = 65536;
+constexpr int64_t kMaxRouterRows = int64_t{1} << 20;  // experts x MoE layers (rw_dim)
 
 }  // namespace
 
@@ -176,8 +180,9 @@ Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const 
     MOEEDB_RETURN_IF_ERROR(f.Int("n_shared_experts", &n_shared, 0));
     if (n_shared < 0 || n_shared > 4096)
       return Status::InvalidArgument(source + ": n_shared_experts must be in 0..4096");
-    if (n_shared > 0 && c.expert_intermediate > (int64_t{1} << 40) / n_shared)
-      return Status::InvalidArgument(source + ": n_shared_experts x moe_intermediate_size is too large");
+    if (n_shared > 0 && c.expert_intermediate > kMaxWidth / n_shared)
+      return Status::InvalidArgument(source + ": n_shared_experts x moe_intermediate_size is above the largest supported width " +
+                                     std::to_string(kMaxWidth));
     c.shared_intermediate = n_shared * c.expert_intermediate;
   }
   if (fam.moe_layers == MoeLayerRule::kDeepseekFirstKDense) {
@@ -210,6 +215,10 @@ Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const 
     for (int64_t i = 0; i < c.num_layers; ++i) c.moe_layer[i] = i >= first_dense && i % freq == 0;
   }
   if (c.num_moe_layers() == 0) return Status::InvalidArgument(source + ": the config has no MoE layer");
+  if (c.rw_dim() > kMaxRouterRows)
+    return Status::InvalidArgument(source + ": " + std::to_string(c.num_experts) + " experts in " +
+                                   std::to_string(c.num_moe_layers()) + " MoE layers are above the largest supported " +
+                                   std::to_string(kMaxRouterRows) + " router rows");
   c.bos_token_id = f.OptionalId("bos_token_id");
   c.eos_token_id = f.OptionalId("eos_token_id");
   c.pad_token_id = f.OptionalId("pad_token_id");

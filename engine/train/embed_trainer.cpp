@@ -70,6 +70,8 @@ Status CheckData(const EmbedTrainData& d, const ModelConfig& c, const EmbedTrain
       return Status::InvalidArgument("teacher vectors must be rows of teacher_dim (" + std::to_string(d.teacher_dim) + ") values");
     if (d.teacher_row.size() != d.sentences.size())
       return Status::InvalidArgument("teacher_row must have one entry per sentence");
+    if (std::none_of(d.teacher_row.begin(), d.teacher_row.end(), [](int32_t r) { return r >= 0; }))
+      return Status::InvalidArgument("teacher vectors were given but no sentence has one");
     const int64_t rows = static_cast<int64_t>(d.teacher.size()) / d.teacher_dim;
     for (int32_t r : d.teacher_row)
       if (r < -1 || r >= rows) return Status::InvalidArgument("a teacher row index is out of range");
@@ -164,9 +166,10 @@ struct EmbedTrainer::Impl {
   std::vector<std::vector<int32_t>> by_source;  // pair indices per source
   at::Tensor teacher;                           // [rows, teacher_dim], or undefined
   // The direct distillation term's map from the pooled vector's neural part
-  // into the teacher's space [teacher_dim, out_dim], trained with the
-  // pooler; defined only when the two dimensions differ. Training-only: the
-  // exported model has no use for it.
+  // into the teacher's space [teacher_dim, out_dim], trained at the pooler's
+  // rate without weight decay; defined only when the two dimensions differ
+  // and the direct term is on. Training-only: the exported model has no use
+  // for it.
   at::Tensor projection;
   std::vector<double> group_lr;                 // each optimizer group's peak rate
   bool lexical_target = false;                  // the match term's target is TF-IDF

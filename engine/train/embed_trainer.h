@@ -14,8 +14,8 @@
 //    one: 1 - cos(student, teacher) and the squared difference of the two
 //    in-batch cosine matrices; a teacher of another dimension is compared
 //    through a linear map into its space, started from the ridge fit of the
-//    untrained student's vectors and trained with the pooler (kept in the
-//    run's state, not in the exported model);
+//    untrained student's vectors and trained at the pooler's rate (kept in
+//    the run's state, not in the exported model);
 //  - optionally, the contrastive terms again on the RW vector (rw_weight) and
 //    on the training-free HS poolings last, mean and layers-mean
 //    (hs_pooling_weight), so that what the engine reads without the pooler

@@ -667,9 +667,13 @@ TEST_F(EmbedTrainerTest, ATeacherOfAnotherDimensionDistilsThroughAFittedProjecti
   };
   std::vector<std::string> log;
   const std::string whole = dir_ / "whole";
+  const std::string state_file = whole + "/train_state/projection.safetensors";
+  std::string fitted_bytes;
   {
     auto t = EmbedTrainer::Open(syn.data, options(whole, &log));
     ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE((*t)->Checkpoint().ok());  // the projection as fitted, before any step
+    fitted_bytes = test::ReadFile(state_file);
     std::vector<double> distill;
     while ((*t)->step() < 30) {
       auto parts = (*t)->Step();
@@ -685,10 +689,11 @@ TEST_F(EmbedTrainerTest, ATeacherOfAnotherDimensionDistilsThroughAFittedProjecti
   bool fitted = false;
   for (const auto& line : log) fitted |= line.find("distillation projection 6 -> 8 fitted on 40 sentences") != std::string::npos;
   EXPECT_TRUE(fitted);
-  auto state = SafetensorsFile::Open(whole + "/train_state/projection.safetensors");
+  auto state = SafetensorsFile::Open(state_file);
   ASSERT_TRUE(state.ok()) << state.status().ToString();
   ASSERT_NE((*state)->Find("projection"), nullptr);
   EXPECT_EQ((*state)->Find("projection")->shape, (std::vector<int64_t>{8, 6}));
+  EXPECT_NE(test::ReadFile(state_file), fitted_bytes);  // trained, not only fitted
   EXPECT_FALSE(fs::exists(whole + "/projection.safetensors"));
 
   const std::string stopped = dir_ / "stopped";
@@ -699,6 +704,10 @@ TEST_F(EmbedTrainerTest, ATeacherOfAnotherDimensionDistilsThroughAFittedProjecti
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_TRUE(resumed->finished);
   EXPECT_EQ(Bytes(whole), Bytes(stopped));
+  EXPECT_EQ(test::ReadFile(state_file), test::ReadFile(stopped + "/train_state/projection.safetensors"));
+  EmbedTrainData unmatched = syn.data;  // teacher vectors no sentence points to
+  unmatched.teacher_row.assign(unmatched.sentences.size(), -1);
+  EXPECT_EQ(TrainEmbedding(unmatched, options(dir_ / "unmatched", nullptr)).status().code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace

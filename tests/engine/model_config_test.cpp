@@ -89,6 +89,18 @@ TEST(ModelConfig, ShapesAboveTheCeilingAreNamedErrors) {
   auto c = ModelConfig::FromJson(j.dump(), "cfg.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->rw_dim(), 65536 * c->num_moe_layers());
+  // Each field within its ceiling, their product not: the router rows
+  // (experts x MoE layers) and a shared expert's width.
+  j["num_hidden_layers"] = 4096;
+  auto rows = ModelConfig::FromJson(j.dump(), "cfg.json");
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.status().message().find("router rows"), std::string::npos) << rows.status().message();
+  j = nlohmann::json::parse(base);
+  j["n_shared_experts"] = 4096;
+  j["moe_intermediate_size"] = 1 << 20;
+  auto shared = ModelConfig::FromJson(j.dump(), "cfg.json");
+  ASSERT_FALSE(shared.ok());
+  EXPECT_NE(shared.status().message().find("n_shared_experts x moe_intermediate_size"), std::string::npos);
 }
 
 }  // namespace
