@@ -15,7 +15,8 @@ rm -rf "$DB"
 ./build/moeedb ingest --db "$DB" --collection demo examples/docs.jsonl
 
 # The showcase queries, each with the document it means (the test
-# Demo.ShowcaseQueriesFindTheirDocumentFirst holds every one at the top).
+# ParaphraseSearch.DemoShowcaseQueriesFindTheirDocuments holds 5 of 6 first,
+# as the shipped model finds them).
 tail -n +2 examples/showcase_queries.tsv | while IFS=$'\t' read -r q expected; do
   echo
   echo "query: $q  (means: $expected)"

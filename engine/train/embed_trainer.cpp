@@ -207,7 +207,7 @@ struct EmbedTrainer::Impl {
   // the teacher's vectors over the first kProjectionFitRows sentences that
   // have one, as the model is before the first step.
   void FitProjection() {
-    constexpr size_t kProjectionFitRows = 4096, kChunk = 256;
+    constexpr size_t kProjectionFitRows = 16384, kChunk = 256;  // 4096 rows overfit 512 inputs
     at::NoGradGuard no_grad;
     std::vector<int32_t> ids;
     std::vector<int64_t> trows;
