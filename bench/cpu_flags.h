@@ -3,12 +3,12 @@
 // figures.
 #pragma once
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "engine/kernels/runtime.h"
 
 namespace moeedb::bench {
 
@@ -37,15 +37,14 @@ inline std::string CpuFlags() {
   return out.empty() ? "(none of avx2/avx512)" : out;
 }
 
-// The core OpenBLAS runs its kernels for, as it names it, and
+// The core OpenBLAS runs its kernels for (engine/kernels/runtime.h: moeedb
+// selects one where the library took the CPU for Prescott), and
 // OPENBLAS_CORETYPE when the environment forces one (some machines set it to
 // an older core than the CPU's, e.g. Haswell on an AVX-512 CPU: the f32 GEMM
-// baselines and every f32 matmul then run AVX2 kernels). Looked up at run
-// time: OpenBLAS is loaded by libtorch or Faiss, not linked by the bench.
+// baselines and every f32 matmul then run AVX2 kernels).
 inline std::string BlasCore() {
-  using CoreName = char* (*)();
-  auto core = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
-  std::string out = core != nullptr ? std::string("OpenBLAS ") + core() : "OpenBLAS not loaded";
+  std::string out = moeedb::BlasCore();
+  if (out.empty()) out = "OpenBLAS not loaded";
   if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr && *forced != '\0')
     out += std::string(" (OPENBLAS_CORETYPE=") + forced + " in the environment)";
   return out;

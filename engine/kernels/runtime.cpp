@@ -2,8 +2,11 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 
@@ -23,6 +26,59 @@ void SetComputeThreads(int n) {
 }
 
 int ComputeThreads() { return at::get_num_threads(); }
+
+namespace {
+
+using CoreNameFn = char* (*)();
+using InitFn = void (*)();
+
+// What the library chose at load, before the selection below (empty: not OpenBLAS).
+std::string& LoadedBlasCore() {
+  static std::string core;
+  return core;
+}
+bool& BlasCoreSelected() {
+  static bool selected = false;
+  return selected;
+}
+
+// The selection: OpenBLAS keeps its kernel table in the exported pointer
+// `gotoblas`; gotoblas_dynamic_init() fills it from OPENBLAS_CORETYPE (or the
+// CPU model) when it is null, as the library's own load-time constructor
+// does. Both are part of every DYNAMIC_ARCH build's dynamic symbols.
+void SelectBlasCore() {
+  auto core_name = reinterpret_cast<CoreNameFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (core_name == nullptr) return;
+  LoadedBlasCore() = core_name();
+  if (LoadedBlasCore() != "Prescott" || std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  __builtin_cpu_init();  // a static initializer may run before the compiler's own
+  const char* want = __builtin_cpu_supports("avx512f")                                   ? "SkylakeX"
+                     : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell"
+                                                                                         : nullptr;
+  auto** table = reinterpret_cast<void**>(dlsym(RTLD_DEFAULT, "gotoblas"));
+  auto init = reinterpret_cast<InitFn>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (want == nullptr || table == nullptr || init == nullptr) return;
+  void* before = *table;
+  setenv("OPENBLAS_CORETYPE", want, 0);
+  *table = nullptr;
+  init();
+  if (*table == nullptr) *table = before;  // the library refused the name: keep what it had
+  unsetenv("OPENBLAS_CORETYPE");           // child processes choose for themselves, as this one did
+  BlasCoreSelected() = std::strcmp(core_name(), want) == 0;
+}
+
+const bool kBlasCoreSelected = (SelectBlasCore(), true);
+
+}  // namespace
+
+std::string BlasCore() {
+  (void)kBlasCoreSelected;
+  auto core_name = reinterpret_cast<CoreNameFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (core_name == nullptr) return "";
+  std::string line = std::string("OpenBLAS ") + core_name();
+  if (BlasCoreSelected()) line += " (selected by moeedb; the library chose " + LoadedBlasCore() + ")";
+  return line;
+}
 
 std::string BlasWarning() {
   // Make sure BLAS is loaded (a tiny matmul), then look at the mapped libraries.

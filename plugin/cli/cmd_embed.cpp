@@ -150,6 +150,7 @@ int RunEmbed(const Args& args) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     std::fprintf(stderr, "embedded %zu texts, %lld tokens in %.3f s: %.1f texts/s, %.1f tokens/s\n", n_inputs,
                  static_cast<long long>(total_tokens), s, n_inputs / s, total_tokens / s);
+    std::fprintf(stderr, "BLAS: %s\n", BlasCore().c_str());
   }
   return 0;
 }

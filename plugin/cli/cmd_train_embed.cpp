@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "engine/embed/embedder.h"
+#include "engine/kernels/runtime.h"
 #include "engine/model/model.h"
 #include "engine/train/embed_trainer.h"
 #include "base/csv.h"
@@ -251,7 +252,7 @@ int RunTrainEmbed(const Args& args) {
   std::cerr << "train embed: " << d.sentences.size() << " sentences (" << with_teacher << " with teacher vectors, "
             << d.teacher_only.size() << " of them teacher-only), "
             << d.pairs.size() << " contrastive pairs from " << source << " sources, " << d.scored.size()
-            << " scored pairs, " << d.validation.size() << " validation pairs" << std::endl;
+            << " scored pairs, " << d.validation.size() << " validation pairs; BLAS: " << BlasCore() << std::endl;
   auto r = TrainEmbedding(d, o);
   if (!r.ok()) return Fail(cmd, r.status().message());
   if (!r->finished) {
