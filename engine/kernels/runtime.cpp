@@ -45,25 +45,35 @@ bool& BlasCoreSelected() {
 // The selection: OpenBLAS keeps its kernel table in the exported pointer
 // `gotoblas`; gotoblas_dynamic_init() fills it from OPENBLAS_CORETYPE (or the
 // CPU model) when it is null, as the library's own load-time constructor
-// does. Both are part of every DYNAMIC_ARCH build's dynamic symbols.
+// does. Both are part of every DYNAMIC_ARCH build's dynamic symbols. Nothing
+// else the library set at load depends on the core (its buffers are of a
+// compile-time size; the blocking is read from the table on every call).
+// This runs in the executables moeedb builds, before main; a shared library
+// loaded into a host already running BLAS on other threads must not do it.
 void SelectBlasCore() {
   auto core_name = reinterpret_cast<CoreNameFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   if (core_name == nullptr) return;
   LoadedBlasCore() = core_name();
-  if (LoadedBlasCore() != "Prescott" || std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (LoadedBlasCore() != "Prescott" || (forced != nullptr && *forced != '\0')) return;
   __builtin_cpu_init();  // a static initializer may run before the compiler's own
-  const char* want = __builtin_cpu_supports("avx512f")                                   ? "SkylakeX"
+  // SkylakeX's kernels are built for skylake-avx512 (F, CD, BW, DQ, VL), as
+  // the library's own test requires VL beside F.
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vl");
+  const char* want = avx512                                                                ? "SkylakeX"
                      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell"
                                                                                          : nullptr;
   auto** table = reinterpret_cast<void**>(dlsym(RTLD_DEFAULT, "gotoblas"));
   auto init = reinterpret_cast<InitFn>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
   if (want == nullptr || table == nullptr || init == nullptr) return;
   void* before = *table;
-  setenv("OPENBLAS_CORETYPE", want, 0);
+  setenv("OPENBLAS_CORETYPE", want, 1);
   *table = nullptr;
-  init();
-  if (*table == nullptr) *table = before;  // the library refused the name: keep what it had
-  unsetenv("OPENBLAS_CORETYPE");           // child processes choose for themselves, as this one did
+  init();  // 0.3.21 falls back to its own choice for a name it does not know, never to null
+  if (*table == nullptr) *table = before;
+  unsetenv("OPENBLAS_CORETYPE");  // child processes choose for themselves, as this one did
   BlasCoreSelected() = std::strcmp(core_name(), want) == 0;
 }
 

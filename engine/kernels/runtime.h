@@ -20,7 +20,7 @@ std::string BlasWarning();
 // runs at a fraction of the AVX-512 kernel's rate, and every at::matmul
 // (attention, training) and Faiss's sgemm with it. Before main (a static
 // initializer, while the process has one thread), moeedb selects the kernels
-// the CPU's features call for (SkylakeX with AVX-512F, Haswell with AVX2 and
+// the CPU's features call for (SkylakeX with AVX-512 F/CD/BW/DQ/VL, Haswell with AVX2 and
 // FMA), as OPENBLAS_CORETYPE would at load. Nothing changes when the
 // library chose another core itself, when OPENBLAS_CORETYPE is set (the
 // user's choice), or when OpenBLAS is not the BLAS.

@@ -25,7 +25,10 @@ TEST(BlasCore, TheCpusKernelsRunUnlessTheEnvironmentChoosesOthers) {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     EXPECT_EQ(core.rfind("OpenBLAS Prescott", 0), std::string::npos) << core;
   if (core.find("selected by moeedb") != std::string::npos) {
-    const std::string want = __builtin_cpu_supports("avx512f") ? "OpenBLAS SkylakeX" : "OpenBLAS Haswell";
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512cd");
+    const std::string want = avx512 ? "OpenBLAS SkylakeX" : "OpenBLAS Haswell";
     EXPECT_EQ(core.rfind(want, 0), 0u) << core;
   }
 }
