@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What moeedb's choice of OpenBLAS kernels is worth (engine/kernels/runtime.h:
+# What moeedb's choice of OpenBLAS kernels is worth (base/blas_core.h:
 # where OpenBLAS 0.3.21 takes a CPU model newer than its table for Prescott,
 # moeedb selects the kernels the CPU's features call for). Each round runs,
 # interleaved, the library's fallback (OPENBLAS_CORETYPE=Prescott) and

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "engine/kernels/runtime.h"
+#include "base/blas_core.h"
 
 namespace moeedb::bench {
 
@@ -37,7 +37,7 @@ inline std::string CpuFlags() {
   return out.empty() ? "(none of avx2/avx512)" : out;
 }
 
-// The core OpenBLAS runs its kernels for (engine/kernels/runtime.h: moeedb
+// The core OpenBLAS runs its kernels for (base/blas_core.h: moeedb
 // selects one where the library took the CPU for Prescott), and
 // OPENBLAS_CORETYPE when the environment forces one (some machines set it to
 // an older core than the CPU's, e.g. Haswell on an AVX-512 CPU: the f32 GEMM

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "database/embedding_setup.h"
+#include "base/blas_core.h"
 #include "engine/embed/embedder.h"
 #include "engine/model/model.h"
 #include "engine/model/model_defaults.h"

@@ -12,8 +12,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "base/blas_core.h"
 #include "engine/embed/embedder.h"
-#include "engine/kernels/runtime.h"
 #include "engine/model/model.h"
 #include "engine/train/embed_trainer.h"
 #include "base/csv.h"

@@ -1,4 +1,4 @@
-// The BLAS kernels this process runs (engine/kernels/runtime.h): on a CPU
+// The BLAS kernels this process runs (base/blas_core.h): on a CPU
 // with AVX2 and FMA, OpenBLAS never runs its Prescott (SSE3) kernels unless
 // the environment asks for a core; and whichever core runs, its products
 // match a double-precision reference computed apart.
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/kernels/runtime.h"
+#include "base/blas_core.h"
 
 namespace moeedb {
 namespace {
