@@ -196,7 +196,7 @@ const oracle = new Map();
 const stats = { upserts_acked: 0, deletes_acked: 0, unavailable: 0, refused: 0, unknown: 0, unknown_applied: 0,
   unknown_not_applied: 0, other_errors: 0, ryw_checked: 0, searches: 0, searches_ok: 0, search_hits: 0,
   searches_cut_off: 0, searches_cut_off_ok: 0, searches_restoring: 0, searches_restoring_ok: 0, settled_checked: 0,
-  leaderless_waits: 0, leaderless_max_s: 0 };
+  leaderless_waits: 0, leaderless_max_s: 0, unsynced_waits: 0, unsynced_max_s: 0 };
 const failovers = [];  // per PostgreSQL fault: its kind, seconds to a new primary and to writes taken again
 const writeLog = [];   // { sent, acked } of every acknowledged write (ms since the epoch)
 const faultWindows = [];  // { kind, from, to }: searches answered during each fault
@@ -448,9 +448,32 @@ async function primaryBeforeFault() {
   return q;
 }
 
+// Waits until Patroni names a synchronous standby. Losing the primary's
+// machine while it names none (the primary re-promoted itself a moment ago,
+// after a cut from etcd, and strict synchronous mode has no standby yet) is
+// two faults at once: Patroni then promotes no standby, rightly, since it
+// cannot know what only the old primary held (a CI run of 2026-12-06 met it:
+// the loss came 2 s after the previous fault healed). A PostgreSQL fault
+// starts from one fault's worth of redundancy; the wait is counted, as a
+// leaderless spell is.
+async function syncedBeforeFault() {
+  const t = Date.now();
+  if (await cluster.syncStandby() >= 0) return;
+  do {
+    if (Date.now() - t > 120000) throw new Error('no synchronous standby within 120 s before a PostgreSQL fault');
+    await sleep(200);
+  } while (await cluster.syncStandby() < 0);
+  const s = (Date.now() - t) / 1000;
+  console.error(`${Date.now() - t0}ms: no synchronous standby before the next fault; one after ${s} s`);
+  stats.unsynced_waits++;
+  stats.unsynced_max_s = Math.max(stats.unsynced_max_s, s);
+}
+
 // A PostgreSQL fault (kind: pg, standby, patroni), until the cluster has a
 // primary and two streaming standbys again.
 async function pgFault(kind) {
+  await primaryBeforeFault();
+  await syncedBeforeFault();
   const p = await primaryBeforeFault();
   const victim = kind === 'standby' ? await cluster.syncStandby() : p;
   if (victim < 0) throw new Error(`no synchronous standby before a fault: ${roles}`);
