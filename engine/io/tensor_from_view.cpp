@@ -33,4 +33,10 @@ Result<at::Tensor> TensorFromView(const TensorView& v) {
   return t.to(at::kFloat);
 }
 
+TensorToWrite F32TensorToWrite(std::string name, const at::Tensor& t) {
+  const at::Tensor x = t.detach().to(at::kFloat).contiguous();
+  const auto* p = static_cast<const uint8_t*>(x.data_ptr());
+  return {std::move(name), DType::kF32, x.sizes().vec(), std::vector<uint8_t>(p, p + x.numel() * sizeof(float))};
+}
+
 }  // namespace moeedb

@@ -441,12 +441,8 @@ Result<MoeModel::RoutingSetup> MoeModel::SetRouting(const RoutingPolicy& policy,
         std::error_code ec;
         fs::create_directories(cache_dir, ec);
         std::vector<TensorToWrite> ts;
-        for (size_t i = 0; i < centroids.size(); ++i) {
-          at::Tensor c = centroids[i].contiguous();
-          const auto* p = static_cast<const uint8_t*>(c.data_ptr());
-          ts.push_back({"layer." + std::to_string(i), DType::kF32, c.sizes().vec(),
-                        std::vector<uint8_t>(p, p + c.numel() * 4)});
-        }
+        for (size_t i = 0; i < centroids.size(); ++i)
+          ts.push_back(F32TensorToWrite("layer." + std::to_string(i), centroids[i]));
         // A cache that cannot be written is not an error: the centroids are in memory.
         (void)WriteSafetensors(file, ts, {{"moeedb", "ssmoe spectral centroids"}, {"fingerprint", WeightFingerprint()}});
       }

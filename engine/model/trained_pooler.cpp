@@ -187,9 +187,7 @@ Status SavePooler(const std::string& dir, const PoolerSpec& spec, const std::map
     auto it = weights.find(t.name);
     if (it == weights.end() || it->second.sizes().vec() != t.shape)
       return Status::InvalidArgument("pooler tensor " + t.name + " missing or misshapen");
-    at::Tensor x = it->second.detach().to(at::kFloat).contiguous();
-    const auto* p = static_cast<const uint8_t*>(x.data_ptr());
-    out.push_back({t.name, DType::kF32, t.shape, std::vector<uint8_t>(p, p + x.numel() * 4)});
+    out.push_back(F32TensorToWrite(t.name, it->second));
   }
   // Both writes are atomic (WriteSafetensors writes a .tmp and renames it too).
   MOEEDB_RETURN_IF_ERROR(WriteSafetensors((fs::path(dir) / "pooler.safetensors").string(), out, {{"format", "pt"}}));

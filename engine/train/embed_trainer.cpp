@@ -24,6 +24,7 @@
 #include "engine/kernels/tensor_ops.h"
 #include "engine/train/embed_encoder.h"
 #include "engine/io/safetensors.h"
+#include "engine/io/tensor_from_view.h"
 #include "engine/train/ridge_map.h"
 #include "engine/train/train_net.h"
 #include "engine/train/train_state.h"
@@ -233,9 +234,7 @@ struct EmbedTrainer::Impl {
                          {static_cast<int64_t>(data.teacher.size()) / data.teacher_dim, data.teacher_dim}, at::kFloat);
   }
   Status SaveProjection(const std::string& path) const {
-    at::Tensor x = projection.detach().contiguous();
-    const auto* p = static_cast<const uint8_t*>(x.data_ptr());
-    return WriteSafetensors(path, {{"projection", DType::kF32, x.sizes().vec(), std::vector<uint8_t>(p, p + x.numel() * 4)}});
+    return WriteSafetensors(path, {F32TensorToWrite("projection", projection)});
   }
   Result<at::Tensor> LoadProjection(const std::string& path) const {
     MOEEDB_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
@@ -243,7 +242,8 @@ struct EmbedTrainer::Impl {
     if (v == nullptr || v->dtype != DType::kF32 || v->shape != std::vector<int64_t>{teacher_dim(), o.pooler.out_dim})
       return Status::Corruption(path + ": no " + std::to_string(teacher_dim()) + " x " + std::to_string(o.pooler.out_dim) +
                                 " F32 tensor 'projection'");
-    return at::from_blob(const_cast<void*>(static_cast<const void*>(v->data)), v->shape, at::kFloat).clone();
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor mapped, TensorFromView(*v));
+    return mapped.clone();  // the file is unmapped when `file` goes
   }
 
   // Loads the start weights (or the resumed state) and builds the optimizer.

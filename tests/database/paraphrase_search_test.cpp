@@ -24,6 +24,13 @@ using json = nlohmann::json;
 
 std::string RepoRoot() { return fs::path(test::DataDir()).parent_path().parent_path().string(); }
 
+// examples/docs.jsonl into the collection "demo" of a new database at `db`,
+// with the default model and settings, as the demo does.
+void IngestExampleDocuments(const std::string& db) {
+  auto r = test::Run({test::Binary(), "ingest", "--db", db, "--collection", "demo", RepoRoot() + "/examples/docs.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(DefaultModel, IsFoundWithoutModelFlag) {
   auto r = test::Run({test::Binary(), "model", "info"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -35,8 +42,7 @@ TEST(DefaultModel, IsFoundWithoutModelFlag) {
 TEST(ParaphraseSearch, DefaultSetupFindsTargetsInTopThree) {
   test::TempDir t;
   const std::string db = t / "db";
-  auto r = test::Run({test::Binary(), "ingest", "--db", db, "--collection", "demo", RepoRoot() + "/examples/docs.jsonl"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(IngestExampleDocuments(db));
   std::istringstream in(test::ReadFile(test::Data("paraphrase/queries.tsv")));
   std::string line;
   std::getline(in, line);  // header
@@ -69,8 +75,7 @@ TEST(ParaphraseSearch, DefaultSetupFindsTargetsInTopThree) {
 TEST(ParaphraseSearch, DemoShowcaseQueriesFindTheirDocuments) {
   test::TempDir t;
   const std::string db = t / "db";
-  auto r = test::Run({test::Binary(), "ingest", "--db", db, "--collection", "demo", RepoRoot() + "/examples/docs.jsonl"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(IngestExampleDocuments(db));
   std::istringstream in(test::ReadFile(RepoRoot() + "/examples/showcase_queries.tsv"));
   std::string line;
   std::getline(in, line);  // header: query, expected
