@@ -69,8 +69,8 @@ Result<std::optional<StoredDocument>> DocumentOf(const pqxx::row& row, bool with
 // external id -> internal id of each one that was there.
 std::map<std::string, uint64_t> RemoveDocuments(pqxx::transaction_base& t, uint32_t coll,
                                                 const std::vector<std::string>& ids);
-// Inserts docs[i] under internal[i] with records[i], many rows a statement.
-void InsertDocuments(pqxx::work& t, uint32_t coll, const std::vector<uint64_t>& internal,
+// Inserts docs[i] under internal[i] with records[i], all in one statement.
+void InsertDocuments(pqxx::transaction_base& t, uint32_t coll, const std::vector<uint64_t>& internal,
                      const std::vector<StoredDocument>& docs, const std::vector<std::string>& records);
 // A write's last statements before COMMIT, once its documents are written:
 // the collection's row locked and its last_op advanced (res->seq, gapless and

@@ -1,6 +1,7 @@
 #include "storage/postgres_store.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
@@ -45,8 +46,13 @@ struct PostgresStore::Connection {
     // statement_timeout 0: a role's or database's timeout cancelling a
     // COMMIT's wait for the synchronous standby would leave it committed
     // here only, yet answered as a success.
+    // plan_cache_mode: a custom plan folds the parameters into constants, so
+    // a write's vectors (a megabyte a batch) were copied through the planner
+    // on every statement (perf: the writers' largest cost after the kernel's
+    // copies); the generic plans of a write's statements are the same plans.
     if (writer) pqxx::nontransaction(c).exec(std::string("SET idle_in_transaction_session_timeout = '") +
-                                             kIdleInTransactionTimeout + "'; SET statement_timeout = 0");
+                                             kIdleInTransactionTimeout + "'; SET statement_timeout = 0; "
+                                             "SET plan_cache_mode = force_generic_plan");
   }
   pqxx::connection c;
 };
@@ -258,6 +264,7 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& ur
   s->primary_reads_.Resize(reads);
   s->fallback_reads_.Resize(reads);
   s->write_sessions_.Resize(writes);
+  s->groups_ = std::make_unique<WriteGroups>();
   MOEEDB_RETURN_IF_ERROR(s->Migrate());
   return s;
 }
@@ -340,8 +347,16 @@ Status PostgresStore::DropCollection(const std::string& name) {
   return WithConnection("dropping collection " + name, [&](pqxx::connection& c, const std::string&) -> Status {
     pqxx::work t(c);
     t.exec("LOCK TABLE moeedb_aliases IN ROW EXCLUSIVE MODE");  // first, as UpdateAliases and CreateCollection take it
-    if (t.exec_params("DELETE FROM moeedb_collections WHERE name = $1", name).affected_rows() == 0)
-      return Status::NotFound("no collection named '" + name + "'");
+    pqxx::result gone = t.exec_params("DELETE FROM moeedb_collections WHERE name = $1 RETURNING id", name);
+    if (gone.empty()) return Status::NotFound("no collection named '" + name + "'");
+    // Its rows (no foreign keys cascade: postgres_rows.cpp's schema 8). A
+    // write that updated the collection's row before the DELETE above
+    // committed before it went on, so this statement's snapshot holds its
+    // documents; one that comes to the row after finds it gone and commits
+    // nothing.
+    const int64_t id = gone[0][0].as<int64_t>();
+    t.exec_params("DELETE FROM moeedb_documents WHERE coll = $1", id);
+    t.exec_params("DELETE FROM moeedb_ops WHERE coll = $1", id);
     t.exec_params("DELETE FROM moeedb_aliases WHERE collection = $1", name);
     t.exec(std::string("NOTIFY ") + kChangeChannel);  // other nodes close theirs
     t.commit();
@@ -437,18 +452,105 @@ Result<std::optional<uint64_t>> PostgresStore::FindWrite(const std::string& coll
   }
 }
 
-template <typename Fn>
-Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, const std::string& what,
-                                               Fn&& write) {
+// A write waiting in its collection's queue, and what its attempts did.
+struct PostgresStore::PendingWrite {
+  std::string what;
+  size_t docs = 0;
+  DocumentsStep step;
+  std::string write_id = NewWriteId();
+  std::map<uint64_t, WriteResult> attempted;  // seq -> an attempt of it that reached COMMIT
+  std::optional<Result<WriteResult>> answer;  // set by its group's leader, under WriteGroups::mu
+};
+
+// Per collection: the transactions under way and the group queued next. The
+// first write of the queued group leads it: once fewer than kWriteGroupsInFlight
+// transactions of the collection are under way it takes the whole group and
+// runs it as one transaction, while the writes arriving meanwhile queue as
+// the next group. A collection's log entries are numbered one commit after
+// another (its row is held from the entries to COMMIT, through the
+// synchronous standby's wait): a commit carrying many writes' entries is
+// what lets one collection's writes grow with its writers.
+struct PostgresStore::WriteGroups {
+  // Documents a queued group takes before later writes wait for the next.
+  static constexpr size_t kGroupDocs = 16384;
+  struct Queue {
+    int in_flight = 0;
+    std::vector<PendingWrite*> queued;
+    size_t queued_docs = 0;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, Queue> queues;
+};
+
+Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, const std::string& what, size_t docs,
+                                               DocumentsStep step) {
+  PendingWrite self;
+  self.what = what;
+  self.docs = docs;
+  self.step = std::move(step);
+  WriteGroups& g = *groups_;
+  // The collection's queue, looked up at each wake: an idle one is erased.
+  const auto queue = [&]() -> WriteGroups::Queue& { return g.queues[collection]; };
+  std::unique_lock<std::mutex> lock(g.mu);
+  g.cv.wait(lock, [&] {
+    const WriteGroups::Queue& q = queue();
+    return q.queued.empty() || q.queued_docs + docs <= WriteGroups::kGroupDocs;
+  });
+  queue().queued.push_back(&self);
+  queue().queued_docs += docs;
+  g.cv.wait(lock, [&] {
+    if (self.answer) return true;
+    const WriteGroups::Queue& q = queue();
+    return !q.queued.empty() && q.queued.front() == &self && q.in_flight < kWriteGroupsInFlight;
+  });
+  if (self.answer) return std::move(*self.answer);  // its group's leader committed it
+  std::vector<PendingWrite*> group;
+  group.swap(queue().queued);
+  queue().queued_docs = 0;
+  ++queue().in_flight;
+  g.cv.notify_all();  // writes held back by a full group queue now
+  lock.unlock();
+  std::vector<Result<WriteResult>> answers = CommitGroup(collection, group);
+  lock.lock();
+  for (size_t i = 0; i < group.size(); ++i) group[i]->answer = std::move(answers[i]);
+  if (--queue().in_flight == 0 && queue().queued.empty()) g.queues.erase(collection);
+  g.cv.notify_all();
+  return std::move(*self.answer);
+}
+
+namespace {
+// A unique violation of a document's external id: a concurrent write
+// inserted one of these ids after this one's DELETE looked. The constraint is
+// named on the message's first line (the DETAIL line after it holds the
+// key's values, a document's id among them).
+bool IsDocumentCollision(const pqxx::unique_violation& e) {
+  const std::string first_line = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+  return first_line.find("\"moeedb_documents_external\"") != std::string::npos;
+}
+bool IsStoredBefore(const pqxx::unique_violation& e) {
+  const std::string first_line = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+  return first_line.find("\"moeedb_writes_pkey\"") != std::string::npos;
+}
+}  // namespace
+
+std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& collection,
+                                                            const std::vector<PendingWrite*>& group) {
   using Clock = std::chrono::steady_clock;
-  const std::string write_id = NewWriteId();
-  std::map<uint64_t, WriteResult> attempted;  // seq -> an attempt that reached COMMIT
-  bool uncertain = false;                     // an attempt's COMMIT answer was lost
+  const size_t n = group.size();
+  const std::string what = n == 1 ? group[0]->what
+                                  : "writing a group of " + std::to_string(n) + " writes to " + collection;
+  std::vector<std::optional<Result<WriteResult>>> answers(n);
   const auto retry_until = Clock::now() + kWriteRetry;
   for (;;) {
+    std::vector<size_t> open;  // the writes without an answer
+    for (size_t i = 0; i < n; ++i)
+      if (!answers[i]) open.push_back(i);
+    if (open.empty()) break;
     bool no_standby = false, stored_before = false, collided = false;
-    Result<WriteResult> r =
-        WithConnection(what, [&](pqxx::connection& c, const std::string& server) -> Result<WriteResult> {
+    std::vector<size_t> collided_writes;
+    Status attempt = WithConnection(what, [&](pqxx::connection& c, const std::string& server) -> Status {
+      collided_writes.clear();
       pqxx::work t(c);
       t.exec(std::string("SET LOCAL lock_timeout = '") + kWriteLockTimeout + "'");
       if (Status standby = HasSynchronousStandby(t); !standby.ok()) {
@@ -456,30 +558,58 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
         return standby.code() == Status::Code::kUnavailable ? Status::Unavailable(what + ": " + standby.message())
                                                             : Status::IOError(what + ": " + standby.message());
       }
-      WriteResult res;
+      std::vector<WriteResult> res(n);
+      std::vector<std::pair<size_t, uint32_t>> to_log;  // (write, its collection's id)
       try {
-        MOEEDB_ASSIGN_OR_RETURN(bool commit, write(t, write_id, &res));
-        if (!commit) return res;  // nothing changed: rolled back
+        for (size_t i : open) {
+          std::optional<Result<std::optional<uint32_t>>> step;
+          if (open.size() == 1) {
+            step = group[i]->step(t, &res[i]);  // a failure ends the attempt
+          } else {
+            // Each write of a group behind a savepoint: one write's failure
+            // (a Conflict, a collision with another node's write of the same
+            // ids) leaves the others' statements standing. (SQL, not
+            // pqxx::subtransaction: libpqxx 6 begins one only at its first
+            // exec(), never at exec_params(), which the steps use.)
+            t.exec("SAVEPOINT write");
+            try {
+              step = group[i]->step(t, &res[i]);
+            } catch (const pqxx::unique_violation& e) {
+              if (!IsDocumentCollision(e)) throw;
+              collided_writes.push_back(i);
+            } catch (const pqxx::transaction_rollback&) {  // a deadlock between writes of the same ids
+              collided_writes.push_back(i);
+            }
+            t.exec(step && step->ok() ? "RELEASE SAVEPOINT write" : "ROLLBACK TO SAVEPOINT write");
+            if (!step) continue;
+          }
+          if (!step->ok()) answers[i] = step->status();  // its own answer (Conflict, NotFound)
+          else if (!**step) answers[i] = res[i];         // it changes nothing: no entry
+          else to_log.push_back({i, ***step});
+        }
+        if (to_log.empty()) return Status::OK();  // nothing to commit: rolled back
+        // The log entries last, in the order the documents went in: the
+        // collection's row is held from the first of them to COMMIT.
+        for (const auto& [i, coll] : to_log) {
+          res[i].entry_id = group[i]->write_id;
+          if (Status s = AppendToLog(t, coll, &res[i], group[i]->write_id); !s.ok()) {
+            for (const auto& logged : to_log) answers[logged.first] = s;  // the collection was dropped
+            return Status::OK();  // rolled back
+          }
+        }
       } catch (const pqxx::unique_violation& e) {
-        // Which constraint: named on the message's first line (the DETAIL
-        // line after it holds the key's values, a document's id among them).
-        const std::string what_failed = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
-        if (what_failed.find("\"moeedb_writes_pkey\"") != std::string::npos) {
-          stored_before = true;  // an earlier attempt of this write committed
+        if (IsStoredBefore(e)) {
+          stored_before = true;  // an earlier attempt of one of these writes committed
           return Status::Unavailable("stored before");
         }
-        if (what_failed.find("\"moeedb_documents_external\"") == std::string::npos) throw;
-        // A concurrent write inserted one of these ids after this one's
-        // DELETE looked: nothing of this attempt commits; the next one sees it.
-        collided = true;
+        if (!IsDocumentCollision(e)) throw;
+        collided = true;  // nothing of this attempt commits; the next one sees the other write
         return Status::Unavailable(what + ": kept colliding with concurrent writes of the same ids");
-      } catch (const pqxx::transaction_rollback& e) {  // a deadlock between writes of the same ids
+      } catch (const pqxx::transaction_rollback& e) {
         collided = true;
         return Status::Unavailable(what + ": kept colliding with concurrent writes of the same ids: " + e.what());
-      } catch (const pqxx::foreign_key_violation&) {
-        return Status::NotFound("collection " + collection + " was dropped during the write");
       }
-      attempted[res.seq] = res;
+      for (const auto& [i, coll] : to_log) group[i]->attempted[res[i].seq] = res[i];
       // The primary named again right before COMMIT: a write that waited for
       // its collection's row while the server's Patroni died must not
       // commit there (once a standby is promoted such a COMMIT would wait
@@ -492,37 +622,58 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
       if (commit_hook_) commit_hook_(false);
       t.commit();
       if (commit_hook_) commit_hook_(true);
+      for (const auto& [i, coll] : to_log) answers[i] = res[i];
       try {
         NotifyChange(c);
       } catch (const std::exception&) {
         // Committed all the same: followers find it at their next poll.
       }
-      return res;
+      return Status::OK();
     });
-    if (r.ok()) return r;
-    if (no_standby && !uncertain) return r.status();
-    const Status::Code code = r.status().code();
-    if (code == Status::Code::kOutcomeUnknown || stored_before || (uncertain && code == Status::Code::kUnavailable)) {
-      uncertain = true;
-      auto seq = FindWrite(collection, write_id, Clock::now() + kResolveFor);
-      if (!seq.ok())
-        return Status::OutcomeUnknown(what + ": the answer to its COMMIT was lost and PostgreSQL could not be asked "
-                                      "since: the write may or may not be stored (" + seq.status().message() + ")");
-      if (*seq) {
-        auto it = attempted.find(**seq);
-        if (it == attempted.end()) return Status::Internal(what + ": a write id was stored under an unknown number");
-        return it->second;
-      }
-      uncertain = false;  // not stored, and no attempt is in flight: retry (same id: one attempt at most commits)
+    if (attempt.ok()) {
+      // Writes that collided inside the group go again, at once, until the
+      // retry time is spent.
+      if (!collided_writes.empty() && Clock::now() >= retry_until)
+        for (size_t i : collided_writes)
+          answers[i] = Status::Unavailable(group[i]->what + ": kept colliding with concurrent writes of the same ids");
       continue;
     }
-    if (code == Status::Code::kUnavailable && Clock::now() < retry_until) {
+    const Status::Code code = attempt.code();
+    if (code == Status::Code::kOutcomeUnknown || stored_before) {
+      // Perhaps committed: each write that reached COMMIT in some attempt is
+      // looked up by its id on the primary of the moment (FindWrite waits
+      // for an attempt still in flight); one not stored is retried with the
+      // same id, so at most one attempt of it commits.
+      for (size_t i : open) {
+        PendingWrite& w = *group[i];
+        if (w.attempted.empty()) continue;
+        auto seq = FindWrite(collection, w.write_id, Clock::now() + kResolveFor);
+        if (!seq.ok()) {
+          answers[i] = Status::OutcomeUnknown(w.what + ": the answer to its COMMIT was lost and PostgreSQL could not "
+                                              "be asked since: the write may or may not be stored (" +
+                                              seq.status().message() + ")");
+        } else if (*seq) {
+          auto it = w.attempted.find(**seq);
+          answers[i] = it == w.attempted.end()
+                           ? Result<WriteResult>(Status::Internal(w.what + ": a write id was stored under an unknown number"))
+                           : Result<WriteResult>(it->second);
+        }
+      }
+      continue;
+    }
+    if (code == Status::Code::kUnavailable && !no_standby && Clock::now() < retry_until) {
       // A collision is over once the other write commits: retried at once.
       if (!collided) std::this_thread::sleep_for(kRetryPause);
       continue;
     }
-    return r.status();
+    for (size_t i : open)
+      if (!answers[i]) answers[i] = attempt;
+    break;
   }
+  std::vector<Result<WriteResult>> out;
+  out.reserve(n);
+  for (auto& a : answers) out.push_back(std::move(*a));
+  return out;
 }
 
 Result<WriteResult> PostgresStore::Upsert(const std::string& collection, const std::vector<StoredDocument>& docs,
@@ -561,8 +712,8 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
     MOEEDB_RETURN_IF_ERROR(GetCollection(collection).status());
     return WriteResult{};
   }
-  return CommitWrite(collection, "writing to " + collection,
-                     [&](pqxx::work& t, const std::string& write_id, WriteResult* out) -> Result<bool> {
+  return CommitWrite(collection, "writing to " + collection, docs.size(),
+                     [&](pqxx::transaction_base& t, WriteResult* out) -> Result<std::optional<uint32_t>> {
     MOEEDB_ASSIGN_OR_RETURN(PreparedWrite p, PrepareWrite(t, collection, docs.size()));
     WriteResult& res = *out;
     // The documents these ids replace, removed in one statement (their rows
@@ -581,16 +732,14 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
     }
     res.added = p.internal;
     InsertDocuments(t, p.coll, res.added, docs, records);
-    res.entry_id = write_id;
-    MOEEDB_RETURN_IF_ERROR(AppendToLog(t, p.coll, &res, write_id));
-    return true;
+    return std::optional<uint32_t>(p.coll);
   });
 }
 
 Result<WriteResult> PostgresStore::Delete(const std::string& collection, const std::vector<std::string>& ids,
                                           bool sync) {
-  return CommitWrite(collection, "deleting from " + collection,
-                     [&](pqxx::work& t, const std::string& write_id, WriteResult* out) -> Result<bool> {
+  return CommitWrite(collection, "deleting from " + collection, ids.size(),
+                     [&](pqxx::transaction_base& t, WriteResult* out) -> Result<std::optional<uint32_t>> {
     MOEEDB_ASSIGN_OR_RETURN(PreparedWrite p, PrepareWrite(t, collection, 0));
     WriteResult& res = *out;
     auto removed = RemoveDocuments(t, p.coll, ids);
@@ -614,10 +763,8 @@ Result<WriteResult> PostgresStore::Delete(const std::string& collection, const s
       if (old == removed.end()) ++res.not_found;
       else res.removed.push_back(old->second);
     }
-    if (res.removed.empty()) return false;  // nothing changed: no entry
-    res.entry_id = write_id;
-    MOEEDB_RETURN_IF_ERROR(AppendToLog(t, p.coll, &res, write_id));
-    return true;
+    if (res.removed.empty()) return std::optional<uint32_t>();  // nothing changed: no entry
+    return std::optional<uint32_t>(p.coll);
   });
 }
 

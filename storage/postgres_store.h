@@ -1,5 +1,5 @@
 // PostgresStore: the store in a PostgreSQL database (libpqxx), for several
-// moeedb nodes serving one database. Tables (schema version 7, created or
+// moeedb nodes serving one database. Tables (schema version 8, created or
 // migrated at open; a database of a newer schema is refused):
 //
 //   moeedb_meta         key -> value ("schema_version")
@@ -65,11 +65,16 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "storage/patroni_members.h"
 #include "storage/store.h"
+
+namespace pqxx {
+class transaction_base;  // libpqxx's (its headers stay in the .cpp)
+}  // namespace pqxx
 
 namespace moeedb {
 
@@ -79,13 +84,19 @@ class PostgresStore final : public Store {
   // synchronous standby, for one of them (a promotion takes well under this).
   static constexpr std::chrono::milliseconds kReadFailoverWait{1500};
   // The schema version this build reads and writes.
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
   // Connections in each read pool (the primary's, the fallback's) unless
   // read_connections= says otherwise.
   static constexpr int kDefaultReadConnections = 4;
   // Connections writes (and DDL) run on unless write_connections= says
   // otherwise: concurrent writes of a node commit side by side up to it.
   static constexpr int kDefaultWriteConnections = 4;
+  // Transactions of one collection a node runs at once; writes to it that
+  // come meanwhile queue and then commit together in one transaction (each
+  // with its own log entry), as the collection's commits follow one another
+  // (the header above). More than one, so a group's documents go in while
+  // the one before it waits for its commit.
+  static constexpr int kWriteGroupsInFlight = 4;
 
   // Connects to `uri` (any libpq connection string, with moeedb's own
   // parameters patroni=, read_connections= and write_connections=) and creates or migrates the
@@ -219,11 +230,21 @@ class PostgresStore final : public Store {
   // kReadFailoverWait (a promotion under way) before it answers Unavailable.
   template <typename Fn>
   auto Read(const std::string& what, Fn&& fn) const;
-  // Runs one write with `write(work, write_id, &result)` (its statements,
-  // LogChange included; false: nothing to commit), handling retries and lost
-  // COMMIT answers as the header says.
-  template <typename Fn>
-  Result<WriteResult> CommitWrite(const std::string& collection, const std::string& what, Fn&& write);
+  // A write's own statements in its group's transaction: its documents
+  // written and `res` filled but for its log entry; the collection's id when
+  // the write changes it (its log entry follows), nullopt when it changes
+  // nothing (as a delete of absent ids).
+  using DocumentsStep = std::function<Result<std::optional<uint32_t>>(pqxx::transaction_base&, WriteResult* res)>;
+  struct PendingWrite;  // a write in its collection's queue
+  struct WriteGroups;   // the queues, one per collection written to
+  // Runs one write of `docs` documents: queued while kWriteGroupsInFlight
+  // transactions of its collection are under way, then committed in one
+  // transaction with the writes queued beside it (each with its own log
+  // entry, in the order they queued), retried and resolved as the header says.
+  Result<WriteResult> CommitWrite(const std::string& collection, const std::string& what, size_t docs,
+                                  DocumentsStep step);
+  // One group's attempts until each write has its answer (answers[i] for group[i]).
+  std::vector<Result<WriteResult>> CommitGroup(const std::string& collection, const std::vector<PendingWrite*>& group);
   // The number the write `write_id` was stored under, nullopt if it was not
   // (once no attempt of it is in flight); retried until `until`.
   Result<std::optional<uint64_t>> FindWrite(const std::string& collection, const std::string& write_id,
@@ -241,6 +262,7 @@ class PostgresStore final : public Store {
   mutable SessionPool fallback_reads_;  // Read()'s, while no primary answers
   mutable std::atomic<int64_t> primary_retry_at_{0};  // steady_clock ticks
   std::function<void(bool)> commit_hook_;
+  std::unique_ptr<WriteGroups> groups_;
   struct Listener;          // the LISTEN connection (WaitForChange's alone)
   mutable std::unique_ptr<Listener> listener_;
   mutable std::mutex listen_mu_;

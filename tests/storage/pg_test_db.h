@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <pqxx/pqxx>
@@ -47,5 +48,11 @@ class PgDatabase {
  private:
   std::string name_;
 };
+
+// The integer that `sql` (one row, one column) answers on the database at `uri`.
+inline int64_t QueryCount(const std::string& uri, const std::string& sql) {
+  pqxx::connection c(uri);
+  return pqxx::nontransaction(c).exec(sql)[0][0].as<int64_t>();
+}
 
 }  // namespace moeedb::test

@@ -35,11 +35,6 @@ StoredDocument Doc(const std::string& id, float x) {
 
 PostgresStore* Pg(const std::unique_ptr<Store>& s) { return dynamic_cast<PostgresStore*>(s.get()); }
 
-int64_t Count(const std::string& uri, const std::string& sql) {
-  pqxx::connection c(uri);
-  return pqxx::nontransaction(c).exec(sql)[0][0].as<int64_t>();
-}
-
 class PostgresFailure : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -57,8 +52,8 @@ class PostgresFailure : public ::testing::Test {
     EXPECT_EQ(rec.last_op, 2u);
     EXPECT_EQ(rec.count, 1 + docs);
     EXPECT_TRUE((*store_->Get("c", id)).has_value());
-    EXPECT_EQ(Count(pg_.uri(), "SELECT count(*) FROM moeedb_ops"), 2);
-    EXPECT_EQ(Count(pg_.uri(), "SELECT count(*) FROM moeedb_documents WHERE external = '" + id + "'"), 1);
+    EXPECT_EQ(test::QueryCount(pg_.uri(), "SELECT count(*) FROM moeedb_ops"), 2);
+    EXPECT_EQ(test::QueryCount(pg_.uri(), "SELECT count(*) FROM moeedb_documents WHERE external = '" + id + "'"), 1);
   }
   test::PgDatabase pg_;
   std::unique_ptr<Store> store_;
@@ -165,7 +160,7 @@ TEST_F(PostgresFailure, AWriterFrozenInItsTransactionDoesNotStopTheOthers) {
   const CollectionRecord rec = *store_->GetCollection("c");
   EXPECT_EQ(rec.last_op, 3u);
   EXPECT_EQ(rec.count, 3u);
-  EXPECT_EQ(Count(pg_.uri(), "SELECT count(*) FROM moeedb_ops"), 3);
+  EXPECT_EQ(test::QueryCount(pg_.uri(), "SELECT count(*) FROM moeedb_ops"), 3);
   EXPECT_TRUE((*store_->Get("c", "b")).has_value());
   EXPECT_TRUE((*store_->Get("c", "x")).has_value());
 }

@@ -358,6 +358,9 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
     t.exec("DROP INDEX moeedb_documents_order");           // version 5's
     t.exec("DROP TABLE moeedb_aliases");                   // version 6's
     t.exec("DROP SEQUENCE moeedb_internal_ids");           // version 7's
+    // Version 8 dropped the foreign keys to the collections.
+    t.exec("ALTER TABLE moeedb_documents ADD FOREIGN KEY (coll) REFERENCES moeedb_collections(id) ON DELETE CASCADE");
+    t.exec("ALTER TABLE moeedb_ops ADD FOREIGN KEY (coll) REFERENCES moeedb_collections(id) ON DELETE CASCADE");
     t.exec("UPDATE moeedb_meta SET value = '2' WHERE key = 'schema_version'");
     t.commit();
   }
@@ -394,6 +397,15 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
   ASSERT_TRUE(more.ok()) << more.status().ToString();
   for (uint64_t id : more->added) EXPECT_GT(id, old_max);
   EXPECT_EQ(more->removed.size(), 1u);
+  // Version 8: no foreign keys; dropping the collection deletes its rows itself.
+  EXPECT_EQ(test::QueryCount(pg.uri(), "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND "
+                            "confrelid = 'moeedb_collections'::regclass"), 0);
+  ASSERT_TRUE((*s)->CreateCollection("other", "{}").ok());
+  ASSERT_TRUE((*s)->Upsert("other", {{"o", "t", "{}", {1, 2}, {3}}}, true).ok());
+  ASSERT_TRUE((*s)->DropCollection("c").ok());
+  EXPECT_EQ(test::QueryCount(pg.uri(), "SELECT count(*) FROM moeedb_documents"), 1);  // "other"'s
+  EXPECT_EQ(test::QueryCount(pg.uri(), "SELECT count(*) FROM moeedb_ops"), 1);
+  EXPECT_TRUE((*(*s)->Get("other", "o")).has_value());
 }
 
 TEST(PostgresStore, AnUnreachableServerIsAClearErrorWithoutThePassword) {
