@@ -9,7 +9,10 @@
 # its write pool as large as the writers (write_connections=). ROUNDS
 # interleaved rounds.
 # Usage: bash bench/store_write.sh [ROUNDS=2] [DOCS=32768] [BATCH=256]
-# WRITERS and COLLECTIONS (lists) narrow the table.
+# WRITERS and COLLECTIONS (lists) narrow the table. BASELINE=path/to/an/older/
+# store_write runs that build's PostgreSQL store right after each run of this
+# one, on the same server (a database of its own), its lines marked
+# "baseline": an A/B of two versions of the write path in one script.
 source "$(dirname "$0")/../scripts/prologue.sh"  # strict mode, the checkout root, BIN
 ROUNDS="${1:-2}"; DOCS="${2:-32768}"; BATCH="${3:-256}"
 WRITERS="${WRITERS:-1 4 16}"; COLLECTIONS="${COLLECTIONS:-1 4}"
@@ -27,10 +30,25 @@ for r in $(seq 1 "$ROUNDS"); do
       rm -rf "$WORK/rocks"
       ./build/bench/store_write --store "$WORK/rocks" --docs "$DOCS" --batch "$BATCH" --writers "$w" --collections "$c"
       # A database of its own per run: bytes per document from fresh tables.
-      run=$((run + 1))
-      /usr/lib/postgresql/15/bin/psql "$URI" -qc "CREATE DATABASE sw$run"
-      ./build/bench/store_write --store "${URI%/postgres}/sw$run?write_connections=$w" --docs "$DOCS" --batch "$BATCH" \
-        --writers "$w" --collections "$c"
+      # With a baseline, the two alternate which goes first from round to round.
+      if [ -n "${BASELINE:-}" ] && [ $((r % 2)) -eq 0 ]; then order="baseline current"
+      elif [ -n "${BASELINE:-}" ]; then order="current baseline"
+      else order="current"; fi
+      for which in $order; do
+        run=$((run + 1))
+        /usr/lib/postgresql/15/bin/psql "$URI" -qc "CREATE DATABASE sw$run"
+        if [ "$which" = current ]; then
+          ./build/bench/store_write --store "${URI%/postgres}/sw$run?write_connections=$w" --docs "$DOCS" \
+            --batch "$BATCH" --writers "$w" --collections "$c"
+        else
+          "$BASELINE" --store "${URI%/postgres}/sw$run?write_connections=$w" --docs "$DOCS" --batch "$BATCH" \
+            --writers "$w" --collections "$c" | sed 's/^{/{"baseline":true,/'
+        fi
+        # Dropped once measured (its bytes are in the line above): the disk
+        # holds one run's tables at a time, and each run starts after the
+        # checkpoint DROP DATABASE makes.
+        /usr/lib/postgresql/15/bin/psql "$URI" -qc "DROP DATABASE sw$run"
+      done
     done
   done
 done

@@ -82,7 +82,7 @@ const char* const kMigrations[] = {
     // Each inserted row's key check locked the collection's row FOR KEY
     // SHARE, so concurrent writes to one collection shared that lock through
     // multixacts, and every check walked the row's chain of versions (each
-    // write updates it): perf put the checks at 12 % of the servers' CPU
+    // write updates it): perf put the checks at 14 % of the machine's CPU
     // under 16 writers. A write's last statement updates that row and finds
     // a dropped collection there (nothing commits); DropCollection deletes
     // the collection's rows itself once it holds the row.

@@ -13,22 +13,28 @@
 //   moeedb_aliases      alias -> collection name
 //   moeedb_internal_ids a sequence: every document row's internal id
 //
-// A write's transaction, in order: its collection's id and new internal ids
+// A write's statements, in order: its collection's id and new internal ids
 // (the sequence moeedb_internal_ids: ids are unique, not the log's numbers),
 // the documents it replaces deleted (their rows locked: writes of the same
 // ids queue there; a write whose insert then collides with one committed
-// meanwhile is retried), its documents inserted, and last, in one statement,
+// meanwhile is retried), its documents inserted (one statement), and last,
+// in one statement,
 //   UPDATE moeedb_collections SET last_op = last_op + 1 ... RETURNING last_op
 // with the change-log entry and the write id; then COMMIT. The row lock that
-// UPDATE takes makes the writers of one collection commit one after another
-// from there, so the log's numbers are gapless and in commit order (an
-// aborted write rolls its number back with it); taken last, it is held only
-// for that statement, one read of the previous entry and the COMMIT, while
-// the documents of concurrent writes go in side by side on a pool of write
-// connections (write_connections=N, moeedb's parameter, 1-64, default 4). A
-// sequence would not do for the log: a number taken before commit can
-// become visible after a larger one, and a follower reading "everything
-// above my cursor" would skip it. Writes are acknowledged after COMMIT
+// UPDATE takes makes the transactions of one collection commit one after
+// another from there, so the log's numbers are gapless and in commit order
+// (an aborted write rolls its number back with it); taken last, it is held
+// only for those statements and the COMMIT (with its wait for the synchronous
+// standby), while the documents of concurrent writes go in side by side on a
+// pool of write connections (write_connections=N, moeedb's parameter, 1-64,
+// default 4). A node runs at most kWriteGroupsInFlight transactions of one
+// collection at once; the writes to it that arrive meanwhile queue and then
+// go in one transaction, each write's statements behind a savepoint (its own
+// failure leaves the others) and each with its own log entry, in the order
+// they queued: a commit then carries many writes, so a collection's write
+// rate grows with its writers. A sequence would not do for the log: a number
+// taken before commit can become visible after a larger one, and a follower
+// reading "everything above my cursor" would skip it. Writes are acknowledged after COMMIT
 // returns; NOTIFY follows in a transaction of its own (a NOTIFY inside the
 // write would hold PostgreSQL's one notify lock, which every notifying
 // commit of the server takes, through the write's WAL flush and its wait for
