@@ -230,7 +230,7 @@ Status VectorCollection::Reshard(uint32_t shards) {
   {
     // No write of this node in between: the new replicas hold every entry
     // the old ones do when they swap.
-    std::lock_guard write(write_mu_);
+    std::unique_lock write(write_mu_);
     for (auto& r : built) MOEEDB_RETURN_IF_ERROR(r->CatchUp().status());
     std::unique_lock lock(replicas_mu_);
     for (auto it = replicas_.begin(); it != replicas_.end();) {
@@ -448,20 +448,39 @@ Result<WriteResult> VectorCollection::Write(const std::vector<StoredDocument>& d
       }
     }
   }
-  std::lock_guard write(write_mu_);
+  std::shared_lock write(write_mu_);
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, expected != nullptr ? store_->UpsertIfUnchanged(name_, docs, *expected, sync)
                                                                : store_->Upsert(name_, docs, sync));
-  std::shared_lock lock(replicas_mu_);
-  for (ShardReplica* r : Replicas()) MOEEDB_RETURN_IF_ERROR(r->FollowOwnWrite(res, &docs));
+  MOEEDB_RETURN_IF_ERROR(ApplyOwnWrite(res, &docs));
   return res;
 }
 
 Result<WriteResult> VectorCollection::Delete(const std::vector<std::string>& ids, bool sync) {
-  std::lock_guard write(write_mu_);
+  std::shared_lock write(write_mu_);
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, store_->Delete(name_, ids, sync));
-  std::shared_lock lock(replicas_mu_);
-  for (ShardReplica* r : Replicas()) MOEEDB_RETURN_IF_ERROR(r->FollowOwnWrite(res, nullptr));
+  MOEEDB_RETURN_IF_ERROR(ApplyOwnWrite(res, nullptr));
   return res;
+}
+
+Status VectorCollection::ApplyOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs) {
+  if (res.seq == 0) return Status::OK();  // nothing changed
+  std::unique_lock own(own_mu_);
+  const auto mine = own_applying_.insert(res.seq);
+  // The smallest entry being applied goes first; one committed but not yet
+  // listed here is read back from the log by the replica instead.
+  own_cv_.wait(own, [&] { return *own_applying_.begin() == res.seq; });
+  own.unlock();
+  Status s;
+  {
+    std::shared_lock lock(replicas_mu_);
+    for (ShardReplica* r : Replicas())
+      if (s = r->FollowOwnWrite(res, docs); !s.ok()) break;
+  }
+  own.lock();
+  own_applying_.erase(mine);
+  own.unlock();
+  own_cv_.notify_all();
+  return s;
 }
 
 uint64_t VectorCollection::applied_seq() const {

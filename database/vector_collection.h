@@ -16,12 +16,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -307,13 +309,24 @@ class VectorCollection {
                                              SearchInfo* info, uint32_t split, uint32_t* used) const;
   Result<std::vector<SearchHit>> ToSearchHits(const std::vector<FusedCandidate>& hits) const;
   Result<WriteResult> Write(const std::vector<StoredDocument>& docs, const std::vector<uint64_t>* expected, bool sync);
+  // This node's committed write `res` into every local replica, after this
+  // node's writes numbered below it that committed too (their threads are
+  // applying them): concurrent writes commit in any order (the store groups
+  // them), and a replica given an entry out of order reads the ones before
+  // it back from the log (replica FollowOwnWrite), which this mostly spares.
+  Status ApplyOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs);
 
   Store* store_ = nullptr;
   ShardPeers* peers_ = nullptr;
   std::string name_, index_dir_, spec_json_;
   CollectionLayout layout_;
   VectorSchema schema_;
-  std::mutex write_mu_;  // this node's writes: store, then replicas, in the store's order
+  // This node's writes hold it shared from the store to the replicas, side by
+  // side (the store commits them in groups); a reshard's swap holds it alone.
+  std::shared_mutex write_mu_;
+  std::mutex own_mu_;
+  std::condition_variable own_cv_;
+  std::multiset<uint64_t> own_applying_;  // own_mu_: entries of this node's writes not yet applied
   std::mutex sync_mu_;   // one SyncShards, Reshard or SetPayloadIndexes at a time
   mutable std::mutex payload_mu_;
   PayloadIndexFields payload_indexes_;  // what replicas index (layout_'s, until changed); payload_mu_

@@ -85,7 +85,9 @@ const char* const kMigrations[] = {
     // write updates it): perf put the checks at 14 % of the machine's CPU
     // under 16 writers. A write's last statement updates that row and finds
     // a dropped collection there (nothing commits); DropCollection deletes
-    // the collection's rows itself once it holds the row.
+    // the collection's rows itself once it holds the row. (A node of an
+    // older version, still running beside the migrated ones, drops a
+    // collection's row alone: upgrade every node before dropping.)
     "DO $$ DECLARE c record; BEGIN "
     "  FOR c IN SELECT conrelid::regclass AS t, conname FROM pg_constraint "
     "      WHERE contype = 'f' AND confrelid = 'moeedb_collections'::regclass LOOP "
@@ -364,27 +366,32 @@ class BinaryArray {
 constexpr uint32_t kInt8Oid = 20, kTextOid = 25, kByteaOid = 17;
 }  // namespace
 
-// The documents in one statement whatever their number: each column one
-// binary array parameter, unnested into rows. The plan is the same for any
-// batch (a VALUES list of n rows was planned anew each time: 5 % of the
-// servers' CPU under 16 writers), and the vectors go as their bytes.
+// The documents a few thousand a statement: each column one binary array
+// parameter, unnested into rows. The plan is the same for any batch (a
+// VALUES list of n rows was planned anew each time: 5 % of the servers' CPU
+// under 16 writers), the vectors go as their bytes, and a statement stays
+// far below the protocol's 1 GB message.
 void InsertDocuments(pqxx::transaction_base& t, uint32_t coll, const std::vector<uint64_t>& internal,
                      const std::vector<StoredDocument>& docs, const std::vector<std::string>& records) {
-  const size_t n = docs.size();
-  BinaryArray internals(kInt8Oid, n), ids(kTextOid, n), recs(kTextOid, n), hs(kByteaOid, n), rw(kByteaOid, n),
-      keys(kInt8Oid, n);
-  for (size_t i = 0; i < n; ++i) {
-    const StoredDocument& d = docs[i];
-    internals.Int64Element(internal[i]);
-    ids.Element(d.id.data(), d.id.size());
-    recs.Element(records[i].data(), records[i].size());
-    hs.Element(d.hs.data(), d.hs.size() * sizeof(float));
-    rw.Element(d.rw.data(), d.rw.size() * sizeof(float));
-    keys.Int64Element(ShardKey(d.id));
+  constexpr size_t kRowsPerStatement = 4096;
+  for (size_t from = 0; from < docs.size(); from += kRowsPerStatement) {
+    const size_t n = std::min(kRowsPerStatement, docs.size() - from);
+    BinaryArray internals(kInt8Oid, n), ids(kTextOid, n), recs(kTextOid, n), hs(kByteaOid, n), rw(kByteaOid, n),
+        keys(kInt8Oid, n);
+    for (size_t i = from; i < from + n; ++i) {
+      const StoredDocument& d = docs[i];
+      internals.Int64Element(internal[i]);
+      ids.Element(d.id.data(), d.id.size());
+      recs.Element(records[i].data(), records[i].size());
+      hs.Element(d.hs.data(), d.hs.size() * sizeof(float));
+      rw.Element(d.rw.data(), d.rw.size() * sizeof(float));
+      keys.Int64Element(ShardKey(d.id));
+    }
+    t.exec_params("INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw, shard_key) "
+                  "SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::bytea[], "
+                  "$7::bigint[])",
+                  coll, internals.Take(), ids.Take(), recs.Take(), hs.Take(), rw.Take(), keys.Take());
   }
-  t.exec_params("INSERT INTO moeedb_documents (coll, internal, external, record, hs, rw, shard_key) "
-                "SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::bytea[], $7::bigint[])",
-                coll, internals.Take(), ids.Take(), recs.Take(), hs.Take(), rw.Take(), keys.Take());
 }
 
 // False when the server requires a synchronous standby (Patroni's strict

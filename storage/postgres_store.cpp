@@ -344,24 +344,36 @@ Result<std::vector<CollectionRecord>> PostgresStore::ListCollections() const {
 }
 
 Status PostgresStore::DropCollection(const std::string& name) {
-  return WithConnection("dropping collection " + name, [&](pqxx::connection& c, const std::string&) -> Status {
-    pqxx::work t(c);
-    t.exec("LOCK TABLE moeedb_aliases IN ROW EXCLUSIVE MODE");  // first, as UpdateAliases and CreateCollection take it
-    pqxx::result gone = t.exec_params("DELETE FROM moeedb_collections WHERE name = $1 RETURNING id", name);
-    if (gone.empty()) return Status::NotFound("no collection named '" + name + "'");
-    // Its rows (no foreign keys cascade: postgres_rows.cpp's schema 8). A
-    // write that updated the collection's row before the DELETE above
-    // committed before it went on, so this statement's snapshot holds its
-    // documents; one that comes to the row after finds it gone and commits
-    // nothing.
-    const int64_t id = gone[0][0].as<int64_t>();
-    t.exec_params("DELETE FROM moeedb_documents WHERE coll = $1", id);
-    t.exec_params("DELETE FROM moeedb_ops WHERE coll = $1", id);
-    t.exec_params("DELETE FROM moeedb_aliases WHERE collection = $1", name);
-    t.exec(std::string("NOTIFY ") + kChangeChannel);  // other nodes close theirs
-    t.commit();
-    return Status::OK();
-  });
+  // A write that deleted documents it replaces waits for the collection's
+  // row, which this holds while it waits for those documents: PostgreSQL
+  // ends one of the two (a deadlock); a drop so ended goes again.
+  for (int attempt = 1;; ++attempt) {
+    bool deadlocked = false;
+    Status s = WithConnection("dropping collection " + name, [&](pqxx::connection& c, const std::string&) -> Status {
+      pqxx::work t(c);
+      try {
+        t.exec("LOCK TABLE moeedb_aliases IN ROW EXCLUSIVE MODE");  // first, as UpdateAliases and CreateCollection take it
+        pqxx::result gone = t.exec_params("DELETE FROM moeedb_collections WHERE name = $1 RETURNING id", name);
+        if (gone.empty()) return Status::NotFound("no collection named '" + name + "'");
+        // Its rows (no foreign keys cascade: postgres_rows.cpp's schema 8). A
+        // write that updated the collection's row before the DELETE above
+        // committed before it went on, so these statements' snapshots hold its
+        // documents; one that comes to the row after finds it gone and commits
+        // nothing.
+        const int64_t id = gone[0][0].as<int64_t>();
+        t.exec_params("DELETE FROM moeedb_documents WHERE coll = $1", id);
+        t.exec_params("DELETE FROM moeedb_ops WHERE coll = $1", id);
+        t.exec_params("DELETE FROM moeedb_aliases WHERE collection = $1", name);
+      } catch (const pqxx::transaction_rollback& e) {
+        deadlocked = true;
+        return Status::Unavailable("dropping collection " + name + ": " + e.what());
+      }
+      t.exec(std::string("NOTIFY ") + kChangeChannel);  // other nodes close theirs
+      t.commit();
+      return Status::OK();
+    });
+    if (!deadlocked || attempt == 5) return s;
+  }
 }
 
 Status PostgresStore::UpdateSpec(const std::string& name, const std::string& expected, const std::string& spec_json) {
@@ -433,9 +445,8 @@ Result<std::optional<uint64_t>> PostgresStore::FindWrite(const std::string& coll
       // refuse a second commit of the write all the same.
       t.exec("SET LOCAL lock_timeout = '2s'");
       try {
-        // NO KEY UPDATE: it waits for an attempt holding the row for its log
-        // entry (the UPDATE's lock), not for one only inserting documents
-        // (their foreign keys' KEY SHARE locks).
+        // It waits for an attempt holding the row for its log entry (the
+        // UPDATE's lock, which NO KEY UPDATE conflicts with).
         t.exec_params("SELECT 1 FROM moeedb_collections WHERE name = $1 FOR NO KEY UPDATE", collection);
       } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != "55P03") throw;  // lock_not_available
@@ -456,6 +467,7 @@ Result<std::optional<uint64_t>> PostgresStore::FindWrite(const std::string& coll
 struct PostgresStore::PendingWrite {
   std::string what;
   size_t docs = 0;
+  bool is_delete = false;
   DocumentsStep step;
   std::string write_id = NewWriteId();
   std::map<uint64_t, WriteResult> attempted;  // seq -> an attempt of it that reached COMMIT
@@ -471,8 +483,11 @@ struct PostgresStore::PendingWrite {
 // synchronous standby's wait): a commit carrying many writes' entries is
 // what lets one collection's writes grow with its writers.
 struct PostgresStore::WriteGroups {
-  // Documents a queued group takes before later writes wait for the next.
+  // A queued group's bounds, in documents and in writes (each write of a
+  // group is a savepoint: past 64 subtransactions PostgreSQL's snapshots,
+  // the standby's too, look them up on disk).
   static constexpr size_t kGroupDocs = 16384;
+  static constexpr size_t kGroupWrites = 64;
   struct Queue {
     int in_flight = 0;
     std::vector<PendingWrite*> queued;
@@ -484,10 +499,11 @@ struct PostgresStore::WriteGroups {
 };
 
 Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, const std::string& what, size_t docs,
-                                               DocumentsStep step) {
+                                               bool is_delete, DocumentsStep step) {
   PendingWrite self;
   self.what = what;
   self.docs = docs;
+  self.is_delete = is_delete;
   self.step = std::move(step);
   WriteGroups& g = *groups_;
   // The collection's queue, looked up at each wake: an idle one is erased.
@@ -495,7 +511,8 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
   std::unique_lock<std::mutex> lock(g.mu);
   g.cv.wait(lock, [&] {
     const WriteGroups::Queue& q = queue();
-    return q.queued.empty() || q.queued_docs + docs <= WriteGroups::kGroupDocs;
+    return q.queued.empty() ||
+           (q.queued_docs + docs <= WriteGroups::kGroupDocs && q.queued.size() < WriteGroups::kGroupWrites);
   });
   queue().queued.push_back(&self);
   queue().queued_docs += docs;
@@ -511,7 +528,12 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
   ++queue().in_flight;
   g.cv.notify_all();  // writes held back by a full group queue now
   lock.unlock();
-  std::vector<Result<WriteResult>> answers = CommitGroup(collection, group);
+  std::vector<Result<WriteResult>> answers;
+  try {
+    answers = CommitGroup(collection, group);
+  } catch (const std::exception& e) {  // not the server's (those are Statuses): out of memory
+    answers.assign(group.size(), Status::Internal(what + ": " + e.what()));
+  }
   lock.lock();
   for (size_t i = 0; i < group.size(); ++i) group[i]->answer = std::move(answers[i]);
   if (--queue().in_flight == 0 && queue().queued.empty()) g.queues.erase(collection);
@@ -543,14 +565,27 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
   std::vector<std::optional<Result<WriteResult>>> answers(n);
   const auto retry_until = Clock::now() + kWriteRetry;
   for (;;) {
-    std::vector<size_t> open;  // the writes without an answer
-    for (size_t i = 0; i < n; ++i)
-      if (!answers[i]) open.push_back(i);
+    // The writes without an answer: upserts, then deletes (all were pending
+    // at once, so any order is theirs to take), each kind in queue order. A
+    // delete may take the collection's row early (to look again for ids a
+    // concurrent replacement moved): after the upserts, it holds the row
+    // while deletes alone go on.
+    std::vector<size_t> open;
+    for (int deletes = 0; deletes < 2; ++deletes)
+      for (size_t i = 0; i < n; ++i)
+        if (!answers[i] && group[i]->is_delete == (deletes == 1)) open.push_back(i);
     if (open.empty()) break;
     bool no_standby = false, stored_before = false, collided = false;
-    std::vector<size_t> collided_writes;
+    std::vector<size_t> retry_later;  // writes of a group that collided: the next attempt takes them
+    // What this attempt answers and logs, published once it commits (or, if
+    // it changes nothing, as it is): an answer read inside the transaction
+    // may rest on an earlier write of the group that never commits.
+    std::vector<std::pair<size_t, Result<WriteResult>>> tentative;
+    std::vector<std::pair<size_t, WriteResult>> logged;
     Status attempt = WithConnection(what, [&](pqxx::connection& c, const std::string& server) -> Status {
-      collided_writes.clear();
+      retry_later.clear();
+      tentative.clear();
+      logged.clear();
       pqxx::work t(c);
       t.exec(std::string("SET LOCAL lock_timeout = '") + kWriteLockTimeout + "'");
       if (Status standby = HasSynchronousStandby(t); !standby.ok()) {
@@ -558,8 +593,8 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
         return standby.code() == Status::Code::kUnavailable ? Status::Unavailable(what + ": " + standby.message())
                                                             : Status::IOError(what + ": " + standby.message());
       }
-      std::vector<WriteResult> res(n);
       std::vector<std::pair<size_t, uint32_t>> to_log;  // (write, its collection's id)
+      std::vector<WriteResult> res(n);
       try {
         for (size_t i : open) {
           std::optional<Result<std::optional<uint32_t>>> step;
@@ -567,34 +602,45 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
             step = group[i]->step(t, &res[i]);  // a failure ends the attempt
           } else {
             // Each write of a group behind a savepoint: one write's failure
-            // (a Conflict, a collision with another node's write of the same
-            // ids) leaves the others' statements standing. (SQL, not
-            // pqxx::subtransaction: libpqxx 6 begins one only at its first
-            // exec(), never at exec_params(), which the steps use.)
+            // (a Conflict, bad data, a collision with another node's write
+            // of the same ids, its rows' lock timing out) leaves the others'
+            // statements standing. SQL, not pqxx::subtransaction: libpqxx 6
+            // begins one only at its first exec(), never at exec_params(),
+            // which the steps use (and exec_params, unlike exec, leaves the
+            // transaction to the savepoint when a statement fails).
             t.exec("SAVEPOINT write");
             try {
               step = group[i]->step(t, &res[i]);
             } catch (const pqxx::unique_violation& e) {
               if (!IsDocumentCollision(e)) throw;
-              collided_writes.push_back(i);
+              retry_later.push_back(i);
             } catch (const pqxx::transaction_rollback&) {  // a deadlock between writes of the same ids
-              collided_writes.push_back(i);
+              retry_later.push_back(i);
+            } catch (const pqxx::data_exception& e) {
+              step = Result<std::optional<uint32_t>>(Status::InvalidArgument(group[i]->what + ": " + e.what()));
+            } catch (const pqxx::sql_error& e) {
+              if (!IsUnavailableState(e.sqlstate())) throw;
+              retry_later.push_back(i);  // its rows' lock timed out: the next attempt tries again
             }
             t.exec(step && step->ok() ? "RELEASE SAVEPOINT write" : "ROLLBACK TO SAVEPOINT write");
             if (!step) continue;
           }
-          if (!step->ok()) answers[i] = step->status();  // its own answer (Conflict, NotFound)
-          else if (!**step) answers[i] = res[i];         // it changes nothing: no entry
+          if (!step->ok()) tentative.push_back({i, step->status()});  // its own answer (Conflict, NotFound)
+          else if (!**step) tentative.push_back({i, res[i]});         // it changes nothing: no entry
           else to_log.push_back({i, ***step});
         }
-        if (to_log.empty()) return Status::OK();  // nothing to commit: rolled back
-        // The log entries last, in the order the documents went in: the
-        // collection's row is held from the first of them to COMMIT.
+        if (to_log.empty()) {
+          // Nothing to commit (rolled back): the answers rest on committed rows only.
+          for (auto& [i, a] : tentative) answers[i] = std::move(a);
+          return Status::OK();
+        }
+        // The log entries last, in the order the documents went in.
         for (const auto& [i, coll] : to_log) {
           res[i].entry_id = group[i]->write_id;
           if (Status s = AppendToLog(t, coll, &res[i], group[i]->write_id); !s.ok()) {
-            for (const auto& logged : to_log) answers[logged.first] = s;  // the collection was dropped
-            return Status::OK();  // rolled back
+            // The collection was dropped: nothing commits, every write of it answers so.
+            for (size_t j : open) answers[j] = s;
+            return Status::OK();
           }
         }
       } catch (const pqxx::unique_violation& e) {
@@ -609,20 +655,26 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
         collided = true;
         return Status::Unavailable(what + ": kept colliding with concurrent writes of the same ids: " + e.what());
       }
-      for (const auto& [i, coll] : to_log) group[i]->attempted[res[i].seq] = res[i];
+      for (const auto& [i, coll] : to_log) {
+        group[i]->attempted[res[i].seq] = res[i];
+        logged.push_back({i, res[i]});
+      }
       // The primary named again right before COMMIT: a write that waited for
       // its collection's row while the server's Patroni died must not
       // commit there (once a standby is promoted such a COMMIT would wait
       // for ever for a standby that left; docs/cluster.md).
       if (patroni_) {
         Result<std::string> primary = PrimaryUri();
-        if (!primary.ok() || *primary != server)
+        if (!primary.ok() || *primary != server) {
+          logged.clear();  // not sent: nothing of it is stored
           return Status::Unavailable(what + ": the primary moved before COMMIT: nothing was written");
+        }
       }
       if (commit_hook_) commit_hook_(false);
       t.commit();
       if (commit_hook_) commit_hook_(true);
-      for (const auto& [i, coll] : to_log) answers[i] = res[i];
+      for (auto& [i, r] : logged) answers[i] = r;
+      for (auto& [i, a] : tentative) answers[i] = std::move(a);
       try {
         NotifyChange(c);
       } catch (const std::exception&) {
@@ -633,17 +685,43 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
     if (attempt.ok()) {
       // Writes that collided inside the group go again, at once, until the
       // retry time is spent.
-      if (!collided_writes.empty() && Clock::now() >= retry_until)
-        for (size_t i : collided_writes)
-          answers[i] = Status::Unavailable(group[i]->what + ": kept colliding with concurrent writes of the same ids");
+      if (!retry_later.empty() && Clock::now() >= retry_until)
+        for (size_t i : retry_later)
+          answers[i] = Status::Unavailable(group[i]->what + ": kept colliding with concurrent writes of the same ids "
+                                           "(or waiting for their rows)");
       continue;
     }
     const Status::Code code = attempt.code();
-    if (code == Status::Code::kOutcomeUnknown || stored_before) {
-      // Perhaps committed: each write that reached COMMIT in some attempt is
-      // looked up by its id on the primary of the moment (FindWrite waits
-      // for an attempt still in flight); one not stored is retried with the
-      // same id, so at most one attempt of it commits.
+    if (code == Status::Code::kOutcomeUnknown && !logged.empty()) {
+      // The COMMIT's answer was lost: the attempt's writes committed all or
+      // none, so one of their ids, looked up on the primary of the moment,
+      // tells (FindWrite waits for an attempt still in flight); none stored,
+      // they are retried with the same ids, so at most one attempt commits.
+      auto seq = FindWrite(collection, group[logged[0].first]->write_id, Clock::now() + kResolveFor);
+      if (!seq.ok()) {
+        for (size_t i : open)
+          answers[i] = Status::OutcomeUnknown(group[i]->what + ": the answer to its COMMIT was lost and PostgreSQL "
+                                              "could not be asked since: the write may or may not be stored (" +
+                                              seq.status().message() + ")");
+        break;
+      }
+      if (*seq) {
+        if (**seq != logged[0].second.seq) {
+          for (size_t i : open) answers[i] = Status::Internal(what + ": a write id was stored under an unknown number");
+          break;
+        }
+        for (auto& [i, r] : logged) answers[i] = r;
+        for (auto& [i, a] : tentative) answers[i] = std::move(a);
+      } else if (Clock::now() >= retry_until) {
+        for (size_t i : open)
+          answers[i] = Status::Unavailable(group[i]->what + ": its COMMIT kept failing: nothing was written");
+        break;
+      }
+      continue;
+    }
+    if (stored_before) {
+      // An earlier attempt that reached COMMIT did commit (a lookup said
+      // otherwise, or could not say): each write is looked up by its id.
       for (size_t i : open) {
         PendingWrite& w = *group[i];
         if (w.attempted.empty()) continue;
@@ -712,7 +790,7 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
     MOEEDB_RETURN_IF_ERROR(GetCollection(collection).status());
     return WriteResult{};
   }
-  return CommitWrite(collection, "writing to " + collection, docs.size(),
+  return CommitWrite(collection, "writing to " + collection, docs.size(), /*is_delete=*/false,
                      [&](pqxx::transaction_base& t, WriteResult* out) -> Result<std::optional<uint32_t>> {
     MOEEDB_ASSIGN_OR_RETURN(PreparedWrite p, PrepareWrite(t, collection, docs.size()));
     WriteResult& res = *out;
@@ -738,7 +816,8 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
 
 Result<WriteResult> PostgresStore::Delete(const std::string& collection, const std::vector<std::string>& ids,
                                           bool sync) {
-  return CommitWrite(collection, "deleting from " + collection, ids.size(),
+  for (size_t i = 0; i < ids.size(); ++i) MOEEDB_RETURN_IF_ERROR(CheckId(ids[i], "id " + std::to_string(i)));
+  return CommitWrite(collection, "deleting from " + collection, ids.size(), /*is_delete=*/true,
                      [&](pqxx::transaction_base& t, WriteResult* out) -> Result<std::optional<uint32_t>> {
     MOEEDB_ASSIGN_OR_RETURN(PreparedWrite p, PrepareWrite(t, collection, 0));
     WriteResult& res = *out;

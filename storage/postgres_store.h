@@ -23,16 +23,19 @@
 // with the change-log entry and the write id; then COMMIT. The row lock that
 // UPDATE takes makes the transactions of one collection commit one after
 // another from there, so the log's numbers are gapless and in commit order
-// (an aborted write rolls its number back with it); taken last, it is held
-// only for those statements and the COMMIT (with its wait for the synchronous
+// (an aborted write rolls its number back with it); taken last (a delete
+// that looks again for ids a concurrent replacement moved takes it before
+// that look), it is held only for those statements and the COMMIT (with its wait for the synchronous
 // standby), while the documents of concurrent writes go in side by side on a
 // pool of write connections (write_connections=N, moeedb's parameter, 1-64,
 // default 4). A node runs at most kWriteGroupsInFlight transactions of one
-// collection at once; the writes to it that arrive meanwhile queue and then
-// go in one transaction, each write's statements behind a savepoint (its own
-// failure leaves the others) and each with its own log entry, in the order
-// they queued: a commit then carries many writes, so a collection's write
-// rate grows with its writers. A sequence would not do for the log: a number
+// collection at once; the writes to it that arrive meanwhile queue (up to
+// 64 writes, 16,384 documents) and then go in one transaction: upserts, then
+// deletes, each kind in the order it queued, each write's statements behind
+// a savepoint (its Conflict, bad data or collision leaves the others) and
+// each with its own log entry. Answers read inside the transaction are given
+// once it commits. A commit then carries many writes, so a collection's
+// write rate grows with its writers. A sequence would not do for the log: a number
 // taken before commit can become visible after a larger one, and a follower
 // reading "everything above my cursor" would skip it. Writes are acknowledged after COMMIT
 // returns; NOTIFY follows in a transaction of its own (a NOTIFY inside the
@@ -246,9 +249,9 @@ class PostgresStore final : public Store {
   // Runs one write of `docs` documents: queued while kWriteGroupsInFlight
   // transactions of its collection are under way, then committed in one
   // transaction with the writes queued beside it (each with its own log
-  // entry, in the order they queued), retried and resolved as the header says.
+  // entry), retried and resolved as the header says.
   Result<WriteResult> CommitWrite(const std::string& collection, const std::string& what, size_t docs,
-                                  DocumentsStep step);
+                                  bool is_delete, DocumentsStep step);
   // One group's attempts until each write has its answer (answers[i] for group[i]).
   std::vector<Result<WriteResult>> CommitGroup(const std::string& collection, const std::vector<PendingWrite*>& group);
   // The number the write `write_id` was stored under, nullopt if it was not

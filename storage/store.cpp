@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "base/utf8.h"
 #include "storage/postgres_store.h"
 #include "storage/rocksdb_store.h"
 
@@ -80,12 +81,18 @@ Status CheckNewCollection(const std::string& name, const std::string& spec_json)
   return Status::OK();
 }
 
+Status CheckId(const std::string& id, const std::string& where) {
+  if (id.empty()) return Status::InvalidArgument(where + ": empty id");
+  if (id.size() > 512) return Status::InvalidArgument(where + ": id longer than 512 bytes");
+  if (id.find('\0') != std::string::npos || !IsValidUtf8(id))
+    return Status::InvalidArgument(where + ": the id is not UTF-8 text (or holds a NUL byte)");
+  return Status::OK();
+}
+
 Status CheckBatchIds(const std::vector<StoredDocument>& docs) {
   std::set<std::string> seen;
   for (size_t i = 0; i < docs.size(); ++i) {
-    if (docs[i].id.empty()) return Status::InvalidArgument("document " + std::to_string(i) + ": empty id");
-    if (docs[i].id.size() > 512)
-      return Status::InvalidArgument("document " + std::to_string(i) + ": id longer than 512 bytes");
+    MOEEDB_RETURN_IF_ERROR(CheckId(docs[i].id, "document " + std::to_string(i)));
     if (!seen.insert(docs[i].id).second)
       return Status::InvalidArgument("document " + std::to_string(i) + ": id '" + docs[i].id +
                                      "' appears twice in the batch");

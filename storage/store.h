@@ -233,7 +233,10 @@ bool IsPostgresLocation(const std::string& location);
 // The checks both stores make before writing, with the same messages.
 // A collection name: 1-128 characters, no '/'; a spec: a JSON object.
 Status CheckNewCollection(const std::string& name, const std::string& spec_json);
-// A batch's ids: non-empty, at most 512 bytes, distinct.
+// An id: non-empty, at most 512 bytes, UTF-8 without NUL (a text column
+// holds it); `where` names it in the message ("document 3").
+Status CheckId(const std::string& id, const std::string& where);
+// A batch's ids: each CheckId's, and distinct.
 Status CheckBatchIds(const std::vector<StoredDocument>& docs);
 // A document's {"id", "text", "metadata"} record; InvalidArgument for metadata that is not JSON.
 Result<std::string> DocumentRecord(const StoredDocument& d);

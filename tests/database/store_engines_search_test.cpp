@@ -8,11 +8,15 @@
 
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "database/vector_collection.h"
+#include "storage/postgres_store.h"
 #include "tests/index/lexical_corpus.h"
 #include "tests/storage/pg_test_db.h"
 #include "tests/test_util.h"
@@ -190,6 +194,56 @@ TEST(StoreEngines, ANodeFollowsTheChangeLogOfAnother) {
   EXPECT_EQ((*b)->IndexedIds(), a->IndexedIds());
   EXPECT_EQ(a->IndexedIds().size(), (*store_a)->GetCollection("c")->count);
   ExpectSameAnswers(*a, **b);
+}
+
+// A node's concurrent writes to one collection reach PostgreSQL side by side
+// (the store commits them in groups): while another session holds the
+// collection's row, as many of them wait for it inside their transactions
+// as the store runs at once (one at a time, they would queue in the node).
+// Once it is let go every write lands, in whatever order they commit, and
+// the node's indexes answer as a node that built them from the store.
+TEST(StoreEngines, ANodesConcurrentWritesGoToTheStoreSideBySide) {
+  test::TempDir dir;
+  test::PgDatabase pg;
+  auto store = Store::Open(pg.uri());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const auto docs = Documents(9);
+  auto a = Build(store->get(), dir / "node-a", std::vector<StoredDocument>(docs.begin(), docs.begin() + 100));
+  ASSERT_TRUE(a);
+  pqxx::connection admin(pg.uri());
+  pqxx::work hold(admin);
+  hold.exec("SELECT 1 FROM moeedb_collections WHERE name = 'c' FOR UPDATE");
+  constexpr int kWriters = 8;
+  std::vector<std::future<Result<WriteResult>>> writes;
+  for (int w = 0; w < kWriters; ++w)
+    writes.push_back(std::async(std::launch::async, [&, w] {
+      // New documents, and a replacement of an earlier one (another's text).
+      std::vector<StoredDocument> batch(docs.begin() + 100 + w * 20, docs.begin() + 120 + w * 20);
+      StoredDocument moved = docs[200 + w];
+      moved.id = docs[w * 3].id;
+      batch.push_back(moved);
+      return w % 4 == 3 ? a->Delete({docs[w * 3 + 1].id}) : a->Upsert(batch);
+    }));
+  int waiting = 0;
+  for (int i = 0; i < 1000 && waiting < PostgresStore::kWriteGroupsInFlight; ++i) {
+    waiting = test::QueryCount(pg.uri(), "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                         "AND wait_event_type = 'Lock'");
+    if (waiting < PostgresStore::kWriteGroupsInFlight) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(waiting, PostgresStore::kWriteGroupsInFlight) << "the node's writes reached the store one at a time";
+  hold.abort();
+  for (auto& w : writes) {
+    auto r = w.get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  const CollectionRecord rec = *(*store)->GetCollection("c");
+  EXPECT_EQ(a->applied_seq(), rec.last_op);
+  EXPECT_EQ(a->IndexedIds().size(), rec.count);
+  auto fresh = VectorCollection::Open(store->get(), "c", dir / "node-b");
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_EQ((*fresh)->IndexedIds(), a->IndexedIds());
+  EXPECT_EQ((*fresh)->LexicalIds(), a->LexicalIds());
+  ExpectSameAnswers(*a, **fresh);
 }
 
 }  // namespace

@@ -155,5 +155,41 @@ TEST_F(PostgresWriteGroup, AWriteThatFailsInAGroupLeavesTheOthersCommitted) {
   EXPECT_FALSE((*store_->Get("c", "gone")).has_value());
 }
 
+// An answer read inside a group's transaction (a delete finding its id gone
+// because the write before it in the group deleted it) is given only once
+// that transaction commits: here every COMMIT of the group fails before it
+// reaches the server, so both deletes answer Unavailable and the document
+// stays, where answering the second "not found" would have been false.
+TEST_F(PostgresWriteGroup, AnswersReadInsideAGroupWaitForItsCommit) {
+  int commits_tried = 0;
+  dynamic_cast<PostgresStore*>(store_.get())->SetCommitHookForTest([&](bool committed) {
+    // The fillers' commits go through (they hold the slots the group waits for).
+    if (!committed && ++commits_tried > PostgresStore::kWriteGroupsInFlight)
+      throw pqxx::in_doubt_error("test: the connection was lost before COMMIT");
+  });
+  const auto answers = RunHeld({[&] { return store_->Delete("c", {"kept"}, true); },
+                                [&] { return store_->Delete("c", {"kept"}, true); }});
+  for (const auto& a : answers) {
+    ASSERT_FALSE(a.ok()) << "answered " << a->removed.size() << " removed, " << a->not_found << " not found";
+    EXPECT_EQ(a.status().code(), Status::Code::kUnavailable) << a.status().ToString();
+  }
+  EXPECT_TRUE((*store_->Get("c", "kept")).has_value());
+  EXPECT_GT(commits_tried, PostgresStore::kWriteGroupsInFlight + 1);  // the group tried again
+}
+
+// Ids that no text column can hold are refused before any write is queued
+// (one in a group would fail the statements of every write beside it).
+TEST_F(PostgresWriteGroup, IdsThatAreNotTextAreRefusedUpFront) {
+  const std::string nul("a\0b", 3), bad_utf8 = "a\xff";
+  for (const std::string& id : {nul, bad_utf8}) {
+    auto up = store_->Upsert("c", {{id, "text", "{}", {1, 2, 3}, {4}}}, true);
+    EXPECT_EQ(up.status().code(), Status::Code::kInvalidArgument) << up.status().ToString();
+    auto del = store_->Delete("c", {"kept", id}, true);
+    EXPECT_EQ(del.status().code(), Status::Code::kInvalidArgument) << del.status().ToString();
+  }
+  EXPECT_TRUE((*store_->Get("c", "kept")).has_value());
+  EXPECT_EQ(store_->GetCollection("c")->last_op, 1u);
+}
+
 }  // namespace
 }  // namespace moeedb
