@@ -230,7 +230,10 @@ Status VectorCollection::Reshard(uint32_t shards) {
   {
     // No write of this node in between: the new replicas hold every entry
     // the old ones do when they swap.
-    std::unique_lock write(write_mu_);
+    std::unique_lock write = [&] {
+      std::lock_guard gate(write_gate_);
+      return std::unique_lock(write_mu_);
+    }();
     for (auto& r : built) MOEEDB_RETURN_IF_ERROR(r->CatchUp().status());
     std::unique_lock lock(replicas_mu_);
     for (auto it = replicas_.begin(); it != replicas_.end();) {
@@ -448,7 +451,7 @@ Result<WriteResult> VectorCollection::Write(const std::vector<StoredDocument>& d
       }
     }
   }
-  std::shared_lock write(write_mu_);
+  std::shared_lock write = SharedWriteLock();
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, expected != nullptr ? store_->UpsertIfUnchanged(name_, docs, *expected, sync)
                                                                : store_->Upsert(name_, docs, sync));
   MOEEDB_RETURN_IF_ERROR(ApplyOwnWrite(res, &docs));
@@ -456,31 +459,41 @@ Result<WriteResult> VectorCollection::Write(const std::vector<StoredDocument>& d
 }
 
 Result<WriteResult> VectorCollection::Delete(const std::vector<std::string>& ids, bool sync) {
-  std::shared_lock write(write_mu_);
+  std::shared_lock write = SharedWriteLock();
   MOEEDB_ASSIGN_OR_RETURN(WriteResult res, store_->Delete(name_, ids, sync));
   MOEEDB_RETURN_IF_ERROR(ApplyOwnWrite(res, nullptr));
   return res;
+}
+
+std::shared_lock<std::shared_mutex> VectorCollection::SharedWriteLock() {
+  std::lock_guard gate(write_gate_);
+  return std::shared_lock(write_mu_);
 }
 
 Status VectorCollection::ApplyOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs) {
   if (res.seq == 0) return Status::OK();  // nothing changed
   std::unique_lock own(own_mu_);
   const auto mine = own_applying_.insert(res.seq);
+  // Listed until applied, whatever happens (the writes after it wait for it).
+  struct Unlist {
+    VectorCollection* c;
+    std::multiset<uint64_t>::iterator it;
+    ~Unlist() {
+      {
+        std::lock_guard lock(c->own_mu_);
+        c->own_applying_.erase(it);
+      }
+      c->own_cv_.notify_all();
+    }
+  };
   // The smallest entry being applied goes first; one committed but not yet
   // listed here is read back from the log by the replica instead.
   own_cv_.wait(own, [&] { return *own_applying_.begin() == res.seq; });
   own.unlock();
-  Status s;
-  {
-    std::shared_lock lock(replicas_mu_);
-    for (ShardReplica* r : Replicas())
-      if (s = r->FollowOwnWrite(res, docs); !s.ok()) break;
-  }
-  own.lock();
-  own_applying_.erase(mine);
-  own.unlock();
-  own_cv_.notify_all();
-  return s;
+  Unlist unlist{this, mine};
+  std::shared_lock lock(replicas_mu_);
+  for (ShardReplica* r : Replicas()) MOEEDB_RETURN_IF_ERROR(r->FollowOwnWrite(res, docs));
+  return Status::OK();
 }
 
 uint64_t VectorCollection::applied_seq() const {

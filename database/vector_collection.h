@@ -315,6 +315,8 @@ class VectorCollection {
   // them), and a replica given an entry out of order reads the ones before
   // it back from the log (replica FollowOwnWrite), which this mostly spares.
   Status ApplyOwnWrite(const WriteResult& res, const std::vector<StoredDocument>* docs);
+  // write_mu_ shared, through write_gate_.
+  std::shared_lock<std::shared_mutex> SharedWriteLock();
 
   Store* store_ = nullptr;
   ShardPeers* peers_ = nullptr;
@@ -324,6 +326,10 @@ class VectorCollection {
   // This node's writes hold it shared from the store to the replicas, side by
   // side (the store commits them in groups); a reshard's swap holds it alone.
   std::shared_mutex write_mu_;
+  // Taken for a moment before write_mu_ is: a reshard holds it while it
+  // waits for write_mu_, so writes that keep overlapping cannot starve it
+  // (glibc's rwlock lets new readers in while a writer waits).
+  std::mutex write_gate_;
   std::mutex own_mu_;
   std::condition_variable own_cv_;
   std::multiset<uint64_t> own_applying_;  // own_mu_: entries of this node's writes not yet applied

@@ -470,7 +470,7 @@ struct PostgresStore::PendingWrite {
   bool is_delete = false;
   DocumentsStep step;
   std::string write_id = NewWriteId();
-  std::map<uint64_t, WriteResult> attempted;  // seq -> an attempt of it that reached COMMIT
+  std::map<uint64_t, WriteResult> attempted;  // seq -> an attempt of it about to COMMIT
   std::optional<Result<WriteResult>> answer;  // set by its group's leader, under WriteGroups::mu
 };
 
@@ -532,7 +532,11 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
   try {
     answers = CommitGroup(collection, group);
   } catch (const std::exception& e) {  // not the server's (those are Statuses): out of memory
-    answers.assign(group.size(), Status::Internal(what + ": " + e.what()));
+    // A write that was about to COMMIT may be stored: its outcome is not known.
+    answers.clear();
+    for (const PendingWrite* w : group)
+      answers.push_back(w->attempted.empty() ? Status::Internal(w->what + ": " + e.what())
+                                             : Status::OutcomeUnknown(w->what + ": " + e.what()));
   }
   lock.lock();
   for (size_t i = 0; i < group.size(); ++i) group[i]->answer = std::move(answers[i]);
@@ -619,7 +623,7 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
             } catch (const pqxx::data_exception& e) {
               step = Result<std::optional<uint32_t>>(Status::InvalidArgument(group[i]->what + ": " + e.what()));
             } catch (const pqxx::sql_error& e) {
-              if (!IsUnavailableState(e.sqlstate())) throw;
+              if (e.sqlstate() != "55P03") throw;  // lock_not_available; a server-wide state ends the attempt
               retry_later.push_back(i);  // its rows' lock timed out: the next attempt tries again
             }
             t.exec(step && step->ok() ? "RELEASE SAVEPOINT write" : "ROLLBACK TO SAVEPOINT write");
@@ -688,7 +692,7 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
       if (!retry_later.empty() && Clock::now() >= retry_until)
         for (size_t i : retry_later)
           answers[i] = Status::Unavailable(group[i]->what + ": kept colliding with concurrent writes of the same ids "
-                                           "(or waiting for their rows)");
+                                           "(or waiting for their rows' locks)");
       continue;
     }
     const Status::Code code = attempt.code();
@@ -720,8 +724,9 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
       continue;
     }
     if (stored_before) {
-      // An earlier attempt that reached COMMIT did commit (a lookup said
-      // otherwise, or could not say): each write is looked up by its id.
+      // An earlier attempt that was about to COMMIT did commit though a
+      // lookup said otherwise: each write is looked up by its id; one not
+      // stored goes again until the retry time is spent.
       for (size_t i : open) {
         PendingWrite& w = *group[i];
         if (w.attempted.empty()) continue;
@@ -735,6 +740,8 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
           answers[i] = it == w.attempted.end()
                            ? Result<WriteResult>(Status::Internal(w.what + ": a write id was stored under an unknown number"))
                            : Result<WriteResult>(it->second);
+        } else if (Clock::now() >= retry_until) {
+          answers[i] = Status::Unavailable(w.what + ": not stored, and the retry time is spent");
         }
       }
       continue;
@@ -816,7 +823,7 @@ Result<WriteResult> PostgresStore::Write(const std::string& collection, const st
 
 Result<WriteResult> PostgresStore::Delete(const std::string& collection, const std::vector<std::string>& ids,
                                           bool sync) {
-  for (size_t i = 0; i < ids.size(); ++i) MOEEDB_RETURN_IF_ERROR(CheckId(ids[i], "id " + std::to_string(i)));
+  MOEEDB_RETURN_IF_ERROR(CheckDeleteIds(ids));
   return CommitWrite(collection, "deleting from " + collection, ids.size(), /*is_delete=*/true,
                      [&](pqxx::transaction_base& t, WriteResult* out) -> Result<std::optional<uint32_t>> {
     MOEEDB_ASSIGN_OR_RETURN(PreparedWrite p, PrepareWrite(t, collection, 0));

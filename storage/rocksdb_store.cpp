@@ -352,6 +352,7 @@ Result<WriteResult> RocksStore::Write(const std::string& collection, const std::
 }
 
 Result<WriteResult> RocksStore::Delete(const std::string& collection, const std::vector<std::string>& ids, bool sync) {
+  MOEEDB_RETURN_IF_ERROR(CheckDeleteIds(ids));
   std::lock_guard<std::mutex> lock(write_mu_);
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
   WriteResult res;

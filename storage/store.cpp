@@ -89,6 +89,11 @@ Status CheckId(const std::string& id, const std::string& where) {
   return Status::OK();
 }
 
+Status CheckDeleteIds(const std::vector<std::string>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i) MOEEDB_RETURN_IF_ERROR(CheckId(ids[i], "id " + std::to_string(i)));
+  return Status::OK();
+}
+
 Status CheckBatchIds(const std::vector<StoredDocument>& docs) {
   std::set<std::string> seen;
   for (size_t i = 0; i < docs.size(); ++i) {

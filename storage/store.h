@@ -238,6 +238,8 @@ Status CheckNewCollection(const std::string& name, const std::string& spec_json)
 Status CheckId(const std::string& id, const std::string& where);
 // A batch's ids: each CheckId's, and distinct.
 Status CheckBatchIds(const std::vector<StoredDocument>& docs);
+// A delete's ids: each CheckId's (repeats are allowed: deleted once).
+Status CheckDeleteIds(const std::vector<std::string>& ids);
 // A document's {"id", "text", "metadata"} record; InvalidArgument for metadata that is not JSON.
 Result<std::string> DocumentRecord(const StoredDocument& d);
 // A {"id", "text", "metadata"} record back into *d (vectors untouched); Corruption when damaged.
