@@ -546,17 +546,22 @@ Result<WriteResult> PostgresStore::CommitWrite(const std::string& collection, co
 }
 
 namespace {
-// A unique violation of a document's external id: a concurrent write
-// inserted one of these ids after this one's DELETE looked. The constraint is
-// named on the message's first line (the DETAIL line after it holds the
-// key's values, a document's id among them).
-bool IsDocumentCollision(const pqxx::unique_violation& e) {
+// Whether a unique violation is of `constraint`: it is named on the message's
+// first line (the DETAIL line after it holds the key's values, a document's
+// id among them). moeedb_documents_external: a concurrent write inserted one
+// of these ids after this one's DELETE looked; moeedb_writes_pkey: an
+// earlier attempt of this write committed.
+bool Violates(const pqxx::unique_violation& e, const char* constraint) {
   const std::string first_line = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
-  return first_line.find("\"moeedb_documents_external\"") != std::string::npos;
+  return first_line.find(std::string("\"") + constraint + "\"") != std::string::npos;
 }
-bool IsStoredBefore(const pqxx::unique_violation& e) {
-  const std::string first_line = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
-  return first_line.find("\"moeedb_writes_pkey\"") != std::string::npos;
+constexpr const char* kDocumentCollision = "moeedb_documents_external";
+constexpr const char* kStoredBefore = "moeedb_writes_pkey";
+
+// A write whose COMMIT's answer was lost, when PostgreSQL cannot be asked.
+Status LostAnswer(const std::string& what, const Status& lookup) {
+  return Status::OutcomeUnknown(what + ": the answer to its COMMIT was lost and PostgreSQL could not be asked since: "
+                                "the write may or may not be stored (" + lookup.message() + ")");
 }
 }  // namespace
 
@@ -616,7 +621,7 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
             try {
               step = group[i]->step(t, &res[i]);
             } catch (const pqxx::unique_violation& e) {
-              if (!IsDocumentCollision(e)) throw;
+              if (!Violates(e, kDocumentCollision)) throw;
               retry_later.push_back(i);
             } catch (const pqxx::transaction_rollback&) {  // a deadlock between writes of the same ids
               retry_later.push_back(i);
@@ -648,11 +653,11 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
           }
         }
       } catch (const pqxx::unique_violation& e) {
-        if (IsStoredBefore(e)) {
+        if (Violates(e, kStoredBefore)) {
           stored_before = true;  // an earlier attempt of one of these writes committed
           return Status::Unavailable("stored before");
         }
-        if (!IsDocumentCollision(e)) throw;
+        if (!Violates(e, kDocumentCollision)) throw;
         collided = true;  // nothing of this attempt commits; the next one sees the other write
         return Status::Unavailable(what + ": kept colliding with concurrent writes of the same ids");
       } catch (const pqxx::transaction_rollback& e) {
@@ -703,10 +708,7 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
       // they are retried with the same ids, so at most one attempt commits.
       auto seq = FindWrite(collection, group[logged[0].first]->write_id, Clock::now() + kResolveFor);
       if (!seq.ok()) {
-        for (size_t i : open)
-          answers[i] = Status::OutcomeUnknown(group[i]->what + ": the answer to its COMMIT was lost and PostgreSQL "
-                                              "could not be asked since: the write may or may not be stored (" +
-                                              seq.status().message() + ")");
+        for (size_t i : open) answers[i] = LostAnswer(group[i]->what, seq.status());
         break;
       }
       if (*seq) {
@@ -732,9 +734,7 @@ std::vector<Result<WriteResult>> PostgresStore::CommitGroup(const std::string& c
         if (w.attempted.empty()) continue;
         auto seq = FindWrite(collection, w.write_id, Clock::now() + kResolveFor);
         if (!seq.ok()) {
-          answers[i] = Status::OutcomeUnknown(w.what + ": the answer to its COMMIT was lost and PostgreSQL could not "
-                                              "be asked since: the write may or may not be stored (" +
-                                              seq.status().message() + ")");
+          answers[i] = LostAnswer(w.what, seq.status());
         } else if (*seq) {
           auto it = w.attempted.find(**seq);
           answers[i] = it == w.attempted.end()

@@ -9,9 +9,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <pqxx/pqxx>
 #include <string>
 #include <unistd.h>
+
+#include "storage/store.h"
 
 namespace moeedb::test {
 
@@ -48,6 +51,17 @@ class PgDatabase {
  private:
   std::string name_;
 };
+
+// A store on the database at `uri` with an empty collection `collection`;
+// null (the failure recorded) if either cannot be made.
+inline std::unique_ptr<Store> OpenWithCollection(const std::string& uri, const std::string& collection) {
+  auto s = Store::Open(uri);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return nullptr;
+  auto c = (*s)->CreateCollection(collection, "{}");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(s).value() : nullptr;
+}
 
 // The integer that `sql` (one row, one column) answers on the database at `uri`.
 inline int64_t QueryCount(const std::string& uri, const std::string& sql) {

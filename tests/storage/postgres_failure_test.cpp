@@ -38,10 +38,8 @@ PostgresStore* Pg(const std::unique_ptr<Store>& s) { return dynamic_cast<Postgre
 class PostgresFailure : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = Store::Open(pg_.uri());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    store_ = std::move(s).value();
-    ASSERT_TRUE(store_->CreateCollection("c", "{}").ok());
+    store_ = test::OpenWithCollection(pg_.uri(), "c");
+    ASSERT_TRUE(store_);
     ASSERT_TRUE(store_->Upsert("c", {Doc("a", 1)}, true).ok());  // seq 1
   }
   // The write is stored exactly once, under the next number, with no gap.

@@ -31,10 +31,8 @@ StoredDocument Doc(const std::string& id, float x) {
 class PostgresWriteGroup : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = Store::Open(pg_.uri());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    store_ = std::move(s).value();
-    ASSERT_TRUE(store_->CreateCollection("c", "{}").ok());
+    store_ = test::OpenWithCollection(pg_.uri(), "c");
+    ASSERT_TRUE(store_);
     ASSERT_TRUE(store_->Upsert("c", {Doc("kept", 1), Doc("gone", 2)}, true).ok());  // entry 1
     dynamic_cast<PostgresStore*>(store_.get())->SetCommitHookForTest([this](bool committed) {
       if (committed) ++commits_;
