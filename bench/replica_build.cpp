@@ -3,6 +3,7 @@
 //
 //   replica_build --store URI --index-dir DIR [--docs 1000000] [--small 5000]
 //                 [--dim-hs 64] [--dim-rw 8] [--lexical 1] [--idle-searches 3000]
+//   replica_build --store URI --index-dir DIR --shard-of S [--rounds 3] [--docs ...]
 //
 // The store gets two collections written through the store (no model:
 // random vectors, short texts): `big` (--docs) and `small`. A node (a
@@ -11,10 +12,18 @@
 // that replica from the store, while the searches of `small` go on. Prints
 // one JSON object: latency percentiles idle and during the build, the
 // build's seconds, and the ratio of the p99s.
+//
+// With --shard-of S: the time to build one shard of S of `big` from the
+// store (dense index and lexical), as the collection is placed (the range
+// layout: the shard's rows read through the shard-key index) beside the
+// modulo layout of older collections (every row of the collection walked),
+// alternating which goes first, --rounds times; one JSON object with each
+// run's seconds, the medians and their ratio.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -23,6 +32,7 @@
 #include "bench/bench_samples.h"
 #include "bench/cpu_flags.h"
 #include "database/database.h"
+#include "database/shard_replica.h"
 #include "database/vector_collection.h"
 
 namespace fs = std::filesystem;
@@ -56,6 +66,49 @@ void Fill(moeedb::Store* store, const std::string& name, int64_t n, size_t dh, s
   }
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// --shard-of: shard `shard` of `shards` of `big` built from the store in
+// each layout, `rounds` times, alternating the order.
+int CompareShardBuilds(moeedb::Store* store, const std::string& index_dir, uint32_t shards, int rounds) {
+  const uint32_t shard = 0;
+  auto rec = store->GetCollection("big");
+  if (!rec.ok()) Die(rec.status().ToString());
+  auto placed = moeedb::CollectionLayout::FromRecord(*rec);
+  if (!placed.ok()) Die(placed.status().ToString());
+  placed->shards = shards;  // as a split of S would place it
+  std::map<std::string, std::vector<double>> seconds;
+  std::map<std::string, size_t> shard_docs;  // the two layouts place different documents in shard 0
+  for (int round = 0; round < rounds; ++round) {
+    for (int i = 0; i < 2; ++i) {
+      const bool range = (i == 0) == (round % 2 == 0);
+      moeedb::CollectionLayout layout = *placed;
+      layout.shard_layout = range ? moeedb::ShardLayout::kRange : moeedb::ShardLayout::kModulo;
+      const std::string dir = index_dir + "/shard-build";
+      moeedb::ShardReplica::RemoveFolders(dir);
+      const auto t = Clock::now();
+      auto r = moeedb::ShardReplica::Open(store, layout, shard, dir);
+      const double s = std::chrono::duration<double>(Clock::now() - t).count();
+      if (!r.ok()) Die(r.status().ToString());
+      shard_docs[range ? "range" : "modulo"] = (*r)->size();
+      seconds[range ? "range" : "modulo"].push_back(s);
+      std::fprintf(stderr, "round %d %s: %zu documents in %.2f s\n", round, range ? "range" : "modulo", (*r)->size(), s);
+      r->reset();
+      moeedb::ShardReplica::RemoveFolders(dir);
+    }
+  }
+  const double range = Median(seconds["range"]), modulo = Median(seconds["modulo"]);
+  const nlohmann::json out = {{"shard", shard},       {"of", shards},
+                              {"shard_docs", shard_docs}, {"range_s", seconds["range"]},
+                              {"modulo_s", seconds["modulo"]}, {"range_median_s", range},
+                              {"modulo_median_s", modulo}, {"modulo_over_range", range > 0 ? modulo / range : 0.0}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,6 +119,8 @@ int main(int argc, char** argv) {
   const size_t dh = IntFlag("dim-hs", 64), dr = IntFlag("dim-rw", 8);
   const bool lexical = IntFlag("lexical", 1) != 0;
   const int64_t idle_searches = IntFlag("idle-searches", 3000);
+  const int64_t shard_of = IntFlag("shard-of", 0), rounds = IntFlag("rounds", 3);
+  if (shard_of < 0 || shard_of == 1 || shard_of > 65535) Die("--shard-of is 2 to 65535");
   std::printf("CPU flags: %s\n", CpuFlags().c_str());
   std::fflush(stdout);
 
@@ -79,6 +134,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "wrote %lld + %lld documents in %.1f s\n", static_cast<long long>(docs),
                  static_cast<long long>(small), std::chrono::duration<double>(Clock::now() - t0).count());
     fs::remove_all(writer_dir);
+    if (shard_of > 0) return CompareShardBuilds(store->get(), index_dir, static_cast<uint32_t>(shard_of), rounds);
   }
 
   // The node: holds neither collection yet.

@@ -102,6 +102,9 @@ Result<CollectionLayout> CollectionLayout::FromRecord(const CollectionRecord& re
     l.info_json = spec.value("info", json::object()).dump();
     l.shards = spec.value("shards", 1u);
     l.replicas = spec.value("replicas", 1u);
+    const std::string shard_layout = spec.value("shard_layout", std::string("modulo"));
+    if (shard_layout != "modulo" && shard_layout != "range") throw std::runtime_error("shard_layout " + shard_layout);
+    l.shard_layout = shard_layout == "range" ? ShardLayout::kRange : ShardLayout::kModulo;
     l.placed = spec.contains("shards") || spec.contains("replicas");
     l.resharded = spec.value("resharded", false);
     MOEEDB_ASSIGN_OR_RETURN(l.index, DualIndexSpec::FromJson(spec.at("index").dump()));
@@ -150,7 +153,7 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
   r->store_ = store;
   r->layout_ = layout;
   r->shard_ = shard;
-  r->filter_ = ShardFilter{shard, layout.shards};
+  r->filter_ = ShardFilter{shard, layout.shards, layout.shard_layout};
   r->dir_ = dir;
   // Each stage's seconds, logged when opening took long (what a restart waits for).
   const auto t0 = std::chrono::steady_clock::now();
@@ -224,9 +227,6 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
   if (rec.id != layout_.store_id) return Status::NotFound("collection '" + layout_.name + "' was dropped");
   b.seq = rec.last_op;
   MOEEDB_ASSIGN_OR_RETURN(b.entry, EntryAt(rec.last_op));
-  MOEEDB_RETURN_IF_ERROR(store_->ScanMetadata(
-      layout_.name, [&](uint64_t id, const std::string& m) { b.metadata[id] = m; }, filter_));
-  MOEEDB_ASSIGN_OR_RETURN(b.payload, BuildPayload(layout_.payload_indexes, b.metadata));
   MOEEDB_ASSIGN_OR_RETURN(b.index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw, dir_));
   // Added a chunk at a time: the build holds the index and one chunk, not
   // a second copy of every vector (several builds may run side by side).
@@ -244,12 +244,13 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
   };
   MOEEDB_RETURN_IF_ERROR(store_->ScanVectors(
       layout_.name,
-      [&](uint64_t id, const float* h, size_t dh, const float* w, size_t dr, const std::string&) {
+      [&](uint64_t id, const float* h, size_t dh, const float* w, size_t dr, const std::string& m) {
         if (!bad.ok()) return;
         if (dh != layout_.dim_hs || dr != layout_.dim_rw) {
           bad = Status::Corruption("stored vector of the wrong size");
           return;
         }
+        b.metadata[id] = m;
         ids.push_back(id);
         hs.insert(hs.end(), h, h + dh);
         rw.insert(rw.end(), w, w + dr);
@@ -258,6 +259,7 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
       filter_));
   add();
   MOEEDB_RETURN_IF_ERROR(bad);
+  MOEEDB_ASSIGN_OR_RETURN(b.payload, BuildPayload(layout_.payload_indexes, b.metadata));
   if (with_lexical) {
     const std::string aside = dir_ + ".lexical.new";
     std::error_code ec;
@@ -266,7 +268,9 @@ Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) cons
     MOEEDB_RETURN_IF_ERROR(FillLexical(b.lexical.get(), b.metadata));
     MOEEDB_RETURN_IF_ERROR(b.lexical->Commit(b.seq, b.entry));
   }
-  // Entries committed during the scans are applied again by the next catch-up: harmless.
+  // The scan read each document once, as of its page's moment, at or past
+  // b.seq; the next catch-up applies the entries after b.seq again (a
+  // document read after its entry's change is changed to what it already is).
   return b;
 }
 

@@ -54,6 +54,10 @@ struct CollectionLayout {
   float default_alpha = 1.0f;
   std::string info_json = "{}";
   uint32_t shards = 1, replicas = 1;
+  // How document keys split among the shards, whatever their count: kRange
+  // for collections created since it existed (the spec's "shard_layout"),
+  // kModulo for the older ones, for life.
+  ShardLayout shard_layout = ShardLayout::kModulo;
   // Recorded with shards or replicas (a cluster places it), even once
   // resharded to one shard of one replica.
   bool placed = false;

@@ -55,7 +55,8 @@ Result<std::unique_ptr<VectorCollection>> VectorCollection::Create(Store* store,
   }
   json spec = {{"dim_hs", o.dim_hs},   {"dim_rw", o.dim_rw},   {"index", json::parse(ix.ToJson())},
                {"std_hs", json::parse(sh.ToJson())}, {"std_rw", json::parse(sr.ToJson())},
-               {"alpha", o.default_alpha}, {"info", info}, {"lexical", json::parse(o.lexical.ToJson())}};
+               {"alpha", o.default_alpha}, {"info", info}, {"lexical", json::parse(o.lexical.ToJson())},
+               {"shard_layout", "range"}};
   // Recorded only when sharded: a collection of one shard keeps the spec it always had.
   if (o.shards > 1 || o.replicas > 1) spec["shards"] = o.shards, spec["replicas"] = o.replicas;
   if (!o.payload_indexes.empty()) {

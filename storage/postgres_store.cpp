@@ -927,24 +927,100 @@ Result<DocumentPage> PostgresStore::ListDocuments(const std::string& collection,
   });
 }
 
+std::unique_ptr<PostgresStore::Connection> PostgresStore::ScanConnection(const std::string& uri) {
+  auto c = std::make_unique<Connection>(uri, /*writer=*/false);
+  pqxx::nontransaction(c->c).exec(std::string("SET application_name = '") + kScanSessionName + "'");
+  return c;
+}
+
+std::unique_ptr<PostgresStore::Connection> PostgresStore::StandbyPast(const std::string& lsn) const {
+  if (!patroni_) return nullptr;
+  try {
+    Result<std::vector<std::string>> standbys = patroni_->SynchronousStandbys();
+    if (!standbys.ok() || standbys->empty()) return nullptr;
+    auto c = ScanConnection(AnyServerUri(ServerUri(uri_, standbys->front())));
+    for (const auto until = std::chrono::steady_clock::now() + kStandbyScanWait;;) {
+      pqxx::nontransaction t(c->c);
+      pqxx::row r = t.exec_params1("SELECT pg_is_in_recovery(), coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)", lsn);
+      // Promoted since Patroni named it: the primary's reads are as good.
+      if (!r[0].as<bool>()) return nullptr;
+      if (r[1].as<bool>()) return c;
+      if (std::chrono::steady_clock::now() >= until) return nullptr;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  } catch (const std::exception&) {
+    return nullptr;  // unreachable or refusing: the primary serves the scan
+  }
+}
+
 Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vectors, const ShardFilter& shard,
                                     const std::function<void(uint64_t, const StoredDocument&)>& fn) const {
-  return WithOwnConnection("scanning " + collection, [&](pqxx::connection& c) -> Status {
-    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> t(c);
+  const std::string what = "scanning " + collection;
+  // The collection, and the primary's WAL position: every commit visible
+  // before this call (its caller's cursor included) lies below it.
+  uint32_t coll = 0;
+  std::string lsn;
+  MOEEDB_RETURN_IF_ERROR(ReadPrimary(what, [&](pqxx::connection& c) -> Status {
+    pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
-    for (int64_t last = -1;;) {
-      pqxx::result rows = t.exec_params(std::string("SELECT internal, record") + (with_vectors ? ", hs, rw" : "") +
-                                            " FROM moeedb_documents WHERE coll = $1 AND internal > $2" +
-                                            ShardCondition(shard) + " ORDER BY internal LIMIT $3",
-                                        r.id, last, kScanPage);
-      for (const auto& row : rows) {
-        MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, DocumentOf(row, with_vectors));
-        last = row["internal"].as<int64_t>();
-        fn(static_cast<uint64_t>(last), *d);
-      }
-      if (rows.size() < static_cast<size_t>(kScanPage)) return Status::OK();
+    coll = r.id;
+    lsn = t.exec1("SELECT pg_current_wal_lsn()::text")[0].as<std::string>();
+    return Status::OK();
+  }));
+  // A shard placed by key ranges is read through the shard-key index, in
+  // (shard_key, internal) order; every other scan in internal-id order (a
+  // modulo-placed shard: the whole collection is walked).
+  const bool by_key = !shard.all() && shard.layout == ShardLayout::kRange;
+  const std::string columns = std::string("SELECT internal, shard_key, record") + (with_vectors ? ", hs, rw" : "");
+  const std::string sql =
+      by_key ? columns + " FROM moeedb_documents WHERE coll = $1 AND (shard_key, internal) > ($2, $3)" +
+                   ShardCondition(shard) + " ORDER BY shard_key, internal LIMIT $4"
+             : columns + " FROM moeedb_documents WHERE coll = $1 AND internal > $2" + ShardCondition(shard) +
+                   " ORDER BY internal LIMIT $3";
+  // Pages from the synchronous standby once it has replayed past `lsn`
+  // (a replica's build kept off the primary), else from the primary; each
+  // page a transaction of its own, so no snapshot is held for the whole
+  // scan (a long one holds back vacuum, on the primary too through the
+  // standby's feedback). Later pages may see later writes: a reader that
+  // took its cursor before the call applies the log's entries after it again.
+  std::unique_ptr<Connection> standby = StandbyPast(lsn), primary;
+  int64_t last_key = -1, last_internal = -1;
+  std::vector<std::pair<uint64_t, StoredDocument>> page;
+  const auto read_page = [&](pqxx::connection& c) -> Status {
+    page.clear();
+    pqxx::nontransaction t(c);  // one statement: its own snapshot, one round trip
+    pqxx::result rows = by_key ? t.exec_params(sql, coll, last_key, last_internal, kScanPage)
+                               : t.exec_params(sql, coll, last_internal, kScanPage);
+    for (const auto& row : rows) {
+      MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, DocumentOf(row, with_vectors));
+      page.emplace_back(row["internal"].as<uint64_t>(), std::move(*d));
+      last_key = row["shard_key"].as<int64_t>();
+      last_internal = row["internal"].as<int64_t>();
     }
-  });
+    return Status::OK();
+  };
+  for (;;) {
+    Status read;
+    if (standby) {
+      try {
+        read = read_page(standby->c);
+      } catch (const std::exception&) {
+        standby.reset();  // gone, or a query cancelled by its replay: the primary goes on from the same key
+        continue;
+      }
+    } else {
+      read = Guarded(what, nullptr, [&]() -> Status {
+        Result<std::string> uri = PrimaryUri();
+        if (!uri.ok()) return Status::Unavailable(what + ": " + uri.status().message());
+        if (!primary || !primary->c.is_open()) primary = ScanConnection(*uri);
+        return read_page(primary->c);
+      });
+    }
+    MOEEDB_RETURN_IF_ERROR(read);
+    // Handed out after the page's transaction ended: `fn` may call the store.
+    for (const auto& [id, d] : page) fn(id, d);
+    if (page.size() < static_cast<size_t>(kScanPage)) return Status::OK();
+  }
 }
 
 Status PostgresStore::ScanVectors(const std::string& collection,

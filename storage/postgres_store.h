@@ -92,8 +92,14 @@ class PostgresStore final : public Store {
   // How long a read waits, while Patroni names neither a primary nor a
   // synchronous standby, for one of them (a promotion takes well under this).
   static constexpr std::chrono::milliseconds kReadFailoverWait{1500};
+  // The application_name of a scan's sessions, as pg_stat_activity shows
+  // them (a replica's build reading its shard).
+  static constexpr const char* kScanSessionName = "moeedb scan";
+  // How long a scan waits for the synchronous standby to replay what the
+  // primary had committed when it began, before it reads the primary instead.
+  static constexpr std::chrono::milliseconds kStandbyScanWait{1000};
   // The schema version this build reads and writes.
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
   // Connections in each read pool (the primary's, the fallback's) unless
   // read_connections= says otherwise.
   static constexpr int kDefaultReadConnections = 4;
@@ -259,8 +265,19 @@ class PostgresStore final : public Store {
   Result<std::optional<uint64_t>> FindWrite(const std::string& collection, const std::string& write_id,
                                             std::chrono::steady_clock::time_point until) const;
   Status Migrate();
-  // Every document of the collection (with its vectors or not) in internal-id
-  // order, read in pages of one repeatable-read snapshot on a connection of its own.
+  // A connection to a synchronous standby Patroni names that has replayed
+  // the primary's WAL up to `lsn` (waiting up to kStandbyScanWait for it);
+  // null without patroni=, or when none is named, answers or catches up.
+  std::unique_ptr<Connection> StandbyPast(const std::string& lsn) const;
+  // A connection of a scan's own to `uri`, named kScanSessionName.
+  static std::unique_ptr<Connection> ScanConnection(const std::string& uri);
+  // Every document of `shard` committed before the call (and perhaps later
+  // ones), with its vectors or not, in pages of kScanPage rows, each read in
+  // a transaction of its own on a connection of its own: from the
+  // synchronous standby Patroni names once it has replayed past the primary's
+  // WAL position at the call (StandbyPast), else from the primary. A range-
+  // placed shard is read through the shard-key index, in (shard_key,
+  // internal) order; anything else in internal-id order.
   Status ScanDocuments(const std::string& collection, bool with_vectors, const ShardFilter& shard,
                        const std::function<void(uint64_t internal, const StoredDocument&)>& fn) const;
 

@@ -467,7 +467,11 @@ Status RocksStore::ScanVectors(const std::string& collection,
                           const ShardFilter& shard) const {
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(collection));
   const std::string prefix = CollPrefix(r.id);
+  // One snapshot for the three iterators: each would otherwise take its own
+  // as it is made, and a write between them would make them disagree.
+  rocksdb::ManagedSnapshot snap(db_.get());
   rocksdb::ReadOptions ro;
+  ro.snapshot = snap.snapshot();
   std::unique_ptr<rocksdb::Iterator> hs(db_->NewIterator(ro, cf_[kHs]));
   std::unique_ptr<rocksdb::Iterator> rw(db_->NewIterator(ro, cf_[kRw]));
   std::unique_ptr<rocksdb::Iterator> docs(db_->NewIterator(ro, cf_[kDocs]));

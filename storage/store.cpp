@@ -47,12 +47,24 @@ std::string IdOrderKey(const std::string& external_id) {
   return "0" + std::string(20 - external_id.size(), '0') + external_id + external_id;
 }
 
-uint32_t ShardOfId(const std::string& external_id, uint32_t count) {
-  return count <= 1 ? 0 : static_cast<uint32_t>(ShardKey(external_id) % count);
+uint32_t ShardOfKey(uint64_t key, uint32_t count, ShardLayout layout) {
+  if (count <= 1) return 0;
+  if (layout == ShardLayout::kModulo) return static_cast<uint32_t>(key % count);
+  // floor(key * count / 2^63): the k with ShardKeyFloor(k) <= key < ShardKeyFloor(k + 1).
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(key & ~(1ull << 63)) * count) >> 63);
+}
+
+uint64_t ShardKeyFloor(uint32_t shard, uint32_t count) {
+  const unsigned __int128 scaled = static_cast<unsigned __int128>(shard) << 63;
+  return static_cast<uint64_t>((scaled + count - 1) / count);
+}
+
+uint32_t ShardOfId(const std::string& external_id, uint32_t count, ShardLayout layout) {
+  return ShardOfKey(ShardKey(external_id), count, layout);
 }
 
 bool ShardFilter::Holds(const std::string& external_id) const {
-  return all() || ShardOfId(external_id, count) == shard;
+  return all() || ShardOfId(external_id, count, layout) == shard;
 }
 
 Result<Store::LogHead> Store::GetLogHead(const std::string& collection) const {

@@ -63,10 +63,19 @@ struct OpRecord {
   std::string entry_id;
 };
 
+// How a collection's shard keys are split among its S shards. kRange: shard
+// k holds the keys in [ShardKeyFloor(k, S), ShardKeyFloor(k + 1, S)), so a
+// store indexed by shard key reads one shard's rows alone, whatever S (a
+// reshard included). kModulo: key mod S, how collections created before
+// schema 9 were placed; they keep it for life (their replicas were built by
+// it), and reading one shard of them means reading the whole collection.
+enum class ShardLayout { kModulo, kRange };
+
 // Which of a collection's documents a reader wants: those in shard `shard`
-// of `count` (ShardOfId). count 1 (the default) is every document.
+// of `count` (ShardOfKey). count 1 (the default) is every document.
 struct ShardFilter {
   uint32_t shard = 0, count = 1;
+  ShardLayout layout = ShardLayout::kModulo;
   bool all() const { return count <= 1; }
   bool Holds(const std::string& external_id) const;
 };
@@ -76,8 +85,13 @@ struct ShardFilter {
 // it fits a signed 64-bit column. Stable across versions and machines: it
 // decides where documents live.
 uint64_t ShardKey(const std::string& external_id);
-// The shard among `count` a document belongs to: ShardKey(id) mod count.
-uint32_t ShardOfId(const std::string& external_id, uint32_t count);
+// The shard among `count` that shard key `key` (< 2^63) belongs to.
+uint32_t ShardOfKey(uint64_t key, uint32_t count, ShardLayout layout);
+// The smallest key of shard `shard` of `count` in the range layout:
+// ceil(shard * 2^63 / count); 2^63 (past every key) for shard == count.
+uint64_t ShardKeyFloor(uint32_t shard, uint32_t count);
+// The shard among `count` a document belongs to: ShardOfKey(ShardKey(id), ...).
+uint32_t ShardOfId(const std::string& external_id, uint32_t count, ShardLayout layout = ShardLayout::kModulo);
 // The key that orders documents in a listing: ids of 1 to 20 decimal digits
 // first, by number (Qdrant's integer ids; the id itself breaks the tie of
 // leading zeros), then every other id by its bytes (UUIDs by their value).
@@ -163,13 +177,16 @@ class Store {
   virtual Result<DocumentPage> ListDocuments(const std::string& collection, const std::string& after,
                                              size_t limit) const = 0;
 
-  // Every live document of `shard` with its vectors, in internal-id order.
+  // Every live document of `shard` with its vectors: each one committed
+  // before the call, perhaps some committed during it (no snapshot need be
+  // held throughout: a reader applies the log after its cursor again). In
+  // internal-id order, but PostgreSQL reads a range-placed shard by shard key.
   virtual Status ScanVectors(const std::string& collection,
                              const std::function<void(uint64_t internal, const float* hs, size_t dim_hs,
                                                       const float* rw, size_t dim_rw,
                                                       const std::string& metadata_json)>& fn,
                              const ShardFilter& shard = ShardFilter()) const = 0;
-  // (internal id, metadata JSON) of every live document of `shard`, in internal-id order.
+  // (internal id, metadata JSON) of every live document of `shard`, as ScanVectors reads them.
   virtual Status ScanMetadata(const std::string& collection,
                               const std::function<void(uint64_t internal, const std::string& metadata_json)>& fn,
                               const ShardFilter& shard = ShardFilter()) const = 0;

@@ -17,6 +17,9 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "database/shard_replica.h"
 #include "database/vector_collection.h"
 #include "storage/rocksdb_store.h"
 #include "tests/test_util.h"
@@ -24,7 +27,9 @@
 namespace moeedb {
 namespace {
 
+using json = nlohmann::json;
 constexpr size_t kDh = 16, kDr = 8;
+constexpr ShardLayout kRange = ShardLayout::kRange;  // how collections created here are placed
 
 std::vector<float> Gaussian(uint64_t seed, size_t dim) {
   std::mt19937_64 rng(seed);
@@ -145,6 +150,76 @@ TEST(ShardKey, IsFnv1a64MixedByFmix64ShiftedRightOneBit) {
   }
 }
 
+// The range layout: shard k of S holds the keys from ShardKeyFloor(k, S) up
+// to ShardKeyFloor(k + 1, S); the floors split [0, 2^63) into S ranges whose
+// widths differ by at most one, and every key falls in the range of its shard.
+TEST(ShardKey, TheRangeLayoutSplitsTheKeysIntoSEqualRanges) {
+  constexpr uint64_t kEnd = 1ull << 63;
+  std::mt19937_64 rng(7);
+  for (uint32_t count : {1u, 2u, 3u, 5u, 6u, 7u, 64u, 1000u, 65535u}) {
+    EXPECT_EQ(ShardKeyFloor(0, count), 0u);
+    EXPECT_EQ(ShardKeyFloor(count, count), kEnd);
+    const uint64_t width = kEnd / count;
+    for (uint32_t k = 0; k < count; ++k) {
+      const uint64_t lo = ShardKeyFloor(k, count), hi = ShardKeyFloor(k + 1, count);
+      ASSERT_TRUE(hi - lo == width || hi - lo == width + 1) << count << " " << k;
+      EXPECT_EQ(ShardOfKey(lo, count, kRange), k);
+      EXPECT_EQ(ShardOfKey(hi - 1, count, kRange), k);
+    }
+    for (int i = 0; i < 2000; ++i) {
+      const uint64_t key = rng() >> 1;
+      const uint32_t k = ShardOfKey(key, count, kRange);
+      ASSERT_LT(k, count);
+      EXPECT_LE(ShardKeyFloor(k, count), key);
+      EXPECT_LT(key, ShardKeyFloor(k + 1, count));
+    }
+  }
+  // Ids in patterns get fair shares in this layout too.
+  std::vector<int> per(6);
+  for (int i = 0; i < 6000; ++i) ++per[ShardOfId("doc-" + std::to_string(i), 6, kRange)];
+  for (int n : per) EXPECT_NEAR(n, 1000, 120);
+  // Splitting S into 2S halves each range: a key's shard of 2S is 2k or 2k + 1.
+  for (int i = 0; i < 2000; ++i) {
+    const uint64_t key = rng() >> 1;
+    EXPECT_EQ(ShardOfKey(key, 6, kRange) / 2, ShardOfKey(key, 3, kRange));
+  }
+}
+
+// A collection recorded before the layout existed (its spec has no
+// shard_layout) keeps the modulo layout its replicas were built by; a new
+// one records the range layout.
+TEST(ShardedSearch, ACollectionRecordedWithoutALayoutKeepsTheModuloLayout) {
+  test::TempDir dir;
+  auto store = RocksStore::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> texts, queries;
+  ReadSentences(&texts, &queries);
+  auto c = Make(store->get(), "c", 3);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(json::parse((*store)->GetCollection("c")->spec_json).value("shard_layout", ""), "range");
+  const auto docs = Documents(texts, 150, 0);
+  ASSERT_TRUE(c->Upsert(docs).ok());
+  const std::string index_dir = c->index_dir();
+  c.reset();
+  // As an older moeedb recorded it, and no folders: built from the store.
+  CollectionRecord rec = *(*store)->GetCollection("c");
+  json spec = json::parse(rec.spec_json);
+  spec.erase("shard_layout");
+  ASSERT_TRUE((*store)->UpdateSpec("c", rec.spec_json, spec.dump()).ok());
+  for (uint32_t k = 0; k < 3; ++k) ShardReplica::RemoveFolders(ShardReplica::Dir(index_dir, k, 3));
+  auto old = VectorCollection::Open(store->get(), "c");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  size_t held = 0;
+  for (const auto& r : (*old)->Contents())
+    for (uint64_t internal : r.dense) {
+      auto d = (*old)->GetByInternal(internal);
+      ASSERT_TRUE(d.ok());
+      EXPECT_EQ(ShardOfId(d->id, 3, ShardLayout::kModulo), r.shard) << d->id;
+      ++held;
+    }
+  EXPECT_EQ(held, docs.size());
+}
+
 TEST(ShardedSearch, SixShardsAnswerAsOneIndexInEveryMode) {
   test::TempDir dir;
   auto store = RocksStore::Open(dir / "db");
@@ -233,7 +308,7 @@ TEST(ShardedSearch, AShardWithoutAReplicaFailsTheSearchOrIsNamedInAPartialOne) {
   ASSERT_TRUE(c->Upsert(docs).ok());
   EXPECT_EQ(c->HeldShards(), (std::vector<uint32_t>{0, 2, 3}));
   size_t held_docs = 0;
-  for (const auto& d : docs) held_docs += ShardOfId(d.id, 4) != 1;
+  for (const auto& d : docs) held_docs += ShardOfId(d.id, 4, kRange) != 1;
   EXPECT_EQ(c->IndexedIds().size(), held_docs);
 
   const auto hs = Gaussian(5, kDh), rw = Gaussian(6, kDr);
@@ -252,14 +327,14 @@ TEST(ShardedSearch, AShardWithoutAReplicaFailsTheSearchOrIsNamedInAPartialOne) {
   ASSERT_TRUE(partial.ok()) << partial.status().ToString();
   EXPECT_EQ(info.missing_shards, std::vector<uint32_t>{1});
   EXPECT_EQ(partial->size(), held_docs);
-  for (const auto& h : *partial) EXPECT_NE(ShardOfId(h.id, 4), 1u) << h.id;
+  for (const auto& h : *partial) EXPECT_NE(ShardOfId(h.id, 4, kRange), 1u) << h.id;
 
   // Given up: the replica's folders go; taken on: it is built from the store.
   peers = NoPeers({1, 2});
   ASSERT_TRUE(c->SyncShards().ok());
   EXPECT_EQ(c->HeldShards(), (std::vector<uint32_t>{1, 2}));
   size_t now_held = 0;
-  for (const auto& d : docs) now_held += ShardOfId(d.id, 4) == 1 || ShardOfId(d.id, 4) == 2;
+  for (const auto& d : docs) now_held += ShardOfId(d.id, 4, kRange) == 1 || ShardOfId(d.id, 4, kRange) == 2;
   EXPECT_EQ(c->IndexedIds().size(), now_held);
 }
 
@@ -381,7 +456,7 @@ TEST(Reshard, ThreeToSixToTwoUnderWritesAnswersAsOneShardAndLosesNothing) {
     for (uint64_t id : r.dense) {
       auto d = c->GetByInternal(id);
       ASSERT_TRUE(d.ok());
-      EXPECT_EQ(ShardOfId(d->id, 6), r.shard) << d->id;
+      EXPECT_EQ(ShardOfId(d->id, 6, kRange), r.shard) << d->id;
     }
   }
   // The old split's folders are gone (the dense ones are written by a snapshot).
@@ -468,7 +543,7 @@ TEST(Reshard, AnOldNamedFolderIsNotTakenOverOnceTheCollectionWasResharded) {
     for (uint64_t internal : r.lexical) {
       auto d = (*again)->GetByInternal(internal);
       ASSERT_TRUE(d.ok());
-      EXPECT_EQ(ShardOfId(d->id, 3), r.shard) << d->id;
+      EXPECT_EQ(ShardOfId(d->id, 3, kRange), r.shard) << d->id;
     }
   EXPECT_EQ((*again)->IndexedIds().size(), 120u);
 }

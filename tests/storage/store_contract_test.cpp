@@ -260,6 +260,40 @@ TEST_P(StoreContract, PagesFollowTheIdOrderAndScansSeeEveryVector) {
   EXPECT_EQ(metas, docs.size());
 }
 
+// Both layouts over more documents than a scan's page (PostgreSQL reads
+// 1,000 a page): each shard's scan (vectors and metadata alike) gives each of
+// its documents once, with its own vectors, and the shards together give all.
+TEST_P(StoreContract, EachShardsScanGivesItsDocumentsOnceInEitherLayout) {
+  std::vector<StoredDocument> docs;
+  for (int i = 0; i < 2600; ++i) docs.push_back(Doc("doc-" + std::to_string(i), static_cast<float>(i)));
+  ASSERT_TRUE(store_->Upsert("c", docs, true).ok());
+  for (ShardLayout layout : {ShardLayout::kModulo, ShardLayout::kRange}) {
+    std::map<std::string, int> times;
+    for (uint32_t k = 0; k < 3; ++k) {
+      size_t metas = 0;
+      ASSERT_TRUE(store_->ScanVectors("c", [&](uint64_t, const float* h, size_t dh, const float*, size_t,
+                                               const std::string& meta) {
+        const json m = json::parse(meta);
+        const std::string id = m.at("id");
+        EXPECT_EQ(ShardOfId(id, 3, layout), k) << id;
+        EXPECT_EQ(dh, 3u);
+        EXPECT_EQ(h[0], m.at("x").get<float>()) << id;
+        ++times[id];
+      }, ShardFilter{k, 3, layout}).ok());
+      ASSERT_TRUE(store_->ScanMetadata("c", [&](uint64_t, const std::string& meta) {
+        EXPECT_EQ(ShardOfId(json::parse(meta).at("id"), 3, layout), k);
+        ++metas;
+      }, ShardFilter{k, 3, layout}).ok());
+      size_t expected = 0;
+      for (const auto& d : docs) expected += ShardOfId(d.id, 3, layout) == k;
+      EXPECT_EQ(metas, expected);
+      EXPECT_GT(expected, 700u);  // a fair share: more than one page each
+    }
+    EXPECT_EQ(times.size(), docs.size());
+    for (const auto& [id, n] : times) EXPECT_EQ(n, 1) << id;
+  }
+}
+
 // Writers of one collection at once (a node's concurrent requests: on
 // PostgreSQL over its pool of write connections), their ids overlapping so
 // that replacements and deletes race: the log stays gapless, each
@@ -353,7 +387,7 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
   {  // As a version-2 store left it: no shard keys.
     pqxx::connection c(pg.uri());
     pqxx::work t(c);
-    t.exec("ALTER TABLE moeedb_documents DROP COLUMN shard_key");
+    t.exec("ALTER TABLE moeedb_documents DROP COLUMN shard_key");  // version 9's index on it goes too
     t.exec("ALTER TABLE moeedb_ops DROP COLUMN entry_id");  // version 4's
     t.exec("DROP INDEX moeedb_documents_order");           // version 5's
     t.exec("DROP TABLE moeedb_aliases");                   // version 6's
@@ -373,23 +407,28 @@ TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
       EXPECT_EQ(row[1].as<uint64_t>(), ShardKey(row[0].as<std::string>())) << row[0].as<std::string>();
     EXPECT_EQ(t.exec1("SELECT value FROM moeedb_meta WHERE key = 'schema_version'")[0].as<int>(), PostgresStore::kSchemaVersion);
   }
-  // Each shard's scan holds exactly the ids ShardOfId puts there, together all.
-  size_t seen = 0;
-  for (uint32_t k = 0; k < 4; ++k) {
-    std::vector<uint64_t> ids;
-    ASSERT_TRUE((*s)->ScanMetadata("c", [&](uint64_t id, const std::string&) { ids.push_back(id); }, ShardFilter{k, 4}).ok());
-    auto got = (*s)->GetManyByInternal("c", ids, false, ShardFilter{k, 4});
-    ASSERT_TRUE(got.ok());
-    for (const auto& d : *got) {
-      ASSERT_TRUE(d.has_value());
-      EXPECT_EQ(ShardOfId(d->id, 4), k);
+  // Each shard's scan holds exactly the ids ShardOfId puts there, together
+  // all, in either layout (version 9 indexes the shard keys for kRange).
+  EXPECT_EQ(test::QueryCount(pg.uri(), "SELECT count(*) FROM pg_indexes WHERE indexname = 'moeedb_documents_shard'"), 1);
+  for (ShardLayout layout : {ShardLayout::kModulo, ShardLayout::kRange}) {
+    size_t seen = 0;
+    for (uint32_t k = 0; k < 4; ++k) {
+      std::vector<uint64_t> ids;
+      ASSERT_TRUE((*s)->ScanMetadata("c", [&](uint64_t id, const std::string&) { ids.push_back(id); },
+                                     ShardFilter{k, 4, layout}).ok());
+      auto got = (*s)->GetManyByInternal("c", ids, false, ShardFilter{k, 4, layout});
+      ASSERT_TRUE(got.ok());
+      for (const auto& d : *got) {
+        ASSERT_TRUE(d.has_value());
+        EXPECT_EQ(ShardOfId(d->id, 4, layout), k);
+      }
+      // Another shard's filter hides them.
+      auto other = (*s)->GetManyByInternal("c", ids, false, ShardFilter{(k + 1) % 4, 4, layout});
+      for (const auto& d : *other) EXPECT_FALSE(d.has_value());
+      seen += ids.size();
     }
-    // Another shard's filter hides them.
-    auto other = (*s)->GetManyByInternal("c", ids, false, ShardFilter{(k + 1) % 4, 4});
-    for (const auto& d : *other) EXPECT_FALSE(d.has_value());
-    seen += ids.size();
+    EXPECT_EQ(seen, docs.size());
   }
-  EXPECT_EQ(seen, docs.size());
   // Version 7's sequence starts above every internal id given before it.
   uint64_t old_max = 0;
   ASSERT_TRUE((*s)->ScanMetadata("c", [&](uint64_t id, const std::string&) { old_max = std::max(old_max, id); }).ok());
