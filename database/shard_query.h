@@ -35,7 +35,7 @@ inline constexpr uint32_t kMaxShards = 256;
 // One replica's place in a collection: shard `shard` of the collection split
 // into `shards`. A collection being resharded has replicas of two splits at
 // once (the one searches use and the one being built); each keeps the
-// documents of its own shard (ShardOfId(id, shards) == shard).
+// documents of its own shard (ShardOfId(id, shards, the collection's layout) == shard).
 struct ShardRef {
   uint32_t shards = 1, shard = 0;
   auto operator<=>(const ShardRef&) const = default;

@@ -27,6 +27,9 @@ constexpr const char* kEntryFile = "/applied_entry";
 // store. "moeedb-metadata 1\n", then little-endian u64 seq, u64 count, and
 // per document u64 internal id, u32 length, the JSON text.
 constexpr const char* kMetadataFile = "/metadata";
+// Which placement chose a shard's documents in its folders ("range" or
+// "modulo"; none: modulo, folders written before layouts existed).
+constexpr const char* kPlacementFile = "/placement";
 constexpr char kMetadataMagic[] = "moeedb-metadata 1\n";
 
 std::string MetadataBytes(uint64_t seq, const std::unordered_map<uint64_t, std::string>& metadata) {
@@ -155,6 +158,15 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
   r->shard_ = shard;
   r->filter_ = ShardFilter{shard, layout.shards, layout.shard_layout};
   r->dir_ = dir;
+  if (layout.shards > 1) {
+    // Folders another placement filled (an older node's in a rolling
+    // upgrade, which places by modulo whatever the spec says) hold another
+    // shard's documents under this name: they go, and the shard is built.
+    auto recorded = ReadFileText(dir + kPlacementFile);
+    const std::string was = recorded.ok() ? recorded->substr(0, recorded->find('\n')) : "modulo";
+    if (was != r->PlacementName()) RemoveFolders(dir);
+    MOEEDB_RETURN_IF_ERROR(r->RecordPlacement());
+  }
   // Each stage's seconds, logged when opening took long (what a restart waits for).
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::pair<const char*, double>> stages;
@@ -218,6 +230,17 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
     LogLine(line);
   }
   return r;
+}
+
+const char* ShardReplica::PlacementName() const {
+  return layout_.shard_layout == ShardLayout::kRange ? "range" : "modulo";
+}
+
+Status ShardReplica::RecordPlacement() const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return Status::IOError("cannot create " + dir_ + ": " + ec.message());
+  return WriteFileAtomic(dir_ + kPlacementFile, std::string(PlacementName()) + "\n");
 }
 
 Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) const {
@@ -761,6 +784,7 @@ Result<uint64_t> ShardReplica::Save() {
   MOEEDB_RETURN_IF_ERROR(index_->Save(dir_, applied_seq_));
   MOEEDB_RETURN_IF_ERROR(WriteFileAtomic(dir_ + kMetadataFile, MetadataBytes(applied_seq_, metadata_)));
   MOEEDB_RETURN_IF_ERROR(WriteFileAtomic(dir_ + kEntryFile, std::to_string(applied_seq_) + " " + applied_entry_ + "\n"));
+  if (layout_.shards > 1) MOEEDB_RETURN_IF_ERROR(RecordPlacement());
   snapshot_seq_ = applied_seq_;
   built_unsaved_ = 0;
   return applied_seq_;

@@ -198,6 +198,10 @@ class ShardReplica {
   // `with_lexical`, the lexical index (in dir_ + ".lexical.new"); reads the
   // store without mu_.
   Result<Built> BuildFromStore(bool with_lexical) const;
+  // "range" or "modulo": the layout that chose this shard's documents.
+  const char* PlacementName() const;
+  // Writes PlacementName() into the replica's folder (created if need be).
+  Status RecordPlacement() const;
   // Puts `b` in place of what the replica holds (mu_ taken exclusively).
   Status Install(Built b);
   // BuildFromStore and Install, the lexical index too when it is open;

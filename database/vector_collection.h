@@ -4,7 +4,7 @@
 // layer (the CLI, the server, the C API) computes the vectors.
 //
 // A collection created with S shards places each document in shard
-// ShardOfId(id, S) (store.h). Writes go to the store first (the
+// ShardOfId(id, S, layout) (store.h: ranges of the shard key). Writes go to the store first (the
 // acknowledgement), then into the local replicas that hold the documents'
 // shards. A search asks each shard once, the local replicas here and the
 // others through ShardPeers (another node's replica, found by the cluster
@@ -50,7 +50,7 @@ struct CollectionOptions {
   std::string info_json = "{}";        // recorded as is: model fingerprint, routing, prompt, ...
   float default_alpha = 1.0f;
   LexicalSpec lexical{true};           // BM25 over the texts (hybrid and lexical search)
-  uint32_t shards = 1;                 // documents split by ShardOfId(id, shards)
+  uint32_t shards = 1;                 // documents split by ShardOfId(id, shards, kRange)
   uint32_t replicas = 1;               // copies of each shard a cluster keeps
   PayloadIndexFields payload_indexes;  // payload keys indexed from the start (Database::SetPayloadIndex changes them)
 };

@@ -95,10 +95,13 @@ const char* const kMigrations[] = {
     "  END LOOP; END $$;",
     // 8 -> 9: documents by shard key, so one shard of a collection placed by
     // ranges of keys (ShardLayout::kRange) is read alone, in pages keyed by
-    // (shard_key, internal). Built inside the migration's transaction: writes
-    // wait for it (seconds a million rows) while the first upgraded node opens.
-    "CREATE INDEX moeedb_documents_shard ON moeedb_documents (coll, shard_key, internal);",
+    // (shard_key, internal): kShardIndexSql, built after this transaction
+    // (CONCURRENTLY: writes go on meanwhile, which inside it they could not).
+    "SELECT 1;",
 };
+
+const char* const kShardIndexSql =
+    "CREATE INDEX CONCURRENTLY moeedb_documents_shard ON moeedb_documents (coll, shard_key, internal)";
 
 void BackfillShardKeys(pqxx::work& t) {
   constexpr int kRowsPerUpdate = 4096;

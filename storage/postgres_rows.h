@@ -18,6 +18,8 @@ namespace moeedb::postgres {
 extern const char* const kMigrations[];
 // store.h's IdOrderKey of a row's `external`, as SQL (the index's expression).
 extern const char* const kIdOrderSql;
+// Schema 9's index of documents by shard key (PostgresStore::EnsureShardIndex).
+extern const char* const kShardIndexSql;
 // Migration 2 -> 3's second half: every row's shard key, then NOT NULL.
 void BackfillShardKeys(pqxx::work& t);
 // The WHERE clause's tail that keeps `shard`'s documents ("" for all).

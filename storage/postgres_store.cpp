@@ -270,7 +270,7 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& ur
 }
 
 Status PostgresStore::Migrate() {
-  return WithConnection("opening " + location_, [&](pqxx::connection& c, const std::string&) -> Status {
+  MOEEDB_RETURN_IF_ERROR(WithConnection("opening " + location_, [&](pqxx::connection& c, const std::string&) -> Status {
     pqxx::work t(c);
     // One node migrates at a time; the others wait, then find it done.
     t.exec("SELECT pg_advisory_xact_lock(7325102367)");
@@ -289,6 +289,28 @@ Status PostgresStore::Migrate() {
                   "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                   std::to_string(kSchemaVersion));
     t.commit();
+    return Status::OK();
+  }));
+  return EnsureShardIndex();
+}
+
+Status PostgresStore::EnsureShardIndex() {
+  return WithConnection("indexing shard keys at " + location_, [&](pqxx::connection& c, const std::string&) -> Status {
+    // true: built; false: left invalid by a build cut short; nullopt: none.
+    const auto valid = [&]() -> std::optional<bool> {
+      pqxx::result r = pqxx::nontransaction(c).exec(
+          "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('moeedb_documents_shard')");
+      if (r.empty()) return std::nullopt;
+      return r[0][0].as<bool>();
+    };
+    if (valid() == true) return Status::OK();
+    // One node builds it; the others wait here, then find it built. The
+    // lock is the session's: a connection lost meanwhile releases it.
+    pqxx::nontransaction(c).exec("SELECT pg_advisory_lock(7325102368)");
+    const std::optional<bool> now = valid();
+    if (now == false) pqxx::nontransaction(c).exec("DROP INDEX CONCURRENTLY moeedb_documents_shard");
+    if (now != true) pqxx::nontransaction(c).exec(kShardIndexSql);
+    pqxx::nontransaction(c).exec("SELECT pg_advisory_unlock(7325102368)");
     return Status::OK();
   });
 }
@@ -429,6 +451,8 @@ Status PostgresStore::UpdateAliases(const std::map<std::string, std::string>& ex
     return Status::OK();
   });
 }
+
+void PostgresStore::SetScanPageHookForTest(std::function<void()> hook) { page_hook_ = std::move(hook); }
 
 void PostgresStore::SetCommitHookForTest(std::function<void(bool committed)> hook) { commit_hook_ = std::move(hook); }
 
@@ -964,7 +988,9 @@ Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vec
     pqxx::read_transaction t(c);
     MOEEDB_ASSIGN_OR_RETURN(CollectionRecord r, LoadCollection(t, collection));
     coll = r.id;
-    lsn = t.exec1("SELECT pg_current_wal_lsn()::text")[0].as<std::string>();
+    // The insert position: past even a commit made without waiting for its
+    // flush (synchronous_commit = off), visible before it is written.
+    lsn = t.exec1("SELECT pg_current_wal_insert_lsn()::text")[0].as<std::string>();
     return Status::OK();
   }));
   // A shard placed by key ranges is read through the shard-key index, in
@@ -984,8 +1010,10 @@ Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vec
   // standby's feedback). Later pages may see later writes: a reader that
   // took its cursor before the call applies the log's entries after it again.
   std::unique_ptr<Connection> standby = StandbyPast(lsn), primary;
-  int64_t last_key = -1, last_internal = -1;
+  std::string primary_uri;
+  int64_t last_key = -1, last_internal = -1;  // the last row handed out
   std::vector<std::pair<uint64_t, StoredDocument>> page;
+  int64_t page_key = -1, page_internal = -1;  // the page's last row
   const auto read_page = [&](pqxx::connection& c) -> Status {
     page.clear();
     pqxx::nontransaction t(c);  // one statement: its own snapshot, one round trip
@@ -994,8 +1022,8 @@ Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vec
     for (const auto& row : rows) {
       MOEEDB_ASSIGN_OR_RETURN(std::optional<StoredDocument> d, DocumentOf(row, with_vectors));
       page.emplace_back(row["internal"].as<uint64_t>(), std::move(*d));
-      last_key = row["shard_key"].as<int64_t>();
-      last_internal = row["internal"].as<int64_t>();
+      page_key = row["shard_key"].as<int64_t>();
+      page_internal = row["internal"].as<int64_t>();
     }
     return Status::OK();
   };
@@ -1012,13 +1040,25 @@ Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vec
       read = Guarded(what, nullptr, [&]() -> Status {
         Result<std::string> uri = PrimaryUri();
         if (!uri.ok()) return Status::Unavailable(what + ": " + uri.status().message());
-        if (!primary || !primary->c.is_open()) primary = ScanConnection(*uri);
+        // Patroni names another primary now: the old one may show commits
+        // the new one never had (their wait for the standby cancelled).
+        if (!primary || primary_uri != *uri || !primary->c.is_open()) {
+          primary = ScanConnection(*uri);
+          primary_uri = *uri;
+        }
         return read_page(primary->c);
       });
     }
     MOEEDB_RETURN_IF_ERROR(read);
-    // Handed out after the page's transaction ended: `fn` may call the store.
-    for (const auto& [id, d] : page) fn(id, d);
+    if (page_hook_) page_hook_();
+    if (page.empty()) return Status::OK();
+    last_key = page_key, last_internal = page_internal;
+    // Handed out after the page's statement ended: `fn` may call the store.
+    try {
+      for (const auto& [id, d] : page) fn(id, d);
+    } catch (const std::exception& e) {
+      return Status::Internal(what + ": " + e.what());
+    }
     if (page.size() < static_cast<size_t>(kScanPage)) return Status::OK();
   }
 }

@@ -180,6 +180,9 @@ class PostgresStore final : public Store {
   // Called right before each write's COMMIT (false) and right after it
   // returns (true): tests lose connections and answers there.
   void SetCommitHookForTest(std::function<void(bool committed)> hook);
+  // Called after each page a scan reads, before its rows are handed out:
+  // tests write there, between two pages of one scan.
+  void SetScanPageHookForTest(std::function<void()> hook);
 
  private:
   PostgresStore() = default;
@@ -265,6 +268,10 @@ class PostgresStore final : public Store {
   Result<std::optional<uint64_t>> FindWrite(const std::string& collection, const std::string& write_id,
                                             std::chrono::steady_clock::time_point until) const;
   Status Migrate();
+  // Builds schema 9's shard-key index CONCURRENTLY once the schema is at 9
+  // (one node at a time; an invalid one left by a cut-short build is
+  // dropped and built again); OK at once when it is there.
+  Status EnsureShardIndex();
   // A connection to a synchronous standby Patroni names that has replayed
   // the primary's WAL up to `lsn` (waiting up to kStandbyScanWait for it);
   // null without patroni=, or when none is named, answers or catches up.
@@ -288,6 +295,7 @@ class PostgresStore final : public Store {
   mutable SessionPool fallback_reads_;  // Read()'s, while no primary answers
   mutable std::atomic<int64_t> primary_retry_at_{0};  // steady_clock ticks
   std::function<void(bool)> commit_hook_;
+  std::function<void()> page_hook_;
   std::unique_ptr<WriteGroups> groups_;
   struct Listener;          // the LISTEN connection (WaitForChange's alone)
   mutable std::unique_ptr<Listener> listener_;

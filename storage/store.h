@@ -91,7 +91,7 @@ uint32_t ShardOfKey(uint64_t key, uint32_t count, ShardLayout layout);
 // ceil(shard * 2^63 / count); 2^63 (past every key) for shard == count.
 uint64_t ShardKeyFloor(uint32_t shard, uint32_t count);
 // The shard among `count` a document belongs to: ShardOfKey(ShardKey(id), ...).
-uint32_t ShardOfId(const std::string& external_id, uint32_t count, ShardLayout layout = ShardLayout::kModulo);
+uint32_t ShardOfId(const std::string& external_id, uint32_t count, ShardLayout layout);
 // The key that orders documents in a listing: ids of 1 to 20 decimal digits
 // first, by number (Qdrant's integer ids; the id itself breaks the tie of
 // leading zeros), then every other id by its bytes (UUIDs by their value).

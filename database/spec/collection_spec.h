@@ -41,7 +41,7 @@ struct CollectionSpec {
   std::optional<int64_t> vector_size;
   Distance distance = Distance::kCosine;
   std::string text_key;        // payload field holding a point's text; "": content, then _node_content
-  uint32_t shards = 1;         // ShardOfId(id, shards) places each document (storage/store.h)
+  uint32_t shards = 1;         // ShardOfId(id, shards, kRange) places each document (storage/store.h)
   uint32_t replicas = 1;       // a cluster keeps each shard on this many nodes
   PayloadIndexFields payload_indexes;  // payload keys indexed from the start ("payload_indexes": {"key": "kind"})
 

@@ -137,15 +137,15 @@ TEST(ShardKey, IsFnv1a64MixedByFmix64ShiftedRightOneBit) {
   EXPECT_EQ(ShardKey(""), Fmix64(0xcbf29ce484222325ull) >> 1);
   EXPECT_EQ(ShardKey("a"), Fmix64(0xaf63dc4c8601ec8cull) >> 1);
   EXPECT_EQ(ShardKey("a"), 4706636184713914157ull);  // the same by an independent (Python) computation
-  EXPECT_EQ(ShardOfId("a", 6), 5u);
-  EXPECT_EQ(ShardOfId("anything", 1), 0u);
+  EXPECT_EQ(ShardOfId("a", 6, ShardLayout::kModulo), 5u);
+  EXPECT_EQ(ShardOfId("anything", 1, kRange), 0u);
   // Every shard gets a fair share of ids in patterns (sequential, even only,
   // a fixed suffix), every residue of an even shard count included.
   for (const auto& make : std::vector<std::function<std::string(int)>>{
            [](int i) { return "doc-" + std::to_string(i); }, [](int i) { return std::to_string(2 * i); },
            [](int i) { return "item" + std::to_string(i) + "-x"; }}) {
     std::vector<int> per(6);
-    for (int i = 0; i < 6000; ++i) ++per[ShardOfId(make(i), 6)];
+    for (int i = 0; i < 6000; ++i) ++per[ShardOfId(make(i), 6, ShardLayout::kModulo)];
     for (int n : per) EXPECT_NEAR(n, 1000, 120) << make(0);
   }
 }
@@ -215,6 +215,45 @@ TEST(ShardedSearch, ACollectionRecordedWithoutALayoutKeepsTheModuloLayout) {
       auto d = (*old)->GetByInternal(internal);
       ASSERT_TRUE(d.ok());
       EXPECT_EQ(ShardOfId(d->id, 3, ShardLayout::kModulo), r.shard) << d->id;
+      ++held;
+    }
+  EXPECT_EQ(held, docs.size());
+}
+
+// A range-placed collection's folders written without a placement record
+// (as an older node, which places by modulo whatever the spec says, leaves
+// them in a rolling upgrade) are rebuilt from the store, not opened from
+// their snapshot; with the record, they open from it.
+TEST(ShardedSearch, FoldersAnotherPlacementFilledAreRebuiltNotOpened) {
+  test::TempDir dir;
+  auto store = RocksStore::Open(dir / "db");
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> texts, queries;
+  ReadSentences(&texts, &queries);
+  auto c = Make(store->get(), "c", 2);
+  ASSERT_TRUE(c);
+  const auto docs = Documents(texts, 120, 0);
+  ASSERT_TRUE(c->Upsert(docs).ok());
+  ASSERT_TRUE(c->SaveIndex().ok());
+  const std::string index_dir = c->index_dir();
+  c.reset();
+  {
+    auto kept = VectorCollection::Open(store->get(), "c");
+    ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+    EXPECT_TRUE((*kept)->opened_from_snapshot());
+  }
+  for (uint32_t k = 0; k < 2; ++k) {
+    ASSERT_TRUE(std::filesystem::remove(ShardReplica::Dir(index_dir, k, 2) + "/placement"));
+  }
+  auto again = VectorCollection::Open(store->get(), "c");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE((*again)->opened_from_snapshot());
+  size_t held = 0;
+  for (const auto& r : (*again)->Contents())
+    for (uint64_t internal : r.dense) {
+      auto d = (*again)->GetByInternal(internal);
+      ASSERT_TRUE(d.ok());
+      EXPECT_EQ(ShardOfId(d->id, 2, kRange), r.shard) << d->id;
       ++held;
     }
   EXPECT_EQ(held, docs.size());
@@ -459,10 +498,13 @@ TEST(Reshard, ThreeToSixToTwoUnderWritesAnswersAsOneShardAndLosesNothing) {
       EXPECT_EQ(ShardOfId(d->id, 6, kRange), r.shard) << d->id;
     }
   }
-  // The old split's folders are gone (the dense ones are written by a snapshot).
+  // The old split's folders are gone; each new shard has its two.
   const auto folders = ShardFolders(c->index_dir());
-  EXPECT_EQ(folders.size(), 6u) << ::testing::PrintToString(folders);
-  for (uint32_t k = 0; k < 6; ++k) EXPECT_TRUE(folders.count(".shard-" + std::to_string(k) + "-of-6.lexical")) << k;
+  EXPECT_EQ(folders.size(), 12u) << ::testing::PrintToString(folders);
+  for (uint32_t k = 0; k < 6; ++k) {
+    EXPECT_TRUE(folders.count(".shard-" + std::to_string(k) + "-of-6")) << k;
+    EXPECT_TRUE(folders.count(".shard-" + std::to_string(k) + "-of-6.lexical")) << k;
+  }
 
   under_writes(300, 400, 2);
   EXPECT_EQ(c->shards(), 2u);

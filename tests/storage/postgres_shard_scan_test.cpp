@@ -50,11 +50,12 @@ std::map<std::string, int> ScanIds(Store* store, const ShardFilter& shard,
   return seen;
 }
 
-// A scan's sessions on the server at `uri` (pg_stat_activity's
-// application_name); `holding`: only those holding a snapshot now.
+// A scan's sessions on the server at `uri` that read a page (by
+// pg_stat_activity's application_name and last statement); `holding`: only
+// those holding a snapshot now.
 int64_t PageSessions(const std::string& uri, bool holding = false) {
   return test::QueryCount(uri, std::string("SELECT count(*) FROM pg_stat_activity WHERE application_name = '") +
-                                   PostgresStore::kScanSessionName + "'" +
+                                   PostgresStore::kScanSessionName + "' AND query LIKE 'SELECT internal, shard_key%'" +
                                    (holding ? " AND backend_xmin IS NOT NULL" : ""));
 }
 
