@@ -36,7 +36,7 @@
 #include "database/vector_collection.h"
 
 namespace fs = std::filesystem;
-using namespace moeedb::bench;  // Flag, IntFlag, Die, Gaussian, Percentiles
+using namespace moeedb::bench;  // Flag, IntFlag, Die, Gaussian, Median, Percentiles
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -64,11 +64,6 @@ void Fill(moeedb::Store* store, const std::string& name, int64_t n, size_t dh, s
     }
     if (auto w = store->Upsert(name, docs, /*sync=*/false); !w.ok()) Die(w.status().ToString());
   }
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // --shard-of: shard `shard` of `shards` of `big` built from the store in

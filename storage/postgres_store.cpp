@@ -41,8 +41,10 @@ constexpr const char* kWriteLockTimeout = "8s";
 }  // namespace
 
 struct PostgresStore::Connection {
-  // `writer`: the connection writes run on (the session timeout above).
-  Connection(const std::string& uri, bool writer) : c(uri) {
+  // `writer`: the connection writes run on (the session timeout above);
+  // `name`: its application_name in pg_stat_activity, if not libpq's.
+  Connection(const std::string& uri, bool writer, const char* name = nullptr) : c(uri) {
+    if (name != nullptr) pqxx::nontransaction(c).exec(std::string("SET application_name = '") + name + "'");
     // statement_timeout 0: a role's or database's timeout cancelling a
     // COMMIT's wait for the synchronous standby would leave it committed
     // here only, yet answered as a success.
@@ -143,7 +145,7 @@ auto PostgresStore::OnSession(const std::string& what, Session* s, bool primary,
     // The primary moved (or its Patroni is gone): this connection goes.
     if (s->conn && (s->uri != *uri || !s->conn->c.is_open())) s->conn.reset();
     if (!s->conn) {
-      s->conn = std::make_unique<Connection>(*uri, writer);
+      s->conn = std::make_unique<Connection>(*uri, writer, s->name);
       s->uri = *uri;
     }
     return R(fn(s->conn->c));
@@ -951,18 +953,13 @@ Result<DocumentPage> PostgresStore::ListDocuments(const std::string& collection,
   });
 }
 
-std::unique_ptr<PostgresStore::Connection> PostgresStore::ScanConnection(const std::string& uri) {
-  auto c = std::make_unique<Connection>(uri, /*writer=*/false);
-  pqxx::nontransaction(c->c).exec(std::string("SET application_name = '") + kScanSessionName + "'");
-  return c;
-}
-
 std::unique_ptr<PostgresStore::Connection> PostgresStore::StandbyPast(const std::string& lsn) const {
   if (!patroni_) return nullptr;
   try {
     Result<std::vector<std::string>> standbys = patroni_->SynchronousStandbys();
     if (!standbys.ok() || standbys->empty()) return nullptr;
-    auto c = ScanConnection(AnyServerUri(ServerUri(uri_, standbys->front())));
+    auto c = std::make_unique<Connection>(AnyServerUri(ServerUri(uri_, standbys->front())), /*writer=*/false,
+                                          kScanSessionName);
     for (const auto until = std::chrono::steady_clock::now() + kStandbyScanWait;;) {
       pqxx::nontransaction t(c->c);
       pqxx::row r = t.exec_params1("SELECT pg_is_in_recovery(), coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)", lsn);
@@ -1009,8 +1006,12 @@ Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vec
   // scan (a long one holds back vacuum, on the primary too through the
   // standby's feedback). Later pages may see later writes: a reader that
   // took its cursor before the call applies the log's entries after it again.
-  std::unique_ptr<Connection> standby = StandbyPast(lsn), primary;
-  std::string primary_uri;
+  std::unique_ptr<Connection> standby = StandbyPast(lsn);
+  // The primary's pages on a session of the scan's own: OnSession follows
+  // the primary Patroni names (the old one may show commits the new one
+  // never had, their wait for the standby cancelled).
+  Session primary;
+  primary.name = kScanSessionName;
   int64_t last_key = -1, last_internal = -1;  // the last row handed out
   std::vector<std::pair<uint64_t, StoredDocument>> page;
   int64_t page_key = -1, page_internal = -1;  // the page's last row
@@ -1037,17 +1038,7 @@ Status PostgresStore::ScanDocuments(const std::string& collection, bool with_vec
         continue;
       }
     } else {
-      read = Guarded(what, nullptr, [&]() -> Status {
-        Result<std::string> uri = PrimaryUri();
-        if (!uri.ok()) return Status::Unavailable(what + ": " + uri.status().message());
-        // Patroni names another primary now: the old one may show commits
-        // the new one never had (their wait for the standby cancelled).
-        if (!primary || primary_uri != *uri || !primary->c.is_open()) {
-          primary = ScanConnection(*uri);
-          primary_uri = *uri;
-        }
-        return read_page(primary->c);
-      });
+      read = OnSession(what, &primary, /*primary=*/true, /*writer=*/false, read_page);
     }
     MOEEDB_RETURN_IF_ERROR(read);
     if (page_hook_) page_hook_();

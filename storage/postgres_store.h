@@ -196,6 +196,7 @@ class PostgresStore final : public Store {
     std::mutex mu;
     std::unique_ptr<Connection> conn;
     std::string uri;  // what conn was made for
+    const char* name = nullptr;  // conn's application_name, if not libpq's
     std::atomic<int> users{0};  // reads on it or waiting for it (SessionPool's choice)
   };
   // Read sessions: each read takes the one with the fewest users, so
@@ -276,8 +277,6 @@ class PostgresStore final : public Store {
   // the primary's WAL up to `lsn` (waiting up to kStandbyScanWait for it);
   // null without patroni=, or when none is named, answers or catches up.
   std::unique_ptr<Connection> StandbyPast(const std::string& lsn) const;
-  // A connection of a scan's own to `uri`, named kScanSessionName.
-  static std::unique_ptr<Connection> ScanConnection(const std::string& uri);
   // Every document of `shard` committed before the call (and perhaps later
   // ones), with its vectors or not, in pages of kScanPage rows, each read in
   // a transaction of its own on a connection of its own: from the

@@ -187,10 +187,6 @@ TEST(ClusterDatabase, ARewoundChangeLogIsNoticedAndEveryNodeRebuilds) {
   ExpectAnswersAsTheStore(cc->get(), "node back from down");
 }
 
-// A search with consistency "head" includes every write acknowledged before
-// it, on a node that has not followed the log since (no follower runs here):
-// its replicas catch up to the log's head first. "any" answers from the
-// replica as it is.
 // A node builds a 2-shard collection's replicas from PostgreSQL while, between
 // the pages of each shard's scan, another node replaces documents (read
 // already or not yet), deletes some and adds new ones: once caught up, its
@@ -242,6 +238,10 @@ TEST(ClusterDatabase, AShardBuiltWhileWritesLandBetweenItsPagesConvergesToTheSto
   ExpectAnswersAsTheStore(cb->get(), "b");
 }
 
+// A search with consistency "head" includes every write acknowledged before
+// it, on a node that has not followed the log since (no follower runs here):
+// its replicas catch up to the log's head first. "any" answers from the
+// replica as it is.
 TEST(ClusterDatabase, AHeadConsistentReadSeesEveryAcknowledgedWrite) {
   test::TempDir dir;
   test::PgDatabase pg;

@@ -150,6 +150,25 @@ TEST(ShardKey, IsFnv1a64MixedByFmix64ShiftedRightOneBit) {
   }
 }
 
+// Each of `c`'s replicas is of the split into `shards`, and every document in
+// its dense index lies in its shard by `layout`; how many documents they hold.
+size_t ExpectEachReplicaHoldsItsShard(const VectorCollection& c, uint32_t shards, ShardLayout layout) {
+  size_t held = 0;
+  for (const auto& r : c.Contents()) {
+    EXPECT_EQ(r.shards, shards);
+    for (uint64_t internal : r.dense) {
+      auto d = c.GetByInternal(internal);
+      if (!d.ok()) {
+        ADD_FAILURE() << d.status().ToString();
+        continue;
+      }
+      EXPECT_EQ(ShardOfId(d->id, shards, layout), r.shard) << d->id;
+      ++held;
+    }
+  }
+  return held;
+}
+
 // The range layout: shard k of S holds the keys from ShardKeyFloor(k, S) up
 // to ShardKeyFloor(k + 1, S); the floors split [0, 2^63) into S ranges whose
 // widths differ by at most one, and every key falls in the range of its shard.
@@ -209,15 +228,7 @@ TEST(ShardedSearch, ACollectionRecordedWithoutALayoutKeepsTheModuloLayout) {
   for (uint32_t k = 0; k < 3; ++k) ShardReplica::RemoveFolders(ShardReplica::Dir(index_dir, k, 3));
   auto old = VectorCollection::Open(store->get(), "c");
   ASSERT_TRUE(old.ok()) << old.status().ToString();
-  size_t held = 0;
-  for (const auto& r : (*old)->Contents())
-    for (uint64_t internal : r.dense) {
-      auto d = (*old)->GetByInternal(internal);
-      ASSERT_TRUE(d.ok());
-      EXPECT_EQ(ShardOfId(d->id, 3, ShardLayout::kModulo), r.shard) << d->id;
-      ++held;
-    }
-  EXPECT_EQ(held, docs.size());
+  EXPECT_EQ(ExpectEachReplicaHoldsItsShard(**old, 3, ShardLayout::kModulo), docs.size());
 }
 
 // A range-placed collection's folders written without a placement record
@@ -248,15 +259,7 @@ TEST(ShardedSearch, FoldersAnotherPlacementFilledAreRebuiltNotOpened) {
   auto again = VectorCollection::Open(store->get(), "c");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_FALSE((*again)->opened_from_snapshot());
-  size_t held = 0;
-  for (const auto& r : (*again)->Contents())
-    for (uint64_t internal : r.dense) {
-      auto d = (*again)->GetByInternal(internal);
-      ASSERT_TRUE(d.ok());
-      EXPECT_EQ(ShardOfId(d->id, 2, kRange), r.shard) << d->id;
-      ++held;
-    }
-  EXPECT_EQ(held, docs.size());
+  EXPECT_EQ(ExpectEachReplicaHoldsItsShard(**again, 2, kRange), docs.size());
 }
 
 TEST(ShardedSearch, SixShardsAnswerAsOneIndexInEveryMode) {
@@ -490,14 +493,7 @@ TEST(Reshard, ThreeToSixToTwoUnderWritesAnswersAsOneShardAndLosesNothing) {
   ExpectSameAnswers(*one, *c, queries, &compared);
   EXPECT_GT(compared, 1000u);
   // Each shard holds exactly its documents of the new split.
-  for (const auto& r : c->Contents()) {
-    EXPECT_EQ(r.shards, 6u);
-    for (uint64_t id : r.dense) {
-      auto d = c->GetByInternal(id);
-      ASSERT_TRUE(d.ok());
-      EXPECT_EQ(ShardOfId(d->id, 6, kRange), r.shard) << d->id;
-    }
-  }
+  ExpectEachReplicaHoldsItsShard(*c, 6, kRange);
   // The old split's folders are gone; each new shard has its two.
   const auto folders = ShardFolders(c->index_dir());
   EXPECT_EQ(folders.size(), 12u) << ::testing::PrintToString(folders);
