@@ -305,10 +305,17 @@ Status PostgresStore::EnsureShardIndex() {
       if (r.empty()) return std::nullopt;
       return r[0][0].as<bool>();
     };
-    if (valid() == true) return Status::OK();
     // One node builds it; the others wait here, then find it built. The
-    // lock is the session's: a connection lost meanwhile releases it.
-    pqxx::nontransaction(c).exec("SELECT pg_advisory_lock(7325102368)");
+    // lock is the session's: a connection lost meanwhile releases it. The
+    // others poll with pg_try_advisory_lock, each try a statement of its
+    // own, and sleep between tries outside any transaction: a session
+    // blocked in pg_advisory_lock is a transaction the builder's CREATE
+    // INDEX CONCURRENTLY waits to end, which PostgreSQL ends as a deadlock.
+    for (;;) {
+      if (valid() == true) return Status::OK();
+      if (pqxx::nontransaction(c).exec("SELECT pg_try_advisory_lock(7325102368)")[0][0].as<bool>()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     const std::optional<bool> now = valid();
     if (now == false) pqxx::nontransaction(c).exec("DROP INDEX CONCURRENTLY moeedb_documents_shard");
     if (now != true) pqxx::nontransaction(c).exec(kShardIndexSql);

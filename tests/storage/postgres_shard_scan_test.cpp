@@ -99,7 +99,9 @@ TEST(PostgresShardScan, EachPageIsReadAtItsOwnMomentAndNoSnapshotIsHeldBetween) 
 class PostgresStandbyScan : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::string(std::getenv("MOEEDB_TEST_PG_DIR")) + "-standby";
+    // A folder per test: ctest runs these side by side.
+    dir_ = std::string(std::getenv("MOEEDB_TEST_PG_DIR")) + "-standby-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     Stop();
     std::filesystem::remove_all(dir_);
     ASSERT_EQ(std::system(("PG_STANDBY=1 bash " + script_ + " start " + dir_).c_str()), 0);

@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "storage/postgres_rows.h"
 #include "storage/postgres_store.h"
 #include "storage/store.h"
 #include "tests/storage/pg_test_db.h"
@@ -372,6 +373,33 @@ TEST(PostgresStore, ADatabaseOfANewerSchemaIsRefused) {
   EXPECT_EQ(s.status().code(), Status::Code::kNotSupported);
   EXPECT_NE(s.status().message().find("schema version 99"), std::string::npos) << s.status().message();
   EXPECT_NE(s.status().message().find("upgrade moeedb"), std::string::npos);
+}
+
+// While one node builds the shard-key index (CREATE INDEX CONCURRENTLY, under
+// the build's advisory lock), a node opening the same store waits for it
+// without a transaction the build would wait on in turn: PostgreSQL ended
+// that cycle as a deadlock, and a three-node cluster's first start failed.
+TEST(PostgresStore, ANodeWaitingForAnotherNodesIndexBuildLetsTheBuildFinish) {
+  test::PgDatabase pg;
+  ASSERT_TRUE(Store::Open(pg.uri()).ok());
+  pqxx::connection builder(pg.uri());
+  pqxx::nontransaction(builder).exec("DROP INDEX moeedb_documents_shard");
+  pqxx::nontransaction(builder).exec("SELECT pg_advisory_lock(7325102368)");  // the build's, as EnsureShardIndex takes it
+  auto opened = std::async(std::launch::async, [&] { return Store::Open(pg.uri()).status(); });
+  const std::string waiting =
+      "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+      "AND query LIKE '%advisory_lock(7325102368)%' AND pid <> pg_backend_pid()";
+  for (int i = 0; i < 200 && test::QueryCount(pg.uri(), waiting) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GT(test::QueryCount(pg.uri(), waiting), 0) << "the opening store never reached the index's lock";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_NO_THROW(pqxx::nontransaction(builder).exec(postgres::kShardIndexSql));
+  pqxx::nontransaction(builder).exec("SELECT pg_advisory_unlock(7325102368)");
+  const Status s = opened.get();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(test::QueryCount(pg.uri(), "SELECT count(*) FROM pg_index "
+                                       "WHERE indexrelid = to_regclass('moeedb_documents_shard') AND indisvalid"),
+            1);
 }
 
 TEST(PostgresStore, SchemaTwoGainsEachDocumentsShardKeyAndShardedReadsUseIt) {
