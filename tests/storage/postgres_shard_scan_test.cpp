@@ -6,6 +6,8 @@
 // or lost mid-scan, costs nothing but the primary's reads).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -99,9 +101,10 @@ TEST(PostgresShardScan, EachPageIsReadAtItsOwnMomentAndNoSnapshotIsHeldBetween) 
 class PostgresStandbyScan : public ::testing::Test {
  protected:
   void SetUp() override {
-    // A folder per test: ctest runs these side by side.
-    dir_ = std::string(std::getenv("MOEEDB_TEST_PG_DIR")) + "-standby-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    // A folder per test (ctest runs these side by side), named short: the
+    // server's socket path under it must fit in 107 bytes.
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = std::string(std::getenv("MOEEDB_TEST_PG_DIR")) + "-sb" + std::to_string(std::hash<std::string>{}(test) % 100000);
     Stop();
     std::filesystem::remove_all(dir_);
     ASSERT_EQ(std::system(("PG_STANDBY=1 bash " + script_ + " start " + dir_).c_str()), 0);
