@@ -822,17 +822,9 @@ Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint6
     };
     for (SignalIndex* h : {d->hs_.get(), d->rw_.get()}) {
       const std::string base = h == d->hs_.get() ? "hs" : "rw";
-      // In chunks, so rows bound for a file never sit in the heap whole.
       const fs::path file = snap / (base + (h->fp16 ? ".f16" : ".f32"));
-      std::ifstream in(file, std::ios::binary);
-      std::vector<char> chunk(size_t{16} << 20);
-      for (size_t left = d->pos_to_id_.size() * h->row_bytes(); left > 0;) {
-        const size_t n = std::min(left, chunk.size());
-        in.read(chunk.data(), static_cast<std::streamsize>(n));
-        if (!in || in.gcount() != static_cast<std::streamsize>(n)) throw std::runtime_error("short file " + file.string());
-        MOEEDB_RETURN_IF_ERROR(h->rows_buf.Append(chunk.data(), n));
-        left -= n;
-      }
+      if (Status st = h->rows_buf.AppendFile(file.string(), d->pos_to_id_.size() * h->row_bytes()); !st.ok())
+        return Status::Corruption("index snapshot " + snap.string() + ": " + st.message());
       h->trained_rows = meta.value(base + "_trained_rows", meta.value(base + "_ann_rows", size_t{0}));
       if (meta.contains(base + "_centre") && h->Binary()) {
         std::vector<uint64_t> codes;

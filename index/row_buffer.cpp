@@ -76,6 +76,39 @@ Status RowBuffer::Append(const void* src, size_t bytes) {
   return Status::OK();
 }
 
+Status RowBuffer::AppendFile(const std::string& path, size_t bytes) {
+  if (bytes == 0) return Status::OK();
+  const int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  (void)posix_fadvise(in, 0, static_cast<off_t>(bytes), POSIX_FADV_SEQUENTIAL);  // advice: a larger read-ahead
+  const size_t at = size();
+  uint8_t* dst = nullptr;
+  if (on_disk()) {
+    if (Status st = Reserve(at + bytes); !st.ok()) {
+      close(in);
+      return st;
+    }
+    dst = map_ + at;
+  } else {
+    heap_.resize(at + bytes);
+    dst = heap_.data() + at;
+  }
+  std::string error;
+  for (size_t done = 0; done < bytes && error.empty();) {
+    const ssize_t n = pread(in, dst + done, std::min(bytes - done, size_t{1} << 30), static_cast<off_t>(done));
+    if (n > 0) done += static_cast<size_t>(n);
+    else if (n == 0) error = path + " is shorter than its " + std::to_string(bytes) + " bytes of rows";
+    else if (errno != EINTR) error = "cannot read " + path + ": " + std::strerror(errno);
+  }
+  close(in);
+  if (!error.empty()) {
+    Truncate(at);
+    return Status::IOError(error);
+  }
+  if (on_disk()) size_ = at + bytes;
+  return Status::OK();
+}
+
 void RowBuffer::Truncate(size_t bytes) {
   if (!on_disk()) heap_.resize(std::min(bytes, heap_.size()));
   else size_ = std::min(bytes, size_);

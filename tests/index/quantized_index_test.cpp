@@ -8,6 +8,8 @@
 // deletions and the rebuild they cause keep it so, and rows on disk leave
 // the heap.
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
@@ -102,6 +104,34 @@ TEST(RowBuffer, EvictDropsTheRowsPagesAndPrefetchReadsThemBack) {
   EXPECT_TRUE(heap.Resident(0));
   heap.Prefetch(0, 4096);
   EXPECT_EQ(std::memcmp(heap.data(), bytes.data(), 4096), 0);
+}
+
+// A file's rows appended whole land after what the buffer held, byte for
+// byte, in the heap and on disk; a file shorter than asked is an error that
+// leaves the buffer as it was.
+TEST(RowBuffer, AppendFileReadsTheFilesRowsAfterWhatItHeld) {
+  test::TempDir tmp;
+  std::vector<uint8_t> bytes((3 << 20) + 123);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
+  const std::string file = tmp.path() + "/rows.f32";
+  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  auto disk = RowBuffer::OnDisk(tmp.path() + "/scratch");
+  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+  RowBuffer heap;
+  for (RowBuffer* b : {&heap, &*disk}) {
+    ASSERT_TRUE(b->Append(bytes.data() + 7, 1000).ok());
+    ASSERT_TRUE(b->AppendFile(file, bytes.size() - 5).ok());
+    ASSERT_EQ(b->size(), 1000 + bytes.size() - 5);
+    EXPECT_EQ(std::memcmp(b->data(), bytes.data() + 7, 1000), 0);
+    EXPECT_EQ(std::memcmp(b->data() + 1000, bytes.data(), bytes.size() - 5), 0);
+    const Status st = b->AppendFile(file, bytes.size() + 1);
+    EXPECT_EQ(st.code(), Status::Code::kIOError);
+    EXPECT_NE(st.message().find("shorter"), std::string::npos) << st.message();
+    EXPECT_EQ(b->size(), 1000 + bytes.size() - 5);
+    EXPECT_EQ(b->AppendFile(tmp.path() + "/absent", 10).code(), Status::Code::kIOError);
+    ASSERT_TRUE(b->Append(bytes.data(), 10).ok());  // appends go on after the file's rows
+    EXPECT_EQ(std::memcmp(b->data() + 1000 + bytes.size() - 5, bytes.data(), 10), 0);
+  }
 }
 
 // The k nearest kept rows of a 1-bit search against a sort of distances
