@@ -11,9 +11,16 @@
 //     replicas ready at the log's head again, with the times to /health and
 //     to its first claim, and whether it rebuilt (it should load its
 //     snapshots and replay only the tail).
+//  4. with --rounds R, step 3 again R times (n1 first stopped cleanly and
+//     started again, so its snapshots are at the log's head; another tail,
+//     another kill);
+//     with --baseline BIN2, the restarts alternate between BIN and BIN2
+//     (BIN first in odd rounds, BIN2 in even ones: a pair a round), so the
+//     two binaries' kill -9 to ready times come from the same snapshots,
+//     machine and page cache, and the ratio of their medians is printed.
 // Prints one JSON object.
 //   node bench/node_recovery.mjs --pg URI --etcd HOST:PORT --dir DIR --bin BIN --fill STORE_WRITE
-//        [--docs 1000000] [--tail 20000] [--model models/moeedb-tiny]
+//        [--docs 1000000] [--tail 20000] [--model models/moeedb-tiny] [--rounds 1] [--baseline BIN2]
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -25,6 +32,8 @@ const BIN = path.resolve(arg('bin', path.join(ROOT, 'build/moeedb')));
 const FILL = path.resolve(arg('fill', path.join(ROOT, 'build/bench/store_write')));
 const MODEL = path.resolve(arg('model', path.join(ROOT, 'models/moeedb-tiny')));
 const DOCS = Number(arg('docs', 1000000)), TAIL = Number(arg('tail', 20000));
+const ROUNDS = Number(arg('rounds', 1));
+const BASELINE = arg('baseline', '') ? path.resolve(arg('baseline', '')) : '';
 
 function fail(message) {
   console.error(`node_recovery: FAILED: ${message}`);
@@ -87,31 +96,61 @@ async function main() {
       if (Date.now() - t0 > 600000) fail(`no snapshots of n1's replicas: ${names}`);
       await sleep(500);
     }
-    const tailFill = JSON.parse(execFileSync(FILL, ['--store', db.uri, '--into', 'big', '--docs', String(TAIL),
-      '--first', String(DOCS), '--writers', '4', '--batch', '256'], { encoding: 'utf8' }));
-    await waitReady(nodes[0], 'n1', Date.now(), 600);
-    const before = (await call(nodes[1].port, 'GET', '/collections/big')).json.node;
-
-    // kill -9 n1, started again at once on the same port and folder.
-    const tKill = Date.now();
-    nodes[1].child.kill('SIGKILL');
-    while (nodes[1].child.exitCode === null && nodes[1].child.signalCode === null) await sleep(5);
-    nodes[1] = await startNode(opts, 1, nodes[1].port);
-    await waitHealthy(nodes[1], 1, DIR, fail);
-    const healthS = (Date.now() - tKill) / 1000;
-    let firstClaimS = null;
-    for (;;) {
-      const c = await placedOn(nodes[0]).catch(() => undefined);
-      if (c && c.shard_list.some((sh) => sh.replicas.some((r) => r.node === 'n1'))) { firstClaimS = (Date.now() - tKill) / 1000; break; }
-      if (Date.now() - tKill > 600000) fail('n1 claimed nothing after its restart');
-      await sleep(50);
+    // One recovery: TAIL more documents (the nodes follow them), then n1
+    // killed and started again at once with `bin` on the same port and folder.
+    let written = DOCS, tailFill;
+    // n1 stopped with SIGTERM (it snapshots its replicas at the log's head as
+    // it shuts down) and started again: each later round replays its own
+    // tail only, as the first does (periodic snapshots come every 20,000
+    // entries or 300 s, so without this the tails would add up).
+    const restartClean = async () => {
+      nodes[1].child.kill('SIGTERM');
+      for (const t0 = Date.now(); nodes[1].child.exitCode === null && nodes[1].child.signalCode === null;) {
+        if (Date.now() - t0 > 600000) fail('n1 did not shut down within 600 s');
+        await sleep(100);
+      }
+      nodes[1] = await startNode(opts, 1, nodes[1].port);
+      await waitHealthy(nodes[1], 1, DIR, fail);
+      await waitReady(nodes[0], 'n1', Date.now(), 1200);
+    };
+    const recover = async (bin) => {
+      if (written > DOCS) await restartClean();
+      tailFill = JSON.parse(execFileSync(FILL, ['--store', db.uri, '--into', 'big', '--docs', String(TAIL),
+        '--first', String(written), '--writers', '4', '--batch', '256'], { encoding: 'utf8' }));
+      written += TAIL;
+      await waitReady(nodes[0], 'n1', Date.now(), 600);
+      const before = (await call(nodes[1].port, 'GET', '/collections/big')).json.node;
+      const tKill = Date.now();
+      nodes[1].child.kill('SIGKILL');
+      while (nodes[1].child.exitCode === null && nodes[1].child.signalCode === null) await sleep(5);
+      nodes[1] = await startNode({ ...opts, bin }, 1, nodes[1].port);
+      await waitHealthy(nodes[1], 1, DIR, fail);
+      const healthS = (Date.now() - tKill) / 1000;
+      let firstClaimS = null;
+      for (;;) {
+        const c = await placedOn(nodes[0]).catch(() => undefined);
+        if (c && c.shard_list.some((sh) => sh.replicas.some((r) => r.node === 'n1'))) { firstClaimS = (Date.now() - tKill) / 1000; break; }
+        if (Date.now() - tKill > 600000) fail('n1 claimed nothing after its restart');
+        await sleep(50);
+      }
+      const readyS = await waitReady(nodes[0], 'n1', tKill, 1200);
+      const after = (await call(nodes[1].port, 'GET', '/collections/big')).json.node;
+      // The restarted node's account of each replica's opening (ShardReplica::Open logs one taking 1 s or more).
+      const log = fs.readFileSync(path.join(DIR, 'node1.log'), 'utf8');
+      const opened = log.split('\n').filter((l) => l.includes(' opened in ')).slice(-2);
+      const r = { bin: bin === BIN ? 'bin' : 'baseline', healthS, firstClaimS, readyS, before, after, opened };
+      console.error(`recovery (${r.bin}): ready ${readyS.toFixed(1)} s; ${opened.join(' | ')}`);
+      return r;
+    };
+    const rounds = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      const order = BASELINE ? (i % 2 === 0 ? [BIN, BASELINE] : [BASELINE, BIN]) : [BIN];
+      for (const bin of order) rounds.push(await recover(bin));
     }
-    const readyS = await waitReady(nodes[0], 'n1', tKill, 1200);
-    const after = (await call(nodes[1].port, 'GET', '/collections/big')).json.node;
+    const { healthS, firstClaimS, readyS, before, after, opened } = rounds.find((r) => r.bin === 'bin');
     const placement = await placedOn(nodes[0]);
-    // The restarted node's account of each replica's opening (ShardReplica::Open logs one taking 1 s or more).
-    const log = fs.readFileSync(path.join(DIR, 'node1.log'), 'utf8');
-    const opened = log.split('\n').filter((l) => l.includes(' opened in ')).slice(-2);
+    const median = (xs) => { const v = [...xs].sort((a, b) => a - b); return v.length % 2 ? v[v.length >> 1] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2; };
+    const readyOf = (which) => rounds.filter((r) => r.bin === which).map((r) => r.readyS);
     const out = {
       docs: DOCS, dims: '1024+32', shards: 2, replicas: 2,
       fill_docs_per_s: Math.round(fill.docs_per_s),
@@ -124,6 +163,10 @@ async function main() {
       n1_index_rebuilds: after.index_rebuilds,
       n1_still_assigned: placement.shard_list.every((sh) => sh.assigned.includes('n1')),
       n1_open_log: opened,
+      rounds: rounds.map((r) => ({ bin: r.bin, kill9_to_ready_s: r.readyS, open_log: r.opened })),
+      kill9_to_ready_median_s: median(readyOf('bin')),
+      ...(BASELINE ? { baseline_kill9_to_ready_median_s: median(readyOf('baseline')),
+        ready_speedup_over_baseline: median(readyOf('baseline')) / median(readyOf('bin')) } : {}),
     };
     console.log(JSON.stringify(out));
   } finally {
