@@ -33,6 +33,7 @@ const FILL = path.resolve(arg('fill', path.join(ROOT, 'build/bench/store_write')
 const MODEL = path.resolve(arg('model', path.join(ROOT, 'models/moeedb-tiny')));
 const DOCS = Number(arg('docs', 1000000)), TAIL = Number(arg('tail', 20000));
 const ROUNDS = Number(arg('rounds', 1));
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error(`--rounds must be a whole number from 1, not ${arg('rounds', 1)}`);
 const BASELINE = arg('baseline', '') ? path.resolve(arg('baseline', '')) : '';
 
 function fail(message) {
@@ -120,6 +121,8 @@ async function main() {
       written += TAIL;
       await waitReady(nodes[0], 'n1', Date.now(), 600);
       const before = (await call(nodes[1].port, 'GET', '/collections/big')).json.node;
+      const openedLines = () => fs.readFileSync(path.join(DIR, 'node1.log'), 'utf8').split('\n').filter((l) => l.includes(' opened in '));
+      const openedBefore = openedLines().length;
       const tKill = Date.now();
       nodes[1].child.kill('SIGKILL');
       while (nodes[1].child.exitCode === null && nodes[1].child.signalCode === null) await sleep(5);
@@ -136,8 +139,7 @@ async function main() {
       const readyS = await waitReady(nodes[0], 'n1', tKill, 1200);
       const after = (await call(nodes[1].port, 'GET', '/collections/big')).json.node;
       // The restarted node's account of each replica's opening (ShardReplica::Open logs one taking 1 s or more).
-      const log = fs.readFileSync(path.join(DIR, 'node1.log'), 'utf8');
-      const opened = log.split('\n').filter((l) => l.includes(' opened in ')).slice(-2);
+      const opened = openedLines().slice(openedBefore);
       const r = { bin: bin === BIN ? 'bin' : 'baseline', healthS, firstClaimS, readyS, before, after, opened };
       console.error(`recovery (${r.bin}): ready ${readyS.toFixed(1)} s; ${opened.join(' | ')}`);
       return r;

@@ -78,21 +78,22 @@ Status RowBuffer::Append(const void* src, size_t bytes) {
 
 Status RowBuffer::AppendFile(const std::string& path, size_t bytes) {
   if (bytes == 0) return Status::OK();
-  const int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
-  (void)posix_fadvise(in, 0, static_cast<off_t>(bytes), POSIX_FADV_SEQUENTIAL);  // advice: a larger read-ahead
-  const size_t at = size();
+  const size_t at = size(), room = at + bytes + std::max(kMinCapacity, bytes / 8);
   uint8_t* dst = nullptr;
   if (on_disk()) {
-    if (Status st = Reserve(at + bytes); !st.ok()) {
-      close(in);
-      return st;
-    }
+    MOEEDB_RETURN_IF_ERROR(Reserve(room));
     dst = map_ + at;
   } else {
+    if (heap_.capacity() < at + bytes) heap_.reserve(room);
     heap_.resize(at + bytes);
     dst = heap_.data() + at;
   }
+  const int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) {
+    Truncate(at);
+    return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  }
+  (void)posix_fadvise(in, 0, static_cast<off_t>(bytes), POSIX_FADV_SEQUENTIAL);  // advice: a larger read-ahead
   std::string error;
   for (size_t done = 0; done < bytes && error.empty();) {
     const ssize_t n = pread(in, dst + done, std::min(bytes - done, size_t{1} << 30), static_cast<off_t>(done));

@@ -11,9 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -34,9 +32,10 @@ class RowBuffer {
   // Appends `bytes` bytes; IOError when the file cannot grow (disk full).
   Status Append(const void* src, size_t bytes);
   // Appends the first `bytes` bytes of the file at `path`, read straight
-  // into the buffer grown once to its final size (a snapshot's rows: no
-  // staging copy, no growth by doubling). IOError when the file is shorter
-  // or cannot be read, the buffer as it was.
+  // into the buffer, grown once (a snapshot's rows: no staging copy, no
+  // growth by doubling) with room for 1/8 more, so the log's tail appended
+  // next does not copy them all again. IOError when the file is shorter or
+  // cannot be read, the buffer's contents as they were.
   Status AppendFile(const std::string& path, size_t bytes);
   // Drops the bytes from `bytes` on (a shorter size only).
   void Truncate(size_t bytes);
@@ -60,25 +59,8 @@ class RowBuffer {
   Status Evict() const;
 
  private:
-  // Growth leaves new bytes uninitialised (a value-initialising resize
-  // would write every byte once before a snapshot's rows overwrite it).
-  template <class T>
-  struct UninitialisedAllocator : std::allocator<T> {
-    template <class U>
-    struct rebind {
-      using other = UninitialisedAllocator<U>;
-    };
-    template <class U>
-    void construct(U* p) noexcept {
-      ::new (static_cast<void*>(p)) U;  // default-initialised: no write for a byte
-    }
-    template <class U, class... Args>
-    void construct(U* p, Args&&... args) {
-      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-    }
-  };
   Status Reserve(size_t bytes);
-  std::vector<uint8_t, UninitialisedAllocator<uint8_t>> heap_;
+  std::vector<uint8_t> heap_;
   int fd_ = -1;
   uint8_t* map_ = nullptr;
   size_t size_ = 0, capacity_ = 0;

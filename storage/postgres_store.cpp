@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "base/log.h"
 #include "storage/postgres_rows.h"
 
 namespace moeedb {
@@ -311,14 +312,42 @@ Status PostgresStore::EnsureShardIndex() {
     // own, and sleep between tries outside any transaction: a session
     // blocked in pg_advisory_lock is a transaction the builder's CREATE
     // INDEX CONCURRENTLY waits to end, which PostgreSQL ends as a deadlock.
+    // A build takes minutes at 100 M rows: every 30 s of waiting is logged
+    // with the session holding the lock (one stuck behind a long
+    // transaction, or whose client is gone, is for an operator to end).
+    const auto started = std::chrono::steady_clock::now();
+    auto next_log = started + std::chrono::seconds(30);
     for (;;) {
       if (valid() == true) return Status::OK();
       if (pqxx::nontransaction(c).exec("SELECT pg_try_advisory_lock(7325102368)")[0][0].as<bool>()) break;
+      if (std::chrono::steady_clock::now() >= next_log) {
+        pqxx::result h = pqxx::nontransaction(c).exec(
+            "SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), left(coalesce(a.query, ''), 120) "
+            "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1 AND l.objid = 3030135072 "  // the key's halves
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1");
+        const auto waited = std::chrono::duration_cast<std::chrono::seconds>(next_log - started).count();
+        LogLine("moeedb: waiting " + std::to_string(waited) + " s for the shard-key index another session builds at " +
+                location_ +
+                (h.empty() ? std::string()
+                           : ": pid " + h[0][0].as<std::string>() + " '" + h[0][1].as<std::string>() + "', " +
+                                 h[0][2].as<std::string>() + ", " + h[0][3].as<std::string>()));
+        next_log += std::chrono::seconds(30);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    const std::optional<bool> now = valid();
-    if (now == false) pqxx::nontransaction(c).exec("DROP INDEX CONCURRENTLY moeedb_documents_shard");
-    if (now != true) pqxx::nontransaction(c).exec(kShardIndexSql);
+    try {
+      const std::optional<bool> now = valid();
+      if (now == false) pqxx::nontransaction(c).exec("DROP INDEX CONCURRENTLY moeedb_documents_shard");
+      if (now != true) pqxx::nontransaction(c).exec(kShardIndexSql);
+    } catch (...) {
+      // The lock goes with the error: the session may live on in a pool.
+      try {
+        pqxx::nontransaction(c).exec("SELECT pg_advisory_unlock(7325102368)");
+      } catch (...) {
+      }
+      throw;
+    }
     pqxx::nontransaction(c).exec("SELECT pg_advisory_unlock(7325102368)");
     return Status::OK();
   });

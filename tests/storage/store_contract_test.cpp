@@ -385,16 +385,30 @@ TEST(PostgresStore, ANodeWaitingForAnotherNodesIndexBuildLetsTheBuildFinish) {
   pqxx::connection builder(pg.uri());
   pqxx::nontransaction(builder).exec("DROP INDEX moeedb_documents_shard");
   pqxx::nontransaction(builder).exec("SELECT pg_advisory_lock(7325102368)");  // the build's, as EnsureShardIndex takes it
-  auto opened = std::async(std::launch::async, [&] { return Store::Open(pg.uri()).status(); });
+  std::future<Status> opened;
+  // Whatever fails below, the lock goes before `opened` is waited for, or
+  // the opening store would wait for it forever.
+  struct Unlock {
+    pqxx::connection& c;
+    ~Unlock() {
+      try {
+        pqxx::nontransaction(c).exec("SELECT pg_advisory_unlock_all()");
+      } catch (...) {
+      }
+    }
+  } unlock{builder};
+  opened = std::async(std::launch::async, [&] { return Store::Open(pg.uri()).status(); });
+  // The opening store's session, asking for the lock (neither the builder's nor this query's).
   const std::string waiting =
       "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-      "AND query LIKE '%advisory_lock(7325102368)%' AND pid <> pg_backend_pid()";
+      "AND query LIKE '%advisory_lock(7325102368)%' AND pid <> pg_backend_pid() AND pid <> " +
+      std::to_string(builder.backendpid());
   for (int i = 0; i < 200 && test::QueryCount(pg.uri(), waiting) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_GT(test::QueryCount(pg.uri(), waiting), 0) << "the opening store never reached the index's lock";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_NO_THROW(pqxx::nontransaction(builder).exec(postgres::kShardIndexSql));
-  pqxx::nontransaction(builder).exec("SELECT pg_advisory_unlock(7325102368)");
+  pqxx::nontransaction(builder).exec("SELECT pg_advisory_unlock(7325102368)");  // as the build ends
   const Status s = opened.get();
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(test::QueryCount(pg.uri(), "SELECT count(*) FROM pg_index "
