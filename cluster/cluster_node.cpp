@@ -117,15 +117,18 @@ std::optional<uint32_t> ClusterNode::SplitInUse(const CollectionLayout& layout) 
 }
 
 std::optional<uint64_t> ClusterNode::LowestApplied(const CollectionLayout& layout) {
-  const auto keys = view_.Current();
-  auto claims = keys->claims.find(layout.name);
-  if (claims == keys->claims.end()) return std::nullopt;
-  std::optional<uint64_t> low;
-  for (const auto& [ref, by_node] : claims->second)
-    for (const auto& [node, claim] : by_node)
-      if (node != options_.node_id && keys->nodes.count(node) && claim.store_id == layout.store_id)
-        low = std::min(low.value_or(UINT64_MAX), claim.applied_seq);
-  return low;
+  return view_.Current()->LowestApplied(layout.name, layout.store_id, options_.node_id);
+}
+
+void ClusterNode::HoldLogFrom(const CollectionLayout& layout, ShardRef shard, uint64_t seq) {
+  int64_t lease = 0;
+  {
+    std::lock_guard lock(stop_mu_);
+    if (stopping_ || !membership_) return;  // leaving: the claims go with the lease
+    lease = membership_->lease();
+  }
+  Status s = holder_.ClaimBuilding(layout, shard, seq, lease);
+  if (!s.ok()) LogLine("moeedb cluster: " + s.message());
 }
 
 Status ClusterNode::Reshard(const CollectionLayout& layout, uint32_t shards) {

@@ -65,6 +65,7 @@ class ClusterNode : public ShardPeers {
   Status Reshard(const CollectionLayout& layout, uint32_t shards) override;
   std::optional<uint32_t> SplitInUse(const CollectionLayout& layout) override;
   std::optional<uint64_t> LowestApplied(const CollectionLayout& layout) override;
+  void HoldLogFrom(const CollectionLayout& layout, ShardRef shard, uint64_t seq) override;
   std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
   std::vector<ShardAnswer> Search(const ShardQuery& q, const std::vector<uint32_t>& shards) override;
   void AwaitReplicas(const CollectionLayout& layout, std::chrono::milliseconds timeout) override;

@@ -256,6 +256,18 @@ std::vector<std::string> ClusterKeys::ReadyNodes(const std::string& collection, 
   return out;
 }
 
+std::optional<uint64_t> ClusterKeys::LowestApplied(const std::string& collection, uint32_t store_id,
+                                                   const std::string& except) const {
+  auto coll = claims.find(collection);
+  if (coll == claims.end()) return std::nullopt;
+  std::optional<uint64_t> low;
+  for (const auto& [ref, by_node] : coll->second)
+    for (const auto& [node, claim] : by_node)
+      if (node != except && nodes.count(node) && claim.store_id == store_id)
+        low = std::min(low.value_or(UINT64_MAX), claim.applied_seq);
+  return low;
+}
+
 PlacementStore::PlacementStore(const EtcdClient* etcd, std::string cluster)
     : etcd_(etcd), cluster_(std::move(cluster)), prefix_("/moeedb/" + cluster_ + "/") {}
 

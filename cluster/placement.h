@@ -133,6 +133,12 @@ struct ClusterKeys {
   // The live nodes with a ready claim on the shard of the collection as
   // created `store_id` (a collection dropped and created again has another).
   std::vector<std::string> ReadyNodes(const std::string& collection, ShardRef shard, uint32_t store_id) const;
+  // The lowest change-log entry a live node other than `except` claims a
+  // replica of the collection (as created `store_id`) at: applied, or, for
+  // one being built, the entry its build reads the log from; std::nullopt
+  // when no such claim exists. Log retention keeps that entry.
+  std::optional<uint64_t> LowestApplied(const std::string& collection, uint32_t store_id,
+                                        const std::string& except) const;
 };
 
 // A replica claim's key, taken apart.

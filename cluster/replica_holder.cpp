@@ -41,6 +41,24 @@ ReplicaClaim ReplicaHolder::ClaimOf(const VectorCollection& c, const VectorColle
   return claim;
 }
 
+Status ReplicaHolder::ClaimBuilding(const CollectionLayout& layout, ShardRef shard, uint64_t seq, int64_t lease) {
+  // The placement as etcd holds it now (the view may be a poll behind).
+  MOEEDB_ASSIGN_OR_RETURN(auto read, keys_->Read(layout.name));
+  const auto& [placement, revision] = read;
+  if (!placement || placement->store_id != layout.store_id) return Status::OK();  // not placed: no claims to keep
+  ReplicaClaim claim;
+  claim.state = ReplicaClaim::State::kBuilding;
+  claim.store_id = layout.store_id;
+  claim.applied_seq = seq;
+  claim.address = address_;
+  MOEEDB_ASSIGN_OR_RETURN(bool won, keys_->Claim(layout.name, shard, node_id_, lease, claim, revision));
+  if (!won) return Status::OK();  // the placement changed since: the next round claims what is held then
+  const std::string key = keys_->ReplicaKey(layout.name, shard, node_id_);
+  std::lock_guard lock(mu_);
+  claimed_[key] = claim, written_at_[key] = Clock::now();
+  return Status::OK();
+}
+
 Status ReplicaHolder::HoldAndClaim(Database* db, int64_t lease) {
   const auto keys = view_->Current();
   std::map<std::string, ReplicaClaim> claimed;
@@ -102,6 +120,11 @@ Status ReplicaHolder::HoldAndClaim(Database* db, int64_t lease) {
     written_at.erase(it->first);
     it = claimed.erase(it);
   }
+  // Claims in etcd this node did not write in this process's memory (a
+  // build's claim from an opening thread, lost to this round's copy, of a
+  // replica whose opening failed): they would hold the log back for good.
+  for (const std::string& key : in_etcd)
+    if (!to_claim.count(key) && !claimed.count(key)) (void)etcd_->Delete(key);
   std::lock_guard lock(mu_);
   if (forgotten_ == forgotten) claimed_ = std::move(claimed), written_at_ = std::move(written_at);
   return first;

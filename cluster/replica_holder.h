@@ -27,9 +27,17 @@ class ReplicaHolder {
 
   // One round: opens and closes `db`'s replicas as the view places them and
   // writes the claims that changed under `lease` (a claim whose counters
-  // alone changed at most every few seconds); deletes the claims of replicas
-  // closed. The first error, after trying every collection. One caller at a time.
+  // alone changed at most every few seconds); deletes this node's claims
+  // (as written, or as etcd held them when the round began) of replicas it
+  // neither holds nor opens. The first error, after trying every
+  // collection. One caller at a time.
   Status HoldAndClaim(Database* db, int64_t lease);
+  // Claims replica `shard` of the collection "building" at change-log entry
+  // `seq` (where the replica being opened reads the log from: other nodes'
+  // log retention keeps it) under the placement's current revision, at once;
+  // HoldAndClaim replaces the claim once the replica is open, or deletes it.
+  // Safe beside a round (from the threads opening replicas).
+  Status ClaimBuilding(const CollectionLayout& layout, ShardRef shard, uint64_t seq, int64_t lease);
   // The lease the claims were on has expired (they are gone from etcd):
   // the next round writes every claim again.
   void Forget();

@@ -402,10 +402,11 @@ Status Database::TrimLogs(uint64_t keep_entries) {
       continue;
     }
     // Below the window, but never past the entry a live replica applied last
-    // (it reads on from there, checking that entry first): this node's, and
-    // the other nodes' as their claims say.
+    // (it reads on from there, checking that entry first) or a replica being
+    // opened will read from: this node's, and the other nodes' as their
+    // claims say.
     uint64_t upto = rec->last_op - keep_entries;
-    if (uint64_t mine = c->applied_seq(); !c->HeldReplicas().empty()) upto = std::min(upto, mine > 0 ? mine - 1 : 0);
+    if (auto mine = c->LogFloor()) upto = std::min(upto, *mine > 0 ? *mine - 1 : 0);
     if (options_.peers != nullptr)
       if (auto low = options_.peers->LowestApplied(c->layout())) upto = std::min(upto, *low > 0 ? *low - 1 : 0);
     if (upto > 0) s = store_->TrimOps(name, upto);

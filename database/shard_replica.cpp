@@ -146,7 +146,7 @@ void ShardReplica::RemoveFolders(const std::string& dir) {
 ShardReplica::~ShardReplica() = default;
 
 Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const CollectionLayout& layout, uint32_t shard,
-                                                         const std::string& dir) {
+                                                         const std::string& dir, const LogFloorListener& on_floor) {
   if (shard >= layout.shards)
     return Status::InvalidArgument("collection '" + layout.name + "' has " + std::to_string(layout.shards) +
                                    " shards; there is no shard " + std::to_string(shard));
@@ -194,6 +194,7 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
     }
     MOEEDB_ASSIGN_OR_RETURN(r->payload_, BuildPayload(layout.payload_indexes, r->metadata_));
     r->index_ = std::move(snap).value();
+    if (on_floor) on_floor(applied);
     r->applied_seq_ = applied;
     r->snapshot_seq_ = applied;
     r->applied_entry_ = SnapshotEntry(dir, applied);
@@ -209,7 +210,7 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
     // from its own commit); one a rebuild during the replay put in place is
     // closed, or it would lack what the dense build adds since.
     r->lexical_.reset();
-    MOEEDB_ASSIGN_OR_RETURN(Built b, r->BuildFromStore(/*with_lexical=*/false));
+    MOEEDB_ASSIGN_OR_RETURN(Built b, r->BuildFromStore(/*with_lexical=*/false, on_floor));
     MOEEDB_RETURN_IF_ERROR(r->Install(std::move(b)));
     stage("build from the store");
   }
@@ -243,13 +244,14 @@ Status ShardReplica::RecordPlacement() const {
   return WriteFileAtomic(dir_ + kPlacementFile, std::string(PlacementName()) + "\n");
 }
 
-Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical) const {
+Result<ShardReplica::Built> ShardReplica::BuildFromStore(bool with_lexical, const LogFloorListener& on_floor) const {
   Built b;
   b.head_read_at = std::chrono::steady_clock::now();  // what the build holds is as fresh as this
   MOEEDB_ASSIGN_OR_RETURN(CollectionRecord rec, store_->GetCollection(layout_.name));
   if (rec.id != layout_.store_id) return Status::NotFound("collection '" + layout_.name + "' was dropped");
   b.seq = rec.last_op;
   MOEEDB_ASSIGN_OR_RETURN(b.entry, EntryAt(rec.last_op));
+  if (on_floor) on_floor(b.seq);
   MOEEDB_ASSIGN_OR_RETURN(b.index, DualIndex::Create(layout_.index, layout_.std_hs, layout_.std_rw, dir_));
   // Added a chunk at a time: the build holds the index and one chunk, not
   // a second copy of every vector (several builds may run side by side).

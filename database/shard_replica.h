@@ -71,10 +71,16 @@ struct CollectionLayout {
 
 class ShardReplica {
  public:
+  // Called, on the opening thread, with the change-log entry a replica being
+  // opened will read the log from, as soon as that is known: its snapshot's
+  // entry, or the head its build starts at. The log must keep it (and every
+  // later entry) until the replica is open, or the replica rebuilds.
+  using LogFloorListener = std::function<void(uint64_t seq)>;
   // Opens shard `shard` of the collection in folder `dir` (its lexical index
-  // in dir + ".lexical"): snapshot and log replay, or a rebuild.
+  // in dir + ".lexical"): snapshot and log replay, or a rebuild. `on_floor`,
+  // if set, hears where it reads the log from (a rebuild may call it again).
   static Result<std::unique_ptr<ShardReplica>> Open(Store* store, const CollectionLayout& layout, uint32_t shard,
-                                                    const std::string& dir);
+                                                    const std::string& dir, const LogFloorListener& on_floor = {});
   ~ShardReplica();
   // The folders of shard `shard` of `shards` under a collection's index folder.
   static std::string Dir(const std::string& collection_dir, uint32_t shard, uint32_t shards);
@@ -197,7 +203,8 @@ class ShardReplica {
   // The dense index and the metadata as of the log's head now and, with
   // `with_lexical`, the lexical index (in dir_ + ".lexical.new"); reads the
   // store without mu_.
-  Result<Built> BuildFromStore(bool with_lexical) const;
+  // `on_floor`, if set, hears the entry the build starts at (Built::seq) before it reads a document.
+  Result<Built> BuildFromStore(bool with_lexical, const LogFloorListener& on_floor = {}) const;
   // "range" or "modulo": the layout that chose this shard's documents.
   const char* PlacementName() const;
   // Writes PlacementName() into the replica's folder (created if need be).

@@ -127,7 +127,19 @@ Result<std::unique_ptr<ShardReplica>> VectorCollection::OpenReplica(ShardRef ref
     fs::rename(legacy, dir, ec);
     if (fs::exists(legacy + ".lexical", ec)) fs::rename(legacy + ".lexical", dir + ".lexical", ec);
   }
-  return ShardReplica::Open(store_, layout, ref.shard, dir);
+  const auto on_floor = [this, ref](uint64_t seq) {
+    {
+      std::lock_guard lock(opening_mu_);
+      opening_floors_[ref] = seq;
+    }
+    if (peers_ != nullptr) peers_->HoldLogFrom(layout_, ref, seq);
+  };
+  return ShardReplica::Open(store_, layout, ref.shard, dir, on_floor);
+}
+
+void VectorCollection::ForgetOpening(ShardRef ref) const {
+  std::lock_guard lock(opening_mu_);
+  opening_floors_.erase(ref);
 }
 
 Status VectorCollection::SyncShards() {
@@ -160,12 +172,16 @@ Status VectorCollection::SyncShards() {
         r = Status::Internal(std::string("opening a replica: ") + e.what());
       }
       if (!r.ok()) {
+        ForgetOpening(opening[i]);
         std::lock_guard lock(first_mu);
         if (first.ok()) first = r.status();
         continue;
       }
-      std::unique_lock lock(replicas_mu_);
-      replicas_[opening[i]] = std::move(r).value();
+      {
+        std::unique_lock lock(replicas_mu_);
+        replicas_[opening[i]] = std::move(r).value();
+      }
+      ForgetOpening(opening[i]);  // its applied entry is the floor now
     }
   };
   std::vector<std::thread> openers;
@@ -208,13 +224,18 @@ Status VectorCollection::Reshard(uint32_t shards) {
     return Status::InvalidArgument("collection '" + name_ + "' is held whole by every node of the cluster (created "
                                    "without shards or replicas): create it with shards or replicas to reshard it");
   std::lock_guard sync(sync_mu_);
-  // The log stays untrimmed meanwhile: the new split catches up from where its build began.
+  // The log keeps what the new split reads meanwhile (its replicas' floors;
+  // RocksDB's snapshot trim waits): it catches up from where its build began.
   resharding_ = true;
-  struct Done {
-    std::atomic<bool>* flag;
-    ~Done() { *flag = false; }
-  } done{&resharding_};
   const uint32_t from = shards_;
+  struct Done {
+    VectorCollection* c;
+    uint32_t shards;
+    ~Done() {
+      for (uint32_t k = 0; k < shards; ++k) c->ForgetOpening(ShardRef{shards, k});  // in replicas_, or dropped
+      c->resharding_ = false;
+    }
+  } done{this, shards};
   if (shards == from) return Status::OK();
   // The new split, built from the store beside the old one.
   std::vector<std::unique_ptr<ShardReplica>> built;
@@ -319,11 +340,20 @@ std::vector<ShardReplica*> VectorCollection::Replicas() const {
 }
 
 std::vector<VectorCollection::ReplicaState> VectorCollection::ReplicaStates() const {
-  std::shared_lock lock(replicas_mu_);
   std::vector<ReplicaState> out;
+  std::shared_lock lock(replicas_mu_);
   for (ShardReplica* r : Replicas())
     out.push_back(ReplicaState{r->shard(), r->shards(), r->size(), r->applied_seq(), r->index_bytes(), r->payload_index_bytes(),
                                r->log_rewinds(), r->log_read_age_ms(), r->building()});
+  // The ones being opened, at the entry they will read the log from (a
+  // replica moved into replicas_ is forgotten here after: listed once).
+  std::lock_guard opening(opening_mu_);
+  for (const auto& [ref, seq] : opening_floors_)
+    if (!replicas_.count(ref)) {
+      ReplicaState s;
+      s.shard = ref.shard, s.shards = ref.shards, s.applied_seq = seq, s.building = true;
+      out.push_back(s);
+    }
   return out;
 }
 
@@ -502,6 +532,15 @@ uint64_t VectorCollection::applied_seq() const {
   uint64_t seq = UINT64_MAX;
   for (ShardReplica* r : Replicas()) seq = std::min(seq, r->applied_seq());
   return replicas_.empty() ? 0 : seq;
+}
+
+std::optional<uint64_t> VectorCollection::LogFloor() const {
+  std::optional<uint64_t> floor;
+  std::shared_lock lock(replicas_mu_);
+  for (ShardReplica* r : Replicas()) floor = std::min(floor.value_or(UINT64_MAX), r->applied_seq());
+  std::lock_guard opening(opening_mu_);
+  for (const auto& [ref, seq] : opening_floors_) floor = std::min(floor.value_or(UINT64_MAX), seq);
+  return floor;
 }
 
 Result<size_t> VectorCollection::CatchUp() {

@@ -79,6 +79,11 @@ class ShardPeers {
   // node has applied, as the cluster last heard (its claims); std::nullopt
   // when none is known. The log's retention keeps that entry and the ones after.
   virtual std::optional<uint64_t> LowestApplied(const CollectionLayout& layout) { return std::nullopt; }
+  // A replica of `shard` this node is opening reads the change log from entry
+  // `seq` (its snapshot's, or its build's start): the peers are told, so that
+  // their log retention keeps that entry until the replica is open (a claim
+  // "building" at `seq`). Called on the opening thread; best effort.
+  virtual void HoldLogFrom(const CollectionLayout& layout, ShardRef shard, uint64_t seq) {}
   // The split searches of a placed collection use, as the cluster holds it
   // now (read afresh, not as this node last acted on it); std::nullopt if unknown.
   virtual std::optional<uint32_t> SplitInUse(const CollectionLayout& layout) { return std::nullopt; }
@@ -249,7 +254,7 @@ class VectorCollection {
     size_t payload_index_bytes = 0;
     size_t log_rewinds = 0;
     uint64_t log_read_age_ms = 0;  // since it last read the change log to its end
-    bool building = false;         // a rebuild is due or under way: it refuses searches
+    bool building = false;         // being opened, or a rebuild is due or under way: it refuses searches
   };
   std::vector<ReplicaState> ReplicaStates() const;
   // What each local replica holds, by internal id (sorted): its dense and its
@@ -290,6 +295,11 @@ class VectorCollection {
   size_t log_trims() const;
   // The newest change-log entry every local replica includes.
   uint64_t applied_seq() const;
+  // The oldest change-log entry a local replica still reads: the smallest of
+  // the open replicas' applied entries and of the entries the replicas being
+  // opened read the log from; std::nullopt when there are neither. Log
+  // retention keeps it and every later entry.
+  std::optional<uint64_t> LogFloor() const;
   // Applies the store's change-log entries above applied_seq(): the writes
   // other nodes made to a shared (PostgreSQL) store. Idempotent; returns how
   // many entries it applied.
@@ -298,8 +308,11 @@ class VectorCollection {
  private:
   VectorCollection() = default;
   static std::string IndexDir(const Store& store, const std::string& index_root, const CollectionRecord& rec);
-  // Opens (loads or builds) this node's replica `ref` in its folder.
+  // Opens (loads or builds) this node's replica `ref` in its folder; from when
+  // it knows where it reads the log from, that entry is one of LogFloor()'s
+  // (and the peers are told) until ForgetOpening(ref).
   Result<std::unique_ptr<ShardReplica>> OpenReplica(ShardRef ref) const;
+  void ForgetOpening(ShardRef ref) const;
   // Every local replica, under a shared lock of replicas_mu_.
   std::vector<ShardReplica*> Replicas() const;
   // The ids every local replica gives by `ids`, together, sorted.
@@ -338,6 +351,10 @@ class VectorCollection {
   PayloadIndexFields payload_indexes_;  // what replicas index (layout_'s, until changed); payload_mu_
   mutable std::shared_mutex replicas_mu_;
   std::map<ShardRef, std::unique_ptr<ShardReplica>> replicas_;  // replicas_mu_
+  mutable std::mutex opening_mu_;
+  // Replicas being opened -> the change-log entry each will read from (set
+  // once it is known; forgotten once the replica is in replicas_ or failed).
+  mutable std::map<ShardRef, uint64_t> opening_floors_;  // opening_mu_
   std::atomic<bool> placed_{false};
   std::atomic<bool> resharding_{false};  // a local Reshard is building the new split: no log trim
   std::atomic<uint32_t> shards_{1};  // the split searches use; changed under replicas_mu_

@@ -19,6 +19,8 @@
 #include "cluster/membership.h"
 #include "cluster/node_lock.h"
 #include "cluster/placement.h"
+#include "cluster/replica_holder.h"
+#include "database/database.h"
 
 namespace moeedb::cluster {
 namespace {
@@ -417,6 +419,60 @@ TEST_F(EtcdPlacement, TheStatusShowsNodesPlacementAndClaimsAndDrainingIsSetAndUn
   ASSERT_TRUE(SetDraining(etcd_, cluster_, "n1", false).ok());
   EXPECT_EQ((*ReadClusterStatus(etcd_, cluster_, nullptr))["nodes"][0]["draining"], false);
   ASSERT_TRUE(etcd_.RevokeLease(*lease).ok());
+}
+
+// A replica being built claims "building" at the entry it reads the log
+// from, at once: coordinators do not ask it, and the other nodes' log
+// retention keeps that entry. A round of a node that opens no such replica
+// deletes the claim, though that holder never wrote it (an opening thread's
+// claim the round's copy of its memory lost).
+TEST_F(EtcdPlacement, AReplicaBeingBuiltIsClaimedAtTheEntryItReadsFromUntilNoneIsOpened) {
+  PlacementStore ps(&etcd_, cluster_);
+  ClusterView view(&ps);
+  auto lease = etcd_.GrantLease(30);
+  ASSERT_TRUE(lease.ok());
+  for (const char* node : {"n1", "n2"})
+    ASSERT_TRUE(etcd_.Put(ps.NodeKey(node), "{\"address\":\"127.0.0.1:1\"}", *lease).ok());
+  std::map<std::string, size_t> load;
+  ASSERT_TRUE(*ps.Write("c", Plan(std::nullopt, 3, 2, 1, {"n1", "n2"}, {}, &load), 0));
+  auto read = ps.Read("c");
+  ASSERT_TRUE(read.ok());
+  ReplicaClaim ready;
+  ready.store_id = 3, ready.applied_seq = 50;
+  ASSERT_TRUE(*ps.Claim("c", ShardRef{2, 0}, "n2", *lease, ready, read->second));
+  CollectionLayout layout;
+  layout.name = "c", layout.store_id = 3, layout.shards = 2;
+  ReplicaHolder holder(&etcd_, &ps, &view, "n1", "127.0.0.1:1");
+  ASSERT_TRUE(holder.ClaimBuilding(layout, ShardRef{2, 1}, 20, *lease).ok());
+  CollectionLayout other = layout;
+  other.store_id = 4;  // a collection of the name dropped and made again: not the one placed
+  ASSERT_TRUE(holder.ClaimBuilding(other, ShardRef{2, 0}, 7, *lease).ok());
+  EXPECT_FALSE(etcd_.Get(ps.ReplicaKey("c", ShardRef{2, 0}, "n1"))->has_value());
+  ASSERT_TRUE(view.Refresh().ok());
+  auto keys = view.Current();
+  const ReplicaClaim& claim = keys->claims.at("c").at(ShardRef{2, 1}).at("n1");
+  EXPECT_EQ(claim.state, ReplicaClaim::State::kBuilding);
+  EXPECT_EQ(claim.applied_seq, 20u);
+  EXPECT_TRUE(keys->ReadyNodes("c", ShardRef{2, 1}, 3).empty()) << "a replica being built is not asked";
+  EXPECT_EQ(keys->LowestApplied("c", 3, "n2"), std::optional<uint64_t>(20)) << "what n2's retention keeps";
+  EXPECT_EQ(keys->LowestApplied("c", 3, "n1"), std::optional<uint64_t>(50));
+  EXPECT_EQ(keys->LowestApplied("c", 4, "n2"), std::nullopt);
+  // n1's next round (a holder with no memory of the claim; its database has
+  // no collection "c", so no replica of it opens): the claim goes, n2's stays.
+  const auto dir = std::filesystem::temp_directory_path() / ("moeedb-holder-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto db = Database::Open((dir / "db").string(), DatabaseOptions{});
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ReplicaHolder next_round(&etcd_, &ps, &view, "n1", "127.0.0.1:1");
+  ASSERT_TRUE(next_round.HoldAndClaim(db->get(), *lease).ok());
+  EXPECT_FALSE(etcd_.Get(ps.ReplicaKey("c", ShardRef{2, 1}, "n1"))->has_value());
+  EXPECT_TRUE(etcd_.Get(ps.ReplicaKey("c", ShardRef{2, 0}, "n2"))->has_value());
+  ASSERT_TRUE(view.Refresh().ok());
+  EXPECT_EQ(view.Current()->LowestApplied("c", 3, "n2"), std::nullopt);
+  ASSERT_TRUE(etcd_.RevokeLease(*lease).ok());
+  db->reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(NodeLockTest, OneProcessAFolderAndTheTokenItLastRecorded) {

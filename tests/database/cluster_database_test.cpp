@@ -4,7 +4,9 @@
 // and the name, created again on A, opens on B as the new collection.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <pqxx/pqxx>
 #include <random>
 #include <set>
@@ -410,6 +412,113 @@ TEST(ClusterDatabase, TheLogIsNotTrimmedPastTheEntryALiveReplicaAppliedLast) {
   peers.low = std::nullopt;
   ASSERT_TRUE((*a)->TrimLogs(5).ok());
   EXPECT_EQ(kept(), (std::vector<uint64_t>{16, 17, 18, 19, 20}));
+}
+
+// Holds the replicas it is told to; a replica being opened stops where it
+// reports the entry it reads the log from, until released.
+class OpeningPeers : public ShardPeers {
+ public:
+  std::optional<PlacedShards> HeldShards(const CollectionLayout& layout) override {
+    std::lock_guard lock(mu);
+    PlacedShards p{layout.shards, {}};
+    for (uint32_t k : held) p.held.push_back(ShardRef{layout.shards, k});
+    return p;
+  }
+  std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery&, const std::vector<uint32_t>&) override {
+    return {};
+  }
+  std::vector<ShardAnswer> Search(const ShardQuery&, const std::vector<uint32_t>&) override { return {}; }
+  void HoldLogFrom(const CollectionLayout&, ShardRef shard, uint64_t seq) override {
+    std::unique_lock lock(mu);
+    told.emplace_back(shard, seq);
+    if (!hold) return;
+    cv.notify_all();
+    cv.wait(lock, [&] { return !hold; });
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint32_t> held;
+  bool hold = false;
+  std::vector<std::pair<ShardRef, uint64_t>> told;
+};
+
+TEST(ClusterDatabase, AReplicaBeingOpenedKeepsTheLogFromTheEntryItsBuildBeganAt) {
+  test::TempDir dir;
+  test::PgDatabase pg;
+  DatabaseOptions oa;
+  oa.index_dir = dir / "a";
+  auto a = Database::Open(pg.uri(), oa);
+  ASSERT_TRUE(a.ok());
+  CollectionOptions two = Flat();
+  two.shards = 2;
+  auto ca = (*a)->CreateCollection("c", two);
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  std::mt19937 rng(11);
+  const auto write = [&](int from, int n) {
+    for (int i = from; i < from + n; ++i) ASSERT_TRUE((*ca)->Upsert({RandomDoc("d" + std::to_string(i), &rng)}).ok());
+  };
+  write(0, 20);  // entries 1-20
+  OpeningPeers peers;
+  peers.held = {0};
+  DatabaseOptions ob;
+  ob.index_dir = dir / "b";
+  ob.peers = &peers;
+  auto b = Database::Open(pg.uri(), ob);
+  ASSERT_TRUE(b.ok());
+  auto cb = (*b)->OpenCollection("c");
+  ASSERT_TRUE(cb.ok()) << cb.status().ToString();
+  ASSERT_EQ(peers.told.size(), 1u);
+  EXPECT_EQ(peers.told[0], std::make_pair(ShardRef{2, 0}, uint64_t{20}));
+  // B is given shard 1 too: its build reads the store as of entry 20 and
+  // stops there, told.
+  {
+    std::lock_guard lock(peers.mu);
+    peers.held = {0, 1};
+    peers.hold = true;
+  }
+  Status synced;
+  std::thread opening([&] { synced = (*cb)->SyncShards(); });
+  {
+    std::unique_lock lock(peers.mu);
+    ASSERT_TRUE(peers.cv.wait_for(lock, std::chrono::seconds(60), [&] { return peers.told.size() == 2; }));
+    EXPECT_EQ(peers.told[1], std::make_pair(ShardRef{2, 1}, uint64_t{20}));
+  }
+  const auto building = [&] {
+    for (const auto& r : (*cb)->ReplicaStates())
+      if (r.shard == 1 && r.shards == 2) return r.building && r.applied_seq == 20;
+    return false;
+  };
+  EXPECT_TRUE(building()) << "the replica being opened is listed (its claim), at the entry it reads from";
+  // Meanwhile A writes on, shard 0 follows to the head, and B's retention
+  // (5 entries) runs: it keeps entry 20 for the replica being built.
+  write(20, 10);  // 21-30
+  ASSERT_TRUE((*cb)->CatchUp().ok());
+  EXPECT_EQ((*cb)->LogFloor(), std::optional<uint64_t>(20));
+  ASSERT_TRUE((*b)->TrimLogs(5).ok());
+  std::vector<uint64_t> kept;
+  ASSERT_TRUE((*a)->store()->ReadOps("c", 0, [&](const OpRecord& op) { kept.push_back(op.seq); }).ok());
+  ASSERT_FALSE(kept.empty());
+  EXPECT_EQ(kept.front(), 20u);
+  {
+    std::lock_guard lock(peers.mu);
+    peers.hold = false;
+  }
+  peers.cv.notify_all();
+  opening.join();
+  ASSERT_TRUE(synced.ok()) << synced.ToString();
+  // Open, it caught up from entry 20 (no rebuild), and the window alone trims.
+  EXPECT_EQ((*cb)->log_trims(), 0u);
+  EXPECT_EQ((*cb)->HeldShards(), (std::vector<uint32_t>{0, 1}));
+  ASSERT_TRUE((*cb)->CatchUp().ok());
+  EXPECT_EQ((*cb)->applied_seq(), 30u);
+  EXPECT_EQ((*cb)->size(), 30u);
+  ExpectAnswersAsTheStore(cb->get(), "b");
+  for (const auto& r : (*cb)->ReplicaStates()) EXPECT_FALSE(r.building) << r.shard;
+  EXPECT_EQ((*cb)->LogFloor(), std::optional<uint64_t>(30));
+  ASSERT_TRUE((*b)->TrimLogs(5).ok());
+  kept.clear();
+  ASSERT_TRUE((*a)->store()->ReadOps("c", 0, [&](const OpRecord& op) { kept.push_back(op.seq); }).ok());
+  EXPECT_EQ(kept, (std::vector<uint64_t>{26, 27, 28, 29, 30}));
 }
 
 }  // namespace
