@@ -117,6 +117,16 @@ std::optional<uint32_t> ClusterNode::SplitInUse(const CollectionLayout& layout) 
 }
 
 std::optional<uint64_t> ClusterNode::LowestApplied(const CollectionLayout& layout) {
+  {
+    // Read afresh (at most once a second): the poll loop that refreshes the
+    // view waits while this node builds replicas, and a claim another node
+    // made meanwhile (a new node's build) must count. Unread: keep it all.
+    std::lock_guard lock(lowest_mu_);
+    if (Clock::now() - lowest_read_at_ >= std::chrono::seconds(1)) {
+      if (!view_.Refresh().ok()) return 0;
+      lowest_read_at_ = Clock::now();
+    }
+  }
   return view_.Current()->LowestApplied(layout.name, layout.store_id, options_.node_id);
 }
 

@@ -98,6 +98,9 @@ class ClusterNode : public ShardPeers {
   std::unique_ptr<Membership> membership_;  // after holder_: its lease-lost callback forgets holder_'s claims
   Database* db_ = nullptr;
 
+  std::mutex lowest_mu_;
+  std::chrono::steady_clock::time_point lowest_read_at_;  // LowestApplied's last refresh of view_
+
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

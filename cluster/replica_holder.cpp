@@ -1,5 +1,6 @@
 #include "cluster/replica_holder.h"
 
+#include <algorithm>
 #include <set>
 
 
@@ -20,6 +21,7 @@ void ReplicaHolder::Forget() {
   std::lock_guard lock(mu_);
   claimed_.clear();
   written_at_.clear();
+  building_at_.clear();
   ++forgotten_;
 }
 
@@ -42,24 +44,33 @@ ReplicaClaim ReplicaHolder::ClaimOf(const VectorCollection& c, const VectorColle
 }
 
 Status ReplicaHolder::ClaimBuilding(const CollectionLayout& layout, ShardRef shard, uint64_t seq, int64_t lease) {
-  // The placement as etcd holds it now (the view may be a poll behind).
-  MOEEDB_ASSIGN_OR_RETURN(auto read, keys_->Read(layout.name));
-  const auto& [placement, revision] = read;
-  if (!placement || placement->store_id != layout.store_id) return Status::OK();  // not placed: no claims to keep
   ReplicaClaim claim;
   claim.state = ReplicaClaim::State::kBuilding;
   claim.store_id = layout.store_id;
   claim.applied_seq = seq;
   claim.address = address_;
-  MOEEDB_ASSIGN_OR_RETURN(bool won, keys_->Claim(layout.name, shard, node_id_, lease, claim, revision));
-  if (!won) return Status::OK();  // the placement changed since: the next round claims what is held then
-  const std::string key = keys_->ReplicaKey(layout.name, shard, node_id_);
-  std::lock_guard lock(mu_);
-  claimed_[key] = claim, written_at_[key] = Clock::now();
-  return Status::OK();
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    // The placement as etcd holds it now (the view may be a poll behind).
+    MOEEDB_ASSIGN_OR_RETURN(auto read, keys_->Read(layout.name));
+    const auto& [placement, revision] = read;
+    if (!placement || placement->store_id != layout.store_id) return Status::OK();  // not placed: no claims to keep
+    const std::vector<ShardRef> held = placement->ShardsOf(node_id_);
+    if (std::find(held.begin(), held.end(), shard) == held.end()) return Status::OK();  // not this node's (now)
+    MOEEDB_ASSIGN_OR_RETURN(bool won, keys_->Claim(layout.name, shard, node_id_, lease, claim, revision));
+    if (!won) continue;  // the placement changed between the read and the write: read it again
+    const std::string key = keys_->ReplicaKey(layout.name, shard, node_id_);
+    const auto now = Clock::now();
+    std::lock_guard lock(mu_);
+    claimed_[key] = claim, written_at_[key] = now, building_at_[key] = now;
+    return Status::OK();
+  }
+  return Status::Unavailable("collection '" + layout.name + "': its placement kept changing; shard " +
+                             std::to_string(shard.shard) + " of " + std::to_string(shard.shards) +
+                             " is not claimed as building (its log is kept by the retention window alone)");
 }
 
 Status ReplicaHolder::HoldAndClaim(Database* db, int64_t lease) {
+  const auto round_start = Clock::now();
   const auto keys = view_->Current();
   std::map<std::string, ReplicaClaim> claimed;
   std::map<std::string, Clock::time_point> written_at;
@@ -111,8 +122,16 @@ Status ReplicaHolder::HoldAndClaim(Database* db, int64_t lease) {
     }
     if (*won) claimed[key] = claim, written_at[key] = Clock::now();
   }
+  // A replica opened on another thread while this round ran (a follower's
+  // SyncShards) claimed itself building after this round's reads: its claim
+  // is not this round's to delete.
+  const auto claimed_during_round = [&](const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = building_at_.find(key);
+    return it != building_at_.end() && it->second >= round_start;
+  };
   for (auto it = claimed.begin(); it != claimed.end();) {
-    if (to_claim.count(it->first)) {
+    if (to_claim.count(it->first) || claimed_during_round(it->first)) {
       ++it;
       continue;
     }
@@ -124,9 +143,18 @@ Status ReplicaHolder::HoldAndClaim(Database* db, int64_t lease) {
   // build's claim from an opening thread, lost to this round's copy, of a
   // replica whose opening failed): they would hold the log back for good.
   for (const std::string& key : in_etcd)
-    if (!to_claim.count(key) && !claimed.count(key)) (void)etcd_->Delete(key);
+    if (!to_claim.count(key) && !claimed.count(key) && !claimed_during_round(key)) (void)etcd_->Delete(key);
   std::lock_guard lock(mu_);
-  if (forgotten_ == forgotten) claimed_ = std::move(claimed), written_at_ = std::move(written_at);
+  if (forgotten_ == forgotten) {
+    // Claims written during the round by opening threads, newer than the
+    // round's own for the key, stay remembered.
+    for (const auto& [key, at] : building_at_)
+      if (at >= round_start && claimed_.count(key) && (!written_at.count(key) || written_at_[key] > written_at[key]))
+        claimed[key] = claimed_[key], written_at[key] = written_at_[key];
+    claimed_ = std::move(claimed), written_at_ = std::move(written_at);
+  }
+  for (auto it = building_at_.begin(); it != building_at_.end();)
+    it = it->second < round_start ? building_at_.erase(it) : std::next(it);
   return first;
 }
 

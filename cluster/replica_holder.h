@@ -34,9 +34,10 @@ class ReplicaHolder {
   Status HoldAndClaim(Database* db, int64_t lease);
   // Claims replica `shard` of the collection "building" at change-log entry
   // `seq` (where the replica being opened reads the log from: other nodes'
-  // log retention keeps it) under the placement's current revision, at once;
-  // HoldAndClaim replaces the claim once the replica is open, or deletes it.
-  // Safe beside a round (from the threads opening replicas).
+  // log retention keeps it) under the placement's current revision, at once,
+  // if the placement gives it to this node; HoldAndClaim replaces the claim
+  // once the replica is open, or deletes it. Safe beside a round (from the
+  // threads opening replicas). Unavailable if the placement kept changing.
   Status ClaimBuilding(const CollectionLayout& layout, ShardRef shard, uint64_t seq, int64_t lease);
   // The lease the claims were on has expired (they are gone from etcd):
   // the next round writes every claim again.
@@ -54,6 +55,9 @@ class ReplicaHolder {
   std::mutex mu_;  // Forget comes from the membership's thread
   std::map<std::string, ReplicaClaim> claimed_;  // claim key -> the claim this node last wrote
   std::map<std::string, std::chrono::steady_clock::time_point> written_at_;
+  // Claims ClaimBuilding wrote -> when: a round that began before must not
+  // delete them (kept until a round that began after has seen them).
+  std::map<std::string, std::chrono::steady_clock::time_point> building_at_;
   uint64_t forgotten_ = 0;  // Forget calls: a round that began before one writes nothing back
 };
 

@@ -178,6 +178,11 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
   };
   // The index: snapshot + op-log replay when possible, else a rebuild.
   uint64_t applied = 0;
+  // The snapshot's entry is the floor from before it loads (minutes at 100 M
+  // documents: the log must not be trimmed past it meanwhile).
+  std::optional<uint64_t> told;
+  if (on_floor)
+    if ((told = DualIndex::SnapshotSeq(dir)) && *told <= rec.last_op) on_floor(*told);
   auto snap = DualIndex::Load(dir, &applied);
   stage("snapshot load");
   bool usable = snap.ok() && applied <= rec.last_op && (*snap)->spec().ToJson() == layout.index.ToJson();
@@ -194,7 +199,7 @@ Result<std::unique_ptr<ShardReplica>> ShardReplica::Open(Store* store, const Col
     }
     MOEEDB_ASSIGN_OR_RETURN(r->payload_, BuildPayload(layout.payload_indexes, r->metadata_));
     r->index_ = std::move(snap).value();
-    if (on_floor) on_floor(applied);
+    if (on_floor && told != applied) on_floor(applied);
     r->applied_seq_ = applied;
     r->snapshot_seq_ = applied;
     r->applied_entry_ = SnapshotEntry(dir, applied);

@@ -76,8 +76,9 @@ class ShardPeers {
     return Status::NotSupported("this node cannot reshard a placed collection");
   }
   // The lowest change-log entry a live replica of the collection on another
-  // node has applied, as the cluster last heard (its claims); std::nullopt
-  // when none is known. The log's retention keeps that entry and the ones after.
+  // node has applied, or one being built there reads from, as the cluster
+  // holds it (its claims); std::nullopt when none is known, 0 when the
+  // cluster cannot be read. The log's retention keeps that entry and the ones after.
   virtual std::optional<uint64_t> LowestApplied(const CollectionLayout& layout) { return std::nullopt; }
   // A replica of `shard` this node is opening reads the change log from entry
   // `seq` (its snapshot's, or its build's start): the peers are told, so that

@@ -1,5 +1,7 @@
 #include "index/dual_index.h"
 
+#include <charconv>
+
 #include "index/binary_codes.h"
 #include "index/exact_scan.h"
 #include "index/hnsw_graph.h"
@@ -794,6 +796,17 @@ Status DualIndex::Save(const std::string& dir, uint64_t applied_seq) const {
     return Status::IOError(std::string("saving index snapshot to ") + dir + ": " + e.what());
   }
   return Status::OK();
+}
+
+std::optional<uint64_t> DualIndex::SnapshotSeq(const std::string& dir) {
+  std::ifstream cin(fs::path(dir) / "CURRENT");
+  std::string name;
+  if (!std::getline(cin, name) || name.rfind("snap-", 0) != 0) return std::nullopt;
+  uint64_t seq = 0;
+  const char* digits = name.c_str() + 5;
+  const auto [end, ec] = std::from_chars(digits, name.c_str() + name.size(), seq);
+  if (ec != std::errc() || end == digits || *end != '\0') return std::nullopt;
+  return seq;
 }
 
 Result<std::unique_ptr<DualIndex>> DualIndex::Load(const std::string& dir, uint64_t* applied_seq) {

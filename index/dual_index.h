@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,9 @@ class DualIndex {
   Status Save(const std::string& dir, uint64_t applied_seq) const;
   // NotFound when `dir` holds no snapshot. Rows on disk go to row files in `dir`.
   static Result<std::unique_ptr<DualIndex>> Load(const std::string& dir, uint64_t* applied_seq);
+  // The entry `dir`'s current snapshot covers, from its name, without loading
+  // it (what Load would set *applied_seq to); std::nullopt without one.
+  static std::optional<uint64_t> SnapshotSeq(const std::string& dir);
 
  private:
   struct SignalIndex;

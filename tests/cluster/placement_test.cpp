@@ -434,7 +434,7 @@ TEST_F(EtcdPlacement, AReplicaBeingBuiltIsClaimedAtTheEntryItReadsFromUntilNoneI
   for (const char* node : {"n1", "n2"})
     ASSERT_TRUE(etcd_.Put(ps.NodeKey(node), "{\"address\":\"127.0.0.1:1\"}", *lease).ok());
   std::map<std::string, size_t> load;
-  ASSERT_TRUE(*ps.Write("c", Plan(std::nullopt, 3, 2, 1, {"n1", "n2"}, {}, &load), 0));
+  ASSERT_TRUE(*ps.Write("c", Plan(std::nullopt, 3, 2, 1, {"n1"}, {}, &load), 0));  // n1 holds both shards
   auto read = ps.Read("c");
   ASSERT_TRUE(read.ok());
   ReplicaClaim ready;
@@ -448,6 +448,8 @@ TEST_F(EtcdPlacement, AReplicaBeingBuiltIsClaimedAtTheEntryItReadsFromUntilNoneI
   other.store_id = 4;  // a collection of the name dropped and made again: not the one placed
   ASSERT_TRUE(holder.ClaimBuilding(other, ShardRef{2, 0}, 7, *lease).ok());
   EXPECT_FALSE(etcd_.Get(ps.ReplicaKey("c", ShardRef{2, 0}, "n1"))->has_value());
+  ASSERT_TRUE(holder.ClaimBuilding(layout, ShardRef{3, 0}, 7, *lease).ok());  // a split not placed: not n1's
+  EXPECT_FALSE(etcd_.Get(ps.ReplicaKey("c", ShardRef{3, 0}, "n1"))->has_value());
   ASSERT_TRUE(view.Refresh().ok());
   auto keys = view.Current();
   const ReplicaClaim& claim = keys->claims.at("c").at(ShardRef{2, 1}).at("n1");

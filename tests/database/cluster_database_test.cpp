@@ -4,8 +4,10 @@
 // and the name, created again on A, opens on B as the new collection.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <pqxx/pqxx>
 #include <random>
@@ -478,6 +480,18 @@ TEST(ClusterDatabase, AReplicaBeingOpenedKeepsTheLogFromTheEntryItsBuildBeganAt)
   }
   Status synced;
   std::thread opening([&] { synced = (*cb)->SyncShards(); });
+  const auto release = [&] {
+    {
+      std::lock_guard lock(peers.mu);
+      peers.hold = false;
+    }
+    peers.cv.notify_all();
+    if (opening.joinable()) opening.join();
+  };
+  struct Release {
+    std::function<void()> f;
+    ~Release() { f(); }
+  } released_at_exit{release};  // an assertion that ends the test early lets the build go
   {
     std::unique_lock lock(peers.mu);
     ASSERT_TRUE(peers.cv.wait_for(lock, std::chrono::seconds(60), [&] { return peers.told.size() == 2; }));
@@ -499,17 +513,12 @@ TEST(ClusterDatabase, AReplicaBeingOpenedKeepsTheLogFromTheEntryItsBuildBeganAt)
   ASSERT_TRUE((*a)->store()->ReadOps("c", 0, [&](const OpRecord& op) { kept.push_back(op.seq); }).ok());
   ASSERT_FALSE(kept.empty());
   EXPECT_EQ(kept.front(), 20u);
-  {
-    std::lock_guard lock(peers.mu);
-    peers.hold = false;
-  }
-  peers.cv.notify_all();
-  opening.join();
+  release();
   ASSERT_TRUE(synced.ok()) << synced.ToString();
-  // Open, it caught up from entry 20 (no rebuild), and the window alone trims.
-  EXPECT_EQ((*cb)->log_trims(), 0u);
+  // Open, it catches up from entry 20 (no rebuild), and the window alone trims.
   EXPECT_EQ((*cb)->HeldShards(), (std::vector<uint32_t>{0, 1}));
   ASSERT_TRUE((*cb)->CatchUp().ok());
+  EXPECT_EQ((*cb)->log_trims(), 0u);
   EXPECT_EQ((*cb)->applied_seq(), 30u);
   EXPECT_EQ((*cb)->size(), 30u);
   ExpectAnswersAsTheStore(cb->get(), "b");
@@ -519,6 +528,21 @@ TEST(ClusterDatabase, AReplicaBeingOpenedKeepsTheLogFromTheEntryItsBuildBeganAt)
   kept.clear();
   ASSERT_TRUE((*a)->store()->ReadOps("c", 0, [&](const OpRecord& op) { kept.push_back(op.seq); }).ok());
   EXPECT_EQ(kept, (std::vector<uint64_t>{26, 27, 28, 29, 30}));
+  // Saved and opened again, each replica reports its snapshot's entry once,
+  // before it loads the snapshot.
+  ASSERT_TRUE((*b)->SaveIndexes().ok());
+  cb->reset();
+  b->reset();
+  OpeningPeers again;
+  again.held = {0, 1};
+  ob.peers = &again;
+  auto b2 = Database::Open(pg.uri(), ob);
+  ASSERT_TRUE(b2.ok());
+  auto cb2 = (*b2)->OpenCollection("c");
+  ASSERT_TRUE(cb2.ok()) << cb2.status().ToString();
+  EXPECT_TRUE((*cb2)->opened_from_snapshot());
+  std::sort(again.told.begin(), again.told.end());
+  EXPECT_EQ(again.told, (std::vector<std::pair<ShardRef, uint64_t>>{{ShardRef{2, 0}, 30}, {ShardRef{2, 1}, 30}}));
 }
 
 }  // namespace

@@ -125,6 +125,11 @@ TEST_F(DualIndexTest, ScoreRemoveAndSnapshot) {
     EXPECT_FLOAT_EQ((*after)[i].score, (*before)[i].score);
   }
   EXPECT_EQ(DualIndex::Load(dir / "none", &seq).status().code(), Status::Code::kNotFound);
+  // Its sequence is read from the folder without loading it, and follows a newer save.
+  EXPECT_EQ(DualIndex::SnapshotSeq(dir / "snap"), std::optional<uint64_t>(17));
+  ASSERT_TRUE(index_->Save(dir / "snap", 1234567890123).ok());
+  EXPECT_EQ(DualIndex::SnapshotSeq(dir / "snap"), std::optional<uint64_t>(1234567890123));
+  EXPECT_EQ(DualIndex::SnapshotSeq(dir / "none"), std::nullopt);
 }
 
 TEST_F(DualIndexTest, RefusesBadRequestsAndRows) {
