@@ -121,11 +121,14 @@ std::optional<uint64_t> ClusterNode::LowestApplied(const CollectionLayout& layou
     // Read afresh (at most once a second): the poll loop that refreshes the
     // view waits while this node builds replicas, and a claim another node
     // made meanwhile (a new node's build) must count. Unread: keep it all.
+    // A failed read counts as one too: an unreachable etcd costs one timeout
+    // a second, not one per collection.
     std::lock_guard lock(lowest_mu_);
     if (Clock::now() - lowest_read_at_ >= std::chrono::seconds(1)) {
-      if (!view_.Refresh().ok()) return 0;
+      lowest_read_ok_ = view_.Refresh().ok();
       lowest_read_at_ = Clock::now();
     }
+    if (!lowest_read_ok_) return 0;
   }
   return view_.Current()->LowestApplied(layout.name, layout.store_id, options_.node_id);
 }

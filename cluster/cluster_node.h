@@ -100,6 +100,7 @@ class ClusterNode : public ShardPeers {
 
   std::mutex lowest_mu_;
   std::chrono::steady_clock::time_point lowest_read_at_;  // LowestApplied's last refresh of view_
+  bool lowest_read_ok_ = false;                           // and whether it succeeded
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

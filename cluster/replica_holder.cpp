@@ -49,24 +49,32 @@ Status ReplicaHolder::ClaimBuilding(const CollectionLayout& layout, ShardRef sha
   claim.store_id = layout.store_id;
   claim.applied_seq = seq;
   claim.address = address_;
+  Status last = Status::Unavailable("its placement kept changing");
   for (int attempt = 0; attempt < 4; ++attempt) {
     // The placement as etcd holds it now (the view may be a poll behind).
-    MOEEDB_ASSIGN_OR_RETURN(auto read, keys_->Read(layout.name));
-    const auto& [placement, revision] = read;
+    auto read = keys_->Read(layout.name);
+    if (!read.ok()) {
+      last = read.status();
+      continue;
+    }
+    const auto& [placement, revision] = *read;
     if (!placement || placement->store_id != layout.store_id) return Status::OK();  // not placed: no claims to keep
     const std::vector<ShardRef> held = placement->ShardsOf(node_id_);
     if (std::find(held.begin(), held.end(), shard) == held.end()) return Status::OK();  // not this node's (now)
-    MOEEDB_ASSIGN_OR_RETURN(bool won, keys_->Claim(layout.name, shard, node_id_, lease, claim, revision));
-    if (!won) continue;  // the placement changed between the read and the write: read it again
+    // Written and remembered under delete_mu_: a round deletes nothing in between.
+    std::lock_guard writing(delete_mu_);
+    auto won = keys_->Claim(layout.name, shard, node_id_, lease, claim, revision);
+    if (!won.ok()) last = won.status();
+    if (!won.ok() || !*won) continue;  // an error, or the placement changed under the write: read it again
     const std::string key = keys_->ReplicaKey(layout.name, shard, node_id_);
     const auto now = Clock::now();
     std::lock_guard lock(mu_);
     claimed_[key] = claim, written_at_[key] = now, building_at_[key] = now;
     return Status::OK();
   }
-  return Status::Unavailable("collection '" + layout.name + "': its placement kept changing; shard " +
-                             std::to_string(shard.shard) + " of " + std::to_string(shard.shards) +
-                             " is not claimed as building (its log is kept by the retention window alone)");
+  return Status::Unavailable("collection '" + layout.name + "': shard " + std::to_string(shard.shard) + " of " +
+                             std::to_string(shard.shards) + " is not claimed as building (" + last.message() +
+                             "); its log is kept by the retention window alone");
 }
 
 Status ReplicaHolder::HoldAndClaim(Database* db, int64_t lease) {
@@ -130,6 +138,7 @@ Status ReplicaHolder::HoldAndClaim(Database* db, int64_t lease) {
     auto it = building_at_.find(key);
     return it != building_at_.end() && it->second >= round_start;
   };
+  std::unique_lock deleting(delete_mu_);  // no building claim is written meanwhile
   for (auto it = claimed.begin(); it != claimed.end();) {
     if (to_claim.count(it->first) || claimed_during_round(it->first)) {
       ++it;
@@ -144,6 +153,7 @@ Status ReplicaHolder::HoldAndClaim(Database* db, int64_t lease) {
   // replica whose opening failed): they would hold the log back for good.
   for (const std::string& key : in_etcd)
     if (!to_claim.count(key) && !claimed.count(key) && !claimed_during_round(key)) (void)etcd_->Delete(key);
+  deleting.unlock();
   std::lock_guard lock(mu_);
   if (forgotten_ == forgotten) {
     // Claims written during the round by opening threads, newer than the

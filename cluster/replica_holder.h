@@ -37,7 +37,8 @@ class ReplicaHolder {
   // log retention keeps it) under the placement's current revision, at once,
   // if the placement gives it to this node; HoldAndClaim replaces the claim
   // once the replica is open, or deletes it. Safe beside a round (from the
-  // threads opening replicas). Unavailable if the placement kept changing.
+  // threads opening replicas). Unavailable if etcd failed or the placement
+  // kept changing, four times.
   Status ClaimBuilding(const CollectionLayout& layout, ShardRef shard, uint64_t seq, int64_t lease);
   // The lease the claims were on has expired (they are gone from etcd):
   // the next round writes every claim again.
@@ -53,6 +54,10 @@ class ReplicaHolder {
   const std::string node_id_, address_;
 
   std::mutex mu_;  // Forget comes from the membership's thread
+  // Held by ClaimBuilding across its write and building_at_'s entry, and by
+  // a round across its deletes: a claim written during the deletes would be
+  // neither seen as new nor spared.
+  std::mutex delete_mu_;
   std::map<std::string, ReplicaClaim> claimed_;  // claim key -> the claim this node last wrote
   std::map<std::string, std::chrono::steady_clock::time_point> written_at_;
   // Claims ClaimBuilding wrote -> when: a round that began before must not

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <pqxx/pqxx>
@@ -528,11 +529,18 @@ TEST(ClusterDatabase, AReplicaBeingOpenedKeepsTheLogFromTheEntryItsBuildBeganAt)
   kept.clear();
   ASSERT_TRUE((*a)->store()->ReadOps("c", 0, [&](const OpRecord& op) { kept.push_back(op.seq); }).ok());
   EXPECT_EQ(kept, (std::vector<uint64_t>{26, 27, 28, 29, 30}));
-  // Saved and opened again, each replica reports its snapshot's entry once,
-  // before it loads the snapshot.
+  // Saved; A writes on; shard 1's snapshot is damaged. Opened again, each
+  // replica reports its snapshot's entry (30) before loading it, once:
+  // shard 0 loads it and replays 31-35, shard 1 fails to and is built at 35.
   ASSERT_TRUE((*b)->SaveIndexes().ok());
+  const std::string shard1 = ShardReplica::Dir((*cb)->index_dir(), 1, 2);
   cb->reset();
   b->reset();
+  write(30, 5);  // 31-35
+  {
+    std::ofstream damaged(shard1 + "/snap-30/meta.json", std::ios::trunc);
+    damaged << "{not json";
+  }
   OpeningPeers again;
   again.held = {0, 1};
   ob.peers = &again;
@@ -540,9 +548,11 @@ TEST(ClusterDatabase, AReplicaBeingOpenedKeepsTheLogFromTheEntryItsBuildBeganAt)
   ASSERT_TRUE(b2.ok());
   auto cb2 = (*b2)->OpenCollection("c");
   ASSERT_TRUE(cb2.ok()) << cb2.status().ToString();
-  EXPECT_TRUE((*cb2)->opened_from_snapshot());
+  EXPECT_EQ((*cb2)->applied_seq(), 35u);
+  ExpectAnswersAsTheStore(cb2->get(), "b reopened");
   std::sort(again.told.begin(), again.told.end());
-  EXPECT_EQ(again.told, (std::vector<std::pair<ShardRef, uint64_t>>{{ShardRef{2, 0}, 30}, {ShardRef{2, 1}, 30}}));
+  EXPECT_EQ(again.told, (std::vector<std::pair<ShardRef, uint64_t>>{
+                            {ShardRef{2, 0}, 30}, {ShardRef{2, 1}, 30}, {ShardRef{2, 1}, 35}}));
 }
 
 }  // namespace
