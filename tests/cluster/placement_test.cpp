@@ -477,6 +477,90 @@ TEST_F(EtcdPlacement, AReplicaBeingBuiltIsClaimedAtTheEntryItReadsFromUntilNoneI
   std::filesystem::remove_all(dir);
 }
 
+// Holds shards `held` of every collection; a replica it opens reports its
+// floor by claiming, through `holder`, another collection's replica as
+// building: a claim written while the holder's round runs, after its reads.
+class ClaimingPeers : public ShardPeers {
+ public:
+  std::optional<PlacedShards> HeldShards(const CollectionLayout& layout) override {
+    PlacedShards p{layout.shards, {}};
+    for (uint32_t k : held) p.held.push_back(ShardRef{layout.shards, k});
+    return p;
+  }
+  std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery&, const std::vector<uint32_t>&) override {
+    return {};
+  }
+  std::vector<ShardAnswer> Search(const ShardQuery&, const std::vector<uint32_t>&) override { return {}; }
+  void HoldLogFrom(const CollectionLayout& layout, ShardRef shard, uint64_t seq) override {
+    if (holder != nullptr && layout.name == "x" && shard == ShardRef{2, 1})
+      claimed = holder->ClaimBuilding(other, ShardRef{1, 0}, 4, lease);
+  }
+  std::vector<uint32_t> held{0};
+  ReplicaHolder* holder = nullptr;
+  CollectionLayout other;
+  int64_t lease = 0;
+  Status claimed = Status::Internal("not called");
+};
+
+// A round does not delete a building claim written after it began (an
+// opening on another thread), though etcd held a claim under that key when
+// it began and it opens no such replica; the next round, which began after
+// the claim, does.
+TEST_F(EtcdPlacement, ARoundKeepsABuildingClaimWrittenWhileItRanAndTheNextDeletesAnUnopenedOne) {
+  PlacementStore ps(&etcd_, cluster_);
+  ClusterView view(&ps);
+  auto lease = etcd_.GrantLease(30);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(etcd_.Put(ps.NodeKey("n1"), "{\"address\":\"127.0.0.1:1\"}", *lease).ok());
+  const auto dir = std::filesystem::temp_directory_path() / ("moeedb-round-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ClaimingPeers peers;
+  DatabaseOptions options;
+  options.peers = &peers;
+  auto db = Database::Open((dir / "db").string(), options);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  CollectionOptions two;
+  two.dim_hs = 4, two.dim_rw = 2, two.shards = 2;
+  two.index.hs.kind = two.index.rw.kind = IndexKind::kFlat;
+  auto x = (*db)->CreateCollection("x", two);  // holds shard 0 of 2
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  // Both collections placed on n1; etcd holds an old claim of n1 on y's shard
+  // (an opening that failed), and y is not a collection of n1's database.
+  std::map<std::string, size_t> load;
+  ASSERT_TRUE(*ps.Write("x", Plan(std::nullopt, (*x)->store_id(), 2, 1, {"n1"}, {}, &load), 0));
+  ASSERT_TRUE(*ps.Write("y", Plan(std::nullopt, 9, 1, 1, {"n1"}, {}, &load), 0));
+  auto y = ps.Read("y");
+  ReplicaClaim old;
+  old.state = ReplicaClaim::State::kBuilding, old.store_id = 9, old.applied_seq = 2;
+  ASSERT_TRUE(*ps.Claim("y", ShardRef{1, 0}, "n1", *lease, old, y->second));
+  ASSERT_TRUE(view.Refresh().ok());
+  const std::string key = ps.ReplicaKey("y", ShardRef{1, 0}, "n1");
+  // The round opens x's shard 1, whose build claims y's shard anew (at 4).
+  ReplicaHolder holder(&etcd_, &ps, &view, "n1", "127.0.0.1:1");
+  peers.held = {0, 1};
+  peers.holder = &holder;
+  peers.other.name = "y", peers.other.store_id = 9, peers.other.shards = 1;
+  peers.lease = *lease;
+  ASSERT_TRUE(holder.HoldAndClaim(db->get(), *lease).ok());
+  ASSERT_TRUE(peers.claimed.ok()) << peers.claimed.ToString();
+  EXPECT_EQ((*x)->HeldShards(), (std::vector<uint32_t>{0, 1}));
+  auto kept = etcd_.Get(key);
+  ASSERT_TRUE(kept.ok() && kept->has_value()) << "the claim written during the round is kept";
+  EXPECT_EQ(ReplicaClaim::FromJson(nlohmann::json::parse((*kept)->value))->applied_seq, 4u);
+  EXPECT_TRUE(etcd_.Get(ps.ReplicaKey("x", ShardRef{2, 1}, "n1"))->has_value());
+  // The next round began after it, and no replica of y opens: it goes.
+  peers.holder = nullptr;
+  ASSERT_TRUE(view.Refresh().ok());
+  ASSERT_TRUE(holder.HoldAndClaim(db->get(), *lease).ok());
+  EXPECT_FALSE(etcd_.Get(key)->has_value());
+  EXPECT_TRUE(etcd_.Get(ps.ReplicaKey("x", ShardRef{2, 0}, "n1"))->has_value());
+  ASSERT_TRUE(etcd_.RevokeLease(*lease).ok());
+  x->reset();
+  db->reset();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(NodeLockTest, OneProcessAFolderAndTheTokenItLastRecorded) {
   const auto root = std::filesystem::temp_directory_path() / ("moeedb-nodelock-" + std::to_string(::getpid()));
   const std::string folder = (root / "node").string();
