@@ -21,6 +21,7 @@
 #include "cluster/placement.h"
 #include "cluster/replica_holder.h"
 #include "database/database.h"
+#include "tests/database/held_shards_peers.h"
 
 namespace moeedb::cluster {
 namespace {
@@ -480,22 +481,13 @@ TEST_F(EtcdPlacement, AReplicaBeingBuiltIsClaimedAtTheEntryItReadsFromUntilNoneI
 // Holds shards `held` of every collection; a replica it opens reports its
 // floor by claiming, through `holder`, another collection's replica as
 // building: a claim written while the holder's round runs, after its reads.
-class ClaimingPeers : public ShardPeers {
+class ClaimingPeers : public test::HeldShardsPeers {
  public:
-  std::optional<PlacedShards> HeldShards(const CollectionLayout& layout) override {
-    PlacedShards p{layout.shards, {}};
-    for (uint32_t k : held) p.held.push_back(ShardRef{layout.shards, k});
-    return p;
-  }
-  std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery&, const std::vector<uint32_t>&) override {
-    return {};
-  }
-  std::vector<ShardAnswer> Search(const ShardQuery&, const std::vector<uint32_t>&) override { return {}; }
+  ClaimingPeers() { held = {0}; }
   void HoldLogFrom(const CollectionLayout& layout, ShardRef shard, uint64_t seq) override {
     if (holder != nullptr && layout.name == "x" && shard == ShardRef{2, 1})
       claimed = holder->ClaimBuilding(other, ShardRef{1, 0}, 4, lease);
   }
-  std::vector<uint32_t> held{0};
   ReplicaHolder* holder = nullptr;
   CollectionLayout other;
   int64_t lease = 0;

@@ -17,6 +17,7 @@
 
 #include "database/database.h"
 #include "storage/postgres_store.h"
+#include "tests/database/held_shards_peers.h"
 #include "tests/storage/pg_test_db.h"
 #include "tests/test_util.h"
 
@@ -419,18 +420,8 @@ TEST(ClusterDatabase, TheLogIsNotTrimmedPastTheEntryALiveReplicaAppliedLast) {
 
 // Holds the replicas it is told to; a replica being opened stops where it
 // reports the entry it reads the log from, until released.
-class OpeningPeers : public ShardPeers {
+class OpeningPeers : public test::HeldShardsPeers {
  public:
-  std::optional<PlacedShards> HeldShards(const CollectionLayout& layout) override {
-    std::lock_guard lock(mu);
-    PlacedShards p{layout.shards, {}};
-    for (uint32_t k : held) p.held.push_back(ShardRef{layout.shards, k});
-    return p;
-  }
-  std::vector<std::pair<uint32_t, LexicalStats>> Stats(const ShardQuery&, const std::vector<uint32_t>&) override {
-    return {};
-  }
-  std::vector<ShardAnswer> Search(const ShardQuery&, const std::vector<uint32_t>&) override { return {}; }
   void HoldLogFrom(const CollectionLayout&, ShardRef shard, uint64_t seq) override {
     std::unique_lock lock(mu);
     told.emplace_back(shard, seq);
@@ -438,9 +429,7 @@ class OpeningPeers : public ShardPeers {
     cv.notify_all();
     cv.wait(lock, [&] { return !hold; });
   }
-  std::mutex mu;
   std::condition_variable cv;
-  std::vector<uint32_t> held;
   bool hold = false;
   std::vector<std::pair<ShardRef, uint64_t>> told;
 };
