@@ -42,12 +42,7 @@ $BIN train embed --model models/moeedb-tiny-lm --out "$W/stage1" \
   --teacher "$W/teacher/texts.txt,$W/teacher/vectors.f32" --teacher-per-step 128 \
   --validation "$D/eval/stsb/stsb-en-dev.csv" --token-pooling weighted --bidirectional \
   --steps 3000 --stop-after 1200 --threads 2 --seed 0 --lr-lm 4e-4 --lr-pooler 5e-4 || [ $? -eq 3 ]
-mkdir -p "$W/stage1-1200"
-python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["is_causal"]=False; json.dump(c,open(sys.argv[2],"w"),indent=2)' \
-  models/moeedb-tiny-lm/config.json "$W/stage1-1200/config.json"
-cp models/moeedb-tiny-lm/tokenizer.json "$W/stage1-1200/"
-cp "$W/stage1/train_state/params.safetensors" "$W/stage1-1200/model.safetensors"
-cp "$W/stage1/train_state"/pooler.{json,safetensors} "$W/stage1-1200/"
+bash scripts/stage_folder.sh "$W/stage1/train_state" models/moeedb-tiny-lm "$W/stage1-1200"
 
 # Stages 2 and 3: contrastive pairs, Banking77 label pairs, CoSENT on STS-B
 # train and continued distillation, with a lexical channel in the pooler.

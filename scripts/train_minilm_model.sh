@@ -44,14 +44,8 @@ COMMON=(--validation "$D/eval/stsb/stsb-en-dev.csv" --token-pooling weighted --b
 # 1. Distillation.
 $BIN train embed --model models/moeedb-tiny-lm --out "$W/m-stage1" "${TEACHER[@]}" "${COMMON[@]}" \
   --teacher-per-step 128 --steps 1200 --seed 0 --lr-lm 4e-4 --lr-pooler 5e-4
-if [ ! -s "$W/m-stage1-1200/model.safetensors" ]; then
-  mkdir -p "$W/m-stage1-1200"
-  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["is_causal"]=False; json.dump(c,open(sys.argv[2],"w"),indent=2)' \
-    models/moeedb-tiny-lm/config.json "$W/m-stage1-1200/config.json"
-  cp models/moeedb-tiny-lm/tokenizer.json "$W/m-stage1-1200/"
-  cp "$W/m-stage1/train_state"/pooler.{json,safetensors} "$W/m-stage1-1200/"
-  cp "$W/m-stage1/train_state/params.safetensors" "$W/m-stage1-1200/model.safetensors"
-fi
+[ -s "$W/m-stage1-1200/model.safetensors" ] ||
+  bash scripts/stage_folder.sh "$W/m-stage1/train_state" models/moeedb-tiny-lm "$W/m-stage1-1200"
 
 # 2, 3. Pairs with a lexical channel.
 PAIRS=(--pairs "$D/pairs/nli_triplets.tsv,$D/pairs/positive_pairs.tsv" --labeled "$D/eval/banking77/train.csv"
