@@ -182,53 +182,71 @@ __attribute__((target("avx2"))) inline __m256i FirstLanesAvx2(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// The same product on AVX2 without VNNI, one 16-column panel a tile: each
-// 16-byte quarter of a panel group (4 columns x 4 rows of w) is widened to
-// 16-bit and multiplied by the row's 4 values with vpmaddwd (16 products
-// an instruction, exact: |x|, |w| <= 127), giving 2 partial sums per column
-// that are added at the end. x is signed here, so no column terms.
+// acc += vpmaddwd(a, b), in place. Written out for the reason Dpbusd is:
+// with the intrinsics GCC 12 put each product in a fresh register and moved
+// it back to its accumulator, and kept one accumulator on the stack.
+__attribute__((target("avx2"), always_inline)) inline __m256i MaddAddAvx2(__m256i acc, __m256i a, __m256i b) {
+  __m256i product;
+  asm("vpmaddwd %3, %2, %1\n\tvpaddd %1, %0, %0" : "+x"(acc), "=&x"(product) : "x"(a), "x"(b));
+  return acc;
+}
+
+// The same product on AVX2 without VNNI, one 16-column panel a tile, in two
+// passes of 8 columns: each 16-byte quarter of a panel group (4 columns x 4
+// rows of w) is widened to 16-bit and multiplied by the row's 4 values with
+// vpmaddwd (16 products an instruction, exact: |x|, |w| <= 127), giving 2
+// partial sums per column that are added at the end. x is signed here, so
+// no column terms. Eight columns of up to 4 rows hold 8 accumulators, 4
+// broadcast rows, a widened quarter and a product: 14 of the 16 ymm
+// registers (16 columns of 3 rows needed 17, and GCC kept 8 accumulators on
+// the stack: 0.48 of the instruction pair's peak; bench/gemm_kernels).
 template <int R>
 __attribute__((target("avx2,fma"))) void TileAvx2(int64_t G, const int16_t* xq, int64_t ldq, const int8_t* panel,
                                                   const float* scale, const float* sx, float* y, int64_t ldy,
                                                   int last_cols) {
-  __m256i acc[R][4];
-#pragma GCC unroll 3
-  for (int r = 0; r < R; ++r)
+  for (int half = 0; half < 2; ++half) {
+    const int cols = std::min(std::max(last_cols - 8 * half, 0), 8);
+    if (cols == 0) break;
+    __m256i acc[R][2];
 #pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) acc[r][q] = _mm256_setzero_si256();
-  for (int64_t g = 0; g < G; ++g) {
-    __m256i xb[R];
-#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    const int8_t* w_half = panel + half * 32;
+    for (int64_t g = 0; g < G; ++g) {
+      __m256i xb[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        int64_t four;
+        std::memcpy(&four, xq + r * ldq + 4 * g, 8);
+        xb[r] = _mm256_set1_epi64x(four);
+      }
+#pragma GCC unroll 2
+      for (int q = 0; q < 2; ++q) {
+        const __m256i w =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w_half + g * 64 + q * 16)));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) acc[r][q] = MaddAddAvx2(acc[r][q], xb[r], w);
+      }
+    }
+    // acc[r][q] holds columns 4q..4q+3 of the half as (k 0-1, k 2-3) pairs;
+    // hadd sums the pairs ([c0 c1 c4 c5 | c2 c3 c6 c7]) and the permute
+    // orders them.
+    const __m256i mask = FirstLanesAvx2(cols);
+    const __m256 sc = _mm256_maskload_ps(scale + 8 * half, mask);
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      int64_t four;
-      std::memcpy(&four, xq + r * ldq + 4 * g, 8);
-      xb[r] = _mm256_set1_epi64x(four);
+      const __m256i sums = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
+      _mm256_maskstore_ps(y + r * ldy + 8 * half, mask,
+                          _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(sx[r])), sc));
     }
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + g * 64 + q * 16)));
-#pragma GCC unroll 3
-      for (int r = 0; r < R; ++r) acc[r][q] = _mm256_add_epi32(acc[r][q], _mm256_madd_epi16(xb[r], w));
-    }
-  }
-  // acc[r][q] holds columns 4q..4q+3 as (k 0-1, k 2-3) pairs; hadd sums the
-  // pairs ([c0 c1 c4 c5 | c2 c3 c6 c7] for q = 0, 1) and the permute orders them.
-  const __m256i mask_lo = FirstLanesAvx2(std::min(last_cols, 8)), mask_hi = FirstLanesAvx2(std::max(last_cols - 8, 0));
-  const __m256 sc_lo = _mm256_maskload_ps(scale, mask_lo), sc_hi = _mm256_maskload_ps(scale + 8, mask_hi);
-#pragma GCC unroll 3
-  for (int r = 0; r < R; ++r) {
-    const __m256 s = _mm256_set1_ps(sx[r]);
-    const __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
-    const __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2], acc[r][3]), 0xD8);
-    _mm256_maskstore_ps(y + r * ldy, mask_lo, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), s), sc_lo));
-    _mm256_maskstore_ps(y + r * ldy + 8, mask_hi, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(hi), s), sc_hi));
   }
 }
 
 using TileAvx2Fn = void (*)(int64_t, const int16_t*, int64_t, const int8_t*, const float*, const float*, float*,
                             int64_t, int);
 
-TileAvx2Fn TileAvx2For(int r) { return r == 1 ? &TileAvx2<1> : r == 2 ? &TileAvx2<2> : &TileAvx2<3>; }
+TileAvx2Fn TileAvx2For(int r) {
+  return r == 1 ? &TileAvx2<1> : r == 2 ? &TileAvx2<2> : r == 3 ? &TileAvx2<3> : &TileAvx2<4>;
+}
 
 bool CpuHasAvx2() {
   static const bool on = [] {
@@ -318,7 +336,7 @@ void Int8GemmF32(Int8GemmKernel kernel, int64_t M, int64_t N, int64_t K, const f
   if (!Int8GemmKernelRuns(kernel)) kernel = Int8GemmKernel::kNone;
 #if defined(__x86_64__)
   if (kernel == Int8GemmKernel::kAvx2) {
-    ForEachRegisterTile<3, 1>(
+    ForEachRegisterTile<4, 1>(
         M, N, Kp * 2,
         [&](int64_t m0, int64_t m1) { ThreadRows<int16_t>().Fill(m0, m1, K, Kp, x, ldx, &QuantizeRowAvx2); },
         [&](int64_t m0, int64_t m, int r, int64_t p0, int, int last_cols) {
