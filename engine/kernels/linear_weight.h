@@ -7,7 +7,8 @@
 // weights are kept only in the int8 GEMM's packed layout and multiplied in
 // int8 (int8_gemm.h), bf16 matrices with bf16 compute on an AVX-512 CPU,
 // kept only in the bf16 GEMM's packed layout (bf16_gemm.h), and f32
-// matrices over 1 MB on an AVX-512 CPU, kept only in 16-column panels. One
+// matrices over 1 MB on a CPU with AVX2 and FMA, kept only in 16-column
+// panels. One
 // object may hold a stack of matrices ([E, out, in], the experts of an MoE
 // block); Matrix(e) is a view of one of them.
 #pragma once
@@ -96,10 +97,11 @@ class LinearWeight {
   // f32 CPU matrices of at most kPanelMaxBytes, also packed for the few-row
   // kernel (panel_gemm.h): [.., out / 16, in, 16]; else undefined. Larger
   // f32 matrices (experts, projections) are kept packed only, in place of
-  // w_, on AVX-512 CPUs: read in place ([in, out] rows), each k of a
-  // 16-column block is another page of w, and their GEMMs ran at 0.18-0.33
-  // of the FMA peak against 0.47-0.75 packed (bench/gemm_kernels, 1024 x 512
-  // experts, a Xeon).
+  // w_, where the panel kernel runs (AVX2 and FMA): read in place ([in,
+  // out] rows), each k of a 16-column block is another page of w, and their
+  // GEMMs ran at 0.18-0.33 of the FMA peak against 0.47-0.75 packed
+  // (bench/gemm_kernels, 1024 x 512 experts, a Xeon; with AVX2 alone 0.39-
+  // 0.51 against 0.87-0.89, an EPYC).
   at::Tensor panels_;
   static constexpr int64_t kPanelMaxBytes = 1 << 20;
   bool WantsPanels(int64_t in, int64_t out) const;

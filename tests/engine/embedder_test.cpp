@@ -219,13 +219,9 @@ TEST_F(TinyOlmoe, PackedExpertWindowsKeepTheBits) {
   ASSERT_TRUE(model_->SetRouting(RoutingPolicy{}).ok());
 }
 
-// Float32 experts too large for a packed copy (here 2 MB of gate/up rows
-// each) run on the rows kernel in place (RowsGemmF32): the packed dispatch
-// takes them where the CPU has AVX2, and computes what the per-expert loop
-// (BLAS) computes.
 // f32 experts larger than the packed copy's limit (1 MB a matrix) are kept
-// in 16-column panels only on AVX-512 CPUs (linear_weight.h; elsewhere they
-// stay in place for the rows kernel and BLAS): the packed dispatch runs them
+// in 16-column panels only where the panel kernel runs (AVX2 and FMA;
+// linear_weight.h; elsewhere they stay in place for BLAS): the packed dispatch runs them
 // on the panel kernel, the per-expert loop through LinearWeight::Apply on the
 // same panels, and both compute what the other does.
 TEST_F(TinyOlmoe, LargeFloatExpertsArePackedOnlyAndAgreeWithTheLoop) {
@@ -242,7 +238,7 @@ TEST_F(TinyOlmoe, LargeFloatExpertsArePackedOnlyAndAgreeWithTheLoop) {
   auto m = MoeModel::LoadDir(dir.path() + "/m");
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   MoeModel* model = m->get();
-  const bool packed_only = PanelGemmAvailable() && RowsGemmPathInUse() == SimdLevel::kAvx512;
+  const bool packed_only = PanelGemmAvailable();
   EXPECT_EQ(model->MoeBlocks()[0]->has_packed_experts(), packed_only);
   EXPECT_EQ(model->MoeBlocks()[0]->has_float_row_experts(), RowsGemmAvailable() && !packed_only);
   for (const char* spec : {"learned", "top1"}) {

@@ -93,7 +93,8 @@ TEST(LinearWeightTest, EachFormatComputesXTimesWTransposed) {
 }
 
 // f32 matrices over 1 MB each (experts, projections) are kept in 16-column
-// panels only, on AVX-512 CPUs: no second copy, and everywhere every way
+// panels only, where the panel kernel runs (AVX2 and FMA): no second copy,
+// and everywhere every way
 // of reading it (ToFloat, Dense, a matrix's Apply) gives the matrices back.
 TEST(LinearWeightTest, LargeFloatStacksAreKeptPackedOnly) {
   at::manual_seed(2);
@@ -108,7 +109,7 @@ TEST(LinearWeightTest, LargeFloatStacksAreKeptPackedOnly) {
       for (int64_t e = 0; e < E; ++e) lw.Set(e, w[e]);
     }
     SCOPED_TRACE(stacked ? "From" : "Stack + Set");
-    if (PanelGemmAvailable() && RowsGemmPathInUse() == SimdLevel::kAvx512) {
+    if (PanelGemmAvailable()) {
       EXPECT_EQ(lw.nbytes(), E * out * in * 4);  // the panels alone
       EXPECT_NE(lw.packed_panels(1), nullptr);
       EXPECT_EQ(lw.float_rows(1), nullptr);
@@ -125,7 +126,7 @@ TEST(LinearWeightTest, LargeFloatStacksAreKeptPackedOnly) {
   const at::Tensor one = at::randn({1040, in}), many = at::randn({300, in});
   LinearWeight lw = LinearWeight::From(one, {}, at::kCPU);
   EXPECT_TRUE(at::equal(lw.ToFloat(), one));
-  if (PanelGemmAvailable() && RowsGemmPathInUse() == SimdLevel::kAvx512) {
+  if (PanelGemmAvailable()) {
     EXPECT_EQ(lw.nbytes(), 1040 * in * 4);
     at::Tensor whole = at::empty({300, 1040});
     PanelGemmF32(300, 1040, in, many.data_ptr<float>(), in, lw.packed_panels(), whole.data_ptr<float>(), 1040);
