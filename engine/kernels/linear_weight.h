@@ -8,9 +8,8 @@
 // int8 (int8_gemm.h), bf16 matrices with bf16 compute on an AVX-512 CPU,
 // kept only in the bf16 GEMM's packed layout (bf16_gemm.h), and f32
 // matrices over 1 MB on a CPU with AVX2 and FMA, kept only in 16-column
-// panels. One
-// object may hold a stack of matrices ([E, out, in], the experts of an MoE
-// block); Matrix(e) is a view of one of them.
+// panels. One object may hold a stack of matrices ([E, out, in], the experts
+// of an MoE block); Matrix(e) is a view of one of them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
