@@ -57,11 +57,14 @@ int main(int argc, char** argv) {
   const int64_t M = IntFlag("rows", 256), H = IntFlag("hidden", 1024), I = IntFlag("inter", 512);
   const double seconds = static_cast<double>(IntFlag("seconds", 1));
   m::SetComputeThreads(1);
-  std::printf("gemm_kernels: one thread; CPU: %s\nCPU flags: %s\nkernels: int8 %s, bf16 %s (both bf16 paths timed "
-              "where they run: dot against the vdpbf16ps peak, widen against the FMA peak)\n",
+  std::printf("gemm_kernels: one thread; CPU: %s\nCPU flags: %s\nkernels: int8 %s, bf16 %s (every bf16 path timed "
+              "where it runs: dot against the vdpbf16ps peak, widen against the FMA peak, w-avx2 against AVX2's)\n",
               CpuModel().c_str(), CpuFlags().c_str(), m::Int8GemmKernelName(m::Int8GemmKernelInUse()),
               m::Bf16GemmPathName(m::Bf16GemmPathInUse()));
   const PeakRate f32 = PeakF32(1), bf16 = PeakBf16(1), int8 = PeakInt8(1);
+  // The AVX2 widening path against AVX2's FMA peak (f32's is AVX-512's
+  // where the CPU has it).
+  const PeakRate f32_ymm = peak_detail::InstructionPeak(m::TimedInstruction::kFmaYmm, 1);
   std::printf("peaks (1 thread): f32 %.1f (%s), bf16 %.1f (%s), int8 %.1f (%s) GOP/s\n\n", f32.per_second / 1e9,
               f32.instruction.c_str(), bf16.per_second / 1e9, bf16.instruction.c_str(), int8.per_second / 1e9,
               int8.instruction.c_str());
@@ -98,7 +101,8 @@ int main(int argc, char** argv) {
     for (int e = 0; e < kExperts; ++e) m::PackBf16Panels(wb.data(), K, N, bf16_panels[e].data());
     for (const auto& [path, name, peak] : {std::tuple<m::Bf16GemmPath, const char*, const PeakRate*>{
                                                m::Bf16GemmPath::kDot, "bf16 dot", &bf16},
-                                           {m::Bf16GemmPath::kWiden, "bf16 widen", &f32}})
+                                           {m::Bf16GemmPath::kWiden, "bf16 widen", &f32},
+                                           {m::Bf16GemmPath::kWidenAvx2, "bf16 w-avx2", &f32_ymm}})
       if (m::Bf16GemmPathRuns(path))
         report(name, CallsPerSecond(seconds, [&, path = path](int e) {
                  m::Bf16GemmF32(path, M, N, K, x.data(), K, bf16_panels[e].data(), y.data(), N);

@@ -15,6 +15,7 @@
 
 #include "engine/kernels/instruction_rate.h"
 #include "engine/kernels/register_tiles.h"
+#include "engine/kernels/vector_exp.h"
 
 namespace moeedb {
 
@@ -26,6 +27,12 @@ constexpr int kPanels = 4;  // 16-column panels per register tile (6 x 4 accumul
 // vectors and 2 broadcasts of x live beside them (of 32 registers).
 constexpr int kWidenRows = 8;
 constexpr int kWidenPanels = 2;
+// The AVX2 widening tile: 5 rows x one panel (two 8-column halves): 10
+// accumulators, 4 widened weight vectors, 2 broadcasts of x (of 16
+// registers; the mask is read from memory). Each accumulator takes two
+// dependent FMAs per pair of k: 4 rows (8 chains) left the FMA units
+// waiting; 6 rows, one half at a time, spilled.
+constexpr int kWidenRowsAvx2 = 5;
 
 int64_t Pairs(int64_t K) { return (K + 1) / 2; }
 int64_t Panels(int64_t N) { return (N + 15) / 16; }
@@ -171,6 +178,73 @@ WidenTileFn WidenTileFor(int r, int c) {
   }
 }
 
+// WidenTile with AVX2 (CPUs without AVX-512): one 16-column panel, its
+// pair of 64 bytes as two 8-column halves, each widened as there. Every y
+// element is the same FMA chain over k as in WidenTile, so the two give the
+// same bits. The panel's entries for pair g start at w + g * pair_stride.
+template <int R>
+__attribute__((target("avx2,fma"))) void WidenTileAvx2(int64_t K, const float* x, int64_t ldx, const uint16_t* w,
+                                                       int64_t pair_stride, float* y, int64_t ldy, int last_cols) {
+  __m256 acc0[R], acc1[R];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const int64_t pairs = K / 2;
+  for (int64_t g = 0; g < pairs; ++g) {
+    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + g * pair_stride));
+    const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + g * pair_stride + 16));
+    const __m256 lo0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+    const __m256 hi0 = _mm256_castsi256_ps(_mm256_and_si256(v0, high));
+    const __m256 lo1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+    const __m256 hi1 = _mm256_castsi256_ps(_mm256_and_si256(v1, high));
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 x0 = _mm256_broadcast_ss(x + r * ldx + 2 * g), x1 = _mm256_broadcast_ss(x + r * ldx + 2 * g + 1);
+      acc0[r] = _mm256_fmadd_ps(x1, hi0, _mm256_fmadd_ps(x0, lo0, acc0[r]));
+      acc1[r] = _mm256_fmadd_ps(x1, hi1, _mm256_fmadd_ps(x0, lo1, acc1[r]));
+    }
+  }
+  if (K % 2 != 0) {  // the last k alone (its pair's high half is padding)
+    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + pairs * pair_stride));
+    const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + pairs * pair_stride + 16));
+    const __m256 lo0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+    const __m256 lo1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 x0 = _mm256_broadcast_ss(x + r * ldx + K - 1);
+      acc0[r] = _mm256_fmadd_ps(x0, lo0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(x0, lo1, acc1[r]);
+    }
+  }
+  if (last_cols == 16) {
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(y + r * ldy, acc0[r]);
+      _mm256_storeu_ps(y + r * ldy + 8, acc1[r]);
+    }
+    return;
+  }
+  alignas(32) float row[16];  // the matrix's last panel: its first last_cols columns
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_ps(row, acc0[r]);
+    _mm256_store_ps(row + 8, acc1[r]);
+    std::memcpy(y + r * ldy, row, static_cast<size_t>(last_cols) * sizeof(float));
+  }
+}
+
+using WidenTileAvx2Fn = void (*)(int64_t, const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int);
+
+WidenTileAvx2Fn WidenTileAvx2For(int r) {
+  switch (r) {
+    case 1: return &WidenTileAvx2<1>;
+    case 2: return &WidenTileAvx2<2>;
+    case 3: return &WidenTileAvx2<3>;
+    case 4: return &WidenTileAvx2<4>;
+    default: return &WidenTileAvx2<5>;
+  }
+}
+
 bool CpuHasAvx512Bw() {
   static const bool on = [] {
     __builtin_cpu_init();
@@ -212,7 +286,8 @@ Bf16GemmPath Bf16GemmPathInUse() {
   static const Bf16GemmPath path = [] {
     const char* env = std::getenv("MOEEDB_BF16_GEMM");
     const std::string want = env == nullptr ? "" : env;
-    if (want == "off" || !CpuHasAvx512Bw()) return Bf16GemmPath::kNone;
+    if (want == "off" || !CpuHasAvx2Fma()) return Bf16GemmPath::kNone;
+    if (want == "avx2" || !CpuHasAvx512Bw()) return Bf16GemmPath::kWidenAvx2;
     if (!CpuHasAvx512Bf16() || want == "widen") return Bf16GemmPath::kWiden;
     if (want == "dot") return Bf16GemmPath::kDot;
     // A vdpbf16ps does 64 operations, an FMA 32, and the widening tile
@@ -239,11 +314,17 @@ Bf16GemmPath Bf16GemmPathInUse() {
 
 bool Bf16GemmAvailable() { return Bf16GemmPathInUse() != Bf16GemmPath::kNone; }
 
+bool Bf16GemmWidens() {
+  const Bf16GemmPath p = Bf16GemmPathInUse();
+  return p == Bf16GemmPath::kWiden || p == Bf16GemmPath::kWidenAvx2;
+}
+
 bool Bf16GemmPathRuns(Bf16GemmPath p) {
 #if defined(__x86_64__)
   switch (p) {
     case Bf16GemmPath::kDot: return CpuHasAvx512Bf16();
     case Bf16GemmPath::kWiden: return CpuHasAvx512Bw();
+    case Bf16GemmPath::kWidenAvx2: return CpuHasAvx2Fma();
     case Bf16GemmPath::kNone: return true;
   }
 #endif
@@ -254,6 +335,7 @@ const char* Bf16GemmPathName(Bf16GemmPath p) {
   switch (p) {
     case Bf16GemmPath::kDot: return "avx512-bf16 vdpbf16ps";
     case Bf16GemmPath::kWiden: return "avx512 widened to f32 (FMA)";
+    case Bf16GemmPath::kWidenAvx2: return "avx2 widened to f32 (FMA)";
     case Bf16GemmPath::kNone: break;
   }
   return "off";
@@ -305,6 +387,16 @@ void Bf16GemmF32(Bf16GemmPath path, int64_t M, int64_t N, int64_t K, const float
           const int64_t block = p0 / kPanels, in_block = std::min<int64_t>(kPanels, P - block * kPanels);
           const uint16_t* w = panels + block * kPanels * G * 32 + (p0 % kPanels) * 32;
           WidenTileFor(r, c)(K, x + m * ldx, ldx, w, in_block * 32, y + m * ldy + p0 * 16, ldy, last_cols);
+        });
+    return;
+  }
+  if (path == Bf16GemmPath::kWidenAvx2) {  // the same, a panel at a time
+    ForEachRegisterTile<kWidenRowsAvx2, 1>(
+        M, N, K * 4, [](int64_t, int64_t) {},
+        [&](int64_t, int64_t m, int r, int64_t p0, int, int last_cols) {
+          const int64_t block = p0 / kPanels, in_block = std::min<int64_t>(kPanels, P - block * kPanels);
+          const uint16_t* w = panels + block * kPanels * G * 32 + (p0 % kPanels) * 32;
+          WidenTileAvx2For(r)(K, x + m * ldx, ldx, w, in_block * 32, y + m * ldy + p0 * 16, ldy, last_cols);
         });
     return;
   }

@@ -1,7 +1,7 @@
 // Bf16GemmF32: y = x · w for bf16 weights, multiplied with AVX512-BF16's
 // vdpbf16ps (32 bf16 products a instruction, summed in float32 pairs) or,
 // where that is slower or missing, widened to float32 and multiplied with
-// AVX-512 FMA (Bf16GemmPath).
+// AVX-512 or AVX2 FMA (Bf16GemmPath).
 //
 // It serves the experts of an MoE block: per expert a GEMM of a few dozen
 // to a few hundred rows, where a library GEMM costs a call, a check of the
@@ -29,16 +29,23 @@ namespace moeedb {
 //           the same rate). The two paths round differently (x to bf16 or
 //           not): a process keeps the path it picked; the ratio measured is
 //           far from the margin on the CPUs seen (3.9x and about 1x);
-//   kNone   the portable loop (no AVX-512, or MOEEDB_BF16_GEMM=off).
-// MOEEDB_BF16_GEMM=dot|widen|off forces a path (benchmarks compare them).
-enum class Bf16GemmPath { kNone, kDot, kWiden };
+//   kWidenAvx2  the same widening with AVX2 and FMA, 8 columns a register
+//           (CPUs without AVX-512): the same bits as kWiden;
+//   kNone   the portable loop (no AVX2, or MOEEDB_BF16_GEMM=off).
+// MOEEDB_BF16_GEMM=dot|widen|avx2|off forces a path (benchmarks compare them).
+enum class Bf16GemmPath { kNone, kDot, kWiden, kWidenAvx2 };
 Bf16GemmPath Bf16GemmPathInUse();
 // Whether `p` can run on this CPU (kNone always can).
 bool Bf16GemmPathRuns(Bf16GemmPath p);
 const char* Bf16GemmPathName(Bf16GemmPath p);
-// True where a SIMD path runs (kDot or kWiden): bf16 weights are then kept
+// True where a SIMD path runs (any but kNone): bf16 weights are then kept
 // only in the packed panels.
 bool Bf16GemmAvailable();
+// True where the path in use widens w to float32 and multiplies x unrounded
+// (kWiden, kWidenAvx2): float32 compute over bf16 weights, so it also serves
+// bf16 weights under float32 compute (CPUs whose bf16 compute is slow:
+// EffectiveComputeDtype), where ATen widened each matrix before each matmul.
+bool Bf16GemmWidens();
 
 // Entries (bf16, as uint16_t) of the packed weight for w[K, N].
 int64_t Bf16PanelElements(int64_t K, int64_t N);
@@ -49,7 +56,7 @@ void PackBf16Panels(const uint16_t* w, int64_t K, int64_t N, uint16_t* panels);
 // The inverse: w[K, N] from panels (for tests, Dense() and ToFloat()).
 void UnpackBf16Panels(const uint16_t* panels, int64_t K, int64_t N, uint16_t* w);
 
-// y[M, N] = bf16(x[M, K]) · w (kWiden: x · w, x unrounded), w packed by
+// y[M, N] = bf16(x[M, K]) · w (kWiden, kWidenAvx2: x · w, x unrounded), w packed by
 // PackBf16Panels, products summed in float32; x and y row-major with leading dimensions ldx, ldy; y is
 // overwritten. Splits the columns over the compute threads (one thread when
 // called inside a parallel region).

@@ -27,10 +27,12 @@ bool UsesInt8Gemm(const WeightFormat& f, at::ScalarType compute, at::Device devi
 }
 
 // bf16 matrices (one, or a stack: experts) multiplied by the bf16 panel
-// kernel: bf16 values and compute where it runs (bf16_gemm.h).
+// kernel where it runs (bf16_gemm.h): under bf16 compute, and under float32
+// compute (a CPU without fast bf16 compute: EffectiveComputeDtype) where its
+// path widens w and multiplies x unrounded, as float32 compute does.
 bool UsesBf16Gemm(const WeightFormat& f, at::ScalarType compute, at::Device device) {
-  return f.quant == WeightQuant::kNone && f.dtype == ComputeDtype::kBF16 && compute == at::kBFloat16 &&
-         device.is_cpu() && Bf16GemmAvailable();
+  return f.quant == WeightQuant::kNone && f.dtype == ComputeDtype::kBF16 && device.is_cpu() && Bf16GemmAvailable() &&
+         (compute == at::kBFloat16 || (compute == at::kFloat && Bf16GemmWidens()));
 }
 
 // Packs the [in, out] bf16 matrix t into `panels` (Bf16PanelElements entries).

@@ -1,5 +1,5 @@
 // The bf16 GEMM, on every path this CPU can run (vdpbf16ps, widened to
-// float32 with FMA, the portable loop), against a plain loop written here,
+// float32 with AVX-512 or AVX2 FMA, the portable loop), against a plain loop written here,
 // in double, over the bf16 values of w and of x rounded here bit by bit
 // (round to nearest, ties to even; the widening path multiplies x as it
 // is): every row-tile and column-panel remainder, K odd, N not a multiple of
@@ -38,7 +38,7 @@ double RoundToBf16(float f) {
 // The paths this CPU runs.
 std::vector<Bf16GemmPath> RunnablePaths() {
   std::vector<Bf16GemmPath> out;
-  for (Bf16GemmPath p : {Bf16GemmPath::kNone, Bf16GemmPath::kDot, Bf16GemmPath::kWiden})
+  for (Bf16GemmPath p : {Bf16GemmPath::kNone, Bf16GemmPath::kDot, Bf16GemmPath::kWiden, Bf16GemmPath::kWidenAvx2})
     if (Bf16GemmPathRuns(p)) out.push_back(p);
   return out;
 }
@@ -54,7 +54,8 @@ double ReferenceDot(Bf16GemmPath path, const float* x_row, const std::vector<uin
     uint32_t bits = static_cast<uint32_t>(w[k * N + n]) << 16;
     float wv;
     std::memcpy(&wv, &bits, 4);
-    const double xv = path == Bf16GemmPath::kWiden ? static_cast<double>(x_row[k]) : RoundToBf16(x_row[k]);
+    const bool widens = path == Bf16GemmPath::kWiden || path == Bf16GemmPath::kWidenAvx2;
+    const double xv = widens ? static_cast<double>(x_row[k]) : RoundToBf16(x_row[k]);
     const double p = xv * wv;
     ref += p;
     *mag += std::fabs(p);
@@ -141,6 +142,39 @@ TEST(Bf16Gemm, ManyRowsGiveEachRowAsAloneAtAnyThreadCount) {
         ASSERT_NEAR(alone[m * N + n], ref, 1e-6 * (1 + mag)) << m << " " << n;
       }
   }
+}
+
+// Each widening path (AVX-512, AVX2) computes every output element as one
+// float32 FMA chain over k in order, so both give these bits, and so the
+// same vectors whichever a CPU picks: checked bit for bit against that
+// chain written here with std::fma, at the shapes of every tile remainder.
+TEST(Bf16Gemm, TheWideningPathsAreOneFmaChainOverKInOrder) {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-1, 1);
+  int paths = 0;
+  for (Bf16GemmPath path : {Bf16GemmPath::kWiden, Bf16GemmPath::kWidenAvx2}) {
+    if (!Bf16GemmPathRuns(path)) continue;
+    SCOPED_TRACE(Bf16GemmPathName(path));
+    ++paths;
+    for (int64_t M : {1, 3, 4, 9, 33})
+      for (int64_t N : {16, 40, 100, 1024})
+        for (int64_t K : {1, 7, 64, 513}) {
+          std::vector<float> x(M * K), y(M * N);
+          std::vector<uint16_t> w(K * N), panels(Bf16PanelElements(K, N));
+          for (auto& v : x) v = u(rng);
+          for (auto& v : w) v = Bf16FromFloat(u(rng));
+          PackBf16Panels(w.data(), K, N, panels.data());
+          Bf16GemmF32(path, M, N, K, x.data(), K, panels.data(), y.data(), N);
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              float acc = 0;
+              for (int64_t k = 0; k < K; ++k) acc = std::fma(x[m * K + k], FloatFromBf16(w[k * N + n]), acc);
+              ASSERT_EQ(y[m * N + n], acc) << M << " " << N << " " << K << " at " << m << ", " << n;
+            }
+        }
+  }
+  // Every x86-64 CPU these machines have had runs AVX2 and FMA.
+  EXPECT_GE(paths, 1) << "no widening path runs on this CPU";
 }
 
 }  // namespace

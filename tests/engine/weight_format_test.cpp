@@ -62,8 +62,9 @@ TEST(LinearWeightTest, EachFormatComputesXTimesWTransposed) {
   EXPECT_EQ(bf.stored_type(), at::kBFloat16);
   // bf16 compute only where the CPU has a fast bf16 GEMM; else widened to f32.
   EXPECT_EQ(bf.compute_type(), CpuHasFastBf16Gemm() ? at::kBFloat16 : at::kFloat);
-  // A single matrix takes the bf16 panel kernel too, where the CPU has AVX512-BF16.
-  EXPECT_EQ(bf.bf16_gemm(), bf.compute_type() == at::kBFloat16 && Bf16GemmAvailable());
+  // A single matrix takes the bf16 panel kernel too: under bf16 compute, and
+  // under float32 compute where the kernel widens (bf16_gemm.h).
+  EXPECT_EQ(bf.bf16_gemm(), Bf16GemmAvailable() && (bf.compute_type() == at::kBFloat16 || Bf16GemmWidens()));
   at::Tensor ybf = bf.Apply(x.to(bf.compute_type())).to(at::kFloat);
   EXPECT_LT(((ybf - ref).norm() / ref.norm()).item<double>(), 1e-2);
   for (ComputeDtype d : {ComputeDtype::kF32, ComputeDtype::kBF16}) {
