@@ -368,7 +368,8 @@ int main(int argc, char** argv) {
           setenv("MOEEDB_ATTENTION_KERNEL", "avx2", 1);
           setenv("MOEEDB_ROWS_GEMM", "avx2", 1);
           setenv("MOEEDB_ROUTER_KERNEL", "avx2", 1);
-          setenv("MOEEDB_BF16_GEMM", "off", 1);
+          setenv("MOEEDB_BF16_GEMM", "avx2", 1);
+          setenv("MOEEDB_BF16_COMPUTE", "off", 1);
         }
         json j = ChildConfig(child.substr(0, child.size() - suffix.size()));
         std::printf("%s\n", j.dump().c_str());

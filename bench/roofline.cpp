@@ -106,9 +106,11 @@ json Child(const std::string& config) {
     runs.push_back({{"case", "one"}, {"run", Measure(embedder, ones, m::ComputeThreads())}});
   }
   // The instruction the matmuls run on, whose peak bounds them: bf16
-  // weights widened to float32 multiply with FMA (bf16_gemm.h).
+  // weights widened to float32 multiply with FMA (bf16_gemm.h), under bf16
+  // compute or, without a fast bf16 GEMM, f32 compute.
   std::string format = "f32", peak = "f32";
-  if (model->compute_dtype() == m::ComputeDtype::kBF16 && m::Bf16GemmAvailable()) {
+  if (ParseConfigWord(config).dtype == "bf16" && m::Bf16GemmAvailable() &&
+      (model->compute_dtype() == m::ComputeDtype::kBF16 || m::Bf16GemmWidens())) {
     const bool dot = m::Bf16GemmPathInUse() == m::Bf16GemmPath::kDot;
     format = dot ? "bf16" : "bf16 widened to f32";
     peak = dot ? "bf16" : "f32";

@@ -5,8 +5,9 @@
 // converted matrix is then hot in cache for its GEMM), except int8 on a CPU
 // with an int8 kernel (VNNI or AVX2), whatever the compute dtype: those
 // weights are kept only in the int8 GEMM's packed layout and multiplied in
-// int8 (int8_gemm.h), bf16 matrices with bf16 compute on an AVX-512 CPU,
-// kept only in the bf16 GEMM's packed layout (bf16_gemm.h), and f32
+// int8 (int8_gemm.h), bf16 matrices where the bf16 panel kernel runs (bf16
+// compute, or f32 compute on its widening paths: AVX-512 or AVX2), kept
+// only in the bf16 GEMM's packed layout (bf16_gemm.h), and f32
 // matrices over 1 MB on a CPU with AVX2 and FMA, kept only in 16-column
 // panels. One object may hold a stack of matrices ([E, out, in], the experts
 // of an MoE block); Matrix(e) is a view of one of them.
@@ -89,8 +90,8 @@ class LinearWeight {
   // int8 on a CPU with an int8 kernel: [.., Int8PanelBytes] int8 and
   // [.., Int8ColumnTerms] int32 (int8_gemm.h), in place of w_.
   at::Tensor int8_panels_, int8_terms_;
-  // bf16 with bf16 compute where the bf16 panel kernel runs (AVX-512):
-  // [.., Bf16PanelElements] bf16 (bf16_gemm.h), in place of w_.
+  // bf16 where the bf16 panel kernel runs (UsesBf16Gemm): [..,
+  // Bf16PanelElements] bf16 (bf16_gemm.h), in place of w_.
   at::Tensor bf16_panels_;
   int64_t in_ = 0, out_ = 0;
   // f32 CPU matrices of at most kPanelMaxBytes, also packed for the few-row

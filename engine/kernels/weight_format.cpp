@@ -1,12 +1,20 @@
 #include "engine/kernels/weight_format.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace moeedb {
 
 bool CpuHasFastBf16Gemm() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512dq");
+  static const bool fast = [] {
+    const char* env = std::getenv("MOEEDB_BF16_COMPUTE");
+    if (env != nullptr && std::strcmp(env, "off") == 0) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq");
+  }();
+  return fast;
 #else
   return false;
 #endif
