@@ -2,14 +2,16 @@
 // expert's chunk gives them, against the peak of the instruction each is
 // built on (peak_rates.h), measured in the same run, on one thread.
 //
-//   gemm_kernels [--rows 256] [--hidden 1024] [--inter 512] [--seconds 1]
+//   gemm_kernels [--rows 256] [--hidden 1024] [--inter 512] [--seconds 1] [--threads 1]
 //
 // Shapes: gate/up (rows x hidden -> 2 inter) and down (rows x inter ->
 // hidden), as moe_block.cpp calls the kernels for a chunk of an expert's
 // rows (kExpertChunkRows); each kernel is timed for about --seconds per
 // shape and its multiply-adds counted 2 operations. The weights are 16
 // experts' worth, taken in turn, so a call reads its weight from L2/L3 or
-// memory as it does in a forward, not from L1.
+// memory as it does in a forward, not from L1. --threads N splits each call
+// over N compute threads as a lone text's forward does (f32 on the parallel
+// panel and rows kernels), against the peak of N threads busy at once.
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -56,17 +58,19 @@ int main(int argc, char** argv) {
   const BenchFlags flags("gemm_kernels", argc, argv);
   const int64_t M = IntFlag("rows", 256), H = IntFlag("hidden", 1024), I = IntFlag("inter", 512);
   const double seconds = static_cast<double>(IntFlag("seconds", 1));
-  m::SetComputeThreads(1);
-  std::printf("gemm_kernels: one thread; CPU: %s\nCPU flags: %s\nkernels: int8 %s, bf16 %s (every bf16 path timed "
+  const int threads = static_cast<int>(IntFlag("threads", 1));
+  if (threads < 1) flags.Die("--threads is at least 1");
+  m::SetComputeThreads(threads);
+  std::printf("gemm_kernels: %d thread(s); CPU: %s\nCPU flags: %s\nkernels: int8 %s, bf16 %s (every bf16 path timed "
               "where it runs: dot against the vdpbf16ps peak, widen against the FMA peak, w-avx2 against AVX2's)\n",
-              CpuModel().c_str(), CpuFlags().c_str(), m::Int8GemmKernelName(m::Int8GemmKernelInUse()),
+              threads, CpuModel().c_str(), CpuFlags().c_str(), m::Int8GemmKernelName(m::Int8GemmKernelInUse()),
               m::Bf16GemmPathName(m::Bf16GemmPathInUse()));
-  const PeakRate f32 = PeakF32(1), bf16 = PeakBf16(1), int8 = PeakInt8(1);
+  const PeakRate f32 = PeakF32(threads), bf16 = PeakBf16(threads), int8 = PeakInt8(threads);
   // The AVX2 widening path against AVX2's FMA peak (f32's is AVX-512's
   // where the CPU has it).
-  const PeakRate f32_ymm = peak_detail::InstructionPeak(m::TimedInstruction::kFmaYmm, 1);
-  std::printf("peaks (1 thread): f32 %.1f (%s), bf16 %.1f (%s), int8 %.1f (%s) GOP/s\n\n", f32.per_second / 1e9,
-              f32.instruction.c_str(), bf16.per_second / 1e9, bf16.instruction.c_str(), int8.per_second / 1e9,
+  const PeakRate f32_ymm = peak_detail::InstructionPeak(m::TimedInstruction::kFmaYmm, threads);
+  std::printf("peaks (%d thread(s) at once): f32 %.1f (%s), bf16 %.1f (%s), int8 %.1f (%s) GOP/s\n\n", threads,
+              f32.per_second / 1e9, f32.instruction.c_str(), bf16.per_second / 1e9, bf16.instruction.c_str(), int8.per_second / 1e9,
               int8.instruction.c_str());
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0, 1);
@@ -113,11 +117,13 @@ int main(int argc, char** argv) {
     std::vector<std::vector<float>> wf(kExperts, w), wp(kExperts, std::vector<float>(w.size()));
     for (int e = 0; e < kExperts; ++e) m::PackPanels(wf[e].data(), K, N, wp[e].data());
     report("f32 rows", CallsPerSecond(seconds, [&](int e) {
-             m::RowsGemmF32(M, N, K, x.data(), K, wf[e].data(), N, y.data(), N);
+             if (threads == 1) m::RowsGemmF32(M, N, K, x.data(), K, wf[e].data(), N, y.data(), N);
+             else m::RowsGemmF32Parallel(M, N, K, x.data(), K, wf[e].data(), N, y.data(), N);
            }),
            f32);
     report("f32 panels", CallsPerSecond(seconds, [&](int e) {
-             m::PanelGemmF32(M, N, K, x.data(), K, wp[e].data(), y.data(), N);
+             if (threads == 1) m::PanelGemmF32(M, N, K, x.data(), K, wp[e].data(), y.data(), N);
+             else m::PanelGemmF32Parallel(M, N, K, x.data(), K, wp[e].data(), y.data(), N);
            }),
            f32);
   }

@@ -29,13 +29,19 @@ constexpr int64_t kRegisterTileRowBlockBytes = 512 << 10;
 template <int Rows, int Panels, typename PrepareFn, typename TileFn>
 void ForEachRegisterTile(int64_t M, int64_t N, int64_t row_bytes, const PrepareFn& prepare, const TileFn& tile) {
   const int64_t P = (N + 15) / 16, col_blocks = (P + Panels - 1) / Panels;
-  const int64_t block_rows =
-      std::max<int64_t>(Rows, kRegisterTileRowBlockBytes / std::max<int64_t>(row_bytes, 1) / Rows * Rows);
-  const int64_t row_blocks = (M + block_rows - 1) / block_rows;
+  // Row blocks of whole tiles, at most what fits, their tile counts
+  // differing by one at most: the threads take contiguous runs of (row
+  // block, column block) pairs, so a short last block (256 rows as 255 + 1)
+  // left one thread most of a lone text's rows.
+  const int64_t tiles = (M + Rows - 1) / Rows;
+  const int64_t max_tiles =
+      std::max<int64_t>(1, kRegisterTileRowBlockBytes / std::max<int64_t>(row_bytes, 1) / Rows);
+  const int64_t row_blocks = (tiles + max_tiles - 1) / max_tiles;
   at::parallel_for(0, row_blocks * col_blocks, 1, [&](int64_t b, int64_t e) {
     int64_t prepared = -1;
     for (int64_t item = b; item < e; ++item) {
-      const int64_t m0 = item / col_blocks * block_rows, m1 = std::min(M, m0 + block_rows);
+      const int64_t block = item / col_blocks;
+      const int64_t m0 = block * tiles / row_blocks * Rows, m1 = std::min(M, (block + 1) * tiles / row_blocks * Rows);
       if (m0 != prepared) prepare(m0, m1);
       prepared = m0;
       const int64_t p0 = item % col_blocks * Panels;
