@@ -1,6 +1,7 @@
 // bench/gemm_kernels: the engine's matmul kernels alone, at the shapes an
 // expert's chunk gives them, against the peak of the instruction each is
-// built on (peak_rates.h), measured in the same run, on one thread.
+// built on (peak_rates.h), measured in the same run, on one thread (or
+// --threads).
 //
 //   gemm_kernels [--rows 256] [--hidden 1024] [--inter 512] [--seconds 1] [--threads 1]
 //
