@@ -114,6 +114,16 @@ void Columns512(int64_t M, int64_t K, const float* x, int64_t ldx, const float* 
 
 #endif  // __x86_64__
 
+// The parallel kernels' row blocks: at most kBlockRows rows each, as many as
+// that needs, of sizes differing by one row at most. The threads take
+// contiguous runs of (row block, column block) pairs, so blocks of 128 and a
+// short last one (a 260-token text: 128 + 128 + 4) left one thread most of
+// the rows. Each row is computed alone whatever its block, so are the bits.
+constexpr int64_t kBlockRows = 128;
+int64_t RowBlocks(int64_t M) { return (M + kBlockRows - 1) / kBlockRows; }
+// Row block b of rb starts here (b = rb: M).
+int64_t RowBlockStart(int64_t M, int64_t rb, int64_t b) { return b * M / rb; }
+
 }  // namespace
 
 bool PanelGemmAvailable() {
@@ -147,13 +157,14 @@ void PanelGemmF32Parallel(int64_t M, int64_t N, int64_t K, const float* x, int64
   // As RowsGemmF32Parallel: a block's panels (K x 128 floats) stay in L2
   // across its row tiles; blocks of an even number of panels keep the
   // 32-column tiles whole.
-  constexpr int64_t kRows = 128, kPanelsPerBlock = 8;
-  const int64_t P = N / 16, rb = (M + kRows - 1) / kRows, cb = (P + kPanelsPerBlock - 1) / kPanelsPerBlock;
+  constexpr int64_t kPanelsPerBlock = 8;
+  const int64_t P = N / 16, rb = RowBlocks(M), cb = (P + kPanelsPerBlock - 1) / kPanelsPerBlock;
   at::parallel_for(0, rb * cb, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t r0 = (t / cb) * kRows, p0 = (t % cb) * kPanelsPerBlock;
-      PanelGemmF32(std::min(kRows, M - r0), std::min(kPanelsPerBlock, P - p0) * 16, K, x + r0 * ldx, ldx,
-                   panels + p0 * K * 16, y + r0 * ldy + p0 * 16, ldy);
+      const int64_t r0 = RowBlockStart(M, rb, t / cb), r1 = RowBlockStart(M, rb, t / cb + 1);
+      const int64_t p0 = (t % cb) * kPanelsPerBlock;
+      PanelGemmF32(r1 - r0, std::min(kPanelsPerBlock, P - p0) * 16, K, x + r0 * ldx, ldx, panels + p0 * K * 16,
+                   y + r0 * ldy + p0 * 16, ldy);
     }
   });
 }
@@ -185,15 +196,15 @@ void RowsGemmF32(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
 
 void RowsGemmF32Parallel(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w, int64_t ldw,
                          float* y, int64_t ldy) {
-  // Blocks of 128 rows x 128 columns: a block's 32-column strips of w
-  // (K x 32 floats) stay in L2 across its row tiles.
-  constexpr int64_t kRows = 128, kCols = 128;
-  const int64_t rb = (M + kRows - 1) / kRows, cb = (N + kCols - 1) / kCols;
+  // Blocks of up to 128 rows x 128 columns: a block's 32-column strips of
+  // w (K x 32 floats) stay in L2 across its row tiles.
+  constexpr int64_t kCols = 128;
+  const int64_t rb = RowBlocks(M), cb = (N + kCols - 1) / kCols;
   at::parallel_for(0, rb * cb, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t r0 = (t / cb) * kRows, c0 = (t % cb) * kCols;
-      RowsGemmF32(std::min(kRows, M - r0), std::min(kCols, N - c0), K, x + r0 * ldx, ldx, w + c0, ldw,
-                  y + r0 * ldy + c0, ldy);
+      const int64_t r0 = RowBlockStart(M, rb, t / cb), r1 = RowBlockStart(M, rb, t / cb + 1);
+      const int64_t c0 = (t % cb) * kCols;
+      RowsGemmF32(r1 - r0, std::min(kCols, N - c0), K, x + r0 * ldx, ldx, w + c0, ldw, y + r0 * ldy + c0, ldy);
     }
   });
 }

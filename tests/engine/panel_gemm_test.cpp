@@ -95,6 +95,45 @@ TEST_P(RowsGemmPaths, MatchesAPlainLoop) {
 INSTANTIATE_TEST_SUITE_P(EachPathThisCpuRuns, RowsGemmPaths, ::testing::ValuesIn(RowsPathsThisCpuRuns()),
                          [](const auto& info) { return std::string(SimdLevelName(info.param)); });
 
+// The parallel kernels split the rows into blocks of at most 128 of sizes
+// differing by one (a 260-token text: 87 + 87 + 86) and the blocks' columns
+// over the threads: every row comes out bit for bit as the same row
+// multiplied alone, on one thread or two, at row counts around the block
+// size.
+TEST(PanelGemm, TheParallelKernelsGiveEachRowAsAlone) {
+  if (!PanelGemmAvailable()) GTEST_SKIP() << "no AVX2 and FMA: the kernels do not run";
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t N = 160, K = 48;
+  std::vector<float> w(K * N), panels(K * N);
+  for (auto& v : w) v = u(rng);
+  PackPanels(w.data(), K, N, panels.data());
+  const int threads = at::get_num_threads();
+  for (int64_t M : {1, 127, 128, 129, 260, 513}) {
+    std::vector<float> x(M * K), alone_p(M * N), alone_r(M * N);
+    for (auto& v : x) v = u(rng);
+    for (int64_t m = 0; m < M; ++m) {
+      PanelGemmF32(1, N, K, x.data() + m * K, K, panels.data(), alone_p.data() + m * N, N);
+      RowsGemmF32(1, N, K, x.data() + m * K, K, w.data(), N, alone_r.data() + m * N, N);
+    }
+    for (int t : {1, 2}) {
+      at::set_num_threads(t);
+      std::vector<float> y(M * N, 42.0f);
+      PanelGemmF32Parallel(M, N, K, x.data(), K, panels.data(), y.data(), N);
+      ASSERT_EQ(y, alone_p) << "panels, M " << M << ", " << t << " threads";
+      std::fill(y.begin(), y.end(), 42.0f);
+      RowsGemmF32Parallel(M, N, K, x.data(), K, w.data(), N, y.data(), N);
+      ASSERT_EQ(y, alone_r) << "rows, M " << M << ", " << t << " threads";
+    }
+    for (int64_t n = 0; n < N; ++n) {  // and the product itself, for the last row
+      double ref = 0;
+      for (int64_t k = 0; k < K; ++k) ref += static_cast<double>(x[(M - 1) * K + k]) * w[k * N + n];
+      ASSERT_NEAR(alone_p[(M - 1) * N + n], ref, 1e-5 * (1 + std::sqrt(static_cast<double>(K))));
+    }
+  }
+  at::set_num_threads(threads);
+}
+
 // Row counts up to PanelGemmMaxRows take the packed path, larger ones at::mm
 // (with one thread every count is packed; with two, more than 32 rows are
 // not); both must give x W^T.
