@@ -41,7 +41,7 @@ FieldTable<EmbeddingSpec> MakeEmbeddingFields() {
                      "the model's"));
   t.push_back(Choice("rw_pooling", &EmbeddingSpec::rw_pooling, kRwPoolings, "P", "RW pooling: last | mean", "the model's"));
   t.push_back(Choice("dtype", &EmbeddingSpec::dtype, kComputeDtypes, "D",
-                     "weight dtype: f32 | bf16 (half the weight memory; bf16 matmuls where the CPU has AVX-512, else widened to f32 in registers)"));
+                     "weight dtype: f32 | bf16 (half the weight memory; multiplied as bf16 dot products or widened to f32 in registers, whichever the CPU runs faster)"));
   t.push_back(Choice("quant", &EmbeddingSpec::quant, kWeightQuants, "Q",
                      "weight storage: none | int8 (per-channel int8 experts and attention, ~1/4 memory)"));
   t.push_back(String("device", &EmbeddingSpec::device, "DEV", "cpu | cuda | cuda:N (needs a CUDA build)"));
