@@ -125,14 +125,7 @@ int main(int argc, char** argv) {
   if (Flag("model").empty()) Die("--model DIR is required");
   const std::string kernels = Flag("kernels", "native");
   if (kernels != "native" && kernels != "avx2") Die("--kernels is native or avx2");
-  if (kernels == "avx2") {  // read once, at the first matmul: every kernel as on a CPU without AVX-512
-    setenv("MOEEDB_INT8_GEMM", "avx2", 1);
-    setenv("MOEEDB_ATTENTION_KERNEL", "avx2", 1);
-    setenv("MOEEDB_ROWS_GEMM", "avx2", 1);
-    setenv("MOEEDB_ROUTER_KERNEL", "avx2", 1);
-    setenv("MOEEDB_BF16_GEMM", "avx2", 1);
-    setenv("MOEEDB_BF16_COMPUTE", "off", 1);
-  }
+  if (kernels == "avx2") CapKernelsAtAvx2();
   m::SetComputeThreads(static_cast<int>(IntFlag("threads", 2)));
   if (!Flag("child").empty()) {
     std::printf("%s\n", Child(Flag("child")).dump().c_str());

@@ -126,4 +126,14 @@ inline ConfigWord ParseConfigWord(const std::string& word) {
   return w;
 }
 
+// Every kernel switch set as on a CPU with AVX2 and no AVX-512 (int8,
+// attention, rows GEMM, router, bf16 on its AVX2 path under f32 compute).
+// The engine reads each once, at its first use: call before any forward.
+inline void CapKernelsAtAvx2() {
+  for (const char* name : {"MOEEDB_INT8_GEMM", "MOEEDB_ATTENTION_KERNEL", "MOEEDB_ROWS_GEMM", "MOEEDB_ROUTER_KERNEL",
+                           "MOEEDB_BF16_GEMM"})
+    setenv(name, "avx2", 1);
+  setenv("MOEEDB_BF16_COMPUTE", "off", 1);
+}
+
 }  // namespace moeedb::bench

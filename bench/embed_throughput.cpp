@@ -364,13 +364,7 @@ int main(int argc, char** argv) {
     for (const auto& [suffix, kernel] : {std::pair<std::string, const char*>{":widened", "off"}, {":avx2", "avx2"}})
       if (child.size() > suffix.size() && child.compare(child.size() - suffix.size(), suffix.size(), suffix) == 0) {
         setenv("MOEEDB_INT8_GEMM", kernel, 1);  // read once, at the first matmul
-        if (suffix == ":avx2") {  // every kernel as on a CPU with AVX2 and no AVX-512
-          setenv("MOEEDB_ATTENTION_KERNEL", "avx2", 1);
-          setenv("MOEEDB_ROWS_GEMM", "avx2", 1);
-          setenv("MOEEDB_ROUTER_KERNEL", "avx2", 1);
-          setenv("MOEEDB_BF16_GEMM", "avx2", 1);
-          setenv("MOEEDB_BF16_COMPUTE", "off", 1);
-        }
+        if (suffix == ":avx2") CapKernelsAtAvx2();
         json j = ChildConfig(child.substr(0, child.size() - suffix.size()));
         std::printf("%s\n", j.dump().c_str());
         return 0;

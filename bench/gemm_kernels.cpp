@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
   // where the CPU has it).
   const PeakRate f32_ymm = peak_detail::InstructionPeak(m::TimedInstruction::kFmaYmm, threads);
   std::printf("peaks (%d thread(s) at once): f32 %.1f (%s), bf16 %.1f (%s), int8 %.1f (%s) GOP/s\n\n", threads,
-              f32.per_second / 1e9, f32.instruction.c_str(), bf16.per_second / 1e9, bf16.instruction.c_str(), int8.per_second / 1e9,
-              int8.instruction.c_str());
+              f32.per_second / 1e9, f32.instruction.c_str(), bf16.per_second / 1e9, bf16.instruction.c_str(),
+              int8.per_second / 1e9, int8.instruction.c_str());
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0, 1);
   std::printf("%-11s %-8s %5s %5s %5s %10s %8s\n", "kernel", "shape", "M", "N", "K", "GOP/s", "of peak");

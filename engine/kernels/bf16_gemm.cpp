@@ -46,6 +46,15 @@ int64_t PanelIndex(int64_t G, int64_t P, int64_t k, int64_t j) {
   return block * kPanels * G * 32 + ((k / 2) * in_block + p) * 32 + (j % 16) * 2 + k % 2;
 }
 
+// The widening tiles' view of the packed weight from panel p0 on: its first
+// pair's entries, and in *pair_stride the distance to the next pair's (the
+// panels of p0's block interleaved per pair, PanelIndex).
+const uint16_t* PanelPairs(const uint16_t* panels, int64_t G, int64_t P, int64_t p0, int64_t* pair_stride) {
+  const int64_t block = p0 / kPanels;
+  *pair_stride = std::min<int64_t>(kPanels, P - block * kPanels) * 32;
+  return panels + block * kPanels * G * 32 + (p0 % kPanels) * 32;
+}
+
 #if defined(__x86_64__)
 
 // Row x[0..K) as bf16 (round to nearest even), padded with zeros to Kp.
@@ -383,10 +392,9 @@ void Bf16GemmF32(Bf16GemmPath path, int64_t M, int64_t N, int64_t K, const float
     ForEachRegisterTile<kWidenRows, kWidenPanels>(
         M, N, K * 4, [](int64_t, int64_t) {},
         [&](int64_t, int64_t m, int r, int64_t p0, int c, int last_cols) {
-          // The tile's panels within their packed block of kPanels (PanelIndex).
-          const int64_t block = p0 / kPanels, in_block = std::min<int64_t>(kPanels, P - block * kPanels);
-          const uint16_t* w = panels + block * kPanels * G * 32 + (p0 % kPanels) * 32;
-          WidenTileFor(r, c)(K, x + m * ldx, ldx, w, in_block * 32, y + m * ldy + p0 * 16, ldy, last_cols);
+          int64_t pair_stride = 0;
+          const uint16_t* w = PanelPairs(panels, G, P, p0, &pair_stride);
+          WidenTileFor(r, c)(K, x + m * ldx, ldx, w, pair_stride, y + m * ldy + p0 * 16, ldy, last_cols);
         });
     return;
   }
@@ -394,9 +402,9 @@ void Bf16GemmF32(Bf16GemmPath path, int64_t M, int64_t N, int64_t K, const float
     ForEachRegisterTile<kWidenRowsAvx2, 1>(
         M, N, K * 4, [](int64_t, int64_t) {},
         [&](int64_t, int64_t m, int r, int64_t p0, int, int last_cols) {
-          const int64_t block = p0 / kPanels, in_block = std::min<int64_t>(kPanels, P - block * kPanels);
-          const uint16_t* w = panels + block * kPanels * G * 32 + (p0 % kPanels) * 32;
-          WidenTileAvx2For(r)(K, x + m * ldx, ldx, w, in_block * 32, y + m * ldy + p0 * 16, ldy, last_cols);
+          int64_t pair_stride = 0;
+          const uint16_t* w = PanelPairs(panels, G, P, p0, &pair_stride);
+          WidenTileAvx2For(r)(K, x + m * ldx, ldx, w, pair_stride, y + m * ldy + p0 * 16, ldy, last_cols);
         });
     return;
   }
