@@ -104,7 +104,7 @@ Result<std::unique_ptr<EmbeddingSetup>> EmbeddingSetup::Load(const EmbeddingSpec
   if (!fs::exists(tok_path))
     return Status::NotFound(config.tokenizer_path.empty() ? "model folder " + s->config_.model_dir + " has no tokenizer.json"
                                                           : "no tokenizer file " + tok_path);
-  MOEEDB_ASSIGN_OR_RETURN(s->tokenizer_, BpeTokenizer::FromFile(tok_path));
+  MOEEDB_ASSIGN_OR_RETURN(s->tokenizer_, LoadTokenizer(tok_path));
   if (s->tokenizer_->vocab_size() > s->model_->config().vocab_size)
     return Status::InvalidArgument("the tokenizer has more ids than the model's vocabulary");
   MOEEDB_ASSIGN_OR_RETURN(ExpertDispatch dispatch, kExpertDispatches.Parse(config.expert_dispatch));

@@ -13,7 +13,7 @@
 #include "engine/embed/embedder.h"
 #include "engine/model/model.h"
 #include "base/status.h"
-#include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "database/spec/embedding_spec.h"
 #include "database/vector_collection.h"
 
@@ -53,7 +53,7 @@ class EmbeddingSetup {
   // The ids the model sees for `text` (prompt applied, special tokens added).
   Result<std::vector<int32_t>> Tokenize(const std::string& text) const { return embedder_->Tokenize(text); }
   const Embedder& embedder() const { return *embedder_; }
-  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
   const EmbeddingSpec& config() const { return config_; }
   // The default alpha of a new collection: the model folder's (model_defaults.h).
   double default_alpha() const { return default_alpha_; }
@@ -70,7 +70,7 @@ class EmbeddingSetup {
   Result<std::pair<std::string, std::string>> ComputeCalibrationStats() const;
   EmbeddingSpec config_;
   std::unique_ptr<MoeModel> model_;
-  std::unique_ptr<BpeTokenizer> tokenizer_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Embedder> embedder_;
   std::unique_ptr<EmbedWorkers> workers_;  // Embed() calls are serialised by it
   std::string fingerprint_, routing_canonical_;

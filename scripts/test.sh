@@ -40,7 +40,20 @@ PY="$(bash scripts/python_env.sh)"
 # The offline teacher and quality anchor (eval/teacher/minilm.py, in its own
 # pinned venv build/teacher-env): the ONNX graph onnxruntime runs against a
 # numpy forward of the same all-MiniLM-L6-v2 weights.
-"$(bash scripts/python_env.sh teacher)" eval/teacher/minilm.py check
+TEACHER_PY="$(bash scripts/python_env.sh teacher)"
+"$TEACHER_PY" eval/teacher/minilm.py check
+# The same weights as moeedb's bert_moe family (eval/teacher/moefy.py): moeedb
+# embed's vectors of the folder against moefy's numpy forward, with every
+# expert chosen (then the dense model exactly) and with 2 of 8.
+MOEFY=build/moefy-check
+mkdir -p "$MOEFY"
+cut -d, -f1 tests/data/stsb-sample.csv | head -n 400 > "$MOEFY/texts.txt"
+head -n 60 "$MOEFY/texts.txt" > "$MOEFY/embed.txt"
+for TOP_K in 8 2; do
+  "$TEACHER_PY" eval/teacher/moefy.py build "$MOEFY/8x$TOP_K" "$MOEFY/texts.txt" --top-k "$TOP_K" --calibration-texts 400 2>/dev/null
+  ./build/moeedb embed --model "$MOEFY/8x$TOP_K" --threads 2 < "$MOEFY/embed.txt" > "$MOEFY/8x$TOP_K.jsonl"
+  "$TEACHER_PY" eval/teacher/moefy.py check "$MOEFY/8x$TOP_K" "$MOEFY/8x$TOP_K.jsonl" "$MOEFY/embed.txt"
+done
 # End-to-end: moeedb serve with the real npm clients (openai, @langchain/openai)
 # and the web console in Debian's Chromium (playwright-core).
 (cd tests/e2e && MOEEDB_BIN="$PWD/../../build/moeedb" npm test)

@@ -20,11 +20,19 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, const CheckpointNa
     add(p + u + ".weight", {width, H});
     add(p + d + ".weight", {H, width});
   };
+  // A norm: its weight, and LayerNorm's bias.
+  auto add_norm = [&](const std::string& name) {
+    add(name + ".weight", {H}, Init::kOnes);
+    if (fam.norm == NormKind::kLayer) add(name + ".bias", {H}, Init::kZeros);
+  };
   add("model.embed_tokens.weight", {c.vocab_size, H});
+  if (fam.positions == PositionKind::kLearned) add("model.embed_positions.weight", {c.max_positions, H});
+  if (fam.post_norm) add_norm("model.embed_norm");
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string L = LayerPrefix(i);
-    add(L + "input_layernorm.weight", {H}, Init::kOnes);
-    add(L + "post_attention_layernorm.weight", {H}, Init::kOnes);
+    if (!fam.post_norm) add_norm(L + "input_layernorm");
+    add_norm(L + "post_attention_layernorm");  // post-norm: after the attention's residual add
+    if (fam.post_norm) add_norm(L + "post_mlp_layernorm");
     const std::string A = L + "self_attn.";
     add(A + "q_proj.weight", {q_dim, H});
     add(A + "k_proj.weight", {kv_dim, H});
@@ -51,8 +59,17 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, const CheckpointNa
     std::vector<std::string> router_aliases;
     for (size_t a = 1; a < fam.router_names.size(); ++a) router_aliases.push_back(M + fam.router_names[a] + ".weight");
     add(M + fam.router_names[0] + ".weight", {c.num_experts, H}, Init::kNormal, router_aliases);
+    if (fam.router_bias) add(M + fam.router_names[0] + ".bias", {c.num_experts}, Init::kZeros);
     const int64_t I = c.expert_intermediate;
-    if (layout == ExpertLayout::kPacked) {
+    if (fam.expert_mlp == ExpertMlp::kGelu) {  // per expert only: up with its bias, down; one output bias
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const std::string X = M + "experts." + std::to_string(e) + ".";
+        add(X + fam.expert_up + ".weight", {I, H});
+        add(X + fam.expert_up + ".bias", {I}, Init::kZeros);
+        add(X + fam.expert_down + ".weight", {H, I});
+      }
+      add(M + "output_bias", {H}, Init::kZeros);
+    } else if (layout == ExpertLayout::kPacked) {
       add(M + "experts.gate_up_proj", {c.num_experts, 2 * I, H});
       add(M + "experts.down_proj", {c.num_experts, H, I});
     } else {
@@ -64,7 +81,7 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, const CheckpointNa
       if (fam.shared == SharedExpertKind::kSigmoidGated) add(M + "shared_expert_gate.weight", {1, H});
     }
   }
-  add("model.norm.weight", {H}, Init::kOnes);
+  if (!fam.post_norm) add_norm("model.norm");  // post-norm: the last layer's norm is the last
   if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, H});
   return out;
 }

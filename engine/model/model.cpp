@@ -59,6 +59,11 @@ Result<ForwardOutput> MoeModel::Forward(const std::vector<std::vector<int32_t>>&
   MOEEDB_RETURN_IF_ERROR(CheckHsPooling(options.hs_pooling));
   for (size_t b = 0; b < ids.size(); ++b) {
     if (ids[b].empty()) return Status::InvalidArgument("sequence " + std::to_string(b) + " has no tokens");
+    // Learned positions end at the table's last row (RoPE has no end).
+    if (config_.max_positions > 0 && static_cast<int64_t>(ids[b].size()) > config_.max_positions)
+      return Status::InvalidArgument("sequence " + std::to_string(b) + " has " + std::to_string(ids[b].size()) +
+                                     " tokens, more than the model's " + std::to_string(config_.max_positions) +
+                                     " positions");
     for (int32_t id : ids[b])
       if (id < 0 || id >= config_.vocab_size)
         return Status::InvalidArgument("token id " + std::to_string(id) + " in sequence " + std::to_string(b) +
@@ -82,7 +87,12 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   for (const auto& s : ids) T = std::max<int64_t>(T, static_cast<int64_t>(s.size()));
   const int64_t nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim;
   const double eps = c.rms_norm_eps;
-  auto norm = [&](const at::Tensor& t, const at::Tensor& w) {
+  // The family's norm; the identity where a norm is absent (a post-norm
+  // family's final norm: its last layer's norm is the last).
+  const bool layer_norm = c.family->norm == NormKind::kLayer;
+  auto norm = [&](const at::Tensor& t, const at::Tensor& w, const at::Tensor& b = at::Tensor()) {
+    if (!w.defined()) return t;
+    if (layer_norm) return at::layer_norm(t.to(at::kFloat), {t.size(-1)}, w, b, eps);
     return fused_norms_ ? RmsNormFast(t, w, eps) : RmsNorm(t, w, eps);
   };
   const at::Device dev = embed_.device();
@@ -163,11 +173,15 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
   }
 
   // RoPE angles per real token: [N, 1, hd], broadcast over the heads.
-  at::Tensor freqs = at::outer(pos.to(at::kDouble), inv_freq_);
-  at::Tensor emb = at::cat({freqs, freqs}, -1);
+  const bool rope = c.family->positions == PositionKind::kRope;
   at::Tensor pos_idx = at::tensor(position, at::kLong);
-  at::Tensor cos = emb.cos().index_select(0, pos_idx).to(dev, at::kFloat).unsqueeze(1);
-  at::Tensor sin = emb.sin().index_select(0, pos_idx).to(dev, at::kFloat).unsqueeze(1);
+  at::Tensor cos, sin;
+  if (rope) {
+    at::Tensor freqs = at::outer(pos.to(at::kDouble), inv_freq_);
+    at::Tensor emb = at::cat({freqs, freqs}, -1);
+    cos = emb.cos().index_select(0, pos_idx).to(dev, at::kFloat).unsqueeze(1);
+    sin = emb.sin().index_select(0, pos_idx).to(dev, at::kFloat).unsqueeze(1);
+  }
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
 
   const at::Tensor token_rows = at::tensor(flat_ids, at::kLong).to(dev);
@@ -175,7 +189,9 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
                      ? embed_int8_.index_select(0, token_rows).to(at::kFloat).mul_(
                            embed_scale_.index_select(0, token_rows).unsqueeze(1))
                      : embed_.index_select(0, token_rows);
-  if (trained) pooler_rows.push_back(pool_for_pooler(norm(x, final_norm_)));
+  if (embed_positions_.defined()) x = x.add_(embed_positions_.index_select(0, pos_idx.to(dev)));
+  if (embed_norm_.defined()) x = norm(x, embed_norm_, embed_norm_bias_);
+  if (trained) pooler_rows.push_back(pool_for_pooler(norm(x, final_norm_, final_norm_bias_)));
   // The last layer feeds nothing but the read-outs: when they are read at
   // the last token only (and nobody watches the other tokens), only the last
   // tokens need its query, output projection and MLP; the keys and values
@@ -215,12 +231,14 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       q = norm(q, L.q_norm);
       k = norm(k, L.k_norm);
     }
-    const at::Tensor q_cos = all_queries ? cos : cos.index_select(0, q_rows);
-    const at::Tensor q_sin = all_queries ? sin : sin.index_select(0, q_rows);
     q = q.contiguous();
     k = k.contiguous();
-    if (!RotaryInPlace(q, q_cos, q_sin)) q = q * q_cos + RotateHalf(q) * q_sin;
-    if (!RotaryInPlace(k, cos, sin)) k = k * cos + RotateHalf(k) * sin;
+    if (rope) {
+      const at::Tensor q_cos = all_queries ? cos : cos.index_select(0, q_rows);
+      const at::Tensor q_sin = all_queries ? sin : sin.index_select(0, q_rows);
+      if (!RotaryInPlace(q, q_cos, q_sin)) q = q * q_cos + RotateHalf(q) * q_sin;
+      if (!RotaryInPlace(k, cos, sin)) k = k * cos + RotateHalf(k) * sin;
+    }
     q = q.to(adt);
     k = k.to(adt);
     return std::array<at::Tensor, 3>{q, k, v};  // q [Nq, nh, hd], k [N, nkv, hd], v [N, nkv * hd]
@@ -299,7 +317,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     const bool float_rows = packed_attention && L.wq.takes_float_rows() && L.wk.takes_float_rows() &&
                             L.wv.takes_float_rows() && L.wo.takes_float_rows();
     const at::ScalarType adt = float_rows ? at::kFloat : cdt;
-    at::Tensor h = norm(x_in, L.in_norm).to(adt);
+    at::Tensor h = norm(x_in, L.in_norm, L.in_norm_bias).to(adt);  // post-norm: x_in itself
     auto [q_rows, k_rows, v_rows] = attention_heads(L, h, last_only ? last_idx : at::Tensor(), adt);
     h.reset();
     at::Tensor attn;  // [query rows, nh * hd]
@@ -322,8 +340,10 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
     attn.reset();
     at::Tensor xo = (last_only ? x_in.index_select(0, last_idx) : x_in) + attn_out;
     if (tap_) tap_("attn_out", li, attn_out);
+    const bool post = c.family->post_norm;
+    if (post) xo = norm(xo, L.post_norm, L.post_norm_bias);  // BERT: the residual stream itself normed
 
-    at::Tensor u = norm(xo, L.post_norm);
+    at::Tensor u = post ? xo : norm(xo, L.post_norm, L.post_norm_bias);
     if (tap_) tap_("moe_in", li, u);
     at::Tensor y;
     if (L.moe) {
@@ -337,30 +357,30 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
       y = SwiGluWeights(u.to(cdt), L.dense_gate_up, L.dense_down).to(at::kFloat);
     }
     if (tap_) tap_("mlp_out", li, y);
-    xo.add_(y);
+    xo = post ? norm(xo + y, L.mlp_norm, L.mlp_norm_bias) : xo.add_(y);
     if (tap_) tap_("layer_out", li, xo);
-    if (trained) pooler_rows.push_back(pool_for_pooler(norm(xo, final_norm_)));
+    if (trained) pooler_rows.push_back(pool_for_pooler(norm(xo, final_norm_, final_norm_bias_)));
     if (options.hs_pooling == HsPooling::kLayersMean) {
       // Each layer read as the trained pooler reads it: at the last token
       // under causal attention, where it alone has seen the whole text;
       // over all tokens under bidirectional attention, where every token has.
-      at::Tensor n = c.causal ? norm(xo.index_select(0, last_idx), final_norm_) : mean_over_tokens(norm(xo, final_norm_));
+      at::Tensor n = c.causal ? norm(xo.index_select(0, last_idx), final_norm_, final_norm_bias_) : mean_over_tokens(norm(xo, final_norm_, final_norm_bias_));
       layers_sum = layers_sum.defined() ? layers_sum + n : n;
     }
     return xo;
   };
   for (int64_t li = 0; li < c.num_layers; ++li) x = decoder_layer(li, x, last_token_only && li == c.num_layers - 1);
   if (last_token_only) {
-    out.hs = norm(x, final_norm_);  // x holds the last tokens' rows only
+    out.hs = norm(x, final_norm_, final_norm_bias_);  // x holds the last tokens' rows only
   } else if (options.want_logits) {
-    at::Tensor normed = norm(x, final_norm_);
+    at::Tensor normed = norm(x, final_norm_, final_norm_bias_);
     out.logits = at::linear(to_grid(normed), lm_head_).cpu();  // padded places: lm_head(0) = 0
     out.hs = normed.index_select(0, last_idx);
   } else {
-    out.hs = norm(x.index_select(0, last_idx), final_norm_);
+    out.hs = norm(x.index_select(0, last_idx), final_norm_, final_norm_bias_);
   }
   if (options.hs_pooling == HsPooling::kMean) {
-    out.hs = mean_over_tokens(norm(x, final_norm_));
+    out.hs = mean_over_tokens(norm(x, final_norm_, final_norm_bias_));
   } else if (options.hs_pooling == HsPooling::kLayersMean) {
     out.hs = layers_sum / static_cast<double>(c.num_layers);
   } else if (trained) {
@@ -374,7 +394,7 @@ ForwardOutput MoeModel::ForwardImpl(const std::vector<std::vector<int32_t>>& ids
                               pooler_router.empty() ? at::Tensor() : at::stack(pooler_router, 1).cpu(), lexical);
   }
   if (tap_) tap_("final_norm", c.num_layers, out.hs);
-  if (options.want_token_states) out.token_states = norm(x, final_norm_).to(at::kFloat).cpu();
+  if (options.want_token_states) out.token_states = norm(x, final_norm_, final_norm_bias_).to(at::kFloat).cpu();
   out.hs = out.hs.cpu();
   out.router_logits = at::stack(rw, 1).cpu();
   return out;

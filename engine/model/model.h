@@ -123,7 +123,10 @@ class MoeModel {
   ModelConfig config_;
   std::unique_ptr<Checkpoint> checkpoint_;  // owns the mapping the weights point into
   std::unique_ptr<TrainedPooler> pooler_;
-  at::Tensor embed_, final_norm_, lm_head_;
+  at::Tensor embed_, final_norm_, lm_head_;  // final_norm_ undefined where the family has none (post-norm)
+  at::Tensor final_norm_bias_;                // LayerNorm families
+  at::Tensor embed_positions_;                // PositionKind::kLearned: [max positions, H]
+  at::Tensor embed_norm_, embed_norm_bias_;   // post-norm families: the embeddings' norm
   at::Tensor embed_int8_, embed_scale_;  // --quant int8: the token embeddings the forward reads, [V, H] and [V]
   at::Tensor inv_freq_;  // RoPE, double precision, on the CPU
   LoadOptions load_options_;

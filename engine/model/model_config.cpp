@@ -131,7 +131,10 @@ Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const 
   if (!f.Has("head_dim") && c.hidden_size % c.num_heads != 0)
     return Status::InvalidArgument(source + ": hidden_size is not a multiple of num_attention_heads and no head_dim is given");
   MOEEDB_RETURN_IF_ERROR(f.Positive("head_dim", &c.head_dim, kMaxWidth, c.hidden_size / c.num_heads));
-  if (c.head_dim % 2 != 0) return Status::InvalidArgument(source + ": head_dim must be even for RoPE");
+  if (c.head_dim % 2 != 0 && fam.positions == PositionKind::kRope)
+    return Status::InvalidArgument(source + ": head_dim must be even for RoPE");
+  if (fam.positions == PositionKind::kLearned)
+    MOEEDB_RETURN_IF_ERROR(f.Positive("max_position_embeddings", &c.max_positions, kMaxWidth));
   MOEEDB_RETURN_IF_ERROR(f.Positive(fam.experts_field, &c.num_experts, kMaxExperts));
   MOEEDB_RETURN_IF_ERROR(f.Positive("num_experts_per_tok", &c.top_k, kMaxExperts));
   if (c.top_k > c.num_experts)
@@ -139,11 +142,13 @@ Result<ModelConfig> ModelConfig::FromJsonChecked(const std::string& text, const 
                                    std::to_string(c.num_experts) + ")");
   MOEEDB_RETURN_IF_ERROR(f.Positive(fam.expert_intermediate_field, &c.expert_intermediate, kMaxWidth));
   MOEEDB_RETURN_IF_ERROR(f.Positive("intermediate_size", &c.dense_intermediate, kMaxWidth));
-  MOEEDB_RETURN_IF_ERROR(f.Double("rms_norm_eps", &c.rms_norm_eps, 1e-6));
+  MOEEDB_RETURN_IF_ERROR(fam.norm == NormKind::kLayer ? f.Double("layer_norm_eps", &c.rms_norm_eps, 1e-12)
+                                                      : f.Double("rms_norm_eps", &c.rms_norm_eps, 1e-6));
   MOEEDB_RETURN_IF_ERROR(f.Double("rope_theta", &c.rope_theta, 10000.0));
   MOEEDB_RETURN_IF_ERROR(f.Double("initializer_range", &c.initializer_range, 0.02));
   MOEEDB_RETURN_IF_ERROR(f.Bool("tie_word_embeddings", &c.tie_word_embeddings, false));
-  MOEEDB_RETURN_IF_ERROR(f.Bool("is_causal", &c.causal, true));
+  // An encoder family (post-norm, BERT's) attends both ways unless told otherwise.
+  MOEEDB_RETURN_IF_ERROR(f.Bool("is_causal", &c.causal, !fam.post_norm));
   bool norm_topk = false;
   MOEEDB_RETURN_IF_ERROR(f.Bool("norm_topk_prob", &norm_topk, false));
   // DeepSeek renormalises only when top_k > 1 (MoEGate); Mixtral always does.

@@ -31,7 +31,8 @@ struct ModelConfig {
   int64_t num_experts = 0;
   int64_t top_k = 0;
   bool norm_topk_prob = false;      // effective: renormalise the top-k weights
-  double rms_norm_eps = 1e-6;
+  double rms_norm_eps = 1e-6;       // the norms' epsilon (LayerNorm's too: "layer_norm_eps")
+  int64_t max_positions = 0;        // PositionKind::kLearned: rows of the position table
   double rope_theta = 10000.0;
   std::optional<double> clip_qkv;   // OLMoE
   bool qkv_bias = false;

@@ -22,6 +22,12 @@ const std::vector<ModelFamily>& SupportedFamilies() {
       {"deepseek", "DeepSeekMoE (v1)", {"mlp"}, {"gate"}, "gate_proj", "up_proj", "down_proj", "shared_experts",
        SharedExpertKind::kUnweighted, QkNorm::kNone, false, false, RouterReadout::kProbs,
        MoeLayerRule::kDeepseekFirstKDense, "n_routed_experts", "moe_intermediate_size"},
+      // An encoder: BERT's layers with each feed-forward block split into
+      // experts by its neurons (scripts/moefy_minilm.sh writes one from
+      // all-MiniLM-L6-v2). Tensor names: checkpoint_spec.cpp.
+      {"bert_moe", "BERT-MoE", {"mlp"}, {"gate"}, "", "up_proj", "down_proj", "", SharedExpertKind::kNone,
+       QkNorm::kNone, false, false, RouterReadout::kLogits, MoeLayerRule::kAll, "num_experts",
+       "expert_intermediate_size", NormKind::kLayer, true, PositionKind::kLearned, ExpertMlp::kGelu, true, true},
   };
   return kFamilies;
 }

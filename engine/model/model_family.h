@@ -34,6 +34,20 @@ enum class MoeLayerRule {
   kDeepseekFirstKDense  // i >= first_k_dense_replace and i % moe_layer_freq == 0
 };
 
+// How the layers normalise. kLayer is LayerNorm (mean-centred, a weight and
+// a bias); kRms is RMSNorm (a weight).
+enum class NormKind { kRms, kLayer };
+
+// Where the token's position enters: rotated into q and k (RoPE), or as an
+// absolute learned row added to the token embedding before its norm (BERT).
+enum class PositionKind { kRope, kLearned };
+
+// What one routed expert computes. kSwiGlu: down(silu(gate x) * up x).
+// kGelu: down(gelu(up x + b_up)), exact (erf) GELU; the block's output bias
+// is added once, not per expert (an FFN split by its neurons into experts,
+// MoEfication: with every expert chosen it is the FFN exactly).
+enum class ExpertMlp { kSwiGlu, kGelu };
+
 struct ModelFamily {
   const char* model_type;       // config.json "model_type"
   const char* display_name;     // e.g. "OLMoE"
@@ -51,6 +65,14 @@ struct ModelFamily {
   MoeLayerRule moe_layers;
   const char* experts_field;    // config field with the routed-expert count
   const char* expert_intermediate_field;  // config field with the per-expert MLP width
+  // The encoder families' differences from the decoders above; the defaults
+  // are every decoder's.
+  NormKind norm = NormKind::kRms;
+  bool post_norm = false;       // BERT: x = norm(x + attn(x)); x = norm(x + mlp(x)); no final norm
+  PositionKind positions = PositionKind::kRope;
+  ExpertMlp expert_mlp = ExpertMlp::kSwiGlu;
+  bool unweighted_experts = false;  // the chosen experts' outputs summed with weight 1 (MoEfication)
+  bool router_bias = false;         // the router's logits carry a bias (mlp.gate.bias)
 };
 
 // The families moeedb knows, in a fixed order.

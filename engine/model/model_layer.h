@@ -11,7 +11,11 @@
 namespace moeedb {
 
 struct MoeModel::Layer {
-  at::Tensor in_norm, post_norm;               // float32
+  // float32. Pre-norm: in_norm before the attention, post_norm before the
+  // MLP. Post-norm (BERT): post_norm after the attention's residual add,
+  // mlp_norm after the MLP's; in_norm undefined. Biases: LayerNorm's.
+  at::Tensor in_norm, post_norm, mlp_norm;
+  at::Tensor in_norm_bias, post_norm_bias, mlp_norm_bias;
   LinearWeight wq, wk, wv, wo;                 // the weight format
   at::Tensor bq, bk, bv, bo;                   // compute dtype; undefined when absent
   at::Tensor q_norm, k_norm;                   // float32; undefined when the family has none

@@ -59,8 +59,10 @@ int64_t MoeModel::WeightBytes() const {
   auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; };
   // The token embeddings as the forward reads them; the LM head (logits) when it is a table of its own.
   int64_t n = (embed_int8_.defined() ? bytes(embed_int8_) + bytes(embed_scale_) : bytes(embed_)) + bytes(final_norm_) +
-              (config_.tie_word_embeddings ? 0 : bytes(lm_head_));
+              (config_.tie_word_embeddings ? 0 : bytes(lm_head_)) + bytes(final_norm_bias_) + bytes(embed_positions_) +
+              bytes(embed_norm_) + bytes(embed_norm_bias_);
   for (const auto& L : layers_) {
+    n += bytes(L->mlp_norm) + bytes(L->in_norm_bias) + bytes(L->post_norm_bias) + bytes(L->mlp_norm_bias);
     n += bytes(L->in_norm) + bytes(L->post_norm) + L->wq.nbytes() + L->wk.nbytes() + L->wv.nbytes() + L->wo.nbytes();
     n += bytes(L->bq) + bytes(L->bk) + bytes(L->bv) + bytes(L->bo) + bytes(L->q_norm) + bytes(L->k_norm);
     if (L->moe) {
@@ -170,7 +172,18 @@ Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, cons
         ReleasePages(*v);
       }
     }
-    MOEEDB_ASSIGN_OR_RETURN(m->final_norm_, get("model.norm.weight"));
+    const ModelFamily& fam = *c.family;
+    const bool layer_norm = fam.norm == NormKind::kLayer;
+    // A norm's weight and (LayerNorm) bias; both undefined when absent.
+    auto get_norm = [&](const std::string& name, bool present, at::Tensor* w, at::Tensor* b) -> Status {
+      MOEEDB_ASSIGN_OR_RETURN(*w, get_opt(name + ".weight", present));
+      MOEEDB_ASSIGN_OR_RETURN(*b, get_opt(name + ".bias", present && layer_norm));
+      return Status::OK();
+    };
+    MOEEDB_RETURN_IF_ERROR(get_norm("model.norm", !fam.post_norm, &m->final_norm_, &m->final_norm_bias_));
+    MOEEDB_RETURN_IF_ERROR(get_norm("model.embed_norm", fam.post_norm, &m->embed_norm_, &m->embed_norm_bias_));
+    MOEEDB_ASSIGN_OR_RETURN(m->embed_positions_,
+                            get_opt("model.embed_positions.weight", fam.positions == PositionKind::kLearned));
     if (c.tie_word_embeddings) {
       m->lm_head_ = m->embed_;
     } else {
@@ -180,8 +193,9 @@ Result<std::unique_ptr<MoeModel>> MoeModel::LoadDir(const std::string& dir, cons
     for (int64_t i = 0; i < c.num_layers; ++i) {
       auto L = std::make_unique<Layer>();
       const std::string p = LayerPrefix(i), a = p + "self_attn.";
-      MOEEDB_ASSIGN_OR_RETURN(L->in_norm, get(p + "input_layernorm.weight"));
-      MOEEDB_ASSIGN_OR_RETURN(L->post_norm, get(p + "post_attention_layernorm.weight"));
+      MOEEDB_RETURN_IF_ERROR(get_norm(p + "input_layernorm", !fam.post_norm, &L->in_norm, &L->in_norm_bias));
+      MOEEDB_RETURN_IF_ERROR(get_norm(p + "post_attention_layernorm", true, &L->post_norm, &L->post_norm_bias));
+      MOEEDB_RETURN_IF_ERROR(get_norm(p + "post_mlp_layernorm", fam.post_norm, &L->mlp_norm, &L->mlp_norm_bias));
       MOEEDB_ASSIGN_OR_RETURN(L->wq, get_linear(a + "q_proj.weight"));
       MOEEDB_ASSIGN_OR_RETURN(L->wk, get_linear(a + "k_proj.weight"));
       MOEEDB_ASSIGN_OR_RETURN(L->wv, get_linear(a + "v_proj.weight"));

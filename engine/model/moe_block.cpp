@@ -59,14 +59,51 @@ Result<MoeBlock> MoeBlock::Load(const Checkpoint& ckpt, const ModelFamily& fam, 
   MOEEDB_ASSIGN_OR_RETURN(at::Tensor router, Load2D(ckpt, router_names, {E, H}));
   if (visit) visit("router", router);
   b.router_ = router.to(device);
-  if (device.is_cpu()) {
+  b.mlp_ = fam.expert_mlp;
+  b.unweighted_ = fam.unweighted_experts;
+  if (fam.router_bias) {
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* rb, Find2D(ckpt, {prefix + fam.router_names[0] + ".bias"}, {E}));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor rbt, TensorFromView(*rb));
+    if (visit) visit("router", rbt);
+    b.router_bias_ = rbt.to(device);
+    b.router64_ = b.router_.to(at::kDouble);  // Route's float64 path: the kernel has no bias
+  } else if (device.is_cpu()) {
     const at::Tensor rc = b.router_.contiguous();
     b.router_kernel_ = RouterKernel(rc.data_ptr<float>(), E, H);
   } else {
     b.router64_ = b.router_.to(at::kDouble);
   }
 
-  if (ckpt.Find(prefix + "experts.gate_up_proj") != nullptr) {
+  if (fam.expert_mlp == ExpertMlp::kGelu) {
+    // Per-expert up (with its bias) and down; one output bias for the block.
+    b.gate_up_ = LinearWeight::Stack(E, I, H, format, device);
+    b.down_ = LinearWeight::Stack(E, H, I, format, device);
+    b.up_bias_ = at::empty({E, I}, at::kFloat);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string p = prefix + "experts." + std::to_string(e) + ".";
+      MOEEDB_ASSIGN_OR_RETURN(const TensorView* uv, Find2D(ckpt, {p + fam.expert_up + ".weight"}, {I, H}));
+      MOEEDB_ASSIGN_OR_RETURN(const TensorView* ubv, Find2D(ckpt, {p + fam.expert_up + ".bias"}, {I}));
+      MOEEDB_ASSIGN_OR_RETURN(const TensorView* dv, Find2D(ckpt, {p + fam.expert_down + ".weight"}, {H, I}));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor u, TensorFromView(*uv));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor ub, TensorFromView(*ubv));
+      MOEEDB_ASSIGN_OR_RETURN(at::Tensor d, TensorFromView(*dv));
+      if (visit) {
+        visit("gate_up", u);
+        visit("gate_up", ub);
+        visit("down", d);
+      }
+      b.gate_up_.Set(e, u);
+      b.down_.Set(e, d);
+      b.up_bias_[e].copy_(ub);
+      ReleasePages(*uv);
+      ReleasePages(*dv);
+    }
+    b.up_bias_ = b.up_bias_.to(device);
+    MOEEDB_ASSIGN_OR_RETURN(const TensorView* ov, Find2D(ckpt, {prefix + "output_bias"}, {H}));
+    MOEEDB_ASSIGN_OR_RETURN(at::Tensor ob, TensorFromView(*ov));
+    if (visit) visit("down", ob);
+    b.out_bias_ = ob.to(device);
+  } else if (ckpt.Find(prefix + "experts.gate_up_proj") != nullptr) {
     // Packed layout: read from the mapping, stored transposed (LinearWeight).
     MOEEDB_ASSIGN_OR_RETURN(const TensorView* gv, Find2D(ckpt, {prefix + "experts.gate_up_proj"}, {E, 2 * I, H}));
     MOEEDB_ASSIGN_OR_RETURN(const TensorView* dv, Find2D(ckpt, {prefix + "experts.down_proj"}, {E, H, I}));
@@ -134,17 +171,19 @@ MoeBlock::Routing MoeBlock::Route(const at::Tensor& x, const RoutingPolicy& poli
   // whatever the expert count and picks the experts of exact arithmetic; on
   // other devices the router runs in float64, rounded once. The softmax runs
   // in float64 either way.
-  const bool kernel = router_kernel_.experts() > 0 && x.is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2;
-  at::Tensor xc, probs;
+  const bool kernel = router_kernel_.experts() > 0 && x.is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 &&
+                      !router_bias_.defined();
+  at::Tensor xc, probs, logits64;
   if (kernel) {
     xc = x.contiguous();
     r.logits = at::empty({x.size(0), spec_.num_experts}, x.options());
     router_kernel_.Logits(xc.data_ptr<float>(), x.size(0), r.logits.data_ptr<float>());
     probs = at::softmax(r.logits.to(at::kDouble), -1).to(at::kFloat);
   } else {
-    at::Tensor logits = at::linear(x.to(at::kDouble), router64_.defined() ? router64_ : router_.to(at::kDouble));
-    r.logits = logits.to(at::kFloat);
-    probs = at::softmax(logits, -1).to(at::kFloat);
+    logits64 = at::linear(x.to(at::kDouble), router64_.defined() ? router64_ : router_.to(at::kDouble),
+                          router_bias_.defined() ? router_bias_.to(at::kDouble) : at::Tensor());
+    r.logits = logits64.to(at::kFloat);
+    probs = at::softmax(logits64, -1).to(at::kFloat);
   }
   if (ssmoe) {
     TORCH_CHECK(spectral_.defined(), "SSMoE routing needs the spectral centroids");
@@ -156,9 +195,16 @@ MoeBlock::Routing MoeBlock::Route(const at::Tensor& x, const RoutingPolicy& poli
     router_kernel_.TopK(xc.data_ptr<float>(), r.logits.data_ptr<float>(), x.size(0), k, r.experts.data_ptr<int64_t>());
     r.weights = probs.gather(1, r.experts);
   } else {
-    std::tie(r.weights, r.experts) = probs.topk(k, -1);
+    // Chosen by the float64 logits: a router far from calibrated (as
+    // MoEfication's, fitted to contribution sizes) puts all but its top
+    // expert's float32 probabilities at 0, where topk of probs would break
+    // the ties by index.
+    r.experts = std::get<1>(logits64.topk(k, -1));
+    r.weights = probs.gather(1, r.experts);
   }
-  if (top1) {
+  if (unweighted_) {  // MoEfication: a chosen expert is a part of the FFN, taken whole
+    r.weights = at::ones_like(r.weights);
+  } else if (top1) {
     if (policy.top1_weight == RoutingPolicy::Top1Weight::kOne) r.weights = at::ones_like(r.weights);
   } else if (spec_.renormalize) {
     r.weights = r.weights / r.weights.sum(-1, /*keepdim=*/true);
@@ -189,6 +235,7 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
       CanRunPacked(x)) {
     at::Tensor out = RunExpertsPacked(x, routing);  // float32 rows in, whatever the compute dtype
     if (shared_kind_ != SharedExpertKind::kNone) AddSharedExpert(x, x.to(gate_up_.compute_type()), &out);
+    if (out_bias_.defined()) out.add_(out_bias_);
     return out;
   }
   const at::Tensor xc = x.to(gate_up_.compute_type());
@@ -223,7 +270,14 @@ at::Tensor MoeBlock::Forward(const at::Tensor& x, at::Tensor* router_logits, con
     out = batched ? RunExpertsBatched(xc, g) : grouped ? RunExpertsGrouped(xc, g) : RunExpertsLoop(xc, g);
   }
   AddSharedExpert(x, xc, &out);
+  if (out_bias_.defined()) out.add_(out_bias_);
   return out;
+}
+
+at::Tensor MoeBlock::Activate(const at::Tensor& gu, int64_t e) const {
+  if (mlp_ == ExpertMlp::kSwiGlu) return SiluGlu(gu);
+  // GELU in float32 (bf16 rows are widened and narrowed back).
+  return at::gelu(gu.to(at::kFloat).add(up_bias_[e])).to(gu.scalar_type());
 }
 
 void MoeBlock::AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Tensor* out) const {
@@ -248,7 +302,8 @@ bool MoeBlock::CanRunPacked(const at::Tensor& x) const {
 
 at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) const {
   const int64_t N = x.size(0), H = x.size(1), E = spec_.num_experts;
-  const int64_t I2 = gate_up_.out_features(), I = I2 / 2;
+  // I2: the first GEMM's width (gate and up rows, or up alone); I: the activation's.
+  const int64_t I2 = gate_up_.out_features(), I = mlp_ == ExpertMlp::kSwiGlu ? I2 / 2 : I2;
   const at::Tensor experts = r.experts.to(at::kLong).contiguous();
   const at::Tensor weights = r.weights.to(at::kFloat).contiguous();
   const int64_t k = experts.size(1);
@@ -346,9 +401,15 @@ at::Tensor MoeBlock::RunExpertsPacked(const at::Tensor& x, const Routing& r) con
           }
           {
             StageTimer timer(ForwardStage::kExpertBookkeeping);
-            for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
-              float* row = gu.get() + i * I2;
-              SiluGluArray(row, row + I, row, I);
+            if (mlp_ == ExpertMlp::kSwiGlu) {
+              for (int64_t i = 0; i < c; ++i) {  // gate columns first, then up (gate_up_, moe_block.h)
+                float* row = gu.get() + i * I2;
+                SiluGluArray(row, row + I, row, I);
+              }
+            } else {  // GELU of up + its bias, in place (ATen's exact GELU, its erf)
+              at::Tensor rows = at::from_blob(gu.get(), {c, I2}, at::kFloat);
+              rows.add_(up_bias_[e]);
+              at::gelu_out(rows, rows);
             }
           }
           StageTimer timer(ForwardStage::kExpertGemm);
@@ -391,7 +452,7 @@ at::Tensor MoeBlock::RunExpertsLoop(const at::Tensor& x, const Grouping& g) cons
     const int64_t c = cnt[e];
     if (c == 0) continue;
     at::Tensor tokens = g.token_of.narrow(0, offset, c);
-    at::Tensor y = down_.Matrix(e).Apply(SiluGlu(gate_up_.Matrix(e).Apply(x.index_select(0, tokens))));
+    at::Tensor y = down_.Matrix(e).Apply(Activate(gate_up_.Matrix(e).Apply(x.index_select(0, tokens)), e));
     out.index_add_(0, tokens, y.to(at::kFloat).mul_(g.slot_weight.narrow(0, offset, c).unsqueeze(1)));
     offset += c;
   }
@@ -409,7 +470,18 @@ at::Tensor MoeBlock::RunExpertsGrouped(const at::Tensor& x, const Grouping& g) c
     gate_up_.Matrix(e).ApplyInto(gu.narrow(0, offset, cnt[e]), xs.narrow(0, offset, cnt[e]));
     offset += cnt[e];
   }
-  at::Tensor act = SiluGlu(gu);
+  at::Tensor act;
+  if (mlp_ == ExpertMlp::kSwiGlu) {
+    act = SiluGlu(gu);
+  } else {  // each expert's rows with its own bias
+    act = at::empty_like(gu);
+    offset = 0;
+    for (int64_t e = 0; e < spec_.num_experts; ++e) {
+      if (cnt[e] == 0) continue;
+      act.narrow(0, offset, cnt[e]).copy_(Activate(gu.narrow(0, offset, cnt[e]), e));
+      offset += cnt[e];
+    }
+  }
   at::Tensor ys = at::empty({P, H}, x.options());
   offset = 0;
   for (int64_t e = 0; e < spec_.num_experts; ++e) {
@@ -451,7 +523,10 @@ at::Tensor MoeBlock::RunExpertsBatched(const at::Tensor& x, const Grouping& g) c
   at::Tensor xp = at::cat({x, at::zeros({1, H}, x.options())}, 0);
   at::Tensor xe = xp.index_select(0, slot_token).view({E, cap, H});
   at::Tensor gu = at::bmm(xe, gate_up_.Dense().transpose(1, 2));  // [E, cap, 2I]
-  at::Tensor y = at::bmm(SiluGlu(gu), down_.Dense().transpose(1, 2)).to(at::kFloat);  // [E, cap, H]
+  at::Tensor act = mlp_ == ExpertMlp::kSwiGlu
+                       ? SiluGlu(gu)
+                       : at::gelu(gu.to(at::kFloat).add(up_bias_.unsqueeze(1))).to(gu.scalar_type());
+  at::Tensor y = at::bmm(act, down_.Dense().transpose(1, 2)).to(at::kFloat);  // [E, cap, H]
   y.mul_(slot_w.view({E, cap, 1}));
   return at::zeros({N + 1, H}, y.options()).index_add_(0, slot_token, y.view({E * cap, H})).narrow(0, 0, N);
 }

@@ -81,7 +81,8 @@ class MoeBlock {
   const MoeBlockSpec& spec() const { return spec_; }
   const at::Tensor& router() const { return router_; }
   // Float32 copies (dequantised for int8) of expert e's matrices.
-  at::Tensor expert_gate_up(int64_t e) const { return gate_up_.Matrix(e).ToFloat(); }  // [2I, H]: gate, then up rows
+  // [2I, H]: gate, then up rows; [I, H], up alone, for ExpertMlp::kGelu.
+  at::Tensor expert_gate_up(int64_t e) const { return gate_up_.Matrix(e).ToFloat(); }
   at::Tensor expert_down(int64_t e) const { return down_.Matrix(e).ToFloat(); }        // [H, I]
   // Whether both expert matrices have packed copies, so that f32 CPU inputs
   // can take ExpertDispatch::kPacked.
@@ -116,6 +117,9 @@ class MoeBlock {
   // ExpertDispatch::kPacked; x [N, H] float32 on the CPU, contiguous (the
   // block's input, whatever the compute dtype: the kernels take f32 rows).
   bool CanRunPacked(const at::Tensor& x) const;
+  // The expert MLP's activation of expert e's first GEMM output, in place
+  // where it can be: SwiGLU ([c, 2I] -> [c, I]) or GELU of up + its bias.
+  at::Tensor Activate(const at::Tensor& gu, int64_t e) const;
   // out += the shared expert's output (gated where the family gates it).
   void AddSharedExpert(const at::Tensor& x, const at::Tensor& xc, at::Tensor* out) const;
   at::Tensor RunExpertsPacked(const at::Tensor& x, const Routing& r) const;
@@ -127,6 +131,11 @@ class MoeBlock {
   at::Tensor router64_;      // router_ in float64, what Route computes with elsewhere
   LinearWeight gate_up_;     // [E, 2I, H]: every expert's gate rows, then up rows
   LinearWeight down_;        // [E, H, I]
+  ExpertMlp mlp_ = ExpertMlp::kSwiGlu;
+  at::Tensor up_bias_;       // kGelu: [E, I] float32, each expert's bias of up
+  at::Tensor out_bias_;      // kGelu: [H] float32, added once to the block's output
+  at::Tensor router_bias_;   // [E] float32 where the family's router has a bias
+  bool unweighted_ = false;  // ModelFamily::unweighted_experts
   ExpertDispatch dispatch_ = ExpertDispatch::kAuto;
   int64_t window_pairs_ = kExpertWindowPairs;
   LinearWeight shared_gate_up_, shared_down_;  // [2S, H], [H, S]

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engine/embed/token_encoder.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace moeedb {
 
-class BpeTokenizer final : public TokenEncoder {
+class BpeTokenizer final : public Tokenizer {
  public:
   static Result<std::unique_ptr<BpeTokenizer>> FromFile(const std::string& path);
   static Result<std::unique_ptr<BpeTokenizer>> FromJson(const std::string& json_text, const std::string& source);
@@ -33,12 +33,12 @@ class BpeTokenizer final : public TokenEncoder {
   // An empty text gives no ids (plus the template's specials if asked).
   Result<std::vector<int32_t>> Encode(std::string_view text, bool add_special) const override;
   // Bytes back from ids (added tokens as their content). Unknown ids are an error.
-  Result<std::string> Decode(const std::vector<int32_t>& ids) const;
+  Result<std::string> Decode(const std::vector<int32_t>& ids) const override;
   // 1 + the largest id in the vocabulary or the added tokens.
   int64_t vocab_size() const override { return vocab_size_; }
-  std::optional<int32_t> TokenId(const std::string& token) const;
+  std::optional<int32_t> TokenId(const std::string& token) const override;
   // Whether `id` is an added (special) token such as <|endoftext|>.
-  bool IsAdded(int32_t id) const;
+  bool IsAdded(int32_t id) const override;
 
   struct Impl;
 

@@ -24,7 +24,7 @@ namespace {
 
 // Token ids of a text file's lines (the model's tokenizer, special tokens
 // added, no prompt), at most `max` lines; an error names the line.
-Result<std::vector<std::vector<int32_t>>> FileIds(const BpeTokenizer& tok, const std::string& path, size_t max) {
+Result<std::vector<std::vector<int32_t>>> FileIds(const Tokenizer& tok, const std::string& path, size_t max) {
   std::ifstream in(path);
   if (!in) return Status::NotFound("cannot read " + path);
   std::vector<std::vector<int32_t>> ids;

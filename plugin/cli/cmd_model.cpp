@@ -40,7 +40,7 @@ int RunModelInit(const Args& args) {
   if (!tokenizer.empty()) {
     auto cfg = ModelConfig::FromFile(args.Get("config"));
     if (!cfg.ok()) return Fail("model init", cfg.status().message());
-    auto tok = BpeTokenizer::FromFile(tokenizer);
+    auto tok = moeedb::LoadTokenizer(tokenizer);
     if (!tok.ok()) return Fail("model init", tok.status().message());
     if ((*tok)->vocab_size() > cfg->vocab_size)
       return Fail("model init", "tokenizer " + tokenizer + " has " + std::to_string((*tok)->vocab_size()) +

@@ -9,13 +9,13 @@
 
 namespace moeedb::cli {
 
-Result<std::unique_ptr<BpeTokenizer>> LoadTokenizer(const std::string& tokenizer_flag, const std::string& model_dir) {
-  if (!tokenizer_flag.empty()) return BpeTokenizer::FromFile(tokenizer_flag);
+Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& tokenizer_flag, const std::string& model_dir) {
+  if (!tokenizer_flag.empty()) return moeedb::LoadTokenizer(tokenizer_flag);
   if (model_dir.empty()) return Status::InvalidArgument("give --model DIR or --tokenizer FILE");
   const std::string path = (std::filesystem::path(model_dir) / "tokenizer.json").string();
   if (!std::filesystem::exists(path))
     return Status::NotFound("model folder " + model_dir + " has no tokenizer.json (or pass --tokenizer FILE)");
-  return BpeTokenizer::FromFile(path);
+  return moeedb::LoadTokenizer(path);
 }
 
 std::vector<std::string> ReadLines(std::istream& in) {

@@ -11,7 +11,7 @@
 #include "base/png_plot.h"
 #include "base/status.h"
 #include "base/tls.h"
-#include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "plugin/cli/args.h"
 #include "plugin/cli/spec_flags.h"
 #include "database/embedding_setup.h"
@@ -19,7 +19,7 @@
 namespace moeedb::cli {
 
 // The tokenizer named by --tokenizer FILE, else MODEL_DIR/tokenizer.json.
-Result<std::unique_ptr<BpeTokenizer>> LoadTokenizer(const std::string& tokenizer_flag, const std::string& model_dir);
+Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& tokenizer_flag, const std::string& model_dir);
 
 // Reads stdin as lines (a final line without '\n' counts; '\r\n' is accepted).
 std::vector<std::string> ReadLines(std::istream& in);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "plugin/server/protocols/router.h"
 
 namespace moeedb {
@@ -290,7 +290,7 @@ HttpResponse TeiRouter::Tokenize(const json& j) const {
   if (prompted) {
     if (auto e = ReadEmbedOptions(json{{"prompt_name", j["prompt_name"]}}, &unused_truncate, &unused_keep_end)) return *e;
   }
-  const BpeTokenizer& tok = core_->setup().tokenizer();
+  const Tokenizer& tok = core_->setup().tokenizer();
   json out = json::array();
   for (const auto& text : texts) {
     auto ids = prompted ? core_->setup().Tokenize(text) : tok.Encode(text, special);
@@ -341,7 +341,7 @@ HttpResponse TeiRouter::Decode(const json& j) const {
   } else if (!read(in)) {
     return Invalid("'ids' must hold token ids of the vocabulary");
   }
-  const BpeTokenizer& tok = core_->setup().tokenizer();
+  const Tokenizer& tok = core_->setup().tokenizer();
   json out = json::array();
   for (auto& r : rows) {
     if (skip) r.erase(std::remove_if(r.begin(), r.end(), [&](int32_t id) { return tok.IsAdded(id); }), r.end());
