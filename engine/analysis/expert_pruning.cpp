@@ -222,7 +222,7 @@ Status WritePrunedCheckpoint(const std::string& model_dir, const std::vector<std
         from = M + "experts." + std::to_string(k[static_cast<size_t>(j)]) + rest.substr(dot);
       } else {
         for (const auto& r : c.family->router_names)
-          if (rest == r + ".weight") rows = k;
+          if (rest == r + ".weight" || rest == r + ".bias") rows = k;  // a router's rows, and its bias's
       }
     }
     const TensorView* v = ckpt->Find(from);

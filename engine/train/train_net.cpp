@@ -12,6 +12,9 @@
 namespace moeedb {
 
 Status TrainNet::CheckTrainable(const ModelConfig& c) {
+  if (c.family->post_norm || c.family->expert_mlp != ExpertMlp::kSwiGlu)
+    return Status::NotSupported(std::string("training does not support the ") + c.family->display_name +
+                                " family yet (the decoder families' pre-norm SwiGLU layers only)");
   for (bool moe : c.moe_layer)
     if (!moe) return Status::NotSupported("training supports configs whose layers are all MoE (as OLMoE's)");
   if (c.shared_intermediate > 0) return Status::NotSupported("training does not support shared experts");
