@@ -9,6 +9,9 @@
 namespace moeedb {
 
 Result<std::vector<double>> MoeLensCosines(MoeModel& model, const std::vector<std::vector<int32_t>>& ids) {
+  if (model.config().family->expert_mlp != ExpertMlp::kSwiGlu)
+    return Status::NotSupported(std::string("MoE Lens measures SwiGLU experts; the ") + model.config().family->display_name +
+                                " family's experts are not");
   const auto blocks = model.MoeBlocks();
   std::vector<double> sum(blocks.size(), 0.0);
   // Capture each MoE layer's input at every sequence's last token.

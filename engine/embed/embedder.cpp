@@ -18,6 +18,11 @@ RouterReadout Embedder::rw_readout() const {
 
 Status Embedder::CheckIds(const std::vector<int32_t>& ids) const {
   if (ids.empty()) return Status::InvalidArgument("no token ids");
+  // Learned positions end at the table's last row (RoPE has no end).
+  const int64_t positions = model_->config().max_positions;
+  if (positions > 0 && static_cast<int64_t>(ids.size()) > positions)
+    return Status::InvalidArgument(std::to_string(ids.size()) + " tokens, more than the model's " +
+                                   std::to_string(positions) + " positions");
   const int64_t vocab = model_->config().vocab_size;
   for (int32_t id : ids)
     if (id < 0 || id >= vocab)

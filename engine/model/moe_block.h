@@ -79,6 +79,7 @@ class MoeBlock {
   void set_window_pairs(int64_t pairs) { window_pairs_ = std::max<int64_t>(1, pairs); }
 
   const MoeBlockSpec& spec() const { return spec_; }
+  ExpertMlp expert_mlp() const { return mlp_; }
   const at::Tensor& router() const { return router_; }
   // Float32 copies (dequantised for int8) of expert e's matrices.
   // [2I, H]: gate, then up rows; [I, H], up alone, for ExpertMlp::kGelu.

@@ -46,9 +46,14 @@ at::Tensor SpectralCentroids(const MoeBlock& block, int k, RoutingPolicy::Sign s
   for (int64_t e = 0; e < E; ++e) {
     const at::Tensor& gu = block.expert_gate_up(e);
     at::Tensor r = block.router()[e];
-    at::Tensor c = SpectralCentroid(gu.narrow(0, 0, I), r, k, sign) + SpectralCentroid(gu.narrow(0, I, I), r, k, sign) +
-                   SpectralCentroid(block.expert_down(e).transpose(0, 1), r, k, sign);
-    out.push_back(c / 3.0);
+    // The mean over the expert's matrices: gate, up and down for SwiGLU; up and down for GELU.
+    at::Tensor down = SpectralCentroid(block.expert_down(e).transpose(0, 1), r, k, sign);
+    if (block.expert_mlp() == ExpertMlp::kSwiGlu) {
+      out.push_back((SpectralCentroid(gu.narrow(0, 0, I), r, k, sign) + SpectralCentroid(gu.narrow(0, I, I), r, k, sign) +
+                     down) / 3.0);
+    } else {
+      out.push_back((SpectralCentroid(gu, r, k, sign) + down) / 2.0);
+    }
   }
   return at::stack(out, 0);
 }

@@ -18,7 +18,8 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(path + ": not valid JSON");
   const nlohmann::json m = j.value("model", nlohmann::json());
-  const std::string type = m.is_object() ? m.value("type", "BPE") : std::string("BPE");
+  const std::string type =
+      m.is_object() && m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : std::string("BPE");
   if (type == "WordPiece") {
     MOEEDB_ASSIGN_OR_RETURN(auto t, WordPieceTokenizer::FromJson(text, path));
     return std::unique_ptr<Tokenizer>(std::move(t));

@@ -31,12 +31,14 @@ bool IsCjkIdeograph(UChar32 c) {
 
 bool IsWhitespace(UChar32 c) { return c == '\t' || c == '\n' || c == '\r' || u_isUWhiteSpace(c); }
 
-// Rust's char::is_other (Cc, Cf, Cs, Co, Cn), tab and newlines excepted.
+// What the library's clean_text drops: control, format, surrogate and
+// private-use characters (Cc, Cf, Cs, Co), tab and newlines excepted.
+// Unassigned code points stay (the library keeps them: "a\u0378b" is one
+// unknown word there, not "ab").
 bool IsControl(UChar32 c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   const int8_t t = u_charType(c);
-  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_SURROGATE || t == U_PRIVATE_USE_CHAR ||
-         t == U_UNASSIGNED;
+  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_SURROGATE || t == U_PRIVATE_USE_CHAR;
 }
 
 bool IsPunctuation(UChar32 c) {

@@ -33,9 +33,12 @@ TEST(WordPieceTokenizer, MatchesTheTokenizersLibraryOnItsFixture) {
     auto decoded = (*tok)->Decode(*ids);
     ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
     EXPECT_EQ(*decoded, c["decoded"].get<std::string>()) << text;
+    auto bare = (*tok)->Encode(text, /*add_special=*/false);  // the same pieces without [CLS] and [SEP]
+    ASSERT_TRUE(bare.ok());
+    EXPECT_EQ(*bare, std::vector<int32_t>(ids->begin() + 1, ids->end() - 1)) << text;
     ++cases;
   }
-  EXPECT_GE(cases, 15);
+  EXPECT_GE(cases, 16);
 }
 
 TEST(WordPieceTokenizer, TruncatesBeforeTheTemplateAndRefusesBadInput) {

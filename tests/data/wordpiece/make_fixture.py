@@ -29,6 +29,7 @@ TEXTS = [
     "unaffable unbelievably re-entry",
     "x",
     "",
+    "unassigned a\u0378b, private use a\ue000b, newer emoji 🥲 ok",
 ]
 REMOVED = ["##able", "meadow"]  # so that a word falls back to smaller pieces, or to [UNK]
 
