@@ -47,7 +47,7 @@ TEACHER_PY="$(bash scripts/python_env.sh teacher)"
 # expert chosen (then the dense model exactly) and with 2 of 8.
 MOEFY=build/moefy-check
 mkdir -p "$MOEFY"
-cut -d, -f1 tests/data/stsb-sample.csv | head -n 400 > "$MOEFY/texts.txt"
+head -n 400 tests/data/stsb-sample.csv | cut -d, -f1 > "$MOEFY/texts.txt"
 head -n 60 "$MOEFY/texts.txt" > "$MOEFY/embed.txt"
 for TOP_K in 8 2; do
   "$TEACHER_PY" eval/teacher/moefy.py build "$MOEFY/8x$TOP_K" "$MOEFY/texts.txt" --top-k "$TOP_K" --calibration-texts 400 2>/dev/null

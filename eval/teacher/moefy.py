@@ -56,9 +56,11 @@ class Experts:
 
 
 def forward(w: Dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray, split: Optional[List[Experts]] = None,
-            capture: Optional[Dict[int, list]] = None) -> np.ndarray:
+            capture: Optional[Dict[int, list]] = None, margin: Optional[np.ndarray] = None) -> np.ndarray:
     """float32 numpy, dense FFNs with the unchosen experts' neurons masked out; [B, 384] unit rows,
-    mean-pooled over the real tokens. capture[l] gets (FFN input, activations) of the real tokens."""
+    mean-pooled over the real tokens. capture[l] gets (FFN input, activations) of the real tokens;
+    margin [B] gets each text's smallest gap between its k-th and (k+1)-th logit over every token
+    and layer (where float rounding could choose either expert)."""
     B, T = ids.shape
     hd = HIDDEN // HEADS
     h = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:T][None]
@@ -84,7 +86,11 @@ def forward(w: Dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray, split: 
         if split is not None:
             x = split[l]
             z = h @ x.router.T + x.bias  # [B, T, E]
-            kth = np.sort(z, -1)[..., -x.top_k][..., None]
+            ordered = np.sort(z, -1)
+            kth = ordered[..., -x.top_k][..., None]
+            if margin is not None and x.top_k < x.experts:
+                gap = np.where(real, ordered[..., -x.top_k] - ordered[..., -x.top_k - 1], np.inf).min(1)
+                margin[:] = np.minimum(margin, gap)
             chosen = (z >= kth).astype(np.float32)
             per_expert = i[..., x.perm].reshape(B, T, x.experts, -1) * chosen[..., None]
             i = np.empty_like(i)
@@ -95,13 +101,18 @@ def forward(w: Dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray, split: 
     return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
 
-def embed(w, tok, texts: Sequence[str], split=None, capture=None, batch: int = 64) -> np.ndarray:
+def embed(w, tok, texts: Sequence[str], split=None, capture=None, batch: int = 64,
+          margins: Optional[np.ndarray] = None) -> np.ndarray:
+    """Unit rows of the texts; margins (if given, [len(texts)]) gets each text's routing margin."""
     out = np.zeros((len(texts), HIDDEN), np.float32)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     for s in range(0, len(order), batch):
         idx = order[s : s + batch]
         ids, mask = tok.encode([texts[i] for i in idx])
-        out[idx] = forward(w, ids, mask, split, capture)
+        m = np.full(len(idx), np.inf)
+        out[idx] = forward(w, ids, mask, split, capture, m)
+        if margins is not None:
+            margins[idx] = m
     return out
 
 
@@ -248,19 +259,25 @@ def load_split(folder: Path) -> Tuple[Dict[str, np.ndarray], List[Experts]]:
 
 def cmd_check(a: argparse.Namespace) -> int:
     """moeedb's HS vectors of TEXTS (`moeedb embed --model FOLDER < TEXTS > VECTORS.jsonl`) against
-    this module's forward of the same split: cosine above 1 - 1e-5 for every text."""
+    this module's forward of the same split: cosine above 1 - 1e-5 for every text whose routing
+    has no near-tie. A text where some token's k-th and (k+1)-th logits are within 1e-4 is left
+    out (float32 here and float64 in moeedb may each pick either expert there, both right); at
+    most a tenth of the texts may be."""
     m = minilm.MiniLM(threads=2)
     _, split = load_split(Path(a.folder))
     texts = read_lines(a.texts)
-    ref = embed(m.weights, m.tokenizer, texts, split)
+    margins = np.full(len(texts), np.inf)
+    ref = embed(m.weights, m.tokenizer, texts, split, margins=margins)
     with open(a.vectors, encoding="utf-8") as f:
         got = np.array([json.loads(l)["hs"] for l in f if l.strip()], dtype=np.float32)
     if got.shape != ref.shape:
         raise SystemExit(f"{a.vectors}: {got.shape} vectors for {ref.shape}")
     got = got / np.linalg.norm(got, axis=1, keepdims=True)
     cos = (ref * got).sum(1)
-    print(json.dumps({"texts": len(texts), "min_cosine": float(cos.min()), "max_abs": float(np.abs(ref - got).max())}))
-    return 0 if cos.min() > 1 - 1e-5 else 1
+    clear = margins >= 1e-4
+    print(json.dumps({"texts": len(texts), "near_ties_left_out": int((~clear).sum()),
+                      "min_cosine": float(cos[clear].min()), "max_abs": float(np.abs(ref - got)[clear].max())}))
+    return 0 if clear.mean() >= 0.9 and cos[clear].min() > 1 - 1e-5 else 1
 
 
 def main() -> int:
