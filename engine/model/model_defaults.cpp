@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/model/model_config.h"
 #include "engine/model/trained_pooler.h"
 
 namespace moeedb {
@@ -13,6 +14,11 @@ namespace fs = std::filesystem;
 
 Result<EmbeddingDefaults> ModelEmbeddingDefaults(const std::string& model_dir) {
   EmbeddingDefaults d;
+  // An encoder (a post-norm family: BERT's) reads every token both ways and
+  // was trained without a prompt: the mean of its tokens, as
+  // sentence-transformers pools it, is its sentence vector.
+  auto config = ModelConfig::FromFile((fs::path(model_dir) / "config.json").string());
+  if (config.ok() && config->family->post_norm) d.prompt = "raw", d.hs_pooling = "mean", d.rw_pooling = "mean";
   if (TrainedPooler::ExistsIn(model_dir)) d.hs_pooling = "trained";
   const fs::path path = fs::path(model_dir) / "embedding.json";
   if (!fs::exists(path)) return d;

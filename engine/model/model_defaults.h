@@ -2,7 +2,8 @@
 // DIR/embedding.json ({"prompt": ..., "hs_pooling": ..., "rw_pooling": ...,
 // "alpha": ...}, each optional; alpha is the default weight of cos_RW for a
 // new collection, chosen on a dev split). Without the file (or a field), a folder with a trained
-// pooler defaults to HS pooling "trained"; everything else to the MoEE
+// pooler defaults to HS pooling "trained"; an encoder family (bert_moe) to
+// no prompt and mean pooling (raw, mean, mean); everything else to the MoEE
 // reference setup (prompteol, last, last).
 #pragma once
 

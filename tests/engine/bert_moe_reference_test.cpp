@@ -15,6 +15,7 @@
 #include <random>
 
 #include "engine/model/model.h"
+#include "engine/model/model_defaults.h"
 #include "tests/test_util.h"
 
 namespace moeedb {
@@ -274,6 +275,22 @@ TEST_F(BertMoeReference, ExpertsAreChosenByLogitWhenProbabilitiesUnderflow) {
     RefOutput ref = ReferenceForward(d_, loud, std::vector<int>(batch_[b].begin(), batch_[b].end()));
     EXPECT_LT(MaxAbsDiff(out->hs[b], ref.hs_mean), 1e-4) << "row " << b;
   }
+}
+
+// Without embedding.json an encoder folder pools as sentence-transformers
+// does (the mean of its tokens, no prompt), not as a decoder (a prompt and
+// the last token); the file's fields still win.
+TEST_F(BertMoeReference, AnEncoderFolderDefaultsToTheMeanWithoutAPrompt) {
+  auto d = ModelEmbeddingDefaults(dir_.path());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->prompt, "raw");
+  EXPECT_EQ(d->hs_pooling, "mean");
+  EXPECT_EQ(d->rw_pooling, "mean");
+  test::WriteFile(dir_ / "embedding.json", R"({"hs_pooling": "last"})");
+  d = ModelEmbeddingDefaults(dir_.path());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->hs_pooling, "last");
+  EXPECT_EQ(d->prompt, "raw");
 }
 
 // bf16 and int8 weights run the same family (the packed kernels' GELU path):

@@ -25,7 +25,7 @@ declare -A SOURCES=(
   [document_line]="database/document_line.cpp base/status.cpp base/utf8.cpp"
   [safetensors]="engine/io/safetensors.cpp base/status.cpp"
   [model_config]="engine/model/model_config.cpp engine/model/model_family.cpp base/status.cpp"
-  [tokenizer]="engine/tokenizer/bpe_tokenizer.cpp engine/tokenizer/byte_level.cpp base/utf8.cpp base/status.cpp"
+  [tokenizer]="engine/tokenizer/bpe_tokenizer.cpp engine/tokenizer/byte_level.cpp engine/tokenizer/wordpiece_tokenizer.cpp base/utf8.cpp base/status.cpp"
 )
 EXTRA_tokenizer=(-DMOEEDB_TEST_DATA_DIR="\"$PWD/tests/data\"" $(pkg-config --libs icu-uc icu-i18n))
 
