@@ -16,6 +16,7 @@
 
 #include "engine/model/model.h"
 #include "engine/model/model_defaults.h"
+#include "tests/engine/reference_weights.h"
 #include "tests/test_util.h"
 
 namespace moeedb {
@@ -26,21 +27,13 @@ struct Dims {
   double eps = 1e-12;
 };
 
-struct RefWeights {
-  std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>> tensors;
-  const std::vector<float>& operator[](const std::string& n) const { return tensors.at(n).second; }
-};
+using test::MaxAbsDiff;
+using test::RefWeights;
 
 RefWeights MakeWeights(const Dims& d, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  RefWeights w;
+  test::RandomWeights random(seed);
   auto rnd = [&](const std::string& name, std::vector<int64_t> shape, float base = 0.0f) {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    std::vector<float> v(n);
-    for (auto& x : v) x = base + normal(rng);
-    w.tensors[name] = {shape, v};
+    random.Add(name, std::move(shape), base);
   };
   // Norm weights near 1 and biases of their own: their use is checked too.
   auto norm = [&](const std::string& name) {
@@ -68,7 +61,7 @@ RefWeights MakeWeights(const Dims& d, unsigned seed) {
     }
     rnd(p + "mlp.output_bias", {d.H});
   }
-  return w;
+  return random.weights;
 }
 
 std::string BertMoeConfig(const Dims& d) {
@@ -179,12 +172,12 @@ RefOutput ReferenceForward(const Dims& d, const RefWeights& w, const std::vector
   return out;
 }
 
-double MaxAbsDiff(const at::Tensor& a, const std::vector<double>& b) {
-  at::Tensor c = a.to(at::kDouble).contiguous().view({-1});
-  EXPECT_EQ(c.numel(), static_cast<int64_t>(b.size()));
-  double m = 0;
-  for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::abs(c.data_ptr<double>()[i] - b[i]));
-  return m;
+// HS and RW read as the mean over a text's tokens (the folder's embedding.json setting).
+ForwardOptions MeanReadouts() {
+  ForwardOptions o;
+  o.hs_pooling = HsPooling::kMean;
+  o.rw_pooling = RwPooling::kMean;
+  return o;
 }
 
 class BertMoeReference : public ::testing::Test {
@@ -211,9 +204,7 @@ TEST_F(BertMoeReference, EveryDispatchAndAttentionPathMatchesPlainLoops) {
     for (auto dispatch : {ExpertDispatch::kAuto, ExpertDispatch::kLoop, ExpertDispatch::kGrouped,
                           ExpertDispatch::kBatched, ExpertDispatch::kPacked}) {
       (*model)->set_expert_dispatch(dispatch);
-      ForwardOptions mean;
-      mean.hs_pooling = HsPooling::kMean;
-      mean.rw_pooling = RwPooling::kMean;
+      const ForwardOptions mean = MeanReadouts();
       // Default options read the last token, which prunes the last layer to it.
       for (const ForwardOptions& opt : {mean, ForwardOptions()}) {
         auto out = (*model)->Forward(batch_, opt);
@@ -266,10 +257,7 @@ TEST_F(BertMoeReference, ExpertsAreChosenByLogitWhenProbabilitiesUnderflow) {
   test::WriteFile(dir / "config.json", BertMoeConfig(d_));
   auto model = MoeModel::LoadDir(dir.path());
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ForwardOptions mean;
-  mean.hs_pooling = HsPooling::kMean;
-  mean.rw_pooling = RwPooling::kMean;
-  auto out = (*model)->Forward(batch_, mean);
+  auto out = (*model)->Forward(batch_, MeanReadouts());
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   for (size_t b = 0; b < batch_.size(); ++b) {
     RefOutput ref = ReferenceForward(d_, loud, std::vector<int>(batch_[b].begin(), batch_[b].end()));
@@ -309,10 +297,7 @@ TEST_F(BertMoeReference, Bf16AndInt8WeightsStayCloseToTheReference) {
     else load.format.quant = WeightQuant::kInt8;
     auto model = MoeModel::LoadDir(dir.path(), load);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
-    ForwardOptions mean;
-    mean.hs_pooling = HsPooling::kMean;
-    mean.rw_pooling = RwPooling::kMean;
-    auto out = (*model)->Forward(batch_, mean);
+    auto out = (*model)->Forward(batch_, MeanReadouts());
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     for (size_t b = 0; b < batch_.size(); ++b) {
       RefOutput ref = ReferenceForward(all, w_, std::vector<int>(batch_[b].begin(), batch_[b].end()));

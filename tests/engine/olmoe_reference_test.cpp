@@ -12,6 +12,7 @@
 #include <random>
 
 #include "engine/model/model.h"
+#include "tests/engine/reference_weights.h"
 #include "tests/test_util.h"
 
 namespace moeedb {
@@ -24,21 +25,14 @@ struct Dims {
 
 using Mat = std::vector<double>;  // row-major
 
-struct RefWeights {
-  std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>> tensors;
-  const std::vector<float>& operator[](const std::string& n) const { return tensors.at(n).second; }
-};
+using test::MaxAbsDiff;
+using test::RefWeights;
 
 RefWeights MakeWeights(const Dims& d, unsigned seed, bool packed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  RefWeights w;
+  test::RandomWeights random(seed);
+  const RefWeights& w = random.weights;
   auto rnd = [&](const std::string& name, std::vector<int64_t> shape, float base = 0.0f) {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    std::vector<float> v(n);
-    for (auto& x : v) x = base + normal(rng);
-    w.tensors[name] = {shape, v};
+    random.Add(name, std::move(shape), base);
   };
   rnd("model.embed_tokens.weight", {d.V, d.H});
   rnd("lm_head.weight", {d.V, d.H});
@@ -207,14 +201,6 @@ RefOutput ReferenceForward(const Dims& d, const RefWeights& w, const std::vector
     if (t == T - 1) out.hs = n;
   }
   return out;
-}
-
-double MaxAbsDiff(const at::Tensor& a, const std::vector<double>& b) {
-  at::Tensor c = a.to(at::kDouble).contiguous().view({-1});
-  EXPECT_EQ(c.numel(), static_cast<int64_t>(b.size()));
-  double m = 0;
-  for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::abs(c.data_ptr<double>()[i] - b[i]));
-  return m;
 }
 
 void CheckAgainstReference(bool packed, bool norm_topk) {
